@@ -1,0 +1,38 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Both create .venv, install torch==2.13.0 first (a CPU wheel that lies on disk here; any
+# other torch request may pull a multi-GB CUDA build), then beamtok with all its extras.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.beamtok-installed
+
+.PHONY: setup demo test lint typecheck unit bench clean
+
+setup: $(STAMP)
+
+$(STAMP): setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[all,dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/beamtok demo
+
+lint: setup
+	$(BIN)/ruff check beamtok pipelines tests benchmarks
+
+typecheck: setup
+	$(BIN)/mypy beamtok pipelines
+
+unit: setup
+	$(BIN)/pytest -q -p no:cacheprovider tests
+
+test: lint typecheck unit
+
+bench: setup
+	$(BIN)/python benchmarks/resume.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,36 @@
+"""beamtok: tokenize and pack LLM training data, on the fly or from a Beam-built cache.
+
+Both modes yield the same examples in the same order and share one resumable cursor.
+"""
+
+from beamtok.errors import BeamtokError, ConfigError, InputError, StateError
+from beamtok.shard import DocCounts, Produced, ShardCursor, ShardProcessor
+from beamtok.sources.urls import Shard, expand_urls
+from beamtok.spec import Spec
+from beamtok.stream.dataset import Dataset
+from beamtok.stream.iterator import STATE_VERSION, DatasetIterator
+from beamtok.transforms.bos_eos import ensure_bos_eos
+from beamtok.transforms.tokenize import Tokenizer, load_tokenizer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "STATE_VERSION",
+    "BeamtokError",
+    "ConfigError",
+    "Dataset",
+    "DatasetIterator",
+    "DocCounts",
+    "InputError",
+    "Produced",
+    "Shard",
+    "ShardCursor",
+    "ShardProcessor",
+    "Spec",
+    "StateError",
+    "Tokenizer",
+    "__version__",
+    "ensure_bos_eos",
+    "expand_urls",
+    "load_tokenizer",
+]

@@ -1,0 +1,294 @@
+"""ShardProcessor: the per-shard step shared by the online iterator and the Beam pipeline.
+
+``ShardProcessor(spec).run(shard, start)`` reads the shard from a cursor, runs the spec's
+per-document steps in blocks (so tokenization is batched), packs the token documents and
+yields each example with the cursor *after* it: the ``(index, doc, token)`` where the next
+example starts. The cursor after the last example is ``done``. Every example carries its
+provenance (``shard``, ``index``, ``doc``, ``token``), so reopening the shard at any cursor
+yields exactly the remaining examples, with no buffered tokens to save.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from beamtok.errors import ConfigError, InputError, StateError
+from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason
+from beamtok.sources.readers import read_documents
+from beamtok.sources.urls import Shard
+from beamtok.spec import (
+    BosEosStep,
+    FilterStep,
+    LengthFilterStep,
+    MapStep,
+    Spec,
+    TokenizeStep,
+)
+from beamtok.transforms.bos_eos import ensure_bos_eos
+from beamtok.transforms.pack import Packer, Row, make_packer
+from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
+
+__all__ = ["DocCounts", "Produced", "ShardCursor", "ShardProcessor"]
+
+# Skips that are choices of the pipeline, not bad input: counted, never raised.
+POLICY_SKIPS = frozenset({SkipReason.EMPTY, SkipReason.FILTERED, SkipReason.TOO_SHORT, SkipReason.TOO_LONG})
+BLOCK_DOCS = 256
+BLOCK_CHARS = 1 << 21
+
+
+@dataclass(frozen=True)
+class ShardCursor:
+    """Where the next example of a shard starts: its index, doc cursor and token offset."""
+
+    index: int = 0
+    doc: int = 0
+    token: int = 0
+    done: bool = False
+
+    KEYS = ("index", "doc", "token", "done")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "doc": self.doc, "token": self.token, "done": self.done}
+
+    @classmethod
+    def from_json(cls, state: Any) -> "ShardCursor":
+        if not isinstance(state, dict) or set(state) != set(cls.KEYS):
+            raise StateError(f"shard cursor must have exactly the keys {cls.KEYS}, got {state!r}")
+        ints = [state[k] for k in ("index", "doc", "token")]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in ints):
+            raise StateError(f"shard cursor positions must be non-negative integers, got {state!r}")
+        if not isinstance(state["done"], bool):
+            raise StateError(f"shard cursor 'done' must be a boolean, got {state['done']!r}")
+        return cls(state["index"], state["doc"], state["token"], state["done"])
+
+
+@dataclass
+class DocCounts:
+    """What happened to documents: read = emitted + sum(skipped)."""
+
+    read: int = 0
+    emitted: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    truncated_tokens: int = 0
+    dropped_tokens: int = 0
+
+    def add(self, other: "DocCounts") -> None:
+        self.read += other.read
+        self.emitted += other.emitted
+        self.skipped.update(other.skipped)
+        self.truncated_tokens += other.truncated_tokens
+        self.dropped_tokens += other.dropped_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "read": self.read,
+            "emitted": self.emitted,
+            "skipped": dict(sorted(self.skipped.items())),
+            "truncated_tokens": self.truncated_tokens,
+            "dropped_tokens": self.dropped_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, state: dict[str, Any]) -> "DocCounts":
+        return cls(
+            state["read"],
+            state["emitted"],
+            Counter(state["skipped"]),
+            state["truncated_tokens"],
+            state["dropped_tokens"],
+        )
+
+
+class Produced(NamedTuple):
+    """One output of a shard run.
+
+    ``counts`` are the documents finished since the previous output (those before the doc
+    cursor of ``cursor``). ``example`` is None only in the single output of a shard that
+    yields no example at all, which still reports its counts.
+    """
+
+    example: dict[str, Any] | None
+    cursor: ShardCursor
+    counts: DocCounts
+
+
+class _Doc:
+    """A document moving through the per-document steps of one block."""
+
+    __slots__ = ("raw", "record", "skip")
+
+    def __init__(self, raw: RawDocument) -> None:
+        self.raw = raw
+        self.record: dict[str, Any] | None = None
+        self.skip: str | None = None
+        if isinstance(raw.payload, ParseFailure):
+            self.skip = raw.payload.reason
+        else:
+            self.record = raw.payload
+
+
+class ShardProcessor:
+    """Run a spec's per-shard step over one shard, from any cursor."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self._tokenizers: dict[str, Tokenizer] = {}
+        tokenized = False
+        for step in spec.steps:
+            if isinstance(step, TokenizeStep):
+                tokenized = True
+            elif isinstance(step, (BosEosStep, LengthFilterStep)) and not tokenized:
+                raise ConfigError(f"{step.to_json()['op']} needs tokens: call tokenize() before it")
+        if spec.pack is not None and spec.pack.mode != "none" and not tokenized:
+            raise ConfigError("packing needs tokens: call tokenize() before it")
+        self.tokenized = tokenized
+
+    def prepare(self) -> None:
+        """Load the tokenizers the spec names (once per process); run() calls it lazily."""
+        for step in self.spec.steps:
+            if isinstance(step, TokenizeStep) and step.tokenizer.fingerprint not in self._tokenizers:
+                self._tokenizers[step.tokenizer.fingerprint] = resolve_tokenizer(step.tokenizer)
+
+    def run(self, shard: Shard, start: ShardCursor | None = None) -> Iterator[Produced]:
+        """Yield the examples of ``shard`` from ``start`` on, each with the cursor after it."""
+        start = start or ShardCursor()
+        if start.done:
+            return
+        self.prepare()
+        packer = make_packer(self.spec.pack) if self.tokenized else None
+        finished: deque[tuple[int, DocCounts]] = deque()  # per document, not yet reported
+        pending: dict[str, Any] | None = None
+        index = start.index
+
+        def counts_before(doc: int | None) -> DocCounts:
+            total = DocCounts()
+            while finished and (doc is None or finished[0][0] < doc):
+                total.add(finished.popleft()[1])
+            return total
+
+        docs = read_documents(shard, self.spec.source, start.doc)
+        for block in _blocks(docs, self.spec.source.text_field):
+            for doc in self._apply_steps(shard, block):
+                if doc.skip is not None:
+                    finished.append((doc.raw.cursor, DocCounts(read=1, skipped=Counter({doc.skip: 1}))))
+                    continue
+                assert doc.record is not None
+                counts = DocCounts(read=1, emitted=1)
+                finished.append((doc.raw.cursor, counts))
+                if packer is None:
+                    rows: Any = [(doc.raw.cursor, 0, dict(doc.record))]
+                else:
+                    offset = start.token if doc.raw.cursor == start.doc else 0
+                    before = packer.counts.truncated_tokens
+                    rows = [(r.doc, r.token, r.fields()) for r in packer.add(doc.raw.cursor, doc.record["input_ids"], offset)]
+                    counts.truncated_tokens = packer.counts.truncated_tokens - before
+                for row_doc, row_token, fields in rows:
+                    if pending is not None:
+                        cursor = ShardCursor(index, row_doc, row_token)
+                        yield Produced(pending, cursor, counts_before(row_doc))
+                    pending = _example(fields, shard.index, index, row_doc, row_token)
+                    index += 1
+        if packer is not None:
+            before = packer.counts.dropped_tokens
+            tail: list[Row] = list(packer.finish())
+            if packer.counts.dropped_tokens > before:
+                finished.append((-1, DocCounts(dropped_tokens=packer.counts.dropped_tokens - before)))
+            for row in tail:
+                if pending is not None:
+                    yield Produced(pending, ShardCursor(index, row.doc, row.token), counts_before(row.doc))
+                pending = _example(row.fields(), shard.index, index, row.doc, row.token)
+                index += 1
+        done = ShardCursor(index, 0, 0, True)
+        if pending is not None:
+            yield Produced(pending, done, counts_before(None))
+        else:
+            yield Produced(None, done, counts_before(None))
+
+    def _apply_steps(self, shard: Shard, block: list[RawDocument]) -> list[_Doc]:
+        docs = [_Doc(raw) for raw in block]
+        for d in docs:
+            if d.skip is not None:
+                self._fail(shard, d, d.skip, d.raw.payload.message)
+        for step in self.spec.steps:
+            alive = [d for d in docs if d.skip is None]
+            if not alive:
+                break
+            if isinstance(step, MapStep):
+                for d in alive:
+                    out = step.fn(d.record)  # type: ignore[arg-type]
+                    if not isinstance(out, dict):
+                        raise ConfigError(f"map {step.name} returned {type(out).__name__}, expected a dict")
+                    d.record = out
+            elif isinstance(step, FilterStep):
+                for d in alive:
+                    if not step.fn(d.record):  # type: ignore[arg-type]
+                        d.skip = SkipReason.FILTERED
+            elif isinstance(step, TokenizeStep):
+                self._tokenize(shard, step, alive)
+            elif isinstance(step, BosEosStep):
+                for d in alive:
+                    assert d.record is not None
+                    d.record["input_ids"] = ensure_bos_eos(d.record["input_ids"], step.bos_id, step.eos_id)
+            elif isinstance(step, LengthFilterStep):
+                for d in alive:
+                    assert d.record is not None
+                    n = len(d.record["input_ids"])
+                    if step.min_tokens is not None and n < step.min_tokens:
+                        d.skip = SkipReason.TOO_SHORT
+                    elif step.max_tokens is not None and n > step.max_tokens:
+                        d.skip = SkipReason.TOO_LONG
+        return docs
+
+    def _tokenize(self, shard: Shard, step: TokenizeStep, alive: list[_Doc]) -> None:
+        texts: list[str] = []
+        targets: list[_Doc] = []
+        for d in alive:
+            assert d.record is not None
+            value = d.record.get(step.field, _MISSING)
+            if value is _MISSING:
+                self._fail(shard, d, SkipReason.MISSING_FIELD, f"no field {step.field!r} (fields: {sorted(d.record)[:8]})")
+            elif not isinstance(value, str):
+                self._fail(shard, d, SkipReason.WRONG_TYPE, f"field {step.field!r} is {type(value).__name__}, expected a string")
+            else:
+                texts.append(value)
+                targets.append(d)
+        tokenizer = self._tokenizers[step.tokenizer.fingerprint]
+        for d, ids in zip(targets, tokenizer.encode_batch(texts, step.add_special_tokens)):
+            if len(ids) == 0:
+                d.skip = SkipReason.EMPTY
+            else:
+                d.record = {**d.record, "input_ids": ids}  # type: ignore[dict-item]
+
+    def _fail(self, shard: Shard, d: _Doc, reason: str, message: str) -> None:
+        d.skip = reason
+        if self.spec.on_error == "raise" and reason not in POLICY_SKIPS:
+            raise InputError(f"{shard.url}: {d.raw.location}: {message}")
+
+
+_MISSING = object()
+
+
+def _example(fields: dict[str, Any], shard: int, index: int, doc: int, token: int) -> dict[str, Any]:
+    example = dict(fields)
+    example.update(shard=shard, index=index, doc=doc, token=token)
+    return example
+
+
+def _blocks(docs: Iterator[RawDocument], text_field: str) -> Iterator[list[RawDocument]]:
+    """Group documents so tokenization is batched; boundaries never change the output."""
+    block: list[RawDocument] = []
+    chars = 0
+    for raw in docs:
+        block.append(raw)
+        payload = raw.payload
+        if isinstance(payload, dict):
+            text = payload.get(text_field)
+            chars += len(text) if isinstance(text, str) else 0
+        if len(block) >= BLOCK_DOCS or chars >= BLOCK_CHARS:
+            yield block
+            block, chars = [], 0
+    if block:
+        yield block

@@ -1,0 +1,219 @@
+"""Readers: open a shard at a doc cursor and yield its raw documents in order.
+
+Doc cursors (DESIGN §2): byte offset for uncompressed JSONL, line number for compressed JSONL,
+row index for Parquet, item index for in-memory sources, 0 for a plain text file. Reopening
+at a cursor seeks (or, for compressed JSONL, skips lines without parsing them).
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import itertools
+import os
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import IO, Any
+
+from beamtok.errors import ConfigError, InputError
+from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason, parse_json_line
+from beamtok.sources.urls import Shard, is_remote
+from beamtok.spec import SourceSpec
+
+__all__ = ["detect_format", "is_compressed", "open_url", "read_documents"]
+
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".xz")
+JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+TEXT_SUFFIXES = (".txt", ".md", ".rst", ".text")
+PARQUET_ROWS_PER_BATCH = 1024
+
+
+def is_compressed(url: str) -> bool:
+    return url.lower().endswith(COMPRESSED_SUFFIXES)
+
+
+def detect_format(url: str) -> str:
+    """Guess a file's format from its name (compression suffixes are looked through)."""
+    name = url.lower()
+    for suffix in COMPRESSED_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith(TEXT_SUFFIXES):
+        return "text"
+    raise ConfigError(
+        f"{url}: cannot tell the format from the file name; pass format='jsonl', 'parquet' or 'text'"
+    )
+
+
+def open_url(url: str, *, decompress: bool) -> IO[bytes]:
+    """Open a local path or remote URL for binary reading, with a clear error if it cannot be."""
+    import smart_open
+
+    try:
+        return smart_open.open(  # type: ignore[no-any-return]
+            url, "rb", compression="infer_from_extension" if decompress else "disable"
+        )
+    except FileNotFoundError as e:
+        raise InputError(f"{url}: file not found") from e
+    except PermissionError as e:
+        raise InputError(f"{url}: permission denied") from e
+    except OSError as e:
+        raise InputError(f"{url}: cannot open: {e}") from e
+    except Exception as e:  # remote clients raise their own types (botocore, requests, ...)
+        if is_remote(url):
+            raise InputError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
+        raise
+
+
+def read_documents(shard: Shard, source: SourceSpec, start: int) -> Iterator[RawDocument]:
+    """Yield the documents of ``shard`` from doc cursor ``start`` on, decoded into records.
+
+    A document that cannot be decoded is yielded with a :class:`ParseFailure` as its payload,
+    so the caller applies the error policy and counts it.
+    """
+    fmt = source.format
+    if shard.data is not None:
+        yield from _read_memory(shard, start, source.text_field)
+        return
+    if fmt == "auto":
+        fmt = detect_format(shard.url)
+    if fmt == "jsonl":
+        reader = _read_compressed_jsonl if is_compressed(shard.url) else _read_jsonl
+        yield from reader(shard.url, start)
+    elif fmt == "parquet":
+        yield from _read_parquet(shard.url, start, source.columns)
+    elif fmt == "text":
+        yield from _read_text(shard.url, start, source.text_field)
+    else:
+        raise ConfigError(f"{shard.url}: format {fmt!r} needs an in-memory source")
+
+
+def _read_jsonl(url: str, start: int) -> Iterator[RawDocument]:
+    """Uncompressed JSONL: the cursor is the byte offset of a line's first byte."""
+    with open_url(url, decompress=False) as f:
+        if start:
+            f.seek(start)
+        offset = start
+        line_no = 1 if start == 0 else None
+        for line in f:
+            if line.strip():
+                where = f"line {line_no}" if line_no is not None else f"byte {offset}"
+                yield RawDocument(offset, where, parse_json_line(line))
+            offset += len(line)
+            if line_no is not None:
+                line_no += 1
+
+
+def _read_compressed_jsonl(url: str, start: int) -> Iterator[RawDocument]:
+    """Compressed JSONL: the cursor is a 0-based line number; reopening skips lines unparsed."""
+    with open_url(url, decompress=True) as f:
+        lines = _guard_truncation(url, f)
+        for line_no, line in enumerate(itertools.islice(lines, start, None), start):
+            if line.strip():
+                yield RawDocument(line_no, f"line {line_no + 1}", parse_json_line(line))
+
+
+def _guard_truncation(url: str, f: Iterable[bytes]) -> Iterator[bytes]:
+    """Turn decompressors' end-of-stream errors into an InputError naming the file."""
+    it = iter(f)
+    while True:
+        try:
+            line = next(it)
+        except StopIteration:
+            return
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise InputError(f"{url}: compressed file is truncated or corrupt: {e}") from e
+        except Exception as e:
+            if type(e).__name__ == "ZstdError":
+                raise InputError(f"{url}: compressed file is truncated or corrupt: {e}") from e
+            raise
+        yield line
+
+
+def _read_parquet(url: str, start: int, columns: Sequence[str] | None) -> Iterator[RawDocument]:
+    """Parquet: the cursor is a row index; reopening starts at the row group holding it."""
+    import pyarrow.parquet as pq
+
+    source: Any = url if not is_remote(url) else open_url(url, decompress=False)
+    try:
+        pf = pq.ParquetFile(source)
+    except FileNotFoundError as e:
+        raise InputError(f"{url}: file not found") from e
+    except Exception as e:
+        raise InputError(f"{url}: not a readable Parquet file: {e}") from e
+    with pf:
+        cols = list(columns) if columns is not None else None
+        if cols is not None:
+            missing = [c for c in cols if c not in pf.schema_arrow.names]
+            if missing:
+                raise InputError(f"{url}: Parquet file has no column(s) {missing}; it has {pf.schema_arrow.names}")
+        meta = pf.metadata
+        ends = list(itertools.accumulate(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
+        group = bisect.bisect_right(ends, start)
+        if group >= len(ends):
+            return
+        row = ends[group - 1] if group else 0
+        groups = list(range(group, len(ends)))
+        for batch in pf.iter_batches(PARQUET_ROWS_PER_BATCH, row_groups=groups, columns=cols):
+            records = batch.to_pylist()
+            skip = max(0, start - row)
+            for i, record in enumerate(records[skip:], row + skip):
+                yield RawDocument(i, f"row {i}", record)
+            row += len(records)
+
+
+def _read_text(url: str, start: int, text_field: str) -> Iterator[RawDocument]:
+    """Plain text: the whole file is one document, cursor 0."""
+    if start > 0:
+        return
+    if not is_remote(url) and not os.path.exists(url):
+        raise InputError(f"{url}: file not found")
+    with open_url(url, decompress=True) as f:
+        data = f.read()
+    try:
+        record: dict[str, Any] | ParseFailure = {text_field: data.decode("utf-8")}
+    except UnicodeDecodeError as e:
+        record = ParseFailure(SkipReason.INVALID_UTF8, f"invalid UTF-8 at byte {e.start}")
+    yield RawDocument(0, "document", record)
+
+
+def _read_memory(shard: Shard, start: int, text_field: str) -> Iterator[RawDocument]:
+    """In-memory sources: the cursor is an item index (O(1) for sequences)."""
+    data = shard.data
+    if callable(data):
+        items: Iterable[Any] = itertools.islice(data(), start, None)
+    elif _is_hf_dataset(data):
+        items = _hf_rows(data, start)
+    elif isinstance(data, Sequence):
+        items = (data[i] for i in range(start, len(data)))
+    else:
+        raise ConfigError(f"{shard.url}: in-memory source must be a sequence or a callable returning an iterable")
+    for i, item in enumerate(items, start):
+        yield RawDocument(i, f"item {i}", _as_record(item, text_field))
+
+
+def _as_record(item: Any, text_field: str) -> dict[str, Any] | ParseFailure:
+    if isinstance(item, dict):
+        return item
+    if isinstance(item, str):
+        return {text_field: item}
+    return ParseFailure(SkipReason.NOT_AN_OBJECT, f"expected a dict or str, got {type(item).__name__}")
+
+
+def _is_hf_dataset(data: Any) -> bool:
+    return type(data).__module__.startswith("datasets.") and hasattr(data, "column_names")
+
+
+def _hf_rows(data: Any, start: int, block: int = 1000) -> Iterator[dict[str, Any]]:
+    """Rows of a Hugging Face ``datasets.Dataset`` read in column slices, not one by one."""
+    n = len(data)
+    for lo in range(start, n, block):
+        cols = data[lo : min(lo + block, n)]
+        names = list(cols)
+        for values in zip(*(cols[k] for k in names)):
+            yield dict(zip(names, values))

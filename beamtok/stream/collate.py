@@ -1,0 +1,44 @@
+"""Collate examples into a batch: numpy arrays, or torch tensors on request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["collate"]
+
+PAD_VALUES = {"input_ids": None, "labels": -100}  # None: the tokenizer's pad id
+
+
+def collate(examples: list[dict[str, Any]], pad_id: int, tensors: str = "numpy") -> dict[str, Any]:
+    """Stack each field; ragged token fields are right-padded to the longest example.
+
+    Padding uses ``pad_id`` for ``input_ids``, -100 for ``labels`` and 0 elsewhere (so
+    ``segment_ids`` and ``loss_mask`` mark padding as such). Strings are kept as lists.
+    """
+    batch: dict[str, Any] = {}
+    for key in examples[0]:
+        values = [ex[key] for ex in examples]
+        first = values[0]
+        if isinstance(first, np.ndarray):
+            batch[key] = _stack(values, PAD_VALUES.get(key, 0) if key != "input_ids" else pad_id)
+        elif isinstance(first, (int, np.integer)) and not isinstance(first, bool):
+            batch[key] = np.asarray(values, dtype=np.int64)
+        else:
+            batch[key] = values
+    if tensors == "torch":
+        import torch
+
+        return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
+    return batch
+
+
+def _stack(arrays: list[np.ndarray], pad: Any) -> np.ndarray:
+    longest = max(len(a) for a in arrays)
+    if all(len(a) == longest for a in arrays):
+        return np.stack(arrays)
+    out = np.full((len(arrays), longest), pad, dtype=arrays[0].dtype)
+    for row, a in zip(out, arrays):
+        row[: len(a)] = a
+    return out

@@ -1,0 +1,32 @@
+"""Helpers that keep stage states strict: exact keys, JSON types, copies not references."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from beamtok.errors import StateError
+
+__all__ = ["check_keys", "check_int", "copy_state"]
+
+
+def copy_state(state: Any) -> Any:
+    """A deep copy, so restoring never mutates (or keeps a reference to) the caller's dict."""
+    return copy.deepcopy(state)
+
+
+def check_keys(state: Any, keys: tuple[str, ...], stage: str) -> dict[str, Any]:
+    """Return ``state`` if it is a dict with exactly ``keys``; raise a StateError naming the stage."""
+    if not isinstance(state, dict):
+        raise StateError(f"{stage}: state must be a JSON object, got {type(state).__name__}")
+    unknown = sorted(set(state) - set(keys))
+    missing = sorted(set(keys) - set(state))
+    if unknown or missing:
+        raise StateError(f"{stage}: state has unknown keys {unknown} and lacks keys {missing}")
+    return state
+
+
+def check_int(value: Any, name: str, stage: str, *, minimum: int = 0) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise StateError(f"{stage}: {name} must be an integer >= {minimum}, got {value!r}")
+    return value

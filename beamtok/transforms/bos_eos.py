@@ -1,0 +1,27 @@
+"""BOS/EOS policy: add only the special tokens a document lacks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ensure_bos_eos"]
+
+
+def ensure_bos_eos(ids: np.ndarray, bos_id: int | None, eos_id: int | None) -> np.ndarray:
+    """Return ``ids`` starting with ``bos_id`` and ending with ``eos_id`` (None: leave that end).
+
+    Where BOS equals EOS (GPT-2), a lone special token counts as the BOS, so a one-token
+    document still gets its EOS.
+    """
+    n = len(ids)
+    has_bos = bos_id is None or (n > 0 and ids[0] == bos_id)
+    has_eos = eos_id is None or (n > 0 and ids[-1] == eos_id and (n > 1 or bos_id != eos_id))
+    if has_bos and has_eos:
+        return ids
+    parts = []
+    if not has_bos:
+        parts.append(np.array([bos_id], dtype=ids.dtype))
+    parts.append(ids)
+    if not has_eos:
+        parts.append(np.array([eos_id], dtype=ids.dtype))
+    return np.concatenate(parts)
