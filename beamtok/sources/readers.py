@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import io
 import itertools
+import lzma
 import os
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -51,13 +53,14 @@ def detect_format(url: str) -> str:
 
 
 def open_url(url: str, *, decompress: bool) -> IO[bytes]:
-    """Open a local path or remote URL for binary reading, with a clear error if it cannot be."""
+    """Open a local path or remote URL for binary reading, with a clear error if it cannot be.
+
+    With ``decompress``, .gz/.zst/.bz2/.xz files are decompressed as a stream.
+    """
     import smart_open
 
     try:
-        return smart_open.open(  # type: ignore[no-any-return]
-            url, "rb", compression="infer_from_extension" if decompress else "disable"
-        )
+        raw: IO[bytes] = smart_open.open(url, "rb", compression="disable")
     except FileNotFoundError as e:
         raise InputError(f"{url}: file not found") from e
     except PermissionError as e:
@@ -68,6 +71,25 @@ def open_url(url: str, *, decompress: bool) -> IO[bytes]:
         if is_remote(url):
             raise InputError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
         raise
+    return _decompressed(url, raw) if decompress else raw
+
+
+def _decompressed(url: str, raw: IO[bytes]) -> IO[bytes]:
+    name = url.lower()
+    if name.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    if name.endswith((".zst", ".zstd")):
+        import zstandard
+
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
+        return io.BufferedReader(reader, buffer_size=1 << 20)  # type: ignore[arg-type]
+    if name.endswith(".bz2"):
+        import bz2
+
+        return bz2.BZ2File(raw)  # type: ignore[return-value]
+    if name.endswith(".xz"):
+        return lzma.LZMAFile(raw)  # type: ignore[return-value]
+    return raw
 
 
 def read_documents(shard: Shard, source: SourceSpec, start: int) -> Iterator[RawDocument]:
@@ -126,7 +148,7 @@ def _guard_truncation(url: str, f: Iterable[bytes]) -> Iterator[bytes]:
             line = next(it)
         except StopIteration:
             return
-        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        except (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, OSError) as e:
             raise InputError(f"{url}: compressed file is truncated or corrupt: {e}") from e
         except Exception as e:
             if type(e).__name__ == "ZstdError":

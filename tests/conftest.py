@@ -1,0 +1,75 @@
+"""Shared fixtures: the shipped GPT-2 tokenizer, the shipped corpus, small real-text shards."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKENIZER_DIR = ROOT / "data" / "tokenizers" / "gpt2"
+CORPUS = ROOT / "data" / "corpus"
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir() -> str:
+    return str(TOKENIZER_DIR)
+
+
+@pytest.fixture(scope="session")
+def gpt2() -> Any:
+    from beamtok import load_tokenizer
+
+    return load_tokenizer(str(TOKENIZER_DIR))
+
+
+def real_paragraphs(count: int, *, start: int = 0) -> list[str]:
+    """Paragraphs of the shipped Shakespeare text, in order: real text of varied length."""
+    out: list[str] = []
+    with open(CORPUS / "shakespeare-00.jsonl", encoding="utf-8") as f:
+        for line in f:
+            for para in json.loads(line)["text"].split("\n\n"):
+                para = para.strip()
+                if para:
+                    out.append(para)
+                if len(out) >= start + count:
+                    return out[start:]
+    return out[start:]
+
+
+@pytest.fixture(scope="session")
+def paragraphs() -> Callable[..., list[str]]:
+    return real_paragraphs
+
+
+def write_jsonl(path: Path, records: list[Any], compression: str | None = None) -> Path:
+    """Write records (dicts, or raw strings written as lines verbatim) as JSONL."""
+    lines = [(r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records]
+    data = "".join(lines).encode("utf-8")
+    if compression == "gz":
+        data = gzip.compress(data, mtime=0)
+    elif compression == "zst":
+        data = zstandard.ZstdCompressor().compress(data)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def make_shards(tmp_path: Path) -> Callable[..., list[str]]:
+    """Write ``n`` small JSONL shards of real paragraphs; returns their paths."""
+
+    def make(n: int, docs_per_shard: int = 12, compression: str | None = None, start: int = 0) -> list[str]:
+        paras = real_paragraphs(n * docs_per_shard, start=start)
+        suffix = ".jsonl" + (f".{compression}" if compression else "")
+        paths = []
+        for i in range(n):
+            docs = [{"text": t} for t in paras[i * docs_per_shard : (i + 1) * docs_per_shard]]
+            paths.append(str(write_jsonl(tmp_path / f"part-{i:02d}{suffix}", docs, compression)))
+        return paths
+
+    return make

@@ -1,0 +1,213 @@
+"""The stream: every stage resumes exactly (check_resumption), states are strict and small."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from beamtok import ConfigError, Dataset, StateError
+from beamtok.testing import check_resumption, items_equal
+
+
+@pytest.fixture
+def shards(make_shards):
+    return make_shards(4, docs_per_shard=6)
+
+
+def base(paths, tokenizer_dir, seq_len=32):
+    return Dataset.from_files(paths).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(seq_len)
+
+
+def test_source_resumes_at_every_step(shards, tokenizer_dir):
+    report = check_resumption(lambda: base(shards, tokenizer_dir))
+    assert report.total_items > 20 and len(report.steps_checked) == report.total_items + 1
+
+
+def test_interleave_and_shard_shuffle_resume_at_every_step(shards, tokenizer_dir):
+    make = lambda: base(shards, tokenizer_dir).shuffle_shards(seed=3).interleave(3).repeat(2)  # noqa: E731
+    items = list(make())
+    assert len({e["shard"] for e in items[:3]}) == 3  # three shards open at once
+    check_resumption(make)
+
+
+def test_shuffle_resumes_at_every_step(shards, tokenizer_dir):
+    make = lambda: base(shards, tokenizer_dir).shuffle(window=7, seed=5)  # noqa: E731
+    shuffled = [(e["shard"], e["index"]) for e in make()]
+    plain = [(e["shard"], e["index"]) for e in base(shards, tokenizer_dir)]
+    assert shuffled != plain and sorted(shuffled) == sorted(plain)
+    check_resumption(make)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_batch_resumes_at_every_step(shards, tokenizer_dir, drop_last):
+    check_resumption(lambda: base(shards, tokenizer_dir).batch(5, drop_last=drop_last))
+
+
+def test_take_and_enumerate_resume_at_every_step(shards, tokenizer_dir):
+    make = lambda: base(shards, tokenizer_dir).enumerate(start=1).take(11)  # noqa: E731
+    items = list(make())
+    assert [i for i, _ in items] == list(range(1, 12))
+    check_resumption(make)
+
+
+@pytest.mark.parametrize("pack", ["pad", "window", "none"])
+def test_other_packings_resume(shards, tokenizer_dir, pack):
+    ds = Dataset.from_files(shards).tokenize(tokenizer_dir)
+    ds = {"pad": ds.pad(24), "window": ds.sliding_window(24, stride=8), "none": ds}[pack]
+    check_resumption(lambda: ds.shuffle(5, seed=1).batch(3))
+
+
+def test_full_pipeline_across_epochs_with_ranks(make_shards, tokenizer_dir):
+    """files -> tokenize -> ensure_bos_eos -> concat_chunk -> shuffle -> batch, 2 epochs, 2 ranks."""
+    paths = make_shards(6, docs_per_shard=8, compression=None)
+
+    def make(rank):
+        return lambda: (
+            base(paths, tokenizer_dir, seq_len=40)
+            .shuffle_shards(seed=11)
+            .interleave(2)
+            .repeat(2)
+            .shard_by_rank(rank, 2)
+            .shuffle(window=9, seed=2)
+            .batch(4)
+        )
+
+    per_rank = [list(make(r)()) for r in range(2)]
+    for rank in range(2):
+        report = check_resumption(make(rank), random_steps=12, seed=rank)
+        assert report.max_state_bytes < 4096
+    keys = [(s, i) for batches in per_rank for b in batches for s, i in zip(b["shard"].tolist(), b["index"].tolist())]
+    one_epoch = {(e["shard"], e["index"]) for e in base(paths, tokenizer_dir, seq_len=40)}
+    # each epoch, the ranks split the shards between them: every example is read once per epoch
+    assert Counter(keys) == {key: 2 for key in one_epoch}
+
+
+def test_ranks_split_shards_disjointly_within_an_epoch(make_shards, tokenizer_dir):
+    paths = make_shards(6, docs_per_shard=4)
+    seen = [{e["shard"] for e in base(paths, tokenizer_dir).shuffle_shards(seed=1).shard_by_rank(r, 3)} for r in range(3)]
+    assert all(len(s) == 2 for s in seen) and set().union(*seen) == set(range(6))
+
+
+def test_example_split_for_few_shards(make_shards, tokenizer_dir):
+    (path,) = make_shards(1, docs_per_shard=10)
+    with pytest.raises(ConfigError, match="cannot be split over 2 readers"):
+        base([path], tokenizer_dir).shard_by_rank(1, 2).iter()
+    full = list(base([path], tokenizer_dir))
+    parts = [list(base([path], tokenizer_dir).shard_by_rank(r, 2, split="examples")) for r in range(2)]
+    assert all(items_equal(a, b) for a, b in zip(parts[0], full[0::2]))
+    assert all(items_equal(a, b) for a, b in zip(parts[1], full[1::2]))
+    check_resumption(lambda: base([path], tokenizer_dir).shard_by_rank(1, 2, split="examples"))
+
+
+def test_in_memory_sources_resume(paragraphs, tokenizer_dir):
+    texts = paragraphs(40)
+    check_resumption(lambda: Dataset.from_sequence(texts, shards=3).tokenize(tokenizer_dir).concat_chunk(30).batch(2))
+    check_resumption(lambda: Dataset.from_iterable(lambda: iter(texts)).tokenize(tokenizer_dir).pad(16))
+    with pytest.raises(ConfigError, match="one-shot iterator"):
+        Dataset.from_iterable(iter(texts))
+
+
+def test_hf_dataset_source(paragraphs, tokenizer_dir):
+    datasets = pytest.importorskip("datasets")
+    hf = datasets.Dataset.from_dict({"text": paragraphs(30)})
+    from_hf = list(Dataset.from_hf(hf, shards=2).tokenize(tokenizer_dir).concat_chunk(20))
+    from_list = list(Dataset.from_sequence(paragraphs(30), shards=2).tokenize(tokenizer_dir).concat_chunk(20))
+    assert all(items_equal(a, b) for a, b in zip(from_hf, from_list)) and len(from_hf) == len(from_list)
+
+
+def test_state_is_small_and_does_not_grow(tmp_path, tokenizer_dir, paragraphs):
+    sizes = {}
+    texts = paragraphs(400)
+    for seq_len in (16, 512):
+        ds = Dataset.from_sequence(texts, shards=4).tokenize(tokenizer_dir).concat_chunk(seq_len).shuffle(64, seed=0).batch(2)
+        it = ds.iter()
+        for step in (1, 10, 40):
+            for _ in itertools.islice(it, step):
+                pass
+            sizes[(seq_len, step)] = len(json.dumps(it.state_dict()))
+    assert max(sizes.values()) < 700, sizes  # one open shard's cursor, a window position, counters
+
+
+def test_restore_rejects_other_specs_versions_and_keys(shards, tokenizer_dir):
+    ds = base(shards, tokenizer_dir).batch(2)
+    it = ds.iter()
+    next(it)
+    state = it.state_dict()
+    pristine = copy.deepcopy(state)
+    with pytest.raises(StateError, match="spec fingerprint"):
+        base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state_dict=state)
+    with pytest.raises(StateError, match="stream with fingerprint"):
+        base(shards, tokenizer_dir).batch(3).iter(state_dict=state)
+    with pytest.raises(StateError, match="stream with fingerprint"):
+        base(shards[:3], tokenizer_dir).batch(2).iter(state_dict=state)
+    with pytest.raises(StateError, match="format version"):
+        ds.iter(state_dict={**state, "beamtok_state": 99})
+    with pytest.raises(StateError, match="not a beamtok state"):
+        ds.iter(state_dict={"pipeline": {}})
+    with pytest.raises(StateError, match=r"unknown keys \['extra'\]"):
+        ds.iter(state_dict={**state, "extra": 1})
+    bad = copy.deepcopy(state)
+    bad["pipeline"]["upstream"]["slots"][0]["shard"] = 99
+    with pytest.raises(StateError, match="shard 99 does not exist"):
+        ds.iter(state_dict=bad)
+    bad = copy.deepcopy(state)
+    bad["pipeline"]["upstream"]["slots"][0]["cursor"]["token"] = -4
+    with pytest.raises(StateError, match="non-negative"):
+        ds.iter(state_dict=bad)
+    assert state == pristine
+
+
+def test_state_of_another_rank_is_refused(make_shards, tokenizer_dir):
+    paths = make_shards(2, docs_per_shard=4)
+    it = base(paths, tokenizer_dir).shard_by_rank(0, 2).iter()
+    next(it)
+    with pytest.raises(StateError, match="belongs to reader"):
+        base(paths, tokenizer_dir).shard_by_rank(1, 2).iter(state_dict=it.state_dict())
+
+
+def test_stage_order_is_enforced(shards, tokenizer_dir):
+    ds = Dataset.from_files(shards)
+    with pytest.raises(ConfigError, match="call tokenize"):
+        ds.concat_chunk(8)
+    with pytest.raises(ConfigError, match="call tokenize"):
+        ds.ensure_bos_eos()
+    with pytest.raises(ConfigError, match="per-shard stage"):
+        ds.tokenize(tokenizer_dir).shuffle(4).concat_chunk(8)
+    with pytest.raises(ConfigError, match="before the packing stage"):
+        ds.tokenize(tokenizer_dir).concat_chunk(8).map(lambda r: r)
+    with pytest.raises(ConfigError, match="seq_len must be a positive integer"):
+        ds.tokenize(tokenizer_dir).concat_chunk(0)
+
+
+def test_stats_account_for_documents(tmp_path, tokenizer_dir, paragraphs):
+    from conftest import write_jsonl
+
+    lines = [{"text": t} for t in paragraphs(10)] + ["{oops", {"text": ""}]
+    path = str(write_jsonl(tmp_path / "s.jsonl", lines))
+    it = Dataset.from_files(path, on_error="skip").tokenize(tokenizer_dir).filter_length(min_tokens=5).concat_chunk(16).iter()
+    examples = list(it)
+    stats = it.stats()
+    docs = stats["documents"]
+    assert docs["read"] == 12 == docs["emitted"] + sum(docs["skipped"].values())
+    assert docs["skipped"]["malformed_json"] == 1 and docs["skipped"]["empty"] == 1
+    assert stats["examples"] == len(examples)
+    assert stats["tokens"] + stats["pad_tokens"] == 16 * len(examples)
+
+
+def test_map_and_filter_are_per_document_steps(shards, tokenizer_dir):
+    ds = (
+        Dataset.from_files(shards)
+        .filter(lambda r: not r["text"].isupper(), name="not-shouting")
+        .map(lambda r: {"text": r["text"].lower()}, name="lower")
+        .tokenize(tokenizer_dir)
+    )
+    it = ds.iter()
+    rows = list(it)
+    assert it.stats()["documents"]["skipped"].get("filtered", 0) > 0
+    assert all(r["input_ids"].dtype == np.int32 for r in rows)
+    check_resumption(lambda: ds.concat_chunk(20).batch(2))

@@ -1,0 +1,108 @@
+"""The shared core: tokenizer wrapper, BOS/EOS policy and packers, on real GPT-2 tokens."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from beamtok.transforms import ConcatChunker, PadTruncate, SlidingWindow, ensure_bos_eos
+
+EOT = 50256
+
+
+def ids(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int32)
+
+
+def test_shipped_tokenizer_is_real_gpt2(gpt2):
+    assert gpt2.vocab_size == 50257
+    assert gpt2.bos_id == gpt2.eos_id == EOT
+    assert gpt2.encode_batch(["Hello world"])[0].tolist() == [15496, 995]
+    assert gpt2.decode([15496, 995]) == "Hello world"
+
+
+def test_encode_batch_matches_transformers_call(gpt2, paragraphs):
+    texts = paragraphs(50)
+    ours = [a.tolist() for a in gpt2.encode_batch(texts)]
+    assert ours == gpt2.hf(texts)["input_ids"]
+
+
+@pytest.mark.parametrize(
+    "given,want",
+    [
+        ((5, 6), (EOT, 5, 6, EOT)),
+        ((EOT, 5, 6), (EOT, 5, 6, EOT)),
+        ((5, 6, EOT), (EOT, 5, 6, EOT)),
+        ((EOT, 5, EOT), (EOT, 5, EOT)),
+        ((EOT,), (EOT, EOT)),  # a lone token that is both BOS and EOS counts as the BOS
+        ((), (EOT, EOT)),
+    ],
+)
+def test_ensure_bos_eos_when_bos_equals_eos(given, want):
+    assert ensure_bos_eos(ids(*given), EOT, EOT).tolist() == list(want)
+
+
+@pytest.mark.parametrize(
+    "given,want",
+    [((7,), (1, 7, 2)), ((1, 7, 2), (1, 7, 2)), ((2,), (1, 2)), ((1,), (1, 2))],
+)
+def test_ensure_bos_eos_with_distinct_ids(given, want):
+    assert ensure_bos_eos(ids(*given), 1, 2).tolist() == list(want)
+
+
+def test_ensure_only_eos():
+    assert ensure_bos_eos(ids(5), None, 2).tolist() == [5, 2]
+
+
+def test_concat_chunk_cuts_exact_rows_with_segments_and_positions():
+    packer = ConcatChunker(4, pad_id=0)
+    rows = list(packer.add(10, ids(1, 2, 3))) + list(packer.add(20, ids(4, 5, 6, 7, 8))) + list(packer.finish())
+    assert [r.input_ids.tolist() for r in rows] == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    assert rows[0].segment_ids.tolist() == [1, 1, 1, 2]
+    assert rows[0].position_ids.tolist() == [0, 1, 2, 0]
+    assert rows[1].segment_ids.tolist() == [1, 1, 1, 1]
+    assert rows[1].position_ids.tolist() == [0, 1, 2, 3]
+    assert [(r.doc, r.token) for r in rows] == [(10, 0), (20, 1)]
+
+
+@pytest.mark.parametrize("remainder,want", [("pad", [[3, 9, 9]]), ("keep", [[3]]), ("drop", [])])
+def test_concat_chunk_remainder_policies(remainder, want):
+    packer = ConcatChunker(3, pad_id=9, remainder=remainder)
+    rows = list(packer.add(0, ids(1, 2))) + list(packer.add(1, ids(0, 0, 3), offset=1)) + list(packer.finish())
+    assert [r.input_ids.tolist() for r in rows[1:]] == want
+    if remainder == "pad":
+        assert rows[1].loss_mask.tolist() == [1, 0, 0]
+        assert rows[1].segment_ids.tolist() == [1, 0, 0]
+        assert packer.counts.pad_tokens == 2
+    if remainder == "drop":
+        assert packer.counts.dropped_tokens == 1
+
+
+def test_concat_chunk_restart_mid_document_reproduces_rows(gpt2, paragraphs):
+    docs = gpt2.encode_batch(paragraphs(30))
+    full = ConcatChunker(17, pad_id=0)
+    rows = [r for i, d in enumerate(docs) for r in full.add(i, d)] + list(full.finish())
+    for k, row in enumerate(rows):
+        again = ConcatChunker(17, pad_id=0)
+        rest = [r for i, d in enumerate(docs) if i >= row.doc for r in again.add(i, d, row.token if i == row.doc else 0)]
+        rest += list(again.finish())
+        assert [r.input_ids.tolist() for r in rest] == [r.input_ids.tolist() for r in rows[k:]]
+
+
+def test_pad_truncates_and_counts():
+    packer = PadTruncate(4, pad_id=0)
+    (short,) = packer.add(0, ids(1, 2))
+    (long,) = packer.add(1, ids(1, 2, 3, 4, 5, 6))
+    assert short.input_ids.tolist() == [1, 2, 0, 0] and short.loss_mask.tolist() == [1, 1, 0, 0]
+    assert long.input_ids.tolist() == [1, 2, 3, 4]
+    assert packer.counts.truncated_tokens == 2 and packer.counts.pad_tokens == 2
+
+
+def test_sliding_window_masks_the_overlap():
+    packer = SlidingWindow(4, stride=2)
+    rows = list(packer.add(0, ids(*range(10))))
+    assert [r.input_ids.tolist() for r in rows] == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7], [6, 7, 8, 9]]
+    assert [r.loss_mask.tolist() for r in rows] == [[1, 1, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1]]
+    trained = np.concatenate([r.input_ids[r.loss_mask == 1] for r in rows])
+    assert trained.tolist() == list(range(10))  # every token trained on exactly once
+    assert [r.token for r in rows] == [0, 2, 4, 6]
