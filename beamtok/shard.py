@@ -36,6 +36,7 @@ __all__ = ["DocCounts", "Produced", "ShardCursor", "ShardProcessor"]
 # Skips that are choices of the pipeline, not bad input: counted, never raised.
 POLICY_SKIPS = frozenset({SkipReason.EMPTY, SkipReason.FILTERED, SkipReason.TOO_SHORT, SkipReason.TOO_LONG})
 BLOCK_DOCS = 256
+FIRST_BLOCK_CHARS = 1 << 14  # small first blocks: a (re)opened shard yields its first example fast
 BLOCK_CHARS = 1 << 21
 
 
@@ -278,17 +279,22 @@ def _example(fields: dict[str, Any], shard: int, index: int, doc: int, token: in
 
 
 def _blocks(docs: Iterator[RawDocument], text_field: str) -> Iterator[list[RawDocument]]:
-    """Group documents so tokenization is batched; boundaries never change the output."""
+    """Group documents so tokenization is batched; boundaries never change the output.
+
+    The character budget starts small and doubles per block up to BLOCK_CHARS.
+    """
     block: list[RawDocument] = []
     chars = 0
+    budget = FIRST_BLOCK_CHARS
     for raw in docs:
         block.append(raw)
         payload = raw.payload
         if isinstance(payload, dict):
             text = payload.get(text_field)
             chars += len(text) if isinstance(text, str) else 0
-        if len(block) >= BLOCK_DOCS or chars >= BLOCK_CHARS:
+        if len(block) >= BLOCK_DOCS or chars >= budget:
             yield block
             block, chars = [], 0
+            budget = min(2 * budget, BLOCK_CHARS)
     if block:
         yield block

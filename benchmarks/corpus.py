@@ -1,0 +1,52 @@
+"""Build benchmark shards from the shipped real text (no downloads).
+
+The shipped Shakespeare and Python-docs documents are written in order, round after round,
+until the shard reaches the wanted size; every document is real English text.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import zstandard
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "data" / "corpus"
+WORK = Path(__file__).resolve().parent / "work"
+
+
+def shipped_documents() -> list[str]:
+    docs: list[str] = []
+    for path in sorted(CORPUS.glob("*.jsonl*")):
+        if path.suffix == ".gz":
+            raw = gzip.decompress(path.read_bytes())
+        elif path.suffix == ".zst":
+            raw = zstandard.ZstdDecompressor().decompressobj().decompress(path.read_bytes())
+        else:
+            raw = path.read_bytes()
+        docs.extend(json.loads(line)["text"] for line in raw.splitlines() if line.strip())
+    return docs
+
+
+def build_jsonl(name: str, min_bytes: int, *, gzip_too: bool = False) -> Path:
+    """Write WORK/name.jsonl of at least ``min_bytes`` (reused if already there)."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    path = WORK / f"{name}.jsonl"
+    if not path.exists() or path.stat().st_size < min_bytes:
+        docs = shipped_documents()
+        size = 0
+        with open(path, "wb") as f:
+            while size < min_bytes:
+                for text in docs:
+                    line = (json.dumps({"text": text}, ensure_ascii=False) + "\n").encode()
+                    f.write(line)
+                    size += len(line)
+                    if size >= min_bytes:
+                        break
+    if gzip_too:
+        gz = path.with_suffix(".jsonl.gz")
+        if not gz.exists() or gz.stat().st_mtime < path.stat().st_mtime:
+            gz.write_bytes(gzip.compress(path.read_bytes(), compresslevel=6, mtime=0))
+    return path
