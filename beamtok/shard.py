@@ -28,7 +28,7 @@ from beamtok.spec import (
     TokenizeStep,
 )
 from beamtok.transforms.bos_eos import ensure_bos_eos
-from beamtok.transforms.pack import Packer, Row, make_packer
+from beamtok.transforms.pack import Row, make_packer
 from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
 
 __all__ = ["DocCounts", "Produced", "ShardCursor", "ShardProcessor"]
@@ -55,7 +55,7 @@ class ShardCursor:
         return {"index": self.index, "doc": self.doc, "token": self.token, "done": self.done}
 
     @classmethod
-    def from_json(cls, state: Any) -> "ShardCursor":
+    def from_json(cls, state: Any) -> ShardCursor:
         if not isinstance(state, dict) or set(state) != set(cls.KEYS):
             raise StateError(f"shard cursor must have exactly the keys {cls.KEYS}, got {state!r}")
         ints = [state[k] for k in ("index", "doc", "token")]
@@ -76,7 +76,7 @@ class DocCounts:
     truncated_tokens: int = 0
     dropped_tokens: int = 0
 
-    def add(self, other: "DocCounts") -> None:
+    def add(self, other: DocCounts) -> None:
         self.read += other.read
         self.emitted += other.emitted
         self.skipped.update(other.skipped)
@@ -93,7 +93,7 @@ class DocCounts:
         }
 
     @classmethod
-    def from_json(cls, state: dict[str, Any]) -> "DocCounts":
+    def from_json(cls, state: dict[str, Any]) -> DocCounts:
         return cls(
             state["read"],
             state["emitted"],

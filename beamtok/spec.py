@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Union
+from typing import Any, Literal
 
 from beamtok.errors import ConfigError
 
@@ -158,7 +159,7 @@ class LengthFilterStep:
         return {"op": "filter_length", "min_tokens": self.min_tokens, "max_tokens": self.max_tokens}
 
 
-Step = Union[MapStep, FilterStep, TokenizeStep, BosEosStep, LengthFilterStep]
+Step = MapStep | FilterStep | TokenizeStep | BosEosStep | LengthFilterStep
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from corpus import ROOT, build_jsonl
-
 from beamtok import Dataset, load_tokenizer
+
+from corpus import ROOT, build_jsonl
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -50,8 +50,8 @@ def measure(url: str, repeats: int) -> dict[str, Any]:
         for _ in itertools.islice(it, k):
             pass
         state = json.loads(json.dumps(it.state_dict()))
-        resume = timed(lambda: next(pipeline(url).iter(state_dict=state)), repeats)
-        replay = timed(lambda: next(itertools.islice(pipeline(url).iter(), k, None)), 1)
+        resume = timed(lambda s=state: next(pipeline(url).iter(state_dict=s)), repeats)  # type: ignore[misc]
+        replay = timed(lambda k=k: next(itertools.islice(pipeline(url).iter(), k, None)), 1)  # type: ignore[misc]
         rows[f"{pct}%"] = {"resume_s": resume, "replay_s": replay, "state_bytes": len(json.dumps(state))}
     rows["ratio_90_to_10"] = rows["90%"]["resume_s"] / rows["10%"]["resume_s"]
     return rows

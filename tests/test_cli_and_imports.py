@@ -6,9 +6,10 @@ import subprocess
 import sys
 
 from click.testing import CliRunner
-from conftest import ROOT
 
 from beamtok.cli import main
+
+from conftest import ROOT
 
 
 def test_demo_prints_decoded_packed_sequences_and_resumes(monkeypatch):

@@ -7,18 +7,20 @@ import re
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
-from conftest import CORPUS
 
 from beamtok import Dataset, InputError
 from beamtok.testing import check_resumption, items_equal
+
+from conftest import CORPUS
 
 
 class RangeHandler(SimpleHTTPRequestHandler):
     """Serves files with HTTP Range support, so readers can seek to a byte cursor."""
 
-    ranges_served: list[str] = []
+    ranges_served: ClassVar[list[str]] = []
 
     def log_message(self, *args):  # keep test output clean
         pass
@@ -87,7 +89,7 @@ def test_http_stream_equals_local_and_resumes_by_seeking(http_root, tokenizer_di
 def test_http_missing_file_is_a_clear_error(http_root, tokenizer_dir):
     base_url, _ = http_root
     ds = Dataset.from_files(base_url + "/nope.jsonl").tokenize(tokenizer_dir)
-    with pytest.raises(InputError, match="nope.jsonl"):
+    with pytest.raises(InputError, match=r"nope\.jsonl"):
         list(ds)
 
 
@@ -121,6 +123,6 @@ def test_s3_shards_read_compressed_and_plain(s3_bucket, tokenizer_dir):
     got, want = list(remote()), list(local)
     assert len(got) == 60 and all(items_equal(a, b) for a, b in zip(got, want))
     check_resumption(remote, steps=[7, 41])
-    with pytest.raises(InputError, match="s3://corpus/train/missing.jsonl"):
+    with pytest.raises(InputError, match=r"s3://corpus/train/missing\.jsonl"):
         list(Dataset.from_files("s3://corpus/train/missing.jsonl"))
     assert os.environ["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1")

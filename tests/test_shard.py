@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import write_jsonl
 
 from beamtok import Dataset, DocCounts, InputError, Shard, ShardCursor, ShardProcessor
 from beamtok.testing import assert_items_equal
 
-
+from conftest import write_jsonl
 
 
 def spec_for(paths, tokenizer_dir, pack="concat", seq_len=48, on_error="raise", stride=None):
@@ -52,7 +51,7 @@ def test_provenance_points_into_the_document(make_shards, tokenizer_dir, gpt2):
     raw = open(path, "rb").read()
     for ex in examples:
         line = raw[ex["doc"] :].split(b"\n", 1)[0]
-        doc_ids = [gpt2.eos_id] + gpt2.encode_batch([json.loads(line)["text"]])[0].tolist() + [gpt2.eos_id]
+        doc_ids = [gpt2.eos_id, *gpt2.encode_batch([json.loads(line)["text"]])[0].tolist(), gpt2.eos_id]
         n = int((ex["segment_ids"] == 1).sum())
         assert ex["input_ids"][:n].tolist() == doc_ids[ex["token"] : ex["token"] + n]
 

@@ -8,11 +8,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import CORPUS, write_jsonl
 
 from beamtok import ConfigError, InputError, Shard, expand_urls
 from beamtok.sources import ParseFailure, read_documents
 from beamtok.spec import SourceSpec
+
+from conftest import CORPUS, write_jsonl
 
 
 def docs(url: str, start: int = 0, fmt: str = "auto", **kw) -> list:
@@ -34,7 +35,7 @@ def test_remote_urls_pass_through_brace_expansion():
 
 
 def test_missing_file_and_empty_glob_are_clear_errors(tmp_path):
-    with pytest.raises(InputError, match="nope.jsonl: file not found"):
+    with pytest.raises(InputError, match=r"nope\.jsonl: file not found"):
         expand_urls(str(tmp_path / "nope.jsonl"))
     with pytest.raises(InputError, match="pattern matches no file"):
         expand_urls(str(tmp_path / "*.jsonl"))

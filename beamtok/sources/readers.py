@@ -15,7 +15,7 @@ import lzma
 import os
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from beamtok.errors import ConfigError, InputError
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason, parse_json_line
@@ -77,18 +77,18 @@ def open_url(url: str, *, decompress: bool) -> IO[bytes]:
 def _decompressed(url: str, raw: IO[bytes]) -> IO[bytes]:
     name = url.lower()
     if name.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     if name.endswith((".zst", ".zstd")):
         import zstandard
 
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
-        return io.BufferedReader(reader, buffer_size=1 << 20)  # type: ignore[arg-type]
+        return io.BufferedReader(reader, buffer_size=1 << 20)
     if name.endswith(".bz2"):
         import bz2
 
-        return bz2.BZ2File(raw)  # type: ignore[return-value]
+        return bz2.BZ2File(raw)
     if name.endswith(".xz"):
-        return lzma.LZMAFile(raw)  # type: ignore[return-value]
+        return lzma.LZMAFile(raw)
     return raw
 
 

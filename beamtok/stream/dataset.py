@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -50,9 +51,8 @@ from beamtok.stream.plan import (
     TakeConfig,
     build_stream,
 )
-from beamtok.stream.source import ReaderSplit, ShardOpener
+from beamtok.stream.source import ReaderSplit, ShardOpener, ShardSource
 from beamtok.stream.stages import Node
-from beamtok.stream.source import ShardSource
 from beamtok.transforms.tokenize import load_tokenizer
 
 __all__ = ["Dataset"]
@@ -66,7 +66,7 @@ class _Plan:
     pack: PackSpec | None = None
     on_error: str = "raise"
     stages: tuple[StageConfig, ...] = ()
-    options: SourceOptions = SourceOptions()
+    options: SourceOptions = dataclasses.field(default_factory=SourceOptions)
 
 
 class Dataset:
@@ -86,7 +86,7 @@ class Dataset:
         text_field: str = "text",
         columns: Sequence[str] | None = None,
         on_error: str = "raise",
-    ) -> "Dataset":
+    ) -> Dataset:
         """Read files: JSONL (optionally .gz/.zst), Parquet or plain text, local or remote.
 
         ``urls`` may use brace patterns (``train.{00..31}.jsonl.gz``) and local globs; each
@@ -99,7 +99,7 @@ class Dataset:
     @classmethod
     def from_sequence(
         cls, data: Sequence[Any] | Sequence[Sequence[Any]], *, text_field: str = "text", shards: int = 1, on_error: str = "raise"
-    ) -> "Dataset":
+    ) -> Dataset:
         """Read an in-memory sequence of strings or dicts (a list, a ``datasets.Dataset``...).
 
         ``shards`` > 1 splits it into that many contiguous shards.
@@ -111,7 +111,7 @@ class Dataset:
     @classmethod
     def from_iterable(
         cls, source: Iterable[Any] | Callable[[], Iterable[Any]], *, text_field: str = "text", on_error: str = "raise"
-    ) -> "Dataset":
+    ) -> Dataset:
         """Read a re-iterable object, or a function returning a fresh iterable, as one shard.
 
         Resuming skips the items before the cursor, so a one-shot iterator (a generator) is
@@ -132,27 +132,27 @@ class Dataset:
         return cls(_Plan((shard,), SourceSpec("memory", text_field), on_error=_check_on_error(on_error)))
 
     @classmethod
-    def from_hf(cls, dataset: Any, *, text_field: str = "text", shards: int = 1, on_error: str = "raise") -> "Dataset":
+    def from_hf(cls, dataset: Any, *, text_field: str = "text", shards: int = 1, on_error: str = "raise") -> Dataset:
         """Read a Hugging Face ``datasets.Dataset`` (map-style), in column slices."""
         return cls.from_sequence(dataset, text_field=text_field, shards=shards, on_error=on_error)
 
     # ------------------------------------------------------- per-shard stages
 
-    def map(self, fn: Callable[[dict[str, Any]], dict[str, Any]], *, name: str | None = None) -> "Dataset":
+    def map(self, fn: Callable[[dict[str, Any]], dict[str, Any]], *, name: str | None = None) -> Dataset:
         """Transform each document record (before or after tokenize)."""
         return self._add_step(MapStep(fn, name or callable_name(fn)), "map")
 
-    def filter(self, fn: Callable[[dict[str, Any]], bool], *, name: str | None = None) -> "Dataset":
+    def filter(self, fn: Callable[[dict[str, Any]], bool], *, name: str | None = None) -> Dataset:
         """Keep documents for which ``fn(record)`` is true; others count as ``filtered``."""
         return self._add_step(FilterStep(fn, name or callable_name(fn)), "filter")
 
-    def tokenize(self, tokenizer: Any, *, field: str | None = None, add_special_tokens: bool = True) -> "Dataset":
+    def tokenize(self, tokenizer: Any, *, field: str | None = None, add_special_tokens: bool = True) -> Dataset:
         """Tokenize the text field with a fast tokenizer (a path, hub name or loaded tokenizer)."""
         tok = load_tokenizer(tokenizer)
         step = TokenizeStep(tok.ref(), field or self._plan.source.text_field, add_special_tokens)
         return self._add_step(step, "tokenize")
 
-    def ensure_bos_eos(self, *, bos: bool = True, eos: bool = True) -> "Dataset":
+    def ensure_bos_eos(self, *, bos: bool = True, eos: bool = True) -> Dataset:
         """Add BOS/EOS where a document lacks them (GPT-2, whose BOS is its EOS, included)."""
         ref = self._tokenizer_ref("ensure_bos_eos")
         if bos and ref.bos_id is None:
@@ -161,7 +161,7 @@ class Dataset:
             raise ConfigError(f"tokenizer {ref.name!r} has no EOS token; call ensure_bos_eos(eos=False)")
         return self._add_step(BosEosStep(ref.bos_id if bos else None, ref.eos_id if eos else None), "ensure_bos_eos")
 
-    def filter_length(self, *, min_tokens: int | None = None, max_tokens: int | None = None) -> "Dataset":
+    def filter_length(self, *, min_tokens: int | None = None, max_tokens: int | None = None) -> Dataset:
         """Skip documents shorter or longer than these token counts (counted as too_short/too_long)."""
         self._tokenizer_ref("filter_length")
         for name, value in (("min_tokens", min_tokens), ("max_tokens", max_tokens)):
@@ -169,7 +169,7 @@ class Dataset:
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         return self._add_step(LengthFilterStep(min_tokens, max_tokens), "filter_length")
 
-    def concat_chunk(self, seq_len: int, *, remainder: str = "pad") -> "Dataset":
+    def concat_chunk(self, seq_len: int, *, remainder: str = "pad") -> Dataset:
         """Concatenate documents and cut rows of ``seq_len`` tokens, with segment/position ids.
 
         ``remainder`` says what happens to a shard's last partial row: ``pad`` it, ``drop`` it
@@ -177,11 +177,11 @@ class Dataset:
         """
         return self._set_pack("concat_chunk", "concat", seq_len, remainder=remainder)
 
-    def pad(self, seq_len: int) -> "Dataset":
+    def pad(self, seq_len: int) -> Dataset:
         """One document a row, truncated (counted) and padded to ``seq_len``."""
         return self._set_pack("pad", "pad", seq_len)
 
-    def sliding_window(self, seq_len: int, *, stride: int | None = None) -> "Dataset":
+    def sliding_window(self, seq_len: int, *, stride: int | None = None) -> Dataset:
         """Windows of ``seq_len`` tokens every ``stride`` tokens (default: no overlap).
 
         Overlapped tokens are masked out of the loss in every window but a document's first.
@@ -190,42 +190,42 @@ class Dataset:
 
     # ------------------------------------------------------ source options
 
-    def shuffle_shards(self, seed: int) -> "Dataset":
+    def shuffle_shards(self, seed: int) -> Dataset:
         """Shuffle the shard order, differently each epoch, with ``seed``."""
         return self._options(shuffle_seed=_check_int(seed, "seed", minimum=0))
 
-    def interleave(self, open_shards: int) -> "Dataset":
+    def interleave(self, open_shards: int) -> Dataset:
         """Read ``open_shards`` shards at once, one example from each in turn."""
         return self._options(interleave=_check_int(open_shards, "open_shards", minimum=1))
 
-    def repeat(self, epochs: int | None = None) -> "Dataset":
+    def repeat(self, epochs: int | None = None) -> Dataset:
         """Go over the shards ``epochs`` times (None: forever)."""
         if epochs is not None:
             _check_int(epochs, "epochs", minimum=1)
         return self._options(epochs=epochs)
 
-    def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards") -> "Dataset":
+    def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards") -> Dataset:
         """Read only this rank's part: whole shards (default) or every world_size-th example."""
         ReaderSplit(rank, world_size, mode=split)
         return self._options(rank=rank, world_size=world_size, split=split)
 
     # ------------------------------------------------------- stream stages
 
-    def shuffle(self, window: int, *, seed: int = 0) -> "Dataset":
+    def shuffle(self, window: int, *, seed: int = 0) -> Dataset:
         """Shuffle examples within windows of ``window``; a checkpoint re-reads at most one window."""
         return self._add_stage(ShuffleConfig(_check_int(window, "window", minimum=1), _check_int(seed, "seed", minimum=0)))
 
-    def batch(self, size: int, *, drop_last: bool = False, tensors: str = "numpy") -> "Dataset":
+    def batch(self, size: int, *, drop_last: bool = False, tensors: str = "numpy") -> Dataset:
         """Collate ``size`` examples into a dict of numpy arrays (or torch tensors)."""
         if tensors not in ("numpy", "torch"):
             raise ConfigError(f"tensors must be 'numpy' or 'torch', got {tensors!r}")
         return self._add_stage(BatchConfig(_check_int(size, "batch size", minimum=1), drop_last, tensors))
 
-    def take(self, count: int) -> "Dataset":
+    def take(self, count: int) -> Dataset:
         """Stop after ``count`` items."""
         return self._add_stage(TakeConfig(_check_int(count, "count", minimum=0)))
 
-    def enumerate(self, start: int = 0) -> "Dataset":
+    def enumerate(self, start: int = 0) -> Dataset:
         """Yield ``(i, item)`` pairs."""
         return self._add_stage(EnumerateConfig(_check_int(start, "start", minimum=0)))
 
@@ -285,17 +285,17 @@ class Dataset:
 
     # -------------------------------------------------------------- helpers
 
-    def _replace(self, **changes: Any) -> "Dataset":
+    def _replace(self, **changes: Any) -> Dataset:
         return type(self)(dataclasses.replace(self._plan, **changes))
 
-    def _add_step(self, step: Step, name: str) -> "Dataset":
+    def _add_step(self, step: Step, name: str) -> Dataset:
         if self._plan.stages:
             raise ConfigError(f"{name}() is a per-shard stage; call it before shuffle/batch/take/enumerate")
         if self._plan.pack is not None:
             raise ConfigError(f"{name}() works on documents; call it before the packing stage")
         return self._replace(steps=(*self._plan.steps, step))
 
-    def _set_pack(self, name: str, mode: str, seq_len: int, **kwargs: Any) -> "Dataset":
+    def _set_pack(self, name: str, mode: str, seq_len: int, **kwargs: Any) -> Dataset:
         ref = self._tokenizer_ref(name)
         if self._plan.stages:
             raise ConfigError(f"{name}() is a per-shard stage; call it before shuffle/batch/take/enumerate")
@@ -303,10 +303,10 @@ class Dataset:
             raise ConfigError(f"{name}(): the dataset is already packed ({self._plan.pack.mode})")
         return self._replace(pack=PackSpec(mode, seq_len, ref.pad_id, **kwargs))  # type: ignore[arg-type]
 
-    def _add_stage(self, stage: StageConfig) -> "Dataset":
+    def _add_stage(self, stage: StageConfig) -> Dataset:
         return self._replace(stages=(*self._plan.stages, stage))
 
-    def _options(self, **changes: Any) -> "Dataset":
+    def _options(self, **changes: Any) -> Dataset:
         return self._replace(options=dataclasses.replace(self._plan.options, **changes))
 
     def _tokenizer_ref(self, name: str) -> Any:
@@ -341,8 +341,8 @@ def _split_sequence(data: Any, shards: int) -> list[Any]:
     if shards == 1:
         return [data]
     if hasattr(data, "select"):  # datasets.Dataset: a cheap view of the rows
-        return [data.select(range(a, b)) for a, b in zip(bounds, bounds[1:])]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+        return [data.select(range(a, b)) for a, b in itertools.pairwise(bounds)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _dataloader_worker() -> tuple[int, int]:

@@ -26,7 +26,7 @@ class DatasetIterator:
 
     KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline")
 
-    def __init__(self, dataset: "Dataset", split: ReaderSplit, state: dict[str, Any] | None = None) -> None:
+    def __init__(self, dataset: Dataset, split: ReaderSplit, state: dict[str, Any] | None = None) -> None:
         self.dataset = dataset
         self.split = split
         self._spec_fp = dataset.spec_fingerprint
@@ -60,7 +60,7 @@ class DatasetIterator:
             )
         return state
 
-    def __iter__(self) -> "DatasetIterator":
+    def __iter__(self) -> DatasetIterator:
         return self
 
     def __next__(self) -> Any:

@@ -7,10 +7,10 @@ stream fingerprint that every state is stamped with.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
-from beamtok.stream.source import ReaderSplit, ShardOpener, ShardSource
 from beamtok.sources.urls import Shard
+from beamtok.stream.source import ReaderSplit, ShardOpener, ShardSource
 from beamtok.stream.stages import Batch, Enumerate, ExampleSplit, Node, Take, WindowShuffle
 
 __all__ = ["BatchConfig", "EnumerateConfig", "ShuffleConfig", "SourceOptions", "StageConfig", "TakeConfig", "build_stream"]
@@ -73,7 +73,7 @@ class EnumerateConfig:
         return {"stage": "enumerate", "start": self.start}
 
 
-StageConfig = Union[ShuffleConfig, BatchConfig, TakeConfig, EnumerateConfig]
+StageConfig = ShuffleConfig | BatchConfig | TakeConfig | EnumerateConfig
 
 
 def build_stream(

@@ -98,7 +98,7 @@ class StreamStats:
         }
 
     @classmethod
-    def from_json(cls, state: Any) -> "StreamStats":
+    def from_json(cls, state: Any) -> StreamStats:
         check_keys(state, cls.KEYS, "stats")
         stats = cls()
         try:
@@ -112,7 +112,7 @@ class StreamStats:
 
 
 class _Slot:
-    __slots__ = ("shard", "cursor", "examples")
+    __slots__ = ("cursor", "examples", "shard")
 
     def __init__(self, shard: int, cursor: ShardCursor, examples: Iterator[Produced]) -> None:
         self.shard = shard
@@ -207,7 +207,7 @@ class ShardSource:
             "stats": self.stats.to_json(),
         }
 
-    def __iter__(self) -> "ShardSource":
+    def __iter__(self) -> ShardSource:
         return self
 
     def __next__(self) -> dict[str, Any]:

@@ -6,7 +6,9 @@ Its state is its own small position plus the upstream's state; it never holds ex
 
 from __future__ import annotations
 
+import abc
 import itertools
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -19,7 +21,9 @@ __all__ = ["Batch", "Enumerate", "ExampleSplit", "Node", "Take", "WindowShuffle"
 
 
 class Node(Protocol):
-    def __iter__(self) -> "Node": ...
+    """What every stream stage (and the shard source) provides."""
+
+    def __iter__(self) -> Iterator[Any]: ...
 
     def __next__(self) -> Any: ...
 
@@ -28,7 +32,7 @@ class Node(Protocol):
     def reset(self, state: dict[str, Any] | None) -> None: ...
 
 
-class _Stage:
+class _Stage(abc.ABC):
     """Common plumbing: an upstream node and strict restore of ``KEYS``."""
 
     KEYS: tuple[str, ...] = ("upstream",)
@@ -37,8 +41,14 @@ class _Stage:
     def __init__(self, upstream: Node) -> None:
         self.upstream = upstream
 
-    def __iter__(self) -> "_Stage":
+    def __iter__(self) -> _Stage:
         return self
+
+    @abc.abstractmethod
+    def __next__(self) -> Any: ...
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]: ...
 
     def reset(self, state: dict[str, Any] | None) -> None:
         if state is None:
@@ -49,7 +59,7 @@ class _Stage:
         self.upstream.reset(state["upstream"])
         self._restore(state)
 
-    def _restore(self, state: dict[str, Any] | None) -> None:
+    def _restore(self, state: dict[str, Any] | None) -> None:  # noqa: B027 - stages without a position keep it
         """Set this stage's own position from ``state`` (None: the start)."""
 
 

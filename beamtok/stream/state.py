@@ -7,7 +7,7 @@ from typing import Any
 
 from beamtok.errors import StateError
 
-__all__ = ["check_keys", "check_int", "copy_state"]
+__all__ = ["check_int", "check_keys", "copy_state"]
 
 
 def copy_state(state: Any) -> Any:

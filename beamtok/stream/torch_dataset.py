@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 __all__ = ["TorchIterableDataset"]
 
 
-class TorchIterableDataset(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
-    def __init__(self, dataset: "Dataset") -> None:
+class TorchIterableDataset(torch.utils.data.IterableDataset):
+    def __init__(self, dataset: Dataset) -> None:
         super().__init__()
         self.dataset = dataset
         self._iterator: DatasetIterator | None = None

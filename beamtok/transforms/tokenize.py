@@ -15,7 +15,7 @@ from beamtok.spec import TokenizerRef
 
 __all__ = ["Tokenizer", "load_tokenizer", "resolve_tokenizer"]
 
-_CACHE: dict[str, "Tokenizer"] = {}
+_CACHE: dict[str, Tokenizer] = {}
 _LOCK = threading.Lock()
 
 
