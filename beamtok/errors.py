@@ -6,7 +6,7 @@ and exits non-zero without a traceback. Anything else is a bug in beamtok.
 
 from __future__ import annotations
 
-__all__ = ["BeamtokError", "ConfigError", "InputError", "StateError"]
+__all__ = ["BeamtokError", "CacheError", "ConfigError", "InputError", "StateError"]
 
 
 class BeamtokError(Exception):
@@ -23,3 +23,7 @@ class InputError(BeamtokError):
 
 class StateError(BeamtokError, ValueError):
     """A checkpoint state does not fit the pipeline it is restored into."""
+
+
+class CacheError(BeamtokError):
+    """A cache is unfinished, corrupt, or was built with another spec."""

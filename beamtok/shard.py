@@ -11,7 +11,7 @@ yields exactly the remaining examples, with no buffered tokens to save.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -28,10 +28,10 @@ from beamtok.spec import (
     TokenizeStep,
 )
 from beamtok.transforms.bos_eos import ensure_bos_eos
-from beamtok.transforms.pack import Row, make_packer
+from beamtok.transforms.pack import Packer, make_packer
 from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
 
-__all__ = ["DocCounts", "Produced", "ShardCursor", "ShardProcessor"]
+__all__ = ["DocCounts", "DocItem", "Produced", "ShardCursor", "ShardProcessor", "pack_documents"]
 
 # Skips that are choices of the pipeline, not bad input: counted, never raised.
 POLICY_SKIPS = frozenset({SkipReason.EMPTY, SkipReason.FILTERED, SkipReason.TOO_SHORT, SkipReason.TOO_LONG})
@@ -116,6 +116,70 @@ class Produced(NamedTuple):
     counts: DocCounts
 
 
+class DocItem(NamedTuple):
+    """A document ready to pack: its doc cursor, its tokens (or record; None if skipped),
+    and the counts to report once the stream has moved past ``counts_key``."""
+
+    cursor: int
+    value: Any
+    counts_key: int
+    counts: DocCounts
+
+
+def pack_documents(
+    shard_index: int, start: ShardCursor, docs: Iterable[DocItem], packer: Packer | None
+) -> Iterator[Produced]:
+    """Pack documents into examples, each yielded with the cursor after it and its counts.
+
+    One example is held back until the next one exists, so the cursor after an example is
+    exactly where the next starts. Counts of a document are reported with the first example
+    after which the stream no longer needs that document (its key is below the next start).
+    """
+    finished: deque[tuple[int, DocCounts]] = deque()
+    pending: dict[str, Any] | None = None
+    index = start.index
+
+    def counts_before(doc: int | None) -> DocCounts:
+        total = DocCounts()
+        while finished and (doc is None or finished[0][0] < doc):
+            total.add(finished.popleft()[1])
+        return total
+
+    def rows_of(item: DocItem) -> list[tuple[int, int, dict[str, Any]]]:
+        if packer is None:
+            return [(item.cursor, 0, dict(item.value))]
+        offset = start.token if item.cursor == start.doc else 0
+        before = packer.counts.truncated_tokens
+        rows = [(r.doc, r.token, r.fields()) for r in packer.add(item.cursor, item.value, offset)]
+        item.counts.truncated_tokens += packer.counts.truncated_tokens - before
+        return rows
+
+    def tail() -> list[tuple[int, int, dict[str, Any]]]:
+        if packer is None:
+            return []
+        before = packer.counts.dropped_tokens
+        rows = [(r.doc, r.token, r.fields()) for r in packer.finish()]
+        if packer.counts.dropped_tokens > before:
+            finished.append((-1, DocCounts(dropped_tokens=packer.counts.dropped_tokens - before)))
+        return rows
+
+    def items() -> Iterator[list[tuple[int, int, dict[str, Any]]]]:
+        for item in docs:
+            finished.append((item.counts_key, item.counts))
+            if item.value is not None:
+                yield rows_of(item)
+        yield tail()
+
+    for rows in items():
+        for row_doc, row_token, fields in rows:
+            if pending is not None:
+                yield Produced(pending, ShardCursor(index, row_doc, row_token), counts_before(row_doc))
+            pending = _example(fields, shard_index, index, row_doc, row_token)
+            index += 1
+    done = ShardCursor(index, 0, 0, True)
+    yield Produced(pending, done, counts_before(None))
+
+
 class _Doc:
     """A document moving through the per-document steps of one block."""
 
@@ -160,53 +224,19 @@ class ShardProcessor:
             return
         self.prepare()
         packer = make_packer(self.spec.pack) if self.tokenized else None
-        finished: deque[tuple[int, DocCounts]] = deque()  # per document, not yet reported
-        pending: dict[str, Any] | None = None
-        index = start.index
+        yield from pack_documents(shard.index, start, self._documents(shard, start), packer)
 
-        def counts_before(doc: int | None) -> DocCounts:
-            total = DocCounts()
-            while finished and (doc is None or finished[0][0] < doc):
-                total.add(finished.popleft()[1])
-            return total
-
+    def _documents(self, shard: Shard, start: ShardCursor) -> Iterator[DocItem]:
         docs = read_documents(shard, self.spec.source, start.doc)
         for block in _blocks(docs, self.spec.source.text_field):
             for doc in self._apply_steps(shard, block):
+                cursor = doc.raw.cursor
                 if doc.skip is not None:
-                    finished.append((doc.raw.cursor, DocCounts(read=1, skipped=Counter({doc.skip: 1}))))
-                    continue
-                assert doc.record is not None
-                counts = DocCounts(read=1, emitted=1)
-                finished.append((doc.raw.cursor, counts))
-                if packer is None:
-                    rows: Any = [(doc.raw.cursor, 0, dict(doc.record))]
+                    yield DocItem(cursor, None, cursor, DocCounts(read=1, skipped=Counter({doc.skip: 1})))
                 else:
-                    offset = start.token if doc.raw.cursor == start.doc else 0
-                    before = packer.counts.truncated_tokens
-                    rows = [(r.doc, r.token, r.fields()) for r in packer.add(doc.raw.cursor, doc.record["input_ids"], offset)]
-                    counts.truncated_tokens = packer.counts.truncated_tokens - before
-                for row_doc, row_token, fields in rows:
-                    if pending is not None:
-                        cursor = ShardCursor(index, row_doc, row_token)
-                        yield Produced(pending, cursor, counts_before(row_doc))
-                    pending = _example(fields, shard.index, index, row_doc, row_token)
-                    index += 1
-        if packer is not None:
-            before = packer.counts.dropped_tokens
-            tail: list[Row] = list(packer.finish())
-            if packer.counts.dropped_tokens > before:
-                finished.append((-1, DocCounts(dropped_tokens=packer.counts.dropped_tokens - before)))
-            for row in tail:
-                if pending is not None:
-                    yield Produced(pending, ShardCursor(index, row.doc, row.token), counts_before(row.doc))
-                pending = _example(row.fields(), shard.index, index, row.doc, row.token)
-                index += 1
-        done = ShardCursor(index, 0, 0, True)
-        if pending is not None:
-            yield Produced(pending, done, counts_before(None))
-        else:
-            yield Produced(None, done, counts_before(None))
+                    assert doc.record is not None
+                    value = doc.record["input_ids"] if self.tokenized else doc.record
+                    yield DocItem(cursor, value, cursor, DocCounts(read=1, emitted=1))
 
     def _apply_steps(self, shard: Shard, block: list[RawDocument]) -> list[_Doc]:
         docs = [_Doc(raw) for raw in block]

@@ -238,3 +238,31 @@ class Spec:
     @property
     def fingerprint(self) -> str:
         return fingerprint_of(self.to_json())
+
+    @property
+    def has_user_functions(self) -> bool:
+        return any(isinstance(s, (MapStep, FilterStep)) for s in self.steps)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Spec:
+        """Rebuild a spec from :meth:`to_json` output. User map/filter functions cannot be
+        rebuilt from their names, so a spec that has them is refused."""
+        try:
+            src = data["source"]
+            source = SourceSpec(src["format"], src["text_field"], tuple(src["columns"]) if src["columns"] is not None else None)
+            steps = tuple(_step_from_json(step) for step in data["steps"])
+            pack = PackSpec(**data["pack"]) if data["pack"] is not None else None
+            return cls(source, steps, pack, data["on_error"])
+        except (KeyError, TypeError) as e:
+            raise ConfigError(f"malformed spec: {e!r}") from e
+
+
+def _step_from_json(step: dict[str, Any]) -> Step:
+    op = step["op"]
+    if op == "tokenize":
+        return TokenizeStep(TokenizerRef(**step["tokenizer"]), step["field"], step["add_special_tokens"])
+    if op == "ensure_bos_eos":
+        return BosEosStep(step["bos_id"], step["eos_id"])
+    if op == "filter_length":
+        return LengthFilterStep(step["min_tokens"], step["max_tokens"])
+    raise ConfigError(f"a spec with a user {op} step ({step.get('name')}) cannot be rebuilt from JSON")

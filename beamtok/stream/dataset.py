@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.errors import ConfigError
+from beamtok.cache.reader import Cache
+from beamtok.errors import CacheError, ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import (
@@ -59,6 +60,14 @@ __all__ = ["Dataset"]
 
 
 @dataclass(frozen=True)
+class _CacheSource:
+    """A cache the dataset reads instead of running the per-shard step, optionally repacked."""
+
+    cache: Cache = dataclasses.field(compare=False)
+    repack: PackSpec | None = None
+
+
+@dataclass(frozen=True)
 class _Plan:
     shards: tuple[Shard, ...]
     source: SourceSpec
@@ -67,6 +76,7 @@ class _Plan:
     on_error: str = "raise"
     stages: tuple[StageConfig, ...] = ()
     options: SourceOptions = dataclasses.field(default_factory=SourceOptions)
+    cached: _CacheSource | None = None
 
 
 class Dataset:
@@ -130,6 +140,23 @@ class Dataset:
             raise ConfigError(f"from_iterable needs an iterable, got {type(source).__name__}")
         shard = Shard(0, "memory://iterable/0", factory)
         return cls(_Plan((shard,), SourceSpec("memory", text_field), on_error=_check_on_error(on_error)))
+
+    @classmethod
+    def from_cache(cls, directory: str, *, fingerprint: str | None = None) -> Dataset:
+        """Reopen a cache built by ``beamtok cache`` or :meth:`cache` as a dataset.
+
+        It yields the examples the on-the-fly pipeline of the same spec yields, with the same
+        cursors, so states cross between the two. Pass ``fingerprint`` to insist on a spec.
+        A cache built without packing can be packed here with ``.concat_chunk(n)`` etc.
+        """
+        cache = Cache(directory)
+        manifest = cache.manifest
+        if fingerprint is not None and manifest.fingerprint != fingerprint:
+            raise CacheError(f"{directory} was built with spec {manifest.fingerprint}, not the requested {fingerprint}")
+        spec = manifest.spec
+        source = SourceSpec(spec["source"]["format"], spec["source"]["text_field"])
+        plan = _Plan(tuple(cache.shards), source, on_error=spec["on_error"], cached=_CacheSource(cache))
+        return cls(plan)
 
     @classmethod
     def from_hf(cls, dataset: Any, *, text_field: str = "text", shards: int = 1, on_error: str = "raise") -> Dataset:
@@ -235,11 +262,27 @@ class Dataset:
     def spec(self) -> Spec:
         """The per-shard step as a Spec (what the Beam pipeline runs, and what keys caches)."""
         p = self._plan
+        if p.cached is not None:
+            return Spec.from_json(self.spec_json)
         return Spec(p.source, p.steps, p.pack, p.on_error)  # type: ignore[arg-type]
 
     @property
+    def spec_json(self) -> dict[str, Any]:
+        cached = self._plan.cached
+        if cached is None:
+            return self.spec.to_json()
+        spec = dict(cached.cache.manifest.spec)
+        if cached.repack is not None:
+            spec["pack"] = cached.repack.to_json()
+        return spec
+
+    @property
     def spec_fingerprint(self) -> str:
-        return self.spec.fingerprint
+        return fingerprint_of(self.spec_json)
+
+    @property
+    def is_cached(self) -> bool:
+        return self._plan.cached is not None
 
     @property
     def stream_fingerprint(self) -> str:
@@ -258,9 +301,34 @@ class Dataset:
     def shards(self) -> tuple[Shard, ...]:
         return self._plan.shards
 
-    def iter(self, state_dict: dict[str, Any] | None = None) -> DatasetIterator:
-        """A fresh iterator, or one resumed from ``state_dict`` (never mutated)."""
-        return DatasetIterator(self, self._reader_split(), state_dict)
+    def iter(self, state_dict: dict[str, Any] | None = None, *, start_example: int | None = None) -> DatasetIterator:
+        """A fresh iterator, one resumed from ``state_dict`` (never mutated), or one starting
+        at global example ``start_example`` of the source (cached datasets only: it needs the
+        row counts of the manifest)."""
+        split = self._reader_split()
+        if start_example is None:
+            return DatasetIterator(self, split, state_dict)
+        if state_dict is not None:
+            raise ConfigError("pass state_dict or start_example, not both")
+        it = DatasetIterator(self, split)
+        it.source.reset(self._source_state_at(_check_int(start_example, "start_example", minimum=0), it))
+        return it
+
+    def cache(self, output_dir: str, *, overwrite: bool = False, progress: bool = False, **beam_options: Any) -> Dataset:
+        """Run the Beam pipeline over this dataset's per-shard step, writing a Parquet cache to
+        ``output_dir``; return the cached dataset with this dataset's stream stages.
+
+        ``beam_options`` pass through as pipeline options (``runner="DataflowRunner"``,
+        ``direct_running_mode="multi_processing"``, ``direct_num_workers=2``, ...). Re-running
+        completes an unfinished cache; a cache of another spec is refused unless ``overwrite``.
+        """
+        if self.is_cached:
+            raise ConfigError("this dataset already reads a cache")
+        from pipelines.cache import run_cache
+
+        run_cache(self.spec, self.shards, output_dir, beam_args(beam_options), overwrite=overwrite, progress=progress)
+        cached = Dataset.from_cache(output_dir, fingerprint=self.spec_fingerprint)
+        return cached._replace(stages=self._plan.stages, options=self._plan.options)
 
     def __iter__(self) -> Iterator[Any]:
         return self.iter()
@@ -272,11 +340,49 @@ class Dataset:
         return TorchIterableDataset(self)
 
     def _opener(self) -> ShardOpener:
-        return ShardProcessor(self.spec).run
+        cached = self._plan.cached
+        if cached is None:
+            return ShardProcessor(self.spec).run
+        if cached.repack is not None:
+            return cached.cache.repacked(cached.repack)
+        return cached.cache.open_rows
+
+    def _pad_id(self) -> int:
+        spec = self.spec_json
+        if spec["pack"] is not None:
+            return int(spec["pack"]["pad_id"])
+        ref = self._tokenizer_json()
+        return int(ref["pad_id"]) if ref is not None else 0
+
+    def _tokenizer_json(self) -> dict[str, Any] | None:
+        refs = [s["tokenizer"] for s in self.spec_json["steps"] if s["op"] == "tokenize"]
+        return refs[-1] if refs else None
 
     def _build(self, split: ReaderSplit) -> tuple[ShardSource, Node]:
         p = self._plan
-        return build_stream(list(p.shards), self._opener(), p.options, p.stages, split, self.spec.pad_id)
+        return build_stream(list(p.shards), self._opener(), p.options, p.stages, split, self._pad_id())
+
+    def _source_state_at(self, example: int, it: DatasetIterator) -> dict[str, Any]:
+        """The shard source's state just before global example ``example``."""
+        cached = self._plan.cached
+        o = self._plan.options
+        if cached is None or cached.repack is not None:
+            raise ConfigError("start_example needs the row counts of a cache (not repacked); on the fly, resume from a state_dict")
+        if o.interleave != 1 or it.split.parts > 1:
+            raise ConfigError("start_example works with interleave(1) and a single reader")
+        rows = [entry.rows for entry in cached.cache.manifest.shards]
+        left = example
+        for epoch in itertools.count() if o.epochs is None else range(o.epochs):
+            for position, shard in enumerate(it.source.order(epoch)):
+                if left < rows[shard]:
+                    cursor = cached.cache.cursor_at(shard, left)
+                    slot = {"shard": shard, "cursor": cursor.to_json()}
+                    stats = it.source.stats.to_json()
+                    return {"epoch": epoch, "position": position + 1, "slots": [slot], "turn": 0, "stats": stats}
+                left -= rows[shard]
+            if sum(rows) == 0:
+                break
+        raise ConfigError(f"start_example {example} is past the end of the stream")
 
     def _reader_split(self) -> ReaderSplit:
         o = self._plan.options
@@ -289,6 +395,8 @@ class Dataset:
         return type(self)(dataclasses.replace(self._plan, **changes))
 
     def _add_step(self, step: Step, name: str) -> Dataset:
+        if self._plan.cached is not None:
+            raise ConfigError(f"{name}(): a cache's per-shard stages were fixed when it was built")
         if self._plan.stages:
             raise ConfigError(f"{name}() is a per-shard stage; call it before shuffle/batch/take/enumerate")
         if self._plan.pack is not None:
@@ -296,9 +404,15 @@ class Dataset:
         return self._replace(steps=(*self._plan.steps, step))
 
     def _set_pack(self, name: str, mode: str, seq_len: int, **kwargs: Any) -> Dataset:
-        ref = self._tokenizer_ref(name)
         if self._plan.stages:
             raise ConfigError(f"{name}() is a per-shard stage; call it before shuffle/batch/take/enumerate")
+        cached = self._plan.cached
+        if cached is not None:
+            if cached.cache.manifest.spec["pack"] is not None or cached.repack is not None:
+                raise ConfigError(f"{name}(): the cache is already packed; build it with --pack none to pack at read time")
+            pack = PackSpec(mode, seq_len, self._pad_id(), **kwargs)  # type: ignore[arg-type]
+            return self._replace(cached=dataclasses.replace(cached, repack=pack))
+        ref = self._tokenizer_ref(name)
         if self._plan.pack is not None:
             raise ConfigError(f"{name}(): the dataset is already packed ({self._plan.pack.mode})")
         return self._replace(pack=PackSpec(mode, seq_len, ref.pad_id, **kwargs))  # type: ignore[arg-type]
@@ -320,6 +434,17 @@ class Dataset:
         steps = [s.to_json()["op"] for s in p.steps] + ([p.pack.mode] if p.pack else [])
         stages = [s.to_json()["stage"] for s in p.stages]
         return f"Dataset(shards={len(p.shards)}, steps={steps}, stages={stages})"
+
+
+def beam_args(options: dict[str, Any]) -> list[str]:
+    """Keyword Beam options as command-line flags: ``direct_num_workers=2`` -> ``--direct_num_workers=2``."""
+    args = []
+    for key, value in options.items():
+        if value is True:
+            args.append(f"--{key}")
+        elif value is not False and value is not None:
+            args.append(f"--{key}={value}")
+    return args
 
 
 def _check_int(value: Any, name: str, *, minimum: int) -> int:

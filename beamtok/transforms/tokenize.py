@@ -13,32 +13,70 @@ import numpy as np
 from beamtok.errors import ConfigError
 from beamtok.spec import TokenizerRef
 
-__all__ = ["Tokenizer", "load_tokenizer", "resolve_tokenizer"]
+__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "resolve_tokenizer"]
 
 _CACHE: dict[str, Tokenizer] = {}
 _LOCK = threading.Lock()
 
 
 class Tokenizer:
-    """A Hugging Face fast tokenizer, used through its Rust backend.
+    """A fast tokenizer, used through its Rust backend (``tokenizers.Tokenizer``).
 
     Encoding calls ``encode_batch_fast`` (no offsets), so the per-token work stays in Rust.
+    Build one with :func:`load_tokenizer`, or from its serialized form with
+    :meth:`from_serialized` (what remote Beam workers and cache readers do).
     """
 
-    def __init__(self, hf_tokenizer: Any, name: str) -> None:
-        if not getattr(hf_tokenizer, "is_fast", False):
-            raise ConfigError(f"tokenizer {name!r} is not a fast (Rust) tokenizer")
+    def __init__(self, backend: Any, name: str, bos_id: int | None, eos_id: int | None, pad_id: int | None, hf: Any = None) -> None:
         self.name = name
-        self.hf = hf_tokenizer
-        self.backend = hf_tokenizer.backend_tokenizer
-        self.bos_id: int | None = hf_tokenizer.bos_token_id
-        self.eos_id: int | None = hf_tokenizer.eos_token_id
-        pad = hf_tokenizer.pad_token_id
-        self.pad_id: int = pad if pad is not None else (self.eos_id if self.eos_id is not None else 0)
-        self.vocab_size: int = len(hf_tokenizer)
+        self.backend = backend
+        self.hf = hf
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+        self.pad_id: int = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
+        self.vocab_size: int = len(hf) if hf is not None else backend.get_vocab_size(with_added_tokens=True)
         serialized = self.backend.to_str()
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
         self.fingerprint = hashlib.sha256((serialized + specials).encode()).hexdigest()[:20]
+
+    @classmethod
+    def from_hf(cls, hf_tokenizer: Any, name: str) -> Tokenizer:
+        """Wrap a loaded ``transformers`` fast tokenizer."""
+        if not getattr(hf_tokenizer, "is_fast", False):
+            raise ConfigError(f"tokenizer {name!r} is not a fast (Rust) tokenizer")
+        return cls(
+            hf_tokenizer.backend_tokenizer,
+            name,
+            hf_tokenizer.bos_token_id,
+            hf_tokenizer.eos_token_id,
+            hf_tokenizer.pad_token_id,
+            hf_tokenizer,
+        )
+
+    def serialize(self) -> dict[str, Any]:
+        """Everything needed to rebuild this tokenizer exactly, as JSON."""
+        return {
+            "name": self.name,
+            "tokenizer_json": self.backend.to_str(),
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+            "pad_id": self.pad_id,
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def from_serialized(cls, blob: dict[str, Any]) -> Tokenizer:
+        """Rebuild a tokenizer from :meth:`serialize` output, checking its fingerprint."""
+        from tokenizers import Tokenizer as RustTokenizer
+
+        try:
+            backend = RustTokenizer.from_str(blob["tokenizer_json"])
+        except Exception as e:
+            raise ConfigError(f"serialized tokenizer {blob.get('name')!r} is broken: {e}") from e
+        tok = cls(backend, blob["name"], blob["bos_id"], blob["eos_id"], blob["pad_id"])
+        if tok.fingerprint != blob["fingerprint"]:
+            raise ConfigError(f"serialized tokenizer {blob['name']!r} does not match its fingerprint")
+        return tok
 
     def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
         """Token ids of each text, as int32 arrays."""
@@ -61,7 +99,7 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
         return _remember(tokenizer)
     if not isinstance(tokenizer, str):
         name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
-        return _remember(Tokenizer(tokenizer, str(name)))
+        return _remember(Tokenizer.from_hf(tokenizer, str(name)))
     with _LOCK:
         for tok in _CACHE.values():
             if tok.name == tokenizer:
@@ -74,7 +112,7 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
         raise ConfigError(f"cannot load tokenizer {tokenizer!r}: {e}") from e
     except Exception as e:
         raise ConfigError(f"cannot load tokenizer {tokenizer!r}: {type(e).__name__}: {e}") from e
-    return _remember(Tokenizer(hf, tokenizer))
+    return _remember(Tokenizer.from_hf(hf, tokenizer))
 
 
 def resolve_tokenizer(ref: TokenizerRef) -> Tokenizer:
@@ -90,6 +128,11 @@ def resolve_tokenizer(ref: TokenizerRef) -> Tokenizer:
             f"built with {ref.fingerprint}; its files changed"
         )
     return tok
+
+
+def register_tokenizer(tok: Tokenizer) -> Tokenizer:
+    """Make ``tok`` the one :func:`resolve_tokenizer` returns for its fingerprint."""
+    return _remember(tok)
 
 
 def _remember(tok: Tokenizer) -> Tokenizer:

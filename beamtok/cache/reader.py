@@ -1,0 +1,167 @@
+"""Read a cache back as the very same stream of examples, with the same cursors.
+
+A cache shard's rows are its examples in order; row ``i`` is example ``i``, so a shard cursor
+``(index, doc, token)`` reopens at row ``index`` by seeking to its row group (found from the
+Parquet metadata, never by scanning). The cursor after a row is the next row's provenance, or
+``done`` after the last row, exactly as the per-shard step reports it on the fly.
+
+A cache built without packing (one document a row) can be packed at read time: its rows are
+then documents, fed to the same packer the on-the-fly step uses, and reopened by doc cursor
+(the row group is found from the ``doc`` column's statistics).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest
+from beamtok.cache.schema import batch_to_examples
+from beamtok.cache.storage import Storage
+from beamtok.errors import CacheError, StateError
+from beamtok.shard import DocCounts, DocItem, Produced, ShardCursor, pack_documents
+from beamtok.sources.urls import Shard
+from beamtok.spec import PackSpec
+from beamtok.transforms.pack import make_packer
+from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
+
+__all__ = ["Cache"]
+
+READ_BATCH_ROWS = 256
+LAST_ROW_KEY = 1 << 62  # counts of a shard's last document row: reported only at its end
+
+
+class Cache:
+    """An opened cache directory: its manifest, and readers for its shards."""
+
+    def __init__(self, directory: str) -> None:
+        self.storage = Storage(directory)
+        self.manifest: Manifest = read_manifest(self.storage)
+        for entry in self.manifest.shards:
+            if entry.fingerprint and entry.fingerprint != self.manifest.fingerprint:
+                raise CacheError(f"{self.storage.display(entry.file)}: built with spec {entry.fingerprint}, not the manifest's {self.manifest.fingerprint}")
+
+    @property
+    def directory(self) -> str:
+        return self.storage.url
+
+    @property
+    def shards(self) -> list[Shard]:
+        """The shards as the on-the-fly dataset numbered them, with their original URLs."""
+        return [Shard(e.index, e.url) for e in self.manifest.shards]
+
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer the cache was built with, rebuilt from the copy stored in the cache."""
+        if self.manifest.tokenizer_file is None:
+            raise CacheError(f"{self.directory}: the cache holds no tokenizer")
+        blob = json.loads(self.storage.read_bytes(self.manifest.tokenizer_file))
+        return register_tokenizer(Tokenizer.from_serialized(blob))
+
+    def cursor_at(self, shard_index: int, row: int) -> ShardCursor:
+        """The shard cursor of row ``row`` (reads that row's provenance only)."""
+        entry = self._entry(Shard(shard_index, ""))
+        if row >= entry.rows:
+            return ShardCursor(entry.rows, 0, 0, True)
+        for examples, _ in self._batches(entry, row):
+            first = examples[0]
+            return ShardCursor(first["index"], first["doc"], first["token"])
+        raise CacheError(f"{self.storage.display(entry.file)}: has fewer rows than its manifest says")
+
+    # ---------------------------------------------------------------- rows
+
+    def open_rows(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+        """Examples of ``shard`` from ``cursor`` on, each with the cursor after it."""
+        entry = self._entry(shard)
+        if cursor.done:
+            return
+        if cursor.index > entry.rows:
+            raise StateError(f"shard {shard.index}: cursor at example {cursor.index}, but the shard has {entry.rows}")
+        if entry.rows == 0:
+            yield Produced(None, ShardCursor(0, 0, 0, True), _counts(entry.documents))
+            return
+        pending: tuple[dict[str, Any], DocCounts] | None = None
+        for examples, counts in self._batches(entry, cursor.index):
+            for example, count in zip(examples, counts):
+                if pending is not None:
+                    yield Produced(pending[0], ShardCursor(example["index"], example["doc"], example["token"]), pending[1])
+                pending = (example, count)
+        if pending is not None:
+            yield Produced(pending[0], ShardCursor(pending[0]["index"] + 1, 0, 0, True), pending[1])
+
+    def _batches(self, entry: ShardEntry, start_row: int) -> Iterator[tuple[list[dict[str, Any]], list[DocCounts]]]:
+        with self._parquet(entry) as pf:
+            ends = list(itertools.accumulate(pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)))
+            group = bisect.bisect_right(ends, start_row)
+            row = ends[group - 1] if group else 0
+            for batch in pf.iter_batches(READ_BATCH_ROWS, row_groups=list(range(group, len(ends)))):
+                skip = max(0, start_row - row)
+                row += batch.num_rows
+                if skip >= batch.num_rows:
+                    continue
+                examples, counts = batch_to_examples(batch.slice(skip))
+                yield examples, counts
+
+    def _parquet(self, entry: ShardEntry) -> Any:
+        source = self.storage.open_input(entry.file)
+        try:
+            return pq.ParquetFile(source)
+        except Exception as e:
+            raise CacheError(f"{self.storage.display(entry.file)}: not a readable Parquet file ({e}); run `beamtok verify`") from e
+
+    def _entry(self, shard: Shard) -> ShardEntry:
+        if not 0 <= shard.index < len(self.manifest.shards):
+            raise StateError(f"shard {shard.index} does not exist in the cache ({len(self.manifest.shards)} shards)")
+        return self.manifest.shards[shard.index]
+
+    # ----------------------------------------------------- packing at read time
+
+    def repacked(self, pack: PackSpec) -> Any:
+        """An opener that packs the document rows of an unpacked cache with ``pack``."""
+        if self.manifest.spec["pack"] is not None:
+            raise CacheError(f"{self.directory}: the cache is already packed ({self.manifest.spec['pack']['mode']})")
+
+        def open_packed(shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+            if cursor.done:
+                return iter(())
+            return pack_documents(shard.index, cursor, self._documents(shard, cursor.doc), make_packer(pack))
+
+        return open_packed
+
+    def _documents(self, shard: Shard, start_doc: int) -> Iterator[DocItem]:
+        entry = self._entry(shard)
+        if entry.rows == 0:
+            yield DocItem(0, None, LAST_ROW_KEY, _counts(entry.documents))
+            return
+        pending: tuple[dict[str, Any], DocCounts] | None = None
+        for examples, counts in self._document_batches(entry, start_doc):
+            for example, count in zip(examples, counts):
+                if example["doc"] < start_doc:
+                    continue
+                if pending is not None:
+                    yield DocItem(pending[0]["doc"], pending[0]["input_ids"], example["doc"] - 1, pending[1])
+                pending = (example, count)
+        if pending is not None:
+            yield DocItem(pending[0]["doc"], pending[0]["input_ids"], LAST_ROW_KEY, pending[1])
+
+    def _document_batches(self, entry: ShardEntry, start_doc: int) -> Iterator[tuple[list[dict[str, Any]], list[DocCounts]]]:
+        with self._parquet(entry) as pf:
+            doc_col = pf.schema_arrow.get_field_index("doc")
+            first = 0
+            for i in range(pf.num_row_groups):  # the last group whose smallest doc is <= start_doc
+                stats = pf.metadata.row_group(i).column(doc_col).statistics
+                if stats is not None and stats.has_min_max and stats.min <= start_doc:
+                    first = i
+            for batch in pf.iter_batches(READ_BATCH_ROWS, row_groups=list(range(first, pf.num_row_groups))):
+                yield batch_to_examples(batch)
+
+
+def _counts(documents: dict[str, Any]) -> DocCounts:
+    return DocCounts(
+        documents["read"], documents["emitted"], Counter(documents["skipped"]), documents["truncated_tokens"], documents["dropped_tokens"]
+    )

@@ -1,0 +1,88 @@
+"""Write one shard of a cache: run the per-shard step and stream its rows into Parquet.
+
+Used by the Beam DoFn (and nothing else), but kept free of Beam so it can be tested alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
+from beamtok.cache.schema import cache_schema, examples_to_table
+from beamtok.cache.storage import HashingWriter, Storage
+from beamtok.shard import DocCounts, ShardProcessor
+from beamtok.sources.urls import Shard, is_remote
+
+__all__ = ["ROW_GROUP_BYTES", "ShardWriteResult", "completed_entry", "write_shard"]
+
+ROW_GROUP_BYTES = 8 << 20  # tokens per row group: small enough to seek to, big enough to read fast
+
+
+@dataclass
+class ShardWriteResult:
+    entry: ShardEntry
+    skipped: bool  # True when an earlier run had already completed this shard
+
+
+def rows_per_group(seq_len: int | None) -> int:
+    return max(64, ROW_GROUP_BYTES // (4 * (seq_len or 2048)))
+
+
+def completed_entry(storage: Storage, shard: Shard, fingerprint: str) -> ShardEntry | None:
+    """The entry of ``shard`` if an earlier run completed it for this fingerprint, else None."""
+    rel = sidecar_file(shard.index)
+    if not storage.exists(rel):
+        return None
+    entry = ShardEntry.from_json(json.loads(storage.read_bytes(rel)), storage.display(rel))
+    if entry.fingerprint != fingerprint or entry.url != shard.url or storage.size(entry.file) != entry.bytes:
+        return None
+    return entry
+
+
+def write_shard(storage: Storage, processor: ShardProcessor, shard: Shard, seq_len: int | None) -> ShardEntry:
+    """Write ``shard``'s examples to its Parquet file, then its sidecar; return the entry."""
+    fingerprint = processor.spec.fingerprint
+    group = rows_per_group(seq_len)
+    rel = shard_file(shard.index)
+    documents = DocCounts()
+    rows = tokens = pad_tokens = 0
+    with storage.writing(rel) as sink:
+        hashing = HashingWriter(sink)
+        writer = pq.ParquetWriter(hashing, cache_schema(), compression="zstd", write_statistics=["doc", "index"])
+        examples, counts = [], []
+        for produced in processor.run(shard):
+            documents.add(produced.counts)
+            if produced.example is None:
+                continue
+            examples.append(produced.example)
+            counts.append(produced.counts)
+            real = int((produced.example["segment_ids"] > 0).sum())
+            tokens += real
+            pad_tokens += len(produced.example["input_ids"]) - real
+            if len(examples) >= group:
+                writer.write_table(examples_to_table(examples, counts), row_group_size=group)
+                rows += len(examples)
+                examples, counts = [], []
+        if examples or rows == 0:
+            writer.write_table(examples_to_table(examples, counts), row_group_size=group)
+            rows += len(examples)
+        writer.close()
+    entry = ShardEntry(
+        index=shard.index,
+        url=shard.url,
+        source_size=None if is_remote(shard.url) or shard.data is not None else os.path.getsize(shard.url),
+        file=rel,
+        bytes=hashing.bytes,
+        sha256=hashing.sha256.hexdigest(),
+        rows=rows,
+        tokens=tokens,
+        pad_tokens=pad_tokens,
+        documents=documents.to_json(),
+        fingerprint=fingerprint,
+    )
+    storage.write_bytes(sidecar_file(shard.index), json.dumps(entry.to_json()).encode())
+    return entry
