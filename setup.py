@@ -13,6 +13,7 @@ DEV = [
     "ruff>=0.6",
     "mypy>=1.10",
     "moto[server]>=5",
+    "duckdb>=1.0",
     "types-PyYAML",
 ]
 

@@ -3,7 +3,7 @@
 Both modes yield the same examples in the same order and share one resumable cursor.
 """
 
-from beamtok.errors import BeamtokError, ConfigError, InputError, StateError
+from beamtok.errors import BeamtokError, CacheError, ConfigError, InputError, StateError
 from beamtok.shard import DocCounts, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import Spec
@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 __all__ = [
     "STATE_VERSION",
     "BeamtokError",
+    "CacheError",
     "ConfigError",
     "Dataset",
     "DatasetIterator",

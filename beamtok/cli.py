@@ -90,5 +90,170 @@ def demo(urls: tuple[str, ...], tokenizer: str, seq_len: int, batch_size: int, b
         raise SystemExit(1)
 
 
+CACHE_KEYS = (
+    "urls", "output", "tokenizer", "seq_len", "pack", "stride", "remainder", "text_field",
+    "format", "bos", "eos", "on_error", "overwrite", "beam_options",
+)  # fmt: skip
+CACHE_DEFAULTS: dict[str, Any] = {
+    "pack": "concat", "remainder": "pad", "text_field": "text", "format": "auto",
+    "bos": True, "eos": True, "on_error": "raise", "overwrite": False, "beam_options": [],
+}  # fmt: skip
+
+
+def load_cache_config(path: str | None) -> dict[str, Any]:
+    """Options from a YAML file: the long option names (dashes or underscores), plus
+    ``beam_options`` as a mapping or a list of ``--name=value`` strings."""
+    if path is None:
+        return {}
+    import yaml
+
+    from beamtok.errors import ConfigError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of option names to values")
+    config = {str(k).replace("-", "_"): v for k, v in data.items()}
+    unknown = sorted(set(config) - set(CACHE_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown option(s) {unknown}; known: {list(CACHE_KEYS)}")
+    if isinstance(config.get("urls"), str):
+        config["urls"] = [config["urls"]]
+    beam_options = config.get("beam_options", [])
+    if isinstance(beam_options, dict):
+        from beamtok.stream.dataset import beam_args
+
+        config["beam_options"] = beam_args(beam_options)
+    elif not isinstance(beam_options, list):
+        raise ConfigError(f"{path}: beam_options must be a mapping or a list of --name=value strings")
+    return config
+
+
+def build_cache_dataset(options: dict[str, Any]) -> Any:
+    """The on-the-fly dataset whose per-shard step the cache stores."""
+    from beamtok import Dataset
+    from beamtok.errors import ConfigError
+
+    for required in ("urls", "output", "tokenizer"):
+        if not options.get(required):
+            raise ConfigError(f"missing {'URL arguments' if required == 'urls' else '--' + required.replace('_', '-')}")
+    pack = options["pack"]
+    if pack != "none" and options.get("seq_len") is None:
+        raise ConfigError(f"--seq-len is required with --pack {pack}")
+    ds = Dataset.from_files(list(options["urls"]), format=options["format"], text_field=options["text_field"], on_error=options["on_error"])
+    ds = ds.tokenize(options["tokenizer"])
+    if options["bos"] or options["eos"]:
+        ds = ds.ensure_bos_eos(bos=options["bos"], eos=options["eos"])
+    if pack == "concat":
+        ds = ds.concat_chunk(options["seq_len"], remainder=options["remainder"])
+    elif pack == "pad":
+        ds = ds.pad(options["seq_len"])
+    elif pack == "window":
+        ds = ds.sliding_window(options["seq_len"], stride=options.get("stride"))
+    return ds
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("urls", nargs=-1)
+@click.option("--output", "-o", help="Cache directory (local path, gs://... or s3://...).")
+@click.option("--tokenizer", help="Tokenizer directory or hub name.")
+@click.option("--seq-len", type=int, help="Tokens per row (concat, pad, window).")
+@click.option("--pack", type=click.Choice(["concat", "pad", "window", "none"]), help="Packing. [default: concat]")
+@click.option("--stride", type=int, help="Window stride for --pack window. [default: seq-len]")
+@click.option("--remainder", type=click.Choice(["pad", "drop", "keep"]), help="A shard's last partial concat row. [default: pad]")
+@click.option("--text-field", help="JSON field / Parquet column holding the text. [default: text]")
+@click.option("--format", "format_", type=click.Choice(["auto", "jsonl", "parquet", "text"]), help="Input format. [default: auto, from the file name]")
+@click.option("--bos/--no-bos", default=None, help="Ensure each document starts with BOS. [default: on]")
+@click.option("--eos/--no-eos", default=None, help="Ensure each document ends with EOS. [default: on]")
+@click.option("--on-error", type=click.Choice(["raise", "skip"]), help="Bad documents: stop, or skip and count. [default: raise]")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML file with any of these options.")
+@click.option("--overwrite", is_flag=True, default=None, help="Replace a cache built with another spec.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@click.pass_context
+@user_errors
+def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, quiet: bool, format_: str | None, **flags: Any) -> None:
+    """Tokenize and pack URLS into a Parquet cache with Apache Beam.
+
+    \b
+    URLS are files or patterns: train.{00..31}.jsonl.gz, data/*.parquet, s3://bucket/x.jsonl.
+    Every other option is passed to Beam as a pipeline option; write them as --name=value:
+      --runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp
+      --direct_running_mode=multi_processing --direct_num_workers=2
+    Local runs (no --runner, or DirectRunner) use Beam's FnApiRunner and never touch the
+    network. Re-running completes an unfinished cache and skips finished shards.
+
+    \b
+    Example:
+      beamtok cache 'data/corpus/shakespeare-{00..03}.jsonl' --output build/cache \\
+          --tokenizer data/tokenizers/gpt2 --seq-len 1024
+    """
+    from pipelines.cache import run_cache
+
+    options = {**CACHE_DEFAULTS, **load_cache_config(config_path)}
+    flags["format"] = format_
+    options.update({k: v for k, v in flags.items() if v is not None})
+    passthrough = [u for u in urls if u.startswith("-")]  # unknown options land among the URLs
+    if len(passthrough) < len(urls):
+        options["urls"] = [u for u in urls if not u.startswith("-")]
+    ds = build_cache_dataset(options)
+    beam_args = [*options["beam_options"], *passthrough, *ctx.args]
+    started = time.perf_counter()
+    manifest = run_cache(ds.spec, ds.shards, options["output"], beam_args, overwrite=options["overwrite"], progress=not quiet)
+    totals = manifest.totals
+    seconds = time.perf_counter() - started
+    click.echo(
+        f"cache {options['output']}: {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens "
+        f"({totals['tokens'] / seconds / 1e6:.2f}M tokens/s), documents {json.dumps(totals['documents'])}, spec {manifest.fingerprint}"
+    )
+
+
+@main.command()
+@click.argument("directory")
+@click.option("--shards", "sample", default=2, show_default=True, help="Shards to re-run and compare row by row (0: checksums only).")
+@click.option("--seed", default=0, show_default=True, help="Which shards are sampled.")
+@user_errors
+def verify(directory: str, sample: int, seed: int) -> None:
+    """Check a cache: every file against the manifest (present, size, checksum, rows), then
+    re-run the per-shard step on sampled shards and compare every row. Exit 0 when all agree."""
+    from beamtok.cache.verify import verify_cache
+
+    report = verify_cache(directory, sample=sample, seed=seed)
+    click.echo(
+        f"{directory}: {report.files_checked}/{report.shards} shard files checked, "
+        f"{len(report.shards_compared)} shard(s) re-run and compared ({report.rows_compared} rows): {report.shards_compared}"
+    )
+    for problem in report.problems:
+        click.echo(f"PROBLEM {problem}", err=True)
+    if not report.ok:
+        sys.exit(1)
+    click.echo("OK: the cache is intact and identical to the on-the-fly stream")
+
+
+@main.command()
+@click.argument("directory")
+@click.option("--batch-size", default=2, show_default=True)
+@click.option("--batches", default=2, show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Shuffle seed.")
+@user_errors
+def head(directory: str, batch_size: int, batches: int, seed: int) -> None:
+    """Stream a few shuffled batches from a cache and print them decoded."""
+    from beamtok import Dataset
+    from beamtok.cache.reader import Cache
+
+    tok = Cache(directory).tokenizer()
+    ds = Dataset.from_cache(directory).shuffle(window=256, seed=seed).batch(batch_size)
+    it = ds.iter()
+    for b, batch in zip(range(batches), it):
+        for row in range(len(batch["input_ids"])):
+            click.echo(f"--- batch {b} row {row}: shard {batch['shard'][row]} example {batch['index'][row]} ---")
+            click.echo(tok.decode(batch["input_ids"][row][batch["segment_ids"][row] > 0]))
+    click.echo(f"\nstats: {json.dumps(it.stats())}")
+
+
 if __name__ == "__main__":
     main()

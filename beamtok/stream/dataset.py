@@ -371,17 +371,20 @@ class Dataset:
         if o.interleave != 1 or it.split.parts > 1:
             raise ConfigError("start_example works with interleave(1) and a single reader")
         rows = [entry.rows for entry in cached.cache.manifest.shards]
+        stats = it.source.stats.to_json()
         left = example
+        epoch = 0
         for epoch in itertools.count() if o.epochs is None else range(o.epochs):
-            for position, shard in enumerate(it.source.order(epoch)):
+            order = it.source.order(epoch)
+            for position, shard in enumerate(order):
                 if left < rows[shard]:
-                    cursor = cached.cache.cursor_at(shard, left)
-                    slot = {"shard": shard, "cursor": cursor.to_json()}
-                    stats = it.source.stats.to_json()
+                    slot = {"shard": shard, "cursor": cached.cache.cursor_at(shard, left).to_json()}
                     return {"epoch": epoch, "position": position + 1, "slots": [slot], "turn": 0, "stats": stats}
                 left -= rows[shard]
-            if sum(rows) == 0:
+            if sum(rows[s] for s in order) == 0:
                 break
+        if left == 0:  # exactly the end of the stream
+            return {"epoch": epoch, "position": len(it.source.order(epoch)), "slots": [], "turn": 0, "stats": stats}
         raise ConfigError(f"start_example {example} is past the end of the stream")
 
     def _reader_split(self) -> ReaderSplit:

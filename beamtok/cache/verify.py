@@ -1,0 +1,105 @@
+"""Check a cache against its manifest and against the per-shard step re-run on the fly."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from beamtok.cache.reader import Cache
+from beamtok.errors import BeamtokError
+from beamtok.shard import ShardProcessor
+from beamtok.sources.urls import Shard
+from beamtok.spec import Spec
+
+__all__ = ["VerifyReport", "verify_cache"]
+
+CHUNK = 1 << 20
+
+
+@dataclass
+class VerifyReport:
+    """What verify checked and what it found; ``ok`` when nothing."""
+
+    shards: int = 0
+    files_checked: int = 0
+    shards_compared: list[int] = field(default_factory=list)
+    rows_compared: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_cache(directory: str, *, sample: int = 2, seed: int = 0) -> VerifyReport:
+    """Check every shard file (present, size, SHA-256, row count), then re-run the per-shard
+    step on ``sample`` randomly chosen shards (all if ``sample`` is larger) and compare every
+    row and field. Manifest problems raise CacheError; everything else is reported."""
+    cache = Cache(directory)
+    manifest = cache.manifest
+    report = VerifyReport(shards=len(manifest.shards))
+    intact: list[int] = []
+    for entry in manifest.shards:
+        where = f"shard {entry.index} ({cache.storage.display(entry.file)})"
+        size = cache.storage.size(entry.file)
+        if size is None:
+            report.problems.append(f"{where}: file is missing")
+            continue
+        if size != entry.bytes:
+            report.problems.append(f"{where}: {size} bytes, the manifest says {entry.bytes} (truncated or replaced)")
+            continue
+        digest = hashlib.sha256()
+        with cache.storage.open_input(entry.file) as f:
+            while chunk := f.read(CHUNK):
+                digest.update(chunk)
+        report.files_checked += 1
+        if digest.hexdigest() != entry.sha256:
+            report.problems.append(f"{where}: checksum mismatch (the file was altered after it was written)")
+            continue
+        with cache.storage.open_input(entry.file) as f:
+            rows = pq.ParquetFile(f).metadata.num_rows
+        if rows != entry.rows:
+            report.problems.append(f"{where}: {rows} rows, the manifest says {entry.rows}")
+            continue
+        intact.append(entry.index)
+    if sample > 0 and intact:
+        spec = Spec.from_json(manifest.spec)
+        cache.tokenizer()
+        processor = ShardProcessor(spec)
+        chosen = sorted(random.Random(seed).sample(intact, min(sample, len(intact))))
+        for index in chosen:
+            report.shards_compared.append(index)
+            problem = _compare_shard(cache, processor, Shard(index, manifest.shards[index].url), report)
+            if problem:
+                report.problems.append(problem)
+    return report
+
+
+def _compare_shard(cache: Cache, processor: ShardProcessor, shard: Shard, report: VerifyReport) -> str | None:
+    from beamtok.shard import ShardCursor
+
+    fresh = processor.run(shard)
+    stored = cache.open_rows(shard, ShardCursor())
+    row = 0
+    try:
+        for row, (want, got) in enumerate(zip(fresh, stored, strict=True)):
+            report.rows_compared += 1
+            if (want.example is None) != (got.example is None):
+                return f"shard {shard.index} row {row}: one side has no example"
+            if want.example is not None and got.example is not None:
+                for name, value in want.example.items():
+                    other = got.example.get(name)
+                    same = bool(np.array_equal(value, np.asarray(other))) if isinstance(value, np.ndarray) else value == other
+                    if not same:
+                        return f"shard {shard.index} row {row} field {name!r} differs from the on-the-fly result"
+            if want.cursor != got.cursor:
+                return f"shard {shard.index} row {row}: cursor after it differs ({got.cursor} vs {want.cursor})"
+    except ValueError:
+        return f"shard {shard.index}: the cache has a different number of rows than the on-the-fly run (first {row + 1} agree)"
+    except BeamtokError as e:
+        return f"shard {shard.index}: cannot re-run the per-shard step: {e}"
+    return None

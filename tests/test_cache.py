@@ -1,0 +1,298 @@
+"""The offline cache: built by a real Beam runner, read back as the very same stream.
+
+Equivalence of cache and on-the-fly streams for every runner and packing, cursors that cross
+modes at random points, incremental and killed re-runs, refused mismatches, verify, interop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from beamtok import CacheError, ConfigError, Dataset
+from beamtok.cache.verify import verify_cache
+from beamtok.testing import assert_items_equal, check_resumption
+
+from conftest import CORPUS, ROOT, real_paragraphs, write_jsonl
+
+pytest.importorskip("apache_beam")
+TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> list[str]:
+    """Five shards of real text: three small plain JSONL, one shipped gzip, one shipped zstd."""
+    root = tmp_path_factory.mktemp("corpus")
+    paras = real_paragraphs(90)
+    paths = [str(write_jsonl(root / f"part-{i}.jsonl", [{"text": t} for t in paras[i * 30 : (i + 1) * 30]])) for i in range(3)]
+    return [*paths, str(CORPUS / "shakespeare-05.jsonl.gz"), str(CORPUS / "pydocs-00.jsonl.zst")]
+
+
+def online(corpus, pack="concat", seq_len=256):
+    ds = Dataset.from_files(corpus).tokenize(TOKENIZER).ensure_bos_eos()
+    if pack == "concat":
+        return ds.concat_chunk(seq_len)
+    if pack == "pad":
+        return ds.pad(seq_len)
+    return ds
+
+
+def stream(ds):
+    return ds.shuffle_shards(seed=4).interleave(2).shuffle(window=16, seed=1).batch(4)
+
+
+@pytest.fixture(scope="module")
+def built(corpus, tmp_path_factory):
+    """One cache per packing mode, built in-process."""
+    root = tmp_path_factory.mktemp("caches")
+    return {pack: online(corpus, pack).cache(str(root / pack)) for pack in ("concat", "pad", "none")}
+
+
+@pytest.mark.parametrize("pack", ["concat", "pad", "none"])
+def test_cache_stream_equals_on_the_fly(corpus, built, pack):
+    want = list(stream(online(corpus, pack)))
+    got = list(stream(built[pack]))
+    assert len(want) > 10
+    assert_items_equal(got, want)
+
+
+def test_cached_dataset_keeps_the_stream_stages(corpus, tmp_path):
+    ds = stream(online(corpus[:2], seq_len=128))
+    cached = ds.cache(str(tmp_path / "c"))
+    assert_items_equal(list(cached), list(ds))
+    assert cached.stream_fingerprint == ds.stream_fingerprint and cached.spec_fingerprint == ds.spec_fingerprint
+
+
+def test_multi_processing_build_is_identical(corpus, built, tmp_path):
+    cached = online(corpus).cache(str(tmp_path / "mp"), direct_running_mode="multi_processing", direct_num_workers=2)
+    assert_items_equal(list(stream(cached)), list(stream(built["concat"])))
+    shas = lambda d: [s.sha256 for s in Dataset.from_cache(d)._plan.cached.cache.manifest.shards]  # noqa: E731
+    assert shas(str(tmp_path / "mp")) == shas(built["concat"]._plan.cached.cache.directory)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_portable_job_service_build_is_identical(corpus, built, tmp_path):
+    port = free_port()
+    service = subprocess.Popen(
+        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main", f"--port={port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        cached = online(corpus).cache(
+            str(tmp_path / "portable"), runner="PortableRunner", job_endpoint=f"localhost:{port}", environment_type="LOOPBACK"
+        )
+    finally:
+        service.terminate()
+        service.wait(30)
+    assert_items_equal(list(stream(cached)), list(stream(built["concat"])))
+
+
+@pytest.mark.parametrize("pack", ["concat", "none"])
+def test_cursor_crosses_modes_in_both_directions(corpus, built, pack):
+    make_online = lambda: stream(online(corpus, pack))  # noqa: E731
+    make_cached = lambda: stream(built[pack])  # noqa: E731
+    check_resumption(make_online, random_steps=10, seed=1, resume_dataset=make_cached)
+    check_resumption(make_cached, random_steps=10, seed=2, resume_dataset=make_online)
+
+
+def test_unpacked_cache_packs_at_read_time_like_on_the_fly(corpus, built):
+    repacked = lambda: stream(built["none"].concat_chunk(200))  # noqa: E731
+    fly = lambda: stream(online(corpus, "none").concat_chunk(200))  # noqa: E731
+    assert_items_equal(list(repacked()), list(fly()))
+    check_resumption(repacked, random_steps=8, seed=3, resume_dataset=fly)
+    check_resumption(fly, random_steps=8, seed=4, resume_dataset=repacked)
+    it, ref = repacked().iter(), fly().iter()
+    list(it), list(ref)
+    assert it.stats() == ref.stats()
+
+
+def test_stats_match_between_modes(corpus, built):
+    a, b = online(corpus).iter(), built["concat"].iter()
+    list(a), list(b)
+    assert a.stats() == b.stats()
+    totals = built["concat"]._plan.cached.cache.manifest.totals
+    assert totals["documents"]["read"] == a.stats()["documents"]["read"] and totals["rows"] == a.stats()["examples"]
+
+
+def test_start_example_is_a_seek(built):
+    full = list(built["concat"].iter())
+    for n in (0, 1, 57, len(full) - 1, len(full)):
+        assert_items_equal(list(built["concat"].iter(start_example=n)), full[n:])
+    with pytest.raises(ConfigError, match="needs the row counts of a cache"):
+        Dataset.from_sequence(["a"]).iter(start_example=1)
+
+
+def sha_and_mtime(directory: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted((directory / "shards").glob("shard-*"))}
+
+
+def test_rerun_rebuilds_only_deleted_shards(corpus, tmp_path):
+    out = tmp_path / "c"
+    online(corpus).cache(str(out))
+    before = sha_and_mtime(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for name in ("shard-00001.parquet", "shard-00003.json"):
+        (out / "shards" / name).unlink()
+    online(corpus).cache(str(out))
+    after = sha_and_mtime(out)
+    redone = {n for n in after if after[n] != before[n]}
+    assert redone == {"shard-00001.parquet", "shard-00001.json", "shard-00003.parquet", "shard-00003.json"}
+    rebuilt = json.loads((out / "manifest.json").read_text())
+    assert [s["sha256"] for s in rebuilt["shards"]] == [s["sha256"] for s in manifest["shards"]]
+
+
+def test_killed_build_resumes_to_a_clean_cache(tmp_path, corpus):
+    paras = real_paragraphs(600)
+    inputs = [str(write_jsonl(tmp_path / f"in-{i:02d}.jsonl", [{"text": t} for t in paras[i * 50 : (i + 1) * 50]])) for i in range(12)]
+    args = [sys.executable, "-m", "beamtok.cli", "cache", *inputs, "--tokenizer", TOKENIZER, "--seq-len", "64", "--quiet"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([*args, "--output", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    seen_final: set[str] = set()
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        for path in (killed / "shards").glob("shard-*.parquet"):
+            pq.read_metadata(path)  # a file under its final name is always complete
+            seen_final.add(path.name)
+        if len(list((killed / "shards").glob("shard-*.json"))) >= 3:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "manifest.json").exists()
+    with pytest.raises(CacheError, match="unfinished"):
+        Dataset.from_cache(str(killed))
+    done_before = sha_and_mtime(killed)
+    finished = {n for n in done_before if n.endswith(".json")}
+    assert 3 <= len(finished) < 12
+    subprocess.run([*args, "--output", str(killed)], check=True, cwd=ROOT, capture_output=True)
+    after = sha_and_mtime(killed)
+    for name in finished:  # finished shards were not redone
+        parquet = name.replace(".json", ".parquet")
+        assert after[name] == done_before[name] and after[parquet] == done_before[parquet]
+    clean = tmp_path / "clean"
+    subprocess.run([*args, "--output", str(clean)], check=True, cwd=ROOT, capture_output=True)
+    for name in after:
+        if name.endswith(".parquet"):
+            assert (killed / "shards" / name).read_bytes() == (clean / "shards" / name).read_bytes()
+    assert not list((killed / "shards").glob("*.tmp-*"))
+
+
+def test_other_spec_is_refused_unless_overwrite(corpus, tmp_path):
+    out = str(tmp_path / "c")
+    online(corpus[:2], seq_len=128).cache(out)
+    with pytest.raises(CacheError, match="pass --overwrite"):
+        online(corpus[:2], seq_len=64).cache(out)
+    with pytest.raises(CacheError, match="not the requested"):
+        Dataset.from_cache(out, fingerprint=online(corpus[:2], seq_len=64).spec_fingerprint)
+    again = online(corpus[:2], seq_len=64).cache(out, overwrite=True)
+    assert_items_equal(list(again), list(online(corpus[:2], seq_len=64)))
+
+
+def test_state_of_another_spec_is_refused_across_modes(corpus, built):
+    it = online(corpus, seq_len=128).iter()
+    next(it)
+    from beamtok import StateError
+
+    with pytest.raises(StateError, match="spec fingerprint"):
+        built["concat"].iter(state_dict=it.state_dict())
+
+
+def rewrite_row(path: Path, row: int, token: int) -> None:
+    table = pq.read_table(path)
+    ids = table.column("input_ids").to_pylist()
+    ids[row][3] = token
+    table = table.set_column(0, "input_ids", pa.array(ids, type=pa.list_(pa.int32())))
+    pq.write_table(table, path, compression="zstd")
+
+
+def test_verify_passes_then_catches_altered_rows(corpus, tmp_path):
+    out = tmp_path / "c"
+    online(corpus[:3]).cache(str(out))
+    report = verify_cache(str(out), sample=3)
+    assert report.ok and report.shards_compared == [0, 1, 2] and report.rows_compared > 10
+    first = out / "shards" / "shard-00000.parquet"
+    original = first.read_bytes()
+    flipped = bytearray(original)
+    flipped[len(flipped) // 2] ^= 0x01
+    first.write_bytes(bytes(flipped))
+    assert verify_cache(str(out), sample=0).problems == [f"shard 0 ({first}): checksum mismatch (the file was altered after it was written)"]
+    first.write_bytes(original)
+    shard = out / "shards" / "shard-00001.parquet"
+    rewrite_row(shard, 2, 11)
+    report = verify_cache(str(out), sample=3)
+    assert len(report.problems) == 1 and report.problems[0].startswith("shard 1 (") and "the manifest says" in report.problems[0]
+    # a stale cache whose manifest was made to agree with the altered file: the re-run catches it
+    manifest = json.loads((out / "manifest.json").read_text())
+    import hashlib
+
+    manifest["shards"][1].update(bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest())
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    report = verify_cache(str(out), sample=3)
+    assert report.problems == ["shard 1 row 2 field 'input_ids' differs from the on-the-fly result"]
+    proc = subprocess.run([sys.executable, "-m", "beamtok.cli", "verify", str(out), "--shards", "3"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 1 and "shard 1 row 2 field 'input_ids'" in proc.stderr
+
+
+def test_cache_files_load_in_other_tools(built):
+    directory = Path(built["concat"]._plan.cached.cache.directory)
+    files = sorted(str(p) for p in (directory / "shards").glob("*.parquet"))
+    table = pq.read_table(files)
+    assert table.schema.field("input_ids").type == pa.list_(pa.int32())
+    rows = sum(e["index"] >= 0 for e in built["concat"])
+    assert table.num_rows == rows
+    datasets = pytest.importorskip("datasets")
+    hf = datasets.load_dataset("parquet", data_files=files, split="train")
+    assert hf.num_rows == rows and len(hf[0]["input_ids"]) == 256
+    duckdb = pytest.importorskip("duckdb")
+    ((count, tokens),) = duckdb.sql(f"select count(*), sum(len(input_ids)) from read_parquet({files!r})").fetchall()
+    assert count == rows and tokens == rows * 256
+
+
+def test_cli_cache_with_yaml_config_and_help(tmp_path, corpus):
+    config = tmp_path / "cache.yaml"
+    config.write_text(
+        "urls:\n" + "".join(f"  - {u}\n" for u in corpus[:2]) + f"output: {tmp_path / 'c'}\ntokenizer: {TOKENIZER}\n"
+        "seq-len: 128\npack: concat\nbeam_options:\n  direct_num_workers: 1\n"
+    )
+    proc = subprocess.run([sys.executable, "-m", "beamtok.cli", "cache", "--config", str(config), "--quiet"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 shards" in proc.stdout
+    assert_items_equal(list(Dataset.from_cache(str(tmp_path / "c"))), list(online(corpus[:2], seq_len=128)))
+    helped = subprocess.run([sys.executable, "-m", "beamtok.cli", "cache", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert "--runner=DataflowRunner" in helped.stdout and "--seq-len" in helped.stdout
+    bad = subprocess.run([sys.executable, "-m", "beamtok.cli", "cache", corpus[0], "-o", str(tmp_path / "x"), "--tokenizer", TOKENIZER], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and bad.stderr.strip() == "beamtok: error: --seq-len is required with --pack concat"
+
+
+def test_unfinished_and_foreign_directories_are_refused(tmp_path):
+    with pytest.raises(CacheError, match="not a beamtok cache"):
+        Dataset.from_cache(str(tmp_path))
+    os.makedirs(tmp_path / "shards")
+    (tmp_path / "shards" / "shard-00000.parquet").write_bytes(b"x")
+    with pytest.raises(CacheError, match="unfinished"):
+        Dataset.from_cache(str(tmp_path))
+    shutil.rmtree(tmp_path / "shards")
