@@ -17,8 +17,13 @@ $(STAMP): setup.py
 	$(BIN)/pip install --quiet -e '.[all,dev]'
 	touch $(STAMP)
 
+DEMO_INPUTS := 'data/corpus/shakespeare-{00..03}.jsonl' 'data/corpus/shakespeare-*.jsonl.gz' 'data/corpus/pydocs-*.jsonl.zst'
+
 demo: setup
 	$(BIN)/beamtok demo
+	$(BIN)/beamtok cache $(DEMO_INPUTS) --output build/demo-cache --tokenizer data/tokenizers/gpt2 --seq-len 1024
+	$(BIN)/beamtok head build/demo-cache
+	$(BIN)/beamtok verify build/demo-cache
 
 lint: setup
 	$(BIN)/ruff check beamtok pipelines tests benchmarks
@@ -32,7 +37,7 @@ unit: setup
 test: lint typecheck unit
 
 bench: setup
-	$(BIN)/python benchmarks/resume.py
+	cd benchmarks && ../$(BIN)/python resume.py && ../$(BIN)/python cache.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -3,6 +3,7 @@
 from setuptools import find_packages, setup
 
 BEAM = ["apache-beam==2.77.0"]
+DATAFLOW = ["apache-beam[gcp]==2.77.0"]
 TORCH = ["torch>=2.1"]
 HF = ["datasets>=2.14"]
 REMOTE = ["smart-open[s3,gcs,http]>=7"]
@@ -39,6 +40,7 @@ setup(
     ],
     extras_require={
         "beam": BEAM,
+        "dataflow": DATAFLOW,
         "torch": TORCH,
         "hf": HF,
         "remote": REMOTE,

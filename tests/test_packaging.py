@@ -1,0 +1,44 @@
+"""What the worker image and --setup_file ship: versions that match, files that exist, an
+install that imports. (No Docker engine runs here, so the image itself is not built.)"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT
+
+beam = pytest.importorskip("apache_beam")
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+
+
+def test_worker_image_matches_the_launcher_beam_and_python():
+    (image,) = re.findall(r"^FROM (\S+)", DOCKERFILE, re.M)
+    assert image == f"apache/beam_python{sys.version_info.major}.{sys.version_info.minor}_sdk:{beam.__version__}"
+    assert f'BEAM = ["apache-beam=={beam.__version__}"]' in (ROOT / "setup.py").read_text()
+    assert not re.search(r"^(ENTRYPOINT|CMD)\b", DOCKERFILE, re.M)  # the base image's Beam boot must stay
+
+
+def test_dockerfile_copies_what_exists_and_its_check_runs():
+    for line in re.findall(r"^COPY (.+)$", DOCKERFILE, re.M):
+        for source in line.split()[:-1]:
+            assert (ROOT / source).exists(), source
+    check = re.search(r'python -c "(.+)"', DOCKERFILE).group(1)
+    subprocess.run([sys.executable, "-c", check], check=True, cwd=ROOT)
+
+
+def test_setup_file_package_carries_the_pipeline(tmp_path):
+    """Dataflow installs the package --setup_file builds; it must hold beamtok and pipelines."""
+    cmd = f"{shlex.quote(sys.executable)} -m pip wheel --no-deps --no-build-isolation -q -w {tmp_path} ."
+    subprocess.run(cmd, shell=True, check=True, cwd=ROOT, capture_output=True)
+    (wheel,) = tmp_path.glob("beamtok-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for required in ("pipelines/cache.py", "beamtok/cache/reader.py", "beamtok/shard.py", "beamtok/cli.py"):
+        assert required in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "beamtok = beamtok.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
