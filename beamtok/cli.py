@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -98,6 +99,11 @@ CACHE_DEFAULTS: dict[str, Any] = {
     "pack": "concat", "remainder": "pad", "text_field": "text", "format": "auto",
     "bos": True, "eos": True, "on_error": "raise", "overwrite": False, "beam_options": [],
 }  # fmt: skip
+
+
+def _drop_gcp_client_warning(record: logging.LogRecord) -> bool:
+    """Beam warns at import when its GCP clients are not installed; local runs never need them."""
+    return not str(record.msg).startswith("apitools not found")
 
 
 def load_cache_config(path: str | None) -> dict[str, Any]:
@@ -192,16 +198,17 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
       beamtok cache 'data/corpus/shakespeare-{00..03}.jsonl' --output build/cache \\
           --tokenizer data/tokenizers/gpt2 --seq-len 1024
     """
-    from pipelines.cache import run_cache
-
     options = {**CACHE_DEFAULTS, **load_cache_config(config_path)}
     flags["format"] = format_
     options.update({k: v for k, v in flags.items() if v is not None})
     passthrough = [u for u in urls if u.startswith("-")]  # unknown options land among the URLs
     if len(passthrough) < len(urls):
         options["urls"] = [u for u in urls if not u.startswith("-")]
-    ds = build_cache_dataset(options)
+    ds = build_cache_dataset(options)  # every option is checked before Beam is imported
     beam_args = [*options["beam_options"], *passthrough, *ctx.args]
+    logging.getLogger().addFilter(_drop_gcp_client_warning)
+    from pipelines.cache import run_cache
+
     started = time.perf_counter()
     manifest = run_cache(ds.spec, ds.shards, options["output"], beam_args, overwrite=options["overwrite"], progress=not quiet)
     totals = manifest.totals

@@ -22,8 +22,6 @@ import argparse
 import json
 import platform
 import shutil
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,7 @@ import pyarrow.parquet as pq
 
 from beamtok import Dataset, load_tokenizer
 
-from corpus import ROOT, WORK, shipped_documents
+from common import ROOT, WORK, median_seconds, shipped_documents
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -62,13 +60,6 @@ def pipeline(paths: list[str]) -> Dataset:
     return Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(1024)
 
 
-def median_time(fn: Any, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -95,14 +86,14 @@ def main() -> None:
         "tokens": tokens,
     }
     seconds: dict[str, float] = {}
-    seconds["raw encode_batch_fast, 1 thread"] = median_time(raw, args.repeats)
+    seconds["raw encode_batch_fast, 1 thread"] = median_seconds(raw, args.repeats)
 
     def build(**options: Any) -> None:
         shutil.rmtree(out, ignore_errors=True)
         pipeline(paths).cache(str(out), **options)
 
-    seconds["Beam build, in-process"] = median_time(build, args.repeats)
-    seconds["Beam build, multi_processing x2"] = median_time(
+    seconds["Beam build, in-process"] = median_seconds(build, args.repeats)
+    seconds["Beam build, multi_processing x2"] = median_seconds(
         lambda: build(direct_running_mode="multi_processing", direct_num_workers=2), args.repeats
     )
     files = sorted(str(p) for p in (out / "shards").glob("*.parquet"))
@@ -119,9 +110,9 @@ def main() -> None:
         for _ in pipeline(paths):
             pass
 
-    seconds["plain pyarrow read of input_ids"] = median_time(plain_pyarrow, args.repeats)
-    seconds["cache read (from_cache)"] = median_time(cache_read, args.repeats)
-    seconds["on-the-fly streaming, 1 thread"] = median_time(on_the_fly, 1)
+    seconds["plain pyarrow read of input_ids"] = median_seconds(plain_pyarrow, args.repeats)
+    seconds["cache read (from_cache)"] = median_seconds(cache_read, args.repeats)
+    seconds["on-the-fly streaming, 1 thread"] = median_seconds(on_the_fly, 1)
     rates = {k: tokens / v for k, v in seconds.items()}
     raw_rate = rates["raw encode_batch_fast, 1 thread"]
     ratios = {

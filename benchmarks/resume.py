@@ -15,14 +15,12 @@ import argparse
 import itertools
 import json
 import platform
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 from beamtok import Dataset, load_tokenizer
 
-from corpus import ROOT, build_jsonl
+from common import ROOT, build_jsonl, median_seconds
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -32,13 +30,6 @@ def pipeline(url: str) -> Dataset:
     return Dataset.from_files(url).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(1024).batch(8)
 
 
-def timed(fn: Any, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def measure(url: str, repeats: int) -> dict[str, Any]:
@@ -50,8 +41,8 @@ def measure(url: str, repeats: int) -> dict[str, Any]:
         for _ in itertools.islice(it, k):
             pass
         state = json.loads(json.dumps(it.state_dict()))
-        resume = timed(lambda s=state: next(pipeline(url).iter(state_dict=s)), repeats)  # type: ignore[misc]
-        replay = timed(lambda k=k: next(itertools.islice(pipeline(url).iter(), k, None)), 1)  # type: ignore[misc]
+        resume = median_seconds(lambda s=state: next(pipeline(url).iter(state_dict=s)), repeats)  # type: ignore[misc]
+        replay = median_seconds(lambda k=k: next(itertools.islice(pipeline(url).iter(), k, None)), 1)  # type: ignore[misc]
         rows[f"{pct}%"] = {"resume_s": resume, "replay_s": replay, "state_bytes": len(json.dumps(state))}
     rows["ratio_90_to_10"] = rows["90%"]["resume_s"] / rows["10%"]["resume_s"]
     return rows

@@ -15,7 +15,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,7 +82,7 @@ class Cache:
         if cursor.index > entry.rows:
             raise StateError(f"shard {shard.index}: cursor at example {cursor.index}, but the shard has {entry.rows}")
         if entry.rows == 0:
-            yield Produced(None, ShardCursor(0, 0, 0, True), _counts(entry.documents))
+            yield Produced(None, ShardCursor(0, 0, 0, True), DocCounts.from_json(entry.documents))
             return
         pending: tuple[dict[str, Any], DocCounts] | None = None
         for examples, counts in self._batches(entry, cursor.index):
@@ -136,7 +135,7 @@ class Cache:
     def _documents(self, shard: Shard, start_doc: int) -> Iterator[DocItem]:
         entry = self._entry(shard)
         if entry.rows == 0:
-            yield DocItem(0, None, LAST_ROW_KEY, _counts(entry.documents))
+            yield DocItem(0, None, LAST_ROW_KEY, DocCounts.from_json(entry.documents))
             return
         pending: tuple[dict[str, Any], DocCounts] | None = None
         for examples, counts in self._document_batches(entry, start_doc):
@@ -160,8 +159,3 @@ class Cache:
             for batch in pf.iter_batches(READ_BATCH_ROWS, row_groups=list(range(first, pf.num_row_groups))):
                 yield batch_to_examples(batch)
 
-
-def _counts(documents: dict[str, Any]) -> DocCounts:
-    return DocCounts(
-        documents["read"], documents["emitted"], Counter(documents["skipped"]), documents["truncated_tokens"], documents["dropped_tokens"]
-    )

@@ -1,4 +1,4 @@
-"""Build benchmark shards from the shipped real text (no downloads).
+"""Shared by the benchmarks: shards of the shipped real text (no downloads), and timing.
 
 The shipped Shakespeare and Python-docs documents are written in order, round after round,
 until the shard reaches the wanted size; every document is real English text.
@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import zstandard
 
@@ -50,3 +54,13 @@ def build_jsonl(name: str, min_bytes: int, *, gzip_too: bool = False) -> Path:
         if not gz.exists() or gz.stat().st_mtime < path.stat().st_mtime:
             gz.write_bytes(gzip.compress(path.read_bytes(), compresslevel=6, mtime=0))
     return path
+
+
+def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of ``repeats`` calls of ``fn``."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
