@@ -15,23 +15,29 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from beamtok.errors import ConfigError, InputError, StateError
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason
 from beamtok.sources.readers import read_documents
 from beamtok.sources.urls import Shard
 from beamtok.spec import (
+    TOKENIZING_STEPS,
     BosEosStep,
+    ChatStep,
     FilterStep,
     LengthFilterStep,
     MapStep,
+    SftStep,
     Spec,
     TokenizeStep,
 )
 from beamtok.transforms.bos_eos import ensure_bos_eos
 from beamtok.transforms.pack import Packer, make_packer
+from beamtok.transforms.sft import ChatTemplate, TokenDoc, assemble_chat, assemble_sft
 from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
 
-__all__ = ["DocCounts", "DocItem", "Produced", "ShardCursor", "ShardProcessor", "pack_documents"]
+__all__ = ["DocCounts", "DocItem", "Produced", "ShardCursor", "ShardProcessor", "pack_documents", "with_training_fields"]
 
 # Skips that are choices of the pipeline, not bad input: counted, never raised.
 POLICY_SKIPS = frozenset({SkipReason.EMPTY, SkipReason.FILTERED, SkipReason.TOO_SHORT, SkipReason.TOO_LONG})
@@ -75,6 +81,7 @@ class DocCounts:
     skipped: Counter[str] = field(default_factory=Counter)
     truncated_tokens: int = 0
     dropped_tokens: int = 0
+    truncated_docs: int = 0
 
     def add(self, other: DocCounts) -> None:
         self.read += other.read
@@ -82,6 +89,7 @@ class DocCounts:
         self.skipped.update(other.skipped)
         self.truncated_tokens += other.truncated_tokens
         self.dropped_tokens += other.dropped_tokens
+        self.truncated_docs += other.truncated_docs
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,6 +98,7 @@ class DocCounts:
             "skipped": dict(sorted(self.skipped.items())),
             "truncated_tokens": self.truncated_tokens,
             "dropped_tokens": self.dropped_tokens,
+            "truncated_docs": self.truncated_docs,
         }
 
     @classmethod
@@ -100,6 +109,7 @@ class DocCounts:
             Counter(state["skipped"]),
             state["truncated_tokens"],
             state["dropped_tokens"],
+            state["truncated_docs"],
         )
 
 
@@ -127,7 +137,7 @@ class DocItem(NamedTuple):
 
 
 def pack_documents(
-    shard_index: int, start: ShardCursor, docs: Iterable[DocItem], packer: Packer | None
+    shard_index: int, start: ShardCursor, docs: Iterable[DocItem], packer: Packer | None, supervised: bool = False
 ) -> Iterator[Produced]:
     """Pack documents into examples, each yielded with the cursor after it and its counts.
 
@@ -174,7 +184,7 @@ def pack_documents(
         for row_doc, row_token, fields in rows:
             if pending is not None:
                 yield Produced(pending, ShardCursor(index, row_doc, row_token), counts_before(row_doc))
-            pending = _example(fields, shard_index, index, row_doc, row_token)
+            pending = _example(fields, shard_index, index, row_doc, row_token, supervised)
             index += 1
     done = ShardCursor(index, 0, 0, True)
     yield Produced(pending, done, counts_before(None))
@@ -183,12 +193,13 @@ def pack_documents(
 class _Doc:
     """A document moving through the per-document steps of one block."""
 
-    __slots__ = ("raw", "record", "skip")
+    __slots__ = ("raw", "record", "skip", "truncated")
 
     def __init__(self, raw: RawDocument) -> None:
         self.raw = raw
         self.record: dict[str, Any] | None = None
         self.skip: str | None = None
+        self.truncated = False
         if isinstance(raw.payload, ParseFailure):
             self.skip = raw.payload.reason
         else:
@@ -201,21 +212,26 @@ class ShardProcessor:
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
         self._tokenizers: dict[str, Tokenizer] = {}
+        self._templates: dict[str, ChatTemplate] = {}
         tokenized = False
         for step in spec.steps:
-            if isinstance(step, TokenizeStep):
+            if isinstance(step, TOKENIZING_STEPS):
                 tokenized = True
             elif isinstance(step, (BosEosStep, LengthFilterStep)) and not tokenized:
                 raise ConfigError(f"{step.to_json()['op']} needs tokens: call tokenize() before it")
         if spec.pack is not None and spec.pack.mode != "none" and not tokenized:
             raise ConfigError("packing needs tokens: call tokenize() before it")
         self.tokenized = tokenized
+        self.supervised = spec.supervised
 
     def prepare(self) -> None:
         """Load the tokenizers the spec names (once per process); run() calls it lazily."""
         for step in self.spec.steps:
-            if isinstance(step, TokenizeStep) and step.tokenizer.fingerprint not in self._tokenizers:
+            if isinstance(step, TOKENIZING_STEPS) and step.tokenizer.fingerprint not in self._tokenizers:
                 self._tokenizers[step.tokenizer.fingerprint] = resolve_tokenizer(step.tokenizer)
+            if isinstance(step, ChatStep) and step.template not in self._templates:
+                tok = self._tokenizers[step.tokenizer.fingerprint]
+                self._templates[step.template] = ChatTemplate(step.template, tok.bos_token, tok.eos_token)
 
     def run(self, shard: Shard, start: ShardCursor | None = None) -> Iterator[Produced]:
         """Yield the examples of ``shard`` from ``start`` on, each with the cursor after it."""
@@ -224,7 +240,7 @@ class ShardProcessor:
             return
         self.prepare()
         packer = make_packer(self.spec.pack) if self.tokenized else None
-        yield from pack_documents(shard.index, start, self._documents(shard, start), packer)
+        yield from pack_documents(shard.index, start, self._documents(shard, start), packer, self.supervised)
 
     def _documents(self, shard: Shard, start: ShardCursor) -> Iterator[DocItem]:
         docs = read_documents(shard, self.spec.source, start.doc)
@@ -235,8 +251,9 @@ class ShardProcessor:
                     yield DocItem(cursor, None, cursor, DocCounts(read=1, skipped=Counter({doc.skip: 1})))
                 else:
                     assert doc.record is not None
-                    value = doc.record["input_ids"] if self.tokenized else doc.record
-                    yield DocItem(cursor, value, cursor, DocCounts(read=1, emitted=1))
+                    record = doc.record
+                    value = TokenDoc(record["input_ids"], record.get("loss_mask")) if self.tokenized else record
+                    yield DocItem(cursor, value, cursor, DocCounts(read=1, emitted=1, truncated_docs=int(doc.truncated)))
 
     def _apply_steps(self, shard: Shard, block: list[RawDocument]) -> list[_Doc]:
         docs = [_Doc(raw) for raw in block]
@@ -259,6 +276,10 @@ class ShardProcessor:
                         d.skip = SkipReason.FILTERED
             elif isinstance(step, TokenizeStep):
                 self._tokenize(shard, step, alive)
+            elif isinstance(step, SftStep):
+                self._tokenize_sft(shard, step, alive)
+            elif isinstance(step, ChatStep):
+                self._tokenize_chat(shard, step, alive)
             elif isinstance(step, BosEosStep):
                 for d in alive:
                     assert d.record is not None
@@ -293,6 +314,81 @@ class ShardProcessor:
             else:
                 d.record = {**d.record, "input_ids": ids}  # type: ignore[dict-item]
 
+    def _text_field(self, shard: Shard, d: _Doc, name: str, fallback: str | None = None) -> str | None:
+        """The string in field ``name`` (or ``fallback``), or None after counting why not."""
+        assert d.record is not None
+        value = d.record.get(name, _MISSING)
+        if value is _MISSING and fallback is not None:
+            value = d.record.get(fallback, _MISSING)
+        if value is _MISSING:
+            self._fail(shard, d, SkipReason.MISSING_FIELD, f"no field {name!r} (fields: {sorted(d.record)[:8]})")
+            return None
+        if not isinstance(value, str):
+            self._fail(shard, d, SkipReason.WRONG_TYPE, f"field {name!r} is {type(value).__name__}, expected a string")
+            return None
+        return value
+
+    def _tokenize_sft(self, shard: Shard, step: SftStep, alive: list[_Doc]) -> None:
+        fallback = "generation" if step.completion == "completion" else None
+        pairs: list[tuple[_Doc, str, str]] = []
+        for d in alive:
+            prompt = self._text_field(shard, d, step.prompt)
+            completion = self._text_field(shard, d, step.completion, fallback) if prompt is not None else None
+            if prompt is None or completion is None:
+                continue
+            if not completion:
+                d.skip = SkipReason.EMPTY
+                continue
+            pairs.append((d, prompt, completion))
+        tok = self._tokenizers[step.tokenizer.fingerprint]
+        encoded = tok.encode_batch([p for _, p, _ in pairs] + [c for _, _, c in pairs], add_special_tokens=False)
+        prompts, completions = encoded[: len(pairs)], encoded[len(pairs) :]
+        bos = tok.bos_id if step.bos else None
+        assert tok.eos_id is not None
+        for (d, _, _), p_ids, c_ids in zip(pairs, prompts, completions):
+            built = assemble_sft(p_ids, c_ids, bos_id=bos, eos_id=tok.eos_id, max_length=step.max_length, truncation=step.truncation)
+            self._set_tokens(d, built)
+
+    def _tokenize_chat(self, shard: Shard, step: ChatStep, alive: list[_Doc]) -> None:
+        template = self._templates[step.template]
+        convs: list[tuple[_Doc, list[tuple[str, bool]]]] = []
+        for d in alive:
+            assert d.record is not None
+            messages = d.record.get(step.messages, _MISSING)
+            if messages is _MISSING:
+                self._fail(shard, d, SkipReason.MISSING_FIELD, f"no field {step.messages!r} (fields: {sorted(d.record)[:8]})")
+                continue
+            if not _is_conversation(messages):
+                self._fail(shard, d, SkipReason.WRONG_TYPE, f"field {step.messages!r} must be a list of {{role, content}} objects with string values")
+                continue
+            try:
+                segments = template.segments(messages)
+            except Exception as e:  # a template can raise anything Jinja raises; the record is at fault
+                self._fail(shard, d, SkipReason.TEMPLATE_ERROR, f"chat template failed: {type(e).__name__}: {e}")
+                continue
+            if not any(train for _, train in segments):
+                d.skip = SkipReason.EMPTY  # nothing to learn: no assistant turn
+                continue
+            convs.append((d, segments))
+        tok = self._tokenizers[step.tokenizer.fingerprint]
+        encoded = iter(tok.encode_batch([text for _, segs in convs for text, _ in segs], add_special_tokens=False))
+        bos = tok.bos_id if step.bos else None
+        assert tok.eos_id is not None
+        for d, segs in convs:
+            ids = [next(encoded) for _ in segs]
+            built = assemble_chat(ids, [t for _, t in segs], bos_id=bos, eos_id=tok.eos_id, max_length=step.max_length, truncation=step.truncation)
+            self._set_tokens(d, built)
+
+    @staticmethod
+    def _set_tokens(d: _Doc, built: tuple[TokenDoc, bool] | None) -> None:
+        if built is None:
+            d.skip = SkipReason.TOO_LONG
+            return
+        doc, truncated = built
+        assert d.record is not None
+        d.record = {**d.record, "input_ids": doc.ids, "loss_mask": doc.mask}
+        d.truncated = truncated
+
     def _fail(self, shard: Shard, d: _Doc, reason: str, message: str) -> None:
         d.skip = reason
         if self.spec.on_error == "raise" and reason not in POLICY_SKIPS:
@@ -302,10 +398,25 @@ class ShardProcessor:
 _MISSING = object()
 
 
-def _example(fields: dict[str, Any], shard: int, index: int, doc: int, token: int) -> dict[str, Any]:
-    example = dict(fields)
+def _example(fields: dict[str, Any], shard: int, index: int, doc: int, token: int, supervised: bool) -> dict[str, Any]:
+    example = with_training_fields(fields) if supervised else dict(fields)
     example.update(shard=shard, index=index, doc=doc, token=token)
     return example
+
+
+def with_training_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Add ``labels`` (-100 where the loss mask is 0) and ``attention_mask`` (1 on real tokens)."""
+    labels = np.where(fields["loss_mask"] == 1, fields["input_ids"], np.int32(-100)).astype(np.int32)
+    attention = (fields["segment_ids"] > 0).astype(np.int8)
+    out = dict(fields)
+    out.update(labels=labels, attention_mask=attention)
+    return out
+
+
+def _is_conversation(messages: Any) -> bool:
+    return isinstance(messages, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+    )
 
 
 def _blocks(docs: Iterator[RawDocument], text_field: str) -> Iterator[list[RawDocument]]:

@@ -18,10 +18,12 @@ from beamtok.errors import ConfigError
 
 __all__ = [
     "BosEosStep",
+    "ChatStep",
     "FilterStep",
     "LengthFilterStep",
     "MapStep",
     "PackSpec",
+    "SftStep",
     "SourceSpec",
     "Spec",
     "Step",
@@ -29,10 +31,11 @@ __all__ = [
     "TokenizerRef",
     "callable_name",
     "fingerprint_of",
+    "is_supervised",
 ]
 
 OnError = Literal["raise", "skip"]
-PackMode = Literal["concat", "pad", "window", "none"]
+PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit"]
 Remainder = Literal["pad", "drop", "keep"]
 SOURCE_FORMATS = ("auto", "jsonl", "parquet", "text", "memory")
 
@@ -159,7 +162,55 @@ class LengthFilterStep:
         return {"op": "filter_length", "min_tokens": self.min_tokens, "max_tokens": self.max_tokens}
 
 
-Step = MapStep | FilterStep | TokenizeStep | BosEosStep | LengthFilterStep
+@dataclass(frozen=True)
+class SftStep:
+    """Tokenize prompt/completion records: prompt masked out of the loss, EOS after the completion."""
+
+    tokenizer: TokenizerRef
+    prompt: str
+    completion: str
+    bos: bool
+    max_length: int | None
+    truncation: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "op": "tokenize_sft",
+            "tokenizer": self.tokenizer.to_json(),
+            "prompt": self.prompt,
+            "completion": self.completion,
+            "bos": self.bos,
+            "max_length": self.max_length,
+            "truncation": self.truncation,
+        }
+
+
+@dataclass(frozen=True)
+class ChatStep:
+    """Render chat records with a Jinja template; only assistant turns (and their EOS) are trained."""
+
+    tokenizer: TokenizerRef
+    template: str
+    messages: str
+    bos: bool
+    max_length: int | None
+    truncation: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "op": "tokenize_chat",
+            "tokenizer": self.tokenizer.to_json(),
+            "template": self.template,
+            "messages": self.messages,
+            "bos": self.bos,
+            "max_length": self.max_length,
+            "truncation": self.truncation,
+        }
+
+
+Step = MapStep | FilterStep | TokenizeStep | BosEosStep | LengthFilterStep | SftStep | ChatStep
+TOKENIZING_STEPS = (TokenizeStep, SftStep, ChatStep)
+TRUNCATION_POLICIES = ("completion_tail", "prompt_head", "drop")
 
 
 @dataclass(frozen=True)
@@ -168,7 +219,9 @@ class PackSpec:
 
     ``concat``: concatenate documents and cut rows of ``seq_len``; ``pad``: one document a row,
     truncated and padded to ``seq_len``; ``window``: one document cut into windows of
-    ``seq_len`` starting every ``stride`` tokens; ``none``: one whole document a row.
+    ``seq_len`` starting every ``stride`` tokens; ``none``: one whole document a row;
+    ``greedy`` / ``first_fit``: whole examples packed into padded rows of ``seq_len``, in order
+    or first-fit over windows of ``window`` examples.
     """
 
     mode: PackMode
@@ -176,9 +229,10 @@ class PackSpec:
     pad_id: int
     stride: int | None = None
     remainder: Remainder = "pad"
+    window: int | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in ("concat", "pad", "window", "none"):
+        if self.mode not in ("concat", "pad", "window", "none", "greedy", "first_fit"):
             raise ConfigError(f"unknown packing mode {self.mode!r}")
         if self.mode != "none" and (not isinstance(self.seq_len, int) or self.seq_len <= 0):
             raise ConfigError(f"seq_len must be a positive integer, got {self.seq_len!r}")
@@ -188,6 +242,8 @@ class PackSpec:
                 raise ConfigError(
                     f"stride must be an integer in 1..seq_len ({self.seq_len}), got {self.stride!r}"
                 )
+        if self.mode == "first_fit" and (not isinstance(self.window, int) or self.window < 1):
+            raise ConfigError(f"first_fit packing needs a window of at least 1 example, got {self.window!r}")
         if self.remainder not in ("pad", "drop", "keep"):
             raise ConfigError(f"remainder must be 'pad', 'drop' or 'keep', got {self.remainder!r}")
 
@@ -198,6 +254,7 @@ class PackSpec:
             "pad_id": self.pad_id,
             "stride": self.stride,
             "remainder": self.remainder,
+            "window": self.window,
         }
 
 
@@ -216,9 +273,13 @@ class Spec:
 
     @property
     def tokenizer(self) -> TokenizerRef | None:
-        """The tokenizer of the (last) tokenize step, if any."""
-        refs = [s.tokenizer for s in self.steps if isinstance(s, TokenizeStep)]
+        """The tokenizer of the (last) tokenizing step, if any."""
+        refs = [s.tokenizer for s in self.steps if isinstance(s, TOKENIZING_STEPS)]
         return refs[-1] if refs else None
+
+    @property
+    def supervised(self) -> bool:
+        return is_supervised(self.to_json())
 
     @property
     def pad_id(self) -> int:
@@ -257,10 +318,21 @@ class Spec:
             raise ConfigError(f"malformed spec: {e!r}") from e
 
 
+def is_supervised(spec: dict[str, Any]) -> bool:
+    """Whether examples carry ``labels`` and ``attention_mask``: SFT and chat data, and
+    sliding windows (whose overlaps are masked)."""
+    ops = {s["op"] for s in spec["steps"]}
+    return bool(ops & {"tokenize_sft", "tokenize_chat"}) or (spec["pack"] or {}).get("mode") == "window"
+
+
 def _step_from_json(step: dict[str, Any]) -> Step:
     op = step["op"]
     if op == "tokenize":
         return TokenizeStep(TokenizerRef(**step["tokenizer"]), step["field"], step["add_special_tokens"])
+    if op in ("tokenize_sft", "tokenize_chat"):
+        fields = {k: v for k, v in step.items() if k not in ("op", "tokenizer")}
+        cls = SftStep if op == "tokenize_sft" else ChatStep
+        return cls(TokenizerRef(**step["tokenizer"]), **fields)
     if op == "ensure_bos_eos":
         return BosEosStep(step["bos_id"], step["eos_id"])
     if op == "filter_length":

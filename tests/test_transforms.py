@@ -6,12 +6,17 @@ import numpy as np
 import pytest
 
 from beamtok.transforms import ConcatChunker, PadTruncate, SlidingWindow, ensure_bos_eos
+from beamtok.transforms.sft import TokenDoc
 
 EOT = 50256
 
 
 def ids(*values: int) -> np.ndarray:
     return np.array(values, dtype=np.int32)
+
+
+def doc(*values: int) -> TokenDoc:
+    return TokenDoc(ids(*values))
 
 
 def test_shipped_tokenizer_is_real_gpt2(gpt2):
@@ -56,7 +61,7 @@ def test_ensure_only_eos():
 
 def test_concat_chunk_cuts_exact_rows_with_segments_and_positions():
     packer = ConcatChunker(4, pad_id=0)
-    rows = list(packer.add(10, ids(1, 2, 3))) + list(packer.add(20, ids(4, 5, 6, 7, 8))) + list(packer.finish())
+    rows = list(packer.add(10, doc(1, 2, 3))) + list(packer.add(20, doc(4, 5, 6, 7, 8))) + list(packer.finish())
     assert [r.input_ids.tolist() for r in rows] == [[1, 2, 3, 4], [5, 6, 7, 8]]
     assert rows[0].segment_ids.tolist() == [1, 1, 1, 2]
     assert rows[0].position_ids.tolist() == [0, 1, 2, 0]
@@ -68,7 +73,7 @@ def test_concat_chunk_cuts_exact_rows_with_segments_and_positions():
 @pytest.mark.parametrize("remainder,want", [("pad", [[3, 9, 9]]), ("keep", [[3]]), ("drop", [])])
 def test_concat_chunk_remainder_policies(remainder, want):
     packer = ConcatChunker(3, pad_id=9, remainder=remainder)
-    rows = list(packer.add(0, ids(1, 2))) + list(packer.add(1, ids(0, 0, 3), offset=1)) + list(packer.finish())
+    rows = list(packer.add(0, doc(1, 2))) + list(packer.add(1, doc(0, 0, 3), offset=1)) + list(packer.finish())
     assert [r.input_ids.tolist() for r in rows[1:]] == want
     if remainder == "pad":
         assert rows[1].loss_mask.tolist() == [1, 0, 0]
@@ -79,7 +84,7 @@ def test_concat_chunk_remainder_policies(remainder, want):
 
 
 def test_concat_chunk_restart_mid_document_reproduces_rows(gpt2, paragraphs):
-    docs = gpt2.encode_batch(paragraphs(30))
+    docs = [TokenDoc(d) for d in gpt2.encode_batch(paragraphs(30))]
     full = ConcatChunker(17, pad_id=0)
     rows = [r for i, d in enumerate(docs) for r in full.add(i, d)] + list(full.finish())
     for k, row in enumerate(rows):
@@ -91,8 +96,8 @@ def test_concat_chunk_restart_mid_document_reproduces_rows(gpt2, paragraphs):
 
 def test_pad_truncates_and_counts():
     packer = PadTruncate(4, pad_id=0)
-    (short,) = packer.add(0, ids(1, 2))
-    (long,) = packer.add(1, ids(1, 2, 3, 4, 5, 6))
+    (short,) = packer.add(0, doc(1, 2))
+    (long,) = packer.add(1, doc(1, 2, 3, 4, 5, 6))
     assert short.input_ids.tolist() == [1, 2, 0, 0] and short.loss_mask.tolist() == [1, 1, 0, 0]
     assert long.input_ids.tolist() == [1, 2, 3, 4]
     assert packer.counts.truncated_tokens == 2 and packer.counts.pad_tokens == 2
@@ -100,7 +105,7 @@ def test_pad_truncates_and_counts():
 
 def test_sliding_window_masks_the_overlap():
     packer = SlidingWindow(4, stride=2)
-    rows = list(packer.add(0, ids(*range(10))))
+    rows = list(packer.add(0, doc(*range(10))))
     assert [r.input_ids.tolist() for r in rows] == [[0, 1, 2, 3], [2, 3, 4, 5], [4, 5, 6, 7], [6, 7, 8, 9]]
     assert [r.loss_mask.tolist() for r in rows] == [[1, 1, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 1, 1]]
     trained = np.concatenate([r.input_ids[r.loss_mask == 1] for r in rows])

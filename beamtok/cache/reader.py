@@ -26,8 +26,9 @@ from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, StateError
 from beamtok.shard import DocCounts, DocItem, Produced, ShardCursor, pack_documents
 from beamtok.sources.urls import Shard
-from beamtok.spec import PackSpec
+from beamtok.spec import PackSpec, is_supervised
 from beamtok.transforms.pack import make_packer
+from beamtok.transforms.sft import TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 
 __all__ = ["Cache"]
@@ -42,6 +43,7 @@ class Cache:
     def __init__(self, directory: str) -> None:
         self.storage = Storage(directory)
         self.manifest: Manifest = read_manifest(self.storage)
+        self.supervised = is_supervised(self.manifest.spec)
         for entry in self.manifest.shards:
             if entry.fingerprint and entry.fingerprint != self.manifest.fingerprint:
                 raise CacheError(f"{self.storage.display(entry.file)}: built with spec {entry.fingerprint}, not the manifest's {self.manifest.fingerprint}")
@@ -103,8 +105,7 @@ class Cache:
                 row += batch.num_rows
                 if skip >= batch.num_rows:
                     continue
-                examples, counts = batch_to_examples(batch.slice(skip))
-                yield examples, counts
+                yield batch_to_examples(batch.slice(skip), self.supervised)
 
     def _parquet(self, entry: ShardEntry) -> Any:
         source = self.storage.open_input(entry.file)
@@ -128,7 +129,8 @@ class Cache:
         def open_packed(shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
             if cursor.done:
                 return iter(())
-            return pack_documents(shard.index, cursor, self._documents(shard, cursor.doc), make_packer(pack))
+            supervised = is_supervised({**self.manifest.spec, "pack": pack.to_json()})
+            return pack_documents(shard.index, cursor, self._documents(shard, cursor.doc), make_packer(pack), supervised)
 
         return open_packed
 
@@ -143,10 +145,10 @@ class Cache:
                 if example["doc"] < start_doc:
                     continue
                 if pending is not None:
-                    yield DocItem(pending[0]["doc"], pending[0]["input_ids"], example["doc"] - 1, pending[1])
+                    yield DocItem(pending[0]["doc"], _token_doc(pending[0]), example["doc"] - 1, pending[1])
                 pending = (example, count)
         if pending is not None:
-            yield DocItem(pending[0]["doc"], pending[0]["input_ids"], LAST_ROW_KEY, pending[1])
+            yield DocItem(pending[0]["doc"], _token_doc(pending[0]), LAST_ROW_KEY, pending[1])
 
     def _document_batches(self, entry: ShardEntry, start_doc: int) -> Iterator[tuple[list[dict[str, Any]], list[DocCounts]]]:
         with self._parquet(entry) as pf:
@@ -159,3 +161,8 @@ class Cache:
             for batch in pf.iter_batches(READ_BATCH_ROWS, row_groups=list(range(first, pf.num_row_groups))):
                 yield batch_to_examples(batch)
 
+
+def _token_doc(row: dict[str, Any]) -> TokenDoc:
+    """A document row of an unpacked cache as the packer's input (all-ones masks dropped, as on the fly)."""
+    mask = row["loss_mask"]
+    return TokenDoc(row["input_ids"], None if mask.all() else mask)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beamtok.shard import DocCounts
+from beamtok.shard import DocCounts, with_training_fields
 
 __all__ = ["TOKEN_FIELDS", "batch_to_examples", "cache_schema", "examples_to_table"]
 
@@ -35,6 +35,7 @@ COUNTS_TYPE = pa.struct(
         ("skipped", pa.string()),
         ("truncated_tokens", pa.int64()),
         ("dropped_tokens", pa.int64()),
+        ("truncated_docs", pa.int32()),
     ]
 )
 
@@ -69,6 +70,7 @@ def examples_to_table(examples: list[dict[str, Any]], counts: list[DocCounts]) -
                 "skipped": json.dumps(dict(sorted(c.skipped.items()))) if c.skipped else "",
                 "truncated_tokens": c.truncated_tokens,
                 "dropped_tokens": c.dropped_tokens,
+                "truncated_docs": c.truncated_docs,
             }
             for c in counts
         ],
@@ -83,26 +85,30 @@ def _split_list_column(column: pa.Array, dtype: np.dtype[Any]) -> list[np.ndarra
     return [values[a:b] for a, b in itertools.pairwise(offsets)]
 
 
-def batch_to_examples(batch: pa.RecordBatch) -> tuple[list[dict[str, Any]], list[DocCounts]]:
-    """Examples (numpy fields, int provenance) and their document counts from cache rows."""
+def batch_to_examples(batch: pa.RecordBatch, supervised: bool = False) -> tuple[list[dict[str, Any]], list[DocCounts]]:
+    """Examples (numpy fields, int provenance) and their document counts from cache rows;
+    ``supervised`` adds ``labels`` and ``attention_mask`` as the per-shard step does."""
     n = batch.num_rows
     token_cols = {
         name: _split_list_column(batch.column(name), np.dtype(dtype.to_pandas_dtype()))
         for name, dtype in TOKEN_FIELDS.items()
     }
     provenance = {name: batch.column(name).to_numpy().tolist() for name in PROVENANCE_FIELDS}
-    examples = [
-        {**{name: col[i] for name, col in token_cols.items()}, **{name: col[i] for name, col in provenance.items()}}
-        for i in range(n)
-    ]
+    examples = []
+    for i in range(n):
+        fields = {name: col[i] for name, col in token_cols.items()}
+        example = with_training_fields(fields) if supervised else fields
+        example.update({name: col[i] for name, col in provenance.items()})
+        examples.append(example)
     counts_col = batch.column("doc_counts")
     read = counts_col.field("read").to_numpy().tolist()
     emitted = counts_col.field("emitted").to_numpy().tolist()
     skipped = counts_col.field("skipped").to_pylist()
     truncated = counts_col.field("truncated_tokens").to_numpy().tolist()
     dropped = counts_col.field("dropped_tokens").to_numpy().tolist()
+    truncated_docs = counts_col.field("truncated_docs").to_numpy().tolist()
     counts = [
-        DocCounts(read[i], emitted[i], Counter(json.loads(skipped[i])) if skipped[i] else Counter(), truncated[i], dropped[i])
+        DocCounts(read[i], emitted[i], Counter(json.loads(skipped[i])) if skipped[i] else Counter(), truncated[i], dropped[i], truncated_docs[i])
         for i in range(n)
     ]
     return examples, counts

@@ -21,6 +21,7 @@ class SkipReason:
     FILTERED = "filtered"
     TOO_SHORT = "too_short"
     TOO_LONG = "too_long"
+    TEMPLATE_ERROR = "template_error"
 
 
 class RawDocument(NamedTuple):

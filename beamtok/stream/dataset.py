@@ -30,11 +30,14 @@ from beamtok.errors import CacheError, ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import (
+    TRUNCATION_POLICIES,
     BosEosStep,
+    ChatStep,
     FilterStep,
     LengthFilterStep,
     MapStep,
     PackSpec,
+    SftStep,
     SourceSpec,
     Spec,
     Step,
@@ -54,6 +57,7 @@ from beamtok.stream.plan import (
 )
 from beamtok.stream.source import ReaderSplit, ShardOpener, ShardSource
 from beamtok.stream.stages import Node
+from beamtok.transforms.sft import ChatTemplate, load_template_source
 from beamtok.transforms.tokenize import load_tokenizer
 
 __all__ = ["Dataset"]
@@ -179,8 +183,58 @@ class Dataset:
         step = TokenizeStep(tok.ref(), field or self._plan.source.text_field, add_special_tokens)
         return self._add_step(step, "tokenize")
 
+    def tokenize_sft(
+        self,
+        tokenizer: Any,
+        *,
+        prompt: str = "prompt",
+        completion: str = "completion",
+        max_length: int | None = None,
+        truncation: str = "completion_tail",
+        bos: bool | None = None,
+    ) -> Dataset:
+        """Tokenize prompt/completion records: ``[BOS] prompt completion EOS``, loss on the
+        completion and EOS only (``labels`` -100 elsewhere). ``completion="completion"`` also
+        accepts a ``generation`` field. Longer than ``max_length``: ``truncation`` cuts the
+        completion's tail, the prompt's head, or drops the example (all counted).
+        ``bos=None`` follows the tokenizer's own policy (GPT-2 adds none)."""
+        tok, bos, max_length = self._sft_setup(tokenizer, "tokenize_sft", max_length, truncation, bos)
+        return self._add_step(SftStep(tok.ref(), prompt, completion, bos, max_length, truncation), "tokenize_sft")
+
+    def tokenize_chat(
+        self,
+        tokenizer: Any,
+        *,
+        template: str | None = None,
+        messages: str = "messages",
+        max_length: int | None = None,
+        truncation: str = "completion_tail",
+        bos: bool | None = None,
+    ) -> Dataset:
+        """Tokenize chat records (``messages: [{role, content}, ...]``) rendered with a Jinja
+        ``template`` (a file or a string; default: the tokenizer's chat template). Only
+        assistant turns, each followed by EOS, are trained."""
+        tok, bos, max_length = self._sft_setup(tokenizer, "tokenize_chat", max_length, truncation, bos)
+        source = load_template_source(template, tok.chat_template, tok.name)
+        ChatTemplate(source, tok.bos_token, tok.eos_token)  # fail now on a template that does not parse
+        return self._add_step(ChatStep(tok.ref(), source, messages, bos, max_length, truncation), "tokenize_chat")
+
+    def _sft_setup(self, tokenizer: Any, name: str, max_length: int | None, truncation: str, bos: bool | None) -> tuple[Any, bool, int | None]:
+        tok = load_tokenizer(tokenizer)
+        if tok.eos_id is None:
+            raise ConfigError(f"{name}(): tokenizer {tok.name!r} has no EOS token to end completions with")
+        if truncation not in TRUNCATION_POLICIES:
+            raise ConfigError(f"truncation must be one of {TRUNCATION_POLICIES}, got {truncation!r}")
+        if max_length is not None:
+            _check_int(max_length, "max_length", minimum=2)
+        if bos and tok.bos_id is None:
+            raise ConfigError(f"{name}(): tokenizer {tok.name!r} has no BOS token")
+        return tok, tok.adds_bos() if bos is None else bos, max_length
+
     def ensure_bos_eos(self, *, bos: bool = True, eos: bool = True) -> Dataset:
         """Add BOS/EOS where a document lacks them (GPT-2, whose BOS is its EOS, included)."""
+        if any(isinstance(s, (SftStep, ChatStep)) for s in self._plan.steps):
+            raise ConfigError("ensure_bos_eos(): tokenize_sft/tokenize_chat already place BOS and EOS")
         ref = self._tokenizer_ref("ensure_bos_eos")
         if bos and ref.bos_id is None:
             raise ConfigError(f"tokenizer {ref.name!r} has no BOS token; call ensure_bos_eos(bos=False)")
@@ -205,8 +259,23 @@ class Dataset:
         return self._set_pack("concat_chunk", "concat", seq_len, remainder=remainder)
 
     def pad(self, seq_len: int) -> Dataset:
-        """One document a row, truncated (counted) and padded to ``seq_len``."""
+        """One document (or SFT example) a row, truncated (counted) and padded to ``seq_len``."""
         return self._set_pack("pad", "pad", seq_len)
+
+    def pack_examples(self, seq_len: int, *, method: str = "greedy", window: int = 64) -> Dataset:
+        """Pack whole examples into padded rows of ``seq_len``, never splitting one.
+
+        ``greedy`` fills rows in order; ``first_fit`` packs each window of ``window`` examples
+        first-fit-decreasing, wasting less padding. Segment and position ids restart per
+        example; examples longer than ``seq_len`` are skipped and counted as ``too_long``
+        (set ``max_length`` on tokenize_sft/tokenize_chat to truncate them instead).
+        """
+        if method not in ("greedy", "first_fit"):
+            raise ConfigError(f"method must be 'greedy' or 'first_fit', got {method!r}")
+        ds = self
+        if self._plan.cached is None:
+            ds = self.filter_length(max_tokens=_check_int(seq_len, "seq_len", minimum=1))
+        return ds._set_pack("pack_examples", method, seq_len, window=window if method == "first_fit" else None)
 
     def sliding_window(self, seq_len: int, *, stride: int | None = None) -> Dataset:
         """Windows of ``seq_len`` tokens every ``stride`` tokens (default: no overlap).
@@ -355,7 +424,7 @@ class Dataset:
         return int(ref["pad_id"]) if ref is not None else 0
 
     def _tokenizer_json(self) -> dict[str, Any] | None:
-        refs = [s["tokenizer"] for s in self.spec_json["steps"] if s["op"] == "tokenize"]
+        refs = [s["tokenizer"] for s in self.spec_json["steps"] if "tokenizer" in s]
         return refs[-1] if refs else None
 
     def _build(self, split: ReaderSplit) -> tuple[ShardSource, Node]:

@@ -1,11 +1,11 @@
 """Packers: turn a shard's token documents into rows, pure and deterministic.
 
-Each packer takes documents in shard order as ``add(doc, tokens, offset)``, where ``tokens``
-is the whole token array of the document at doc cursor ``doc`` and ``offset`` the first
-token still to pack (non-zero only when a shard is reopened mid-document), and yields
-:class:`Row` objects; ``finish()`` flushes what is left at the end of the shard. A row
-records the ``(doc, token)`` where it starts, so packing can restart there and reproduce
-every later row exactly.
+Each packer takes documents in shard order as ``add(doc, tokens, offset)``: ``tokens`` is the
+document at doc cursor ``doc`` (a :class:`TokenDoc`: ids and an optional loss mask) and
+``offset`` says where to restart inside it when a shard is reopened mid-document (for the
+whole-example packers: how many rows of the packing window starting there were already
+emitted). ``finish()`` flushes what is left at the end of the shard. A row records the
+``(doc, token)`` where it starts, so packing can restart there and reproduce every later row.
 """
 
 from __future__ import annotations
@@ -17,14 +17,18 @@ from typing import Protocol
 import numpy as np
 
 from beamtok.spec import PackSpec
+from beamtok.transforms.sft import TokenDoc
 
 __all__ = [
     "ConcatChunker",
+    "FirstFitPacker",
+    "GreedyPacker",
     "PackCounts",
     "Packer",
     "PadTruncate",
     "Row",
     "SlidingWindow",
+    "TokenDoc",
     "WholeDocument",
     "make_packer",
 ]
@@ -62,15 +66,25 @@ class PackCounts:
 class Packer(Protocol):
     counts: PackCounts
 
-    def add(self, doc: int, tokens: np.ndarray, offset: int = 0) -> Iterator[Row]: ...
+    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]: ...
 
     def finish(self) -> Iterator[Row]: ...
 
 
-def _single_segment(doc: int, token: int, ids: np.ndarray, loss_mask: np.ndarray | None = None) -> Row:
-    n = len(ids)
-    mask = np.ones(n, dtype=np.int8) if loss_mask is None else loss_mask
-    return Row(doc, token, ids, np.ones(n, dtype=np.int32), np.arange(n, dtype=np.int32), mask)
+def _mask_of(tokens: TokenDoc) -> np.ndarray:
+    return tokens.mask if tokens.mask is not None else np.ones(len(tokens.ids), dtype=np.int8)
+
+
+def _join(doc: int, token: int, pieces: list[TokenDoc]) -> Row:
+    """One row of several document pieces: segments from 1, positions restarting per piece."""
+    lengths = np.fromiter((len(p.ids) for p in pieces), dtype=np.int64, count=len(pieces))
+    n = int(lengths.sum())
+    ids = np.concatenate([p.ids for p in pieces]).astype(np.int32, copy=False)
+    mask = np.concatenate([_mask_of(p) for p in pieces]).astype(np.int8, copy=False)
+    segment_ids = np.repeat(np.arange(1, len(pieces) + 1, dtype=np.int32), lengths)
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    position_ids = (np.arange(n, dtype=np.int64) - starts).astype(np.int32)
+    return Row(doc, token, ids, segment_ids, position_ids, mask)
 
 
 def _pad_row(row: Row, seq_len: int, pad_id: int) -> Row:
@@ -87,6 +101,10 @@ def _pad_row(row: Row, seq_len: int, pad_id: int) -> Row:
     )
 
 
+def _slice(tokens: TokenDoc, start: int, stop: int | None = None) -> TokenDoc:
+    return TokenDoc(tokens.ids[start:stop], tokens.mask[start:stop] if tokens.mask is not None else None)
+
+
 class ConcatChunker:
     """Concatenate documents and cut rows of exactly ``seq_len`` tokens.
 
@@ -99,14 +117,14 @@ class ConcatChunker:
         self.pad_id = pad_id
         self.remainder = remainder
         self.counts = PackCounts()
-        self._pieces: list[tuple[int, int, np.ndarray]] = []  # (doc, offset, tokens)
+        self._pieces: list[tuple[int, int, TokenDoc]] = []  # (doc, offset, tokens)
         self._buffered = 0
 
-    def add(self, doc: int, tokens: np.ndarray, offset: int = 0) -> Iterator[Row]:
-        if offset >= len(tokens):
+    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
+        if offset >= len(tokens.ids):
             return
-        self._pieces.append((doc, offset, tokens[offset:]))
-        self._buffered += len(tokens) - offset
+        self._pieces.append((doc, offset, _slice(tokens, offset)))
+        self._buffered += len(tokens.ids) - offset
         while self._buffered >= self.seq_len:
             yield self._cut(self.seq_len)
 
@@ -126,25 +144,20 @@ class ConcatChunker:
 
     def _cut(self, n: int) -> Row:
         doc, start, _ = self._pieces[0]
-        taken: list[np.ndarray] = []
+        taken: list[TokenDoc] = []
         need = n
         while need:
             pdoc, poff, ptoks = self._pieces[0]
-            if len(ptoks) <= need:
+            if len(ptoks.ids) <= need:
                 taken.append(ptoks)
-                need -= len(ptoks)
+                need -= len(ptoks.ids)
                 self._pieces.pop(0)
             else:
-                taken.append(ptoks[:need])
-                self._pieces[0] = (pdoc, poff + need, ptoks[need:])
+                taken.append(_slice(ptoks, 0, need))
+                self._pieces[0] = (pdoc, poff + need, _slice(ptoks, need))
                 need = 0
         self._buffered -= n
-        lengths = np.fromiter((len(t) for t in taken), dtype=np.int64, count=len(taken))
-        ids = np.concatenate(taken).astype(np.int32, copy=False)
-        segment_ids = np.repeat(np.arange(1, len(taken) + 1, dtype=np.int32), lengths)
-        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        position_ids = (np.arange(n, dtype=np.int64) - starts).astype(np.int32)
-        return Row(doc, start, ids, segment_ids, position_ids, np.ones(n, dtype=np.int8))
+        return _join(doc, start, taken)
 
 
 class PadTruncate:
@@ -155,13 +168,13 @@ class PadTruncate:
         self.pad_id = pad_id
         self.counts = PackCounts()
 
-    def add(self, doc: int, tokens: np.ndarray, offset: int = 0) -> Iterator[Row]:
+    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
         if offset:  # rows start at token 0 only; a non-zero offset means the row was emitted
             return
-        kept = tokens[: self.seq_len]
-        self.counts.truncated_tokens += len(tokens) - len(kept)
-        self.counts.pad_tokens += self.seq_len - len(kept)
-        yield _pad_row(_single_segment(doc, 0, kept), self.seq_len, self.pad_id)
+        kept = _slice(tokens, 0, self.seq_len)
+        self.counts.truncated_tokens += len(tokens.ids) - len(kept.ids)
+        self.counts.pad_tokens += self.seq_len - len(kept.ids)
+        yield _pad_row(_join(doc, 0, [kept]), self.seq_len, self.pad_id)
 
     def finish(self) -> Iterator[Row]:
         return iter(())
@@ -179,15 +192,15 @@ class SlidingWindow:
         self.stride = stride
         self.counts = PackCounts()
 
-    def add(self, doc: int, tokens: np.ndarray, offset: int = 0) -> Iterator[Row]:
-        n = len(tokens)
+    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
+        n = len(tokens.ids)
         overlap = self.seq_len - self.stride
         for start in range(offset, n, self.stride):
-            ids = tokens[start : start + self.seq_len]
-            mask = np.ones(len(ids), dtype=np.int8)
+            window = _slice(tokens, start, start + self.seq_len)
+            mask = _mask_of(window).copy()
             if start > 0:
                 mask[:overlap] = 0
-            yield _single_segment(doc, start, ids, mask)
+            yield _join(doc, start, [TokenDoc(window.ids, mask)])
             if start + self.seq_len >= n:
                 break
 
@@ -201,12 +214,98 @@ class WholeDocument:
     def __init__(self) -> None:
         self.counts = PackCounts()
 
-    def add(self, doc: int, tokens: np.ndarray, offset: int = 0) -> Iterator[Row]:
+    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
         if not offset:
-            yield _single_segment(doc, 0, tokens)
+            yield _join(doc, 0, [tokens])
 
     def finish(self) -> Iterator[Row]:
         return iter(())
+
+
+class GreedyPacker:
+    """Whole examples, in order, into rows of ``seq_len``: a row is closed (and padded) when
+    the next example does not fit. No example is ever split; each is its own segment."""
+
+    def __init__(self, seq_len: int, pad_id: int) -> None:
+        self.seq_len = seq_len
+        self.pad_id = pad_id
+        self.counts = PackCounts()
+        self._row: list[TokenDoc] = []
+        self._row_doc = 0
+        self._used = 0
+
+    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
+        if len(tokens.ids) > self.seq_len:
+            raise ValueError(f"example of {len(tokens.ids)} tokens does not fit seq_len {self.seq_len}")
+        if self._row and self._used + len(tokens.ids) > self.seq_len:
+            yield self._close()
+        if not self._row:
+            self._row_doc = doc
+        self._row.append(tokens)
+        self._used += len(tokens.ids)
+
+    def finish(self) -> Iterator[Row]:
+        if self._row:
+            yield self._close()
+
+    def _close(self) -> Row:
+        self.counts.pad_tokens += self.seq_len - self._used
+        row = _pad_row(_join(self._row_doc, 0, self._row), self.seq_len, self.pad_id)
+        self._row, self._used = [], 0
+        return row
+
+
+class FirstFitPacker:
+    """Whole examples packed first-fit-decreasing within windows of ``window`` examples.
+
+    Each window's examples go, longest first, into the first row with room; rows come out in
+    the order they were opened, examples within a row in shard order. A row's ``(doc, token)``
+    is the window's first doc cursor and the row's number within the window, so reopening
+    re-reads one window and skips the rows already emitted: the state never holds tokens.
+    """
+
+    def __init__(self, seq_len: int, pad_id: int, window: int) -> None:
+        self.seq_len = seq_len
+        self.pad_id = pad_id
+        self.window = window
+        self.counts = PackCounts()
+        self._examples: list[TokenDoc] = []
+        self._window_doc = 0
+        self._skip = 0
+
+    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
+        if len(tokens.ids) > self.seq_len:
+            raise ValueError(f"example of {len(tokens.ids)} tokens does not fit seq_len {self.seq_len}")
+        if not self._examples:
+            self._window_doc, self._skip = doc, offset
+        self._examples.append(tokens)
+        if len(self._examples) >= self.window:
+            yield from self._flush()
+
+    def finish(self) -> Iterator[Row]:
+        yield from self._flush()
+
+    def _flush(self) -> Iterator[Row]:
+        order = sorted(range(len(self._examples)), key=lambda i: (-len(self._examples[i].ids), i))
+        bins: list[list[int]] = []
+        room: list[int] = []
+        for i in order:
+            n = len(self._examples[i].ids)
+            for b, free in enumerate(room):
+                if n <= free:
+                    bins[b].append(i)
+                    room[b] -= n
+                    break
+            else:
+                bins.append([i])
+                room.append(self.seq_len - n)
+        for number, members in enumerate(bins):
+            if number < self._skip:
+                continue
+            self.counts.pad_tokens += room[number]
+            pieces = [self._examples[i] for i in sorted(members)]
+            yield _pad_row(_join(self._window_doc, number, pieces), self.seq_len, self.pad_id)
+        self._examples, self._skip = [], 0
 
 
 def make_packer(pack: PackSpec | None) -> Packer:
@@ -218,5 +317,10 @@ def make_packer(pack: PackSpec | None) -> Packer:
         return ConcatChunker(pack.seq_len, pack.pad_id, pack.remainder)
     if pack.mode == "pad":
         return PadTruncate(pack.seq_len, pack.pad_id)
+    if pack.mode == "greedy":
+        return GreedyPacker(pack.seq_len, pack.pad_id)
+    if pack.mode == "first_fit":
+        assert pack.window is not None
+        return FirstFitPacker(pack.seq_len, pack.pad_id, pack.window)
     assert pack.stride is not None
     return SlidingWindow(pack.seq_len, pack.stride)

@@ -78,6 +78,24 @@ class Tokenizer:
             raise ConfigError(f"serialized tokenizer {blob['name']!r} does not match its fingerprint")
         return tok
 
+    @property
+    def bos_token(self) -> str:
+        return str(self.backend.id_to_token(self.bos_id)) if self.bos_id is not None else ""
+
+    @property
+    def eos_token(self) -> str:
+        return str(self.backend.id_to_token(self.eos_id)) if self.eos_id is not None else ""
+
+    @property
+    def chat_template(self) -> str | None:
+        template = getattr(self.hf, "chat_template", None)
+        return template if isinstance(template, str) else None
+
+    def adds_bos(self) -> bool:
+        """Whether the tokenizer's own post-processor starts every text with its BOS token."""
+        ids = self.backend.encode("", add_special_tokens=True).ids
+        return self.bos_id is not None and bool(ids) and ids[0] == self.bos_id
+
     def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
         """Token ids of each text, as int32 arrays."""
         encodings = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
