@@ -92,12 +92,14 @@ def demo(urls: tuple[str, ...], tokenizer: str, seq_len: int, batch_size: int, b
 
 
 CACHE_KEYS = (
-    "urls", "output", "tokenizer", "seq_len", "pack", "stride", "remainder", "text_field",
-    "format", "bos", "eos", "on_error", "overwrite", "beam_options",
+    "urls", "output", "tokenizer", "seq_len", "pack", "stride", "remainder", "pack_window", "text_field",
+    "input_format", "format", "prompt_field", "completion_field", "messages_field", "chat_template",
+    "max_length", "truncation", "bos", "eos", "on_error", "overwrite", "beam_options",
 )  # fmt: skip
 CACHE_DEFAULTS: dict[str, Any] = {
-    "pack": "concat", "remainder": "pad", "text_field": "text", "format": "auto",
-    "bos": True, "eos": True, "on_error": "raise", "overwrite": False, "beam_options": [],
+    "remainder": "pad", "pack_window": 64, "text_field": "text", "input_format": "auto", "format": "pretrain",
+    "prompt_field": "prompt", "completion_field": "completion", "messages_field": "messages",
+    "truncation": "completion_tail", "on_error": "raise", "overwrite": False, "beam_options": [],
 }  # fmt: skip
 
 
@@ -148,19 +150,31 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
     for required in ("urls", "output", "tokenizer"):
         if not options.get(required):
             raise ConfigError(f"missing {'URL arguments' if required == 'urls' else '--' + required.replace('_', '-')}")
-    pack = options["pack"]
+    kind = options["format"]
+    if kind not in ("pretrain", "sft", "chat"):
+        raise ConfigError(f"--format must be pretrain, sft or chat, got {kind!r}")
+    pack = options.get("pack") or ("concat" if kind == "pretrain" else "greedy")
     if pack != "none" and options.get("seq_len") is None:
         raise ConfigError(f"--seq-len is required with --pack {pack}")
-    ds = Dataset.from_files(list(options["urls"]), format=options["format"], text_field=options["text_field"], on_error=options["on_error"])
-    ds = ds.tokenize(options["tokenizer"])
-    if options["bos"] or options["eos"]:
-        ds = ds.ensure_bos_eos(bos=options["bos"], eos=options["eos"])
+    ds = Dataset.from_files(list(options["urls"]), format=options["input_format"], text_field=options["text_field"], on_error=options["on_error"])
+    sft = {"max_length": options.get("max_length"), "truncation": options["truncation"], "bos": options.get("bos")}
+    if kind == "sft":
+        ds = ds.tokenize_sft(options["tokenizer"], prompt=options["prompt_field"], completion=options["completion_field"], **sft)
+    elif kind == "chat":
+        ds = ds.tokenize_chat(options["tokenizer"], template=options.get("chat_template"), messages=options["messages_field"], **sft)
+    else:
+        ds = ds.tokenize(options["tokenizer"])
+        bos, eos = options.get("bos", True) is not False, options.get("eos", True) is not False
+        if bos or eos:
+            ds = ds.ensure_bos_eos(bos=bos, eos=eos)
     if pack == "concat":
         ds = ds.concat_chunk(options["seq_len"], remainder=options["remainder"])
     elif pack == "pad":
         ds = ds.pad(options["seq_len"])
     elif pack == "window":
         ds = ds.sliding_window(options["seq_len"], stride=options.get("stride"))
+    elif pack in ("greedy", "first_fit"):
+        ds = ds.pack_examples(options["seq_len"], method=pack, window=options["pack_window"])
     return ds
 
 
@@ -169,13 +183,21 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
 @click.option("--output", "-o", help="Cache directory (local path, gs://... or s3://...).")
 @click.option("--tokenizer", help="Tokenizer directory or hub name.")
 @click.option("--seq-len", type=int, help="Tokens per row (concat, pad, window).")
-@click.option("--pack", type=click.Choice(["concat", "pad", "window", "none"]), help="Packing. [default: concat]")
+@click.option("--format", "format_", type=click.Choice(["pretrain", "sft", "chat"]), help="Records: text, prompt/completion, or chat messages. [default: pretrain]")
+@click.option("--pack", type=click.Choice(["concat", "pad", "window", "none", "greedy", "first_fit"]), help="Packing. [default: concat for pretrain, greedy for sft/chat]")
 @click.option("--stride", type=int, help="Window stride for --pack window. [default: seq-len]")
 @click.option("--remainder", type=click.Choice(["pad", "drop", "keep"]), help="A shard's last partial concat row. [default: pad]")
+@click.option("--pack-window", type=int, help="Examples per first_fit packing window. [default: 64]")
 @click.option("--text-field", help="JSON field / Parquet column holding the text. [default: text]")
-@click.option("--format", "format_", type=click.Choice(["auto", "jsonl", "parquet", "text"]), help="Input format. [default: auto, from the file name]")
-@click.option("--bos/--no-bos", default=None, help="Ensure each document starts with BOS. [default: on]")
-@click.option("--eos/--no-eos", default=None, help="Ensure each document ends with EOS. [default: on]")
+@click.option("--prompt-field", help="SFT prompt field. [default: prompt]")
+@click.option("--completion-field", help="SFT completion field ('generation' is accepted too). [default: completion]")
+@click.option("--messages-field", help="Chat messages field. [default: messages]")
+@click.option("--chat-template", help="Jinja chat template file (default: the tokenizer's).")
+@click.option("--max-length", type=int, help="SFT/chat examples longer than this are truncated or dropped.")
+@click.option("--truncation", type=click.Choice(["completion_tail", "prompt_head", "drop"]), help="How too-long SFT/chat examples are cut. [default: completion_tail]")
+@click.option("--input-format", type=click.Choice(["auto", "jsonl", "parquet", "text"]), help="Input file format. [default: auto, from the file name]")
+@click.option("--bos/--no-bos", default=None, help="BOS at the start of each document/example. [default: on for pretrain; the tokenizer's policy for sft/chat]")
+@click.option("--eos/--no-eos", default=None, help="Ensure each pretraining document ends with EOS. [default: on]")
 @click.option("--on-error", type=click.Choice(["raise", "skip"]), help="Bad documents: stop, or skip and count. [default: raise]")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML file with any of these options.")
 @click.option("--overwrite", is_flag=True, default=None, help="Replace a cache built with another spec.")

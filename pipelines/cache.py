@@ -31,7 +31,7 @@ from beamtok.cache.writer import completed_entry, write_shard
 from beamtok.errors import CacheError, ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
+from beamtok.spec import TOKENIZING_STEPS, Spec
 from beamtok.transforms.tokenize import Tokenizer, register_tokenizer, resolve_tokenizer
 
 __all__ = ["LOCAL_RUNNERS", "BuildCache", "make_pipeline", "prepare_output", "run_cache"]
@@ -120,9 +120,7 @@ class BuildCache(beam.PTransform):
 
 
 def _tokenizer_refs(spec: Spec) -> list[Any]:
-    from beamtok.spec import TokenizeStep
-
-    return [s.tokenizer for s in spec.steps if isinstance(s, TokenizeStep)]
+    return [s.tokenizer for s in spec.steps if isinstance(s, TOKENIZING_STEPS)]
 
 
 def versions() -> dict[str, str]:

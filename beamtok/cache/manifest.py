@@ -80,6 +80,7 @@ class Manifest:
             "read": sum(s.documents["read"] for s in self.shards),
             "emitted": sum(s.documents["emitted"] for s in self.shards),
             "skipped": dict(sorted(skipped.items())),
+            "truncated": sum(s.documents["truncated_docs"] for s in self.shards),
         }
         return {
             "shards": len(self.shards),

@@ -85,7 +85,11 @@ class DatasetIterator:
         return self._root
 
     def stats(self) -> dict[str, Any]:
-        """Documents read, emitted and skipped (by reason), examples, tokens and epoch so far."""
+        """Documents read, emitted, skipped (by reason) and truncated; examples, tokens, pad
+        tokens and padding waste (pad / all tokens); the epoch. Counts cover what the source
+        has handed downstream (a shuffle window reads ahead of the consumer)."""
         stats = self._source.stats.to_json()
+        total = stats["tokens"] + stats["pad_tokens"]
+        stats["padding_waste"] = stats["pad_tokens"] / total if total else 0.0
         stats["epoch"] = self._source.state_dict()["epoch"]
         return stats
