@@ -37,6 +37,8 @@ setup(
         "zstandard>=0.22",
         "click>=8.1",
         "pyyaml>=6",
+        "cloudpickle>=2.2",
+        "jinja2>=3.1",
     ],
     extras_require={
         "beam": BEAM,

@@ -46,6 +46,7 @@ from beamtok.spec import (
     fingerprint_of,
 )
 from beamtok.stream.iterator import DatasetIterator
+from beamtok.stream.parallel import ParallelShards, default_workers
 from beamtok.stream.plan import (
     BatchConfig,
     EnumerateConfig,
@@ -300,6 +301,18 @@ class Dataset:
             _check_int(epochs, "epochs", minimum=1)
         return self._options(epochs=epochs)
 
+    def parallel(self, workers: int | None = None) -> Dataset:
+        """Run the per-shard step in ``workers`` processes ahead of the consumer (None: one per
+        core; 0: in this process). The stream is identical for any count, states included.
+
+        Each open shard (see :meth:`interleave`) and the next shards of the order run in their
+        own worker; use ``interleave(k)`` with k >= workers to keep every worker busy. Inside
+        a torch DataLoader worker the step runs in-process (DataLoader workers cannot fork).
+        """
+        if workers is None:
+            workers = default_workers()
+        return self._options(workers=_check_int(workers, "workers", minimum=0))
+
     def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards") -> Dataset:
         """Read only this rank's part: whole shards (default) or every world_size-th example."""
         ReaderSplit(rank, world_size, mode=split)
@@ -411,6 +424,9 @@ class Dataset:
     def _opener(self) -> ShardOpener:
         cached = self._plan.cached
         if cached is None:
+            workers = self._plan.options.workers
+            if workers and _dataloader_worker()[1] == 1:
+                return ParallelShards(self.spec, workers)
             return ShardProcessor(self.spec).run
         if cached.repack is not None:
             return cached.cache.repacked(cached.repack)

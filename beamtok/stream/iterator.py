@@ -76,6 +76,10 @@ class DatasetIterator:
             "pipeline": self._root.state_dict(),
         }
 
+    def close(self) -> None:
+        """Stop tokenization worker processes now (they also stop when the iterator is freed)."""
+        self._source.close()
+
     @property
     def source(self) -> ShardSource:
         return self._source

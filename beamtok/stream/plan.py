@@ -26,6 +26,7 @@ class SourceOptions:
     rank: int = 0
     world_size: int = 1
     split: str = "shards"
+    workers: int = 0  # tokenization worker processes; never changes the stream
 
     def to_json(self) -> dict[str, Any]:
         # rank is stamped separately (ReaderSplit), so ranks share one stream fingerprint

@@ -22,6 +22,7 @@ from beamtok.stream.state import check_int, check_keys, copy_state
 __all__ = ["ReaderSplit", "ShardOpener", "ShardSource", "StreamStats"]
 
 ShardOpener = Callable[[Shard, ShardCursor], Iterator[Produced]]
+PREFETCH_SHARDS = 4
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,7 @@ class ShardSource:
         if state is not None:
             self._restore(copy_state(state))
         self._order = self.order(self._epoch)
+        self._hint()
 
     def _restore(self, state: Any) -> None:
         check_keys(state, self.KEYS, "shard source")
@@ -226,6 +228,19 @@ class ShardSource:
             self._turn = (self._turn + 1) % len(self._slots)
             return produced.example
 
+    def _hint(self) -> None:
+        """Tell an opener that runs ahead (worker processes) which shards come next."""
+        prefetch = getattr(self.open_shard, "prefetch", None)
+        if prefetch is not None:
+            upcoming = self._order[self._position : self._position + PREFETCH_SHARDS]
+            prefetch([(self.shards[i], ShardCursor()) for i in upcoming])
+
+    def close(self) -> None:
+        """Stop worker processes, if the opener has any."""
+        close = getattr(self.open_shard, "close", None)
+        if close is not None:
+            close()
+
     def _open(self) -> _Slot | None:
         if self._position >= len(self._order):
             return None
@@ -244,6 +259,7 @@ class ShardSource:
                 self._slots.append(slot)
             if self._slots:
                 self._turn = 0
+                self._hint()
                 return True
             if self.epochs is not None and self._epoch + 1 >= self.epochs:
                 return False
@@ -256,6 +272,7 @@ class ShardSource:
         slot = self._open()
         if slot is not None:
             self._slots[i] = slot
+            self._hint()
             return
         del self._slots[i]
         if self._slots:

@@ -1,0 +1,287 @@
+"""Run the per-shard step in worker processes, ahead of the consumer, in the same order.
+
+The shard source opens shards through :class:`ParallelShards` instead of calling
+``ShardProcessor.run`` itself. Each open shard (and the next few the source will open) runs
+in a worker process; the worker streams ``Produced`` items back in chunks through a bounded
+queue, and the source consumes them in exactly the order the in-process step yields them.
+Because every item carries its cursor, taking a state never drains or pauses the workers.
+
+A worker that dies raises a clear error in the consumer; an error in a worker (bad input) is
+re-raised in the consumer as it would have been in-process.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import queue
+import sys
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from beamtok.errors import BeamtokError
+from beamtok.shard import Produced, ShardCursor, ShardProcessor
+from beamtok.sources.urls import Shard
+from beamtok.spec import TOKENIZING_STEPS, Spec
+from beamtok.transforms.tokenize import Tokenizer, register_tokenizer, resolve_tokenizer
+
+__all__ = ["ParallelShards", "WorkerError"]
+
+LOG = logging.getLogger(__name__)
+CHUNK = 32  # examples per message
+QUEUE_CHUNKS = 64  # chunks a worker may run ahead of the consumer, per task
+POLL_SECONDS = 1.0
+
+
+class WorkerError(BeamtokError):
+    """A tokenization worker process died."""
+
+
+def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any) -> None:
+    import cloudpickle
+
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core per worker; no Rayon pool after fork
+    spec, blobs = cloudpickle.loads(payload)
+    for blob in blobs:
+        register_tokenizer(Tokenizer.from_serialized(blob))
+    processor = ShardProcessor(spec)
+    processor.prepare()
+    while True:
+        message = tasks.get()
+        if message is None:
+            return
+        task_id, shard, cursor = message
+        try:
+            chunk: list[Produced] = []
+            for produced in processor.run(shard, cursor):
+                if cancel.is_set():
+                    break
+                chunk.append(produced)
+                if len(chunk) >= CHUNK:
+                    results.put(("data", task_id, chunk))
+                    chunk = []
+            if cancel.is_set():
+                results.put(("cancelled", task_id, None))
+                continue
+            if chunk:
+                results.put(("data", task_id, chunk))
+            results.put(("end", task_id, None))
+        except BaseException as e:  # everything reaches the consumer, which decides
+            results.put(("error", task_id, _picklable(e)))
+
+
+def _picklable(error: BaseException) -> BaseException:
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+
+
+@dataclass
+class _Worker:
+    process: Any
+    tasks: Any
+    results: Any
+    cancel: Any
+    task: _Task | None = None
+
+
+@dataclass
+class _Task:
+    id: int
+    shard: Shard
+    cursor: ShardCursor
+    worker: _Worker | None = None
+    buffer: deque[Produced] = field(default_factory=deque)
+    finished: bool = False
+    consuming: bool = False
+
+
+class ParallelShards:
+    """Opens shards for a ShardSource by running them in ``workers`` processes."""
+
+    def __init__(self, spec: Spec, workers: int) -> None:
+        if workers < 1:
+            raise ValueError("ParallelShards needs at least one worker")
+        self.spec = spec
+        self.workers_wanted = workers
+        self._workers: list[_Worker] = []
+        self._tasks: dict[tuple[int, ShardCursor], _Task] = {}
+        self._waiting: deque[_Task] = deque()
+        self._next_id = 0
+        self._local: ShardProcessor | None = None
+
+    # --------------------------------------------------------------- opener API
+
+    def __call__(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+        if cursor.done:
+            return iter(())
+        task = self._tasks.pop((shard.index, cursor), None) or self._submit(shard, cursor)
+        task.consuming = True
+        return self._consume(task)
+
+    def prefetch(self, upcoming: list[tuple[Shard, ShardCursor]]) -> None:
+        """Start shards the source will open next, while workers are free."""
+        for shard, cursor in upcoming:
+            if cursor.done or (shard.index, cursor) in self._tasks:
+                continue
+            if not self._free_worker():
+                return
+            self._tasks[(shard.index, cursor)] = self._submit(shard, cursor)
+
+    def close(self) -> None:
+        for worker in self._workers:
+            if worker.process.is_alive():
+                worker.cancel.set()
+                try:
+                    worker.tasks.put_nowait(None)
+                except Exception:
+                    pass
+        for worker in self._workers:
+            worker.process.join(timeout=2)
+            if worker.process.is_alive():
+                worker.process.terminate()
+        self._workers.clear()
+        self._tasks.clear()
+        self._waiting.clear()
+
+    def __del__(self) -> None:
+        if sys.is_finalizing():
+            return
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ internals
+
+    def _start(self) -> None:
+        import cloudpickle
+
+        blobs = [resolve_tokenizer(s.tokenizer).serialize() for s in self.spec.steps if isinstance(s, TOKENIZING_STEPS)]
+        payload = cloudpickle.dumps((self.spec, blobs))
+        # fork, as torch's DataLoader does: spawn would re-import the user's main script
+        context: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+        for _ in range(self.workers_wanted):
+            tasks, results, cancel = context.Queue(), context.Queue(maxsize=QUEUE_CHUNKS), context.Event()
+            process = context.Process(target=_worker_main, args=(payload, tasks, results, cancel), daemon=True)
+            process.start()
+            self._workers.append(_Worker(process, tasks, results, cancel))
+
+    def _free_worker(self) -> _Worker | None:
+        if not self._workers:
+            self._start()
+        return next((w for w in self._workers if w.task is None), None)
+
+    def _submit(self, shard: Shard, cursor: ShardCursor) -> _Task:
+        task = _Task(self._next_id, shard, cursor)
+        self._next_id += 1
+        worker = self._free_worker()
+        if worker is None:
+            self._waiting.append(task)
+        else:
+            self._dispatch(task, worker)
+        return task
+
+    def _dispatch(self, task: _Task, worker: _Worker) -> None:
+        task.worker, worker.task = worker, task
+        worker.tasks.put((task.id, task.shard, task.cursor))
+
+    def _release(self, worker: _Worker) -> None:
+        worker.task = None
+        while self._waiting:
+            task = self._waiting.popleft()
+            if not task.finished:
+                self._dispatch(task, worker)
+                return
+
+    def _consume(self, task: _Task) -> Iterator[Produced]:
+        try:
+            while True:
+                while task.buffer:
+                    yield task.buffer.popleft()
+                if task.finished:
+                    return
+                if task.worker is None and not self._make_room(task):
+                    # every worker serves another open shard: run this one here, identically
+                    if task in self._waiting:
+                        self._waiting.remove(task)
+                    task.finished = True
+                    if self._local is None:
+                        self._local = ShardProcessor(self.spec)
+                    yield from self._local.run(task.shard, task.cursor)
+                    return
+                if task.worker is not None:
+                    self._receive(task)
+        finally:
+            if not task.finished and not sys.is_finalizing():
+                self._cancel(task)
+
+    def _make_room(self, task: _Task) -> bool:
+        """Give a waiting, consumed task a worker, cancelling a prefetched task nobody reads
+        yet if need be. False when every worker serves a shard being consumed."""
+        worker = self._free_worker()
+        if worker is None:
+            for key, other in list(self._tasks.items()):
+                if other.worker is not None and not other.consuming:
+                    del self._tasks[key]
+                    self._cancel(other)
+                    break
+            worker = self._free_worker()
+        if worker is None:
+            return False
+        if task in self._waiting:
+            self._waiting.remove(task)
+        self._dispatch(task, worker)
+        return True
+
+    def _receive(self, task: _Task) -> None:
+        worker = task.worker
+        assert worker is not None
+        while True:
+            try:
+                kind, task_id, body = worker.results.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                if not worker.process.is_alive():
+                    code = worker.process.exitcode
+                    raise WorkerError(
+                        f"tokenization worker (pid {worker.process.pid}) died with exit code {code} while reading {task.shard.url}"
+                    ) from None
+                continue
+            if task_id != task.id:
+                continue  # a leftover from a cancelled task
+            if kind == "data":
+                task.buffer.extend(body)
+                return
+            task.finished = True
+            self._release(worker)
+            if kind == "error":
+                raise body
+            return
+
+    def _cancel(self, task: _Task) -> None:
+        task.finished = True
+        if task in self._waiting:
+            self._waiting.remove(task)
+        worker = task.worker
+        if worker is None or worker.task is not task:
+            return
+        worker.cancel.set()
+        while worker.process.is_alive():
+            try:
+                kind, task_id, _ = worker.results.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+            if task_id == task.id and kind != "data":
+                break
+        worker.cancel.clear()
+        self._release(worker)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
