@@ -1,0 +1,89 @@
+"""Tokenization worker processes: identical output for any worker count, exact resume with
+workers running, clear errors when a worker dies or reads bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from beamtok import Dataset, InputError
+from beamtok.stream.parallel import WorkerError
+from beamtok.testing import assert_items_equal, check_resumption
+
+from conftest import write_jsonl
+
+
+def make(paths, tokenizer_dir, workers, interleave=2):
+    return (
+        Dataset.from_files(paths)
+        .tokenize(tokenizer_dir)
+        .ensure_bos_eos()
+        .concat_chunk(48)
+        .interleave(interleave)
+        .parallel(workers)
+        .shuffle(window=8, seed=3)
+        .batch(3)
+    )
+
+
+@pytest.fixture
+def paths(make_shards):
+    return make_shards(5, docs_per_shard=10)
+
+
+def test_output_is_identical_for_any_worker_count(paths, tokenizer_dir):
+    reference = list(make(paths, tokenizer_dir, 0))
+    assert len(reference) > 10
+    for workers, interleave in ((1, 1), (1, 2), (2, 2), (3, 2)):
+        assert_items_equal(list(make(paths, tokenizer_dir, workers, interleave)), list(make(paths, tokenizer_dir, 0, interleave)))
+    assert_items_equal(list(make(paths, tokenizer_dir, 2)), reference)
+
+
+def test_checkpoints_with_workers_running_resume_exactly(paths, tokenizer_dir):
+    check_resumption(lambda: make(paths, tokenizer_dir, 2), random_steps=8)
+    check_resumption(lambda: make(paths, tokenizer_dir, 2), random_steps=4, resume_dataset=lambda: make(paths, tokenizer_dir, 0))
+
+
+def test_state_dict_does_not_drain_the_workers(make_shards, tokenizer_dir):
+    paths = make_shards(4, docs_per_shard=40)
+    it = make(paths, tokenizer_dir, 2).iter()
+    next(it)
+    pool = it.source.open_shard
+    busy = [w.task.id for w in pool._workers if w.task is not None]
+    state = it.state_dict()
+    assert busy and [w.task.id for w in pool._workers if w.task is not None] == busy  # still running the same shards
+    assert len(json.dumps(state)) < 1024
+    it.close()
+    assert not pool._workers
+
+
+def test_worker_death_is_a_clear_error(make_shards, tokenizer_dir):
+    paths = make_shards(4, docs_per_shard=40)
+    it = make(paths, tokenizer_dir, 2, interleave=1).iter()
+    next(it)
+    workers = it.source.open_shard._workers
+    os.kill(workers[0].process.pid, signal.SIGKILL)
+    os.kill(workers[1].process.pid, signal.SIGKILL)
+    with pytest.raises(WorkerError, match=r"died with exit code -9 while reading .*part-0"):
+        for _ in it:
+            pass
+
+
+def test_bad_input_in_a_worker_raises_in_the_consumer(tmp_path, tokenizer_dir, paragraphs):
+    good = [{"text": t} for t in paragraphs(6)]
+    bad = str(write_jsonl(tmp_path / "bad.jsonl", [*good, "{oops"]))
+    ok = str(write_jsonl(tmp_path / "ok.jsonl", good))
+    ds = Dataset.from_files([ok, bad]).tokenize(tokenizer_dir).concat_chunk(16).interleave(2).parallel(2)
+    with pytest.raises(InputError, match=r"bad\.jsonl: line 7: malformed JSON"):
+        list(ds)
+
+
+def test_dataloader_workers_run_the_step_in_process(paths, tokenizer_dir):
+    torch = pytest.importorskip("torch")
+    ds = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(48).parallel(2)
+    loader = torch.utils.data.DataLoader(ds.to_torch(), batch_size=None, num_workers=2)
+    got = sorted((int(e["shard"]), int(e["index"])) for e in loader)
+    assert got == sorted((e["shard"], e["index"]) for e in ds)
