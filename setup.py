@@ -7,6 +7,7 @@ DATAFLOW = ["apache-beam[gcp]==2.77.0"]
 TORCH = ["torch>=2.1"]
 HF = ["datasets>=2.14"]
 REMOTE = ["smart-open[s3,gcs,http]>=7"]
+TIKTOKEN = ["tiktoken>=0.7"]
 DEV = [
     "pytest>=8",
     "pytest-timeout>=2.3",
@@ -46,7 +47,8 @@ setup(
         "torch": TORCH,
         "hf": HF,
         "remote": REMOTE,
-        "all": BEAM + TORCH + HF + REMOTE,
+        "tiktoken": TIKTOKEN,
+        "all": BEAM + TORCH + HF + REMOTE + TIKTOKEN,
         "dev": DEV,
     },
     entry_points={"console_scripts": ["beamtok=beamtok.cli:main"]},

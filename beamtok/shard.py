@@ -308,7 +308,7 @@ class ShardProcessor:
                 texts.append(value)
                 targets.append(d)
         tokenizer = self._tokenizers[step.tokenizer.fingerprint]
-        for d, ids in zip(targets, tokenizer.encode_batch(texts, step.add_special_tokens)):
+        for d, ids in zip(targets, tokenizer.encode_batch(texts, step.add_special_tokens, step.backend)):
             if len(ids) == 0:
                 d.skip = SkipReason.EMPTY
             else:

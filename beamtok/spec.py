@@ -125,11 +125,16 @@ class FilterStep:
 
 @dataclass(frozen=True)
 class TokenizeStep:
-    """Tokenize the text field into ``input_ids``."""
+    """Tokenize the text field into ``input_ids``.
+
+    ``backend`` ("hf" or "tiktoken") is not part of the fingerprint: tiktoken is only used
+    where it is proven exact, so both give the same tokens.
+    """
 
     tokenizer: TokenizerRef
     field: str
     add_special_tokens: bool = True
+    backend: str = "hf"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -211,3 +211,11 @@ def test_map_and_filter_are_per_document_steps(shards, tokenizer_dir):
     assert it.stats()["documents"]["skipped"].get("filtered", 0) > 0
     assert all(r["input_ids"].dtype == np.int32 for r in rows)
     check_resumption(lambda: ds.concat_chunk(20).batch(2))
+
+
+def test_tiktoken_backend_stream_equals_hf_and_shares_states(shards, tokenizer_dir):
+    pytest.importorskip("tiktoken")
+    fast = lambda: Dataset.from_files(shards).tokenize(tokenizer_dir, backend="tiktoken").ensure_bos_eos().concat_chunk(32).batch(2)  # noqa: E731
+    hf = lambda: base(shards, tokenizer_dir).batch(2)  # noqa: E731
+    assert fast().spec_fingerprint == hf().spec_fingerprint
+    check_resumption(fast, random_steps=5, resume_dataset=hf)

@@ -111,3 +111,39 @@ def test_sliding_window_masks_the_overlap():
     trained = np.concatenate([r.input_ids[r.loss_mask == 1] for r in rows])
     assert trained.tolist() == list(range(10))  # every token trained on exactly once
     assert [r.token for r in rows] == [0, 2, 4, 6]
+
+
+def test_tiktoken_backend_is_identical_on_the_shipped_corpus(gpt2):
+    pytest.importorskip("tiktoken")
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from common import shipped_documents
+
+    docs = [*shipped_documents(), "Hello <|endoftext|> world", "a<|endoftext|>b", "\t\n  x  ", "é漢字🙂 naïve", ""]
+    hf = gpt2.encode_batch(docs)
+    fast = gpt2.encode_batch(docs, backend="tiktoken")
+    assert sum(len(x) for x in hf) > 2_000_000
+    assert all(x.tolist() == y.tolist() for x, y in zip(hf, fast))
+
+
+def test_tiktoken_backend_refuses_what_it_cannot_reproduce(gpt2):
+    import json
+
+    from beamtok import ConfigError
+    from beamtok.transforms.tiktoken_backend import TiktokenEncoder
+
+    spec = json.loads(gpt2.backend.to_str())
+    spec["normalizer"] = {"type": "NFC"}
+    with pytest.raises(ConfigError, match="has a normalizer"):
+        TiktokenEncoder(json.dumps(spec), "gpt2-nfc")
+    spec = json.loads(gpt2.backend.to_str())
+    spec["pre_tokenizer"]["add_prefix_space"] = True
+    with pytest.raises(ConfigError, match="without prefix space"):
+        TiktokenEncoder(json.dumps(spec), "gpt2-prefix")
+    spec = json.loads(gpt2.backend.to_str())
+    spec["model"]["merges"] = spec["model"]["merges"][::-1]
+    with pytest.raises(ConfigError, match="merge order"):
+        TiktokenEncoder(json.dumps(spec), "gpt2-shuffled")

@@ -12,6 +12,7 @@ import numpy as np
 
 from beamtok.errors import ConfigError
 from beamtok.spec import TokenizerRef
+from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 
 __all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "resolve_tokenizer"]
 
@@ -35,6 +36,7 @@ class Tokenizer:
         self.eos_id = eos_id
         self.pad_id: int = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
         self.vocab_size: int = len(hf) if hf is not None else backend.get_vocab_size(with_added_tokens=True)
+        self._tiktoken: TiktokenEncoder | None = None
         serialized = self.backend.to_str()
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
         self.fingerprint = hashlib.sha256((serialized + specials).encode()).hexdigest()[:20]
@@ -96,8 +98,16 @@ class Tokenizer:
         ids = self.backend.encode("", add_special_tokens=True).ids
         return self.bos_id is not None and bool(ids) and ids[0] == self.bos_id
 
-    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
+    def tiktoken(self) -> TiktokenEncoder:
+        """An exact tiktoken encoder for this tokenizer (ConfigError where none can be exact)."""
+        if self._tiktoken is None:
+            self._tiktoken = TiktokenEncoder(self.backend.to_str(), self.name)
+        return self._tiktoken
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True, backend: str = "hf") -> list[np.ndarray]:
         """Token ids of each text, as int32 arrays."""
+        if backend == "tiktoken":
+            return self.tiktoken().encode_batch(texts)
         encodings = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [np.asarray(e.ids, dtype=np.int32) for e in encodings]
 
