@@ -36,8 +36,10 @@ unit: setup
 
 test: lint typecheck unit
 
+# epochraft is a peer we compare against, installed only for the benchmarks
 bench: setup
-	cd benchmarks && ../$(BIN)/python resume.py && ../$(BIN)/python cache.py
+	$(BIN)/pip install --quiet epochraft
+	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

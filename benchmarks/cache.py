@@ -29,31 +29,10 @@ import pyarrow.parquet as pq
 
 from beamtok import Dataset, load_tokenizer
 
-from common import ROOT, WORK, median_seconds, shipped_documents
+from common import ROOT, WORK, build_shards, median_seconds
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def build_shards(mb: float, shards: int) -> list[str]:
-    docs = shipped_documents()
-    target = int(mb * 1e6 / shards)
-    paths = []
-    i = 0
-    for s in range(shards):
-        path = WORK / f"cache-bench-{s:02d}.jsonl"
-        paths.append(str(path))
-        if path.exists() and path.stat().st_size >= target:
-            i += 1
-            continue
-        size = 0
-        with open(path, "w", encoding="utf-8") as f:
-            while size < target:
-                line = json.dumps({"text": docs[i % len(docs)]}, ensure_ascii=False) + "\n"
-                f.write(line)
-                size += len(line.encode())
-                i += 1
-    return paths
 
 
 def pipeline(paths: list[str]) -> Dataset:
@@ -69,7 +48,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
-    paths = build_shards(args.mb, args.shards)
+    paths = build_shards("cache-bench", args.mb, args.shards)
     texts = [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
     tok = load_tokenizer(TOKENIZER)
     tokens = sum(len(ids) for ids in tok.encode_batch(texts)) + 2 * len(texts)  # + BOS/EOS

@@ -56,6 +56,28 @@ def build_jsonl(name: str, min_bytes: int, *, gzip_too: bool = False) -> Path:
     return path
 
 
+def build_shards(name: str, mb: float, shards: int) -> list[str]:
+    """``shards`` JSONL files of real text adding up to at least ``mb`` MB (reused when there)."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    docs = shipped_documents()
+    target = int(mb * 1e6 / shards)
+    paths = []
+    i = 0
+    for s in range(shards):
+        path = WORK / f"{name}-{s:02d}.jsonl"
+        paths.append(str(path))
+        if path.exists() and path.stat().st_size >= target:
+            continue
+        size = 0
+        with open(path, "w", encoding="utf-8") as f:
+            while size < target:
+                line = json.dumps({"text": docs[i % len(docs)]}, ensure_ascii=False) + "\n"
+                f.write(line)
+                size += len(line.encode())
+                i += 1
+    return paths
+
+
 def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
     """Median wall time of ``repeats`` calls of ``fn``."""
     times = []

@@ -92,5 +92,6 @@ class TiktokenEncoder:
             previous = rank
 
     def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
-        encoded = self.encoding.encode_batch(list(texts), allowed_special="all", disallowed_special=())
+        # one thread, like one Rust tokenizer per core: parallelism comes from worker processes
+        encoded = self.encoding.encode_batch(list(texts), num_threads=1, allowed_special="all", disallowed_special=())
         return [np.asarray(ids, dtype=np.int32) for ids in encoded]

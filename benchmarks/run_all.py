@@ -1,0 +1,268 @@
+"""The benchmark suite: one command, ratios measured side by side, results as JSON.
+
+    python benchmarks/run_all.py [--mb 40] [--repeats 3] [--skip-cache]
+
+Builds a corpus of real text (the shipped documents, repeated) of at least ``--mb`` MB, as 8
+shards and as one shard (plus its gzip twin), then runs every measurement in its own
+subprocess, so thread settings and peak memory are clean:
+
+- on-the-fly tokens/s (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> batch(8))
+  / raw ``encode_batch_fast`` tokens/s, on 1 core and on 2 (workers for us, Rayon threads for
+  the raw tokenizer); the same with ``backend="tiktoken"``;
+- on-the-fly / epochraft's equivalent pipeline (skipped, with a message, without epochraft);
+- resume time at 10/50/90% of the single shard, plain and gzip, for us and epochraft;
+- state_dict size after 800 batches, with and without shuffle, for us and epochraft;
+- Beam cache build (in-process, multi_processing x2) / raw tokenizer; cache read / plain
+  pyarrow; cache read / on-the-fly (``benchmarks/cache.py``);
+- peak RSS streaming the corpus once and ten times.
+
+Prints a table and writes benchmarks/results/run_all.json (with the machine's description).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import pickle
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
+RESULTS = HERE / "results"
+TIMEOUT = 1800  # seconds one measurement may take
+
+
+# ------------------------------------------------------------------ measurements
+
+
+def texts_of(paths: list[str]) -> list[str]:
+    return [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
+
+
+def measure_raw(paths: list[str]) -> dict[str, Any]:
+    from beamtok import load_tokenizer
+
+    tok = load_tokenizer(TOKENIZER)
+    texts = texts_of(paths)
+    start = time.perf_counter()
+    tokens = 0
+    for lo in range(0, len(texts), 64):
+        tokens += sum(len(e.ids) for e in tok.backend.encode_batch_fast(texts[lo : lo + 64], add_special_tokens=True))
+    return {"tokens": tokens, "seconds": time.perf_counter() - start}
+
+
+def ours(paths: list[str], workers: int, backend: str = "hf", shuffle: bool = False) -> Any:
+    from beamtok import Dataset
+
+    ds = Dataset.from_files(paths).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(1024)
+    if workers:
+        ds = ds.interleave(workers).parallel(workers)
+    if shuffle:
+        ds = ds.shuffle(window=1024, seed=0)
+    return ds.batch(8)
+
+
+def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: int = 1) -> dict[str, Any]:
+    from beamtok import Dataset
+
+    start = time.perf_counter()
+    tokens = 0
+    ds = ours(paths, workers, backend)
+    if epochs > 1:
+        ds = Dataset.from_files(paths).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(1024).repeat(epochs)
+        ds = (ds.interleave(workers).parallel(workers) if workers else ds).batch(8)
+    for batch in ds:
+        tokens += int((batch["segment_ids"] > 0).sum())
+    return {"tokens": tokens, "seconds": time.perf_counter() - start, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def epochraft_pipeline(paths: list[str], shuffle: bool = False) -> Any:
+    from epochraft import CheckpointableDataset
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    ds = CheckpointableDataset.from_files(paths, repeat=False, shuffle_shards=False, n_active_shards=1)
+    ds = ds.tokenize(tok).ensure_bos_eos(tok).concat_chunk(1024)
+    if shuffle:
+        ds = ds.shuffle(buffer_size=1024)
+    return ds.batch(8)
+
+
+def measure_epochraft(paths: list[str]) -> dict[str, Any]:
+    start = time.perf_counter()
+    tokens = 0
+    for batch in epochraft_pipeline(paths):
+        tokens += int(batch["input_ids"].numel())
+    return {"tokens": tokens, "seconds": time.perf_counter() - start}
+
+
+# epochraft's iterators can deadlock in their finalizer when dropped mid-stream, so every
+# iterator a measurement opens is kept alive until the process ends with os._exit.
+KEEP_ALIVE: list[Any] = []
+
+
+def measure_resume(path: str, which: str, repeats: int) -> dict[str, Any]:
+    def make() -> Any:
+        it = ours([path], 0).iter() if which == "ours" else epochraft_pipeline([path]).iter()
+        KEEP_ALIVE.append(it)
+        return it
+
+    total = sum(1 for _ in make())
+    out: dict[str, Any] = {"batches": total}
+    for pct in (10, 50, 90):
+        it = make()
+        for _ in itertools.islice(it, total * pct // 100):
+            pass
+        state = it.state_dict()
+        if which == "ours":
+            state = json.loads(json.dumps(state))
+
+        def resume(s: Any = state) -> None:
+            it = ours([path], 0).iter(state_dict=s) if which == "ours" else epochraft_pipeline([path]).iter(state_dict=s)
+            KEEP_ALIVE.append(it)
+            next(it)
+
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            resume()
+            times.append(time.perf_counter() - start)
+        out[f"{pct}%"] = statistics.median(times)
+    out["ratio_90_to_10"] = out["90%"] / out["10%"]
+    return out
+
+
+def measure_state(paths: list[str], which: str, shuffle: bool) -> dict[str, Any]:
+    it = (ours(paths, 0, shuffle=shuffle) if which == "ours" else epochraft_pipeline(paths, shuffle=shuffle)).iter()
+    KEEP_ALIVE.append(it)
+    for _ in itertools.islice(it, 800):
+        pass
+    state = it.state_dict()
+    size = len(json.dumps(state)) if which == "ours" else len(pickle.dumps(state))
+    return {"bytes": size, "format": "json" if which == "ours" else "pickle"}
+
+
+MEASURES = {
+    "raw": measure_raw,
+    "ours": measure_ours,
+    "epochraft": measure_epochraft,
+    "resume": measure_resume,
+    "state": measure_state,
+}
+
+
+# ------------------------------------------------------------------- orchestration
+
+
+def run(name: str, *args: Any, threads: int = 1) -> dict[str, Any] | None:
+    """Run one measurement in a fresh interpreter; None (with a message) if it fails."""
+    env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "true" if threads > 1 else "false"}
+    cmd = [sys.executable, __file__, "measure", name, json.dumps(args)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=HERE, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        print(f"  ({name} {args[1:] if len(args) > 1 else ''} skipped: no result within {TIMEOUT} s)", file=sys.stderr)
+        return None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"  ({name} {args[1:] if len(args) > 1 else ''} skipped: {last})", file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def median_of(name: str, *args: Any, repeats: int, threads: int = 1) -> dict[str, Any] | None:
+    runs = [r for r in (run(name, *args, threads=threads) for _ in range(repeats)) if r is not None]
+    if not runs:
+        return None
+    best = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+    return {**best, "tokens_per_s": best["tokens"] / best["seconds"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="beamtok benchmark suite")
+    parser.add_argument("--mb", type=float, default=40.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-cache", action="store_true", help="leave out benchmarks/cache.py")
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    from common import build_jsonl, build_shards
+
+    shards = build_shards("suite", args.mb, 8)
+    single = str(build_jsonl("suite-single", int(args.mb * 1e6), gzip_too=True))
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
+        "corpus_mb": sum(os.path.getsize(p) for p in shards) / 1e6,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    r = args.repeats
+    t = {
+        "raw encode_batch_fast, 1 thread": median_of("raw", shards, repeats=r, threads=1),
+        "raw encode_batch_fast, 2 threads": median_of("raw", shards, repeats=r, threads=2),
+        "on-the-fly, in-process (1 core)": median_of("ours", shards, 0, repeats=r),
+        "on-the-fly, 2 workers": median_of("ours", shards, 2, repeats=r),
+        "on-the-fly tiktoken, in-process (1 core)": median_of("ours", shards, 0, "tiktoken", repeats=r),
+        "on-the-fly tiktoken, 2 workers": median_of("ours", shards, 2, "tiktoken", repeats=r),
+        "epochraft (1 thread)": median_of("epochraft", shards, repeats=r),
+    }
+    results["throughput"] = {k: v for k, v in t.items() if v is not None}
+    rate = {k: v["tokens_per_s"] for k, v in results["throughput"].items()}
+
+    def ratio(a: str, b: str) -> float | None:
+        return rate[a] / rate[b] if a in rate and b in rate else None
+
+    ratios = {
+        "on-the-fly / raw tokenizer, 1 core": ratio("on-the-fly, in-process (1 core)", "raw encode_batch_fast, 1 thread"),
+        "on-the-fly / raw tokenizer, 2 cores": ratio("on-the-fly, 2 workers", "raw encode_batch_fast, 2 threads"),
+        "on-the-fly (2 workers) / epochraft": ratio("on-the-fly, 2 workers", "epochraft (1 thread)"),
+        "on-the-fly (1 core) / epochraft": ratio("on-the-fly, in-process (1 core)", "epochraft (1 thread)"),
+        "tiktoken on-the-fly / raw tokenizer, 1 core": ratio("on-the-fly tiktoken, in-process (1 core)", "raw encode_batch_fast, 1 thread"),
+    }
+    resume = {
+        f"{who} {kind}": run("resume", path, who, r)
+        for who in ("ours", "epochraft")
+        for kind, path in (("jsonl", single), ("jsonl.gz", single + ".gz"))
+    }
+    results["resume_seconds"] = {k: v for k, v in resume.items() if v is not None}
+    state = {f"{who}, shuffle={s}": run("state", shards, who, s) for who in ("ours", "epochraft") for s in (False, True)}
+    results["state_bytes_after_800_batches"] = {k: v["bytes"] for k, v in state.items() if v is not None}
+    one = run("ours", shards, 2, "hf", 1)
+    ten = run("ours", shards, 2, "hf", 10)
+    if one and ten:
+        results["peak_rss_mb"] = {"1x corpus": one["peak_rss_mb"], "10x corpus": ten["peak_rss_mb"]}
+        ratios["peak RSS 10x / 1x"] = ten["peak_rss_mb"] / one["peak_rss_mb"]
+    results["ratios"] = {k: v for k, v in ratios.items() if v is not None}
+    if not args.skip_cache:
+        subprocess.run([sys.executable, "cache.py", "--mb", str(args.mb), "--repeats", str(r)], cwd=HERE, check=True)
+        results["cache"] = json.loads((RESULTS / "cache.json").read_text())["ratios"]
+
+    print(f"\n{results['machine']}; corpus {results['corpus_mb']:.1f} MB")
+    for name, v in results["throughput"].items():
+        print(f"  {name:<44} {v['tokens_per_s'] / 1e6:7.2f} M tokens/s")
+    for name, value in {**results["ratios"], **results.get("cache", {})}.items():
+        print(f"  {name:<52} {value:7.2f}x")
+    for name, v in results["resume_seconds"].items():
+        print(f"  resume {name:<22} 10%: {v['10%']:.3f}s  50%: {v['50%']:.3f}s  90%: {v['90%']:.3f}s  (90/10 = {v['ratio_90_to_10']:.2f})")
+    for name, size in results["state_bytes_after_800_batches"].items():
+        print(f"  state {name:<28} {size:>12,} bytes")
+    for name, mb in results.get("peak_rss_mb", {}).items():
+        print(f"  peak RSS {name:<16} {mb:8.1f} MB")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "run_all.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "measure":
+        print(json.dumps(MEASURES[sys.argv[2]](*json.loads(sys.argv[3]))), flush=True)
+        os._exit(0)  # skip finalizers (see KEEP_ALIVE)
+    else:
+        main()
