@@ -91,7 +91,7 @@ def epochraft_pipeline(paths: list[str], shuffle: bool = False) -> Any:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(TOKENIZER)
-    ds = CheckpointableDataset.from_files(paths, repeat=False, shuffle_shards=False, n_active_shards=1)
+    ds = CheckpointableDataset.from_files(paths, repeat=False, shuffle_shards=False, n_active_shards=1, format="jsonl")
     ds = ds.tokenize(tok).ensure_bos_eos(tok).concat_chunk(1024)
     if shuffle:
         ds = ds.shuffle(buffer_size=1024)
