@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from beamtok.transforms import ConcatChunker, PadTruncate, SlidingWindow, ensure_bos_eos
+from beamtok.transforms.pack import FirstFitPacker, GreedyPacker
 from beamtok.transforms.sft import TokenDoc
 
 EOT = 50256
@@ -147,3 +148,11 @@ def test_tiktoken_backend_refuses_what_it_cannot_reproduce(gpt2):
     spec["model"]["merges"] = spec["model"]["merges"][::-1]
     with pytest.raises(ConfigError, match="merge order"):
         TiktokenEncoder(json.dumps(spec), "gpt2-shuffled")
+
+
+@pytest.mark.parametrize("packer", [lambda: GreedyPacker(4, 0), lambda: FirstFitPacker(4, 0, window=2)])
+def test_whole_example_packers_refuse_examples_longer_than_a_row(packer):
+    from beamtok import ConfigError
+
+    with pytest.raises(ConfigError, match="does not fit rows of 4; set max_length"):
+        list(packer().add(0, doc(1, 2, 3, 4, 5)))

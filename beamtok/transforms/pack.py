@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from beamtok.errors import ConfigError
 from beamtok.spec import PackSpec
 from beamtok.transforms.sft import TokenDoc
 
@@ -99,6 +100,14 @@ def _pad_row(row: Row, seq_len: int, pad_id: int) -> Row:
         np.concatenate([row.position_ids, np.zeros(extra, dtype=np.int32)]),
         np.concatenate([row.loss_mask, np.zeros(extra, dtype=np.int8)]),
     )
+
+
+def _check_fits(tokens: TokenDoc, seq_len: int) -> None:
+    if len(tokens.ids) > seq_len:
+        raise ConfigError(
+            f"an example of {len(tokens.ids)} tokens does not fit rows of {seq_len}; "
+            "set max_length on tokenize_sft/tokenize_chat (or --max-length) to at most seq_len"
+        )
 
 
 def _slice(tokens: TokenDoc, start: int, stop: int | None = None) -> TokenDoc:
@@ -235,8 +244,7 @@ class GreedyPacker:
         self._used = 0
 
     def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
-        if len(tokens.ids) > self.seq_len:
-            raise ValueError(f"example of {len(tokens.ids)} tokens does not fit seq_len {self.seq_len}")
+        _check_fits(tokens, self.seq_len)
         if self._row and self._used + len(tokens.ids) > self.seq_len:
             yield self._close()
         if not self._row:
@@ -274,8 +282,7 @@ class FirstFitPacker:
         self._skip = 0
 
     def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
-        if len(tokens.ids) > self.seq_len:
-            raise ValueError(f"example of {len(tokens.ids)} tokens does not fit seq_len {self.seq_len}")
+        _check_fits(tokens, self.seq_len)
         if not self._examples:
             self._window_doc, self._skip = doc, offset
         self._examples.append(tokens)
