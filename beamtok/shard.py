@@ -298,14 +298,9 @@ class ShardProcessor:
         texts: list[str] = []
         targets: list[_Doc] = []
         for d in alive:
-            assert d.record is not None
-            value = d.record.get(step.field, _MISSING)
-            if value is _MISSING:
-                self._fail(shard, d, SkipReason.MISSING_FIELD, f"no field {step.field!r} (fields: {sorted(d.record)[:8]})")
-            elif not isinstance(value, str):
-                self._fail(shard, d, SkipReason.WRONG_TYPE, f"field {step.field!r} is {type(value).__name__}, expected a string")
-            else:
-                texts.append(value)
+            text = self._text_field(shard, d, step.field)
+            if text is not None:
+                texts.append(text)
                 targets.append(d)
         tokenizer = self._tokenizers[step.tokenizer.fingerprint]
         for d, ids in zip(targets, tokenizer.encode_batch(texts, step.add_special_tokens, step.backend)):
@@ -321,7 +316,7 @@ class ShardProcessor:
         if value is _MISSING and fallback is not None:
             value = d.record.get(fallback, _MISSING)
         if value is _MISSING:
-            self._fail(shard, d, SkipReason.MISSING_FIELD, f"no field {name!r} (fields: {sorted(d.record)[:8]})")
+            self._fail_missing(shard, d, name)
             return None
         if not isinstance(value, str):
             self._fail(shard, d, SkipReason.WRONG_TYPE, f"field {name!r} is {type(value).__name__}, expected a string")
@@ -356,7 +351,7 @@ class ShardProcessor:
             assert d.record is not None
             messages = d.record.get(step.messages, _MISSING)
             if messages is _MISSING:
-                self._fail(shard, d, SkipReason.MISSING_FIELD, f"no field {step.messages!r} (fields: {sorted(d.record)[:8]})")
+                self._fail_missing(shard, d, step.messages)
                 continue
             if not _is_conversation(messages):
                 self._fail(shard, d, SkipReason.WRONG_TYPE, f"field {step.messages!r} must be a list of {{role, content}} objects with string values")
@@ -388,6 +383,10 @@ class ShardProcessor:
         assert d.record is not None
         d.record = {**d.record, "input_ids": doc.ids, "loss_mask": doc.mask}
         d.truncated = truncated
+
+    def _fail_missing(self, shard: Shard, d: _Doc, name: str) -> None:
+        assert d.record is not None
+        self._fail(shard, d, SkipReason.MISSING_FIELD, f"no field {name!r} (fields: {sorted(d.record)[:8]})")
 
     def _fail(self, shard: Shard, d: _Doc, reason: str, message: str) -> None:
         d.skip = reason

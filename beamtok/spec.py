@@ -277,9 +277,14 @@ class Spec:
             raise ConfigError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
 
     @property
+    def tokenizers(self) -> list[TokenizerRef]:
+        """The tokenizers of the tokenizing steps, in step order."""
+        return [s.tokenizer for s in self.steps if isinstance(s, TOKENIZING_STEPS)]
+
+    @property
     def tokenizer(self) -> TokenizerRef | None:
         """The tokenizer of the (last) tokenizing step, if any."""
-        refs = [s.tokenizer for s in self.steps if isinstance(s, TOKENIZING_STEPS)]
+        refs = self.tokenizers
         return refs[-1] if refs else None
 
     @property

@@ -31,8 +31,8 @@ from beamtok.cache.writer import completed_entry, write_shard
 from beamtok.errors import CacheError, ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard
-from beamtok.spec import TOKENIZING_STEPS, Spec
-from beamtok.transforms.tokenize import Tokenizer, register_tokenizer, resolve_tokenizer
+from beamtok.spec import Spec
+from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
 
 __all__ = ["LOCAL_RUNNERS", "BuildCache", "make_pipeline", "prepare_output", "run_cache"]
 
@@ -56,8 +56,7 @@ class _WriteShardFn(beam.DoFn):
         self.shards_reused = Metrics.counter(METRICS_NAMESPACE, "shards_reused")
 
     def setup(self) -> None:
-        for blob in self.tokenizers:
-            register_tokenizer(Tokenizer.from_serialized(blob))
+        register_serialized(self.tokenizers)
         self.storage = Storage(self.output)
         self.processor = ShardProcessor(self.spec)
         self.processor.prepare()
@@ -106,7 +105,7 @@ class BuildCache(beam.PTransform):
         self.shards = list(shards)
         self.output = output
         self.tokenizer_file = tokenizer_file
-        self.tokenizers = [resolve_tokenizer(ref).serialize() for ref in _tokenizer_refs(spec)]
+        self.tokenizers = serialize_tokenizers(spec.tokenizers)
 
     def expand(self, pbegin: Any) -> Any:
         return (
@@ -117,10 +116,6 @@ class BuildCache(beam.PTransform):
             | "Collect" >> beam.combiners.ToList()
             | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file))
         )
-
-
-def _tokenizer_refs(spec: Spec) -> list[Any]:
-    return [s.tokenizer for s in spec.steps if isinstance(s, TOKENIZING_STEPS)]
 
 
 def versions() -> dict[str, str]:

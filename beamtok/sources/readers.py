@@ -12,7 +12,6 @@ import gzip
 import io
 import itertools
 import lzma
-import os
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any, cast
@@ -193,8 +192,6 @@ def _read_text(url: str, start: int, text_field: str) -> Iterator[RawDocument]:
     """Plain text: the whole file is one document, cursor 0."""
     if start > 0:
         return
-    if not is_remote(url) and not os.path.exists(url):
-        raise InputError(f"{url}: file not found")
     with open_url(url, decompress=True) as f:
         data = f.read()
     try:

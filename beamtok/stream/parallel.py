@@ -26,8 +26,8 @@ from typing import Any
 from beamtok.errors import BeamtokError
 from beamtok.shard import Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
-from beamtok.spec import TOKENIZING_STEPS, Spec
-from beamtok.transforms.tokenize import Tokenizer, register_tokenizer, resolve_tokenizer
+from beamtok.spec import Spec
+from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
 
 __all__ = ["ParallelShards", "WorkerError"]
 
@@ -46,8 +46,7 @@ def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any) -> None:
 
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core per worker; no Rayon pool after fork
     spec, blobs = cloudpickle.loads(payload)
-    for blob in blobs:
-        register_tokenizer(Tokenizer.from_serialized(blob))
+    register_serialized(blobs)
     processor = ShardProcessor(spec)
     processor.prepare()
     while True:
@@ -163,8 +162,7 @@ class ParallelShards:
     def _start(self) -> None:
         import cloudpickle
 
-        blobs = [resolve_tokenizer(s.tokenizer).serialize() for s in self.spec.steps if isinstance(s, TOKENIZING_STEPS)]
-        payload = cloudpickle.dumps((self.spec, blobs))
+        payload = cloudpickle.dumps((self.spec, serialize_tokenizers(self.spec.tokenizers)))
         # fork, as torch's DataLoader does: spawn would re-import the user's main script
         context: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         for _ in range(self.workers_wanted):

@@ -14,7 +14,7 @@ from beamtok.errors import ConfigError
 from beamtok.spec import TokenizerRef
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 
-__all__ = ["Tokenizer", "load_tokenizer", "register_tokenizer", "resolve_tokenizer"]
+__all__ = ["Tokenizer", "load_tokenizer", "register_serialized", "register_tokenizer", "resolve_tokenizer", "serialize_tokenizers"]
 
 _CACHE: dict[str, Tokenizer] = {}
 _LOCK = threading.Lock()
@@ -156,6 +156,17 @@ def resolve_tokenizer(ref: TokenizerRef) -> Tokenizer:
             f"built with {ref.fingerprint}; its files changed"
         )
     return tok
+
+
+def serialize_tokenizers(refs: Sequence[TokenizerRef]) -> list[dict[str, Any]]:
+    """The tokenizers ``refs`` name, serialized for processes that cannot load them by name."""
+    return [resolve_tokenizer(ref).serialize() for ref in refs]
+
+
+def register_serialized(blobs: Sequence[dict[str, Any]]) -> None:
+    """Rebuild serialized tokenizers and make :func:`resolve_tokenizer` return them."""
+    for blob in blobs:
+        register_tokenizer(Tokenizer.from_serialized(blob))
 
 
 def register_tokenizer(tok: Tokenizer) -> Tokenizer:
