@@ -113,6 +113,9 @@ class DocCounts:
         )
 
 
+NO_COUNTS = DocCounts()  # shared by outputs that finished no document: read it, never add to it
+
+
 class Produced(NamedTuple):
     """One output of a shard run.
 

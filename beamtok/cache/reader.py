@@ -18,10 +18,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest
-from beamtok.cache.schema import batch_to_examples
+from beamtok.cache.schema import RowBlock, batch_to_examples
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, StateError
 from beamtok.shard import DocCounts, DocItem, Produced, ShardCursor, pack_documents
@@ -33,7 +34,6 @@ from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 
 __all__ = ["Cache"]
 
-READ_BATCH_ROWS = 256
 LAST_ROW_KEY = 1 << 62  # counts of a shard's last document row: reported only at its end
 
 
@@ -69,15 +69,15 @@ class Cache:
         entry = self._entry(Shard(shard_index, ""))
         if row >= entry.rows:
             return ShardCursor(entry.rows, 0, 0, True)
-        for examples, _ in self._batches(entry, row):
-            first = examples[0]
-            return ShardCursor(first["index"], first["doc"], first["token"])
+        for block in self._blocks(entry, row):
+            return ShardCursor(block.indices[0], block.docs[0], block.tokens[0])
         raise CacheError(f"{self.storage.display(entry.file)}: has fewer rows than its manifest says")
 
     # ---------------------------------------------------------------- rows
 
     def open_rows(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
-        """Examples of ``shard`` from ``cursor`` on, each with the cursor after it."""
+        """Examples of ``shard`` from ``cursor`` on, each with the cursor after it (the next
+        row's provenance, or ``done`` after the last row)."""
         entry = self._entry(shard)
         if cursor.done:
             return
@@ -87,25 +87,23 @@ class Cache:
             yield Produced(None, ShardCursor(0, 0, 0, True), DocCounts.from_json(entry.documents))
             return
         pending: tuple[dict[str, Any], DocCounts] | None = None
-        for examples, counts in self._batches(entry, cursor.index):
-            for example, count in zip(examples, counts):
-                if pending is not None:
-                    yield Produced(pending[0], ShardCursor(example["index"], example["doc"], example["token"]), pending[1])
-                pending = (example, count)
+        for examples, counts, indices, docs, tokens in self._blocks(entry, cursor.index):
+            if pending is not None:
+                yield Produced(pending[0], ShardCursor(indices[0], docs[0], tokens[0]), pending[1])
+            for i in range(len(examples) - 1):
+                yield Produced(examples[i], ShardCursor(indices[i + 1], docs[i + 1], tokens[i + 1]), counts[i])
+            pending = (examples[-1], counts[-1])
         if pending is not None:
             yield Produced(pending[0], ShardCursor(pending[0]["index"] + 1, 0, 0, True), pending[1])
 
-    def _batches(self, entry: ShardEntry, start_row: int) -> Iterator[tuple[list[dict[str, Any]], list[DocCounts]]]:
+    def _blocks(self, entry: ShardEntry, start_row: int) -> Iterator[RowBlock]:
         with self._parquet(entry) as pf:
             ends = list(itertools.accumulate(pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)))
             group = bisect.bisect_right(ends, start_row)
-            row = ends[group - 1] if group else 0
-            for batch in pf.iter_batches(READ_BATCH_ROWS, row_groups=list(range(group, len(ends)))):
-                skip = max(0, start_row - row)
-                row += batch.num_rows
-                if skip >= batch.num_rows:
-                    continue
-                yield batch_to_examples(batch.slice(skip), self.supervised)
+            skip = start_row - (ends[group - 1] if group else 0)
+            for table in _row_groups(pf, range(group, len(ends))):
+                yield batch_to_examples(_one_batch(table.slice(skip)), self.supervised)
+                skip = 0
 
     def _parquet(self, entry: ShardEntry) -> Any:
         source = self.storage.open_input(entry.file)
@@ -140,8 +138,8 @@ class Cache:
             yield DocItem(0, None, LAST_ROW_KEY, DocCounts.from_json(entry.documents))
             return
         pending: tuple[dict[str, Any], DocCounts] | None = None
-        for examples, counts in self._document_batches(entry, start_doc):
-            for example, count in zip(examples, counts):
+        for block in self._document_blocks(entry, start_doc):
+            for example, count in zip(block.examples, block.counts):
                 if example["doc"] < start_doc:
                     continue
                 if pending is not None:
@@ -150,7 +148,7 @@ class Cache:
         if pending is not None:
             yield DocItem(pending[0]["doc"], _token_doc(pending[0]), LAST_ROW_KEY, pending[1])
 
-    def _document_batches(self, entry: ShardEntry, start_doc: int) -> Iterator[tuple[list[dict[str, Any]], list[DocCounts]]]:
+    def _document_blocks(self, entry: ShardEntry, start_doc: int) -> Iterator[RowBlock]:
         with self._parquet(entry) as pf:
             doc_col = pf.schema_arrow.get_field_index("doc")
             first = 0
@@ -158,8 +156,20 @@ class Cache:
                 stats = pf.metadata.row_group(i).column(doc_col).statistics
                 if stats is not None and stats.has_min_max and stats.min <= start_doc:
                     first = i
-            for batch in pf.iter_batches(READ_BATCH_ROWS, row_groups=list(range(first, pf.num_row_groups))):
-                yield batch_to_examples(batch)
+            for table in _row_groups(pf, range(first, pf.num_row_groups)):
+                yield batch_to_examples(_one_batch(table))
+
+
+def _row_groups(pf: pq.ParquetFile, groups: range) -> Iterator[pa.Table]:
+    # Whole row groups: pyarrow decodes their columns in parallel, faster than iter_batches.
+    # (Decoding the next group on a helper thread was tried and was slower: the decoder
+    # waits for the GIL the consuming loop holds.)
+    for group in groups:
+        yield pf.read_row_group(group)
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    return table.combine_chunks().to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], schema=table.schema)
 
 
 def _token_doc(row: dict[str, Any]) -> TokenDoc:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.errors import ConfigError, StateError
-from beamtok.shard import DocCounts, Produced, ShardCursor
+from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor
 from beamtok.sources.urls import Shard
 from beamtok.stream.state import check_int, check_keys, copy_state
 
@@ -77,7 +77,8 @@ class StreamStats:
         self.pad_tokens = 0
 
     def record(self, produced: Produced) -> None:
-        self.documents.add(produced.counts)
+        if produced.counts is not NO_COUNTS:
+            self.documents.add(produced.counts)
         example = produced.example
         if example is None:
             return
