@@ -103,9 +103,30 @@ CACHE_DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 
 
-def _drop_gcp_client_warning(record: logging.LogRecord) -> bool:
-    """Beam warns at import when its GCP clients are not installed; local runs never need them."""
-    return not str(record.msg).startswith("apitools not found")
+BEAM_LOGGERS = (
+    "",
+    "apache_beam.runners.common",
+    "apache_beam.runners.worker.sdk_worker",
+    "apache_beam.runners.worker.bundle_processor",
+    "apache_beam.runners.portability.fn_api_runner.fn_runner",
+    "apache_beam.runners.portability.fn_api_runner.worker_handlers",
+)
+
+
+def _quiet_beam_logs(record: logging.LogRecord) -> bool:
+    """Drop Beam's import warning about its GCP clients (local runs never need them), and
+    its logged traceback of a user error, which the CLI reports in one line itself."""
+    if str(record.msg).startswith("apitools not found"):
+        return False
+    error = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(error, BeamtokError) or "beamtok.errors." in (record.exc_text or "") or _names_user_error(record))
+
+
+def _names_user_error(record: logging.LogRecord) -> bool:
+    # Beam logs a DoFn's failure with the traceback as text; a user error's class is in it.
+    return record.name.startswith("apache_beam") and any(
+        f"beamtok.errors.{name}" in record.getMessage() for name in ("InputError", "ConfigError", "CacheError", "StateError")
+    )
 
 
 def load_cache_config(path: str | None) -> dict[str, Any]:
@@ -228,7 +249,8 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         options["urls"] = [u for u in urls if not u.startswith("-")]
     ds = build_cache_dataset(options)  # every option is checked before Beam is imported
     beam_args = [*options["beam_options"], *passthrough, *ctx.args]
-    logging.getLogger().addFilter(_drop_gcp_client_warning)
+    for name in BEAM_LOGGERS:  # a logger's filters see only records logged on it, not its children's
+        logging.getLogger(name).addFilter(_quiet_beam_logs)
     from pipelines.cache import run_cache
 
     started = time.perf_counter()
@@ -245,13 +267,14 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
 @click.argument("directory")
 @click.option("--shards", "sample", default=2, show_default=True, help="Shards to re-run and compare row by row (0: checksums only).")
 @click.option("--seed", default=0, show_default=True, help="Which shards are sampled.")
+@click.option("--fingerprint", help="Insist the cache was built with this spec fingerprint.")
 @user_errors
-def verify(directory: str, sample: int, seed: int) -> None:
+def verify(directory: str, sample: int, seed: int, fingerprint: str | None) -> None:
     """Check a cache: every file against the manifest (present, size, checksum, rows), then
     re-run the per-shard step on sampled shards and compare every row. Exit 0 when all agree."""
     from beamtok.cache.verify import verify_cache
 
-    report = verify_cache(directory, sample=sample, seed=seed)
+    report = verify_cache(directory, sample=sample, seed=seed, fingerprint=fingerprint)
     click.echo(
         f"{directory}: {report.files_checked}/{report.shards} shard files checked, "
         f"{len(report.shards_compared)} shard(s) re-run and compared ({report.rows_compared} rows): {report.shards_compared}"

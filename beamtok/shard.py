@@ -158,10 +158,15 @@ def pack_documents(
             total.add(finished.popleft()[1])
         return total
 
-    def rows_of(item: DocItem) -> list[tuple[int, int, dict[str, Any]]]:
+    def rows_of(item: DocItem, checked: bool) -> list[tuple[int, int, dict[str, Any]]]:
         if packer is None:
             return [(item.cursor, 0, dict(item.value))]
         offset = start.token if item.cursor == start.doc else 0
+        if start.token and not checked and (item.cursor != start.doc or offset >= len(item.value)):
+            raise StateError(
+                f"shard {shard_index}: the cursor's token offset {start.token} in document {start.doc} does not exist "
+                f"(the first document here is {item.cursor}, {len(item.value)} tokens); the state does not match this data"
+            )
         before = packer.counts.truncated_tokens
         rows = [(r.doc, r.token, r.fields()) for r in packer.add(item.cursor, item.value, offset)]
         item.counts.truncated_tokens += packer.counts.truncated_tokens - before
@@ -177,10 +182,12 @@ def pack_documents(
         return rows
 
     def items() -> Iterator[list[tuple[int, int, dict[str, Any]]]]:
+        checked = False
         for item in docs:
             finished.append((item.counts_key, item.counts))
             if item.value is not None:
-                yield rows_of(item)
+                yield rows_of(item, checked)
+                checked = True
         yield tail()
 
     for rows in items():
@@ -324,6 +331,10 @@ class ShardProcessor:
         if not isinstance(value, str):
             self._fail(shard, d, SkipReason.WRONG_TYPE, f"field {name!r} is {type(value).__name__}, expected a string")
             return None
+        problem = _unencodable(value)
+        if problem is not None:
+            self._fail(shard, d, SkipReason.INVALID_UTF8, f"field {name!r}: {problem}")
+            return None
         return value
 
     def _tokenize_sft(self, shard: Shard, step: SftStep, alive: list[_Doc]) -> None:
@@ -367,6 +378,10 @@ class ShardProcessor:
             if not any(train for _, train in segments):
                 d.skip = SkipReason.EMPTY  # nothing to learn: no assistant turn
                 continue
+            problem = next((p for p in (_unencodable(text) for text, _ in segments) if p is not None), None)
+            if problem is not None:
+                self._fail(shard, d, SkipReason.INVALID_UTF8, f"field {step.messages!r}: {problem}")
+                continue
             convs.append((d, segments))
         tok = self._tokenizers[step.tokenizer.fingerprint]
         encoded = iter(tok.encode_batch([text for _, segs in convs for text, _ in segs], add_special_tokens=False))
@@ -398,6 +413,18 @@ class ShardProcessor:
 
 
 _MISSING = object()
+
+
+def _unencodable(text: str) -> str | None:
+    """Why ``text`` cannot go to a tokenizer (a lone surrogate, e.g. from a JSON ``\\ud800``
+    escape, has no UTF-8 form), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"text holds a lone surrogate {text[e.start]!r} at character {e.start}, which has no UTF-8 form"
+    return None
 
 
 def _example(fields: dict[str, Any], shard: int, index: int, doc: int, token: int, supervised: bool) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, ShardEntry, read_manifest
@@ -34,7 +35,7 @@ from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
 
-__all__ = ["LOCAL_RUNNERS", "BuildCache", "make_pipeline", "prepare_output", "run_cache"]
+__all__ = ["LOCAL_RUNNERS", "BuildCache", "beam_counters", "make_pipeline", "prepare_output", "run_cache"]
 
 LOCAL_RUNNERS = (None, "DirectRunner", "FnApiRunner")
 METRICS_NAMESPACE = "beamtok"
@@ -49,6 +50,7 @@ class _WriteShardFn(beam.DoFn):
         self.output = output
         self.tokenizers = tokenizers  # serialized, so remote workers need no local path
         self.documents = Metrics.counter(METRICS_NAMESPACE, "documents")
+        self.emitted_documents = Metrics.counter(METRICS_NAMESPACE, "emitted_documents")
         self.skipped_documents = Metrics.counter(METRICS_NAMESPACE, "skipped_documents")
         self.examples = Metrics.counter(METRICS_NAMESPACE, "examples")
         self.tokens = Metrics.counter(METRICS_NAMESPACE, "tokens")
@@ -71,7 +73,10 @@ class _WriteShardFn(beam.DoFn):
             entry = write_shard(self.storage, self.processor, shard, seq_len)
             self.shards_written.inc()
             self.documents.inc(entry.documents["read"])
+            self.emitted_documents.inc(entry.documents["emitted"])
             self.skipped_documents.inc(sum(entry.documents["skipped"].values()))
+            for reason, n in entry.documents["skipped"].items():
+                Metrics.counter(METRICS_NAMESPACE, f"skipped_{reason}").inc(n)
             self.examples.inc(entry.rows)
             self.tokens.inc(entry.tokens)
         yield entry.to_json()
@@ -227,6 +232,36 @@ def run_cache(
         monitor.report()
     if not storage.exists(MANIFEST):
         raise CacheError(f"{output}: the pipeline finished but wrote no {MANIFEST}")
-    return read_manifest(storage)
+    manifest = read_manifest(storage)
+    counters = beam_counters(result)
+    if counters and progress:
+        print(f"beamtok: Beam counters {json.dumps(counters, sort_keys=True)}", file=sys.stderr)
+    _check_counters(counters, manifest)
+    return manifest
+
+
+def beam_counters(result: Any) -> dict[str, int]:
+    """The pipeline's beamtok counters (committed values where the runner has them)."""
+    try:
+        found = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]
+    except Exception:  # some runners report no metrics
+        return {}
+    out: dict[str, int] = {}
+    for counter in found:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + int(value or 0)
+    return out
+
+
+def _check_counters(counters: dict[str, int], manifest: Manifest) -> None:
+    """Documents counted by Beam must equal the manifest's, when every shard was written now."""
+    if not counters or counters.get("shards_reused", 0) or counters.get("shards_written", 0) != len(manifest.shards):
+        return
+    documents = manifest.totals["documents"]
+    skipped = {k.removeprefix("skipped_"): v for k, v in counters.items() if k.startswith("skipped_") and k != "skipped_documents" and v}
+    found = {"read": counters.get("documents", 0), "emitted": counters.get("emitted_documents", 0), "skipped": skipped}
+    want = {"read": documents["read"], "emitted": documents["emitted"], "skipped": {k: v for k, v in documents["skipped"].items() if v}}
+    if found != want:
+        raise CacheError(f"document counts disagree: Beam counted {found}, the manifest holds {want}")
 
 

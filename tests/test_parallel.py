@@ -87,3 +87,38 @@ def test_dataloader_workers_run_the_step_in_process(paths, tokenizer_dir):
     loader = torch.utils.data.DataLoader(ds.to_torch(), batch_size=None, num_workers=2)
     got = sorted((int(e["shard"]), int(e["index"])) for e in loader)
     assert got == sorted((e["shard"], e["index"]) for e in ds)
+
+
+def test_workers_exit_when_their_consumer_is_killed(tmp_path, tokenizer_dir, paragraphs):
+    """A training process killed with SIGKILL cannot stop its workers; they notice and exit."""
+    import subprocess
+    import sys
+    import time
+
+    paths = [str(write_jsonl(tmp_path / f"k-{i}.jsonl", [{"text": t} for t in paragraphs(400, start=i * 400)])) for i in range(2)]
+    script = (
+        "import sys, time\n"
+        "from beamtok import Dataset\n"
+        f"ds = Dataset.from_files({paths!r}).tokenize({tokenizer_dir!r}).concat_chunk(16).interleave(2).parallel(2)\n"
+        "it = ds.iter(); next(it)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    children = [int(p) for p in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+    assert len(children) >= 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{c}") and _alive(c) for c in children):
+        time.sleep(0.2)
+    assert not any(os.path.exists(f"/proc/{c}") and _alive(c) for c in children), "orphaned workers kept running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

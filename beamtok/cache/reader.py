@@ -88,6 +88,11 @@ class Cache:
             return
         pending: tuple[dict[str, Any], DocCounts] | None = None
         for examples, counts, indices, docs, tokens in self._blocks(entry, cursor.index):
+            if pending is None and (docs[0], tokens[0]) != (cursor.doc, cursor.token):
+                raise StateError(
+                    f"shard {shard.index}: the state's cursor (example {cursor.index}, doc {cursor.doc}, token {cursor.token}) "
+                    f"does not match the cache's row {indices[0]} (doc {docs[0]}, token {tokens[0]}): the state is from other data"
+                )
             if pending is not None:
                 yield Produced(pending[0], ShardCursor(indices[0], docs[0], tokens[0]), pending[1])
             for i in range(len(examples) - 1):
@@ -101,16 +106,24 @@ class Cache:
             ends = list(itertools.accumulate(pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)))
             group = bisect.bisect_right(ends, start_row)
             skip = start_row - (ends[group - 1] if group else 0)
-            for table in _row_groups(pf, range(group, len(ends))):
+            for table in _row_groups(pf, range(group, len(ends)), self.storage.display(entry.file)):
                 yield batch_to_examples(_one_batch(table.slice(skip)), self.supervised)
                 skip = 0
 
     def _parquet(self, entry: ShardEntry) -> Any:
+        """Open a shard file after checking its size against the manifest; its pages are
+        checked against their CRCs as they are read (a full SHA-256 check is `beamtok verify`)."""
+        where = self.storage.display(entry.file)
+        size = self.storage.size(entry.file)
+        if size is None:
+            raise CacheError(f"{where}: shard file is missing; re-run `beamtok cache` to rebuild it")
+        if size != entry.bytes:
+            raise CacheError(f"{where}: {size} bytes, but the manifest says {entry.bytes} (truncated or replaced); run `beamtok verify`")
         source = self.storage.open_input(entry.file)
         try:
-            return pq.ParquetFile(source)
+            return pq.ParquetFile(source, page_checksum_verification=True)
         except Exception as e:
-            raise CacheError(f"{self.storage.display(entry.file)}: not a readable Parquet file ({e}); run `beamtok verify`") from e
+            raise CacheError(f"{where}: not a readable Parquet file ({e}); run `beamtok verify`") from e
 
     def _entry(self, shard: Shard) -> ShardEntry:
         if not 0 <= shard.index < len(self.manifest.shards):
@@ -156,16 +169,20 @@ class Cache:
                 stats = pf.metadata.row_group(i).column(doc_col).statistics
                 if stats is not None and stats.has_min_max and stats.min <= start_doc:
                     first = i
-            for table in _row_groups(pf, range(first, pf.num_row_groups)):
+            for table in _row_groups(pf, range(first, pf.num_row_groups), self.storage.display(entry.file)):
                 yield batch_to_examples(_one_batch(table))
 
 
-def _row_groups(pf: pq.ParquetFile, groups: range) -> Iterator[pa.Table]:
+def _row_groups(pf: pq.ParquetFile, groups: range, where: str) -> Iterator[pa.Table]:
     # Whole row groups: pyarrow decodes their columns in parallel, faster than iter_batches.
     # (Decoding the next group on a helper thread was tried and was slower: the decoder
     # waits for the GIL the consuming loop holds.)
     for group in groups:
-        yield pf.read_row_group(group)
+        try:
+            table = pf.read_row_group(group)
+        except (OSError, pa.ArrowException) as e:
+            raise CacheError(f"{where}: row group {group} is corrupt ({e}); run `beamtok verify`") from e
+        yield table
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:

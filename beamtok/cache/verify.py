@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from beamtok.cache.reader import Cache
-from beamtok.errors import BeamtokError
+from beamtok.errors import BeamtokError, CacheError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
@@ -35,12 +35,15 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_cache(directory: str, *, sample: int = 2, seed: int = 0) -> VerifyReport:
+def verify_cache(directory: str, *, sample: int = 2, seed: int = 0, fingerprint: str | None = None) -> VerifyReport:
     """Check every shard file (present, size, SHA-256, row count), then re-run the per-shard
     step on ``sample`` randomly chosen shards (all if ``sample`` is larger) and compare every
-    row and field. Manifest problems raise CacheError; everything else is reported."""
+    row and field. Manifest problems (and a spec other than ``fingerprint``) raise CacheError;
+    everything else is reported."""
     cache = Cache(directory)
     manifest = cache.manifest
+    if fingerprint is not None and manifest.fingerprint != fingerprint:
+        raise CacheError(f"{directory} was built with spec {manifest.fingerprint}, not the requested {fingerprint}")
     report = VerifyReport(shards=len(manifest.shards))
     intact: list[int] = []
     for entry in manifest.shards:

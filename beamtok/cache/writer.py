@@ -52,25 +52,29 @@ def write_shard(storage: Storage, processor: ShardProcessor, shard: Shard, seq_l
     rows = tokens = pad_tokens = 0
     with storage.writing(rel) as sink:
         hashing = HashingWriter(sink)
-        writer = pq.ParquetWriter(hashing, cache_schema(), compression="zstd", write_statistics=["doc", "index"])
-        examples, counts = [], []
-        for produced in processor.run(shard):
-            documents.add(produced.counts)
-            if produced.example is None:
-                continue
-            examples.append(produced.example)
-            counts.append(produced.counts)
-            real = int((produced.example["segment_ids"] > 0).sum())
-            tokens += real
-            pad_tokens += len(produced.example["input_ids"]) - real
-            if len(examples) >= group:
+        writer = pq.ParquetWriter(
+            hashing, cache_schema(), compression="zstd", write_statistics=["doc", "index"], write_page_checksum=True
+        )
+        try:
+            examples, counts = [], []
+            for produced in processor.run(shard):
+                documents.add(produced.counts)
+                if produced.example is None:
+                    continue
+                examples.append(produced.example)
+                counts.append(produced.counts)
+                real = int((produced.example["segment_ids"] > 0).sum())
+                tokens += real
+                pad_tokens += len(produced.example["input_ids"]) - real
+                if len(examples) >= group:
+                    writer.write_table(examples_to_table(examples, counts), row_group_size=group)
+                    rows += len(examples)
+                    examples, counts = [], []
+            if examples or rows == 0:
                 writer.write_table(examples_to_table(examples, counts), row_group_size=group)
                 rows += len(examples)
-                examples, counts = [], []
-        if examples or rows == 0:
-            writer.write_table(examples_to_table(examples, counts), row_group_size=group)
-            rows += len(examples)
-        writer.close()
+        finally:
+            writer.close()  # also on failure: an unclosed writer would flush into the discarded file later
     entry = ShardEntry(
         index=shard.index,
         url=shard.url,

@@ -17,6 +17,7 @@ class SkipReason:
     MISSING_FIELD = "missing_field"
     WRONG_TYPE = "wrong_type"
     INVALID_UTF8 = "invalid_utf8"
+    TRUNCATED = "truncated_file"
     EMPTY = "empty"
     FILTERED = "filtered"
     TOO_SHORT = "too_short"

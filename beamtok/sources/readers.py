@@ -16,9 +16,10 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any, cast
 
-from beamtok.errors import ConfigError, InputError
+from beamtok.errors import ConfigError, InputError, StateError
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason, parse_json_line
 from beamtok.sources.urls import Shard, is_remote
+from beamtok.sources.zstd_stream import ZstdReader
 from beamtok.spec import SourceSpec
 
 __all__ = ["detect_format", "is_compressed", "open_url", "read_documents"]
@@ -78,10 +79,7 @@ def _decompressed(url: str, raw: IO[bytes]) -> IO[bytes]:
     if name.endswith(".gz"):
         return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     if name.endswith((".zst", ".zstd")):
-        import zstandard
-
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
-        return io.BufferedReader(reader, buffer_size=1 << 20)
+        return io.BufferedReader(ZstdReader(raw), buffer_size=1 << 20)
     if name.endswith(".bz2"):
         import bz2
 
@@ -118,7 +116,7 @@ def _read_jsonl(url: str, start: int) -> Iterator[RawDocument]:
     """Uncompressed JSONL: the cursor is the byte offset of a line's first byte."""
     with open_url(url, decompress=False) as f:
         if start:
-            f.seek(start)
+            _seek_line_start(url, f, start)
         offset = start
         line_no = 1 if start == 0 else None
         for line in f:
@@ -130,17 +128,38 @@ def _read_jsonl(url: str, start: int) -> Iterator[RawDocument]:
                 line_no += 1
 
 
+def _seek_line_start(url: str, f: IO[bytes], start: int) -> None:
+    """Seek to byte ``start``, refusing a cursor that is not where a line begins."""
+    f.seek(start - 1)
+    before = f.read(1)
+    if before != b"\n":
+        where = "past the end of" if not before else "not at the start of a line in"
+        raise StateError(f"{url}: doc cursor (byte offset {start}) is {where} the file; the state does not belong to this file")
+
+
 def _read_compressed_jsonl(url: str, start: int) -> Iterator[RawDocument]:
-    """Compressed JSONL: the cursor is a 0-based line number; reopening skips lines unparsed."""
+    """Compressed JSONL: the cursor is a 0-based line number; reopening skips lines unparsed.
+
+    A file cut short keeps the documents before the break; the break itself is a document
+    that failed (``truncated``), so the error policy reports or counts it.
+    """
     with open_url(url, decompress=True) as f:
-        lines = _guard_truncation(url, f)
-        for line_no, line in enumerate(itertools.islice(lines, start, None), start):
-            if line.strip():
+        line_no = 0
+        for line in _lines_until_break(f):
+            if isinstance(line, ParseFailure):
+                if line_no < start:
+                    raise StateError(f"{url}: doc cursor (line {start + 1}) is past the break of this truncated file (line {line_no + 1})")
+                yield RawDocument(line_no, f"line {line_no + 1}", line)
+                return
+            if line_no >= start and line.strip():
                 yield RawDocument(line_no, f"line {line_no + 1}", parse_json_line(line))
+            line_no += 1
+        if start > line_no:
+            raise StateError(f"{url}: doc cursor (line {start + 1}) is past the end of the file ({line_no} lines)")
 
 
-def _guard_truncation(url: str, f: Iterable[bytes]) -> Iterator[bytes]:
-    """Turn decompressors' end-of-stream errors into an InputError naming the file."""
+def _lines_until_break(f: Iterable[bytes]) -> Iterator[bytes | ParseFailure]:
+    """Lines of a decompressing reader; a truncated or corrupt stream ends with a ParseFailure."""
     it = iter(f)
     while True:
         try:
@@ -148,12 +167,18 @@ def _guard_truncation(url: str, f: Iterable[bytes]) -> Iterator[bytes]:
         except StopIteration:
             return
         except (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, OSError) as e:
-            raise InputError(f"{url}: compressed file is truncated or corrupt: {e}") from e
+            yield _truncated(e)
+            return
         except Exception as e:
-            if type(e).__name__ == "ZstdError":
-                raise InputError(f"{url}: compressed file is truncated or corrupt: {e}") from e
-            raise
+            if type(e).__name__ != "ZstdError":
+                raise
+            yield _truncated(e)
+            return
         yield line
+
+
+def _truncated(e: Exception) -> ParseFailure:
+    return ParseFailure(SkipReason.TRUNCATED, f"compressed file is truncated or corrupt here: {e}")
 
 
 def _read_parquet(url: str, start: int, columns: Sequence[str] | None) -> Iterator[RawDocument]:
@@ -175,6 +200,9 @@ def _read_parquet(url: str, start: int, columns: Sequence[str] | None) -> Iterat
                 raise InputError(f"{url}: Parquet file has no column(s) {missing}; it has {pf.schema_arrow.names}")
         meta = pf.metadata
         ends = list(itertools.accumulate(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
+        rows = ends[-1] if ends else 0
+        if start > rows:
+            raise StateError(f"{url}: doc cursor (row {start}) is past the end of the file ({rows} rows)")
         group = bisect.bisect_right(ends, start)
         if group >= len(ends):
             return
@@ -191,11 +219,16 @@ def _read_parquet(url: str, start: int, columns: Sequence[str] | None) -> Iterat
 def _read_text(url: str, start: int, text_field: str) -> Iterator[RawDocument]:
     """Plain text: the whole file is one document, cursor 0."""
     if start > 0:
-        return
+        raise StateError(f"{url}: doc cursor {start} is past the end of a plain text file (one document, cursor 0)")
+    record: dict[str, Any] | ParseFailure
     with open_url(url, decompress=True) as f:
-        data = f.read()
+        try:
+            data = f.read()
+        except (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError) as e:
+            yield RawDocument(0, "document", _truncated(e))
+            return
     try:
-        record: dict[str, Any] | ParseFailure = {text_field: data.decode("utf-8")}
+        record = {text_field: data.decode("utf-8")}
     except UnicodeDecodeError as e:
         record = ParseFailure(SkipReason.INVALID_UTF8, f"invalid UTF-8 at byte {e.start}")
     yield RawDocument(0, "document", record)
@@ -204,6 +237,8 @@ def _read_text(url: str, start: int, text_field: str) -> Iterator[RawDocument]:
 def _read_memory(shard: Shard, start: int, text_field: str) -> Iterator[RawDocument]:
     """In-memory sources: the cursor is an item index (O(1) for sequences)."""
     data = shard.data
+    if not callable(data) and hasattr(data, "__len__") and start > len(data):
+        raise StateError(f"{shard.url}: doc cursor (item {start}) is past the end of the source ({len(data)} items)")
     if callable(data):
         items: Iterable[Any] = itertools.islice(data(), start, None)
     elif _is_hf_dataset(data):

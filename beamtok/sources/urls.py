@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,8 +69,12 @@ def _expand_one(url: str, pattern: str) -> list[str]:
         if not matches:
             raise InputError(f"{pattern}: pattern matches no file")
         return matches
-    if os.path.isdir(path):
+    try:
+        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied (a directory on the way cannot be searched)") from None
+    if is_dir:
         raise InputError(f"{path}: is a directory; give a file or a glob such as {path}/*.jsonl")
-    if not os.path.exists(path):
-        raise InputError(f"{path}: file not found")
     return [path]

@@ -51,7 +51,7 @@ class DatasetIterator:
         if state["stream"] != self._stream_fp:
             raise StateError(
                 f"state was saved by a stream with fingerprint {state['stream']}, but this one's is "
-                f"{self._stream_fp}: the shard list, shuffle, batch or other stream stages differ"
+                f"{self._stream_fp}: the shard list, rank split, shuffle, batch or other stream stages differ"
             )
         if state["split"] != self.split.to_json():
             raise StateError(

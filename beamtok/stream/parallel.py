@@ -35,6 +35,7 @@ LOG = logging.getLogger(__name__)
 CHUNK = 32  # examples per message
 QUEUE_CHUNKS = 64  # chunks a worker may run ahead of the consumer, per task
 POLL_SECONDS = 1.0
+PARENT_CHECK_SECONDS = 1.0  # how often a waiting worker checks that its consumer is alive
 
 
 class WorkerError(BeamtokError):
@@ -44,13 +45,27 @@ class WorkerError(BeamtokError):
 def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any) -> None:
     import cloudpickle
 
+    parent = os.getppid()
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core per worker; no Rayon pool after fork
     spec, blobs = cloudpickle.loads(payload)
     register_serialized(blobs)
     processor = ShardProcessor(spec)
     processor.prepare()
+
+    def send(message: tuple[str, int, Any]) -> None:
+        while True:  # a consumer killed without closing us must not leave us blocked forever
+            try:
+                results.put(message, timeout=PARENT_CHECK_SECONDS)
+                return
+            except queue.Full:
+                _exit_if_orphaned(parent)
+
     while True:
-        message = tasks.get()
+        try:
+            message = tasks.get(timeout=PARENT_CHECK_SECONDS)
+        except queue.Empty:
+            _exit_if_orphaned(parent)
+            continue
         if message is None:
             return
         task_id, shard, cursor = message
@@ -61,16 +76,22 @@ def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any) -> None:
                     break
                 chunk.append(produced)
                 if len(chunk) >= CHUNK:
-                    results.put(("data", task_id, chunk))
+                    send(("data", task_id, chunk))
                     chunk = []
+                    _exit_if_orphaned(parent)
             if cancel.is_set():
-                results.put(("cancelled", task_id, None))
+                send(("cancelled", task_id, None))
                 continue
             if chunk:
-                results.put(("data", task_id, chunk))
-            results.put(("end", task_id, None))
+                send(("data", task_id, chunk))
+            send(("end", task_id, None))
         except BaseException as e:  # everything reaches the consumer, which decides
-            results.put(("error", task_id, _picklable(e)))
+            send(("error", task_id, _picklable(e)))
+
+
+def _exit_if_orphaned(parent: int) -> None:
+    if os.getppid() != parent:  # the consumer died (e.g. SIGKILL): nobody will read our output
+        os._exit(0)
 
 
 def _picklable(error: BaseException) -> BaseException:
