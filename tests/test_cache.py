@@ -249,7 +249,10 @@ def test_verify_passes_then_catches_altered_rows(corpus, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     import hashlib
 
-    manifest["shards"][1].update(bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest())
+    from beamtok.cache.storage import Storage
+
+    footer = Storage(str(out)).parquet_footer_sha256("shards/shard-00001.parquet")
+    manifest["shards"][1].update(bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest(), footer_sha256=footer)
     (out / "manifest.json").write_text(json.dumps(manifest))
     report = verify_cache(str(out), sample=3)
     assert report.problems == ["shard 1 row 2 field 'input_ids' differs from the on-the-fly result"]

@@ -46,6 +46,7 @@ class ShardEntry:
     pad_tokens: int
     documents: dict[str, Any]
     fingerprint: str = ""
+    footer_sha256: str = ""  # of the Parquet footer, checked whenever the file is opened
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -40,13 +40,32 @@ LAST_ROW_KEY = 1 << 62  # counts of a shard's last document row: reported only a
 class Cache:
     """An opened cache directory: its manifest, and readers for its shards."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, *, check_files: bool = True) -> None:
         self.storage = Storage(directory)
         self.manifest: Manifest = read_manifest(self.storage)
         self.supervised = is_supervised(self.manifest.spec)
         for entry in self.manifest.shards:
             if entry.fingerprint and entry.fingerprint != self.manifest.fingerprint:
                 raise CacheError(f"{self.storage.display(entry.file)}: built with spec {entry.fingerprint}, not the manifest's {self.manifest.fingerprint}")
+        if check_files:
+            self._check_files()
+
+    def _check_files(self) -> None:
+        """Refuse a cache whose shard files are missing or not the size the manifest says,
+        at open, not at the shard where a training run would meet them."""
+        listed: dict[str, dict[str, int]] = {}
+        for entry in self.manifest.shards:
+            folder, _, name = entry.file.rpartition("/")
+            if folder not in listed:
+                listed[folder] = self.storage.sizes(folder)
+            size = listed[folder].get(name)
+            if size is None:
+                raise CacheError(f"{self.storage.display(entry.file)}: shard file is missing; re-run `beamtok cache` to rebuild it")
+            if size != entry.bytes:
+                raise CacheError(
+                    f"{self.storage.display(entry.file)}: {size} bytes, but the manifest says {entry.bytes} "
+                    "(truncated or replaced); run `beamtok verify`"
+                )
 
     @property
     def directory(self) -> str:
@@ -88,7 +107,8 @@ class Cache:
             return
         pending: tuple[dict[str, Any], DocCounts] | None = None
         for examples, counts, indices, docs, tokens in self._blocks(entry, cursor.index):
-            if pending is None and (docs[0], tokens[0]) != (cursor.doc, cursor.token):
+            # A shard's start cursor is (0, 0, 0) whatever row 0's provenance; any other must match.
+            if pending is None and cursor != ShardCursor() and (docs[0], tokens[0]) != (cursor.doc, cursor.token):
                 raise StateError(
                     f"shard {shard.index}: the state's cursor (example {cursor.index}, doc {cursor.doc}, token {cursor.token}) "
                     f"does not match the cache's row {indices[0]} (doc {docs[0]}, token {tokens[0]}): the state is from other data"
@@ -111,14 +131,12 @@ class Cache:
                 skip = 0
 
     def _parquet(self, entry: ShardEntry) -> Any:
-        """Open a shard file after checking its size against the manifest; its pages are
-        checked against their CRCs as they are read (a full SHA-256 check is `beamtok verify`)."""
+        """Open a shard file, checking its footer's SHA-256; its pages are checked against
+        their CRCs as they are read (sizes were checked when the cache was opened; a full
+        SHA-256 of every file is `beamtok verify`)."""
         where = self.storage.display(entry.file)
-        size = self.storage.size(entry.file)
-        if size is None:
-            raise CacheError(f"{where}: shard file is missing; re-run `beamtok cache` to rebuild it")
-        if size != entry.bytes:
-            raise CacheError(f"{where}: {size} bytes, but the manifest says {entry.bytes} (truncated or replaced); run `beamtok verify`")
+        if entry.footer_sha256 and self.storage.parquet_footer_sha256(entry.file) != entry.footer_sha256:
+            raise CacheError(f"{where}: Parquet footer checksum mismatch (the file was altered after it was written); run `beamtok verify`")
         source = self.storage.open_input(entry.file)
         try:
             return pq.ParquetFile(source, page_checksum_verification=True)

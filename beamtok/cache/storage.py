@@ -57,8 +57,27 @@ class Storage:
         return self.size(rel) is not None
 
     def list(self, rel_dir: str) -> list[str]:
+        return sorted(self.sizes(rel_dir))
+
+    def parquet_footer_sha256(self, rel: str) -> str:
+        """SHA-256 of a Parquet file's footer (metadata, its length and the magic): two small
+        reads, so every open can check the metadata that page CRCs do not cover."""
+        with self.fs.open_input_file(self.path(rel)) as f:
+            size = f.size()
+            if size < 12:
+                raise CacheError(f"{self.display(rel)}: too short to be a Parquet file")
+            f.seek(size - 8)
+            tail = f.read(8)
+            length = int.from_bytes(tail[:4], "little")
+            if tail[4:] != b"PAR1" or length > size - 12:
+                raise CacheError(f"{self.display(rel)}: no valid Parquet footer")
+            f.seek(size - 8 - length)
+            return hashlib.sha256(f.read(length) + tail).hexdigest()
+
+    def sizes(self, rel_dir: str) -> dict[str, int]:
+        """File name -> size in bytes, for the files directly in ``rel_dir`` (one listing call)."""
         selector = pafs.FileSelector(self.path(rel_dir), allow_not_found=True)
-        return sorted(info.base_name for info in self.fs.get_file_info(selector) if info.type == pafs.FileType.File)
+        return {info.base_name: info.size for info in self.fs.get_file_info(selector) if info.type == pafs.FileType.File}
 
     def read_bytes(self, rel: str) -> bytes:
         try:

@@ -87,6 +87,7 @@ def write_shard(storage: Storage, processor: ShardProcessor, shard: Shard, seq_l
         pad_tokens=pad_tokens,
         documents=documents.to_json(),
         fingerprint=fingerprint,
+        footer_sha256=storage.parquet_footer_sha256(rel),
     )
     storage.write_bytes(sidecar_file(shard.index), json.dumps(entry.to_json()).encode())
     return entry

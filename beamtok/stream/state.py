@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import json
 from typing import Any
 
 from beamtok.errors import StateError
@@ -11,8 +11,13 @@ __all__ = ["check_int", "check_keys", "copy_state"]
 
 
 def copy_state(state: Any) -> Any:
-    """A deep copy, so restoring never mutates (or keeps a reference to) the caller's dict."""
-    return copy.deepcopy(state)
+    """A copy made through JSON, so restoring never mutates (or keeps a reference to) the
+    caller's dict, and a state holding anything but JSON values (whose copying could run
+    code) is refused."""
+    try:
+        return json.loads(json.dumps(state, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise StateError(f"a state must hold only JSON values: {e}") from None
 
 
 def check_keys(state: Any, keys: tuple[str, ...], stage: str) -> dict[str, Any]:
