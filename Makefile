@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.beamtok-installed
 
-.PHONY: setup demo test lint typecheck unit bench clean
+.PHONY: setup demo test lint typecheck unit bench soak clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,10 @@ test: lint typecheck unit
 bench: setup
 	$(BIN)/pip install --quiet epochraft
 	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py
+
+# kill/resume soak: 10x the shipped corpus, consumer SIGKILLed at random moments
+soak: setup
+	cd benchmarks && ../$(BIN)/python soak.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -4,12 +4,15 @@
 
 Builds a corpus of real text (the shipped documents, repeated) of at least ``--mb`` MB, as 8
 shards and as one shard (plus its gzip twin), then runs every measurement in its own
-subprocess, so thread settings and peak memory are clean:
+subprocess, so thread settings and peak memory are clean. Throughput measurements run in
+rounds (each once per round), and each ratio is the median over rounds of the two rates
+measured in the same round, so a drift of the machine's speed affects both sides alike:
 
 - on-the-fly tokens/s (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> batch(8))
   / raw ``encode_batch_fast`` tokens/s, on 1 core and on 2 (workers for us, Rayon threads for
   the raw tokenizer); the same with ``backend="tiktoken"``;
-- on-the-fly / epochraft's equivalent pipeline (skipped, with a message, without epochraft);
+- on-the-fly / epochraft's equivalent pipeline, epochraft on one and on two Rayon threads
+  (skipped, with a message, without epochraft);
 - resume time at 10/50/90% of the single shard, plain and gzip, for us and epochraft;
 - state_dict size after 800 batches, with and without shuffle, for us and epochraft;
 - Beam cache build (in-process, multi_processing x2) / raw tokenizer; cache read / plain
@@ -75,12 +78,12 @@ def ours(paths: list[str], workers: int, backend: str = "hf", shuffle: bool = Fa
 def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: int = 1) -> dict[str, Any]:
     from beamtok import Dataset
 
-    start = time.perf_counter()
-    tokens = 0
-    ds = ours(paths, workers, backend)
+    ds = ours(paths, workers, backend)  # loads the tokenizer: outside the timing, as for raw
     if epochs > 1:
         ds = Dataset.from_files(paths).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(1024).repeat(epochs)
         ds = (ds.interleave(workers).parallel(workers) if workers else ds).batch(8)
+    start = time.perf_counter()  # worker start-up and reading the files are timed
+    tokens = 0
     for batch in ds:
         tokens += int((batch["segment_ids"] > 0).sum())
     return {"tokens": tokens, "seconds": time.perf_counter() - start, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -99,9 +102,10 @@ def epochraft_pipeline(paths: list[str], shuffle: bool = False) -> Any:
 
 
 def measure_epochraft(paths: list[str]) -> dict[str, Any]:
+    pipeline = epochraft_pipeline(paths)  # loads the tokenizer: outside the timing, as for raw
     start = time.perf_counter()
     tokens = 0
-    for batch in epochraft_pipeline(paths):
+    for batch in pipeline:
         tokens += int(batch["input_ids"].numel())
     return {"tokens": tokens, "seconds": time.perf_counter() - start}
 
@@ -111,33 +115,43 @@ def measure_epochraft(paths: list[str]) -> dict[str, Any]:
 KEEP_ALIVE: list[Any] = []
 
 
+RESUME_POINTS = 7  # states per position, spread over 2% of the stream
+
+
 def measure_resume(path: str, which: str, repeats: int) -> dict[str, Any]:
+    """Time to the first batch after restoring a state taken at 10, 50 and 90% of the shard.
+
+    Resuming re-tokenizes the one document the cursor lands in, so a single state measures
+    that document's size as much as the position; each position is therefore the median over
+    RESUME_POINTS states spread over 2% of the stream (all taken in one pass).
+    """
+
     def make() -> Any:
         it = ours([path], 0).iter() if which == "ours" else epochraft_pipeline([path]).iter()
         KEEP_ALIVE.append(it)
         return it
 
     total = sum(1 for _ in make())
-    out: dict[str, Any] = {"batches": total}
-    for pct in (10, 50, 90):
-        it = make()
-        for _ in itertools.islice(it, total * pct // 100):
-            pass
-        state = it.state_dict()
-        if which == "ours":
-            state = json.loads(json.dumps(state))
+    step = max(1, total // (50 * RESUME_POINTS))
+    marks = {total * pct // 100 + k * step: pct for pct in (10, 50, 90) for k in range(RESUME_POINTS)}
+    states: dict[int, list[Any]] = {10: [], 50: [], 90: []}
+    it = make()
+    for consumed in range(max(marks) + 1):
+        if consumed in marks:
+            state = it.state_dict()
+            states[marks[consumed]].append(json.loads(json.dumps(state)) if which == "ours" else state)
+        next(it)
 
-        def resume(s: Any = state) -> None:
-            it = ours([path], 0).iter(state_dict=s) if which == "ours" else epochraft_pipeline([path]).iter(state_dict=s)
-            KEEP_ALIVE.append(it)
-            next(it)
+    def resume(s: Any) -> float:
+        start = time.perf_counter()
+        it = ours([path], 0).iter(state_dict=s) if which == "ours" else epochraft_pipeline([path]).iter(state_dict=s)
+        KEEP_ALIVE.append(it)
+        next(it)
+        return time.perf_counter() - start
 
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            resume()
-            times.append(time.perf_counter() - start)
-        out[f"{pct}%"] = statistics.median(times)
+    out: dict[str, Any] = {"batches": total, "states_per_position": RESUME_POINTS}
+    for pct, taken in states.items():
+        out[f"{pct}%"] = statistics.median(statistics.median(resume(s) for _ in range(repeats)) for s in taken)
     out["ratio_90_to_10"] = out["90%"] / out["10%"]
     return out
 
@@ -180,12 +194,26 @@ def run(name: str, *args: Any, threads: int = 1) -> dict[str, Any] | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def median_of(name: str, *args: Any, repeats: int, threads: int = 1) -> dict[str, Any] | None:
-    runs = [r for r in (run(name, *args, threads=threads) for _ in range(repeats)) if r is not None]
-    if not runs:
-        return None
-    best = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
-    return {**best, "tokens_per_s": best["tokens"] / best["seconds"]}
+def rounds_of(measurements: dict[str, tuple[str, tuple[Any, ...], int]], repeats: int) -> dict[str, list[dict[str, Any]]]:
+    """Run every measurement once per round, ``repeats`` rounds: slow drift of this VM's speed
+    then affects all of them alike, and ratios can be paired within a round."""
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in measurements}
+    for _ in range(repeats):
+        for key, (name, margs, threads) in measurements.items():
+            result = run(name, *margs, threads=threads)
+            if result is not None:
+                runs[key].append({**result, "tokens_per_s": result["tokens"] / result["seconds"]})
+    return runs
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2] if runs else None
+
+
+def paired_ratio(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> float | None:
+    """Median over rounds of a's rate / b's rate in the same round."""
+    pairs = [x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(a, b)]
+    return statistics.median(pairs) if pairs else None
 
 
 def main() -> None:
@@ -205,27 +233,30 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
     }
     r = args.repeats
-    t = {
-        "raw encode_batch_fast, 1 thread": median_of("raw", shards, repeats=r, threads=1),
-        "raw encode_batch_fast, 2 threads": median_of("raw", shards, repeats=r, threads=2),
-        "on-the-fly, in-process (1 core)": median_of("ours", shards, 0, repeats=r),
-        "on-the-fly, 2 workers": median_of("ours", shards, 2, repeats=r),
-        "on-the-fly tiktoken, in-process (1 core)": median_of("ours", shards, 0, "tiktoken", repeats=r),
-        "on-the-fly tiktoken, 2 workers": median_of("ours", shards, 2, "tiktoken", repeats=r),
-        "epochraft (1 thread)": median_of("epochraft", shards, repeats=r),
+    measurements = {
+        "raw encode_batch_fast, 1 thread": ("raw", (shards,), 1),
+        "raw encode_batch_fast, 2 threads": ("raw", (shards,), 2),
+        "on-the-fly, in-process (1 core)": ("ours", (shards, 0), 1),
+        "on-the-fly, 2 workers": ("ours", (shards, 2), 1),
+        "on-the-fly tiktoken, in-process (1 core)": ("ours", (shards, 0, "tiktoken"), 1),
+        "on-the-fly tiktoken, 2 workers": ("ours", (shards, 2, "tiktoken"), 1),
+        "epochraft (1 thread)": ("epochraft", (shards,), 1),
+        "epochraft (2 Rayon threads)": ("epochraft", (shards,), 2),
     }
-    results["throughput"] = {k: v for k, v in t.items() if v is not None}
-    rate = {k: v["tokens_per_s"] for k, v in results["throughput"].items()}
+    runs = rounds_of(measurements, r)
+    results["throughput"] = {k: m for k, m in ((k, median_run(v)) for k, v in runs.items()) if m is not None}
 
     def ratio(a: str, b: str) -> float | None:
-        return rate[a] / rate[b] if a in rate and b in rate else None
+        return paired_ratio(runs[a], runs[b])
 
     ratios = {
         "on-the-fly / raw tokenizer, 1 core": ratio("on-the-fly, in-process (1 core)", "raw encode_batch_fast, 1 thread"),
         "on-the-fly / raw tokenizer, 2 cores": ratio("on-the-fly, 2 workers", "raw encode_batch_fast, 2 threads"),
-        "on-the-fly (2 workers) / epochraft": ratio("on-the-fly, 2 workers", "epochraft (1 thread)"),
-        "on-the-fly (1 core) / epochraft": ratio("on-the-fly, in-process (1 core)", "epochraft (1 thread)"),
+        "on-the-fly (2 workers) / epochraft (1 thread)": ratio("on-the-fly, 2 workers", "epochraft (1 thread)"),
+        "on-the-fly (2 workers) / epochraft (2 Rayon threads)": ratio("on-the-fly, 2 workers", "epochraft (2 Rayon threads)"),
+        "on-the-fly (1 core) / epochraft (1 thread)": ratio("on-the-fly, in-process (1 core)", "epochraft (1 thread)"),
         "tiktoken on-the-fly / raw tokenizer, 1 core": ratio("on-the-fly tiktoken, in-process (1 core)", "raw encode_batch_fast, 1 thread"),
+        "tiktoken on-the-fly (2 workers) / epochraft (1 thread)": ratio("on-the-fly tiktoken, 2 workers", "epochraft (1 thread)"),
     }
     resume = {
         f"{who} {kind}": run("resume", path, who, r)
@@ -243,7 +274,9 @@ def main() -> None:
     results["ratios"] = {k: v for k, v in ratios.items() if v is not None}
     if not args.skip_cache:
         subprocess.run([sys.executable, "cache.py", "--mb", str(args.mb), "--repeats", str(r)], cwd=HERE, check=True)
+    if (RESULTS / "cache.json").exists():  # with --skip-cache: the last cache.py run's figures
         results["cache"] = json.loads((RESULTS / "cache.json").read_text())["ratios"]
+        results["cache_from"] = "this run" if not args.skip_cache else "benchmarks/results/cache.json of an earlier run"
 
     print(f"\n{results['machine']}; corpus {results['corpus_mb']:.1f} MB")
     for name, v in results["throughput"].items():
