@@ -141,7 +141,7 @@ def _read_compressed_jsonl(url: str, start: int) -> Iterator[RawDocument]:
     """Compressed JSONL: the cursor is a 0-based line number; reopening skips lines unparsed.
 
     A file cut short keeps the documents before the break; the break itself is a document
-    that failed (``truncated``), so the error policy reports or counts it.
+    that failed (``truncated_file``), so the error policy reports or counts it.
     """
     with open_url(url, decompress=True) as f:
         line_no = 0
