@@ -158,15 +158,10 @@ def pack_documents(
             total.add(finished.popleft()[1])
         return total
 
-    def rows_of(item: DocItem, checked: bool) -> list[tuple[int, int, dict[str, Any]]]:
+    def rows_of(item: DocItem) -> list[tuple[int, int, dict[str, Any]]]:
         if packer is None:
             return [(item.cursor, 0, dict(item.value))]
         offset = start.token if item.cursor == start.doc else 0
-        if start.token and not checked and (item.cursor != start.doc or offset >= len(item.value)):
-            raise StateError(
-                f"shard {shard_index}: the cursor's token offset {start.token} in document {start.doc} does not exist "
-                f"(the first document here is {item.cursor}, {len(item.value)} tokens); the state does not match this data"
-            )
         before = packer.counts.truncated_tokens
         rows = [(r.doc, r.token, r.fields()) for r in packer.add(item.cursor, item.value, offset)]
         item.counts.truncated_tokens += packer.counts.truncated_tokens - before
@@ -182,12 +177,14 @@ def pack_documents(
         return rows
 
     def items() -> Iterator[list[tuple[int, int, dict[str, Any]]]]:
-        checked = False
+        first = True
         for item in docs:
             finished.append((item.counts_key, item.counts))
             if item.value is not None:
-                yield rows_of(item, checked)
-                checked = True
+                if first and start.token and packer is not None:
+                    _check_token_offset(shard_index, start, item)
+                first = False
+                yield rows_of(item)
         yield tail()
 
     for rows in items():
@@ -198,6 +195,15 @@ def pack_documents(
             index += 1
     done = ShardCursor(index, 0, 0, True)
     yield Produced(pending, done, counts_before(None))
+
+
+def _check_token_offset(shard_index: int, start: ShardCursor, first: DocItem) -> None:
+    """A cursor inside a document must name the first document read and a token in it."""
+    if first.cursor != start.doc or start.token >= len(first.value):
+        raise StateError(
+            f"shard {shard_index}: the cursor's token offset {start.token} in document {start.doc} does not exist "
+            f"(the first document here is {first.cursor}, {len(first.value)} tokens); the state does not match this data"
+        )
 
 
 class _Doc:

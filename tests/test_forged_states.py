@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from typing import Any
 
 import pytest
@@ -73,45 +74,21 @@ def test_tokenization_worker_count_is_not_part_of_a_state(files, tokenizer_dir):
     assert rest == again and rest
 
 
-def test_cursor_past_the_end_of_a_jsonl_shard(files, tokenizer_dir):
-    ds = dataset([files["jsonl"]], tokenizer_dir, shuffle=False)
+# (what is forged, which file, the edit of the open shard's cursor given the file's size, the refusal)
+CURSOR_EDITS = [
+    ("past the end of a JSONL shard", "jsonl", lambda c, size: c.update(doc=size + 100, token=0), r"a\.jsonl: doc cursor \(byte offset \d+\) is past the end"),
+    ("in the middle of a line", "jsonl", lambda c, size: c.update(doc=7, token=0), r"a\.jsonl: doc cursor \(byte offset 7\) is not at the start of a line"),
+    ("past the end of a gzip shard", "gz", lambda c, size: c.update(doc=5000, token=0), r"b\.jsonl\.gz: doc cursor \(line 5001\) is past the end of the file \(30 lines\)"),
+    ("token offset past its document", "jsonl", lambda c, size: c.update(token=10**6), r"token offset 1000000 in document \d+ does not exist"),
+]
+
+
+@pytest.mark.parametrize(("name", "key", "edit", "message"), CURSOR_EDITS, ids=[c[0] for c in CURSOR_EDITS])
+def test_forged_cursor_is_refused(files, tokenizer_dir, name, key, edit, message):
+    ds = dataset([files[key]], tokenizer_dir, shuffle=False)
     state = state_after(ds, 1)
-    size = len(open(files["jsonl"], "rb").read())
-
-    def past_end(s: dict[str, Any]) -> None:
-        source_of(s)["slots"][0]["cursor"].update(doc=size + 100, token=0)
-
-    refused(ds, edited(state, past_end), r"a\.jsonl: doc cursor \(byte offset \d+\) is past the end")
-
-
-def test_cursor_in_the_middle_of_a_line(files, tokenizer_dir):
-    ds = dataset([files["jsonl"]], tokenizer_dir, shuffle=False)
-    state = state_after(ds, 1)
-    refused(
-        ds,
-        edited(state, lambda s: source_of(s)["slots"][0]["cursor"].update(doc=7, token=0)),
-        r"a\.jsonl: doc cursor \(byte offset 7\) is not at the start of a line",
-    )
-
-
-def test_cursor_past_the_end_of_a_gzip_shard(files, tokenizer_dir):
-    ds = dataset([files["gz"]], tokenizer_dir, shuffle=False)
-    state = state_after(ds, 1)
-    refused(
-        ds,
-        edited(state, lambda s: source_of(s)["slots"][0]["cursor"].update(doc=5000, token=0)),
-        r"b\.jsonl\.gz: doc cursor \(line 5001\) is past the end of the file \(30 lines\)",
-    )
-
-
-def test_token_offset_past_the_end_of_its_document(files, tokenizer_dir):
-    ds = dataset([files["jsonl"]], tokenizer_dir, shuffle=False)
-    state = state_after(ds, 1)
-    refused(
-        ds,
-        edited(state, lambda s: source_of(s)["slots"][0]["cursor"].update(token=10**6)),
-        r"token offset 1000000 in document \d+ does not exist",
-    )
+    size = os.path.getsize(files[key])
+    refused(ds, edited(state, lambda s: edit(source_of(s)["slots"][0]["cursor"], size)), message)
 
 
 def test_nonsense_edits(files, tokenizer_dir):

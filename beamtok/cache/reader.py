@@ -32,7 +32,7 @@ from beamtok.transforms.pack import make_packer
 from beamtok.transforms.sft import TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 
-__all__ = ["Cache"]
+__all__ = ["Cache", "size_problem"]
 
 LAST_ROW_KEY = 1 << 62  # counts of a shard's last document row: reported only at its end
 
@@ -40,32 +40,36 @@ LAST_ROW_KEY = 1 << 62  # counts of a shard's last document row: reported only a
 class Cache:
     """An opened cache directory: its manifest, and readers for its shards."""
 
-    def __init__(self, directory: str, *, check_files: bool = True) -> None:
+    def __init__(self, directory: str, *, fingerprint: str | None = None, check_files: bool = True) -> None:
+        """Open ``directory``'s manifest; refuse it if it was built with another spec than
+        ``fingerprint`` (when given) or, with ``check_files``, if a shard file is missing or
+        not the size the manifest says (at open, not where a training run would meet it)."""
         self.storage = Storage(directory)
         self.manifest: Manifest = read_manifest(self.storage)
         self.supervised = is_supervised(self.manifest.spec)
+        if fingerprint is not None and self.manifest.fingerprint != fingerprint:
+            raise CacheError(f"{directory} was built with spec {self.manifest.fingerprint}, not the requested {fingerprint}")
         for entry in self.manifest.shards:
             if entry.fingerprint and entry.fingerprint != self.manifest.fingerprint:
                 raise CacheError(f"{self.storage.display(entry.file)}: built with spec {entry.fingerprint}, not the manifest's {self.manifest.fingerprint}")
         if check_files:
-            self._check_files()
+            sizes = self.file_sizes()
+            for entry in self.manifest.shards:
+                problem = size_problem(entry, sizes[entry.file])
+                if problem is not None:
+                    hint = "re-run `beamtok cache` to rebuild it" if sizes[entry.file] is None else "run `beamtok verify`"
+                    raise CacheError(f"{self.storage.display(entry.file)}: {problem}; {hint}")
 
-    def _check_files(self) -> None:
-        """Refuse a cache whose shard files are missing or not the size the manifest says,
-        at open, not at the shard where a training run would meet them."""
+    def file_sizes(self) -> dict[str, int | None]:
+        """Each shard file's size (None when missing), from one listing per directory."""
         listed: dict[str, dict[str, int]] = {}
+        sizes: dict[str, int | None] = {}
         for entry in self.manifest.shards:
             folder, _, name = entry.file.rpartition("/")
             if folder not in listed:
                 listed[folder] = self.storage.sizes(folder)
-            size = listed[folder].get(name)
-            if size is None:
-                raise CacheError(f"{self.storage.display(entry.file)}: shard file is missing; re-run `beamtok cache` to rebuild it")
-            if size != entry.bytes:
-                raise CacheError(
-                    f"{self.storage.display(entry.file)}: {size} bytes, but the manifest says {entry.bytes} "
-                    "(truncated or replaced); run `beamtok verify`"
-                )
+            sizes[entry.file] = listed[folder].get(name)
+        return sizes
 
     @property
     def directory(self) -> str:
@@ -189,6 +193,15 @@ class Cache:
                     first = i
             for table in _row_groups(pf, range(first, pf.num_row_groups), self.storage.display(entry.file)):
                 yield batch_to_examples(_one_batch(table))
+
+
+def size_problem(entry: ShardEntry, size: int | None) -> str | None:
+    """What is wrong with a shard file of ``size`` bytes (None: missing), or None."""
+    if size is None:
+        return "shard file is missing"
+    if size != entry.bytes:
+        return f"{size} bytes, but the manifest says {entry.bytes} (truncated or replaced)"
+    return None
 
 
 def _row_groups(pf: pq.ParquetFile, groups: range, where: str) -> Iterator[pa.Table]:

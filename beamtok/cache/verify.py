@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow.parquet as pq
 
-from beamtok.cache.reader import Cache
-from beamtok.errors import BeamtokError, CacheError
+from beamtok.cache.reader import Cache, size_problem
+from beamtok.errors import BeamtokError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
@@ -40,20 +40,16 @@ def verify_cache(directory: str, *, sample: int = 2, seed: int = 0, fingerprint:
     step on ``sample`` randomly chosen shards (all if ``sample`` is larger) and compare every
     row and field. Manifest problems (and a spec other than ``fingerprint``) raise CacheError;
     everything else is reported."""
-    cache = Cache(directory, check_files=False)  # every file problem is reported below
+    cache = Cache(directory, fingerprint=fingerprint, check_files=False)  # file problems are reported below
     manifest = cache.manifest
-    if fingerprint is not None and manifest.fingerprint != fingerprint:
-        raise CacheError(f"{directory} was built with spec {manifest.fingerprint}, not the requested {fingerprint}")
     report = VerifyReport(shards=len(manifest.shards))
     intact: list[int] = []
+    sizes = cache.file_sizes()
     for entry in manifest.shards:
         where = f"shard {entry.index} ({cache.storage.display(entry.file)})"
-        size = cache.storage.size(entry.file)
-        if size is None:
-            report.problems.append(f"{where}: file is missing")
-            continue
-        if size != entry.bytes:
-            report.problems.append(f"{where}: {size} bytes, the manifest says {entry.bytes} (truncated or replaced)")
+        problem = size_problem(entry, sizes[entry.file])
+        if problem is not None:
+            report.problems.append(f"{where}: {problem}")
             continue
         digest = hashlib.sha256()
         with cache.storage.open_input(entry.file) as f:

@@ -166,19 +166,25 @@ def _lines_until_break(f: Iterable[bytes]) -> Iterator[bytes | ParseFailure]:
             line = next(it)
         except StopIteration:
             return
-        except (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, OSError) as e:
-            yield _truncated(e)
-            return
         except Exception as e:
-            if type(e).__name__ != "ZstdError":
+            failure = _break_of(e)
+            if failure is None:
                 raise
-            yield _truncated(e)
+            yield failure
             return
         yield line
 
 
-def _truncated(e: Exception) -> ParseFailure:
-    return ParseFailure(SkipReason.TRUNCATED, f"compressed file is truncated or corrupt here: {e}")
+# What decompressors raise at a truncated or corrupt stream (gzip's BadGzipFile and bz2's
+# errors are OSErrors; zstandard's ZstdError is matched by name, the module loads lazily).
+DECOMPRESSION_ERRORS = (EOFError, zlib.error, lzma.LZMAError, OSError)
+
+
+def _break_of(e: Exception) -> ParseFailure | None:
+    """The failure a decompressor's error stands for, or None for any other error."""
+    if isinstance(e, DECOMPRESSION_ERRORS) or type(e).__name__ == "ZstdError":
+        return ParseFailure(SkipReason.TRUNCATED, f"compressed file is truncated or corrupt here: {e}")
+    return None
 
 
 def _read_parquet(url: str, start: int, columns: Sequence[str] | None) -> Iterator[RawDocument]:
@@ -224,8 +230,11 @@ def _read_text(url: str, start: int, text_field: str) -> Iterator[RawDocument]:
     with open_url(url, decompress=True) as f:
         try:
             data = f.read()
-        except (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError) as e:
-            yield RawDocument(0, "document", _truncated(e))
+        except Exception as e:
+            failure = _break_of(e) if is_compressed(url) else None
+            if failure is None:
+                raise
+            yield RawDocument(0, "document", failure)
             return
     try:
         record = {text_field: data.decode("utf-8")}

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.cache.reader import Cache
-from beamtok.errors import CacheError, ConfigError
+from beamtok.errors import ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import (
@@ -154,11 +154,8 @@ class Dataset:
         cursors, so states cross between the two. Pass ``fingerprint`` to insist on a spec.
         A cache built without packing can be packed here with ``.concat_chunk(n)`` etc.
         """
-        cache = Cache(directory)
-        manifest = cache.manifest
-        if fingerprint is not None and manifest.fingerprint != fingerprint:
-            raise CacheError(f"{directory} was built with spec {manifest.fingerprint}, not the requested {fingerprint}")
-        spec = manifest.spec
+        cache = Cache(directory, fingerprint=fingerprint)
+        spec = cache.manifest.spec
         source = SourceSpec(spec["source"]["format"], spec["source"]["text_field"])
         plan = _Plan(tuple(cache.shards), source, on_error=spec["on_error"], cached=_CacheSource(cache))
         return cls(plan)
