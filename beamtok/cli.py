@@ -94,7 +94,8 @@ def demo(urls: tuple[str, ...], tokenizer: str, seq_len: int, batch_size: int, b
 CACHE_KEYS = (
     "urls", "output", "tokenizer", "seq_len", "pack", "stride", "remainder", "pack_window", "text_field",
     "input_format", "format", "prompt_field", "completion_field", "messages_field", "chat_template",
-    "max_length", "truncation", "bos", "eos", "on_error", "overwrite", "beam_options",
+    "max_length", "truncation", "bos", "eos", "on_error", "overwrite", "row_group_rows", "row_group_bytes",
+    "beam_options",
 )  # fmt: skip
 CACHE_DEFAULTS: dict[str, Any] = {
     "remainder": "pad", "pack_window": 64, "text_field": "text", "input_format": "auto", "format": "pretrain",
@@ -222,6 +223,8 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
 @click.option("--on-error", type=click.Choice(["raise", "skip"]), help="Bad documents: stop, or skip and count. [default: raise]")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML file with any of these options.")
 @click.option("--overwrite", is_flag=True, default=None, help="Replace a cache built with another spec.")
+@click.option("--row-group-rows", type=int, help="Rows per Parquet row group (small groups: cheaper random access).")
+@click.option("--row-group-bytes", type=int, help="Bytes of tokens per Parquet row group. [default: 8388608]")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 @click.pass_context
 @user_errors
@@ -254,7 +257,16 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     from pipelines.cache import run_cache
 
     started = time.perf_counter()
-    manifest = run_cache(ds.spec, ds.shards, options["output"], beam_args, overwrite=options["overwrite"], progress=not quiet)
+    manifest = run_cache(
+        ds.spec,
+        ds.shards,
+        options["output"],
+        beam_args,
+        overwrite=options["overwrite"],
+        progress=not quiet,
+        row_group_rows=options.get("row_group_rows"),
+        row_group_bytes=options.get("row_group_bytes"),
+    )
     totals = manifest.totals
     seconds = time.perf_counter() - started
     click.echo(

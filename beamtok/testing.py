@@ -2,7 +2,8 @@
 
 ``check_resumption(make_dataset)`` proves a pipeline resumes exactly: for each chosen step k
 it iterates k items, saves the state, passes it through ``json.dumps``/``json.loads`` into a
-freshly built dataset, and checks the remainder equals the uninterrupted run from k on.
+freshly built dataset, and checks the remainder equals the uninterrupted run from k on, and
+that the resumed run ends with the same ``stats()`` as the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def check_resumption(
     the state is restored into (default: ``make_dataset``), for checks across modes. ``limit``
     caps how many items the reference run takes.
     """
-    full = list(itertools.islice(make_dataset().iter(), limit))
+    reference = make_dataset().iter()
+    full = list(itertools.islice(reference, limit))
+    final_stats = _stats_of(reference)
     n = len(full)
     if steps is None:
         if random_steps:
@@ -92,8 +95,16 @@ def check_resumption(
             raise AssertionError(f"step {k}: iter(state_dict=...) mutated the state it was given")
         rest = list(itertools.islice(resumed, None if limit is None else n - k))
         assert_items_equal(rest, full[k:], f"step {k}, after resuming: ")
+        resumed_stats = _stats_of(resumed)
+        if resumed_stats != final_stats:
+            raise AssertionError(f"step {k}: stats() at the end differ after resuming:\n got {resumed_stats}\nwant {final_stats}")
         checked.append(k)
     return ResumptionReport(n, checked, max_bytes)
+
+
+def _stats_of(iterator: Any) -> Any:
+    stats = getattr(iterator, "stats", None)
+    return stats() if stats is not None else None
 
 
 def _brief(item: Any) -> str:

@@ -44,8 +44,9 @@ METRICS_NAMESPACE = "beamtok"
 class _WriteShardFn(beam.DoFn):
     """Process one whole shard and write its Parquet file (or reuse a completed one)."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: list[dict[str, Any]]) -> None:
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: list[dict[str, Any]], layout: dict[str, int | None]) -> None:
         self.spec = spec
+        self.layout = layout
         self.shards = list(shards)
         self.output = output
         self.tokenizers = tokenizers  # serialized, so remote workers need no local path
@@ -70,7 +71,7 @@ class _WriteShardFn(beam.DoFn):
             self.shards_reused.inc()
         else:
             seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
-            entry = write_shard(self.storage, self.processor, shard, seq_len)
+            entry = write_shard(self.storage, self.processor, shard, seq_len, **self.layout)
             self.shards_written.inc()
             self.documents.inc(entry.documents["read"])
             self.emitted_documents.inc(entry.documents["emitted"])
@@ -100,8 +101,23 @@ class _WriteManifestFn(beam.DoFn):
 class BuildCache(beam.PTransform):
     """Write the cache of ``shards`` under ``output`` with the per-shard step of ``spec``."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, *, tokenizer_file: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        shards: Sequence[Shard],
+        output: str,
+        *,
+        tokenizer_file: str | None = None,
+        row_group_rows: int | None = None,
+        row_group_bytes: int | None = None,
+    ) -> None:
         super().__init__()
+        for name, value in (("row_group_rows", row_group_rows), ("row_group_bytes", row_group_bytes)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if row_group_rows is not None and row_group_bytes is not None:
+            raise ConfigError("give row_group_rows or row_group_bytes, not both")
+        self.layout = {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
         if not shards:
             raise ConfigError("BuildCache needs at least one shard")
         if spec.tokenizer is None:
@@ -117,7 +133,7 @@ class BuildCache(beam.PTransform):
             pbegin
             | "ShardNumbers" >> beam.Create(list(range(len(self.shards))))
             | "Spread" >> beam.Reshuffle()
-            | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.tokenizers))
+            | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.tokenizers, self.layout))
             | "Collect" >> beam.combiners.ToList()
             | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file))
         )
@@ -208,13 +224,17 @@ def run_cache(
     *,
     overwrite: bool = False,
     progress: bool = True,
+    row_group_rows: int | None = None,
+    row_group_bytes: int | None = None,
 ) -> Manifest:
     """Build (or complete) the cache of ``shards`` under ``output``; return its manifest."""
     if spec.tokenizer is None:
         raise ConfigError("a cache holds tokens: call tokenize() before cache()")
     storage = Storage(output)
     prepare_output(storage, spec, overwrite=overwrite)
-    transform = BuildCache(spec, shards, output, tokenizer_file=TOKENIZER_FILE)
+    transform = BuildCache(
+        spec, shards, output, tokenizer_file=TOKENIZER_FILE, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes
+    )
     storage.write_bytes(TOKENIZER_FILE, json.dumps(transform.tokenizers[-1]).encode())
     pipeline = make_pipeline(beam_args)
     _ = pipeline | BuildCache.__name__ >> transform

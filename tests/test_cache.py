@@ -6,6 +6,7 @@ modes at random points, incremental and killed re-runs, refused mismatches, veri
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -299,3 +300,39 @@ def test_unfinished_and_foreign_directories_are_refused(tmp_path):
     with pytest.raises(CacheError, match="unfinished"):
         Dataset.from_cache(str(tmp_path))
     shutil.rmtree(tmp_path / "shards")
+
+
+@pytest.fixture(scope="module")
+def small_groups(corpus, tmp_path_factory):
+    """Caches whose shards hold many row groups (2 packed rows, or 1 document, each): seeks land
+    inside later groups and document runs cross group boundaries."""
+    root = tmp_path_factory.mktemp("small-groups")
+    rows = {"concat": 2, "none": 1}
+    return {pack: online(corpus, pack).cache(str(root / pack), row_group_rows=n) for pack, n in rows.items()}
+
+
+@pytest.mark.parametrize("pack", ["concat", "none"])
+def test_many_row_groups_read_like_one(corpus, small_groups, pack):
+    directory = Path(small_groups[pack]._plan.cached.cache.directory)
+    groups = [pq.ParquetFile(p).metadata.num_row_groups for p in sorted((directory / "shards").glob("*.parquet"))]
+    assert max(groups) >= 24 and min(groups) >= 2
+    assert_items_equal(list(stream(small_groups[pack])), list(stream(online(corpus, pack))))
+    make_online = lambda: stream(online(corpus, pack))  # noqa: E731
+    make_cached = lambda: stream(small_groups[pack])  # noqa: E731
+    check_resumption(make_cached, random_steps=10, seed=5, resume_dataset=make_online)
+    check_resumption(make_online, random_steps=10, seed=6, resume_dataset=make_cached)
+
+
+def test_many_row_groups_seek_to_every_example(small_groups):
+    full = list(small_groups["concat"].iter())
+    for n in range(0, len(full), 7):
+        got = list(itertools.islice(small_groups["concat"].iter(start_example=n), 4))
+        assert_items_equal(got, full[n : n + 4], f"start {n}: ")
+
+
+def test_many_document_row_groups_repack_like_on_the_fly(corpus, small_groups):
+    repacked = lambda: stream(small_groups["none"].concat_chunk(200))  # noqa: E731
+    fly = lambda: stream(online(corpus, "none").concat_chunk(200))  # noqa: E731
+    assert_items_equal(list(repacked()), list(fly()))
+    check_resumption(repacked, random_steps=10, seed=7, resume_dataset=fly)
+    check_resumption(fly, random_steps=10, seed=8, resume_dataset=repacked)

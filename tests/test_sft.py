@@ -79,6 +79,21 @@ def test_truncation_policies_are_counted(tmp_path, tokenizer_dir, gpt2, policy):
         assert trained_text(gpt2, out[1]) == long_completion + "<|endoftext|>"
 
 
+def test_prompt_head_without_room_for_the_prompt(tmp_path, tokenizer_dir, gpt2):
+    """A completion (+ EOS) that fills max_length exactly keeps no prompt; one that overflows it
+    cannot be kept by cutting the prompt and is dropped as too_long, never emitted too long."""
+    completion = " answer" * 10  # 10 tokens, 11 with EOS
+    records = [{"prompt": "A question?", "completion": completion}] * 2
+    path = write_jsonl(tmp_path / "t.jsonl", records)
+    exact = Dataset.from_files(str(path)).tokenize_sft(tokenizer_dir, max_length=11, truncation="prompt_head").iter()
+    out = list(exact)
+    assert len(out) == 2 and all(len(ex["input_ids"]) == 11 for ex in out)
+    assert trained_text(gpt2, out[0]) == gpt2.decode(out[0]["input_ids"]) == completion + "<|endoftext|>"
+    assert exact.stats()["documents"]["truncated_docs"] == 2
+    over = Dataset.from_files(str(path)).tokenize_sft(tokenizer_dir, max_length=10, truncation="prompt_head").iter()
+    assert list(over) == [] and over.stats()["documents"]["skipped"] == {"too_long": 2}
+
+
 def test_chat_masks_every_non_assistant_turn(tokenizer_dir, gpt2):
     record = json.loads(open(CHAT_DATA).readline())
     (ex,) = examples(Dataset.from_sequence([record]).tokenize_chat(tokenizer_dir, template=TEMPLATE))

@@ -28,8 +28,12 @@ class ShardWriteResult:
     skipped: bool  # True when an earlier run had already completed this shard
 
 
-def rows_per_group(seq_len: int | None) -> int:
-    return max(64, ROW_GROUP_BYTES // (4 * (seq_len or 2048)))
+def rows_per_group(seq_len: int | None, rows: int | None = None, nbytes: int | None = None) -> int:
+    """Rows per Parquet row group: ``rows`` if given, else as many rows as fit ``nbytes`` of
+    int32 tokens (default ROW_GROUP_BYTES), at least 64 in that case."""
+    if rows is not None:
+        return rows
+    return max(64, (nbytes or ROW_GROUP_BYTES) // (4 * (seq_len or 2048)))
 
 
 def completed_entry(storage: Storage, shard: Shard, fingerprint: str) -> ShardEntry | None:
@@ -43,10 +47,21 @@ def completed_entry(storage: Storage, shard: Shard, fingerprint: str) -> ShardEn
     return entry
 
 
-def write_shard(storage: Storage, processor: ShardProcessor, shard: Shard, seq_len: int | None) -> ShardEntry:
-    """Write ``shard``'s examples to its Parquet file, then its sidecar; return the entry."""
+def write_shard(
+    storage: Storage,
+    processor: ShardProcessor,
+    shard: Shard,
+    seq_len: int | None,
+    *,
+    row_group_rows: int | None = None,
+    row_group_bytes: int | None = None,
+) -> ShardEntry:
+    """Write ``shard``'s examples to its Parquet file, then its sidecar; return the entry.
+
+    Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens; the
+    layout never changes the rows, so it is not part of the spec."""
     fingerprint = processor.spec.fingerprint
-    group = rows_per_group(seq_len)
+    group = rows_per_group(seq_len, row_group_rows, row_group_bytes)
     rel = shard_file(shard.index)
     documents = DocCounts()
     rows = tokens = pad_tokens = 0

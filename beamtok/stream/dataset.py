@@ -401,19 +401,39 @@ class Dataset:
         it.source.reset(self._source_state_at(_check_int(start_example, "start_example", minimum=0), it))
         return it
 
-    def cache(self, output_dir: str, *, overwrite: bool = False, progress: bool = False, **beam_options: Any) -> Dataset:
+    def cache(
+        self,
+        output_dir: str,
+        *,
+        overwrite: bool = False,
+        progress: bool = False,
+        row_group_rows: int | None = None,
+        row_group_bytes: int | None = None,
+        **beam_options: Any,
+    ) -> Dataset:
         """Run the Beam pipeline over this dataset's per-shard step, writing a Parquet cache to
         ``output_dir``; return the cached dataset with this dataset's stream stages.
 
         ``beam_options`` pass through as pipeline options (``runner="DataflowRunner"``,
         ``direct_running_mode="multi_processing"``, ``direct_num_workers=2``, ...). Re-running
         completes an unfinished cache; a cache of another spec is refused unless ``overwrite``.
+        Parquet row groups hold ``row_group_rows`` rows or about ``row_group_bytes`` of tokens
+        (default 8 MB): small groups make random access cheaper, large ones read faster.
         """
         if self.is_cached:
             raise ConfigError("this dataset already reads a cache")
         from pipelines.cache import run_cache
 
-        run_cache(self.spec, self.shards, output_dir, beam_args(beam_options), overwrite=overwrite, progress=progress)
+        run_cache(
+            self.spec,
+            self.shards,
+            output_dir,
+            beam_args(beam_options),
+            overwrite=overwrite,
+            progress=progress,
+            row_group_rows=row_group_rows,
+            row_group_bytes=row_group_bytes,
+        )
         cached = Dataset.from_cache(output_dir, fingerprint=self.spec_fingerprint)
         return cached._replace(stages=self._plan.stages, options=self._plan.options)
 
