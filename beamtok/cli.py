@@ -115,10 +115,7 @@ BEAM_LOGGERS = (
 
 
 def _quiet_beam_logs(record: logging.LogRecord) -> bool:
-    """Drop Beam's import warning about its GCP clients (local runs never need them), and
-    its logged traceback of a user error, which the CLI reports in one line itself."""
-    if str(record.msg).startswith("apitools not found"):
-        return False
+    """Drop Beam's logged traceback of a user error, which the CLI reports in one line itself."""
     error = record.exc_info[1] if record.exc_info else None
     return not (isinstance(error, BeamtokError) or "beamtok.errors." in (record.exc_text or "") or _names_user_error(record))
 
@@ -254,7 +251,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     beam_args = [*options["beam_options"], *passthrough, *ctx.args]
     for name in BEAM_LOGGERS:  # a logger's filters see only records logged on it, not its children's
         logging.getLogger(name).addFilter(_quiet_beam_logs)
-    from pipelines.cache import run_cache
+    from beamtok.cache.build import run_cache
 
     started = time.perf_counter()
     manifest = run_cache(

@@ -1,9 +1,11 @@
 """The Spec: a frozen description of the per-shard step, and its fingerprint.
 
 A Spec says how one shard becomes examples: how documents are read, which per-document steps
-run (map, filter, tokenize, BOS/EOS, length filter), how tokens are packed and what happens
-to bad input. Its JSON form is written into every state and cache manifest; its fingerprint
-keys both, so a state or a cache made by another spec is refused.
+run (see :mod:`beamtok.steps`), how tokens are packed and what happens to bad input. It
+describes every pipeline, user ``map``/``filter`` steps included (recorded by name). Its JSON
+form is written into every cache manifest and its fingerprint into every state, so a state or
+a cache made by another spec is refused. ``Spec.from_json`` rebuilds any spec; user steps
+come back as names that refuse to run without their function.
 """
 
 from __future__ import annotations
@@ -11,10 +13,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from beamtok.errors import ConfigError
+from beamtok.steps import (
+    BosEosStep,
+    ChatStep,
+    FilterStep,
+    LengthFilterStep,
+    MapStep,
+    SftStep,
+    Step,
+    TokenizeStep,
+    step_from_json,
+)
+from beamtok.transforms.tokenize import TokenizerRef
+from beamtok.validate import check_choice, check_int
 
 __all__ = [
     "BosEosStep",
@@ -31,13 +46,14 @@ __all__ = [
     "TokenizerRef",
     "callable_name",
     "fingerprint_of",
-    "is_supervised",
 ]
 
 OnError = Literal["raise", "skip"]
 PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit"]
 Remainder = Literal["pad", "drop", "keep"]
 SOURCE_FORMATS = ("auto", "jsonl", "parquet", "text", "memory")
+PACK_MODES = ("concat", "pad", "window", "none", "greedy", "first_fit")
+ON_ERROR = ("raise", "skip")
 
 
 def fingerprint_of(obj: Any) -> str:
@@ -68,154 +84,17 @@ class SourceSpec:
     columns: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.format not in SOURCE_FORMATS:
-            raise ConfigError(f"format must be one of {SOURCE_FORMATS}, got {self.format!r}")
-        if not self.text_field:
+        check_choice(self.format, "format", SOURCE_FORMATS)
+        if not self.text_field or not isinstance(self.text_field, str):
             raise ConfigError("text_field must be a non-empty string")
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": self.format,
-            "text_field": self.text_field,
-            "columns": list(self.columns) if self.columns is not None else None,
-        }
+        return {"format": self.format, "text_field": self.text_field, "columns": list(self.columns) if self.columns is not None else None}
 
-
-@dataclass(frozen=True)
-class TokenizerRef:
-    """Which tokenizer to load, and the fingerprint its files must have."""
-
-    name: str
-    fingerprint: str
-    bos_id: int | None
-    eos_id: int | None
-    pad_id: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "fingerprint": self.fingerprint,
-            "bos_id": self.bos_id,
-            "eos_id": self.eos_id,
-            "pad_id": self.pad_id,
-        }
-
-
-@dataclass(frozen=True)
-class MapStep:
-    """Apply a user function to each document record."""
-
-    fn: Callable[[dict[str, Any]], dict[str, Any]] = field(compare=False)
-    name: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": "map", "name": self.name}
-
-
-@dataclass(frozen=True)
-class FilterStep:
-    """Keep the documents for which a user predicate is true; the rest count as ``filtered``."""
-
-    fn: Callable[[dict[str, Any]], bool] = field(compare=False)
-    name: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": "filter", "name": self.name}
-
-
-@dataclass(frozen=True)
-class TokenizeStep:
-    """Tokenize the text field into ``input_ids``.
-
-    ``backend`` ("hf" or "tiktoken") is not part of the fingerprint: tiktoken is only used
-    where it is proven exact, so both give the same tokens.
-    """
-
-    tokenizer: TokenizerRef
-    field: str
-    add_special_tokens: bool = True
-    backend: str = "hf"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "op": "tokenize",
-            "tokenizer": self.tokenizer.to_json(),
-            "field": self.field,
-            "add_special_tokens": self.add_special_tokens,
-        }
-
-
-@dataclass(frozen=True)
-class BosEosStep:
-    """Add the BOS and/or EOS token where a document lacks it."""
-
-    bos_id: int | None
-    eos_id: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": "ensure_bos_eos", "bos_id": self.bos_id, "eos_id": self.eos_id}
-
-
-@dataclass(frozen=True)
-class LengthFilterStep:
-    """Skip documents with fewer than ``min_tokens`` or more than ``max_tokens`` tokens."""
-
-    min_tokens: int | None
-    max_tokens: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": "filter_length", "min_tokens": self.min_tokens, "max_tokens": self.max_tokens}
-
-
-@dataclass(frozen=True)
-class SftStep:
-    """Tokenize prompt/completion records: prompt masked out of the loss, EOS after the completion."""
-
-    tokenizer: TokenizerRef
-    prompt: str
-    completion: str
-    bos: bool
-    max_length: int | None
-    truncation: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "op": "tokenize_sft",
-            "tokenizer": self.tokenizer.to_json(),
-            "prompt": self.prompt,
-            "completion": self.completion,
-            "bos": self.bos,
-            "max_length": self.max_length,
-            "truncation": self.truncation,
-        }
-
-
-@dataclass(frozen=True)
-class ChatStep:
-    """Render chat records with a Jinja template; only assistant turns (and their EOS) are trained."""
-
-    tokenizer: TokenizerRef
-    template: str
-    messages: str
-    bos: bool
-    max_length: int | None
-    truncation: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "op": "tokenize_chat",
-            "tokenizer": self.tokenizer.to_json(),
-            "template": self.template,
-            "messages": self.messages,
-            "bos": self.bos,
-            "max_length": self.max_length,
-            "truncation": self.truncation,
-        }
-
-
-Step = MapStep | FilterStep | TokenizeStep | BosEosStep | LengthFilterStep | SftStep | ChatStep
-TOKENIZING_STEPS = (TokenizeStep, SftStep, ChatStep)
-TRUNCATION_POLICIES = ("completion_tail", "prompt_head", "drop")
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SourceSpec:
+        columns = data["columns"]
+        return cls(data["format"], data["text_field"], tuple(columns) if columns is not None else None)
 
 
 @dataclass(frozen=True)
@@ -226,7 +105,8 @@ class PackSpec:
     truncated and padded to ``seq_len``; ``window``: one document cut into windows of
     ``seq_len`` starting every ``stride`` tokens; ``none``: one whole document a row;
     ``greedy`` / ``first_fit``: whole examples packed into padded rows of ``seq_len``, in order
-    or first-fit over windows of ``window`` examples.
+    or first-fit over windows of ``window`` examples (examples longer than ``seq_len`` are
+    skipped and counted as ``too_long``).
     """
 
     mode: PackMode
@@ -237,20 +117,16 @@ class PackSpec:
     window: int | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in ("concat", "pad", "window", "none", "greedy", "first_fit"):
-            raise ConfigError(f"unknown packing mode {self.mode!r}")
-        if self.mode != "none" and (not isinstance(self.seq_len, int) or self.seq_len <= 0):
-            raise ConfigError(f"seq_len must be a positive integer, got {self.seq_len!r}")
+        check_choice(self.mode, "packing mode", PACK_MODES)
+        if self.mode != "none":
+            check_int(self.seq_len, "seq_len", minimum=1)
         if self.mode == "window":
             assert self.seq_len is not None
             if not isinstance(self.stride, int) or not 0 < self.stride <= self.seq_len:
-                raise ConfigError(
-                    f"stride must be an integer in 1..seq_len ({self.seq_len}), got {self.stride!r}"
-                )
-        if self.mode == "first_fit" and (not isinstance(self.window, int) or self.window < 1):
-            raise ConfigError(f"first_fit packing needs a window of at least 1 example, got {self.window!r}")
-        if self.remainder not in ("pad", "drop", "keep"):
-            raise ConfigError(f"remainder must be 'pad', 'drop' or 'keep', got {self.remainder!r}")
+                raise ConfigError(f"stride must be an integer in 1..seq_len ({self.seq_len}), got {self.stride!r}")
+        if self.mode == "first_fit":
+            check_int(self.window, "first_fit packing window (examples)", minimum=1)
+        check_choice(self.remainder, "remainder", ("pad", "drop", "keep"))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -273,13 +149,24 @@ class Spec:
     on_error: OnError = "raise"
 
     def __post_init__(self) -> None:
-        if self.on_error not in ("raise", "skip"):
-            raise ConfigError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
+        check_choice(self.on_error, "on_error", ON_ERROR)
+        tokenized = False
+        for step in self.steps:
+            if step.NEEDS_TOKENS and not tokenized:
+                raise ConfigError(f"{step.OP}() needs tokens: call tokenize() before it")
+            tokenized = tokenized or step.TOKENIZES
+        if self.pack is not None and self.pack.mode != "none" and not tokenized:
+            raise ConfigError("packing needs tokens: call tokenize() before it")
+
+    @property
+    def tokenized(self) -> bool:
+        """Whether the steps produce ``input_ids`` (else examples are records)."""
+        return any(s.TOKENIZES for s in self.steps)
 
     @property
     def tokenizers(self) -> list[TokenizerRef]:
         """The tokenizers of the tokenizing steps, in step order."""
-        return [s.tokenizer for s in self.steps if isinstance(s, TOKENIZING_STEPS)]
+        return [ref for ref in (s.tokenizer_ref for s in self.steps) if ref is not None]
 
     @property
     def tokenizer(self) -> TokenizerRef | None:
@@ -289,7 +176,9 @@ class Spec:
 
     @property
     def supervised(self) -> bool:
-        return is_supervised(self.to_json())
+        """Whether examples carry ``labels`` and ``attention_mask``: SFT and chat data, and
+        sliding windows (whose overlaps are masked)."""
+        return any(s.SUPERVISED for s in self.steps) or (self.pack is not None and self.pack.mode == "window")
 
     @property
     def pad_id(self) -> int:
@@ -310,41 +199,12 @@ class Spec:
     def fingerprint(self) -> str:
         return fingerprint_of(self.to_json())
 
-    @property
-    def has_user_functions(self) -> bool:
-        return any(isinstance(s, (MapStep, FilterStep)) for s in self.steps)
-
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Spec:
-        """Rebuild a spec from :meth:`to_json` output. User map/filter functions cannot be
-        rebuilt from their names, so a spec that has them is refused."""
+    def from_json(cls, data: Any) -> Spec:
+        """Rebuild a spec from :meth:`to_json` output (user steps as names that cannot run)."""
         try:
-            src = data["source"]
-            source = SourceSpec(src["format"], src["text_field"], tuple(src["columns"]) if src["columns"] is not None else None)
-            steps = tuple(_step_from_json(step) for step in data["steps"])
             pack = PackSpec(**data["pack"]) if data["pack"] is not None else None
-            return cls(source, steps, pack, data["on_error"])
+            steps = tuple(step_from_json(step) for step in data["steps"])
+            return cls(SourceSpec.from_json(data["source"]), steps, pack, data["on_error"])
         except (KeyError, TypeError) as e:
             raise ConfigError(f"malformed spec: {e!r}") from e
-
-
-def is_supervised(spec: dict[str, Any]) -> bool:
-    """Whether examples carry ``labels`` and ``attention_mask``: SFT and chat data, and
-    sliding windows (whose overlaps are masked)."""
-    ops = {s["op"] for s in spec["steps"]}
-    return bool(ops & {"tokenize_sft", "tokenize_chat"}) or (spec["pack"] or {}).get("mode") == "window"
-
-
-def _step_from_json(step: dict[str, Any]) -> Step:
-    op = step["op"]
-    if op == "tokenize":
-        return TokenizeStep(TokenizerRef(**step["tokenizer"]), step["field"], step["add_special_tokens"])
-    if op in ("tokenize_sft", "tokenize_chat"):
-        fields = {k: v for k, v in step.items() if k not in ("op", "tokenizer")}
-        cls = SftStep if op == "tokenize_sft" else ChatStep
-        return cls(TokenizerRef(**step["tokenizer"]), **fields)
-    if op == "ensure_bos_eos":
-        return BosEosStep(step["bos_id"], step["eos_id"])
-    if op == "filter_length":
-        return LengthFilterStep(step["min_tokens"], step["max_tokens"])
-    raise ConfigError(f"a spec with a user {op} step ({step.get('name')}) cannot be rebuilt from JSON")

@@ -78,8 +78,8 @@ def test_cached_dataset_keeps_the_stream_stages(corpus, tmp_path):
 def test_multi_processing_build_is_identical(corpus, built, tmp_path):
     cached = online(corpus).cache(str(tmp_path / "mp"), direct_running_mode="multi_processing", direct_num_workers=2)
     assert_items_equal(list(stream(cached)), list(stream(built["concat"])))
-    shas = lambda d: [s.sha256 for s in Dataset.from_cache(d)._plan.cached.cache.manifest.shards]  # noqa: E731
-    assert shas(str(tmp_path / "mp")) == shas(built["concat"]._plan.cached.cache.directory)
+    shas = lambda d: [s.sha256 for s in Dataset.from_cache(d)._plan.origin.cache.manifest.shards]  # noqa: E731
+    assert shas(str(tmp_path / "mp")) == shas(built["concat"]._plan.origin.cache.directory)
 
 
 def free_port() -> int:
@@ -135,7 +135,7 @@ def test_stats_match_between_modes(corpus, built):
     a, b = online(corpus).iter(), built["concat"].iter()
     list(a), list(b)
     assert a.stats() == b.stats()
-    totals = built["concat"]._plan.cached.cache.manifest.totals
+    totals = built["concat"]._plan.origin.cache.manifest.totals
     assert totals["documents"]["read"] == a.stats()["documents"]["read"] and totals["rows"] == a.stats()["examples"]
 
 
@@ -143,7 +143,7 @@ def test_start_example_is_a_seek(built):
     full = list(built["concat"].iter())
     for n in (0, 1, 57, len(full) - 1, len(full)):
         assert_items_equal(list(built["concat"].iter(start_example=n)), full[n:])
-    with pytest.raises(ConfigError, match="needs the row counts of a cache"):
+    with pytest.raises(ConfigError, match="needs the row counts of a packed cache"):
         Dataset.from_sequence(["a"]).iter(start_example=1)
 
 
@@ -262,7 +262,7 @@ def test_verify_passes_then_catches_altered_rows(corpus, tmp_path):
 
 
 def test_cache_files_load_in_other_tools(built):
-    directory = Path(built["concat"]._plan.cached.cache.directory)
+    directory = Path(built["concat"]._plan.origin.cache.directory)
     files = sorted(str(p) for p in (directory / "shards").glob("*.parquet"))
     table = pq.read_table(files)
     assert table.schema.field("input_ids").type == pa.list_(pa.int32())
@@ -313,7 +313,7 @@ def small_groups(corpus, tmp_path_factory):
 
 @pytest.mark.parametrize("pack", ["concat", "none"])
 def test_many_row_groups_read_like_one(corpus, small_groups, pack):
-    directory = Path(small_groups[pack]._plan.cached.cache.directory)
+    directory = Path(small_groups[pack]._plan.origin.cache.directory)
     groups = [pq.ParquetFile(p).metadata.num_row_groups for p in sorted((directory / "shards").glob("*.parquet"))]
     assert max(groups) >= 24 and min(groups) >= 2
     assert_items_equal(list(stream(small_groups[pack])), list(stream(online(corpus, pack))))

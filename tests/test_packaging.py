@@ -33,12 +33,14 @@ def test_dockerfile_copies_what_exists_and_its_check_runs():
 
 
 def test_setup_file_package_carries_the_pipeline(tmp_path):
-    """Dataflow installs the package --setup_file builds; it must hold beamtok and pipelines."""
+    """Dataflow installs the package --setup_file builds; it must hold beamtok with its Beam
+    transforms, and not the top-level ``pipelines`` programs (a generic name that would clash)."""
     cmd = f"{shlex.quote(sys.executable)} -m pip wheel --no-deps --no-build-isolation -q -w {tmp_path} ."
     subprocess.run(cmd, shell=True, check=True, cwd=ROOT, capture_output=True)
     (wheel,) = tmp_path.glob("beamtok-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("pipelines/cache.py", "beamtok/cache/reader.py", "beamtok/shard.py", "beamtok/cli.py"):
+    for required in ("beamtok/beam/build.py", "beamtok/cache/build.py", "beamtok/shard.py", "beamtok/cli.py", "beamtok/py.typed"):
         assert required in names
+    assert not any(n.startswith("pipelines/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "beamtok = beamtok.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -51,7 +51,7 @@ def test_state_dict_does_not_drain_the_workers(make_shards, tokenizer_dir):
     paths = make_shards(4, docs_per_shard=40)
     it = make(paths, tokenizer_dir, 2).iter()
     next(it)
-    pool = it.source.open_shard
+    pool = it.source.backend
     busy = [w.task.id for w in pool._workers if w.task is not None]
     state = it.state_dict()
     assert busy and [w.task.id for w in pool._workers if w.task is not None] == busy  # still running the same shards
@@ -60,11 +60,27 @@ def test_state_dict_does_not_drain_the_workers(make_shards, tokenizer_dir):
     assert not pool._workers
 
 
+def test_workers_start_at_the_first_next_and_stop_with_the_context(make_shards, tokenizer_dir):
+    import multiprocessing
+
+    paths = make_shards(4, docs_per_shard=10)
+    with make(paths, tokenizer_dir, 2).iter() as it:
+        state = it.state_dict()
+        assert not multiprocessing.active_children() and not it.source.backend._workers  # nothing forked yet
+        resumed = make(paths, tokenizer_dir, 2).iter(state_dict=state)
+        assert not multiprocessing.active_children()
+        first = next(it)
+        assert len(it.source.backend._workers) == 2
+        assert_items_equal([next(resumed)], [first])
+        resumed.close()
+    assert not it.source.backend._workers and not multiprocessing.active_children()
+
+
 def test_worker_death_is_a_clear_error(make_shards, tokenizer_dir):
     paths = make_shards(4, docs_per_shard=40)
     it = make(paths, tokenizer_dir, 2, interleave=1).iter()
     next(it)
-    workers = it.source.open_shard._workers
+    workers = it.source.backend._workers
     os.kill(workers[0].process.pid, signal.SIGKILL)
     os.kill(workers[1].process.pid, signal.SIGKILL)
     with pytest.raises(WorkerError, match=r"died with exit code -9 while reading .*part-0"):

@@ -62,17 +62,13 @@ def test_counts_add_up_and_skips_are_counted(tmp_path, tokenizer_dir, paragraphs
     path = str(write_jsonl(tmp_path / "mixed.jsonl", lines))
     proc = ShardProcessor(spec_for([path], tokenizer_dir, seq_len=32, on_error="skip"))
     full = list(proc.run(Shard(0, path)))
-    total = DocCounts()
-    for p in full:
-        total.add(p.counts)
+    total = sum((p.counts for p in full), DocCounts())
     assert total.read == len(lines) == total.emitted + sum(total.skipped.values())
     assert total.emitted == 8
     assert dict(total.skipped) == {"malformed_json": 1, "missing_field": 1, "wrong_type": 1, "empty": 1, "not_an_object": 1}
     for k, produced in enumerate(full[:-1]):  # counts after a resume continue exactly
         rest = list(proc.run(Shard(0, path), produced.cursor))
-        resumed = DocCounts()
-        for p in full[: k + 1] + rest:
-            resumed.add(p.counts)
+        resumed = sum((p.counts for p in full[: k + 1] + rest), DocCounts())
         assert resumed.to_json() == total.to_json()
 
 

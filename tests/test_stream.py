@@ -180,7 +180,7 @@ def test_stage_order_is_enforced(shards, tokenizer_dir):
         ds.tokenize(tokenizer_dir).shuffle(4).concat_chunk(8)
     with pytest.raises(ConfigError, match="before the packing stage"):
         ds.tokenize(tokenizer_dir).concat_chunk(8).map(lambda r: r)
-    with pytest.raises(ConfigError, match="seq_len must be a positive integer"):
+    with pytest.raises(ConfigError, match="seq_len must be an integer >= 1"):
         ds.tokenize(tokenizer_dir).concat_chunk(0)
 
 

@@ -151,8 +151,8 @@ def test_tiktoken_backend_refuses_what_it_cannot_reproduce(gpt2):
 
 
 @pytest.mark.parametrize("packer", [lambda: GreedyPacker(4, 0), lambda: FirstFitPacker(4, 0, window=2)])
-def test_whole_example_packers_refuse_examples_longer_than_a_row(packer):
-    from beamtok import ConfigError
-
-    with pytest.raises(ConfigError, match="does not fit rows of 4; set max_length"):
-        list(packer().add(0, doc(1, 2, 3, 4, 5)))
+def test_whole_example_packers_skip_and_count_examples_longer_than_a_row(packer):
+    p = packer()
+    assert list(p.add(0, doc(1, 2, 3, 4, 5))) == [] and p.counts.too_long == 1  # never split, never an error
+    rows = [*p.add(1, doc(6, 7)), *p.add(2, doc(8, 9)), *p.finish()]
+    assert [r.input_ids.tolist() for r in rows] == [[6, 7, 8, 9]] and rows[0].doc == 1 and p.counts.too_long == 1

@@ -1,7 +1,8 @@
-"""The offline cache: Parquet schema, manifest, shard writer, reader and verifier.
+"""The offline cache: Parquet schema, manifest, shard writer, reader backends, verifier and
+build orchestration.
 
-Importing this package needs pyarrow but not Apache Beam; the Beam pipeline that drives the
-writer lives in ``pipelines.cache``.
+Importing this package needs pyarrow but not Apache Beam; the Beam transform that drives the
+writer lives in ``beamtok.beam``, imported only when a cache is built.
 """
 
 from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest

@@ -37,7 +37,7 @@ class ShardEntry:
 
     index: int
     url: str
-    source_size: int | None
+    source_size: int | None  # of a local input file: a re-run rebuilds the shard if it changed
     file: str
     bytes: int
     sha256: str

@@ -6,14 +6,13 @@ Parquet metadata, never by scanning). The cursor after a row is the next row's p
 ``done`` after the last row, exactly as the per-shard step reports it on the fly.
 
 A cache built without packing (one document a row) can be packed at read time: its rows are
-then documents, fed to the same packer the on-the-fly step uses, and reopened by doc cursor
-(the row group is found from the ``doc`` column's statistics).
+then documents (:meth:`Cache.documents`), fed to the same packer the on-the-fly step uses (see
+``beamtok.cache.backend``), and reopened by doc cursor (the row group is found from the
+``doc`` column's statistics).
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -25,16 +24,15 @@ from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest
 from beamtok.cache.schema import RowBlock, batch_to_examples
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, StateError
-from beamtok.shard import DocCounts, DocItem, Produced, ShardCursor, pack_documents
+from beamtok.lookahead import lookahead
+from beamtok.shard import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
+from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard
-from beamtok.spec import PackSpec, is_supervised
-from beamtok.transforms.pack import make_packer
+from beamtok.spec import Spec
 from beamtok.transforms.sft import TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 
 __all__ = ["Cache", "size_problem"]
-
-LAST_ROW_KEY = 1 << 62  # counts of a shard's last document row: reported only at its end
 
 
 class Cache:
@@ -46,7 +44,8 @@ class Cache:
         not the size the manifest says (at open, not where a training run would meet it)."""
         self.storage = Storage(directory)
         self.manifest: Manifest = read_manifest(self.storage)
-        self.supervised = is_supervised(self.manifest.spec)
+        self.spec = Spec.from_json(self.manifest.spec)
+        self.supervised = self.spec.supervised
         if fingerprint is not None and self.manifest.fingerprint != fingerprint:
             raise CacheError(f"{directory} was built with spec {self.manifest.fingerprint}, not the requested {fingerprint}")
         for entry in self.manifest.shards:
@@ -109,28 +108,28 @@ class Cache:
         if entry.rows == 0:
             yield Produced(None, ShardCursor(0, 0, 0, True), DocCounts.from_json(entry.documents))
             return
-        pending: tuple[dict[str, Any], DocCounts] | None = None
-        for examples, counts, indices, docs, tokens in self._blocks(entry, cursor.index):
+        first = True
+        for row, following in lookahead(self._rows(entry, cursor.index)):
+            example, counts, index, doc, token = row
             # A shard's start cursor is (0, 0, 0) whatever row 0's provenance; any other must match.
-            if pending is None and cursor != ShardCursor() and (docs[0], tokens[0]) != (cursor.doc, cursor.token):
+            if first and cursor != ShardCursor() and (doc, token) != (cursor.doc, cursor.token):
                 raise StateError(
                     f"shard {shard.index}: the state's cursor (example {cursor.index}, doc {cursor.doc}, token {cursor.token}) "
-                    f"does not match the cache's row {indices[0]} (doc {docs[0]}, token {tokens[0]}): the state is from other data"
+                    f"does not match the cache's row {index} (doc {doc}, token {token}): the state is from other data"
                 )
-            if pending is not None:
-                yield Produced(pending[0], ShardCursor(indices[0], docs[0], tokens[0]), pending[1])
-            for i in range(len(examples) - 1):
-                yield Produced(examples[i], ShardCursor(indices[i + 1], docs[i + 1], tokens[i + 1]), counts[i])
-            pending = (examples[-1], counts[-1])
-        if pending is not None:
-            yield Produced(pending[0], ShardCursor(pending[0]["index"] + 1, 0, 0, True), pending[1])
+            first = False
+            after = ShardCursor(index + 1, 0, 0, True) if following is None else ShardCursor(*following[2:])
+            yield Produced(example, after, counts)
+
+    def _rows(self, entry: ShardEntry, start_row: int) -> Iterator[tuple[dict[str, Any], DocCounts, int, int, int]]:
+        for block in self._blocks(entry, start_row):
+            yield from zip(block.examples, block.counts, block.indices, block.docs, block.tokens)
 
     def _blocks(self, entry: ShardEntry, start_row: int) -> Iterator[RowBlock]:
         with self._parquet(entry) as pf:
-            ends = list(itertools.accumulate(pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)))
-            group = bisect.bisect_right(ends, start_row)
-            skip = start_row - (ends[group - 1] if group else 0)
-            for table in _row_groups(pf, range(group, len(ends)), self.storage.display(entry.file)):
+            seek = seek_row(pf.metadata, start_row)
+            skip = seek.skip
+            for table in _row_groups(pf, range(seek.group, seek.groups), self.storage.display(entry.file)):
                 yield batch_to_examples(_one_batch(table.slice(skip)), self.supervised)
                 skip = 0
 
@@ -152,36 +151,24 @@ class Cache:
             raise StateError(f"shard {shard.index} does not exist in the cache ({len(self.manifest.shards)} shards)")
         return self.manifest.shards[shard.index]
 
-    # ----------------------------------------------------- packing at read time
+    # ------------------------------------------------------- document rows
 
-    def repacked(self, pack: PackSpec) -> Any:
-        """An opener that packs the document rows of an unpacked cache with ``pack``."""
-        if self.manifest.spec["pack"] is not None:
-            raise CacheError(f"{self.directory}: the cache is already packed ({self.manifest.spec['pack']['mode']})")
-
-        def open_packed(shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
-            if cursor.done:
-                return iter(())
-            supervised = is_supervised({**self.manifest.spec, "pack": pack.to_json()})
-            return pack_documents(shard.index, cursor, self._documents(shard, cursor.doc), make_packer(pack), supervised)
-
-        return open_packed
-
-    def _documents(self, shard: Shard, start_doc: int) -> Iterator[DocItem]:
+    def documents(self, shard: Shard, start_doc: int) -> Iterator[DocItem]:
+        """The document rows of an unpacked cache from doc cursor ``start_doc`` on, as the
+        packer's input. A row's counts cover the skipped documents up to the next row."""
         entry = self._entry(shard)
         if entry.rows == 0:
-            yield DocItem(0, None, LAST_ROW_KEY, DocCounts.from_json(entry.documents))
+            yield DocItem(0, None, DocCounts.from_json(entry.documents), END_OF_SHARD)
             return
-        pending: tuple[dict[str, Any], DocCounts] | None = None
-        for block in self._document_blocks(entry, start_doc):
-            for example, count in zip(block.examples, block.counts):
-                if example["doc"] < start_doc:
-                    continue
-                if pending is not None:
-                    yield DocItem(pending[0]["doc"], _token_doc(pending[0]), example["doc"] - 1, pending[1])
-                pending = (example, count)
-        if pending is not None:
-            yield DocItem(pending[0]["doc"], _token_doc(pending[0]), LAST_ROW_KEY, pending[1])
+        rows = (
+            (example, count)
+            for block in self._document_blocks(entry, start_doc)
+            for example, count in zip(block.examples, block.counts)
+            if example["doc"] >= start_doc
+        )
+        for (example, count), following in lookahead(rows):
+            through = END_OF_SHARD if following is None else following[0]["doc"] - 1
+            yield DocItem(example["doc"], _token_doc(example), count, through)
 
     def _document_blocks(self, entry: ShardEntry, start_doc: int) -> Iterator[RowBlock]:
         with self._parquet(entry) as pf:

@@ -11,9 +11,8 @@ import pyarrow.parquet as pq
 
 from beamtok.cache.reader import Cache, size_problem
 from beamtok.errors import BeamtokError
-from beamtok.shard import ShardProcessor
+from beamtok.shard import ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
 
 __all__ = ["VerifyReport", "verify_cache"]
 
@@ -66,9 +65,8 @@ def verify_cache(directory: str, *, sample: int = 2, seed: int = 0, fingerprint:
             continue
         intact.append(entry.index)
     if sample > 0 and intact:
-        spec = Spec.from_json(manifest.spec)
         cache.tokenizer()
-        processor = ShardProcessor(spec)
+        processor = ShardProcessor(cache.spec)
         chosen = sorted(random.Random(seed).sample(intact, min(sample, len(intact))))
         for index in chosen:
             report.shards_compared.append(index)
@@ -79,8 +77,6 @@ def verify_cache(directory: str, *, sample: int = 2, seed: int = 0, fingerprint:
 
 
 def _compare_shard(cache: Cache, processor: ShardProcessor, shard: Shard, report: VerifyReport) -> str | None:
-    from beamtok.shard import ShardCursor
-
     fresh = processor.run(shard)
     stored = cache.open_rows(shard, ShardCursor())
     row = 0

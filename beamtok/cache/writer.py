@@ -7,25 +7,18 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
 from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
 from beamtok.cache.schema import cache_schema, examples_to_table
 from beamtok.cache.storage import HashingWriter, Storage
-from beamtok.shard import DocCounts, ShardProcessor
+from beamtok.shard import NO_COUNTS, ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
 
-__all__ = ["ROW_GROUP_BYTES", "ShardWriteResult", "completed_entry", "write_shard"]
+__all__ = ["ROW_GROUP_BYTES", "completed_entry", "write_shard"]
 
 ROW_GROUP_BYTES = 8 << 20  # tokens per row group: small enough to seek to, big enough to read fast
-
-
-@dataclass
-class ShardWriteResult:
-    entry: ShardEntry
-    skipped: bool  # True when an earlier run had already completed this shard
 
 
 def rows_per_group(seq_len: int | None, rows: int | None = None, nbytes: int | None = None) -> int:
@@ -37,14 +30,27 @@ def rows_per_group(seq_len: int | None, rows: int | None = None, nbytes: int | N
 
 
 def completed_entry(storage: Storage, shard: Shard, fingerprint: str) -> ShardEntry | None:
-    """The entry of ``shard`` if an earlier run completed it for this fingerprint, else None."""
+    """The entry of ``shard`` if an earlier run completed it for this fingerprint from the same
+    input (same URL, and for a local file the same size), else None."""
     rel = sidecar_file(shard.index)
     if not storage.exists(rel):
         return None
     entry = ShardEntry.from_json(json.loads(storage.read_bytes(rel)), storage.display(rel))
     if entry.fingerprint != fingerprint or entry.url != shard.url or storage.size(entry.file) != entry.bytes:
         return None
+    if entry.source_size is not None and source_size(shard) != entry.source_size:
+        return None  # the input file changed since the shard was written
     return entry
+
+
+def source_size(shard: Shard) -> int | None:
+    """The size of a local input file (None for remote and in-memory shards)."""
+    if is_remote(shard.url) or shard.data is not None:
+        return None
+    try:
+        return os.path.getsize(shard.url)
+    except OSError:
+        return None
 
 
 def write_shard(
@@ -63,7 +69,7 @@ def write_shard(
     fingerprint = processor.spec.fingerprint
     group = rows_per_group(seq_len, row_group_rows, row_group_bytes)
     rel = shard_file(shard.index)
-    documents = DocCounts()
+    documents = NO_COUNTS
     rows = tokens = pad_tokens = 0
     with storage.writing(rel) as sink:
         hashing = HashingWriter(sink)
@@ -73,7 +79,7 @@ def write_shard(
         try:
             examples, counts = [], []
             for produced in processor.run(shard):
-                documents.add(produced.counts)
+                documents = documents + produced.counts
                 if produced.example is None:
                     continue
                 examples.append(produced.example)
@@ -93,7 +99,7 @@ def write_shard(
     entry = ShardEntry(
         index=shard.index,
         url=shard.url,
-        source_size=None if is_remote(shard.url) or shard.data is not None else os.path.getsize(shard.url),
+        source_size=source_size(shard),
         file=rel,
         bytes=hashing.bytes,
         sha256=hashing.sha256.hexdigest(),

@@ -7,7 +7,6 @@ at a cursor seeks (or, for compressed JSONL, skips lines without parsing them).
 
 from __future__ import annotations
 
-import bisect
 import gzip
 import io
 import itertools
@@ -18,6 +17,7 @@ from typing import IO, Any, cast
 
 from beamtok.errors import ConfigError, InputError, StateError
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason, parse_json_line
+from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard, is_remote
 from beamtok.sources.zstd_stream import ZstdReader
 from beamtok.spec import SourceSpec
@@ -204,17 +204,13 @@ def _read_parquet(url: str, start: int, columns: Sequence[str] | None) -> Iterat
             missing = [c for c in cols if c not in pf.schema_arrow.names]
             if missing:
                 raise InputError(f"{url}: Parquet file has no column(s) {missing}; it has {pf.schema_arrow.names}")
-        meta = pf.metadata
-        ends = list(itertools.accumulate(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
-        rows = ends[-1] if ends else 0
-        if start > rows:
-            raise StateError(f"{url}: doc cursor (row {start}) is past the end of the file ({rows} rows)")
-        group = bisect.bisect_right(ends, start)
-        if group >= len(ends):
+        seek = seek_row(pf.metadata, start)
+        if start > seek.rows:
+            raise StateError(f"{url}: doc cursor (row {start}) is past the end of the file ({seek.rows} rows)")
+        if seek.group >= seek.groups:
             return
-        row = ends[group - 1] if group else 0
-        groups = list(range(group, len(ends)))
-        for batch in pf.iter_batches(PARQUET_ROWS_PER_BATCH, row_groups=groups, columns=cols):
+        row = start - seek.skip
+        for batch in pf.iter_batches(PARQUET_ROWS_PER_BATCH, row_groups=list(range(seek.group, seek.groups)), columns=cols):
             records = batch.to_pylist()
             skip = max(0, start - row)
             for i, record in enumerate(records[skip:], row + skip):

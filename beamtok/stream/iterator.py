@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from beamtok.errors import StateError
-from beamtok.stream.source import ReaderSplit, ShardSource
-from beamtok.stream.stages import Node
+from beamtok.stream.node import Node
+from beamtok.stream.source import ShardSource
+from beamtok.stream.split import ReaderSplit
 from beamtok.stream.state import check_keys, copy_state
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ class DatasetIterator:
 
     The state is JSON: the state format version, the spec and stream fingerprints, which part
     of the data this reader owns, and the positions of the stages. It holds no token data.
+    Nothing is read and no worker process starts before the first ``next()``; as a context
+    manager it stops its workers on exit.
     """
 
     KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline")
@@ -62,6 +65,12 @@ class DatasetIterator:
 
     def __iter__(self) -> DatasetIterator:
         return self
+
+    def __enter__(self) -> DatasetIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __next__(self) -> Any:
         return next(self._root)

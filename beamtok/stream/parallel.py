@@ -1,7 +1,8 @@
 """Run the per-shard step in worker processes, ahead of the consumer, in the same order.
 
-The shard source opens shards through :class:`ParallelShards` instead of calling
-``ShardProcessor.run`` itself. Each open shard (and the next few the source will open) runs
+:class:`ParallelShards` is a shard backend (see ``beamtok.stream.backend``): the shard source
+opens shards through it instead of running ``ShardProcessor.run`` itself. Nothing starts
+before the source's first ``next()``. Each open shard (and the next few the source will open) runs
 in a worker process; the worker streams ``Produced`` items back in chunks through a bounded
 queue, and the source consumes them in exactly the order the in-process step yields them.
 Because every item carries its cursor, taking a state never drains or pauses the workers.
@@ -12,14 +13,13 @@ re-raised in the consumer as it would have been in-process.
 
 from __future__ import annotations
 
-import logging
 import multiprocessing as mp
 import os
 import pickle
 import queue
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +27,11 @@ from beamtok.errors import BeamtokError
 from beamtok.shard import Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
+from beamtok.stream.backend import SequentialBackend
 from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
 
 __all__ = ["ParallelShards", "WorkerError"]
 
-LOG = logging.getLogger(__name__)
 CHUNK = 32  # examples per message
 QUEUE_CHUNKS = 64  # chunks a worker may run ahead of the consumer, per task
 POLL_SECONDS = 1.0
@@ -122,7 +122,7 @@ class _Task:
     consuming: bool = False
 
 
-class ParallelShards:
+class ParallelShards(SequentialBackend):
     """Opens shards for a ShardSource by running them in ``workers`` processes."""
 
     def __init__(self, spec: Spec, workers: int) -> None:
@@ -136,16 +136,16 @@ class ParallelShards:
         self._next_id = 0
         self._local: ShardProcessor | None = None
 
-    # --------------------------------------------------------------- opener API
+    # --------------------------------------------------------------- backend API
 
-    def __call__(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+    def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
         if cursor.done:
             return iter(())
         task = self._tasks.pop((shard.index, cursor), None) or self._submit(shard, cursor)
         task.consuming = True
         return self._consume(task)
 
-    def prefetch(self, upcoming: list[tuple[Shard, ShardCursor]]) -> None:
+    def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
         """Start shards the source will open next, while workers are free."""
         for shard, cursor in upcoming:
             if cursor.done or (shard.index, cursor) in self._tasks:

@@ -2,13 +2,17 @@
 
 It orders the shards of each epoch (optionally shuffled with a seed), keeps the ones this
 reader owns (by rank and DataLoader worker), keeps ``interleave`` of them open and takes one
-example from each in turn. Its state holds the epoch, the position in that epoch's order and
-the cursor of each open shard, so restoring seeks instead of replaying.
+example from each in turn, reading them through a :class:`ShardBackend`. Its state holds the
+epoch, the position in that epoch's order and the cursor of each open shard, so restoring
+seeks instead of replaying. It owns that layout, including the state just before a global
+example (where the backend knows row counts). Nothing is opened, read or started before the
+first ``next()``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,51 +21,44 @@ import numpy as np
 from beamtok.errors import ConfigError, StateError
 from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor
 from beamtok.sources.urls import Shard
+from beamtok.stream.backend import ShardBackend
+from beamtok.stream.split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.validate import check_int as check_option
+from beamtok.validate import check_optional_int
 
-__all__ = ["ReaderSplit", "ShardOpener", "ShardSource", "StreamStats"]
+__all__ = ["ShardSource", "SourceOptions", "StreamStats"]
 
-ShardOpener = Callable[[Shard, ShardCursor], Iterator[Produced]]
 PREFETCH_SHARDS = 4
 
 
 @dataclass(frozen=True)
-class ReaderSplit:
-    """Which part of the data this reader owns: rank of world, worker of DataLoader workers.
+class SourceOptions:
+    """How the shard source orders, splits and opens shards."""
 
-    ``mode="shards"`` gives each reader whole shards; ``"examples"`` gives it every
-    ``parts``-th example of the full stream (for corpora with fewer shards than readers).
-    """
-
+    epochs: int | None = 1
+    shuffle_seed: int | None = None
+    interleave: int = 1
     rank: int = 0
     world_size: int = 1
-    worker: int = 0
-    num_workers: int = 1
-    mode: str = "shards"
+    split: str = "shards"
+    workers: int = 0  # tokenization worker processes; never changes the stream
 
     def __post_init__(self) -> None:
-        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank must be in 0..world_size-1, got rank={self.rank} world_size={self.world_size}")
-        if self.num_workers < 1 or not 0 <= self.worker < self.num_workers:
-            raise ConfigError(f"worker must be in 0..num_workers-1, got {self.worker} of {self.num_workers}")
-        if self.mode not in ("shards", "examples"):
-            raise ConfigError(f"split mode must be 'shards' or 'examples', got {self.mode!r}")
-
-    @property
-    def part(self) -> int:
-        return self.rank * self.num_workers + self.worker
-
-    @property
-    def parts(self) -> int:
-        return self.world_size * self.num_workers
+        check_optional_int(self.epochs, "epochs", minimum=1)
+        check_optional_int(self.shuffle_seed, "seed")
+        check_option(self.interleave, "open_shards", minimum=1)
+        check_option(self.workers, "workers")
+        ReaderSplit(self.rank, self.world_size, mode=self.split)
 
     def to_json(self) -> dict[str, Any]:
+        # rank is stamped separately (ReaderSplit), so ranks share one stream fingerprint
         return {
-            "rank": self.rank,
+            "epochs": self.epochs,
+            "shuffle_seed": self.shuffle_seed,
+            "interleave": self.interleave,
             "world_size": self.world_size,
-            "worker": self.worker,
-            "num_workers": self.num_workers,
-            "mode": self.mode,
+            "split": self.split,
         }
 
 
@@ -71,14 +68,13 @@ class StreamStats:
     KEYS = ("documents", "examples", "tokens", "pad_tokens")
 
     def __init__(self) -> None:
-        self.documents = DocCounts()
+        self.documents = NO_COUNTS
         self.examples = 0
         self.tokens = 0
         self.pad_tokens = 0
 
     def record(self, produced: Produced) -> None:
-        if produced.counts is not NO_COUNTS:
-            self.documents.add(produced.counts)
+        self.documents = self.documents + produced.counts
         example = produced.example
         if example is None:
             return
@@ -92,12 +88,7 @@ class StreamStats:
         self.pad_tokens += len(ids) - real
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "documents": self.documents.to_json(),
-            "examples": self.examples,
-            "tokens": self.tokens,
-            "pad_tokens": self.pad_tokens,
-        }
+        return {"documents": self.documents.to_json(), "examples": self.examples, "tokens": self.tokens, "pad_tokens": self.pad_tokens}
 
     @classmethod
     def from_json(cls, state: Any) -> StreamStats:
@@ -105,7 +96,7 @@ class StreamStats:
         stats = cls()
         try:
             stats.documents = DocCounts.from_json(state["documents"])
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, AttributeError) as e:
             raise StateError(f"stats: malformed document counts {state['documents']!r}") from e
         stats.examples = check_int(state["examples"], "examples", "stats")
         stats.tokens = check_int(state["tokens"], "tokens", "stats")
@@ -114,12 +105,14 @@ class StreamStats:
 
 
 class _Slot:
+    """An open shard: its cursor, and its examples once the first one is asked for."""
+
     __slots__ = ("cursor", "examples", "shard")
 
-    def __init__(self, shard: int, cursor: ShardCursor, examples: Iterator[Produced]) -> None:
+    def __init__(self, shard: int, cursor: ShardCursor) -> None:
         self.shard = shard
         self.cursor = cursor
-        self.examples = examples
+        self.examples: Iterator[Produced] | None = None
 
 
 class ShardSource:
@@ -127,22 +120,9 @@ class ShardSource:
 
     KEYS = ("epoch", "position", "slots", "turn", "stats")
 
-    def __init__(
-        self,
-        shards: list[Shard],
-        open_shard: ShardOpener,
-        *,
-        epochs: int | None = 1,
-        shuffle_seed: int | None = None,
-        interleave: int = 1,
-        split: ReaderSplit = ReaderSplit(),
-    ) -> None:
+    def __init__(self, shards: list[Shard], backend: ShardBackend, options: SourceOptions, split: ReaderSplit) -> None:
         if not shards:
             raise ConfigError("the dataset has no shards")
-        if interleave < 1:
-            raise ConfigError(f"interleave must be >= 1, got {interleave}")
-        if epochs is not None and epochs < 1:
-            raise ConfigError(f"epochs must be >= 1 or None (forever), got {epochs}")
         if split.mode == "shards" and len(shards) < split.parts:
             raise ConfigError(
                 f"{len(shards)} shard(s) cannot be split over {split.parts} readers "
@@ -150,10 +130,10 @@ class ShardSource:
                 "use more shards or shard_by_rank(..., split='examples')"
             )
         self.shards = shards
-        self.open_shard = open_shard
-        self.epochs = epochs
-        self.shuffle_seed = shuffle_seed
-        self.interleave = interleave
+        self.backend = backend
+        self.epochs = options.epochs
+        self.shuffle_seed = options.shuffle_seed
+        self.interleave = options.interleave
         self.split = split
         self.reset(None)
 
@@ -172,10 +152,10 @@ class ShardSource:
         self._position = 0
         self._slots: list[_Slot] = []
         self._turn = 0
+        self._hinted = False
         if state is not None:
             self._restore(copy_state(state))
         self._order = self.order(self._epoch)
-        self._hint()
 
     def _restore(self, state: Any) -> None:
         check_keys(state, self.KEYS, "shard source")
@@ -194,8 +174,7 @@ class ShardSource:
             index = check_int(slot["shard"], "shard", "shard source slot")
             if index >= len(self.shards):
                 raise StateError(f"shard source: shard {index} does not exist (the dataset has {len(self.shards)})")
-            cursor = ShardCursor.from_json(slot["cursor"])
-            self._slots.append(_Slot(index, cursor, self.open_shard(self.shards[index], cursor)))
+            self._slots.append(_Slot(index, ShardCursor.from_json(slot["cursor"])))
         self._turn = check_int(state["turn"], "turn", "shard source")
         if self._slots and self._turn >= len(self._slots):
             raise StateError(f"shard source: turn {self._turn} is out of range")
@@ -210,14 +189,45 @@ class ShardSource:
             "stats": self.stats.to_json(),
         }
 
+    def state_at(self, example: int) -> dict[str, Any]:
+        """The state just before global example ``example`` of this source (a seek: needs a
+        backend that knows row counts, one open shard and a single reader)."""
+        if self.interleave != 1 or self.split.parts > 1:
+            raise ConfigError("start_example works with interleave(1) and a single reader")
+        if self.backend.rows(self.shards[0]) is None:
+            raise ConfigError("start_example needs the row counts of a packed cache; on the fly, resume from a state_dict")
+        rows = [self.backend.rows(shard) or 0 for shard in self.shards]
+        stats = StreamStats().to_json()
+        left = example
+        epoch = 0
+        for epoch in itertools.count() if self.epochs is None else range(self.epochs):
+            order = self.order(epoch)
+            for position, shard in enumerate(order):
+                if left < rows[shard]:
+                    cursor = self.backend.cursor_at(self.shards[shard], left)
+                    slot = {"shard": shard, "cursor": cursor.to_json()}
+                    return {"epoch": epoch, "position": position + 1, "slots": [slot], "turn": 0, "stats": stats}
+                left -= rows[shard]
+            if sum(rows[s] for s in order) == 0:
+                break
+        if left == 0:  # exactly the end of the stream
+            return {"epoch": epoch, "position": len(self.order(epoch)), "slots": [], "turn": 0, "stats": stats}
+        raise ConfigError(f"start_example {example} is past the end of the stream")
+
     def __iter__(self) -> ShardSource:
         return self
 
     def __next__(self) -> dict[str, Any]:
+        if not self._hinted:  # the first next(): open restored shards, then start what comes after
+            for slot in self._slots:
+                slot.examples = self.backend.open(self.shards[slot.shard], slot.cursor)
+            self._hint()
         while True:
             if not self._slots and not self._fill():
                 raise StopIteration
             slot = self._slots[self._turn]
+            if slot.examples is None:
+                slot.examples = self.backend.open(self.shards[slot.shard], slot.cursor)
             produced = next(slot.examples, None)
             if produced is None:
                 self._replace(self._turn)
@@ -229,26 +239,22 @@ class ShardSource:
             self._turn = (self._turn + 1) % len(self._slots)
             return produced.example
 
-    def _hint(self) -> None:
-        """Tell an opener that runs ahead (worker processes) which shards come next."""
-        prefetch = getattr(self.open_shard, "prefetch", None)
-        if prefetch is not None:
-            upcoming = self._order[self._position : self._position + PREFETCH_SHARDS]
-            prefetch([(self.shards[i], ShardCursor()) for i in upcoming])
-
     def close(self) -> None:
-        """Stop worker processes, if the opener has any."""
-        close = getattr(self.open_shard, "close", None)
-        if close is not None:
-            close()
+        """Stop the backend's worker processes, if it has any."""
+        self.backend.close()
+
+    def _hint(self) -> None:
+        """Tell the backend which shards come next (worker processes start them early)."""
+        self._hinted = True
+        upcoming = self._order[self._position : self._position + PREFETCH_SHARDS]
+        self.backend.prefetch([(self.shards[i], ShardCursor()) for i in upcoming])
 
     def _open(self) -> _Slot | None:
         if self._position >= len(self._order):
             return None
         index = self._order[self._position]
         self._position += 1
-        cursor = ShardCursor()
-        return _Slot(index, cursor, self.open_shard(self.shards[index], cursor))
+        return _Slot(index, ShardCursor())
 
     def _fill(self) -> bool:
         """Open shards into empty slots, moving to the next epoch when this one is spent."""

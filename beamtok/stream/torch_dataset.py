@@ -1,18 +1,26 @@
-"""A torch IterableDataset over a beamtok Dataset, checkpointable like torchdata's nodes.
+"""A torch IterableDataset over a beamtok Dataset, checkpointable with StatefulDataLoader.
 
-Use it with ``torch.utils.data.DataLoader(ds.to_torch(), batch_size=None)`` (beamtok batches
-itself). Each DataLoader worker reads its own share of the shards. ``state_dict()`` is the
-current iterator's state; ``load_state_dict()`` makes the next ``iter()`` resume from it, as
-torchdata's ``StatefulDataLoader`` expects of a dataset.
+Use it as ``torchdata.stateful_dataloader.StatefulDataLoader(ds.to_torch(), batch_size=None,
+num_workers=N)`` (beamtok batches itself): the loader asks each worker's copy of this
+dataset for its ``state_dict()`` and hands it back through ``load_state_dict()``, so
+``loader.state_dict()`` / ``loader.load_state_dict()`` resume exactly for any N. Each worker
+reads its own share of the shards.
+
+A plain ``torch.utils.data.DataLoader`` with workers iterates copies of this object in other
+processes, so the copy in the training process cannot know where they are: its
+``state_dict()`` then refuses instead of returning a wrong state. With ``num_workers=0`` it
+is exact.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch.utils.data
 
+from beamtok.errors import StateError
 from beamtok.stream.iterator import DatasetIterator
 
 if TYPE_CHECKING:
@@ -27,18 +35,49 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         self.dataset = dataset
         self._iterator: DatasetIterator | None = None
         self._pending_state: dict[str, Any] | None = None
+        # Set by a DataLoader worker's copy; shared memory, so this process sees it.
+        self._iterated_in_worker = multiprocessing.Value("b", 0, lock=False)
 
     def __iter__(self) -> Iterator[Any]:
+        if torch.utils.data.get_worker_info() is not None:
+            self._iterated_in_worker.value = 1
+        if self._iterator is not None:
+            self._iterator.close()
         self._iterator = self.dataset.iter(state_dict=self._pending_state)
         self._pending_state = None
         return self._iterator
 
     def state_dict(self) -> dict[str, Any]:
+        """The state of this process's iterator (the start, or the state loaded, before one)."""
         if self._iterator is not None:
             return self._iterator.state_dict()
+        if self._iterated_in_worker.value and torch.utils.data.get_worker_info() is None:
+            raise StateError(
+                "this dataset is iterated in DataLoader worker processes, so its copy here cannot know their "
+                "positions; use torchdata's StatefulDataLoader (loader.state_dict()), or DataLoader(num_workers=0) "
+                "with ds.parallel(n) for tokenization workers"
+            )
         if self._pending_state is not None:
             return self._pending_state
-        return self.dataset.iter().state_dict()
+        return self.dataset.iter().state_dict()  # builds the stages only: nothing is read or started
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._pending_state = state_dict
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_iterator"] = None
+        if not _spawning():  # a copy that is not a new worker (deepcopy, pickle to disk) gets a flag of its own
+            state["_iterated_in_worker"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._iterated_in_worker is None:
+            self._iterated_in_worker = multiprocessing.Value("b", 0, lock=False)
+
+
+def _spawning() -> bool:
+    from multiprocessing import context
+
+    return context.get_spawning_popen() is not None

@@ -10,15 +10,16 @@ emitted). ``finish()`` flushes what is left at the end of the shard. A row recor
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from beamtok.errors import ConfigError
-from beamtok.spec import PackSpec
 from beamtok.transforms.sft import TokenDoc
+
+if TYPE_CHECKING:
+    from beamtok.spec import PackSpec
 
 __all__ = [
     "ConcatChunker",
@@ -57,11 +58,13 @@ class Row:
 
 @dataclass
 class PackCounts:
-    """Tokens a packer did not put into rows, and pad tokens it added."""
+    """Tokens a packer did not put into rows, pad tokens it added, and whole examples it
+    skipped because they cannot fit a row (``too_long``)."""
 
     truncated_tokens: int = 0
     dropped_tokens: int = 0
     pad_tokens: int = 0
+    too_long: int = 0
 
 
 class Packer(Protocol):
@@ -100,14 +103,6 @@ def _pad_row(row: Row, seq_len: int, pad_id: int) -> Row:
         np.concatenate([row.position_ids, np.zeros(extra, dtype=np.int32)]),
         np.concatenate([row.loss_mask, np.zeros(extra, dtype=np.int8)]),
     )
-
-
-def _check_fits(tokens: TokenDoc, seq_len: int) -> None:
-    if len(tokens.ids) > seq_len:
-        raise ConfigError(
-            f"an example of {len(tokens.ids)} tokens does not fit rows of {seq_len}; "
-            "set max_length on tokenize_sft/tokenize_chat (or --max-length) to at most seq_len"
-        )
 
 
 def _slice(tokens: TokenDoc, start: int, stop: int | None = None) -> TokenDoc:
@@ -244,7 +239,9 @@ class GreedyPacker:
         self._used = 0
 
     def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
-        _check_fits(tokens, self.seq_len)
+        if len(tokens.ids) > self.seq_len:  # never split: skipped, and counted as too_long
+            self.counts.too_long += 1
+            return
         if self._row and self._used + len(tokens.ids) > self.seq_len:
             yield self._close()
         if not self._row:
@@ -282,7 +279,9 @@ class FirstFitPacker:
         self._skip = 0
 
     def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
-        _check_fits(tokens, self.seq_len)
+        if len(tokens.ids) > self.seq_len:  # never split: skipped, and counted as too_long
+            self.counts.too_long += 1
+            return
         if not self._examples:
             self._window_doc, self._skip = doc, offset
         self._examples.append(tokens)
@@ -315,19 +314,16 @@ class FirstFitPacker:
         self._examples, self._skip = [], 0
 
 
+PACKERS: dict[str, Callable[[PackSpec], Packer]] = {
+    "none": lambda p: WholeDocument(),
+    "concat": lambda p: ConcatChunker(p.seq_len or 0, p.pad_id, p.remainder),
+    "pad": lambda p: PadTruncate(p.seq_len or 0, p.pad_id),
+    "window": lambda p: SlidingWindow(p.seq_len or 0, p.stride or 0),
+    "greedy": lambda p: GreedyPacker(p.seq_len or 0, p.pad_id),
+    "first_fit": lambda p: FirstFitPacker(p.seq_len or 0, p.pad_id, p.window or 0),
+}
+
+
 def make_packer(pack: PackSpec | None) -> Packer:
     """The packer a spec asks for (one whole document a row when it asks for none)."""
-    if pack is None or pack.mode == "none":
-        return WholeDocument()
-    assert pack.seq_len is not None
-    if pack.mode == "concat":
-        return ConcatChunker(pack.seq_len, pack.pad_id, pack.remainder)
-    if pack.mode == "pad":
-        return PadTruncate(pack.seq_len, pack.pad_id)
-    if pack.mode == "greedy":
-        return GreedyPacker(pack.seq_len, pack.pad_id)
-    if pack.mode == "first_fit":
-        assert pack.window is not None
-        return FirstFitPacker(pack.seq_len, pack.pad_id, pack.window)
-    assert pack.stride is not None
-    return SlidingWindow(pack.seq_len, pack.stride)
+    return WholeDocument() if pack is None else PACKERS[pack.mode](pack)

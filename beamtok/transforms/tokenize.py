@@ -6,15 +6,37 @@ import hashlib
 import json
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from beamtok.errors import ConfigError
-from beamtok.spec import TokenizerRef
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 
-__all__ = ["Tokenizer", "load_tokenizer", "register_serialized", "register_tokenizer", "resolve_tokenizer", "serialize_tokenizers"]
+__all__ = [
+    "Tokenizer",
+    "TokenizerRef",
+    "load_tokenizer",
+    "register_serialized",
+    "register_tokenizer",
+    "resolve_tokenizer",
+    "serialize_tokenizers",
+]
+
+@dataclass(frozen=True)
+class TokenizerRef:
+    """Which tokenizer to load, and the fingerprint its files must have."""
+
+    name: str
+    fingerprint: str
+    bos_id: int | None
+    eos_id: int | None
+    pad_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "fingerprint": self.fingerprint, "bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id}
+
 
 _CACHE: dict[str, Tokenizer] = {}
 _LOCK = threading.Lock()

@@ -1,0 +1,88 @@
+"""Shard backends over a cache: its packed rows as they are, or its document rows packed at
+read time; and the origin a ``Dataset.from_cache`` holds.
+
+Both backends yield exactly what the per-shard step yields on the fly for the same spec,
+with the same cursors, so states cross between the modes. The repacked backend feeds
+document rows to the very packer the on-the-fly step uses (``ShardPacker``), so packing
+counts (``too_long``, truncated and dropped tokens) agree as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from beamtok.cache.reader import Cache
+from beamtok.errors import ConfigError
+from beamtok.shard import Produced, ShardCursor, ShardPacker
+from beamtok.sources.urls import Shard
+from beamtok.spec import PackSpec, Spec
+from beamtok.stream.backend import SequentialBackend, ShardBackend
+from beamtok.transforms.pack import make_packer
+
+__all__ = ["CacheOrigin", "PackedCache", "RepackedCache"]
+
+
+class PackedCache(SequentialBackend):
+    """A cache's rows as its examples; row counts known, so the stream can seek by example."""
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+
+    def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+        return self.cache.open_rows(shard, cursor)
+
+    def rows(self, shard: Shard) -> int | None:
+        return self.cache.manifest.shards[shard.index].rows
+
+    def cursor_at(self, shard: Shard, row: int) -> ShardCursor:
+        return self.cache.cursor_at(shard.index, row)
+
+
+class RepackedCache(SequentialBackend):
+    """An unpacked cache's document rows, packed now with ``pack``."""
+
+    def __init__(self, cache: Cache, pack: PackSpec, supervised: bool) -> None:
+        self.cache = cache
+        self.pack = pack
+        self.supervised = supervised
+
+    def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+        if cursor.done:
+            return iter(())
+        packer = ShardPacker(shard.index, cursor, make_packer(self.pack), self.supervised)
+        return packer.run(self.cache.documents(shard, cursor.doc))
+
+
+@dataclass(frozen=True)
+class CacheOrigin:
+    """A cache as the origin of a dataset's shards: its per-document steps were fixed when it
+    was built; an unpacked (``--pack none``) cache may still be packed."""
+
+    cache: Cache
+    cached = True
+
+    @classmethod
+    def open(cls, directory: str, *, fingerprint: str | None = None) -> CacheOrigin:
+        return cls(Cache(directory, fingerprint=fingerprint))
+
+    @property
+    def spec(self) -> Spec:
+        return self.cache.spec
+
+    @property
+    def shards(self) -> list[Shard]:
+        return self.cache.shards
+
+    def check_step(self, name: str) -> None:
+        raise ConfigError(f"{name}(): a cache's per-shard stages were fixed when it was built")
+
+    def check_pack(self, name: str) -> None:
+        if self.cache.spec.pack is not None:
+            raise ConfigError(f"{name}(): the cache is already packed; build it with --pack none to pack at read time")
+
+    def backend(self, spec: Spec, workers: int) -> ShardBackend:
+        if spec.pack == self.cache.spec.pack:
+            return PackedCache(self.cache)
+        assert spec.pack is not None and self.cache.spec.pack is None
+        return RepackedCache(self.cache, spec.pack, spec.supervised)

@@ -1,0 +1,155 @@
+"""Build (or complete) a cache: check the output directory, run the Beam pipeline, check
+what it wrote. Beam is imported only inside :func:`run_cache`.
+
+A cache directory holds one cache: one spec, one list of input files. A re-run with the same
+spec and inputs completes it (finished shards are kept); another spec or another input list
+is refused unless ``overwrite``, which first removes every file of the old cache.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
+from beamtok.cache.storage import Storage
+from beamtok.errors import CacheError, ConfigError
+from beamtok.sources.urls import Shard
+from beamtok.spec import Spec
+
+__all__ = ["check_counters", "prepare_output", "run_cache"]
+
+
+def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, overwrite: bool) -> None:
+    """Refuse a directory holding another cache (unless ``overwrite``, which empties it);
+    mark it unfinished until the new manifest is written."""
+    problem = _other_cache(storage, spec, shards)
+    if problem is not None and not overwrite:
+        raise CacheError(f"{storage.url} {problem}; pass --overwrite to replace it, or choose another --output")
+    if problem is not None:
+        for name in storage.list(SHARDS_DIR):
+            storage.delete(f"{SHARDS_DIR}/{name}")
+        storage.delete(TOKENIZER_FILE)
+    storage.delete(MANIFEST)
+    storage.delete_stale_temporaries(SHARDS_DIR)
+
+
+def _other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard]) -> str | None:
+    """What makes the directory's cache another one than (spec, shards), or None."""
+    urls = [s.url for s in shards]
+    if storage.exists(MANIFEST):
+        try:
+            manifest = read_manifest(storage)
+        except CacheError:
+            return "holds an unreadable manifest"
+        if manifest.fingerprint != spec.fingerprint:
+            return f"holds a cache built with spec {manifest.fingerprint}, not {spec.fingerprint}"
+        old = [e.url for e in manifest.shards]
+        if old != urls:
+            return f"holds a cache of other input files ({_first_difference(old, urls)})"
+    names = storage.list(SHARDS_DIR)
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        sidecar = json.loads(storage.read_bytes(f"{SHARDS_DIR}/{name}"))
+        if sidecar.get("fingerprint") != spec.fingerprint:
+            return f"holds a cache built with spec {sidecar.get('fingerprint', '?')}, not {spec.fingerprint}"
+        index = sidecar.get("index", -1)
+        if not 0 <= index < len(urls) or sidecar.get("url") != urls[index]:
+            return f"holds shard {index} of other input files ({sidecar.get('url')!r})"
+    wanted = {f"shard-{i:05d}.{ext}" for i in range(len(urls)) for ext in ("parquet", "json")}
+    stray = sorted(n for n in names if n not in wanted and ".tmp-" not in n)
+    if stray:
+        return f"holds files of another cache ({SHARDS_DIR}/{stray[0]})"
+    return None
+
+
+def _first_difference(old: list[str], new: list[str]) -> str:
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a != b:
+            return f"shard {i} was {a!r}, now {b!r}"
+    return f"{len(old)} input files then, {len(new)} now"
+
+
+class _Progress(threading.Thread):
+    """Print shards done / total and tokens/s while a local pipeline runs."""
+
+    def __init__(self, storage: Storage, total: int, interval: float = 2.0) -> None:
+        super().__init__(daemon=True)
+        self.storage, self.total, self.interval = storage, total, interval
+        self.before = set(self._done())
+        self.started = time.perf_counter()
+        self.finished = threading.Event()
+
+    def _done(self) -> list[str]:
+        return [n for n in self.storage.list(SHARDS_DIR) if n.endswith(".json")]
+
+    def report(self) -> None:
+        done = self._done()
+        tokens = sum(json.loads(self.storage.read_bytes(f"{SHARDS_DIR}/{n}"))["tokens"] for n in done if n not in self.before)
+        rate = tokens / max(time.perf_counter() - self.started, 1e-9)
+        print(f"beamtok: {len(done)}/{self.total} shards done, {tokens:,} tokens written, {rate / 1e6:.2f}M tokens/s", file=sys.stderr)
+
+    def run(self) -> None:
+        while not self.finished.wait(self.interval):
+            self.report()
+
+
+def run_cache(
+    spec: Spec,
+    shards: Sequence[Shard],
+    output: str,
+    beam_args: Sequence[str] = (),
+    *,
+    overwrite: bool = False,
+    progress: bool = True,
+    row_group_rows: int | None = None,
+    row_group_bytes: int | None = None,
+) -> Manifest:
+    """Build (or complete) the cache of ``shards`` under ``output``; return its manifest."""
+    if spec.tokenizer is None:
+        raise ConfigError("a cache holds tokens: call tokenize() before cache()")
+    from beamtok.beam import BuildCache, beam_counters, is_local, make_pipeline
+
+    storage = Storage(output)
+    transform = BuildCache(
+        spec, shards, output, tokenizer_file=TOKENIZER_FILE, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes
+    )
+    prepare_output(storage, spec, shards, overwrite=overwrite)
+    storage.write_bytes(TOKENIZER_FILE, json.dumps(transform.tokenizers[-1]).encode())
+    pipeline = make_pipeline(beam_args)
+    _ = pipeline | BuildCache.__name__ >> transform
+    monitor = _Progress(storage, len(shards)) if progress and is_local(pipeline) else None
+    if monitor is not None:
+        monitor.start()
+    try:
+        result = pipeline.run()
+        result.wait_until_finish()
+    finally:
+        if monitor is not None:
+            monitor.finished.set()
+    if monitor is not None:
+        monitor.report()
+    if not storage.exists(MANIFEST):
+        raise CacheError(f"{output}: the pipeline finished but wrote no {MANIFEST}")
+    manifest = read_manifest(storage)
+    counters = beam_counters(result)
+    if counters and progress:
+        print(f"beamtok: Beam counters {json.dumps(counters, sort_keys=True)}", file=sys.stderr)
+    check_counters(counters, manifest)
+    return manifest
+
+
+def check_counters(counters: dict[str, int], manifest: Manifest) -> None:
+    """Documents counted by Beam must equal the manifest's, when every shard was written now."""
+    if not counters or counters.get("shards_reused", 0) or counters.get("shards_written", 0) != len(manifest.shards):
+        return
+    documents = manifest.totals["documents"]
+    skipped = {k.removeprefix("skipped_"): v for k, v in counters.items() if k.startswith("skipped_") and k != "skipped_documents" and v}
+    found = {"read": counters.get("documents", 0), "emitted": counters.get("emitted_documents", 0), "skipped": skipped}
+    want = {"read": documents["read"], "emitted": documents["emitted"], "skipped": {k: v for k, v in documents["skipped"].items() if v}}
+    if found != want:
+        raise CacheError(f"document counts disagree: Beam counted {found}, the manifest holds {want}")

@@ -1,0 +1,407 @@
+"""Per-document steps of the per-shard step: map, filter, tokenize, SFT and chat, BOS/EOS,
+length filter.
+
+Each step is a frozen record that checks its options when it is made, writes its JSON form
+from its own fields (``op`` plus every serialized field), and applies itself to a block of
+documents. The work on one document is a plain function of the shared core
+(``beamtok.transforms``); a step is the thin wrapper that applies it to a block, so the Beam
+DoFn and the online iterator run the very same code. Adding a step is one class here, its
+entry in ``STEP_TYPES`` and one fluent method on ``Dataset`` (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from beamtok.errors import ConfigError, InputError
+from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason
+from beamtok.transforms.bos_eos import ensure_bos_eos
+from beamtok.transforms.sft import ChatTemplate, TokenDoc, assemble_chat, assemble_sft
+from beamtok.transforms.tokenize import Tokenizer, TokenizerRef
+from beamtok.validate import check_choice, check_optional_int
+
+__all__ = [
+    "STEP_TYPES",
+    "TRUNCATION_POLICIES",
+    "BosEosStep",
+    "ChatStep",
+    "Doc",
+    "FilterStep",
+    "LengthFilterStep",
+    "MapStep",
+    "SftStep",
+    "Step",
+    "StepContext",
+    "TokenizeStep",
+    "step_from_json",
+]
+
+TRUNCATION_POLICIES = ("completion_tail", "prompt_head", "drop")
+# Skips that are choices of the pipeline, not bad input: counted, never raised.
+POLICY_SKIPS = frozenset({SkipReason.EMPTY, SkipReason.FILTERED, SkipReason.TOO_SHORT, SkipReason.TOO_LONG})
+NOT_SERIALIZED = {"json": False}  # field metadata: kept out of the JSON form and the fingerprint
+_MISSING = object()
+
+
+class Doc:
+    """A document moving through the steps of one block: its record, or why it was skipped."""
+
+    __slots__ = ("raw", "record", "skip", "truncated")
+
+    def __init__(self, raw: RawDocument) -> None:
+        self.raw = raw
+        self.record: dict[str, Any] = {}
+        self.skip: str | None = None
+        self.truncated = False
+        if isinstance(raw.payload, ParseFailure):
+            self.skip = raw.payload.reason
+        else:
+            self.record = raw.payload
+
+
+class StepContext:
+    """What steps need from the shard they run in: its URL for errors, the error policy, and
+    the loaded tokenizers and chat templates (loaded once per process by ``prepare``)."""
+
+    def __init__(self, url: str, on_error: str, tokenizers: dict[str, Tokenizer], templates: dict[str, ChatTemplate]) -> None:
+        self.url = url
+        self.on_error = on_error
+        self._tokenizers = tokenizers
+        self._templates = templates
+
+    def tokenizer(self, ref: TokenizerRef) -> Tokenizer:
+        return self._tokenizers[ref.fingerprint]
+
+    def template(self, source: str) -> ChatTemplate:
+        return self._templates[source]
+
+    def fail(self, doc: Doc, reason: str, message: str) -> None:
+        """Count ``doc`` as skipped for ``reason``; under ``on_error="raise"`` bad input stops
+        with the URL and line/row instead."""
+        doc.skip = reason
+        if self.on_error == "raise" and reason not in POLICY_SKIPS:
+            raise InputError(f"{self.url}: {doc.raw.location}: {message}")
+
+    def fail_missing(self, doc: Doc, name: str) -> None:
+        self.fail(doc, SkipReason.MISSING_FIELD, f"no field {name!r} (fields: {sorted(doc.record)[:8]})")
+
+    def text_field(self, doc: Doc, name: str, fallback: str | None = None) -> str | None:
+        """The string in field ``name`` (or ``fallback``), or None after counting why not."""
+        value = doc.record.get(name, _MISSING)
+        if value is _MISSING and fallback is not None:
+            value = doc.record.get(fallback, _MISSING)
+        if value is _MISSING:
+            self.fail_missing(doc, name)
+            return None
+        if not isinstance(value, str):
+            self.fail(doc, SkipReason.WRONG_TYPE, f"field {name!r} is {type(value).__name__}, expected a string")
+            return None
+        problem = _unencodable(value)
+        if problem is not None:
+            self.fail(doc, SkipReason.INVALID_UTF8, f"field {name!r}: {problem}")
+            return None
+        return value
+
+
+@dataclass(frozen=True)
+class Step(abc.ABC):
+    """One per-document step: options checked at construction, JSON derived from its fields."""
+
+    OP: ClassVar[str]
+    TOKENIZES: ClassVar[bool] = False  # makes ``input_ids``
+    NEEDS_TOKENS: ClassVar[bool] = False  # works on ``input_ids``
+    SUPERVISED: ClassVar[bool] = False  # examples get labels and attention_mask
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.OP}
+        for f in dataclasses.fields(self):
+            if f.metadata.get("json", True):
+                value = getattr(self, f.name)
+                out[f.name] = value.to_json() if isinstance(value, TokenizerRef) else value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Step:
+        names = {f.name for f in dataclasses.fields(cls) if f.metadata.get("json", True)}
+        given = {k: v for k, v in data.items() if k != "op"}
+        if set(given) != names:
+            raise ConfigError(f"malformed {cls.OP} step: fields {sorted(given)}, expected {sorted(names)}")
+        if "tokenizer" in given:
+            given["tokenizer"] = TokenizerRef(**given["tokenizer"])
+        return cls(**given)
+
+    @property
+    def tokenizer_ref(self) -> TokenizerRef | None:
+        """The tokenizer this step loads, if any."""
+        return None
+
+    @abc.abstractmethod
+    def apply(self, docs: list[Doc], ctx: StepContext) -> None:
+        """Apply the step to the live documents of a block, in place."""
+
+
+@dataclass(frozen=True)
+class _UserStep(Step):
+    """A step around a user function, recorded by name: the function cannot come back from
+    JSON, so a spec read from JSON (a cache's manifest) holds the name only, and running it
+    is refused with a clear error."""
+
+    name: str
+    fn: Callable[[dict[str, Any]], Any] | None = dataclasses.field(default=None, compare=False, metadata=NOT_SERIALIZED)
+
+    def _function(self) -> Callable[[dict[str, Any]], Any]:
+        if self.fn is None:
+            raise ConfigError(
+                f"the {self.OP} step {self.name!r} was recorded by name only (its function cannot be rebuilt from JSON); "
+                f"build the pipeline in Python with the same .{self.OP}(fn) to run it"
+            )
+        return self.fn
+
+
+@dataclass(frozen=True)
+class MapStep(_UserStep):
+    """Apply a user function to each document record."""
+
+    OP = "map"
+
+    def apply(self, docs: list[Doc], ctx: StepContext) -> None:
+        fn = self._function()
+        for d in docs:
+            out = fn(d.record)
+            if not isinstance(out, dict):
+                raise ConfigError(f"map {self.name} returned {type(out).__name__}, expected a dict")
+            d.record = out
+
+
+@dataclass(frozen=True)
+class FilterStep(_UserStep):
+    """Keep the documents for which a user predicate is true; the rest count as ``filtered``."""
+
+    OP = "filter"
+
+    def apply(self, docs: list[Doc], ctx: StepContext) -> None:
+        fn = self._function()
+        for d in docs:
+            if not fn(d.record):
+                d.skip = SkipReason.FILTERED
+
+
+@dataclass(frozen=True)
+class TokenizeStep(Step):
+    """Tokenize the text field into ``input_ids``.
+
+    ``backend`` ("hf" or "tiktoken") is not part of the JSON form or the fingerprint: tiktoken
+    is only used where it is proven exact, so both give the same tokens.
+    """
+
+    OP = "tokenize"
+    TOKENIZES = True
+
+    tokenizer: TokenizerRef
+    field: str
+    add_special_tokens: bool = True
+    backend: str = dataclasses.field(default="hf", metadata=NOT_SERIALIZED)
+
+    def __post_init__(self) -> None:
+        check_choice(self.backend, "backend", ("hf", "tiktoken"))
+
+    @property
+    def tokenizer_ref(self) -> TokenizerRef:
+        return self.tokenizer
+
+    def apply(self, docs: list[Doc], ctx: StepContext) -> None:
+        texts: list[str] = []
+        targets: list[Doc] = []
+        for d in docs:
+            text = ctx.text_field(d, self.field)
+            if text is not None:
+                texts.append(text)
+                targets.append(d)
+        encoded = ctx.tokenizer(self.tokenizer).encode_batch(texts, self.add_special_tokens, self.backend)
+        for d, ids in zip(targets, encoded):
+            if len(ids) == 0:
+                d.skip = SkipReason.EMPTY
+            else:
+                d.record = {**d.record, "input_ids": ids}
+
+
+@dataclass(frozen=True)
+class _SupervisedStep(Step):
+    """Shared options of the SFT and chat steps."""
+
+    TOKENIZES = True
+    SUPERVISED = True
+
+    tokenizer: TokenizerRef
+    bos: bool
+    max_length: int | None
+    truncation: str
+
+    def __post_init__(self) -> None:
+        check_choice(self.truncation, "truncation", TRUNCATION_POLICIES)
+        check_optional_int(self.max_length, "max_length", minimum=2)
+        if self.tokenizer.eos_id is None:
+            raise ConfigError(f"{self.OP}(): tokenizer {self.tokenizer.name!r} has no EOS token to end completions with")
+        if self.bos and self.tokenizer.bos_id is None:
+            raise ConfigError(f"{self.OP}(): tokenizer {self.tokenizer.name!r} has no BOS token")
+
+    @property
+    def tokenizer_ref(self) -> TokenizerRef:
+        return self.tokenizer
+
+    def _set_tokens(self, d: Doc, built: tuple[TokenDoc, bool] | None) -> None:
+        if built is None:
+            d.skip = SkipReason.TOO_LONG
+            return
+        doc, truncated = built
+        d.record = {**d.record, "input_ids": doc.ids, "loss_mask": doc.mask}
+        d.truncated = truncated
+
+
+@dataclass(frozen=True, kw_only=True)
+class SftStep(_SupervisedStep):
+    """Tokenize prompt/completion records: prompt masked out of the loss, EOS after the completion."""
+
+    OP = "tokenize_sft"
+
+    prompt: str
+    completion: str
+
+    def apply(self, docs: list[Doc], ctx: StepContext) -> None:
+        fallback = "generation" if self.completion == "completion" else None
+        pairs: list[tuple[Doc, str, str]] = []
+        for d in docs:
+            prompt = ctx.text_field(d, self.prompt)
+            completion = ctx.text_field(d, self.completion, fallback) if prompt is not None else None
+            if prompt is None or completion is None:
+                continue
+            if not completion:
+                d.skip = SkipReason.EMPTY
+                continue
+            pairs.append((d, prompt, completion))
+        tok = ctx.tokenizer(self.tokenizer)
+        encoded = tok.encode_batch([p for _, p, _ in pairs] + [c for _, _, c in pairs], add_special_tokens=False)
+        prompts, completions = encoded[: len(pairs)], encoded[len(pairs) :]
+        bos = tok.bos_id if self.bos else None
+        assert tok.eos_id is not None
+        for (d, _, _), p_ids, c_ids in zip(pairs, prompts, completions):
+            built = assemble_sft(p_ids, c_ids, bos_id=bos, eos_id=tok.eos_id, max_length=self.max_length, truncation=self.truncation)
+            self._set_tokens(d, built)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatStep(_SupervisedStep):
+    """Render chat records with a Jinja template; only assistant turns (and their EOS) are trained."""
+
+    OP = "tokenize_chat"
+
+    template: str
+    messages: str
+
+    def apply(self, docs: list[Doc], ctx: StepContext) -> None:
+        template = ctx.template(self.template)
+        convs: list[tuple[Doc, list[tuple[str, bool]]]] = []
+        for d in docs:
+            messages = d.record.get(self.messages, _MISSING)
+            if messages is _MISSING:
+                ctx.fail_missing(d, self.messages)
+                continue
+            if not _is_conversation(messages):
+                ctx.fail(d, SkipReason.WRONG_TYPE, f"field {self.messages!r} must be a list of {{role, content}} objects with string values")
+                continue
+            try:
+                segments = template.segments(messages)
+            except Exception as e:  # a template can raise anything Jinja raises; the record is at fault
+                ctx.fail(d, SkipReason.TEMPLATE_ERROR, f"chat template failed: {type(e).__name__}: {e}")
+                continue
+            if not any(train for _, train in segments):
+                d.skip = SkipReason.EMPTY  # nothing to learn: no assistant turn
+                continue
+            problem = next((p for p in (_unencodable(text) for text, _ in segments) if p is not None), None)
+            if problem is not None:
+                ctx.fail(d, SkipReason.INVALID_UTF8, f"field {self.messages!r}: {problem}")
+                continue
+            convs.append((d, segments))
+        tok = ctx.tokenizer(self.tokenizer)
+        encoded = iter(tok.encode_batch([text for _, segs in convs for text, _ in segs], add_special_tokens=False))
+        bos = tok.bos_id if self.bos else None
+        assert tok.eos_id is not None
+        for d, segs in convs:
+            ids = [next(encoded) for _ in segs]
+            built = assemble_chat(ids, [t for _, t in segs], bos_id=bos, eos_id=tok.eos_id, max_length=self.max_length, truncation=self.truncation)
+            self._set_tokens(d, built)
+
+
+@dataclass(frozen=True)
+class BosEosStep(Step):
+    """Add the BOS and/or EOS token where a document lacks it."""
+
+    OP = "ensure_bos_eos"
+    NEEDS_TOKENS = True
+
+    bos_id: int | None
+    eos_id: int | None
+
+    def apply(self, docs: list[Doc], ctx: StepContext) -> None:
+        for d in docs:
+            d.record["input_ids"] = ensure_bos_eos(d.record["input_ids"], self.bos_id, self.eos_id)
+
+
+@dataclass(frozen=True)
+class LengthFilterStep(Step):
+    """Skip documents with fewer than ``min_tokens`` or more than ``max_tokens`` tokens."""
+
+    OP = "filter_length"
+    NEEDS_TOKENS = True
+
+    min_tokens: int | None
+    max_tokens: int | None
+
+    def __post_init__(self) -> None:
+        check_optional_int(self.min_tokens, "min_tokens")
+        check_optional_int(self.max_tokens, "max_tokens")
+
+    def apply(self, docs: list[Doc], ctx: StepContext) -> None:
+        for d in docs:
+            n = len(d.record["input_ids"])
+            if self.min_tokens is not None and n < self.min_tokens:
+                d.skip = SkipReason.TOO_SHORT
+            elif self.max_tokens is not None and n > self.max_tokens:
+                d.skip = SkipReason.TOO_LONG
+
+
+STEP_TYPES: dict[str, type[Step]] = {
+    cls.OP: cls for cls in (MapStep, FilterStep, TokenizeStep, SftStep, ChatStep, BosEosStep, LengthFilterStep)
+}
+
+
+def step_from_json(data: Any) -> Step:
+    """Rebuild a step from its JSON form (user functions come back as names only)."""
+    if not isinstance(data, dict) or data.get("op") not in STEP_TYPES:
+        raise ConfigError(f"unknown per-shard step {data!r}")
+    try:
+        return STEP_TYPES[data["op"]].from_json(data)
+    except TypeError as e:
+        raise ConfigError(f"malformed {data['op']} step: {e}") from e
+
+
+def _unencodable(text: str) -> str | None:
+    """Why ``text`` cannot go to a tokenizer (a lone surrogate, e.g. from a JSON ``\\ud800``
+    escape, has no UTF-8 form), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"text holds a lone surrogate {text[e.start]!r} at character {e.start}, which has no UTF-8 form"
+    return None
+
+
+def _is_conversation(messages: Any) -> bool:
+    return isinstance(messages, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+    )

@@ -1,0 +1,113 @@
+"""The one interface through which the stream reads shards.
+
+A :class:`ShardBackend` opens a shard at a cursor and yields its examples, each with the
+cursor after it (``Produced``); it may start upcoming shards early (``prefetch``), holds
+resources until ``close``, and knows each shard's row count when it can (a packed cache does;
+the per-shard step run now does not), which lets the source seek to a global example. The
+stream never knows more: where rows come from is the backend's business. Implementations:
+:class:`OnTheFly` (the per-shard step in this process), ``ParallelShards`` (in worker
+processes), and the packed and repacked cache backends of ``beamtok.cache.backend``.
+
+A :class:`ShardOrigin` is what a ``Dataset`` holds: it says which per-shard stages may still
+be added, and makes the backend for the final spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from beamtok.errors import ConfigError
+from beamtok.shard import Produced, ShardCursor, ShardProcessor
+from beamtok.sources.urls import Shard
+from beamtok.spec import Spec
+from beamtok.stream.split import dataloader_worker
+
+__all__ = ["OnTheFly", "OnTheFlyOrigin", "SequentialBackend", "ShardBackend", "ShardOrigin"]
+
+
+class ShardBackend(Protocol):
+    def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+        """The examples of ``shard`` from ``cursor`` on, each with the cursor after it."""
+        ...
+
+    def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
+        """Shards the stream will open next, in order (a hint; may be ignored)."""
+        ...
+
+    def close(self) -> None:
+        """Release worker processes and files."""
+        ...
+
+    def rows(self, shard: Shard) -> int | None:
+        """How many examples ``shard`` yields, or None when that is not known in advance."""
+        ...
+
+    def cursor_at(self, shard: Shard, row: int) -> ShardCursor:
+        """The cursor of example ``row`` of ``shard`` (only where ``rows`` is known)."""
+        ...
+
+
+class SequentialBackend:
+    """A backend that reads in the consumer's process: nothing to prefetch or close, row
+    counts unknown."""
+
+    def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def rows(self, shard: Shard) -> int | None:
+        return None
+
+    def cursor_at(self, shard: Shard, row: int) -> ShardCursor:
+        raise ConfigError("this data's row counts are not known in advance; resume from a state_dict instead")
+
+
+class OnTheFly(SequentialBackend):
+    """Runs the per-shard step now, in this process."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.processor = ShardProcessor(spec)
+
+    def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+        return self.processor.run(shard, cursor)
+
+
+class ShardOrigin(Protocol):
+    """Where a dataset's shards come from: files read now, or a cache."""
+
+    @property
+    def cached(self) -> bool: ...
+
+    def check_step(self, name: str) -> None:
+        """Raise ConfigError when per-document step ``name`` cannot be added here."""
+        ...
+
+    def check_pack(self, name: str) -> None:
+        """Raise ConfigError when the data cannot be packed (again) here."""
+        ...
+
+    def backend(self, spec: Spec, workers: int) -> ShardBackend:
+        """The backend that yields ``spec``'s examples, with ``workers`` worker processes."""
+        ...
+
+
+class OnTheFlyOrigin:
+    """Files (or in-memory data) read and processed by the per-shard step as the stream runs."""
+
+    cached = False
+
+    def check_step(self, name: str) -> None:
+        return None
+
+    def check_pack(self, name: str) -> None:
+        return None
+
+    def backend(self, spec: Spec, workers: int) -> ShardBackend:
+        if workers and dataloader_worker()[1] == 1:  # DataLoader workers cannot fork workers of their own
+            from beamtok.stream.parallel import ParallelShards
+
+            return ParallelShards(spec, workers)
+        return OnTheFly(spec)

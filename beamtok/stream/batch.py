@@ -1,0 +1,47 @@
+"""batch(size, drop_last, tensors): collate examples into batches of numpy arrays or tensors."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from beamtok.stream.collate import collate
+from beamtok.stream.node import Node, Stage, StageNode, StreamContext
+from beamtok.validate import check_choice, check_int
+
+__all__ = ["Batch", "BatchNode"]
+
+
+@dataclass(frozen=True)
+class Batch(Stage):
+    """Group ``size`` examples into one batch; ragged fields are padded (``input_ids`` with
+    the tokenizer's pad id). ``drop_last`` drops a short last batch."""
+
+    NAME = "batch"
+
+    size: int
+    drop_last: bool = False
+    tensors: str = "numpy"
+
+    def __post_init__(self) -> None:
+        check_int(self.size, "batch size", minimum=1)
+        check_choice(self.tensors, "tensors", ("numpy", "torch"))
+
+    def build(self, upstream: Node, context: StreamContext) -> Node:
+        return BatchNode(upstream, self, context.pad_id)
+
+
+class BatchNode(StageNode):
+    NAME = "batch"
+
+    def __init__(self, upstream: Node, config: Batch, pad_id: int) -> None:
+        super().__init__(upstream)
+        self.config = config
+        self.pad_id = pad_id
+
+    def __next__(self) -> dict[str, Any]:
+        examples = list(itertools.islice(self.upstream, self.config.size))
+        if not examples or (self.config.drop_last and len(examples) < self.config.size):
+            raise StopIteration
+        return collate(examples, self.pad_id, self.config.tensors)

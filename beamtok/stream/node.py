@@ -1,0 +1,89 @@
+"""What every stream stage is made of: a frozen configuration and a live node.
+
+A stage's configuration (a :class:`Stage`) checks its options when it is made, writes its
+JSON form from its own fields (that form feeds the stream fingerprint every state carries),
+and builds its live node over an upstream node. The live node (a :class:`StageNode`) is an
+iterator with ``state_dict()`` and ``reset(state)``: its state is its own small position plus
+the upstream's state, never examples. A new stage is one module holding both parts plus one
+fluent method on ``Dataset`` (docs/architecture.md shows the steps).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from beamtok.stream.state import check_keys, copy_state
+
+__all__ = ["Node", "Stage", "StageNode", "StreamContext"]
+
+
+class Node(Protocol):
+    """What every live stage (and the shard source) provides."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def __next__(self) -> Any: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def reset(self, state: dict[str, Any] | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class StreamContext:
+    """What stages may need to know about the data they run on."""
+
+    pad_id: int
+
+
+@dataclass(frozen=True)
+class Stage(abc.ABC):
+    """A stream stage's configuration."""
+
+    NAME: ClassVar[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.NAME, **dataclasses.asdict(self)}
+
+    @abc.abstractmethod
+    def build(self, upstream: Node, context: StreamContext) -> Node:
+        """The live node of this stage over ``upstream``."""
+
+
+class StageNode(abc.ABC):
+    """Common plumbing of live stages: an upstream node and strict restore of ``KEYS``."""
+
+    KEYS: tuple[str, ...] = ("upstream",)
+    NAME = "stage"
+
+    def __init__(self, upstream: Node) -> None:
+        self.upstream = upstream
+
+    def __iter__(self) -> StageNode:
+        return self
+
+    @abc.abstractmethod
+    def __next__(self) -> Any: ...
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"upstream": self.upstream.state_dict(), **self._position()}
+
+    def _position(self) -> dict[str, Any]:
+        """This stage's own position (the keys of KEYS but ``upstream``)."""
+        return {}
+
+    def reset(self, state: dict[str, Any] | None) -> None:
+        if state is None:
+            self.upstream.reset(None)
+            self._restore(None)
+            return
+        state = check_keys(copy_state(state), self.KEYS, self.NAME)
+        self.upstream.reset(state["upstream"])
+        self._restore(state)
+
+    def _restore(self, state: dict[str, Any] | None) -> None:  # noqa: B027 - stages without a position keep it
+        """Set this stage's own position from ``state`` (None: the start)."""

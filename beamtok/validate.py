@@ -1,0 +1,29 @@
+"""Checks of user options, each written once: a bad value is a ConfigError naming the option."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from beamtok.errors import ConfigError
+
+__all__ = ["check_choice", "check_int", "check_optional_int"]
+
+
+def check_int(value: Any, name: str, *, minimum: int = 0) -> int:
+    """``value`` if it is an integer (not a bool) of at least ``minimum``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def check_optional_int(value: Any, name: str, *, minimum: int = 0) -> int | None:
+    """Like :func:`check_int`, but None is accepted too."""
+    return None if value is None else check_int(value, name, minimum=minimum)
+
+
+def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+    return str(value)
