@@ -213,6 +213,30 @@ def test_other_spec_is_refused_unless_overwrite(corpus, tmp_path):
     assert_items_equal(list(again), list(online(corpus[:2], seq_len=64)))
 
 
+def test_other_input_files_are_refused_and_overwrite_leaves_nothing_old(corpus, tmp_path):
+    out = tmp_path / "c"
+    online(corpus[:4], seq_len=128).cache(str(out))
+    with pytest.raises(CacheError, match=r"other input files \(4 input files then, 2 now\); pass --overwrite"):
+        online(corpus[:2], seq_len=128).cache(str(out))
+    with pytest.raises(CacheError, match=r"other input files \(shard 1 was"):
+        online([corpus[0], corpus[2], corpus[1], corpus[3]], seq_len=128).cache(str(out))
+    assert len(list((out / "shards").glob("*.parquet"))) == 4 and (out / "manifest.json").exists()  # refused: untouched
+    again = online(corpus[:2], seq_len=128).cache(str(out), overwrite=True)
+    assert sorted(p.name for p in (out / "shards").iterdir()) == [f"shard-0000{i}.{e}" for i in range(2) for e in ("json", "parquet")]
+    files = [str(p) for p in sorted((out / "shards").glob("*.parquet"))]  # what the README's load_dataset recipe reads
+    assert pq.ParquetDataset(files).read().num_rows == again._plan.origin.cache.manifest.totals["rows"]
+    assert_items_equal(list(again), list(online(corpus[:2], seq_len=128)))
+
+
+def test_a_killed_build_of_other_inputs_is_refused_too(corpus, tmp_path):
+    out = tmp_path / "c"
+    online(corpus[:3], seq_len=128).cache(str(out))
+    (out / "manifest.json").unlink()  # as a killed build leaves it: shard files, no manifest
+    with pytest.raises(CacheError, match="other input files"):
+        online(corpus[1:3], seq_len=128).cache(str(out))
+    assert_items_equal(list(online(corpus[:3], seq_len=128).cache(str(out))), list(online(corpus[:3], seq_len=128)))
+
+
 def test_state_of_another_spec_is_refused_across_modes(corpus, built):
     it = online(corpus, seq_len=128).iter()
     next(it)
@@ -276,6 +300,38 @@ def test_cache_files_load_in_other_tools(built):
     assert count == rows and tokens == rows * 256
 
 
+def test_python_cache_build_prints_no_beam_import_warning(tmp_path):
+    """ds.cache() from Python: Beam's 'apitools not found' import warning is dropped, while
+    Beam's real warnings still reach the user."""
+    code = (
+        "import logging\n"
+        "from beamtok import Dataset\n"
+        f"ds = Dataset.from_files({str(CORPUS / 'shakespeare-00.jsonl')!r}).tokenize({TOKENIZER!r}).concat_chunk(512)\n"
+        f"ds.cache({str(tmp_path / 'c')!r})\n"
+        "logging.basicConfig()\n"
+        "logging.getLogger('apache_beam.io').warning('a real Beam warning')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "apitools" not in proc.stderr and "a real Beam warning" in proc.stderr
+
+
+def test_cache_of_a_pipeline_with_a_map_step(corpus, tmp_path):
+    """The spec records user steps by name: a cache built with .map(fn) reopens with its spec,
+    states cross, and re-running the recorded step without its function is refused."""
+    from beamtok.cache.verify import verify_cache
+
+    def shout(record):
+        return {**record, "text": record["text"].upper()}
+
+    ds = Dataset.from_files(corpus[:2]).map(shout, name="shout").tokenize(TOKENIZER).concat_chunk(128)
+    cached = ds.cache(str(tmp_path / "c"))
+    assert cached.spec.to_json() == ds.spec.to_json() and cached.spec_fingerprint == ds.spec_fingerprint
+    check_resumption(lambda: ds.batch(4), random_steps=4, resume_dataset=lambda: cached.batch(4))
+    report = verify_cache(str(tmp_path / "c"))
+    assert not report.ok and "the map step 'shout' was recorded by name only" in report.problems[0]
+
+
 def test_cli_cache_with_yaml_config_and_help(tmp_path, corpus):
     config = tmp_path / "cache.yaml"
     config.write_text(
@@ -336,3 +392,30 @@ def test_many_document_row_groups_repack_like_on_the_fly(corpus, small_groups):
     assert_items_equal(list(repacked()), list(fly()))
     check_resumption(repacked, random_steps=10, seed=7, resume_dataset=fly)
     check_resumption(fly, random_steps=10, seed=8, resume_dataset=repacked)
+
+
+PACKERS = {
+    "concat_chunk": lambda ds: ds.concat_chunk(200),
+    "pad": lambda ds: ds.pad(128),
+    "sliding_window": lambda ds: ds.sliding_window(128, stride=96),
+    "greedy": lambda ds: ds.pack_examples(512, method="greedy"),
+    "first_fit": lambda ds: ds.pack_examples(512, method="first_fit", window=8),
+}
+
+
+@pytest.mark.parametrize("packer", sorted(PACKERS))
+def test_every_packer_on_an_unpacked_cache_is_the_on_the_fly_packer(corpus, small_groups, packer):
+    """Read-time packing is the same stage as on the fly: same fingerprint, same rows, same
+    counts (documents too long for a whole-example row are too_long in both), states crossing."""
+    pack = PACKERS[packer]
+    fly = lambda: stream(pack(online(corpus, "none")))  # noqa: E731
+    cached = lambda: stream(pack(small_groups["none"]))  # noqa: E731
+    assert fly().spec_fingerprint == cached().spec_fingerprint
+    assert_items_equal(list(cached()), list(fly()))
+    check_resumption(cached, random_steps=5, seed=9, resume_dataset=fly)
+    check_resumption(fly, random_steps=5, seed=10, resume_dataset=cached)
+    a, b = fly().iter(), cached().iter()
+    list(a), list(b)
+    assert a.stats() == b.stats()
+    if packer in ("greedy", "first_fit"):
+        assert a.stats()["documents"]["skipped"].get("too_long", 0) > 0  # long documents were met and counted

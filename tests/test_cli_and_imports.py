@@ -45,3 +45,17 @@ def test_online_iterator_runs_without_beam_or_torch():
         "assert sys.modules['torch'] is None and sys.modules['apache_beam'] is None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_import_beamtok_imports_neither_beam_nor_pyarrow_filesystems():
+    code = (
+        "import sys\n"
+        "import beamtok\n"
+        "from beamtok import Dataset\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in ('apache_beam', 'torch') or m.startswith('pyarrow.fs') or m == 'pyarrow._fs']\n"
+        "assert not loaded, loaded\n"
+        "ds = Dataset.from_files('data/corpus/shakespeare-00.jsonl').tokenize('data/tokenizers/gpt2').concat_chunk(64).batch(2)\n"
+        "next(iter(ds))\n"
+        "assert 'pyarrow' not in sys.modules and 'apache_beam' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

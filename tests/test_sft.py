@@ -226,3 +226,22 @@ def test_cli_builds_sft_and_chat_caches(tmp_path, tokenizer_dir):
         assert manifest["totals"]["documents"]["truncated"] > 0  # counted in the manifest
         row = next(iter(Dataset.from_cache(str(out))))
         assert set(row) >= {"input_ids", "labels", "attention_mask", "segment_ids", "position_ids"}
+
+
+@pytest.mark.parametrize("method", ["greedy", "first_fit"])
+def test_unpacked_sft_cache_packs_at_read_time_like_on_the_fly(tmp_path, tokenizer_dir, method):
+    """A cache of tokenize_sft rows packed by from_cache(...).pack_examples equals packing on
+    the fly: the same batches, fingerprint and counts (examples longer than a row are
+    too_long, never an error), and states cross both ways."""
+    pytest.importorskip("apache_beam")
+    unpacked = Dataset.from_files(SFT_DATA).tokenize_sft(tokenizer_dir)
+    cache = unpacked.cache(str(tmp_path / "sft-none"), row_group_rows=16)
+    fly = lambda: unpacked.pack_examples(96, method=method, window=16).shuffle(16, seed=2).batch(4)  # noqa: E731
+    cached = lambda: Dataset.from_cache(cache._plan.origin.cache.directory).pack_examples(96, method=method, window=16).shuffle(16, seed=2).batch(4)  # noqa: E731
+    assert fly().spec_fingerprint == cached().spec_fingerprint
+    assert_items_equal(examples(cached()), examples(fly()))
+    check_resumption(fly, random_steps=6, seed=3, resume_dataset=cached)
+    check_resumption(cached, random_steps=6, seed=4, resume_dataset=fly)
+    a, b = fly().iter(), cached().iter()
+    list(a), list(b)
+    assert a.stats() == b.stats() and a.stats()["documents"]["skipped"]["too_long"] > 0

@@ -45,3 +45,51 @@ def test_dataloader_workers_split_shards(make_shards, tokenizer_dir):
     got = sorted((int(e["shard"]), int(e["index"])) for e in loader)
     want = sorted((e["shard"], e["index"]) for e in ds)
     assert got == want  # every example exactly once across the two workers
+
+
+def stateful_loader(ds, workers):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    return StatefulDataLoader(ds.to_torch(), batch_size=None, num_workers=workers)
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_stateful_dataloader_resumes_exactly(make_shards, tokenizer_dir, workers):
+    pytest.importorskip("torchdata")
+    paths = make_shards(4, docs_per_shard=6)
+    ds = make(paths, tokenizer_dir).shuffle_shards(seed=1)
+    full = list(stateful_loader(ds, workers))
+    assert len(full) > 8
+    for k in (0, 1, 3, len(full) // 2, len(full) - 1):
+        loader = stateful_loader(ds, workers)
+        it = iter(loader)
+        head = [next(it) for _ in range(k)]
+        state = json.loads(json.dumps(loader.state_dict()))
+        del it
+        resumed = stateful_loader(ds, workers)
+        resumed.load_state_dict(state)
+        rest = list(resumed)
+        got = head + rest
+        assert len(got) == len(full) and all(items_equal(a, b) for a, b in zip(got, full)), f"resume after {k} batches"
+
+
+def test_plain_dataloader_with_workers_refuses_a_state(make_shards, tokenizer_dir):
+    paths = make_shards(4, docs_per_shard=6)
+    adapter = make(paths, tokenizer_dir).to_torch()
+    it = iter(torch.utils.data.DataLoader(adapter, batch_size=None, num_workers=2))
+    next(it)
+    next(it)
+    from beamtok import StateError
+
+    with pytest.raises(StateError, match="StatefulDataLoader"):
+        adapter.state_dict()
+
+
+def test_state_of_a_never_iterated_adapter_starts_nothing(make_shards, tokenizer_dir):
+    import multiprocessing
+
+    paths = make_shards(4, docs_per_shard=6)
+    ds = make(paths, tokenizer_dir).parallel(2)
+    state = ds.to_torch().state_dict()
+    assert not multiprocessing.active_children()
+    assert state == json.loads(json.dumps(ds.iter().state_dict()))

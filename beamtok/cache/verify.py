@@ -93,8 +93,8 @@ def _compare_shard(cache: Cache, processor: ShardProcessor, shard: Shard, report
                         return f"shard {shard.index} row {row} field {name!r} differs from the on-the-fly result"
             if want.cursor != got.cursor:
                 return f"shard {shard.index} row {row}: cursor after it differs ({got.cursor} vs {want.cursor})"
+    except BeamtokError as e:  # before ValueError: ConfigError and StateError are ValueErrors too
+        return f"shard {shard.index}: cannot re-run the per-shard step: {e}"
     except ValueError:
         return f"shard {shard.index}: the cache has a different number of rows than the on-the-fly run (first {row + 1} agree)"
-    except BeamtokError as e:
-        return f"shard {shard.index}: cannot re-run the per-shard step: {e}"
     return None
