@@ -1,7 +1,7 @@
 # Worker image for running beamtok's Beam pipelines on Dataflow (or any portable runner).
 #
 # The base image's Beam and Python versions must match the launcher's: apache-beam 2.77.0 on
-# Python 3.11, as pinned in setup.py's `beam` extra. Keep the base image's ENTRYPOINT
+# Python 3.11, as pinned in pyproject.toml's `beam` extra. Keep the base image's ENTRYPOINT
 # (/opt/apache/beam/boot): the runner starts the SDK harness through it.
 #
 #   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/beamtok-worker:0.1.0 .
@@ -10,10 +10,9 @@
 FROM apache/beam_python3.11_sdk:2.77.0
 
 WORKDIR /opt/beamtok
-COPY setup.py README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY beamtok ./beamtok
-COPY pipelines ./pipelines
 # Workers tokenize and write Parquet; they need neither torch nor the test tools. The base
 # image already holds apache-beam 2.77.0, so the `beam` extra installs nothing new.
 RUN pip install --no-cache-dir '.[beam,remote]' \
-    && python -c "import beamtok, pipelines, apache_beam; assert apache_beam.__version__ == '2.77.0'"
+    && python -c "import beamtok, beamtok.beam, apache_beam; assert apache_beam.__version__ == '2.77.0'"

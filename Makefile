@@ -10,7 +10,7 @@ STAMP := $(VENV)/.beamtok-installed
 
 setup: $(STAMP)
 
-$(STAMP): setup.py
+$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
@@ -32,7 +32,7 @@ typecheck: setup
 	$(BIN)/mypy beamtok pipelines
 
 unit: setup
-	$(BIN)/pytest -q -p no:cacheprovider tests
+	$(BIN)/pytest -q tests
 
 test: lint typecheck unit
 

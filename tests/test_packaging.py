@@ -20,7 +20,7 @@ DOCKERFILE = (ROOT / "Dockerfile").read_text()
 def test_worker_image_matches_the_launcher_beam_and_python():
     (image,) = re.findall(r"^FROM (\S+)", DOCKERFILE, re.M)
     assert image == f"apache/beam_python{sys.version_info.major}.{sys.version_info.minor}_sdk:{beam.__version__}"
-    assert f'BEAM = ["apache-beam=={beam.__version__}"]' in (ROOT / "setup.py").read_text()
+    assert f'beam = ["apache-beam=={beam.__version__}"]' in (ROOT / "pyproject.toml").read_text()
     assert not re.search(r"^(ENTRYPOINT|CMD)\b", DOCKERFILE, re.M)  # the base image's Beam boot must stay
 
 
@@ -44,3 +44,22 @@ def test_setup_file_package_carries_the_pipeline(tmp_path):
     assert not any(n.startswith("pipelines/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "beamtok = beamtok.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_pipeline_program_builds_a_cache(tmp_path):
+    """pipelines/build_cache.py runs as a Beam main program would: beamtok options plus Beam
+    options, from any directory, without being installed."""
+    out = tmp_path / "cache"
+    cmd = [
+        sys.executable,
+        str(ROOT / "pipelines" / "build_cache.py"),
+        str(ROOT / "data" / "corpus" / "shakespeare-00.jsonl"),
+        "--output", str(out),
+        "--tokenizer", str(ROOT / "data" / "tokenizers" / "gpt2"),
+        "--seq-len", "256",
+        "--direct_running_mode=in_memory",
+        "--quiet",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "manifest.json").exists() and "shards" in proc.stdout
