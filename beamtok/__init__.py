@@ -9,6 +9,7 @@ from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import Spec
 from beamtok.stream.dataset import Dataset
 from beamtok.stream.iterator import STATE_VERSION, DatasetIterator
+from beamtok.stream.parallel import WorkerError
 from beamtok.transforms.bos_eos import ensure_bos_eos
 from beamtok.transforms.tokenize import Tokenizer, load_tokenizer
 
@@ -30,6 +31,7 @@ __all__ = [
     "Spec",
     "StateError",
     "Tokenizer",
+    "WorkerError",
     "__version__",
     "ensure_bos_eos",
     "expand_urls",
