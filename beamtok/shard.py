@@ -24,7 +24,7 @@ from beamtok.sources.documents import RawDocument, SkipReason
 from beamtok.sources.readers import read_documents
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
-from beamtok.steps import ChatStep, Doc, StepContext
+from beamtok.steps import Doc, StepContext
 from beamtok.transforms.pack import Packer, make_packer
 from beamtok.transforms.sft import ChatTemplate, TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
@@ -261,9 +261,10 @@ class ShardProcessor:
             ref = step.tokenizer_ref
             if ref is not None and ref.fingerprint not in self._tokenizers:
                 self._tokenizers[ref.fingerprint] = resolve_tokenizer(ref)
-            if isinstance(step, ChatStep) and step.template not in self._templates:
-                tok = self._tokenizers[step.tokenizer.fingerprint]
-                self._templates[step.template] = ChatTemplate(step.template, tok.bos_token, tok.eos_token)
+            source = step.chat_template
+            if ref is not None and source is not None and source not in self._templates:
+                tok = self._tokenizers[ref.fingerprint]
+                self._templates[source] = ChatTemplate(source, tok.bos_token, tok.eos_token)
 
     def run(self, shard: Shard, start: ShardCursor | None = None) -> Iterator[Produced]:
         """Yield the examples of ``shard`` from ``start`` on, each with the cursor after it."""

@@ -139,6 +139,11 @@ class Step(abc.ABC):
         """The tokenizer this step loads, if any."""
         return None
 
+    @property
+    def chat_template(self) -> str | None:
+        """The chat template source this step renders with, if any."""
+        return None
+
     @abc.abstractmethod
     def apply(self, docs: list[Doc], ctx: StepContext) -> None:
         """Apply the step to the live documents of a block, in place."""
@@ -301,6 +306,10 @@ class ChatStep(_SupervisedStep):
 
     template: str
     messages: str
+
+    @property
+    def chat_template(self) -> str:
+        return self.template
 
     def apply(self, docs: list[Doc], ctx: StepContext) -> None:
         template = ctx.template(self.template)

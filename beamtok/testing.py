@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ResumptionReport", "assert_items_equal", "check_resumption", "items_equal"]
+__all__ = ["ResumptionReport", "assert_items_equal", "check_equivalent", "check_resumption", "items_equal"]
 
 
 @dataclass
@@ -100,6 +100,20 @@ def check_resumption(
             raise AssertionError(f"step {k}: stats() at the end differ after resuming:\n got {resumed_stats}\nwant {final_stats}")
         checked.append(k)
     return ResumptionReport(n, checked, max_bytes)
+
+
+def check_equivalent(make_a: Callable[[], Any], make_b: Callable[[], Any], *, random_steps: int = 8, seed: int = 0) -> None:
+    """Check two pipelines are one stream (e.g. on the fly and from a cache): the same spec
+    fingerprint, the same items, the same ``stats()`` at the end, and states taken at seeded
+    random steps of either one resume the other exactly."""
+    if make_a().spec_fingerprint != make_b().spec_fingerprint:
+        raise AssertionError(f"spec fingerprints differ: {make_a().spec_fingerprint} vs {make_b().spec_fingerprint}")
+    a, b = make_a().iter(), make_b().iter()
+    assert_items_equal(list(b), list(a), "second pipeline: ")
+    if _stats_of(a) != _stats_of(b):
+        raise AssertionError(f"stats() at the end differ:\n{_stats_of(a)}\n{_stats_of(b)}")
+    check_resumption(make_a, random_steps=random_steps, seed=seed, resume_dataset=make_b)
+    check_resumption(make_b, random_steps=random_steps, seed=seed + 1, resume_dataset=make_a)
 
 
 def _stats_of(iterator: Any) -> Any:

@@ -200,7 +200,7 @@ class Dataset:
 
     def ensure_bos_eos(self, *, bos: bool = True, eos: bool = True) -> Dataset:
         """Add BOS/EOS where a document lacks them (GPT-2, whose BOS is its EOS, included)."""
-        if any(isinstance(s, (SftStep, ChatStep)) for s in self._plan.spec.steps):
+        if any(s.SUPERVISED for s in self._plan.spec.steps):
             raise ConfigError("ensure_bos_eos(): tokenize_sft/tokenize_chat already place BOS and EOS")
         ref = self._tokenizer_ref("ensure_bos_eos")
         if bos and ref.bos_id is None:
