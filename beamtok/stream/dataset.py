@@ -33,6 +33,7 @@ from beamtok.stream.backend import OnTheFlyOrigin, ShardOrigin
 from beamtok.stream.batch import Batch
 from beamtok.stream.enumerate import Enumerate
 from beamtok.stream.iterator import DatasetIterator
+from beamtok.stream.mix import MixPlan, MixSource
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.shuffle import Shuffle
 from beamtok.stream.source import ShardSource, SourceOptions
@@ -46,12 +47,19 @@ __all__ = ["Dataset", "beam_args"]
 
 
 @dataclass(frozen=True)
+class _Mix:
+    sources: tuple[Dataset, ...]
+    plan: MixPlan
+
+
+@dataclass(frozen=True)
 class _Plan:
     shards: tuple[Shard, ...]
     spec: Spec
     origin: ShardOrigin = dataclasses.field(default_factory=OnTheFlyOrigin, compare=False)
     stages: tuple[Stage, ...] = ()
     options: SourceOptions = dataclasses.field(default_factory=SourceOptions)
+    mix: _Mix | None = None
 
 
 class Dataset:
@@ -129,6 +137,46 @@ class Dataset:
 
         origin = CacheOrigin.open(directory, fingerprint=fingerprint)
         return cls(_Plan(tuple(origin.shards), origin.spec, origin))
+
+    @classmethod
+    def mix(
+        cls,
+        datasets: Sequence[Dataset],
+        weights: Sequence[float] | Sequence[tuple[int, Sequence[float]]] | None = None,
+        *,
+        seed: int = 0,
+        stop: str = "never",
+        block_size: int | None = None,
+    ) -> Dataset:
+        """Mix the examples of several datasets (each on the fly or from a cache) by weight.
+
+        The source of each example is a function of (seed, example index, weights): every
+        block of ``block_size`` examples (default 4096, or more for weights too small for it)
+        holds each source's exact share, by largest remainder, in a seeded order. ``weights``
+        may be a schedule ``[(start_example, weights), ...]`` whose stages start at block
+        boundaries. ``stop``: ``"never"`` (an exhausted source restarts, its next epoch
+        reshuffled), ``"first_exhausted"`` or ``"all_exhausted"``. Give each source its own
+        per-shard stages and shard options (``shuffle_shards``, ``interleave``, ``parallel``);
+        add stream stages (``shuffle``, ``batch``, ``shard_by_rank``...) to the mix.
+        """
+        sources = tuple(datasets)
+        if not sources or not all(isinstance(d, Dataset) for d in sources):
+            raise ConfigError("mix() takes a non-empty list of Datasets")
+        for i, d in enumerate(sources):
+            p = d._plan
+            if p.mix is not None:
+                raise ConfigError(f"mix source {i} is itself a mix; list its sources in one mix with combined weights")
+            if p.stages:
+                raise ConfigError(f"mix source {i} has stream stages {[s.NAME for s in p.stages]}; add them to the mix instead")
+            if p.options.world_size != 1:
+                raise ConfigError(f"mix source {i} is split by rank; call shard_by_rank() on the mix instead")
+            if stop != "first_exhausted" and p.options.epochs != 1:
+                raise ConfigError(f"mix source {i} sets repeat(); with stop={stop!r} the mix restarts exhausted sources itself")
+        pads = {d._plan.spec.pad_id for d in sources}
+        if len(pads) > 1:
+            raise ConfigError(f"mix sources pad with different token ids {sorted(pads)}: they use different tokenizers")
+        plan = MixPlan.make(len(sources), weights, seed=seed, stop=stop, block_size=block_size)
+        return cls(_Plan((), sources[0]._plan.spec, mix=_Mix(sources, plan)))
 
     @classmethod
     def from_hf(cls, dataset: Any, *, text_field: str = "text", shards: int = 1, on_error: str = "raise") -> Dataset:
@@ -298,10 +346,20 @@ class Dataset:
     @property
     def spec(self) -> Spec:
         """The per-shard step as a Spec (what the Beam pipeline runs, and what keys caches)."""
+        if self._plan.mix is not None:
+            raise ConfigError("a mix has one spec per source: see ds.sources[i].spec")
         return self._plan.spec
 
     @property
+    def sources(self) -> tuple[Dataset, ...]:
+        """The datasets a mix mixes (a plain dataset: itself)."""
+        return self._plan.mix.sources if self._plan.mix is not None else (self,)
+
+    @property
     def spec_fingerprint(self) -> str:
+        mix = self._plan.mix
+        if mix is not None:  # the same for on-the-fly and cached twins of every source
+            return fingerprint_of({"mix": mix.plan.to_json(), "sources": [d.spec_fingerprint for d in mix.sources]})
         return self._plan.spec.fingerprint
 
     @property
@@ -311,6 +369,9 @@ class Dataset:
     @property
     def stream_fingerprint(self) -> str:
         p = self._plan
+        if p.mix is not None:
+            sources = [d.stream_fingerprint for d in p.mix.sources]
+            return fingerprint_of({"mix": sources, "options": p.options.to_json(), "stages": [s.to_json() for s in p.stages]})
         urls = hashlib.sha256("\n".join(s.url for s in p.shards).encode()).hexdigest()[:20]
         return fingerprint_of(
             {"shards": len(p.shards), "urls": urls, "options": p.options.to_json(), "stages": [s.to_json() for s in p.stages]}
@@ -356,6 +417,8 @@ class Dataset:
         """
         if self.is_cached:
             raise ConfigError("this dataset already reads a cache")
+        if self._plan.mix is not None:
+            raise ConfigError("cache each source of a mix, then mix the cached datasets")
         from beamtok.cache.build import run_cache
 
         run_cache(
@@ -381,10 +444,15 @@ class Dataset:
 
         return TorchIterableDataset(self)
 
-    def _build(self, split: ReaderSplit) -> tuple[ShardSource, Node]:
-        """The live stream for one reader: its source (for stats and seeks) and its last node."""
+    def _build(self, split: ReaderSplit) -> tuple[ShardSource | MixSource, Node]:
+        """The live stream for one reader: its root source (for stats and seeks) and its last node."""
         p = self._plan
-        source = ShardSource(list(p.shards), p.origin.backend(p.spec, p.options.workers), p.options, split)
+        source: ShardSource | MixSource
+        if p.mix is not None:
+            forever = p.mix.plan.stop != "first_exhausted"
+            source = MixSource([d._shard_source(split, forever) for d in p.mix.sources], p.mix.plan)
+        else:
+            source = self._shard_source(split, forever=False)
         node: Node = source
         if split.mode == "examples" and split.parts > 1:
             node = ExampleSplitNode(node, split.part, split.parts)
@@ -392,6 +460,11 @@ class Dataset:
         for stage in p.stages:
             node = stage.build(node, context)
         return source, node
+
+    def _shard_source(self, split: ReaderSplit, forever: bool) -> ShardSource:
+        p = self._plan
+        options = dataclasses.replace(p.options, epochs=None) if forever else p.options
+        return ShardSource(list(p.shards), p.origin.backend(p.spec, p.options.workers), options, split)
 
     def _reader_split(self) -> ReaderSplit:
         o = self._plan.options
@@ -405,6 +478,7 @@ class Dataset:
 
     def _add_step(self, step: Step) -> Dataset:
         name = step.OP
+        self._refuse_on_mix(f"{name}()")
         self._plan.origin.check_step(name)
         if self._plan.stages:
             raise ConfigError(f"{name}() is a per-shard stage; call it before shuffle/batch/take/enumerate")
@@ -414,6 +488,7 @@ class Dataset:
         return self._replace(spec=dataclasses.replace(spec, steps=(*spec.steps, step)))
 
     def _set_pack(self, name: str, mode: str, seq_len: int, **kwargs: Any) -> Dataset:
+        self._refuse_on_mix(f"{name}()")
         if self._plan.stages:
             raise ConfigError(f"{name}() is a per-shard stage; call it before shuffle/batch/take/enumerate")
         self._plan.origin.check_pack(name)
@@ -428,7 +503,13 @@ class Dataset:
         return self._replace(stages=(*self._plan.stages, stage))
 
     def _options(self, **changes: Any) -> Dataset:
+        if set(changes) - {"rank", "world_size", "split"}:
+            self._refuse_on_mix(", ".join(sorted(changes)))
         return self._replace(options=dataclasses.replace(self._plan.options, **changes))
+
+    def _refuse_on_mix(self, what: str) -> None:
+        if self._plan.mix is not None:
+            raise ConfigError(f"{what}: set it on each source of the mix, before Dataset.mix()")
 
     def _tokenizer_ref(self, name: str) -> TokenizerRef:
         ref = self._plan.spec.tokenizer
@@ -438,6 +519,8 @@ class Dataset:
 
     def __repr__(self) -> str:
         p = self._plan
+        if p.mix is not None:
+            return f"Dataset.mix({list(p.mix.sources)}, stages={[s.NAME for s in p.stages]})"
         steps = [s.OP for s in p.spec.steps] + ([p.spec.pack.mode] if p.spec.pack else [])
         stages = [s.NAME for s in p.stages]
         return f"Dataset(shards={len(p.shards)}, steps={steps}, stages={stages})"

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 from beamtok.errors import StateError
 from beamtok.stream.node import Node
-from beamtok.stream.source import ShardSource
 from beamtok.stream.split import ReaderSplit
 from beamtok.stream.state import check_keys, copy_state
 
@@ -34,7 +33,7 @@ class DatasetIterator:
         self.split = split
         self._spec_fp = dataset.spec_fingerprint
         self._stream_fp = dataset.stream_fingerprint
-        self._source, self._root = dataset._build(split)
+        self._source, self._root = dataset._build(split)  # the root source, and the last stage
         self._root.reset(self._check(state)["pipeline"] if state is not None else None)
 
     def _check(self, state: Any) -> dict[str, Any]:
@@ -90,7 +89,8 @@ class DatasetIterator:
         self._source.close()
 
     @property
-    def source(self) -> ShardSource:
+    def source(self) -> Any:
+        """The root of the stream: a ShardSource, or a MixSource over several."""
         return self._source
 
     @property
@@ -99,10 +99,10 @@ class DatasetIterator:
 
     def stats(self) -> dict[str, Any]:
         """Documents read, emitted, skipped (by reason) and truncated; examples, tokens, pad
-        tokens and padding waste (pad / all tokens); the epoch. Counts cover what the source
-        has handed downstream (a shuffle window reads ahead of the consumer)."""
-        stats = self._source.stats.to_json()
+        tokens and padding waste (pad / all tokens); the epoch (for a mix: each source's
+        stats and epoch, and the realised proportions). Counts cover what the source has
+        handed downstream (a shuffle window reads ahead of the consumer)."""
+        stats = self._source.stats_json()
         total = stats["tokens"] + stats["pad_tokens"]
         stats["padding_waste"] = stats["pad_tokens"] / total if total else 0.0
-        stats["epoch"] = self._source.state_dict()["epoch"]
         return stats

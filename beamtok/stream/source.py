@@ -87,8 +87,19 @@ class StreamStats:
         self.tokens += real
         self.pad_tokens += len(ids) - real
 
+    def add(self, other: StreamStats) -> None:
+        self.documents = self.documents + other.documents
+        self.examples += other.examples
+        self.tokens += other.tokens
+        self.pad_tokens += other.pad_tokens
+
     def to_json(self) -> dict[str, Any]:
-        return {"documents": self.documents.to_json(), "examples": self.examples, "tokens": self.tokens, "pad_tokens": self.pad_tokens}
+        return {
+            "documents": self.documents.to_json(),
+            "examples": self.examples,
+            "tokens": self.tokens,
+            "pad_tokens": self.pad_tokens,
+        }
 
     @classmethod
     def from_json(cls, state: Any) -> StreamStats:
@@ -153,6 +164,7 @@ class ShardSource:
         self._slots: list[_Slot] = []
         self._turn = 0
         self._hinted = False
+        self._yielded_in_epoch = False
         if state is not None:
             self._restore(copy_state(state))
         self._order = self.order(self._epoch)
@@ -179,6 +191,16 @@ class ShardSource:
         if self._slots and self._turn >= len(self._slots):
             raise StateError(f"shard source: turn {self._turn} is out of range")
         self.stats = StreamStats.from_json(state["stats"])
+        self._yielded_in_epoch = True  # not known; only an epoch seen whole from its start can prove emptiness
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the last example handed out (0 before the first)."""
+        return self._epoch
+
+    def stats_json(self) -> dict[str, Any]:
+        """What reached the consumer's side of the source, and the epoch."""
+        return {**self.stats.to_json(), "epoch": self._epoch}
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -237,6 +259,7 @@ class ShardSource:
             if produced.example is None:
                 continue
             self._turn = (self._turn + 1) % len(self._slots)
+            self._yielded_in_epoch = True
             return produced.example
 
     def close(self) -> None:
@@ -270,6 +293,9 @@ class ShardSource:
                 return True
             if self.epochs is not None and self._epoch + 1 >= self.epochs:
                 return False
+            if not self._yielded_in_epoch:  # a whole epoch without an example: repeating cannot help
+                return False
+            self._yielded_in_epoch = False
             self._epoch += 1
             self._position = 0
             self._order = self.order(self._epoch)

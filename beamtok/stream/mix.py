@@ -1,0 +1,201 @@
+"""mix(datasets, weights): weighted mixing of several datasets, decided globally.
+
+The source of global example ``g`` is a pure function of (seed, g, weights): the stream is cut
+into blocks of ``block_size`` examples; each block holds exactly ``counts[i]`` examples of
+source ``i`` (the weights turned into whole numbers by largest remainder, so a small weight
+keeps its rate instead of rounding to zero), in an order given by a permutation keyed by
+``(seed, block)``. Nothing depends on workers or timing, so the mix is the same for any
+number of tokenization workers, and every source's examples come in that source's own order.
+
+Each mixed example carries ``source``, the index of the dataset it came from. The state is
+the global index, each source's own state and a stop flag: O(1), no random
+generator dumped, no buffer. A source's state is its shard source's, so it crosses modes (a
+cached source resumes its on-the-fly twin). Weights may change at block boundaries
+(a schedule of ``(start_example, weights)``).
+
+Stop rules: ``"never"`` (sources restart when exhausted, reshuffled by their own epoch),
+``"first_exhausted"`` (the mix ends when any source ends), ``"all_exhausted"`` (sources that
+end keep cycling until the last one ends its first epoch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from beamtok.errors import ConfigError, InputError, StateError
+from beamtok.stream.source import ShardSource, StreamStats
+from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.validate import check_choice
+from beamtok.validate import check_int as check_option
+
+__all__ = ["STOP_RULES", "MixPlan", "MixSource", "block_counts"]
+
+STOP_RULES = ("never", "first_exhausted", "all_exhausted")
+DEFAULT_BLOCK = 4096
+
+
+def block_counts(weights: Sequence[float], block_size: int) -> list[int]:
+    """Examples of each source in a block: ``block_size`` split by ``weights``, rounded by
+    largest remainder (ties to the lower source index)."""
+    total = float(sum(weights))
+    exact = [w * block_size / total for w in weights]
+    counts = [int(x) for x in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in by_remainder[: block_size - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+@dataclass(frozen=True)
+class MixPlan:
+    """The mixing rule: weights (possibly a schedule), seed, stop rule and block size."""
+
+    schedule: tuple[tuple[int, tuple[float, ...]], ...]
+    seed: int = 0
+    stop: str = "never"
+    block_size: int = DEFAULT_BLOCK
+
+    @classmethod
+    def make(cls, sources: int, weights: Any, *, seed: int, stop: str, block_size: int | None) -> MixPlan:
+        check_option(seed, "seed")
+        check_choice(stop, "stop", STOP_RULES)
+        schedule = _schedule(weights, sources)
+        if block_size is None:
+            smallest = min(w / sum(ws) for _, ws in schedule for w in ws if w > 0)
+            block_size = max(DEFAULT_BLOCK, int(np.ceil(1 / smallest)))
+        check_option(block_size, "block_size", minimum=1)
+        for start, ws in schedule:
+            if start % block_size:
+                raise ConfigError(f"a weight schedule stage starts at example {start}, not at a block boundary (block_size={block_size})")
+            for i, (w, n) in enumerate(zip(ws, block_counts(ws, block_size))):
+                if w > 0 and n == 0:
+                    raise ConfigError(
+                        f"source {i}'s weight {w} gets no example in a block of {block_size}; "
+                        f"use block_size >= {int(np.ceil(sum(ws) / w))}"
+                    )
+        return cls(schedule, seed, stop, block_size)
+
+    def weights_at(self, block: int) -> tuple[float, ...]:
+        start = block * self.block_size
+        return next(ws for first, ws in reversed(self.schedule) if first <= start)
+
+    def block_order(self, block: int) -> np.ndarray:
+        """The source of each example of ``block``, in order."""
+        counts = block_counts(self.weights_at(block), self.block_size)
+        sources = np.repeat(np.arange(len(counts)), counts)
+        return sources[np.random.default_rng([self.seed, block]).permutation(self.block_size)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schedule": [[start, list(ws)] for start, ws in self.schedule],
+            "seed": self.seed,
+            "stop": self.stop,
+            "block_size": self.block_size,
+        }
+
+
+def _schedule(weights: Any, sources: int) -> tuple[tuple[int, tuple[float, ...]], ...]:
+    """A list of weights, or a list of ``(start_example, weights)`` stages starting at 0."""
+    if weights is None:
+        weights = [1.0] * sources
+    stages = weights if weights and isinstance(weights[0], (tuple, list)) else [(0, weights)]
+    out: list[tuple[int, tuple[float, ...]]] = []
+    for stage in stages:
+        if len(stage) != 2:
+            raise ConfigError(f"a weight schedule stage is (start_example, weights), got {stage!r}")
+        start, ws = stage
+        check_option(start, "schedule start_example")
+        if len(ws) != sources:
+            raise ConfigError(f"{len(ws)} weights for {sources} sources")
+        if any(not isinstance(w, (int, float)) or isinstance(w, bool) or not w >= 0 or w == float("inf") for w in ws) or sum(ws) <= 0:
+            raise ConfigError(f"weights must be finite, non-negative numbers with a positive sum, got {list(ws)}")
+        if out and start <= out[-1][0]:
+            raise ConfigError("weight schedule stages must start at increasing example indices")
+        out.append((start, tuple(float(w) for w in ws)))
+    if out[0][0] != 0:
+        raise ConfigError("the first weight schedule stage must start at example 0")
+    return tuple(out)
+
+
+class MixSource:
+    """Yields the mixed stream of several shard sources."""
+
+    KEYS = ("index", "sources", "stopped")
+
+    def __init__(self, sources: list[ShardSource], plan: MixPlan) -> None:
+        self.sources = sources
+        self.plan = plan
+        self.reset(None)
+
+    def reset(self, state: dict[str, Any] | None) -> None:
+        self._index = 0
+        self._stopped = False
+        self._block = -1
+        self._order = np.zeros(0, dtype=np.int64)
+        if state is None:
+            for source in self.sources:
+                source.reset(None)
+            return
+        state = check_keys(copy_state(state), self.KEYS, "mix")
+        children = state["sources"]
+        if not isinstance(children, list) or len(children) != len(self.sources):
+            raise StateError(f"mix: the state holds {len(children) if isinstance(children, list) else '?'} sources, this mix has {len(self.sources)}")
+        for source, child in zip(self.sources, children):
+            source.reset(child)
+        self._index = check_int(state["index"], "index", "mix")
+        if not isinstance(state["stopped"], bool):
+            raise StateError(f"mix: stopped must be a boolean, got {state['stopped']!r}")
+        self._stopped = state["stopped"]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"index": self._index, "sources": [s.state_dict() for s in self.sources], "stopped": self._stopped}
+
+    def __iter__(self) -> MixSource:
+        return self
+
+    def __next__(self) -> Any:
+        if self._stopped:
+            raise StopIteration
+        block, position = divmod(self._index, self.plan.block_size)
+        if block != self._block:
+            self._block, self._order = block, self.plan.block_order(block)
+        chosen = int(self._order[position])
+        source = self.sources[chosen]
+        try:
+            example = next(source)
+        except StopIteration:
+            if self.plan.stop != "first_exhausted" and source.epochs is None:
+                raise InputError(f"mix source {chosen} yields no examples; it cannot be mixed at a weight above 0") from None
+            self._stopped = True
+            raise
+        if self.plan.stop == "all_exhausted" and source.epoch > 0 and self._all_exhausted(block):
+            self._stopped = True  # the last source just ended its first epoch
+            raise StopIteration
+        self._index += 1
+        return {**example, "source": chosen} if isinstance(example, dict) else example
+
+    def _all_exhausted(self, block: int) -> bool:
+        weights = self.plan.weights_at(block)
+        return all(s.epoch > 0 for s, w in zip(self.sources, weights) if w > 0)
+
+    def close(self) -> None:
+        for source in self.sources:
+            source.close()
+
+    def stats_json(self) -> dict[str, Any]:
+        """Totals over the sources, each source's own stats (with its epoch), and the realised
+        proportions of examples."""
+        total = StreamStats()
+        for source in self.sources:
+            total.add(source.stats)
+        out = total.to_json()
+        out["sources"] = [s.stats_json() for s in self.sources]
+        out["proportions"] = [s.stats.examples / total.examples if total.examples else 0.0 for s in self.sources]
+        return out
+
+    def state_at(self, example: int) -> dict[str, Any]:
+        raise ConfigError("start_example does not apply to a mix; resume from a state_dict")
