@@ -39,7 +39,7 @@ test: lint typecheck unit
 # epochraft is a peer we compare against, installed only for the benchmarks
 bench: setup
 	$(BIN)/pip install --quiet epochraft
-	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py
+	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py
 
 # kill/resume soak: 10x the shipped corpus, consumer SIGKILLed at random moments
 soak: setup

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import json
 import re
 import sys
@@ -31,7 +32,7 @@ def split_into_acts(text: str) -> list[str]:
     if len(starts) < 2:
         return [text.strip()]
     bounds = [0, *starts[1:], len(text)]
-    return [text[a:b].strip() for a, b in zip(bounds, bounds[1:]) if text[a:b].strip()]
+    return [text[a:b].strip() for a, b in itertools.pairwise(bounds) if text[a:b].strip()]
 
 
 def jsonl_bytes(texts: list[str]) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from beamtok.cache.random_access import RowAccess
 from beamtok.cache.reader import Cache
 from beamtok.errors import ConfigError
 from beamtok.shard import Produced, ShardCursor, ShardPacker
@@ -80,6 +81,9 @@ class CacheOrigin:
     def check_pack(self, name: str) -> None:
         if self.cache.spec.pack is not None:
             raise ConfigError(f"{name}(): the cache is already packed; build it with --pack none to pack at read time")
+
+    def row_access(self, spec: Spec) -> RowAccess | None:
+        return RowAccess(self.cache) if spec.pack == self.cache.spec.pack else None
 
     def backend(self, spec: Spec, workers: int) -> ShardBackend:
         if spec.pack == self.cache.spec.pack:

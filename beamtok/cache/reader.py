@@ -133,6 +133,16 @@ class Cache:
                 yield batch_to_examples(_one_batch(table.slice(skip)), self.supervised)
                 skip = 0
 
+    def open_shard_file(self, shard_index: int) -> Any:
+        """The ``pyarrow.parquet.ParquetFile`` of a shard, its footer checked (close it)."""
+        return self._parquet(self._entry(Shard(shard_index, "")))
+
+    def decode_row_group(self, parquet_file: Any, shard_index: int, group: int) -> RowBlock:
+        """Row group ``group`` of an open shard file, decoded into examples."""
+        where = self.storage.display(self._entry(Shard(shard_index, "")).file)
+        (table,) = _row_groups(parquet_file, range(group, group + 1), where)
+        return batch_to_examples(_one_batch(table), self.supervised)
+
     def _parquet(self, entry: ShardEntry) -> Any:
         """Open a shard file, checking its footer's SHA-256; its pages are checked against
         their CRCs as they are read (sizes were checked when the cache was opened; a full

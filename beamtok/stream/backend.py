@@ -15,13 +15,16 @@ be added, and makes the backend for the final spec.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from beamtok.errors import ConfigError
 from beamtok.shard import Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 from beamtok.stream.split import dataloader_worker
+
+if TYPE_CHECKING:
+    from beamtok.stream.global_shuffle import RowSource
 
 __all__ = ["OnTheFly", "OnTheFlyOrigin", "SequentialBackend", "ShardBackend", "ShardOrigin"]
 
@@ -93,6 +96,11 @@ class ShardOrigin(Protocol):
         """The backend that yields ``spec``'s examples, with ``workers`` worker processes."""
         ...
 
+    def row_access(self, spec: Spec) -> RowSource | None:
+        """Random access to ``spec``'s examples by global row number, where the origin has it
+        (a packed cache), else None."""
+        ...
+
 
 class OnTheFlyOrigin:
     """Files (or in-memory data) read and processed by the per-shard step as the stream runs."""
@@ -111,3 +119,6 @@ class OnTheFlyOrigin:
 
             return ParallelShards(spec, workers)
         return OnTheFly(spec)
+
+    def row_access(self, spec: Spec) -> RowSource | None:
+        return None

@@ -32,6 +32,7 @@ from beamtok.steps import BosEosStep, ChatStep, FilterStep, LengthFilterStep, Ma
 from beamtok.stream.backend import OnTheFlyOrigin, ShardOrigin
 from beamtok.stream.batch import Batch
 from beamtok.stream.enumerate import Enumerate
+from beamtok.stream.global_shuffle import GlobalShuffleSource
 from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.mix import MixPlan, MixSource
 from beamtok.stream.node import Node, Stage, StreamContext
@@ -319,6 +320,23 @@ class Dataset:
 
         return self._options(workers=default_workers() if workers is None else workers)
 
+    def global_shuffle(self, seed: int = 0, *, window: int | None = None) -> Dataset:
+        """Every row of a packed cache once per epoch, in a keyed pseudo-random permutation
+        over the whole cache (``window=None``) or within windows of ``window`` consecutive
+        rows, reshuffled each epoch (``repeat``). Readers (``shard_by_rank``, DataLoader
+        workers) take every k-th position of the one global order; the state is
+        ``{epoch, position}``. Build the cache with small row groups
+        (``--row-group-rows``) for cheap random access."""
+        self._refuse_on_mix("global_shuffle()")
+        o = self._plan.options
+        if o.shuffle_seed is not None or o.interleave != 1 or o.workers:
+            raise ConfigError("global_shuffle() replaces shuffle_shards(), interleave() and parallel(); drop them")
+        if self._plan.origin.row_access(self._plan.spec) is None:
+            raise ConfigError(
+                "global_shuffle() needs random access to rows: a packed cache (Dataset.from_cache), not repacked"
+            )
+        return self._replace(options=dataclasses.replace(o, global_seed=seed, global_window=window))
+
     def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards") -> Dataset:
         """Read only this rank's part: whole shards (default) or every world_size-th example."""
         return self._options(rank=rank, world_size=world_size, split=split)
@@ -444,17 +462,24 @@ class Dataset:
 
         return TorchIterableDataset(self)
 
-    def _build(self, split: ReaderSplit) -> tuple[ShardSource | MixSource, Node]:
+    def _build(self, split: ReaderSplit) -> tuple[ShardSource | MixSource | GlobalShuffleSource, Node]:
         """The live stream for one reader: its root source (for stats and seeks) and its last node."""
         p = self._plan
-        source: ShardSource | MixSource
+        source: ShardSource | MixSource | GlobalShuffleSource
+        o = p.options
         if p.mix is not None:
             forever = p.mix.plan.stop != "first_exhausted"
             source = MixSource([d._shard_source(split, forever) for d in p.mix.sources], p.mix.plan)
+        elif o.global_seed is not None:
+            rows = p.origin.row_access(p.spec)
+            assert rows is not None  # checked by global_shuffle()
+            source = GlobalShuffleSource(rows, seed=o.global_seed, window=o.global_window, epochs=o.epochs, split=split)
         else:
             source = self._shard_source(split, forever=False)
         node: Node = source
-        if split.mode == "examples" and split.parts > 1:
+        if (
+            split.mode == "examples" and split.parts > 1 and o.global_seed is None
+        ):  # a global shuffle splits positions itself
             node = ExampleSplitNode(node, split.part, split.parts)
         context = StreamContext(pad_id=p.spec.pad_id)
         for stage in p.stages:
@@ -505,6 +530,8 @@ class Dataset:
     def _options(self, **changes: Any) -> Dataset:
         if set(changes) - {"rank", "world_size", "split"}:
             self._refuse_on_mix(", ".join(sorted(changes)))
+        if self._plan.options.global_seed is not None and set(changes) & {"shuffle_seed", "interleave", "workers"}:
+            raise ConfigError("global_shuffle() replaces shuffle_shards(), interleave() and parallel()")
         return self._replace(options=dataclasses.replace(self._plan.options, **changes))
 
     def _refuse_on_mix(self, what: str) -> None:

@@ -43,9 +43,13 @@ class SourceOptions:
     world_size: int = 1
     split: str = "shards"
     workers: int = 0  # tokenization worker processes; never changes the stream
+    global_seed: int | None = None  # global_shuffle(seed, window) over a cache's rows
+    global_window: int | None = None
 
     def __post_init__(self) -> None:
         check_optional_int(self.epochs, "epochs", minimum=1)
+        check_optional_int(self.global_seed, "seed")
+        check_optional_int(self.global_window, "window", minimum=1)
         check_optional_int(self.shuffle_seed, "seed")
         check_option(self.interleave, "open_shards", minimum=1)
         check_option(self.workers, "workers")
@@ -53,13 +57,16 @@ class SourceOptions:
 
     def to_json(self) -> dict[str, Any]:
         # rank is stamped separately (ReaderSplit), so ranks share one stream fingerprint
-        return {
+        out: dict[str, Any] = {
             "epochs": self.epochs,
             "shuffle_seed": self.shuffle_seed,
             "interleave": self.interleave,
             "world_size": self.world_size,
             "split": self.split,
         }
+        if self.global_seed is not None:
+            out["global_shuffle"] = {"seed": self.global_seed, "window": self.global_window}
+        return out
 
 
 class StreamStats:

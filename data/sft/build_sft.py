@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import re
 from pathlib import Path
@@ -63,7 +64,7 @@ def dialogue_examples(limit: int) -> list[dict[str, str]]:
     for act in read_jsonl(CORPUS / "shakespeare-00.jsonl") + read_jsonl(CORPUS / "shakespeare-01.jsonl"):
         title = act.strip().splitlines()[0].strip().title()
         pairs = speeches(act)
-        for (who, said), (next_who, reply) in zip(pairs, pairs[1:]):
+        for (who, said), (next_who, reply) in itertools.pairwise(pairs):
             if who == next_who:
                 continue
             prompt = f"In {title}, {who} says:\n{said}\n\nWrite {next_who}'s reply.\n"
