@@ -73,6 +73,17 @@ class ShardCursor:
         return cls(state["index"], state["doc"], state["token"], state["done"])
 
 
+_NO_SKIPS: Mapping[str, int] = MappingProxyType({})
+
+
+def _add_skips(a: Mapping[str, int], b: Mapping[str, int]) -> Mapping[str, int]:
+    if not b:
+        return a
+    if not a:
+        return b
+    return Counter(a) + Counter(b)
+
+
 @dataclass(frozen=True)
 class DocCounts:
     """What happened to documents: read = emitted + sum(skipped). Immutable; add with ``+``."""
@@ -85,8 +96,9 @@ class DocCounts:
     truncated_docs: int = 0
 
     def __post_init__(self) -> None:
-        frozen = MappingProxyType({k: v for k, v in sorted(self.skipped.items()) if v})
-        object.__setattr__(self, "skipped", frozen)
+        if self.skipped is not _NO_SKIPS:
+            frozen = MappingProxyType({k: v for k, v in sorted(self.skipped.items()) if v}) if self.skipped else _NO_SKIPS
+            object.__setattr__(self, "skipped", frozen)
 
     def __add__(self, other: DocCounts) -> DocCounts:
         if not other:
@@ -96,7 +108,7 @@ class DocCounts:
         return DocCounts(
             self.read + other.read,
             self.emitted + other.emitted,
-            Counter(self.skipped) + Counter(other.skipped),
+            _add_skips(self.skipped, other.skipped),
             self.truncated_tokens + other.truncated_tokens,
             self.dropped_tokens + other.dropped_tokens,
             self.truncated_docs + other.truncated_docs,

@@ -59,7 +59,7 @@ def test_another_world_size_and_dataloader_worker_count(files, tokenizer_dir):
     paths = [files["jsonl"], files["gz"]]
     two = dataset(paths, tokenizer_dir).shard_by_rank(0, 2)
     state = state_after(two, 1)
-    refused(dataset(paths, tokenizer_dir), state, "rank split")
+    refused(dataset(paths, tokenizer_dir), state, r"rank split differs; to resume on another world size pass the list")
     refused(dataset(paths, tokenizer_dir).shard_by_rank(0, 2, split="examples"), state, "rank split")
     forged = edited(state, lambda s: s["split"].update(num_workers=2))
     refused(two, forged, "belongs to reader")

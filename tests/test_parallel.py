@@ -42,6 +42,16 @@ def test_output_is_identical_for_any_worker_count(paths, tokenizer_dir):
     assert_items_equal(list(make(paths, tokenizer_dir, 2)), reference)
 
 
+@pytest.mark.parametrize(("workers", "interleave"), [(2, 2), (2, 1), (3, 2)])
+def test_open_shards_get_the_workers_and_prefetches_are_read(make_shards, tokenizer_dir, workers, interleave):
+    # a prefetch that takes the worker an open shard needs makes that shard run in the
+    # consumer's process (or cancels the prefetch): the output stays right, the speed halves
+    with make(make_shards(8, docs_per_shard=12), tokenizer_dir, workers, interleave).iter() as it:
+        assert len(list(it)) > 10
+        backend = it.source.backend
+        assert (backend.ran_here, backend.cancelled) == (0, 0)
+
+
 def test_checkpoints_with_workers_running_resume_exactly(paths, tokenizer_dir):
     check_resumption(lambda: make(paths, tokenizer_dir, 2), random_steps=8)
     check_resumption(lambda: make(paths, tokenizer_dir, 2), random_steps=4, resume_dataset=lambda: make(paths, tokenizer_dir, 0))

@@ -384,6 +384,11 @@ class Dataset:
     def is_cached(self) -> bool:
         return self._plan.origin.cached
 
+    def stream_fingerprint_for(self, world_size: int) -> str:
+        """The stream fingerprint this dataset has when split over ``world_size`` ranks."""
+        options = dataclasses.replace(self._plan.options, rank=0, world_size=world_size)
+        return self._replace(options=options).stream_fingerprint
+
     @property
     def stream_fingerprint(self) -> str:
         p = self._plan
@@ -477,9 +482,7 @@ class Dataset:
         else:
             source = self._shard_source(split, forever=False)
         node: Node = source
-        if (
-            split.mode == "examples" and split.parts > 1 and o.global_seed is None
-        ):  # a global shuffle splits positions itself
+        if split.mode == "examples" and o.global_seed is None:  # a global shuffle splits positions itself
             node = ExampleSplitNode(node, split.part, split.parts)
         context = StreamContext(pad_id=p.spec.pad_id)
         for stage in p.stages:

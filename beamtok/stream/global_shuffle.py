@@ -8,9 +8,11 @@ row groups, so a small decode cache serves them; without, any row may follow any
 
 The permutation is computed, never stored. Readers split the positions, not the shards:
 reader ``part`` of ``parts`` takes positions ``part, part + parts, ...``, so the global order
-is the same for any number of readers. The state is ``{epoch, position, stats}``: the
-reader's count of positions taken, whatever the corpus size. Rows are fetched in batches of
-the next positions, each row group decoded once per batch at most.
+is the same for any number of readers. The state is ``{epoch, position, stats}``: the next
+position of the epoch to consider, whatever the corpus size. After a resume on another
+number of readers it also lists ``taken``: positions (numbered ``epoch * rows + position``)
+faster old readers had taken beyond the slowest one's, which are skipped. Rows are fetched in
+batches of the next positions, each row group decoded once per batch at most.
 """
 
 from __future__ import annotations
@@ -84,38 +86,47 @@ class GlobalShuffleSource:
 
     KEYS = ("epoch", "position", "stats")
 
-    def __init__(
-        self, rows: RowSource, *, seed: int, window: int | None, epochs: int | None, split: ReaderSplit
-    ) -> None:
+    def __init__(self, rows: RowSource, *, seed: int, window: int | None, epochs: int | None, split: ReaderSplit) -> None:
         if rows.total == 0:
             raise ConfigError("global_shuffle(): the cache holds no rows")
         self.source = rows
+        self.total = rows.total
         self.seed = seed
         self.window = window
         self.epochs = epochs
         self.part, self.parts = split.part, split.parts
-        self.mine = len(range(self.part, rows.total, self.parts))  # positions this reader takes per epoch
         self.reset(None)
 
     def reset(self, state: dict[str, Any] | None) -> None:
         self.stats = StreamStats()
         self._epoch = 0
-        self._position = 0
-        self._buffer: list[tuple[dict[str, Any], DocCounts]] = []
-        self._buffer_start = 0
+        self._position = 0  # the next position of this epoch to consider
+        self._taken: list[int] = []  # linear numbers (epoch * total + position) to skip
+        self._buffer: list[tuple[int, dict[str, Any], DocCounts]] = []
+        self._next = 0
         if state is None:
             return
-        state = check_keys(copy_state(state), self.KEYS, "global shuffle")
+        state = copy_state(state)
+        state = check_keys(state, (*self.KEYS, "taken") if isinstance(state, dict) and "taken" in state else self.KEYS, "global shuffle")
         self._epoch = check_int(state["epoch"], "epoch", "global shuffle")
         if self.epochs is not None and self._epoch >= self.epochs:
             raise StateError(f"global shuffle: epoch {self._epoch} is past the last epoch ({self.epochs})")
         self._position = check_int(state["position"], "position", "global shuffle")
-        if self._position > self.mine:
-            raise StateError(f"global shuffle: position {self._position} is past this reader's {self.mine} rows")
+        if self._position > self.total:
+            raise StateError(f"global shuffle: position {self._position} is past the cache's {self.total} rows")
+        taken = state.get("taken", [])
+        if not isinstance(taken, list):
+            raise StateError("global shuffle: taken must be a list of positions")
+        self._taken = sorted(check_int(i, "taken", "global shuffle") for i in taken)
         self.stats = StreamStats.from_json(state["stats"])
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self._epoch, "position": self._position, "stats": self.stats.to_json()}
+        state: dict[str, Any] = {"epoch": self._epoch, "position": self._position, "stats": self.stats.to_json()}
+        here = self._epoch * self.total + self._position
+        taken = [i for i in self._taken if i >= here]
+        if taken:
+            state["taken"] = taken
+        return state
 
     @property
     def epoch(self) -> int:
@@ -128,31 +139,84 @@ class GlobalShuffleSource:
         return self
 
     def __next__(self) -> dict[str, Any]:
-        if self._position >= self.mine:
-            if self.epochs is not None and self._epoch + 1 >= self.epochs:
-                raise StopIteration
-            self._epoch += 1
-            self._position = 0
-            self._buffer = []
-        index = self._position - self._buffer_start
-        if not 0 <= index < len(self._buffer):
-            self._fetch()
-            index = 0
-        example, counts = self._buffer[index]
-        self._position += 1
+        while self._next >= len(self._buffer):
+            if not self._fetch():
+                if self.epochs is not None and self._epoch + 1 >= self.epochs:
+                    raise StopIteration
+                self._epoch += 1
+                self._position = 0
+        position, example, counts = self._buffer[self._next]
+        self._next += 1
+        self._position = position + 1
         self.stats.record(Produced(example, ShardCursor(), counts))
         return example
 
-    def _fetch(self) -> None:
-        """Read the rows of the next FETCH positions of this reader, in their order."""
-        count = min(FETCH, self.mine - self._position)
-        positions = self.part + self.parts * np.arange(self._position, self._position + count, dtype=np.int64)
-        order = GlobalOrder(self.source.total, self.seed, self._epoch, self.window)
-        self._buffer = self.source.rows(order.rows_at(positions))
-        self._buffer_start = self._position
+    def _fetch(self) -> bool:
+        """Read the rows of this reader's next FETCH positions of the epoch; False at its end."""
+        first = _first_owned(self._position, self.part, self.parts)
+        base = self._epoch * self.total
+        skip = {i - base for i in self._taken if base + first <= i < base + self.total}
+        positions = np.arange(first, self.total, self.parts, dtype=np.int64)[: FETCH + len(skip)]
+        if skip:
+            positions = positions[~np.isin(positions, np.fromiter(skip, dtype=np.int64))]
+        positions = positions[:FETCH]
+        if not len(positions):
+            self._buffer, self._next = [], 0
+            return False
+        order = GlobalOrder(self.total, self.seed, self._epoch, self.window)
+        rows = self.source.rows(order.rows_at(positions))
+        self._buffer = [(int(p), example, counts) for p, (example, counts) in zip(positions, rows)]
+        self._next = 0
+        return True
 
     def close(self) -> None:
         self.source.close()
 
+    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        """Reader ``new``'s state from every old reader's: from the first position no old
+        reader has taken, skipping the ones faster readers took beyond it. Positions are
+        numbered ``epoch * rows + position`` across epochs."""
+        from beamtok.stream.elastic import summed_stats
+
+        total, parts = self.total, olds[0].parts
+        probes = []
+        for state, old in zip(states, olds):
+            probe = GlobalShuffleSource(self.source, seed=self.seed, window=self.window, epochs=self.epochs, split=old)
+            probe.reset(state)
+            probes.append(probe)
+        taken_before = {i for probe in probes for i in probe._taken}
+
+        def next_owned(linear: int, part: int) -> int:
+            while True:
+                epoch, position = divmod(linear, total)
+                position = _first_owned(position, part, parts)
+                linear = epoch * total + position if position < total else (epoch + 1) * total + part
+                if part >= total or linear not in taken_before:
+                    return linear
+                linear += 1
+
+        nexts = [next_owned(p._epoch * total + p._position, old.part) for p, old in zip(probes, olds)]
+        start = min(nexts)
+        taken = {i for i in taken_before if i >= start}
+        for end, old in zip(nexts, olds):
+            if old.part >= total:  # more readers than rows: this one owns none
+                continue
+            linear = next_owned(start, old.part)
+            while linear < end:
+                taken.add(linear)
+                linear = next_owned(linear + 1, old.part)
+        epoch, position = divmod(start, total)
+        merged: dict[str, Any] = {"epoch": epoch, "position": position, "stats": summed_stats([s["stats"] for s in states], new)}
+        if self.epochs is not None and epoch >= self.epochs:
+            merged = {"epoch": self.epochs - 1, "position": total, "stats": merged["stats"]}
+        if taken:
+            merged["taken"] = sorted(taken)
+        return merged
+
     def state_at(self, example: int) -> dict[str, Any]:
         raise ConfigError("start_example does not apply to a global shuffle; resume from a state_dict")
+
+
+def _first_owned(position: int, part: int, parts: int) -> int:
+    """The first position at or after ``position`` that reader ``part`` of ``parts`` takes."""
+    return position + (part - position) % parts

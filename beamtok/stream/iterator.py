@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from beamtok.errors import StateError
+from beamtok.errors import ConfigError, StateError
+from beamtok.stream.describe import changes, describe
+from beamtok.stream.elastic import check_readers
 from beamtok.stream.node import Node
 from beamtok.stream.split import ReaderSplit
 from beamtok.stream.state import check_keys, copy_state
@@ -26,17 +28,45 @@ class DatasetIterator:
     manager it stops its workers on exit.
     """
 
-    KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline")
+    KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline", "about")
 
     def __init__(self, dataset: Dataset, split: ReaderSplit, state: dict[str, Any] | None = None) -> None:
         self.dataset = dataset
         self.split = split
         self._spec_fp = dataset.spec_fingerprint
         self._stream_fp = dataset.stream_fingerprint
+        self._about = describe(dataset)
         self._source, self._root = dataset._build(split)  # the root source, and the last stage
-        self._root.reset(self._check(state)["pipeline"] if state is not None else None)
+        if isinstance(state, list):
+            self._root.reset(self._merge(state))
+        else:
+            self._root.reset(self._check(state)["pipeline"] if state is not None else None)
 
-    def _check(self, state: Any) -> dict[str, Any]:
+    def _merge(self, states: list[Any]) -> dict[str, Any]:
+        """This reader's pipeline state from the states of all readers of a run, which may
+        have had another world size (see ``beamtok.stream.elastic``)."""
+        if not states:
+            raise StateError("an empty list of states: pass every old reader's state_dict()")
+        checked = []
+        for state in states:
+            if isinstance(state, dict) and isinstance(state.get("split"), dict):
+                try:
+                    old = ReaderSplit(**state["split"])
+                except (TypeError, ConfigError) as e:
+                    raise StateError(f"a state's split is malformed: {e}") from None
+                checked.append((old, self._check(state, split=old)))
+            else:
+                self._check(state)  # raises the plain error
+        checked.sort(key=lambda pair: pair[0].part)
+        olds = [old for old, _ in checked]
+        check_readers(olds)
+        if olds[0].parts == self.split.parts and olds[0].mode == self.split.mode:
+            return next(state for old, state in checked if old.part == self.split.part)["pipeline"]
+        return self._root.merge([state["pipeline"] for _, state in checked], olds, self.split)
+
+    def _check(self, state: Any, split: ReaderSplit | None = None) -> dict[str, Any]:
+        """The state, checked against this pipeline (for ``split``, an old reader of the same
+        stream on another world size: its fingerprint is recomputed for that split)."""
         state = copy_state(state)
         if not isinstance(state, dict) or "beamtok_state" not in state:
             raise StateError("not a beamtok state: it has no 'beamtok_state' version key")
@@ -44,18 +74,26 @@ class DatasetIterator:
             raise StateError(
                 f"state format version {state['beamtok_state']!r} is not supported (this beamtok reads version {STATE_VERSION})"
             )
-        check_keys(state, self.KEYS, "state")
-        if state["spec"] != self._spec_fp:
+        check_keys(state, self.KEYS if "about" in state else self.KEYS[:-1], "state")  # states before 'about' resume too
+        stream_fp = self._stream_fp if split is None else self.dataset.stream_fingerprint_for(split.world_size)
+        saved_split = state["split"]
+        if split is None and isinstance(saved_split, dict) and saved_split.get("world_size") != self.split.world_size:
+            world = saved_split.get("world_size")
+            if isinstance(world, int) and world >= 1 and state["stream"] == self.dataset.stream_fingerprint_for(world):
+                raise StateError(
+                    f"state belongs to reader {saved_split}, but this reader is {self.split.to_json()}: the rank split "
+                    "differs; to resume on another world size pass the list of every old reader's state "
+                    "(iter(state_dict=[state_0, state_1, ...]))"
+                )
+        if state["spec"] != self._spec_fp or state["stream"] != stream_fp:
+            what = "spec" if state["spec"] != self._spec_fp else "stream"
+            changed = changes(state.get("about"), self.dataset)
             raise StateError(
-                f"state was saved by a pipeline with spec fingerprint {state['spec']}, but this "
-                f"pipeline's is {self._spec_fp}: tokenizer, fields, packing or error policy differ"
+                f"state was saved by another pipeline ({what} fingerprint {state[what]} there, "
+                f"{self._spec_fp if what == 'spec' else stream_fp} here); "
+                + (changed or "tokenizer, fields, packing, shard list, shuffle, batch or other stages differ")
             )
-        if state["stream"] != self._stream_fp:
-            raise StateError(
-                f"state was saved by a stream with fingerprint {state['stream']}, but this one's is "
-                f"{self._stream_fp}: the shard list, rank split, shuffle, batch or other stream stages differ"
-            )
-        if state["split"] != self.split.to_json():
+        if split is None and state["split"] != self.split.to_json():
             raise StateError(
                 f"state belongs to reader {state['split']}, but this reader is {self.split.to_json()} "
                 "(rank, world size or DataLoader workers differ)"
@@ -82,6 +120,7 @@ class DatasetIterator:
             "stream": self._stream_fp,
             "split": self.split.to_json(),
             "pipeline": self._root.state_dict(),
+            "about": self._about,
         }
 
     def close(self) -> None:

@@ -28,6 +28,7 @@ import numpy as np
 
 from beamtok.errors import ConfigError, InputError, StateError
 from beamtok.stream.source import ShardSource, StreamStats
+from beamtok.stream.split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.validate import check_choice
 from beamtok.validate import check_int as check_option
@@ -153,6 +154,18 @@ class MixSource:
 
     def state_dict(self) -> dict[str, Any]:
         return {"index": self._index, "sources": [s.state_dict() for s in self.sources], "stopped": self._stopped}
+
+    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        """Each source's states merged (see ``beamtok.stream.elastic``); the mix position is
+        the old reader's of the same number (reader 0's for a new number): each reader
+        mixes its own shards at exact proportions from any position."""
+        states = [check_keys(copy_state(s), self.KEYS, "mix") for s in states]
+        for state in states:
+            if not isinstance(state["sources"], list) or len(state["sources"]) != len(self.sources):
+                raise StateError(f"mix: a state holds another number of sources than this mix's {len(self.sources)}")
+        sources = [source.merge([s["sources"][i] for s in states], olds, new) for i, source in enumerate(self.sources)]
+        same = next((s for s, old in zip(states, olds) if old.part == new.part), states[0])
+        return {"index": same["index"], "sources": sources, "stopped": all(s["stopped"] is True for s in states)}
 
     def __iter__(self) -> MixSource:
         return self

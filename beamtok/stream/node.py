@@ -14,9 +14,13 @@ import abc
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from beamtok.errors import StateError
 from beamtok.stream.state import check_keys, copy_state
+
+if TYPE_CHECKING:
+    from beamtok.stream.split import ReaderSplit
 
 __all__ = ["Node", "Stage", "StageNode", "StreamContext"]
 
@@ -31,6 +35,10 @@ class Node(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
 
     def reset(self, state: dict[str, Any] | None) -> None: ...
+
+    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        """This reader's state from the states of every reader of another split."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,17 @@ class StageNode(abc.ABC):
         state = check_keys(copy_state(state), self.KEYS, self.NAME)
         self.upstream.reset(state["upstream"])
         self._restore(state)
+
+    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        """A stage without a position of its own passes the merge upstream; others refuse
+        unless they override this."""
+        if self.KEYS != ("upstream",):
+            raise StateError(
+                f"cannot resume on another world size through {self.NAME}(): its position belongs to one reader; "
+                f"resume with the old world size ({olds[0].world_size}) or move {self.NAME}() where every reader can restart it"
+            )
+        states = [check_keys(copy_state(s), self.KEYS, self.NAME) for s in states]
+        return {"upstream": self.upstream.merge([s["upstream"] for s in states], olds, new)}
 
     def _restore(self, state: dict[str, Any] | None) -> None:  # noqa: B027 - stages without a position keep it
         """Set this stage's own position from ``state`` (None: the start)."""

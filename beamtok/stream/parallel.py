@@ -135,6 +135,8 @@ class ParallelShards(SequentialBackend):
         self._waiting: deque[_Task] = deque()
         self._next_id = 0
         self._local: ShardProcessor | None = None
+        self.ran_here = 0  # shards run in the consumer's process because every worker was busy
+        self.cancelled = 0  # started shards stopped before their end (prefetches nobody read)
 
     # --------------------------------------------------------------- backend API
 
@@ -231,6 +233,7 @@ class ParallelShards(SequentialBackend):
                     if task in self._waiting:
                         self._waiting.remove(task)
                     task.finished = True
+                    self.ran_here += 1
                     if self._local is None:
                         self._local = ShardProcessor(self.spec)
                     yield from self._local.run(task.shard, task.cursor)
@@ -290,6 +293,7 @@ class ParallelShards(SequentialBackend):
         worker = task.worker
         if worker is None or worker.task is not task:
             return
+        self.cancelled += 1
         worker.cancel.set()
         while worker.process.is_alive():
             try:

@@ -10,7 +10,8 @@ import numpy as np
 
 from beamtok.errors import StateError
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
-from beamtok.stream.state import check_int
+from beamtok.stream.split import ReaderSplit
+from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.validate import check_int as check_option
 
 __all__ = ["Shuffle", "WindowShuffleNode"]
@@ -78,6 +79,20 @@ class WindowShuffleNode(StageNode):
         item = self._buffer[self._emitted]
         self._emitted += 1
         return item
+
+    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        """Between windows only: a window half emitted belongs to its reader."""
+        states = [check_keys(copy_state(s), self.KEYS, self.NAME) for s in states]
+        busy = [old.part for s, old in zip(states, olds) if s["emitted"] != 0]
+        if busy:
+            raise StateError(
+                f"cannot resume on another world size inside a shuffle window (readers {busy} are part way through "
+                f"one; a window belongs to one reader): resume with the old world size ({olds[0].world_size}), or "
+                "use global_shuffle() over a cache, whose order is shared by all readers"
+            )
+        window = next((s["window"] for s, old in zip(states, olds) if old.part == new.part), 0)
+        upstream = self.upstream.merge([s["upstream"] for s in states], olds, new)
+        return {"upstream": upstream, "window": window, "emitted": 0}
 
     def state_dict(self) -> dict[str, Any]:
         if self._emitted < len(self._buffer):

@@ -137,6 +137,7 @@ class ShardSource:
     """Yields the examples of the shards this reader owns, epoch after epoch."""
 
     KEYS = ("epoch", "position", "slots", "turn", "stats")
+    CARRY = "carry"  # after a resume on another world size: shards (with cursors) to read first
 
     def __init__(self, shards: list[Shard], backend: ShardBackend, options: SourceOptions, split: ReaderSplit) -> None:
         if not shards:
@@ -149,26 +150,31 @@ class ShardSource:
             )
         self.shards = shards
         self.backend = backend
+        self.options = options
         self.epochs = options.epochs
         self.shuffle_seed = options.shuffle_seed
         self.interleave = options.interleave
         self.split = split
         self.reset(None)
 
-    def order(self, epoch: int) -> list[int]:
-        """Shard indices this reader takes in ``epoch``, in order."""
+    def epoch_order(self, epoch: int) -> list[int]:
+        """All shard indices of ``epoch``, in the order readers share them out."""
         order = np.arange(len(self.shards))
         if self.shuffle_seed is not None:
             order = np.random.default_rng([self.shuffle_seed, epoch]).permutation(order)
-        if self.split.mode == "shards":
-            order = order[self.split.part :: self.split.parts]
         return [int(i) for i in order]
+
+    def order(self, epoch: int) -> list[int]:
+        """Shard indices this reader takes in ``epoch``, in order."""
+        order = self.epoch_order(epoch)
+        return order[self.split.part :: self.split.parts] if self.split.mode == "shards" else order
 
     def reset(self, state: dict[str, Any] | None) -> None:
         self.stats = StreamStats()
         self._epoch = 0
         self._position = 0
         self._slots: list[_Slot] = []
+        self._carry: list[_Slot] = []
         self._turn = 0
         self._hinted = False
         self._yielded_in_epoch = False
@@ -177,7 +183,7 @@ class ShardSource:
         self._order = self.order(self._epoch)
 
     def _restore(self, state: Any) -> None:
-        check_keys(state, self.KEYS, "shard source")
+        check_keys(state, (*self.KEYS, self.CARRY) if self.CARRY in state else self.KEYS, "shard source")
         self._epoch = check_int(state["epoch"], "epoch", "shard source")
         if self.epochs is not None and self._epoch >= self.epochs:
             raise StateError(f"shard source: epoch {self._epoch} is past the last epoch ({self.epochs})")
@@ -188,17 +194,23 @@ class ShardSource:
         slots = state["slots"]
         if not isinstance(slots, list) or len(slots) > self.interleave:
             raise StateError(f"shard source: slots must be a list of at most {self.interleave} open shards")
-        for slot in slots:
-            check_keys(slot, ("shard", "cursor"), "shard source slot")
-            index = check_int(slot["shard"], "shard", "shard source slot")
-            if index >= len(self.shards):
-                raise StateError(f"shard source: shard {index} does not exist (the dataset has {len(self.shards)})")
-            self._slots.append(_Slot(index, ShardCursor.from_json(slot["cursor"])))
+        self._slots = [self._slot_of(slot) for slot in slots]
+        carry = state.get(self.CARRY, [])
+        if not isinstance(carry, list):
+            raise StateError("shard source: carry must be a list of shards")
+        self._carry = [self._slot_of(slot) for slot in carry]
         self._turn = check_int(state["turn"], "turn", "shard source")
         if self._slots and self._turn >= len(self._slots):
             raise StateError(f"shard source: turn {self._turn} is out of range")
         self.stats = StreamStats.from_json(state["stats"])
         self._yielded_in_epoch = True  # not known; only an epoch seen whole from its start can prove emptiness
+
+    def _slot_of(self, slot: Any) -> _Slot:
+        check_keys(slot, ("shard", "cursor"), "shard source slot")
+        index = check_int(slot["shard"], "shard", "shard source slot")
+        if index >= len(self.shards):
+            raise StateError(f"shard source: shard {index} does not exist (the dataset has {len(self.shards)})")
+        return _Slot(index, ShardCursor.from_json(slot["cursor"]))
 
     @property
     def epoch(self) -> int:
@@ -210,13 +222,23 @@ class ShardSource:
         return {**self.stats.to_json(), "epoch": self._epoch}
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "epoch": self._epoch,
             "position": self._position,
             "slots": [{"shard": s.shard, "cursor": s.cursor.to_json()} for s in self._slots],
             "turn": self._turn,
             "stats": self.stats.to_json(),
         }
+        if self._carry:
+            state[self.CARRY] = [{"shard": s.shard, "cursor": s.cursor.to_json()} for s in self._carry]
+        return state
+
+    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        """This reader's state from the states of all readers of another split (see
+        ``beamtok.stream.elastic``)."""
+        from beamtok.stream.elastic import merge_shard_sources
+
+        return merge_shard_sources(self, states, olds, new)
 
     def state_at(self, example: int) -> dict[str, Any]:
         """The state just before global example ``example`` of this source (a seek: needs a
@@ -248,8 +270,6 @@ class ShardSource:
 
     def __next__(self) -> dict[str, Any]:
         if not self._hinted:  # the first next(): open restored shards, then start what comes after
-            for slot in self._slots:
-                slot.examples = self.backend.open(self.shards[slot.shard], slot.cursor)
             self._hint()
         while True:
             if not self._slots and not self._fill():
@@ -274,12 +294,20 @@ class ShardSource:
         self.backend.close()
 
     def _hint(self) -> None:
-        """Tell the backend which shards come next (worker processes start them early)."""
+        """Open the slots' shards, then tell the backend which shards come next (worker
+        processes start them early). Open first: a prefetch must not take the worker an open
+        shard needs."""
         self._hinted = True
-        upcoming = self._order[self._position : self._position + PREFETCH_SHARDS]
-        self.backend.prefetch([(self.shards[i], ShardCursor()) for i in upcoming])
+        for slot in self._slots:
+            if slot.examples is None:
+                slot.examples = self.backend.open(self.shards[slot.shard], slot.cursor)
+        carried = [(self.shards[c.shard], c.cursor) for c in self._carry[:PREFETCH_SHARDS]]
+        upcoming = self._order[self._position : self._position + PREFETCH_SHARDS - len(carried)]
+        self.backend.prefetch(carried + [(self.shards[i], ShardCursor()) for i in upcoming])
 
     def _open(self) -> _Slot | None:
+        if self._carry:
+            return self._carry.pop(0)
         if self._position >= len(self._order):
             return None
         index = self._order[self._position]

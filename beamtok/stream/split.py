@@ -11,9 +11,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.errors import ConfigError
+from beamtok.errors import ConfigError, StateError
 from beamtok.stream.node import Node, StageNode
-from beamtok.stream.state import check_int
+from beamtok.stream.state import check_int, check_keys
 from beamtok.validate import check_choice
 
 __all__ = ["SPLIT_MODES", "ExampleSplitNode", "ReaderSplit", "dataloader_worker"]
@@ -52,7 +52,10 @@ class ReaderSplit:
 
 
 class ExampleSplitNode(StageNode):
-    """Keep every ``parts``-th example starting at ``part`` (reader split by examples)."""
+    """Keep every ``parts``-th example starting at ``part`` (reader split by examples).
+
+    After a resume on another world size, ``taken`` lists global example numbers the old
+    readers already took beyond the resumed position: they are skipped."""
 
     KEYS = ("upstream", "seen")
     NAME = "example split"
@@ -62,20 +65,50 @@ class ExampleSplitNode(StageNode):
         self.part = part
         self.parts = parts
         self._seen = 0
+        self._taken: list[int] = []
+
+    def reset(self, state: dict[str, Any] | None) -> None:
+        if state is not None and isinstance(state, dict) and "taken" in state:
+            taken = state["taken"]
+            if not isinstance(taken, list):
+                raise StateError(f"{self.NAME}: taken must be a list of example numbers")
+            state = {k: v for k, v in state.items() if k != "taken"}
+            super().reset(state)
+            self._taken = sorted(check_int(i, "taken", self.NAME) for i in taken)
+            return
+        super().reset(state)
 
     def _restore(self, state: dict[str, Any] | None) -> None:
         self._seen = 0 if state is None else check_int(state["seen"], "seen", self.NAME)
+        self._taken = []
 
     def __next__(self) -> Any:
         while True:
             item = next(self.upstream)
-            keep = self._seen % self.parts == self.part
+            index = self._seen
             self._seen += 1
-            if keep:
+            while self._taken and self._taken[0] < index:
+                self._taken.pop(0)
+            if self._taken and self._taken[0] == index:
+                continue
+            if index % self.parts == self.part:
                 return item
 
     def _position(self) -> dict[str, Any]:
-        return {"seen": self._seen}
+        taken = [i for i in self._taken if i >= self._seen]
+        return {"seen": self._seen, "taken": taken} if taken else {"seen": self._seen}
+
+    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        from beamtok.stream.elastic import merge_example_splits
+
+        for state in states:
+            check_keys(state, (*self.KEYS, "taken") if isinstance(state, dict) and "taken" in state else self.KEYS, self.NAME)
+            check_int(state["seen"], "seen", self.NAME)
+            if not isinstance(state.get("taken", []), list):
+                raise StateError(f"{self.NAME}: taken must be a list of example numbers")
+            for i in state.get("taken", []):
+                check_int(i, "taken", self.NAME)
+        return merge_example_splits(states, olds, new)
 
 
 def dataloader_worker() -> tuple[int, int]:
