@@ -8,6 +8,7 @@ from beamtok.shard import DocCounts, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import Spec
 from beamtok.stream.dataset import Dataset
+from beamtok.stream.elastic import reader_states
 from beamtok.stream.iterator import STATE_VERSION, DatasetIterator
 from beamtok.stream.parallel import WorkerError
 from beamtok.transforms.bos_eos import ensure_bos_eos
@@ -36,4 +37,5 @@ __all__ = [
     "ensure_bos_eos",
     "expand_urls",
     "load_tokenizer",
+    "reader_states",
 ]

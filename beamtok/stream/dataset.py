@@ -404,8 +404,11 @@ class Dataset:
     def shards(self) -> tuple[Shard, ...]:
         return self._plan.shards
 
-    def iter(self, state_dict: dict[str, Any] | None = None, *, start_example: int | None = None) -> DatasetIterator:
-        """A fresh iterator, one resumed from ``state_dict`` (never mutated), or one starting
+    def iter(
+        self, state_dict: dict[str, Any] | list[dict[str, Any]] | None = None, *, start_example: int | None = None
+    ) -> DatasetIterator:
+        """A fresh iterator, one resumed from ``state_dict`` (never mutated; a list: every
+        reader's state of a run on another world size, see the README), or one starting
         at global example ``start_example`` of the source (packed caches only: it needs the
         row counts of the manifest). Nothing is read and no worker starts before ``next()``;
         use the iterator as a context manager (or call ``close()``) to stop workers early."""
@@ -460,12 +463,20 @@ class Dataset:
     def __iter__(self) -> Iterator[Any]:
         return self.iter()
 
-    def to_torch(self) -> Any:
+    def to_torch(self, *, resume_from: list[dict[str, Any]] | None = None) -> Any:
         """A ``torch.utils.data.IterableDataset`` with ``state_dict()``/``load_state_dict()``,
-        for torchdata's ``StatefulDataLoader`` (any number of workers)."""
+        for torchdata's ``StatefulDataLoader`` (any number of workers).
+
+        ``resume_from``: every reader state of a run with another world size or number of
+        DataLoader workers (``beamtok.reader_states(*loader_state_dicts)`` gathers them from
+        each old rank's ``loader.state_dict()``); each new worker of each new rank resumes
+        its share of what they left."""
         from beamtok.stream.torch_dataset import TorchIterableDataset
 
-        return TorchIterableDataset(self)
+        adapter = TorchIterableDataset(self)
+        if resume_from is not None:
+            adapter.load_state_dict(resume_from)
+        return adapter
 
     def _build(self, split: ReaderSplit) -> tuple[ShardSource | MixSource | GlobalShuffleSource, Node]:
         """The live stream for one reader: its root source (for stats and seeks) and its last node."""

@@ -36,7 +36,7 @@ from beamtok.stream.split import ReaderSplit
 if TYPE_CHECKING:
     from beamtok.stream.source import ShardSource
 
-__all__ = ["merge_example_splits", "merge_shard_sources", "summed_stats"]
+__all__ = ["merge_example_splits", "merge_shard_sources", "reader_states", "summed_stats"]
 
 
 def summed_stats(stats: list[dict[str, Any]], new: ReaderSplit) -> dict[str, Any]:
@@ -146,3 +146,24 @@ def check_readers(olds: list[ReaderSplit]) -> None:
             + ("; " if missing and doubled else "")
             + (f"readers {doubled} given twice" if doubled else "")
         )
+
+
+def reader_states(*saved: Any) -> list[dict[str, Any]]:
+    """Every beamtok reader state found in ``saved``: iterator states, lists of them, or the
+    ``state_dict()`` of each old rank's ``StatefulDataLoader`` (one per DataLoader worker
+    inside), ready for ``iter(state_dict=...)`` or ``to_torch(resume_from=...)``."""
+    found: list[dict[str, Any]] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if "beamtok_state" in value:
+                found.append(value)
+                return
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, (list, tuple)):
+            for inner in value:
+                walk(inner)
+
+    walk(saved)
+    return found

@@ -30,7 +30,7 @@ class DatasetIterator:
 
     KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline", "about")
 
-    def __init__(self, dataset: Dataset, split: ReaderSplit, state: dict[str, Any] | None = None) -> None:
+    def __init__(self, dataset: Dataset, split: ReaderSplit, state: dict[str, Any] | list[Any] | None = None) -> None:
         self.dataset = dataset
         self.split = split
         self._spec_fp = dataset.spec_fingerprint

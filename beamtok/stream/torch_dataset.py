@@ -4,7 +4,9 @@ Use it as ``torchdata.stateful_dataloader.StatefulDataLoader(ds.to_torch(), batc
 num_workers=N)`` (beamtok batches itself): the loader asks each worker's copy of this
 dataset for its ``state_dict()`` and hands it back through ``load_state_dict()``, so
 ``loader.state_dict()`` / ``loader.load_state_dict()`` resume exactly for any N. Each worker
-reads its own share of the shards.
+reads its own share of the shards. To resume on another world size or worker count, gather
+every old reader's state with ``beamtok.reader_states`` and pass it to
+``to_torch(resume_from=...)``.
 
 A plain ``torch.utils.data.DataLoader`` with workers iterates copies of this object in other
 processes, so the copy in the training process cannot know where they are: its
@@ -34,7 +36,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         super().__init__()
         self.dataset = dataset
         self._iterator: DatasetIterator | None = None
-        self._pending_state: dict[str, Any] | None = None
+        self._pending_state: dict[str, Any] | list[dict[str, Any]] | None = None
         # Set by a DataLoader worker's copy; shared memory, so this process sees it.
         self._iterated_in_worker = multiprocessing.Value("b", 0, lock=False)
 
@@ -57,11 +59,13 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
                 "positions; use torchdata's StatefulDataLoader (loader.state_dict()), or DataLoader(num_workers=0) "
                 "with ds.parallel(n) for tokenization workers"
             )
-        if self._pending_state is not None:
+        # builds the stages only: nothing is read or started
+        if isinstance(self._pending_state, dict):
             return self._pending_state
-        return self.dataset.iter().state_dict()  # builds the stages only: nothing is read or started
+        return self.dataset.iter(state_dict=self._pending_state).state_dict()
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any] | list[dict[str, Any]]) -> None:
+        """This reader's state, or every reader state of a run on another split (a list)."""
         self._pending_state = state_dict
 
     def __getstate__(self) -> dict[str, Any]:
