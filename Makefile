@@ -41,9 +41,10 @@ bench: setup
 	$(BIN)/pip install --quiet epochraft
 	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py
 
-# kill/resume soak: 10x the shipped corpus, consumer SIGKILLed at random moments
+# kill/resume soaks: 10x the shipped corpus, consumer SIGKILLed at random moments; then a mix
+# of 3 sources read by 1, 2 or 4 ranks, the world size changing at random restarts
 soak: setup
-	cd benchmarks && ../$(BIN)/python soak.py
+	cd benchmarks && ../$(BIN)/python soak.py && ../$(BIN)/python soak_elastic.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -4,6 +4,7 @@
 
 Builds two caches of real text (the shipped documents, repeated; packed rows of 1024 tokens,
 row groups of 32 rows) and times, once per round each:
+- (once) the JSON size of states in a mix of 3 sources over 64 ranks, and merged onto 48;
 - reading cache A sequentially, and cache A mixed 50/50 with cache B (``Dataset.mix``): the
   ratio is the mixing overhead;
 - reading cache A sequentially, and in a global shuffle with windows of 1024 rows and over
@@ -68,6 +69,26 @@ def small_budget(measure: Callable[[], float], budget: int) -> float:
         random_access.DECODE_BUDGET = saved
 
 
+def state_sizes(*sources: Dataset) -> dict[str, int]:
+    """JSON bytes of a reader's state in a mix of 3 sources (2 cached, 1 on the fly) split by
+    examples over 64 ranks, and of a new rank's state merged from all 64 on 48 ranks."""
+
+    def mix() -> Dataset:
+        return Dataset.mix(list(sources), [0.5, 0.3, 0.2], seed=0).batch(2)
+
+    states = []
+    for rank in range(64):
+        it = mix().shard_by_rank(rank, 64, split="examples").iter()
+        next(it)
+        states.append(it.state_dict())
+    merged = mix().shard_by_rank(0, 48, split="examples").iter(state_dict=states).state_dict()
+    return {
+        "one reader of 64, 3 sources": max(len(json.dumps(s)) for s in states),
+        "all 64 readers' states (what is passed)": sum(len(json.dumps(s)) for s in states),
+        "new reader of 48, merged from 64": len(json.dumps(merged)),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=24.0)
@@ -105,6 +126,7 @@ def main() -> None:
             "cache A, global shuffle, whole cache, budget 1/8 of it"
         ),
     }
+    results_state = state_sizes(a, b, Dataset.from_files(paths[:1]).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(1024))
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}",
         "corpus_mb": sum(os.path.getsize(p) for p in paths) / 1e6,
@@ -114,11 +136,14 @@ def main() -> None:
         "rows_per_second": {k: statistics.median(v) for k, v in per_round.items()},
         "rounds": per_round,
         "ratios": ratios,
+        "state_bytes": results_state,
     }
     for name, values in per_round.items():
         print(f"  {name:<44} {statistics.median(values):10.0f} rows/s")
     for name, ratio in ratios.items():
         print(f"  {name:<48} {ratio:6.2f}x")
+    for name, size in results["state_bytes"].items():
+        print(f"  state bytes, {name:<42} {size:8d}")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
 

@@ -1,15 +1,17 @@
 """Soak test: stream 10x the shipped corpus, SIGKILL the consumer at random moments, resume it
 from its last checkpoint in a new process, and check nothing was lost or repeated.
 
-    python benchmarks/soak.py [--copies 10] [--every 25] [--kill-after 2 8] [--seed 0]
+    python benchmarks/soak.py [--copies 10] [--every 25] [--die-after 30 150] [--seed 0]
 
 The corpus is the shipped documents written ``--copies`` times as shards in rotating formats
 (.jsonl, .jsonl.gz, .jsonl.zst). The stream is what a training job would run: shard shuffle,
 tokenize, BOS/EOS, concat_chunk(512), two open shards, two tokenizer worker processes, a
 shuffle window of 256 and batches of 8. A consumer process saves a checkpoint every
 ``--every`` batches (the state plus a digest of each batch since the last one, written
-atomically); the driver kills it after a random number of seconds and starts a new one from
-the latest checkpoint, until the stream ends. The digests of all checkpoints, in order, must
+atomically) and SIGKILLs itself after a random number of delivered batches (counted from its
+first batch: on a loaded machine a kill timed from process start could come before any
+checkpoint, every time); the driver starts a new one from the latest checkpoint, until the
+stream ends. The digests of all checkpoints, in order, must
 equal those of one uninterrupted run. Writes benchmarks/results/soak.json.
 """
 
@@ -77,18 +79,20 @@ def digest(batch: dict[str, Any]) -> str:
     return hashlib.blake2b(batch["input_ids"].tobytes(), digest_size=8).hexdigest()
 
 
-def consume(paths: list[str], run_dir: Path, every: int) -> None:
+def consume(paths: list[str], run_dir: Path, every: int, die_after: int) -> None:
     """Stream from the latest checkpoint in ``run_dir`` to the end, checkpointing as it goes."""
     checkpoints = sorted(run_dir.glob("ckpt-*.json"))
     state = json.loads(checkpoints[-1].read_text())["state"] if checkpoints else None
     number = len(checkpoints)
     it = dataset(paths).iter(state_dict=state)
     pending: list[str] = []
-    for batch in it:
+    for delivered, batch in enumerate(it, start=1):
         pending.append(digest(batch))
         if len(pending) == every:
             number = _checkpoint(run_dir, number, it.state_dict(), pending)
             pending = []
+        if delivered == die_after:
+            os.kill(os.getpid(), signal.SIGKILL)  # the worker processes notice their parent is gone
     _checkpoint(run_dir, number, it.state_dict(), pending, done=True)
     it.close()
 
@@ -114,7 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--every", type=int, default=25, help="Batches between checkpoints.")
-    parser.add_argument("--kill-after", type=float, nargs=2, default=(2.0, 8.0), metavar=("MIN", "MAX"))
+    parser.add_argument("--die-after", type=int, nargs=2, default=(30, 150), metavar=("MIN", "MAX"), help="Batches a consumer delivers before it is killed.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -140,15 +144,12 @@ def main() -> None:
     kills = 0
     started = time.perf_counter()
     while True:
-        child = run_child("consume", json.dumps(paths), str(run_dir), str(args.every))
-        try:
-            code = child.wait(timeout=rng.uniform(*args.kill_after))
-        except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGKILL)  # the worker processes notice their parent is gone
-            child.wait()
+        die_after = rng.randint(*args.die_after)
+        code = run_child("consume", json.dumps(paths), str(run_dir), str(args.every), str(die_after)).wait()
+        if code == -signal.SIGKILL:
             kills += 1
             checkpoints = len(list(run_dir.glob("ckpt-*.json")))
-            print(f"  killed consumer #{kills} after {checkpoints} checkpoints")
+            print(f"  consumer #{kills} killed after {die_after} batches; {checkpoints} checkpoints")
             continue
         if code != 0:
             sys.exit(f"a consumer exited with status {code}")
@@ -178,7 +179,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "consume":
-        consume(json.loads(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))
+        consume(json.loads(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     elif len(sys.argv) > 1 and sys.argv[1] == "uninterrupted":
         uninterrupted(json.loads(sys.argv[2]), Path(sys.argv[3]))
     else:
