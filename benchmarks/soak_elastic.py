@@ -5,7 +5,8 @@ world size changing at random restarts, the consumer SIGKILLed at random moments
 
 The stream: three sources (two on-the-fly sets of shards in rotating formats, one packed
 cache of a third set), mixed 0.5/0.3/0.2 with ``stop="first_exhausted"``, split by examples
-over the ranks (so the whole stream does not depend on the world size), batches of 4. A
+over the ranks (so the whole stream does not depend on the world size), each rank shuffling
+in windows of 32 (a restart part way through windows hands them on), batches of 4. A
 consumer process runs W ranks in one process, one batch from each rank a step; every
 ``--every`` steps it saves all ranks' states and the (source, shard, index) of every example
 since the last checkpoint, atomically. It SIGKILLs itself after a random number of delivered
@@ -72,7 +73,10 @@ def consume(paths: list[str], run_dir: Path, world: int, every: int, die_after: 
     states = json.loads(checkpoints[-1].read_text())["states"] if checkpoints else None
     number = len(checkpoints)
     ds = dataset(paths)
-    iterators = [ds.shard_by_rank(rank, world, split="examples").batch(4).iter(state_dict=states) for rank in range(world)]
+    iterators = [
+        ds.shard_by_rank(rank, world, split="examples").shuffle(32, seed=1).batch(4).iter(state_dict=states)
+        for rank in range(world)
+    ]
     pending: list[list[int]] = []
     live = list(range(world))
     steps = 0
@@ -150,7 +154,7 @@ def main() -> None:
     lost, repeated = want - got, got - want
     result = {
         "machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
-        "sources": "2 on the fly + 1 cache, weights 0.5/0.3/0.2, split by examples",
+        "sources": "2 on the fly + 1 cache, weights 0.5/0.3/0.2, split by examples, shuffle(32) per rank",
         "examples": sum(want.values()),
         "checkpoints": len(checkpoints),
         "kill_resume_cycles": kills,

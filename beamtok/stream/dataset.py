@@ -19,6 +19,7 @@ shards come from (files read now, or a cache: a ``ShardOrigin``), and its stream
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -478,8 +479,11 @@ class Dataset:
             adapter.load_state_dict(resume_from)
         return adapter
 
-    def _build(self, split: ReaderSplit) -> tuple[ShardSource | MixSource | GlobalShuffleSource, Node]:
-        """The live stream for one reader: its root source (for stats and seeks) and its last node."""
+    def _build(
+        self, split: ReaderSplit, stages: int | None = None
+    ) -> tuple[ShardSource | MixSource | GlobalShuffleSource, Node]:
+        """The live stream for one reader: its root source (for stats and seeks) and its last
+        node (after the first ``stages`` stream stages, or all)."""
         p = self._plan
         source: ShardSource | MixSource | GlobalShuffleSource
         o = p.options
@@ -495,8 +499,8 @@ class Dataset:
         node: Node = source
         if split.mode == "examples" and o.global_seed is None:  # a global shuffle splits positions itself
             node = ExampleSplitNode(node, split.part, split.parts)
-        context = StreamContext(pad_id=p.spec.pad_id)
-        for stage in p.stages:
+        for depth, stage in enumerate(p.stages[:stages]):
+            context = StreamContext(pad_id=p.spec.pad_id, rebuild=functools.partial(self._build, stages=depth))
             node = stage.build(node, context)
         return source, node
 

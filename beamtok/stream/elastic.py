@@ -15,8 +15,9 @@ list of them all. Each live node merges the old states of its own layer:
   old readers took beyond it; the new reader takes every ``parts``-th example from there,
   skipping the listed ones.
 - a mix merges each source's states this way and keeps proportions per reader.
-- a stage without a position of its own passes the merge upstream; a shuffle window is
-  merged only between windows (a window is one reader's), other positions refuse.
+- a stage without a position of its own passes the merge upstream; a shuffle hands each old
+  reader's half-emitted window to one new reader, which finishes it first
+  (``WindowShuffleNode.merge``); take and enumerate refuse (their counts are per reader).
 
 No example is lost and none repeats: the union of what the new readers yield equals the
 union of what the old ones would have yielded. The order differs from the old readers'

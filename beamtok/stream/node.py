@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -43,9 +43,12 @@ class Node(Protocol):
 
 @dataclass(frozen=True)
 class StreamContext:
-    """What stages may need to know about the data they run on."""
+    """What stages may need to know about the data they run on. ``rebuild(split)`` builds,
+    for another reader's split, the stream below this stage: ``(root source, last node)``
+    (a shuffle uses it to finish old readers' windows after a resume on another world size)."""
 
     pad_id: int
+    rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None
 
 
 @dataclass(frozen=True)
