@@ -154,3 +154,45 @@ def test_mistakes_are_refused(sources):
         mix.concat_chunk(8)
     with pytest.raises(ConfigError, match="one spec per source"):
         mix.spec  # noqa: B018
+
+
+def test_shard_split_readers_share_one_sequence_of_sources():
+    """Readers that split by shards each read their own shards, but taken in turn they give
+    the sources in exactly the order of one reader: every block's counts hold over all readers."""
+    shards = [source("shakespeare-{00..03}.jsonl", seq_len=32), source("pydocs-{00..03}.jsonl.zst", seq_len=32)]
+    mix = Dataset.mix(shards, [0.7, 0.3], seed=5, block_size=20)
+    one = [ex["source"] for ex in itertools.islice(mix, 120)]
+    for parts in (2, 3, 4):
+        readers = [iter(mix.shard_by_rank(r, parts)) for r in range(parts)]
+        turns = [next(readers[k % parts])["source"] for k in range(120)]
+        assert turns == one, f"{parts} readers"
+        owned = [{ex["shard"] for ex in mix.shard_by_rank(r, parts).take(60) if ex["source"] == 0} for r in range(parts)]
+        assert all(not a & b for a, b in itertools.combinations(owned, 2))  # each reads its own shards
+
+
+@pytest.mark.parametrize(("old", "new"), [(2, 3), (3, 2), (2, 1), (1, 4)])
+def test_sequence_of_sources_continues_on_another_world_size(old, new):
+    shards = [source("shakespeare-{00..03}.jsonl", seq_len=32), source("pydocs-{00..03}.jsonl.zst", seq_len=32)]
+    mix = Dataset.mix(shards, [0.7, 0.3], seed=5, block_size=20)
+    one = [ex["source"] for ex in itertools.islice(mix, 200)]
+    for ahead in (0, 1):  # old readers in step, or reader 0 one example ahead
+        readers = [mix.shard_by_rank(r, old).iter() for r in range(old)]
+        taken = 7 * old + ahead
+        turns = [next(readers[k % old])["source"] for k in range(taken)]
+        assert turns == one[:taken]
+        states = [it.state_dict() for it in readers]
+        resumed = [mix.shard_by_rank(r, new).iter(state_dict=states) for r in range(new)]
+        rest = [next(resumed[k % new])["source"] for k in range(60)]
+        assert rest == one[taken : taken + 60], f"{old} -> {new} readers, ahead={ahead}"
+
+
+def test_dataloader_workers_give_the_one_sequence_of_sources():
+    pytest.importorskip("torchdata")
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    shards = [source("shakespeare-{00..03}.jsonl", seq_len=32), source("pydocs-{00..03}.jsonl.zst", seq_len=32)]
+    mix = Dataset.mix(shards, [0.7, 0.3], seed=5, block_size=20)
+    one = [ex["source"] for ex in itertools.islice(mix, 90)]
+    for workers in (2, 3):
+        loader = StatefulDataLoader(mix.to_torch(), batch_size=None, num_workers=workers)
+        assert [int(ex["source"]) for ex in itertools.islice(loader, 90)] == one, f"{workers} workers"

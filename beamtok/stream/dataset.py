@@ -489,7 +489,7 @@ class Dataset:
         o = p.options
         if p.mix is not None:
             forever = p.mix.plan.stop != "first_exhausted"
-            source = MixSource([d._shard_source(split, forever) for d in p.mix.sources], p.mix.plan)
+            source = MixSource([self._mix_source(i, split, forever) for i in range(len(p.mix.sources))], p.mix.plan, split)
         elif o.global_seed is not None:
             rows = p.origin.row_access(p.spec)
             assert rows is not None  # checked by global_shuffle()
@@ -503,6 +503,13 @@ class Dataset:
             context = StreamContext(pad_id=p.spec.pad_id, rebuild=functools.partial(self._build, stages=depth))
             node = stage.build(node, context)
         return source, node
+
+    def _mix_source(self, i: int, split: ReaderSplit, forever: bool) -> ShardSource:
+        assert self._plan.mix is not None
+        try:
+            return self._plan.mix.sources[i]._shard_source(split, forever)
+        except ConfigError as error:
+            raise ConfigError(f"mix source {i}: {error}") from None
 
     def _shard_source(self, split: ReaderSplit, forever: bool) -> ShardSource:
         p = self._plan

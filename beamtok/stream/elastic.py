@@ -14,7 +14,8 @@ list of them all. Each live node merges the old states of its own layer:
   is furthest while nothing before it is unread, and the list of global example numbers the
   old readers took beyond it; the new reader takes every ``parts``-th example from there,
   skipping the listed ones.
-- a mix merges each source's states this way and keeps proportions per reader.
+- a mix merges each source's states this way; its one sequence of sources continues after
+  the last position an old reader filled (``MixSource.merge``).
 - a stage without a position of its own passes the merge upstream; a shuffle hands each old
   reader's half-emitted window to one new reader, which finishes it first
   (``WindowShuffleNode.merge``); take and enumerate refuse (their counts are per reader).

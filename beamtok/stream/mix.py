@@ -7,8 +7,17 @@ keeps its rate instead of rounding to zero), in an order given by a permutation 
 ``(seed, block)``. Nothing depends on workers or timing, so the mix is the same for any
 number of tokenization workers, and every source's examples come in that source's own order.
 
+Readers that split by shards (``shard_by_rank(..., split="shards")`` and DataLoader workers)
+each read their own shards of every source but share the one global sequence of sources:
+reader ``part`` of ``parts`` takes global positions ``part, part + parts, ...`` (counted from
+where the old readers stopped after a resume on another world size) and fills
+each with the next example of that position's source from its own shards. Taken in turn, the
+readers give the sources in exactly the order one reader would, so every block holds its
+exact counts over all readers for any number of ranks and workers (which examples fill the
+positions depends on how the shards are dealt out).
+
 Each mixed example carries ``source``, the index of the dataset it came from. The state is
-the global index, each source's own state and a stop flag: O(1), no random
+the reader's next global position, each source's own state and a stop flag: O(1), no random
 generator dumped, no buffer. A source's state is its shard source's, so it crosses modes (a
 cached source resumes its on-the-fly twin). Weights may change at block boundaries
 (a schedule of ``(start_example, weights)``).
@@ -127,13 +136,15 @@ class MixSource:
 
     KEYS = ("index", "sources", "stopped")
 
-    def __init__(self, sources: list[ShardSource], plan: MixPlan) -> None:
+    def __init__(self, sources: list[ShardSource], plan: MixPlan, split: ReaderSplit | None = None) -> None:
         self.sources = sources
         self.plan = plan
+        shared = split is not None and split.mode == "shards"  # an example split splits the mixed stream instead
+        self.part, self.parts = (split.part, split.parts) if shared and split is not None else (0, 1)
         self.reset(None)
 
     def reset(self, state: dict[str, Any] | None) -> None:
-        self._index = 0
+        self._index = self.part  # the next global position this reader fills
         self._stopped = False
         self._block = -1
         self._order = np.zeros(0, dtype=np.int64)
@@ -156,16 +167,21 @@ class MixSource:
         return {"index": self._index, "sources": [s.state_dict() for s in self.sources], "stopped": self._stopped}
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
-        """Each source's states merged (see ``beamtok.stream.elastic``); the mix position is
-        the old reader's of the same number (reader 0's for a new number): each reader
-        mixes its own shards at exact proportions from any position."""
+        """Each source's states merged (see ``beamtok.stream.elastic``). The sequence of
+        sources continues after the last position any old reader filled: new reader ``part``
+        takes positions ``part, part + parts, ...`` counted from there. No position's
+        source is drawn twice; old readers that kept in step leave no gap, and one that fell
+        behind leaves fewer positions unfilled than there were old readers."""
         states = [check_keys(copy_state(s), self.KEYS, "mix") for s in states]
         for state in states:
             if not isinstance(state["sources"], list) or len(state["sources"]) != len(self.sources):
                 raise StateError(f"mix: a state holds another number of sources than this mix's {len(self.sources)}")
         sources = [source.merge([s["sources"][i] for s in states], olds, new) for i, source in enumerate(self.sources)]
-        same = next((s for s, old in zip(states, olds) if old.part == new.part), states[0])
-        return {"index": same["index"], "sources": sources, "stopped": all(s["stopped"] is True for s in states)}
+        old_parts = olds[0].parts if olds[0].mode == "shards" else 1
+        start = max(check_int(s["index"], "index", "mix") - old_parts for s in states) + 1  # after the last taken
+        if new.mode == "shards":
+            start += new.part
+        return {"index": start, "sources": sources, "stopped": all(s["stopped"] is True for s in states)}
 
     def __iter__(self) -> MixSource:
         return self
@@ -188,7 +204,7 @@ class MixSource:
         if self.plan.stop == "all_exhausted" and source.epoch > 0 and self._all_exhausted(block):
             self._stopped = True  # the last source just ended its first epoch
             raise StopIteration
-        self._index += 1
+        self._index += self.parts
         return {**example, "source": chosen} if isinstance(example, dict) else example
 
     def _all_exhausted(self, block: int) -> bool:
