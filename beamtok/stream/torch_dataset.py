@@ -37,6 +37,8 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         self.dataset = dataset
         self._iterator: DatasetIterator | None = None
         self._pending_state: dict[str, Any] | list[dict[str, Any]] | None = None
+        self._history: dict[int, dict[str, Any]] | None = None  # count of items yielded -> state after them
+        self._count = 0
         # Set by a DataLoader worker's copy; shared memory, so this process sees it.
         self._iterated_in_worker = multiprocessing.Value("b", 0, lock=False)
 
@@ -47,7 +49,40 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
             self._iterator.close()
         self._iterator = self.dataset.iter(state_dict=self._pending_state)
         self._pending_state = None
-        return self._iterator
+        if self._history is None:
+            return self._iterator
+        return self._recording(self._iterator)
+
+    def record_states(self) -> None:
+        """Keep the state after every item yielded in this process, by the running count of
+        items (see :meth:`state_after`): for loaders that fetch ahead of the training step."""
+        if self._history is None:
+            self._history = {}
+
+    def start_count(self, count: int) -> None:
+        """Number the next item yielded ``count + 1`` (after resuming at ``count`` consumed)."""
+        self._count = count
+
+    def state_after(self, count: int) -> dict[str, Any]:
+        """The state after the first ``count`` items yielded (counted across passes), and
+        forget older ones."""
+        if self._history is None or count not in self._history:
+            have = sorted(self._history or ())
+            raise StateError(
+                f"no state recorded after item {count} (recorded: {have[0] if have else '-'}..{have[-1] if have else '-'}); "
+                "was the dataset iterated in this process, by one loader?"
+            )
+        for old in [c for c in self._history if c < count]:
+            del self._history[old]
+        return self._history[count]
+
+    def _recording(self, iterator: DatasetIterator) -> Iterator[Any]:
+        assert self._history is not None
+        self._history[self._count] = iterator.state_dict()
+        for item in iterator:
+            self._count += 1
+            self._history[self._count] = iterator.state_dict()
+            yield item
 
     def state_dict(self) -> dict[str, Any]:
         """The state of this process's iterator (the start, or the state loaded, before one)."""

@@ -1,0 +1,136 @@
+"""Hugging Face ``Trainer`` integration: checkpoints that hold the data position, resumes
+without replay, and collators for packed rows.
+
+``Trainer`` resumes an iterable dataset by reading and discarding every batch up to the
+checkpoint's step, so a resume late in a run re-tokenizes (or re-reads) everything before it.
+:class:`BeamtokCallback` instead stores the beamtok state in each checkpoint (in
+``trainer_state.json``, beside the other callbacks' states) and, on
+``trainer.train(resume_from_checkpoint=...)``, hands it to the dataset before the first batch
+is read, with the Trainer's own skipping turned off (the callback sets ``ignore_data_skip``, and
+``remove_unused_columns=False`` so the collator sees ``segment_ids``)::
+
+    train = ds.to_torch()  # unbatched examples: the Trainer batches them
+    trainer = Trainer(model, args, train_dataset=train, data_collator=PackedCollator(),
+                      callbacks=[BeamtokCallback(train)])
+
+The state is the one after the examples the optimizer steps consumed, not after what the
+loader fetched ahead: the dataset keeps the state after each example it yielded and the
+callback picks the one for ``global_step x gradient_accumulation_steps x batch size``. One
+training process, ``dataloader_num_workers=0`` (tokenize in workers with ``ds.parallel(n)``),
+and a stream that does not end before ``max_steps`` (``repeat()``, or a mix with
+``stop="never"``) keep that count exact; other setups are refused by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers.trainer_callback import ExportableState
+
+from beamtok.attention import flatten_packed, packed_attention_mask, packed_labels
+from beamtok.errors import ConfigError, StateError
+from beamtok.stream.collate import collate
+from beamtok.stream.torch_dataset import TorchIterableDataset
+
+__all__ = ["BeamtokCallback", "PackedCollator"]
+
+
+class BeamtokCallback(TrainerCallback, ExportableState):
+    """Saves the beamtok state in every Trainer checkpoint and resumes from it without replay."""
+
+    def __init__(self, dataset: TorchIterableDataset | None = None) -> None:
+        self.dataset = dataset
+        self.saved: dict[str, Any] | None = None  # what the next checkpoint records
+        if dataset is not None:
+            dataset.record_states()
+
+    def state(self) -> dict[str, Any]:
+        return {"args": {}, "attributes": {"saved": self.saved}}
+
+    def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if self.dataset is None:
+            raise ConfigError("BeamtokCallback(dataset): pass the ds.to_torch() object given to the Trainer")
+        if args.dataloader_num_workers:
+            raise ConfigError(
+                f"BeamtokCallback needs dataloader_num_workers=0 (got {args.dataloader_num_workers}): the loader's "
+                "workers hold the data position out of reach; tokenize in workers with ds.parallel(n) instead"
+            )
+        if args.world_size > 1:
+            raise ConfigError(
+                f"BeamtokCallback supports one training process (this run has {args.world_size}); on several ranks use "
+                "ds.shard_by_rank(rank, world_size).to_torch() with torchdata's StatefulDataLoader"
+            )
+        if args.restore_callback_states_from_checkpoint:
+            raise ConfigError(
+                "restore_callback_states_from_checkpoint=True would rebuild BeamtokCallback without its dataset; "
+                "leave it False (BeamtokCallback restores the data position itself)"
+            )
+        args.ignore_data_skip = True  # the state resumes the data; skipping batches as well would lose them
+        args.remove_unused_columns = False  # the collator needs segment_ids, which no model's forward takes
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        assert self.dataset is not None
+        if state.global_step == 0:
+            return
+        callbacks: Any = state.stateful_callbacks or {}  # a dict once loaded from a checkpoint
+        stored = callbacks.get(type(self).__name__)
+        saved = stored.get("attributes", {}).get("saved") if isinstance(stored, dict) else None
+        if saved is None:
+            raise StateError(
+                f"the checkpoint at step {state.global_step} holds no beamtok state (it was saved without "
+                "BeamtokCallback); resuming would replay or lose data"
+            )
+        if saved["examples"] != _consumed(args, state.global_step):
+            raise StateError(
+                f"the checkpoint's beamtok state is after {saved['examples']} examples, but step {state.global_step} "
+                f"with this batch size and accumulation consumed {_consumed(args, state.global_step)}: resume with the "
+                "per_device_train_batch_size and gradient_accumulation_steps of the saved run"
+            )
+        self.dataset.load_state_dict(saved["state"])
+        self.dataset.start_count(saved["examples"])
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        assert self.dataset is not None
+        examples = _consumed(args, state.global_step)
+        self.saved = {"examples": examples, "state": self.dataset.state_after(examples)}
+
+
+def _consumed(args: TrainingArguments, step: int) -> int:
+    return step * args.gradient_accumulation_steps * args.per_device_train_batch_size
+
+
+class PackedCollator:
+    """Collates beamtok examples (packed rows) into model inputs that keep the examples packed
+    into one row apart.
+
+    ``flatten=False``: ``input_ids``, ``position_ids``, ``labels`` (:func:`packed_labels`) and a
+    4-D block-diagonal ``attention_mask`` (boolean for ``sdpa``; pass ``mask_dtype=torch.float32``
+    for ``eager``). ``flatten=True``: the Hugging Face flattening convention
+    (:func:`flatten_packed`), for ``flash_attention_2`` or for ``sdpa`` models that find the pieces
+    from restarting ``position_ids``."""
+
+    def __init__(self, pad_id: int = 0, *, flatten: bool = False, mask_dtype: torch.dtype = torch.bool) -> None:
+        self.pad_id = pad_id
+        self.flatten = flatten
+        self.mask_dtype = mask_dtype
+
+    def __call__(self, examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        if not examples or "segment_ids" not in examples[0]:
+            raise ConfigError(
+                "PackedCollator needs packed beamtok examples with segment_ids "
+                "(with a Trainer: remove_unused_columns=False, which BeamtokCallback sets)"
+            )
+        if getattr(examples[0]["segment_ids"], "ndim", 0) != 1:
+            raise ConfigError("PackedCollator takes single packed examples; leave .batch() to the Trainer")
+        batch = collate(list(examples), self.pad_id)
+        if self.flatten:
+            return flatten_packed(batch)
+        return {
+            "input_ids": torch.as_tensor(batch["input_ids"]).long(),
+            "position_ids": torch.as_tensor(batch["position_ids"]).long(),
+            "labels": packed_labels(batch),
+            "attention_mask": packed_attention_mask(batch["segment_ids"], dtype=self.mask_dtype),
+        }
