@@ -1,4 +1,5 @@
-"""The README's Python examples and the quickstart notebook run as written."""
+"""The README's Python examples and module docstring examples run as written (notebooks:
+tests/test_notebooks.py)."""
 
 from __future__ import annotations
 
@@ -26,16 +27,6 @@ def test_readme_examples_run_each_in_a_new_process(tmp_path):
         proc = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"README python block {i} failed:\n{block}\n{proc.stderr}"
     assert json.loads((tmp_path / "state.json").read_text())["beamtok_state"] == 1
-
-
-def test_quickstart_notebook_runs(monkeypatch):
-    notebook = json.loads((ROOT / "notebooks" / "quickstart.ipynb").read_text())
-    code = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
-    monkeypatch.chdir(ROOT / "notebooks")
-    try:
-        exec(compile(code, "quickstart.ipynb", "exec"), {})
-    finally:
-        os.chdir(ROOT)
 
 
 @pytest.mark.parametrize("module", ["beamtok.stream.dataset"])
