@@ -26,10 +26,10 @@ demo: setup
 	$(BIN)/beamtok verify build/demo-cache
 
 lint: setup
-	$(BIN)/ruff check beamtok pipelines tests benchmarks
+	$(BIN)/ruff check beamtok pipelines tests benchmarks examples
 
 typecheck: setup
-	$(BIN)/mypy beamtok pipelines
+	$(BIN)/mypy beamtok pipelines examples
 
 unit: setup
 	$(BIN)/pytest -q tests
