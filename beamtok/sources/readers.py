@@ -45,10 +45,12 @@ def detect_format(url: str) -> str:
         return "jsonl"
     if name.endswith(".parquet"):
         return "parquet"
+    if name.endswith(".arrow"):
+        return "arrow"
     if name.endswith(TEXT_SUFFIXES):
         return "text"
     raise ConfigError(
-        f"{url}: cannot tell the format from the file name; pass format='jsonl', 'parquet' or 'text'"
+        f"{url}: cannot tell the format from the file name; pass format='jsonl', 'parquet', 'arrow' or 'text'"
     )
 
 
@@ -106,6 +108,8 @@ def read_documents(shard: Shard, source: SourceSpec, start: int) -> Iterator[Raw
         yield from reader(shard.url, start)
     elif fmt == "parquet":
         yield from _read_parquet(shard.url, start, source.columns)
+    elif fmt == "arrow":
+        yield from _read_arrow(shard.url, start, source.columns)
     elif fmt == "text":
         yield from _read_text(shard.url, start, source.text_field)
     else:
@@ -216,6 +220,45 @@ def _read_parquet(url: str, start: int, columns: Sequence[str] | None) -> Iterat
             for i, record in enumerate(records[skip:], row + skip):
                 yield RawDocument(i, f"row {i}", record)
             row += len(records)
+
+
+def _read_arrow(url: str, start: int, columns: Sequence[str] | None) -> Iterator[RawDocument]:
+    """Arrow IPC (what Hugging Face ``save_to_disk`` writes): the cursor is a row index;
+    reopening walks the record batches before it without decoding their rows."""
+    import pyarrow as pa
+
+    try:
+        source: Any = pa.memory_map(url) if not is_remote(url) else pa.py_buffer(open_url(url, decompress=False).read())
+    except FileNotFoundError as e:
+        raise InputError(f"{url}: file not found") from e
+    try:
+        reader: Any = pa.ipc.open_stream(source)
+        batches: Iterator[Any] = iter(reader)
+        schema = reader.schema
+    except pa.ArrowInvalid:
+        try:
+            file_reader = pa.ipc.open_file(source)
+        except pa.ArrowInvalid as e:
+            raise InputError(f"{url}: not an Arrow IPC stream or file: {e}") from e
+        schema = file_reader.schema
+        batches = (file_reader.get_batch(i) for i in range(file_reader.num_record_batches))
+    cols = list(columns) if columns is not None else None
+    if cols is not None:
+        missing = [c for c in cols if c not in schema.names]
+        if missing:
+            raise InputError(f"{url}: Arrow file has no column(s) {missing}; it has {schema.names}")
+    row = 0
+    for batch in batches:
+        if row + batch.num_rows <= start:
+            row += batch.num_rows
+            continue
+        records = (batch.select(cols) if cols is not None else batch).to_pylist()
+        skip = max(0, start - row)
+        for i, record in enumerate(records[skip:], row + skip):
+            yield RawDocument(i, f"row {i}", record)
+        row += batch.num_rows
+    if start > row:
+        raise StateError(f"{url}: doc cursor (row {start}) is past the end of the file ({row} rows)")
 
 
 def _read_text(url: str, start: int, text_field: str) -> Iterator[RawDocument]:

@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import hashlib
 import itertools
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -181,8 +182,36 @@ class Dataset:
         return cls(_Plan((), sources[0]._plan.spec, mix=_Mix(sources, plan)))
 
     @classmethod
-    def from_hf(cls, dataset: Any, *, text_field: str = "text", shards: int = 1, on_error: str = "raise") -> Dataset:
-        """Read a Hugging Face ``datasets.Dataset`` (map-style), in column slices."""
+    def from_hf(
+        cls,
+        dataset: Any,
+        *,
+        text_field: str = "text",
+        shards: int = 1,
+        on_error: str = "raise",
+        split: str = "train",
+        config: str | None = None,
+    ) -> Dataset:
+        """Read a Hugging Face dataset.
+
+        A loaded ``datasets.Dataset`` (map-style) is read in ``shards`` column slices. A
+        string names the dataset's files instead, one shard per file, read as beamtok reads
+        any file (and cacheable by ``beamtok cache --hf-dataset``): a directory written by
+        ``save_to_disk`` (a ``DatasetDict``'s: pick ``split``), a directory of data files, or a
+        hub name when the hub is reachable (``config`` selects its configuration)."""
+        if isinstance(dataset, (str, os.PathLike)):
+            from beamtok.sources.hf_files import hf_dataset_files
+
+            found = hf_dataset_files(os.fspath(dataset), split=split, config=config)
+            return cls.from_files(found.urls, format=found.format, text_field=text_field, on_error=on_error)
+        kind = type(dataset).__name__
+        if kind in ("DatasetDict", "IterableDatasetDict"):
+            raise ConfigError(f"from_hf(): a {kind} holds several splits ({sorted(dataset)}); pass one, e.g. dataset['train']")
+        if kind == "IterableDataset":
+            raise ConfigError(
+                "from_hf(): a streamed IterableDataset cannot be cut into resumable shards; pass the dataset's "
+                "name or directory (from_hf('owner/name') reads its files), or a map-style Dataset"
+            )
         return cls.from_sequence(dataset, text_field=text_field, shards=shards, on_error=on_error)
 
     # ------------------------------------------------------- per-shard stages
