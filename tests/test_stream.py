@@ -226,3 +226,13 @@ def test_tiktoken_backend_stream_equals_hf_and_shares_states(shards, tokenizer_d
     hf = lambda: base(shards, tokenizer_dir).batch(2)  # noqa: E731
     assert fast().spec_fingerprint == hf().spec_fingerprint
     check_resumption(fast, random_steps=5, resume_dataset=hf)
+
+
+def test_a_state_passed_as_json_text_says_to_parse_it(shards, tokenizer_dir):
+    ds = base(shards, tokenizer_dir)
+    it = ds.iter()
+    next(it)
+    text = json.dumps(it.state_dict())
+    with pytest.raises(StateError, match=r"JSON string, not a dict: pass json.loads"):
+        ds.iter(state_dict=text)
+    assert next(ds.iter(state_dict=json.loads(text)))["index"] == next(it)["index"]

@@ -67,6 +67,8 @@ class DatasetIterator:
     def _check(self, state: Any, split: ReaderSplit | None = None) -> dict[str, Any]:
         """The state, checked against this pipeline (for ``split``, an old reader of the same
         stream on another world size: its fingerprint is recomputed for that split)."""
+        if isinstance(state, (str, bytes)):
+            raise StateError("the state is a JSON string, not a dict: pass json.loads(text) (or json.load(file))")
         state = copy_state(state)
         if not isinstance(state, dict) or "beamtok_state" not in state:
             raise StateError("not a beamtok state: it has no 'beamtok_state' version key")
