@@ -20,7 +20,9 @@ DOCKERFILE = (ROOT / "Dockerfile").read_text()
 def test_worker_image_matches_the_launcher_beam_and_python():
     (image,) = re.findall(r"^FROM (\S+)", DOCKERFILE, re.M)
     assert image == f"apache/beam_python{sys.version_info.major}.{sys.version_info.minor}_sdk:{beam.__version__}"
-    assert f'beam = ["apache-beam=={beam.__version__}"]' in (ROOT / "pyproject.toml").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'beam = ["apache-beam=={beam.__version__}"' in pyproject
+    assert f'dataflow = ["apache-beam[gcp]=={beam.__version__}"' in pyproject
     assert not re.search(r"^(ENTRYPOINT|CMD)\b", DOCKERFILE, re.M)  # the base image's Beam boot must stay
 
 
