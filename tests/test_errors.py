@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -16,7 +17,7 @@ from conftest import ROOT, write_jsonl
 
 
 def test_broken_or_missing_tokenizer(tmp_path):
-    with pytest.raises(ConfigError, match="cannot load tokenizer"):
+    with pytest.raises(ConfigError, match=r"tokenizer directory .*no-such-tokenizer' does not exist"):
         Dataset.from_sequence(["a"]).tokenize(str(tmp_path / "no-such-tokenizer"))
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -71,5 +72,28 @@ def test_cli_reports_a_bad_tokenizer_in_one_line(tmp_path):
         cwd=ROOT,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("beamtok: error: cannot load tokenizer")
+    assert proc.stderr.strip().splitlines()[-1].startswith("beamtok: error: tokenizer directory")
     assert "Traceback" not in proc.stderr
+
+
+def test_mistyped_tokenizer_directory_names_the_nearest(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(ConfigError, match=r"'data/tokenizers/gtp2' does not exist; did you mean 'data/tokenizers/gpt2'\?"):
+        Dataset.from_sequence(["a"]).tokenize("data/tokenizers/gtp2")
+    with pytest.raises(ConfigError, match=r"'nowhere/dir/tok' does not exist \('nowhere/dir' does not exist either\)"):
+        Dataset.from_sequence(["a"]).tokenize("nowhere/dir/tok")
+
+
+@pytest.mark.parametrize("env", [{"HF_ENDPOINT": "http://127.0.0.1:9"}, {"HF_HUB_OFFLINE": "1"}])
+def test_hub_name_without_the_hub_fails_at_once_with_the_way_out(tmp_path, env):
+    """A hub name that is not cached, with the hub unreachable (a closed local port stands for
+    no network) or offline mode set: one error naming why and what to do, no retries."""
+    script = "from beamtok import Dataset\nDataset.from_sequence(['a']).tokenize('owner/some-tokenizer')"
+    run_env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_ENDPOINT")}
+    run_env.update(HF_HOME=str(tmp_path / "hf"), **env)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=run_env, timeout=120)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "not a local directory nor in the Hugging Face cache" in last and "HF_HUB_OFFLINE" in last
+    assert ("cannot be reached" in last) if "HF_ENDPOINT" in env else ("HF_HUB_OFFLINE is set" in last)
+    assert "Retrying" not in proc.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import numpy as np
 
 from beamtok.errors import ConfigError
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
+from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
 
 __all__ = [
     "Tokenizer",
@@ -154,15 +156,33 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
         for tok in _CACHE.values():
             if tok.name == tokenizer:
                 return tok
+    hf = _from_local_files(tokenizer, trust_remote_code)
     try:
         from transformers import AutoTokenizer
 
-        hf = AutoTokenizer.from_pretrained(tokenizer, trust_remote_code=trust_remote_code)
+        if hf is None:
+            hf = AutoTokenizer.from_pretrained(tokenizer, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, json.JSONDecodeError) as e:
         raise ConfigError(f"cannot load tokenizer {tokenizer!r}: {e}") from e
     except Exception as e:
         raise ConfigError(f"cannot load tokenizer {tokenizer!r}: {type(e).__name__}: {e}") from e
     return _remember(Tokenizer.from_hf(hf, tokenizer))
+
+
+def _from_local_files(name: str, trust_remote_code: bool) -> Any:
+    """The tokenizer from a local directory or the hub cache, or None when it needs the hub
+    (checked reachable first); a path that does not exist is refused."""
+    if os.path.isdir(os.path.expanduser(name)):
+        return None  # transformers loads a directory itself, with its own errors for bad files
+    if is_path_like(name):
+        raise missing_directory_error(name)
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code, local_files_only=True)
+    except (OSError, ValueError):
+        check_hub_reachable(name)
+        return None
 
 
 def resolve_tokenizer(ref: TokenizerRef) -> Tokenizer:

@@ -1,0 +1,63 @@
+"""Where a tokenizer name points, checked before transformers is asked to load it.
+
+A path that does not exist gets a clear answer (with the nearest existing directory), not
+the hub client's complaint about repository ids; a hub name that is not cached fails at once
+when the hub cannot be reached, instead of after a minute of retries.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import socket
+from urllib.parse import urlsplit
+
+from beamtok.errors import ConfigError
+
+__all__ = ["check_hub_reachable", "is_path_like", "missing_directory_error"]
+
+PROBE_SECONDS = 3.0
+
+
+def is_path_like(name: str) -> bool:
+    """A name meant as a local path: explicit (./, ../, /, ~) or deeper than owner/name."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
+
+
+def missing_directory_error(name: str) -> ConfigError:
+    """The error for a tokenizer directory that does not exist, naming the closest sibling."""
+    path = os.path.expanduser(name)
+    parent = os.path.dirname(os.path.normpath(path)) or "."
+    hint = ""
+    if os.path.isdir(parent):
+        siblings = [e for e in os.listdir(parent) if os.path.isdir(os.path.join(parent, e))]
+        close = difflib.get_close_matches(os.path.basename(os.path.normpath(path)), siblings, n=1)
+        if close:
+            hint = f"; did you mean {os.path.join(parent, close[0])!r}?"
+    elif parent not in (".", ""):
+        hint = f" ({parent!r} does not exist either)"
+    return ConfigError(f"tokenizer directory {name!r} does not exist{hint}")
+
+
+def check_hub_reachable(name: str) -> None:
+    """Raise at once if ``name`` would need the Hugging Face Hub and the hub cannot be reached."""
+    hint = (
+        "download the tokenizer where there is network (AutoTokenizer.from_pretrained(...).save_pretrained(DIR)) "
+        "and pass DIR, or fill the Hugging Face cache and set HF_HUB_OFFLINE=1"
+    )
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        raise ConfigError(f"tokenizer {name!r} is not a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE is set; {hint}")
+    endpoint = urlsplit(constants.ENDPOINT)
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_SECONDS):
+            return
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+    raise ConfigError(
+        f"tokenizer {name!r} is not a local directory nor in the Hugging Face cache, and the hub "
+        f"({host}:{port}) cannot be reached: {reason}; {hint}"
+    )
