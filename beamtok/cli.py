@@ -253,14 +253,20 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
       beamtok cache 'data/corpus/shakespeare-{00..03}.jsonl' --output build/cache \\
           --tokenizer data/tokenizers/gpt2 --seq-len 1024
     """
+    from beamtok.beam.options import check_beam_args, split_command_line
+
     options = {**CACHE_DEFAULTS, **load_cache_config(config_path)}
     flags["format"] = format_
     options.update({k: v for k, v in flags.items() if v is not None})
-    passthrough = [u for u in urls if u.startswith("-")]  # unknown options land among the URLs
-    if len(passthrough) < len(urls):
-        options["urls"] = [u for u in urls if not u.startswith("-")]
-    ds = build_cache_dataset(options)  # every option is checked before Beam is imported
-    beam_args = [*options["beam_options"], *passthrough, *ctx.args]
+    # Options click does not know land among the URLs, in command-line order; Beam's parser
+    # decides which are its options (and which next token is an option's value).
+    own = [name for param in ctx.command.params for name in param.opts if name.startswith("-")]
+    positional, passthrough = split_command_line([*urls, *ctx.args], own)
+    if positional or "urls" not in options:
+        options["urls"] = positional
+    configured = check_beam_args(options["beam_options"], where=f"{config_path}: beam_options: ")
+    ds = build_cache_dataset(options)
+    beam_args = [*configured, *passthrough]
     for name in BEAM_LOGGERS:  # a logger's filters see only records logged on it, not its children's
         logging.getLogger(name).addFilter(_quiet_beam_logs)
     from beamtok.cache.build import run_cache

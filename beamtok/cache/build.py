@@ -113,7 +113,9 @@ def run_cache(
     if spec.tokenizer is None:
         raise ConfigError("a cache holds tokens: call tokenize() before cache()")
     from beamtok.beam import BuildCache, beam_counters, is_local, make_pipeline
+    from beamtok.beam.options import check_beam_args
 
+    beam_args = check_beam_args(beam_args)
     storage = Storage(output)
     transform = BuildCache(
         spec, shards, output, tokenizer_file=TOKENIZER_FILE, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes
