@@ -372,7 +372,7 @@ def test_accounting_identity_in_both_modes(tmp_path, tokenizer_dir):
     assert documents["read"] == read == documents["emitted"] + sum(skips.values())
 
     out = tmp_path / "cache"
-    proc = cli("cache", *paths, "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "64", "--on-error", "skip")
+    proc = cli("cache", *paths, "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "64", "--on-error", "skip", "-v")
     assert proc.returncode == 0, proc.stderr
     counters = json.loads(next(line for line in proc.stderr.splitlines() if line.startswith("beamtok: Beam counters ")).split(" ", 3)[3])
     assert counters["documents"] == read and counters["emitted_documents"] == documents["emitted"]

@@ -25,6 +25,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from beamtok.cache.manifest import MANIFEST, Manifest, ShardEntry
+from beamtok.cache.progress import ShardReporter
 from beamtok.cache.storage import Storage
 from beamtok.cache.writer import completed_entry, write_shard
 from beamtok.errors import ConfigError
@@ -70,7 +71,8 @@ class _WriteShardFn(beam.DoFn):
             self.shards_reused.inc()
         else:
             seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
-            entry = write_shard(self.storage, self.processor, shard, seq_len, **self.layout)
+            report = ShardReporter.from_environment(shard, self.spec.source)
+            entry = write_shard(self.storage, self.processor, shard, seq_len, **self.layout, report=report)
             self.shards_written.inc()
             self.documents.inc(entry.documents["read"])
             self.emitted_documents.inc(entry.documents["emitted"])

@@ -8,19 +8,23 @@ is refused unless ``overwrite``, which first removes every file of the old cache
 
 from __future__ import annotations
 
+import contextlib
 import json
-import sys
-import threading
-import time
-from collections.abc import Sequence
+import logging
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
 
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
+from beamtok.cache.progress import PROGRESS_DIR_ENV, BuildProgress
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, ConfigError
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 
 __all__ = ["check_counters", "prepare_output", "run_cache"]
+
+log = logging.getLogger(__name__)
 
 
 def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, overwrite: bool) -> None:
@@ -74,28 +78,18 @@ def _first_difference(old: list[str], new: list[str]) -> str:
     return f"{len(old)} input files then, {len(new)} now"
 
 
-class _Progress(threading.Thread):
-    """Print shards done / total and tokens/s while a local pipeline runs."""
-
-    def __init__(self, storage: Storage, total: int, interval: float = 2.0) -> None:
-        super().__init__(daemon=True)
-        self.storage, self.total, self.interval = storage, total, interval
-        self.before = set(self._done())
-        self.started = time.perf_counter()
-        self.finished = threading.Event()
-
-    def _done(self) -> list[str]:
-        return [n for n in self.storage.list(SHARDS_DIR) if n.endswith(".json")]
-
-    def report(self) -> None:
-        done = self._done()
-        tokens = sum(json.loads(self.storage.read_bytes(f"{SHARDS_DIR}/{n}"))["tokens"] for n in done if n not in self.before)
-        rate = tokens / max(time.perf_counter() - self.started, 1e-9)
-        print(f"beamtok: {len(done)}/{self.total} shards done, {tokens:,} tokens written, {rate / 1e6:.2f}M tokens/s", file=sys.stderr)
-
-    def run(self) -> None:
-        while not self.finished.wait(self.interval):
-            self.report()
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """``name=value`` in the environment while the block runs (worker processes inherit it)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def run_cache(
@@ -114,6 +108,7 @@ def run_cache(
         raise ConfigError("a cache holds tokens: call tokenize() before cache()")
     from beamtok.beam import BuildCache, beam_counters, is_local, make_pipeline
     from beamtok.beam.options import check_beam_args
+    from beamtok.beam.worker_logs import quiet_worker_stderr
 
     beam_args = check_beam_args(beam_args)
     storage = Storage(output)
@@ -124,23 +119,27 @@ def run_cache(
     storage.write_bytes(TOKENIZER_FILE, json.dumps(transform.tokenizers[-1]).encode())
     pipeline = make_pipeline(beam_args)
     _ = pipeline | BuildCache.__name__ >> transform
-    monitor = _Progress(storage, len(shards)) if progress and is_local(pipeline) else None
-    if monitor is not None:
-        monitor.start()
-    try:
-        result = pipeline.run()
-        result.wait_until_finish()
-    finally:
-        if monitor is not None:
-            monitor.finished.set()
-    if monitor is not None:
-        monitor.report()
+    local = is_local(pipeline)
+    log.debug("running the build of %d shards into %s with Beam options %s (%s)", len(shards), output, list(beam_args), "local" if local else "remote")
+    with contextlib.ExitStack() as stack:
+        monitor = None
+        if local:
+            stream = stack.enter_context(quiet_worker_stderr())
+            directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="beamtok-progress-"))
+            stack.enter_context(_environment(PROGRESS_DIR_ENV, directory))
+            monitor = BuildProgress(storage, len(shards), directory, enabled=progress, stream=stream)
+            monitor.start()
+        try:
+            result = pipeline.run()
+            result.wait_until_finish()
+        finally:
+            if monitor is not None:
+                monitor.stop()
     if not storage.exists(MANIFEST):
         raise CacheError(f"{output}: the pipeline finished but wrote no {MANIFEST}")
     manifest = read_manifest(storage)
     counters = beam_counters(result)
-    if counters and progress:
-        print(f"beamtok: Beam counters {json.dumps(counters, sort_keys=True)}", file=sys.stderr)
+    log.debug("Beam counters %s", json.dumps(counters, sort_keys=True))
     check_counters(counters, manifest)
     return manifest
 

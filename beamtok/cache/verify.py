@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 
 from beamtok.cache.reader import Cache, size_problem
 from beamtok.errors import BeamtokError
+from beamtok.progress import Progress
 from beamtok.shard import ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
 
@@ -34,16 +35,21 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_cache(directory: str, *, sample: int = 2, seed: int = 0, fingerprint: str | None = None) -> VerifyReport:
+def verify_cache(
+    directory: str, *, sample: int = 2, seed: int = 0, fingerprint: str | None = None, progress: bool = False
+) -> VerifyReport:
     """Check every shard file (present, size, SHA-256, row count), then re-run the per-shard
     step on ``sample`` randomly chosen shards (all if ``sample`` is larger) and compare every
     row and field. Manifest problems (and a spec other than ``fingerprint``) raise CacheError;
-    everything else is reported."""
+    everything else is reported. ``progress`` shows the bytes checked and rows compared."""
     cache = Cache(directory, fingerprint=fingerprint, check_files=False)  # file problems are reported below
     manifest = cache.manifest
     report = VerifyReport(shards=len(manifest.shards))
     intact: list[int] = []
     sizes = cache.file_sizes()
+    total_mb = sum(entry.bytes for entry in manifest.shards) / 1e6
+    checked = Progress(round(total_mb, 1), "verify checksums", "MB", enabled=progress)
+    done = 0
     for entry in manifest.shards:
         where = f"shard {entry.index} ({cache.storage.display(entry.file)})"
         problem = size_problem(entry, sizes[entry.file])
@@ -54,6 +60,8 @@ def verify_cache(directory: str, *, sample: int = 2, seed: int = 0, fingerprint:
         with cache.storage.open_input(entry.file) as f:
             while chunk := f.read(CHUNK):
                 digest.update(chunk)
+                done += len(chunk)
+                checked.set(round(done / 1e6, 1))
         report.files_checked += 1
         if digest.hexdigest() != entry.sha256:
             report.problems.append(f"{where}: checksum mismatch (the file was altered after it was written)")
@@ -64,25 +72,28 @@ def verify_cache(directory: str, *, sample: int = 2, seed: int = 0, fingerprint:
             report.problems.append(f"{where}: {rows} rows, the manifest says {entry.rows}")
             continue
         intact.append(entry.index)
+    checked.close()
     if sample > 0 and intact:
         cache.tokenizer()
         processor = ShardProcessor(cache.spec)
         chosen = sorted(random.Random(seed).sample(intact, min(sample, len(intact))))
-        for index in chosen:
-            report.shards_compared.append(index)
-            problem = _compare_shard(cache, processor, Shard(index, manifest.shards[index].url), report)
-            if problem:
-                report.problems.append(problem)
+        with Progress(sum(manifest.shards[i].rows for i in chosen), "verify re-run", "rows", enabled=progress) as rerun:
+            for index in chosen:
+                report.shards_compared.append(index)
+                problem = _compare_shard(cache, processor, Shard(index, manifest.shards[index].url), report, rerun)
+                if problem:
+                    report.problems.append(problem)
     return report
 
 
-def _compare_shard(cache: Cache, processor: ShardProcessor, shard: Shard, report: VerifyReport) -> str | None:
+def _compare_shard(cache: Cache, processor: ShardProcessor, shard: Shard, report: VerifyReport, progress: Progress) -> str | None:
     fresh = processor.run(shard)
     stored = cache.open_rows(shard, ShardCursor())
     row = 0
     try:
         for row, (want, got) in enumerate(zip(fresh, stored, strict=True)):
             report.rows_compared += 1
+            progress.set(report.rows_compared)
             if (want.example is None) != (got.example is None):
                 return f"shard {shard.index} row {row}: one side has no example"
             if want.example is not None and got.example is not None:

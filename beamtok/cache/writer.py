@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 
 import pyarrow.parquet as pq
 
 from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
 from beamtok.cache.schema import cache_schema, examples_to_table
 from beamtok.cache.storage import HashingWriter, Storage
-from beamtok.shard import NO_COUNTS, ShardProcessor
+from beamtok.shard import NO_COUNTS, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
 
 __all__ = ["ROW_GROUP_BYTES", "completed_entry", "write_shard"]
@@ -61,11 +62,13 @@ def write_shard(
     *,
     row_group_rows: int | None = None,
     row_group_bytes: int | None = None,
+    report: Callable[[ShardCursor, int, int, int], None] | None = None,
 ) -> ShardEntry:
     """Write ``shard``'s examples to its Parquet file, then its sidecar; return the entry.
 
     Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens; the
-    layout never changes the rows, so it is not part of the spec."""
+    layout never changes the rows, so it is not part of the spec. ``report(cursor after,
+    tokens, rows, documents read)`` is called after every example (see ``cache.progress``)."""
     fingerprint = processor.spec.fingerprint
     group = rows_per_group(seq_len, row_group_rows, row_group_bytes)
     rel = shard_file(shard.index)
@@ -91,6 +94,8 @@ def write_shard(
                     writer.write_table(examples_to_table(examples, counts), row_group_size=group)
                     rows += len(examples)
                     examples, counts = [], []
+                if report is not None:
+                    report(produced.cursor, tokens, rows + len(examples), documents.read)
             if examples or rows == 0:
                 writer.write_table(examples_to_table(examples, counts), row_group_size=group)
                 rows += len(examples)

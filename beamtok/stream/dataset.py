@@ -456,7 +456,7 @@ class Dataset:
         output_dir: str,
         *,
         overwrite: bool = False,
-        progress: bool = False,
+        progress: bool = True,
         row_group_rows: int | None = None,
         row_group_bytes: int | None = None,
         **beam_options: Any,
@@ -470,6 +470,9 @@ class Dataset:
         refused unless ``overwrite``, which removes every file of the old cache.
         Parquet row groups hold ``row_group_rows`` rows or about ``row_group_bytes`` of tokens
         (default 8 MB): small groups make random access cheaper, large ones read faster.
+        ``progress`` shows a bar on a terminal (a line every 10 s and one at the end elsewhere)
+        for local runs; Beam's worker chatter is hidden unless the ``apache_beam`` logger's
+        level is set lower than ERROR.
         """
         if self.is_cached:
             raise ConfigError("this dataset already reads a cache")
