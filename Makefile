@@ -23,6 +23,7 @@ demo: setup
 	$(BIN)/beamtok demo
 	$(BIN)/beamtok cache $(DEMO_INPUTS) --output build/demo-cache --tokenizer data/tokenizers/gpt2 --seq-len 1024
 	$(BIN)/beamtok head build/demo-cache
+	$(BIN)/beamtok stats build/demo-cache --plot build/demo-stats.png
 	$(BIN)/beamtok verify build/demo-cache
 
 lint: setup

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -58,3 +59,88 @@ def test_yaml_beam_options_and_python_beam_options_are_checked(tmp_path):
     with pytest.raises(ConfigError, match="did you mean --direct_running_mode"):
         ds.cache(str(tmp_path / "c"), direct_runing_mode="in_memory")
     assert not (tmp_path / "c").exists()
+
+
+@pytest.fixture(scope="module")
+def small_cache(tmp_path_factory):
+    """Two real-text files, their concat cache (rows of 64 cut documents into pieces)."""
+    from conftest import real_paragraphs, write_jsonl
+
+    root = tmp_path_factory.mktemp("stats")
+    paragraphs = real_paragraphs(120)
+    files = [str(write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 60 : (i + 1) * 60]])) for i in range(2)]
+    Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(64).cache(str(root / "cache"), progress=False)
+    return files, str(root / "cache"), paragraphs
+
+
+def test_stats_of_a_cache_and_of_its_files_count_every_document_exactly(small_cache, tmp_path):
+    import json
+
+    from transformers import AutoTokenizer
+
+    files, cache, paragraphs = small_cache
+    reference = AutoTokenizer.from_pretrained(TOKENIZER)
+    lengths = sorted(len(reference(p)["input_ids"]) + 2 for p in paragraphs)  # BOS and EOS added
+    code, out, _ = run("stats", cache, "--json")
+    assert code == 0
+    of_cache = json.loads(out)
+    code, out, _ = run("stats", *files, "--tokenizer", TOKENIZER, "--json", "--documents", "1000")
+    of_files = json.loads(out)
+    for summary in (of_cache, of_files):
+        read = summary["read"]
+        assert summary["documents"]["read"] == 120 and summary["documents"]["skipped"] == {}
+        assert read["tokens"] == sum(lengths)
+        dist = read["document_tokens"]
+        assert dist["count"] == 120 and dist["min"] == lengths[0] and dist["max"] == lengths[-1]
+        assert dist["p50"] == pytest.approx(float(np.percentile(lengths, 50)))
+        assert [s["documents"] for s in summary["shards"]] == [60, 60]
+    assert of_cache["read"]["row_length"] == 64 and of_cache["read"]["row_fill"]["max"] == 1.0
+    assert of_cache["read"]["pad_tokens"] == of_cache["totals"]["pad_tokens"] > 0
+    assert of_files["read"]["row_fill"] is None  # documents of every length: no fill to speak of
+    code, out, _ = run("stats", cache, "--limit", "10", "--json")
+    assert json.loads(out)["read"]["rows"] == 10 and json.loads(out)["read"]["complete"] is False
+    code, out, _ = run("stats", cache)
+    assert "document length (tokens): min" in out and f"max {lengths[-1]:,}" in out and "shard  rows" in out
+
+
+def test_stats_of_sft_data_split_prompt_and_completion(tmp_path):
+    import json
+
+    from conftest import write_jsonl
+
+    records = [{"prompt": f"Question {i}: what follows {i}?\n", "completion": " the number " + "one " * (i % 7 + 1)} for i in range(40)]
+    records.append("{broken")
+    path = str(write_jsonl(tmp_path / "sft.jsonl", records))
+    code, out, err = run("stats", path, "--tokenizer", TOKENIZER, "--format", "sft", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["documents"]["skipped"] == {"malformed_json": 1} and summary["documents"]["read"] == 41
+    it = Dataset.from_files([path], on_error="skip").tokenize_sft(TOKENIZER).iter()
+    want = [(int((ex["loss_mask"] == 0).sum()), int(ex["loss_mask"].sum())) for ex in it]
+    read = summary["read"]
+    assert read["prompt_tokens"]["count"] == 40
+    assert read["prompt_tokens"]["max"] == max(p for p, _ in want) and read["completion_tokens"]["min"] == min(c for _, c in want)
+    assert read["trained_fraction"] == pytest.approx(sum(c for _, c in want) / sum(p + c for p, c in want))
+
+
+def test_stats_plot_is_a_real_png(small_cache, tmp_path):
+    import matplotlib.image
+
+    _, cache, _ = small_cache
+    png = tmp_path / "stats.png"
+    code, _, err = run("stats", cache, "--plot", str(png))
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(str(png))
+    assert image.shape[0] > 200 and image.shape[1] > 600  # two panels side by side
+    assert image[..., :3].std() > 0.05  # something was drawn
+
+
+def test_stats_mistakes(small_cache, tmp_path):
+    files, cache, _ = small_cache
+    assert run("stats", files[0])[0] == 2
+    assert "input files need --tokenizer" in run("stats", files[0])[2]
+    code, _, err = run("stats", cache, "--tokenizer", TOKENIZER)
+    assert code == 2 and "is a cache: it brings its own tokenizer" in err
+    code, _, err = run("stats", str(tmp_path / "nothing.jsonl"), "--tokenizer", TOKENIZER)
+    assert code == 2 and "nothing.jsonl" in err
