@@ -144,3 +144,90 @@ def test_stats_mistakes(small_cache, tmp_path):
     assert code == 2 and "is a cache: it brings its own tokenizer" in err
     code, _, err = run("stats", str(tmp_path / "nothing.jsonl"), "--tokenizer", TOKENIZER)
     assert code == 2 and "nothing.jsonl" in err
+
+
+PIPELINE = """
+from beamtok import Dataset
+
+FILES = {files!r}
+
+
+def packed(seq_len=64):
+    return Dataset.from_files(FILES).tokenize({tokenizer!r}).ensure_bos_eos().concat_chunk(seq_len).interleave(3)
+
+
+ds = packed().shuffle(8, seed=1).batch(2)
+longer = packed(128).shuffle(8, seed=1).batch(2)
+mixed = Dataset.mix([packed(), Dataset.from_files(FILES[:1]).tokenize({tokenizer!r}).concat_chunk(64)], weights=[0.5, 0.5])
+"""
+
+
+def test_inspect_says_where_each_open_shard_stands(tmp_path):
+    import json
+
+    from conftest import real_paragraphs, write_jsonl
+
+    paragraphs = real_paragraphs(90)
+    files = [
+        str(write_jsonl(tmp_path / "a.jsonl", [{"text": p} for p in paragraphs[:30]])),
+        str(write_jsonl(tmp_path / "b.jsonl.gz", [{"text": p} for p in paragraphs[30:60]], compression="gz")),
+        str(tmp_path / "c.parquet"),
+    ]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": paragraphs[60:]}), files[2])
+    (tmp_path / "pipe.py").write_text(PIPELINE.format(files=files, tokenizer=TOKENIZER))
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pipe_for_test", tmp_path / "pipe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    it = module.ds.iter()
+    for _ in range(7):
+        next(it)
+    state = it.state_dict()
+    slots = {slot["shard"]: slot["cursor"] for slot in state["pipeline"]["upstream"]["upstream"]["slots"]}
+    assert sorted(slots) == [0, 1, 2] and all(c["doc"] > 0 for c in slots.values())
+    checkpoint = tmp_path / "trainer_state.json"
+    checkpoint.write_text(json.dumps({"global_step": 7, "stateful_callbacks": {"BeamtokCallback": {"attributes": {"state": state}}}}))
+    code, out, err = run("inspect", str(checkpoint), "--pipeline", f"{tmp_path / 'pipe.py'}:ds")
+    assert code == 0, err
+    assert "== state at stateful_callbacks.BeamtokCallback.attributes.state" in out
+    assert "reader: rank 0 of 1, DataLoader worker 0 of 1, data split by shards" in out
+    with open(files[0], "rb") as f:  # the byte offset is where a line (a document) begins
+        f.seek(slots[0]["doc"] - 1)
+        assert f.read(1) == b"\n"
+    assert f"shard 0 ({files[0]}): next example {slots[0]['index']} of the shard starts at byte {slots[0]['doc']:,}, token {slots[0]['token']}" in out
+    assert f"shard 1 ({files[1]}): next example {slots[1]['index']} of the shard starts at line {slots[1]['doc'] + 1}," in out
+    assert f"shard 2 ({files[2]}): next example {slots[2]['index']} of the shard starts at row {slots[2]['doc']}," in out
+    window = state["pipeline"]["upstream"]
+    assert f"stage 1 (shuffle): window {window['window']} (counted over the whole stream), {window['emitted']} of its examples delivered" in out
+    assert "stage 2 (batch): no position of its own" in out and out.rstrip().endswith(f"resumes {tmp_path / 'pipe.py'}:ds")
+    code, out, _ = run("inspect", str(checkpoint), "--pipeline", f"{tmp_path / 'pipe.py'}:longer")
+    assert code == 1 and "does NOT resume" in out and "packing: seq_len 64 → 128" in out
+    code, out, _ = run("inspect", str(checkpoint))
+    assert code == 0 and "shard 1: next example" in out and "resumes" not in out  # no pipeline: indices and cursors only
+
+    mixed = module.mixed.iter()
+    for _ in range(5):
+        next(mixed)
+    (tmp_path / "mix.json").write_text(json.dumps(mixed.state_dict()))
+    code, out, _ = run("inspect", str(tmp_path / "mix.json"), "--pipeline", f"{tmp_path / 'pipe.py'}:mixed")
+    assert code == 0 and "mix: 5 examples decided so far" in out and "  mix source 1:" in out and f"({files[0]})" in out
+
+
+def test_inspect_mistakes(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    code, _, err = run("inspect", str(tmp_path / "bad.json"))
+    assert code == 2 and f"{tmp_path / 'bad.json'}: not JSON: Expecting property name" in err and "line 1 column 2" in err
+    (tmp_path / "other.json").write_text('{"step": 3}')
+    code, _, err = run("inspect", str(tmp_path / "other.json"))
+    assert code == 2 and "holds no beamtok state" in err
+    (tmp_path / "s.json").write_text('{"beamtok_state": 1, "split": {}, "pipeline": {}}')
+    code, _, err = run("inspect", str(tmp_path / "s.json"), "--pipeline", "nowhere.py:ds")
+    assert code == 2 and "nowhere.py does not exist" in err
+    code, _, err = run("inspect", str(tmp_path / "s.json"), "--pipeline", "json:dumps")
+    assert code == 2 and "--pipeline json:dumps: calling dumps() failed: TypeError" in err
+    code, _, err = run("inspect", str(tmp_path / "s.json"), "--pipeline", "json:decoder")
+    assert code == 2 and "--pipeline json:decoder: decoder is a module, not a beamtok Dataset" in err

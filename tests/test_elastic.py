@@ -200,11 +200,11 @@ def test_refusals_name_the_problem(shards, tokenizer_dir):
         packed(shards, tokenizer_dir).shard_by_rank(0, 2).iter(state_dict=[states[0], states[2]])
     with pytest.raises(StateError, match=r"readers \[2\] given twice"):
         packed(shards, tokenizer_dir).shard_by_rank(0, 2).iter(state_dict=[states[0], states[1], states[2], states[2]])
-    with pytest.raises(StateError, match=r"changed since the state was saved: packing \(now .*seq_len=41"):
+    with pytest.raises(StateError, match=r"changed since the state was saved: packing: seq_len 40 → 41"):
         Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(41).shard_by_rank(0, 2).iter(
             state_dict=states
         )
-    with pytest.raises(StateError, match=r"rank split \(now \"examples\"\)"):
+    with pytest.raises(StateError, match=r"rank split: \"shards\" → \"examples\""):
         packed(shards, tokenizer_dir).shard_by_rank(0, 2, split="examples").iter(state_dict=states)
 
 

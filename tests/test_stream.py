@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from beamtok import ConfigError, Dataset, StateError
+from beamtok.stream.describe import _hash, parts
 from beamtok.testing import assert_items_equal, check_resumption, items_equal
 
 
@@ -130,7 +131,10 @@ def test_state_is_small_and_does_not_grow(tmp_path, tokenizer_dir, paragraphs):
             for _ in itertools.islice(it, step):
                 pass
             sizes[(seq_len, step)] = len(json.dumps(it.state_dict()))
-    assert max(sizes.values()) < 1000, sizes  # one open shard's cursor, a window position, counters, part hashes
+    # one open shard's cursor, a window position, counters, and the parts of the pipeline
+    # (short ones as values, for refusals that say old → new): about 1.2 KB, never growing
+    assert max(sizes.values()) < 1500, sizes
+    assert max(sizes.values()) - min(sizes.values()) < 100, sizes
 
 
 def test_restore_rejects_other_specs_versions_and_keys(shards, tokenizer_dir):
@@ -139,15 +143,20 @@ def test_restore_rejects_other_specs_versions_and_keys(shards, tokenizer_dir):
     next(it)
     state = it.state_dict()
     pristine = copy.deepcopy(state)
-    # a refusal names the part that changed, with its current value
-    with pytest.raises(StateError, match=r"spec fingerprint .*packing \(now mode=\"concat\", seq_len=33"):
+    # a refusal names the part that changed: old → new where the state kept the old value
+    with pytest.raises(StateError, match=r"spec fingerprint .*: packing: seq_len 32 → 33$"):
         base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state_dict=state)
-    with pytest.raises(StateError, match=r"stream fingerprint .*: stage 1 \(batch\) \(now size=3,"):
+    with pytest.raises(StateError, match=r"stream fingerprint .*: stage 1 \(batch\): size 2 → 3$"):
         base(shards, tokenizer_dir).batch(3).iter(state_dict=state)
     with pytest.raises(StateError, match=r"changed since the state was saved: shard list \(now 3 shards"):
         base(shards[:3], tokenizer_dir).batch(2).iter(state_dict=state)
-    with pytest.raises(StateError, match=r"shuffle_shards seed \(now 4\); stage 1 \(shuffle\)"):
+    with pytest.raises(
+        StateError, match=r"shuffle_shards seed: null → 4; stage 1 \(shuffle\) added \(now window=4, seed=1\); .*stage 1 \(batch\) removed"
+    ):
         base(shards, tokenizer_dir).shuffle_shards(4).shuffle(4, seed=1).batch(2).iter(state_dict=state)
+    hashed = {**state, "about": {name: _hash(value) for name, value in parts(ds).items()}}  # states of an earlier beamtok
+    with pytest.raises(StateError, match=r"spec fingerprint .*: packing \(now mode=\"concat\", seq_len=33"):
+        base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state_dict=hashed)
     with pytest.raises(StateError, match=r"changed since the state was saved: step 1 \(tokenize\) \(now tokenizer="):
         Dataset.from_files(shards).tokenize(tokenizer_dir, add_special_tokens=False).ensure_bos_eos().concat_chunk(32).batch(2).iter(state_dict=state)
     old_format = {k: v for k, v in state.items() if k != "about"}  # states saved before 'about' still resume

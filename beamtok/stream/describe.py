@@ -1,11 +1,11 @@
 """What a state was saved by, part by part, so a refused resume names what changed.
 
 A state carries the stream and spec fingerprints; a mismatch alone says only that something
-differs. Beside them the state keeps a short hash of each part those fingerprints cover (each
-stream option, each stream stage, the mix plan, the shard list, the input format, each
-per-shard step, the packing, the error policy): a few hundred bytes. Comparing the saved
-hashes with the current ones names the parts that changed, shown with their current values,
-e.g. ``stage 2 (batch) (now size=16, drop_last=False, tensors=numpy)``.
+differs. Beside them the state keeps each part those fingerprints cover (each stream option,
+each stream stage, the mix plan, the shard list, the input format, each per-shard step, the
+packing, the error policy): short parts as their values, long ones (a shard list) as a short
+hash, about a kilobyte in all. Comparing them with the current parts names what changed, old
+and new, e.g. ``packing: seq_len 1024 → 2048`` or ``stage 1 (shuffle): seed 0 → 1``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["changes", "describe", "parts"]
 
 SHOWN = 4  # changed parts listed in one message
+KEPT_CHARS = 160  # parts whose JSON is at most this long are kept as values, longer ones as hashes
 OPTION_NAMES = {"shuffle_seed": "shuffle_shards seed", "interleave": "open shards (interleave)", "split": "rank split"}
 
 
@@ -55,31 +56,72 @@ def _source_parts(dataset: Dataset, prefix: str) -> dict[str, Any]:
     return out
 
 
-def describe(dataset: Dataset) -> dict[str, str]:
-    """A short hash of each part (what a state keeps)."""
-    return {name: _hash(value) for name, value in parts(dataset).items()}
+def describe(dataset: Dataset) -> dict[str, Any]:
+    """What a state keeps of each part: a short value itself (``[value]``), so a refusal can
+    say what it was, or a short hash of a long one (a shard list)."""
+    return {name: _kept(value) for name, value in parts(dataset).items()}
+
+
+def _kept(value: Any) -> Any:
+    text = json.dumps(value, sort_keys=True)
+    return [json.loads(text)] if len(text) <= KEPT_CHARS else _hash(value)
 
 
 def _hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:6]
 
 
+def _same(saved: Any, value: Any) -> bool:
+    if isinstance(saved, list) and len(saved) == 1:
+        return json.dumps(saved[0], sort_keys=True) == json.dumps(value, sort_keys=True)
+    return saved == _hash(value)
+
+
 def changes(saved: Any, dataset: Dataset) -> str:
-    """The parts of ``dataset`` whose hash differs from ``saved``, with current values, or ''."""
+    """The parts of ``dataset`` that differ from ``saved`` (``old → new`` where the state kept
+    the old value, else the current value), or ''."""
     if not isinstance(saved, dict):
         return ""
     current = parts(dataset)
-    named = [name for name, value in current.items() if saved.get(name) != _hash(value)]
-    gone = [name for name in saved if name not in current]
-    lines = [f"{name} (now {_show(current[name])})" for name in named]
-    lines += [f"{name} (now absent)" for name in gone]
+    lines = []
+    for name, value in current.items():
+        if name not in saved:
+            lines.append(f"{name} added (now {_show(value)})")
+        elif not _same(saved[name], value):
+            old = saved[name]
+            if isinstance(old, list) and len(old) == 1:
+                lines.append(f"{name}: {_difference(old[0], value)}")
+            else:
+                lines.append(f"{name} (now {_show(value)})")
+    for name in saved:
+        if name not in current:
+            old = saved[name]
+            lines.append(f"{name} removed (was {_show(old[0])})" if isinstance(old, list) and len(old) == 1 else f"{name} removed")
     if not lines:
         return ""
     shown = "; ".join(lines[:SHOWN]) + (f"; and {len(lines) - SHOWN} more" if len(lines) > SHOWN else "")
     return f"changed since the state was saved: {shown}"
 
 
+def _difference(old: Any, new: Any) -> str:
+    """``key old → new`` for each differing key of two dicts, else ``old → new``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = [k for k in {**old, **new} if old.get(k, _ABSENT) != new.get(k, _ABSENT)]
+        return ", ".join(f"{k} {_show(old.get(k, _ABSENT))} → {_show(new.get(k, _ABSENT))}" for k in keys)
+    return f"{_show(old)} → {_show(new)}"
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "absent"
+
+
+_ABSENT: Any = _Absent()
+
+
 def _show(value: Any) -> str:
+    if value is _ABSENT:
+        return "absent"
     if isinstance(value, dict) and "urls" in value:
         return f"{value['count']} shards, {value['urls'][0]}{' ...' if value['count'] > 1 else ''}"
     if isinstance(value, dict):
