@@ -231,3 +231,41 @@ def test_inspect_mistakes(tmp_path):
     assert code == 2 and "--pipeline json:dumps: calling dumps() failed: TypeError" in err
     code, _, err = run("inspect", str(tmp_path / "s.json"), "--pipeline", "json:decoder")
     assert code == 2 and "--pipeline json:decoder: decoder is a module, not a beamtok Dataset" in err
+
+
+def test_head_shows_pieces_ids_and_what_is_trained_on(small_cache, tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    _, cache, _ = small_cache
+    code, out, err = run("head", cache, "--no-shuffle", "--batches", "2", "--batch-size", "3", "--json", "--ids")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    rows, stats = lines[:-1], lines[-1]["stats"]
+    table = pq.read_table(f"{cache}/shards/shard-00000.parquet").to_pylist()
+    assert [r["index"] for r in rows] == list(range(6))
+    for r in rows:
+        stored = table[r["index"]]
+        real = [t for t, s in zip(stored["input_ids"], stored["segment_ids"]) if s > 0]
+        assert [i for p in r["pieces"] for i in p["ids"]] == real
+        first = r["pieces"][0]
+        assert first["starts_document"] == (stored["token"] == 0) and first["offset"] == stored["token"]
+        assert all(p["starts_document"] and p["offset"] == 0 for p in r["pieces"][1:])
+    assert stats["delivered"] == {"items": 2, "examples": 6, "tokens": sum(p["tokens"] for r in rows for p in r["pieces"]), "pad_tokens": stats["delivered"]["pad_tokens"]}
+    code, out, _ = run("head", cache, "--batches", "1", "--batch-size", "1", "--max-chars", "20")
+    texts = out.split("\n")
+    assert all(len(line) <= 20 + len("… (+99999 chars)") for line in texts[2:-3] if not line.startswith("[")) and "… (+" in out
+    assert "delivered: 1 rows, 64 tokens" in out and "read from the cache (the shuffle window reads ahead): 79 rows" in out  # all of it
+
+
+def test_head_marks_prompt_tokens_of_sft_rows(tmp_path):
+    from conftest import write_jsonl
+
+    records = [{"prompt": f"Q{i}: name a number.\n", "completion": f" {i} is one." } for i in range(12)]
+    path = str(write_jsonl(tmp_path / "sft.jsonl", records))
+    Dataset.from_files([path]).tokenize_sft(TOKENIZER).pack_examples(64).cache(str(tmp_path / "c"), progress=False)
+    code, out, err = run("head", str(tmp_path / "c"), "--no-shuffle", "--batches", "1", "--batch-size", "1", "--mask")
+    assert code == 0, err
+    assert "[segment 1: new document," in out and "[segment 2: new document," in out
+    assert "«Q0: name a number.\n» 0 is one." in out and "«Q1: name a number.\n» 1 is one." in out

@@ -235,3 +235,15 @@ def test_global_shuffle_resumes_on_any_world_size_in_one_global_order(cached):
     merged = [next(new[(linear % total) % 3]) for linear in range(100, 2 * total)]  # position p is reader p % 3's
     assert merged == order[100:] and all(next(it, None) is None for it in new)
     assert all("taken" not in s["pipeline"] for s in states)
+
+
+def test_delivered_counts_add_up_over_a_world_size_change(shards, tokenizer_dir):
+    states, consumed = run_old(lambda: packed(shards, tokenizer_dir), 2, random.Random(1), 5)
+    before = sum(state["delivered"]["examples"] for state in states)
+    assert before == sum(consumed.values())
+    resumed = [packed(shards, tokenizer_dir).shard_by_rank(rank, 3).iter(state_dict=states) for rank in range(3)]
+    assert [it.stats()["delivered"]["examples"] for it in resumed] == [before, 0, 0]
+    for it in resumed:
+        list(it)
+    total = sum(it.stats()["delivered"]["examples"] for it in resumed)
+    assert total == sum(1 for rank in range(2) for _ in packed(shards, tokenizer_dir).shard_by_rank(rank, 2))

@@ -245,3 +245,20 @@ def test_a_state_passed_as_json_text_says_to_parse_it(shards, tokenizer_dir):
     with pytest.raises(StateError, match=r"JSON string, not a dict: pass json.loads"):
         ds.iter(state_dict=text)
     assert next(ds.iter(state_dict=json.loads(text)))["index"] == next(it)["index"]
+
+
+def test_stats_say_what_was_delivered_apart_from_what_was_read_ahead(shards, tokenizer_dir):
+    ds = Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32).shuffle(16, seed=0).batch(4)
+    it = ds.iter()
+    first = next(it)
+    stats = it.stats()
+    assert stats["delivered"] == {"items": 1, "examples": 4, "tokens": int((first["segment_ids"] > 0).sum()), "pad_tokens": int((first["segment_ids"] == 0).sum())}
+    assert stats["examples"] == 16  # the shuffle window read ahead
+    rest = list(it)
+    delivered = it.stats()["delivered"]
+    assert delivered["items"] == 1 + len(rest) and delivered["examples"] == it.stats()["examples"]
+    assert delivered["tokens"] == it.stats()["tokens"] and delivered["pad_tokens"] == it.stats()["pad_tokens"]
+    resumed = ds.iter(state_dict={**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": 5, "pad_tokens": 0}})
+    assert resumed.stats()["delivered"]["tokens"] == 5  # carried by the state, not recounted
+    with pytest.raises(StateError, match=r"delivered: tokens must be an integer >= 0"):
+        ds.iter(state_dict={**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": -5, "pad_tokens": 0}})

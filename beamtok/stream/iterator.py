@@ -2,21 +2,60 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from beamtok.errors import ConfigError, StateError
 from beamtok.stream.describe import changes, describe
 from beamtok.stream.elastic import check_readers
 from beamtok.stream.node import Node
 from beamtok.stream.split import ReaderSplit
-from beamtok.stream.state import check_keys, copy_state
+from beamtok.stream.state import check_int, check_keys, copy_state
 
 if TYPE_CHECKING:
     from beamtok.stream.dataset import Dataset
 
-__all__ = ["STATE_VERSION", "DatasetIterator"]
+__all__ = ["STATE_VERSION", "DatasetIterator", "Delivered"]
 
 STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What an iterator has returned: items (batches or examples), rows, real and pad tokens."""
+
+    items: int = 0
+    examples: int = 0
+    tokens: int = 0
+    pad_tokens: int = 0
+
+    def plus(self, item: Any) -> Delivered:
+        if not isinstance(item, dict) or "segment_ids" not in item:
+            return dataclasses.replace(self, items=self.items + 1)
+        segments = np.asarray(item["segment_ids"])
+        rows = 1 if segments.ndim <= 1 else int(np.prod(segments.shape[:-1]))
+        real = int(np.count_nonzero(segments))
+        return Delivered(self.items + 1, self.examples + rows, self.tokens + real, self.pad_tokens + int(segments.size) - real)
+
+    def to_json(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_state(cls, state: Any) -> Delivered:
+        saved = state.get("delivered") if isinstance(state, dict) else None
+        if saved is None:
+            return cls()
+        check_keys(saved, tuple(f.name for f in dataclasses.fields(cls)), "delivered")
+        return cls(**{name: check_int(value, name, "delivered") for name, value in saved.items()})
+
+    @classmethod
+    def total(cls, parts: Iterable[Delivered]) -> Delivered:
+        found = list(parts)
+        return cls(*(sum(getattr(d, f.name) for d in found) for f in dataclasses.fields(cls)))
 
 
 class DatasetIterator:
@@ -28,7 +67,8 @@ class DatasetIterator:
     manager it stops its workers on exit.
     """
 
-    KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline", "about")
+    KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline")
+    OPTIONAL_KEYS = ("about", "delivered")  # states of earlier versions lack them and still resume
 
     def __init__(self, dataset: Dataset, split: ReaderSplit, state: dict[str, Any] | list[Any] | None = None) -> None:
         self.dataset = dataset
@@ -37,10 +77,16 @@ class DatasetIterator:
         self._stream_fp = dataset.stream_fingerprint
         self._about = describe(dataset)
         self._source, self._root = dataset._build(split)  # the root source, and the last stage
+        self._delivered = Delivered()
         if isinstance(state, list):
             self._root.reset(self._merge(state))
+            if split.part == 0:  # the old readers' deliveries go to one new reader, so the sum over readers stays right
+                self._delivered = Delivered.total(Delivered.from_state(s) for s in state)
+        elif state is not None:
+            self._root.reset(self._check(state)["pipeline"])
+            self._delivered = Delivered.from_state(state)
         else:
-            self._root.reset(self._check(state)["pipeline"] if state is not None else None)
+            self._root.reset(None)
 
     def _merge(self, states: list[Any]) -> dict[str, Any]:
         """This reader's pipeline state from the states of all readers of a run, which may
@@ -76,7 +122,7 @@ class DatasetIterator:
             raise StateError(
                 f"state format version {state['beamtok_state']!r} is not supported (this beamtok reads version {STATE_VERSION})"
             )
-        check_keys(state, self.KEYS if "about" in state else self.KEYS[:-1], "state")  # states before 'about' resume too
+        check_keys(state, (*self.KEYS, *(k for k in self.OPTIONAL_KEYS if k in state)), "state")
         stream_fp = self._stream_fp if split is None else self.dataset.stream_fingerprint_for(split.world_size)
         saved_split = state["split"]
         if split is None and isinstance(saved_split, dict) and saved_split.get("world_size") != self.split.world_size:
@@ -112,7 +158,9 @@ class DatasetIterator:
         self.close()
 
     def __next__(self) -> Any:
-        return next(self._root)
+        item = next(self._root)
+        self._delivered = self._delivered.plus(item)
+        return item
 
     def state_dict(self) -> dict[str, Any]:
         """Where the stream is now, as a JSON-serializable dict."""
@@ -123,6 +171,7 @@ class DatasetIterator:
             "split": self.split.to_json(),
             "pipeline": self._root.state_dict(),
             "about": self._about,
+            "delivered": self._delivered.to_json(),
         }
 
     def close(self) -> None:
@@ -139,11 +188,14 @@ class DatasetIterator:
         return self._root
 
     def stats(self) -> dict[str, Any]:
-        """Documents read, emitted, skipped (by reason) and truncated; examples, tokens, pad
-        tokens and padding waste (pad / all tokens); the epoch (for a mix: each source's
-        stats and epoch, and the realised proportions). Counts cover what the source has
-        handed downstream (a shuffle window reads ahead of the consumer)."""
+        """``delivered``: what this iterator returned to you (examples, i.e. rows, real tokens,
+        pad tokens, and batches when batched). The other figures are what the source has read:
+        documents read, emitted, skipped (by reason) and truncated; examples, tokens, pad tokens
+        and padding waste (pad / all tokens); the epoch (for a mix: each source's stats and
+        epoch, and the realised proportions). They run ahead of ``delivered`` by what a shuffle
+        window holds, and include other readers' examples under an example split."""
         stats = self._source.stats_json()
         total = stats["tokens"] + stats["pad_tokens"]
         stats["padding_waste"] = stats["pad_tokens"] / total if total else 0.0
+        stats["delivered"] = self._delivered.to_json()
         return stats
