@@ -354,14 +354,15 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
 @click.option("--shards", "sample", default=2, show_default=True, help="Shards to re-run and compare row by row (0: checksums only).")
 @click.option("--seed", default=0, show_default=True, help="Which shards are sampled.")
 @click.option("--fingerprint", help="Insist the cache was built with this spec fingerprint.")
+@click.option("--source-root", type=click.Path(file_okay=False), help="Where the inputs are now, if they moved since the build (stands for the build's directory).")
 @log_options
 @user_errors
-def verify(directory: str, sample: int, seed: int, fingerprint: str | None, quiet: bool) -> None:
+def verify(directory: str, sample: int, seed: int, fingerprint: str | None, source_root: str | None, quiet: bool) -> None:
     """Check a cache: every file against the manifest (present, size, checksum, rows), then
     re-run the per-shard step on sampled shards and compare every row. Exit 0 when all agree."""
     from beamtok.cache.verify import verify_cache
 
-    report = verify_cache(directory, sample=sample, seed=seed, fingerprint=fingerprint, progress=not quiet)
+    report = verify_cache(directory, sample=sample, seed=seed, fingerprint=fingerprint, progress=not quiet, source_root=source_root)
     click.echo(
         f"{directory}: {report.files_checked}/{report.shards} shard files checked, "
         f"{len(report.shards_compared)} shard(s) re-run and compared ({report.rows_compared} rows): {report.shards_compared}"

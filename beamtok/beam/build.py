@@ -15,6 +15,7 @@ is passed through with the rest of the Beam options.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -85,16 +86,19 @@ class _WriteShardFn(beam.DoFn):
 
 
 class _WriteManifestFn(beam.DoFn):
-    def __init__(self, spec: Spec, output: str, versions: dict[str, str], tokenizer_file: str | None) -> None:
+    def __init__(self, spec: Spec, output: str, versions: dict[str, str], tokenizer_file: str | None, input_root: str) -> None:
         self.spec = spec
         self.output = output
+        self.input_root = input_root
         self.versions = versions
         self.tokenizer_file = tokenizer_file
 
     def process(self, entries: list[dict[str, Any]]) -> Any:
         storage = Storage(self.output)
         shards = sorted((ShardEntry.from_json(e, self.output) for e in entries), key=lambda e: e.index)
-        manifest = Manifest(self.spec.to_json(), self.spec.fingerprint, shards, self.versions, self.tokenizer_file)
+        manifest = Manifest(
+            self.spec.to_json(), self.spec.fingerprint, shards, self.versions, self.tokenizer_file, input_root=self.input_root
+        )
         storage.write_bytes(MANIFEST, json.dumps(manifest.to_json(), indent=1).encode())
         yield manifest.to_json()["totals"]
 
@@ -131,6 +135,7 @@ class BuildCache(beam.PTransform):
         self.tokenizer_file = tokenizer_file
         self.layout = {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
         self.tokenizers = serialize_tokenizers(spec.tokenizers)
+        self.input_root = os.getcwd()  # of the launching machine: relative input paths are relative to it
 
     def expand(self, pbegin: Any) -> Any:
         return (
@@ -139,7 +144,7 @@ class BuildCache(beam.PTransform):
             | "Spread" >> beam.Reshuffle()
             | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.tokenizers, self.layout))
             | "Collect" >> beam.combiners.ToList()
-            | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file))
+            | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file, self.input_root))
         )
 
 

@@ -8,12 +8,14 @@ in place; a re-run skips shards whose sidecar has the same spec fingerprint.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from beamtok.cache.storage import Storage, check_relative
 from beamtok.errors import CacheError
+from beamtok.sources.urls import is_remote
 
 __all__ = ["MANIFEST", "MANIFEST_FORMAT", "Manifest", "ShardEntry", "read_manifest", "shard_file", "sidecar_file"]
 
@@ -70,6 +72,25 @@ class Manifest:
     tokenizer_file: str | None = None
     created: str = ""
     format: int = MANIFEST_FORMAT
+    input_root: str | None = None  # the directory relative local input paths were given in
+
+    def input_path(self, url: str, source_root: str | None = None) -> str:
+        """Where to read input ``url`` now: a relative local path is taken from the directory
+        the build ran in (``input_root``); ``source_root`` stands for that directory after
+        the inputs moved, for relative paths and for absolute paths under it."""
+        if is_remote(url) or url.startswith("memory://"):
+            return url
+        path = url[len("file://") :] if url.startswith("file://") else url
+        root = self.input_root
+        if source_root is not None:
+            if not os.path.isabs(path):
+                return os.path.join(source_root, path)
+            if root is not None and os.path.commonpath([root, path]) == root:
+                return os.path.join(source_root, os.path.relpath(path, root))
+            return path
+        if not os.path.isabs(path) and root is not None:
+            return os.path.join(root, path)
+        return path
 
     @property
     def totals(self) -> dict[str, Any]:
@@ -100,6 +121,7 @@ class Manifest:
             "versions": self.versions,
             "tokenizer_file": self.tokenizer_file,
             "created": self.created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "input_root": self.input_root,
             "totals": self.totals,
             "shards": [s.to_json() for s in self.shards],
         }
@@ -113,7 +135,8 @@ class Manifest:
         try:
             shards = [ShardEntry.from_json(s, where) for s in data["shards"]]
             manifest = cls(
-                data["spec"], data["fingerprint"], shards, data["versions"], data["tokenizer_file"], data["created"]
+                data["spec"], data["fingerprint"], shards, data["versions"], data["tokenizer_file"], data["created"],
+                input_root=data.get("input_root"),  # absent from manifests of earlier versions
             )
         except KeyError as e:
             raise CacheError(f"{where}: manifest lacks {e}") from e

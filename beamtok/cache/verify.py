@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from dataclasses import dataclass, field
 
@@ -13,7 +14,7 @@ from beamtok.cache.reader import Cache, size_problem
 from beamtok.errors import BeamtokError
 from beamtok.progress import Progress
 from beamtok.shard import ShardCursor, ShardProcessor
-from beamtok.sources.urls import Shard
+from beamtok.sources.urls import Shard, is_remote
 
 __all__ = ["VerifyReport", "verify_cache"]
 
@@ -36,12 +37,20 @@ class VerifyReport:
 
 
 def verify_cache(
-    directory: str, *, sample: int = 2, seed: int = 0, fingerprint: str | None = None, progress: bool = False
+    directory: str,
+    *,
+    sample: int = 2,
+    seed: int = 0,
+    fingerprint: str | None = None,
+    progress: bool = False,
+    source_root: str | None = None,
 ) -> VerifyReport:
     """Check every shard file (present, size, SHA-256, row count), then re-run the per-shard
     step on ``sample`` randomly chosen shards (all if ``sample`` is larger) and compare every
     row and field. Manifest problems (and a spec other than ``fingerprint``) raise CacheError;
-    everything else is reported. ``progress`` shows the bytes checked and rows compared."""
+    everything else is reported. ``progress`` shows the bytes checked and rows compared.
+    Inputs are found from any working directory (see ``Manifest.input_path``); ``source_root``
+    stands for the build's directory when the inputs have moved."""
     cache = Cache(directory, fingerprint=fingerprint, check_files=False)  # file problems are reported below
     manifest = cache.manifest
     report = VerifyReport(shards=len(manifest.shards))
@@ -80,7 +89,13 @@ def verify_cache(
         with Progress(sum(manifest.shards[i].rows for i in chosen), "verify re-run", "rows", enabled=progress) as rerun:
             for index in chosen:
                 report.shards_compared.append(index)
-                problem = _compare_shard(cache, processor, Shard(index, manifest.shards[index].url), report, rerun)
+                url = manifest.shards[index].url
+                path = manifest.input_path(url, source_root)
+                if not is_remote(path) and not path.startswith("memory://") and not os.path.exists(path):
+                    hint = "pass --source-root DIR (the directory that now holds the inputs)" if source_root is None else "check --source-root"
+                    report.problems.append(f"shard {index}: cannot re-run: input {url} is not at {path}; {hint}")
+                    continue
+                problem = _compare_shard(cache, processor, Shard(index, path), report, rerun)
                 if problem:
                     report.problems.append(problem)
     return report
