@@ -93,3 +93,20 @@ def test_state_of_a_never_iterated_adapter_starts_nothing(make_shards, tokenizer
     state = ds.to_torch().state_dict()
     assert not multiprocessing.active_children()
     assert state == json.loads(json.dumps(ds.iter().state_dict()))
+
+
+@pytest.mark.parametrize("tensors", ["torch", "numpy"])
+def test_default_dataloader_batch_size_passes_beamtok_batches_through(make_shards, tokenizer_dir, tensors):
+    from beamtok import ConfigError
+
+    paths = make_shards(2, docs_per_shard=6)
+    ds = Dataset.from_files(paths).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32).batch(3, tensors=tensors)
+    unbatched = list(torch.utils.data.DataLoader(ds.to_torch(), batch_size=None))
+    default = list(torch.utils.data.DataLoader(ds.to_torch()))  # batch_size=1: no extra leading dimension
+    assert len(default) == len(unbatched) and default[0]["input_ids"].shape == (3, 32)
+    assert all(isinstance(b["input_ids"], torch.Tensor) for b in default)
+    assert all(items_equal(a, b) for a, b in zip(default, unbatched))
+    with pytest.raises(ConfigError, match=r"batches 2 of beamtok's batches together.*batch_size=None"):
+        next(iter(torch.utils.data.DataLoader(ds.to_torch(), batch_size=2)))
+    examples = Dataset.from_files(paths).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32)
+    assert next(iter(torch.utils.data.DataLoader(examples.to_torch(), batch_size=4)))["input_ids"].shape == (4, 32)

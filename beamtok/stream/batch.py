@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.stream.collate import collate
+from beamtok.stream.collate import Batched, collate
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
 from beamtok.validate import check_choice, check_int
 
@@ -44,4 +44,4 @@ class BatchNode(StageNode):
         examples = list(itertools.islice(self.upstream, self.config.size))
         if not examples or (self.config.drop_last and len(examples) < self.config.size):
             raise StopIteration
-        return collate(examples, self.pad_id, self.config.tensors)
+        return Batched(collate(examples, self.pad_id, self.config.tensors))

@@ -6,9 +6,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["collate"]
+__all__ = ["Batched", "collate"]
 
 PAD_VALUES = {"input_ids": None, "labels": -100}  # None: the tokenizer's pad id
+
+
+class Batched(dict):
+    """A batch made by ``Dataset.batch()``: a plain dict of stacked fields, marked so that a
+    torch DataLoader that would batch it again can tell (see ``beamtok.stream.torch_dataset``)."""
 
 
 def collate(examples: list[dict[str, Any]], pad_id: int, tensors: str = "numpy") -> dict[str, Any]:

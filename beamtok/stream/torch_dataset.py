@@ -12,6 +12,11 @@ A plain ``torch.utils.data.DataLoader`` with workers iterates copies of this obj
 processes, so the copy in the training process cannot know where they are: its
 ``state_dict()`` then refuses instead of returning a wrong state. With ``num_workers=0`` it
 is exact.
+
+A dataset with a ``.batch()`` stage yields whole batches. A DataLoader left at its default
+``batch_size=1`` hands each one to ``default_collate`` in a list of one, which would add a
+leading dimension of 1: that case passes the batch through unchanged. Any other
+``batch_size`` would stack several batches into one, and is refused with the fix.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch.utils.data
 
-from beamtok.errors import StateError
+from beamtok.errors import ConfigError, StateError
+from beamtok.stream.collate import Batched
 from beamtok.stream.iterator import DatasetIterator
 
 if TYPE_CHECKING:
@@ -114,6 +120,29 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         self.__dict__.update(state)
         if self._iterated_in_worker is None:
             self._iterated_in_worker = multiprocessing.Value("b", 0, lock=False)
+
+
+def _collate_batched(batch: list[Batched], *, collate_fn_map: Any = None) -> Batched:
+    """default_collate for beamtok's own batches: one passes through, several are refused."""
+    if len(batch) == 1:
+        return torch.utils.data.default_convert(batch[0])  # as with batch_size=None: numpy arrays become tensors
+    raise ConfigError(
+        f"the DataLoader batches {len(batch)} of beamtok's batches together, but the dataset already batches "
+        "(.batch(n)): create the loader with batch_size=None, or drop .batch() and let the loader batch examples"
+    )
+
+
+def _register_collate() -> None:
+    # default_collate looks an element's type up in this map before its generic dict branch;
+    # the map is torch's documented hook for custom types (torch >= 2.0).
+    from torch.utils.data._utils import collate as torch_collate
+
+    registry = getattr(torch_collate, "default_collate_fn_map", None)
+    if isinstance(registry, dict):
+        registry[Batched] = _collate_batched
+
+
+_register_collate()
 
 
 def _spawning() -> bool:
