@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -22,8 +23,9 @@ __all__ = ["main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DEMO_DATA = "data/corpus/shakespeare-{00..03}.jsonl"
-DEMO_TOKENIZER = "data/tokenizers/gpt2"
+DEMO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo")  # shipped inside the package
+DEMO_DATA = os.path.join(DEMO_DIR, "corpus", "shakespeare-{04..05}.jsonl.gz")
+DEMO_TOKENIZER = os.path.join(DEMO_DIR, "gpt2")
 
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -105,8 +107,8 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--data", "urls", multiple=True, default=[DEMO_DATA], show_default=True, help="Input URL patterns.")
-@click.option("--tokenizer", default=DEMO_TOKENIZER, show_default=True, help="Tokenizer directory or hub name.")
+@click.option("--data", "urls", multiple=True, default=[DEMO_DATA], help="Input URL patterns. [default: Shakespeare shipped with beamtok]")
+@click.option("--tokenizer", default=DEMO_TOKENIZER, help="Tokenizer directory or hub name. [default: GPT-2 shipped with beamtok]")
 @click.option("--seq-len", default=64, show_default=True, help="Tokens per packed row.")
 @click.option("--batch-size", default=2, show_default=True)
 @click.option("--batches", default=2, show_default=True, help="How many batches to print.")
@@ -117,7 +119,9 @@ def demo(urls: tuple[str, ...], tokenizer: str, seq_len: int, batch_size: int, b
     """Stream packed batches of the shipped corpus on the fly and print them decoded.
 
     It also saves the stream's state after the first batch, resumes a fresh iterator from
-    it, and checks that the resumed stream continues exactly where the first left off.
+    it, and checks that the resumed stream continues exactly where the first left off (exit
+    status 1 if not). The corpus and tokenizer ship inside the package, so it runs from any
+    directory after ``pip install beamtok``.
     """
     from beamtok import Dataset, load_tokenizer
 

@@ -4,6 +4,7 @@ install that imports. (No Docker engine runs here, so the image itself is not bu
 from __future__ import annotations
 
 import re
+import os
 import shlex
 import subprocess
 import sys
@@ -46,6 +47,21 @@ def test_setup_file_package_carries_the_pipeline(tmp_path):
     assert not any(n.startswith("pipelines/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "beamtok = beamtok.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    for demo in ("demo/gpt2/vocab.json", "demo/gpt2/merges.txt", "demo/gpt2/tokenizer_config.json", "demo/corpus/shakespeare-04.jsonl.gz"):
+        assert f"beamtok/{demo}" in names
+    # `beamtok demo` from the installed files alone, in a directory with no data/ of its own
+    installed = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(installed)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    demo = subprocess.run([sys.executable, "-m", "beamtok.cli", "demo", "--batches", "1"], capture_output=True, text=True, cwd=elsewhere, env=env)
+    assert demo.returncode == 0, demo.stderr
+    assert "resumed stream identical: True" in demo.stdout and str(installed / "beamtok" / "demo" / "gpt2") in demo.stdout
+    broken = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "demo", "--data", str(elsewhere / "none.jsonl")], capture_output=True, text=True, cwd=elsewhere, env=env
+    )
+    assert broken.returncode == 2 and "none.jsonl: file not found" in broken.stderr
 
 
 def test_pipeline_program_builds_a_cache(tmp_path):
