@@ -224,6 +224,20 @@ def load_cache_config(path: str | None) -> dict[str, Any]:
     return config
 
 
+def _on_the_command_line(tokenize_chat: F) -> F:
+    """``tokenize_chat`` whose missing-template error names the command-line option."""
+    from beamtok.transforms.sft import NoChatTemplate
+
+    @functools.wraps(tokenize_chat)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return tokenize_chat(*args, **kwargs)
+        except NoChatTemplate as e:
+            raise NoChatTemplate(e.tokenizer_name, "--chat-template FILE (a Jinja template)") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
 def build_cache_dataset(options: dict[str, Any]) -> Any:
     """The on-the-fly dataset whose per-shard step the cache stores."""
     from beamtok import Dataset
@@ -252,7 +266,7 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
     if kind == "sft":
         ds = ds.tokenize_sft(options["tokenizer"], prompt=options["prompt_field"], completion=options["completion_field"], **sft)
     elif kind == "chat":
-        ds = ds.tokenize_chat(options["tokenizer"], template=options.get("chat_template"), messages=options["messages_field"], **sft)
+        ds = _on_the_command_line(ds.tokenize_chat)(options["tokenizer"], template=options.get("chat_template"), messages=options["messages_field"], **sft)
     else:
         ds = ds.tokenize(options["tokenizer"])
         bos, eos = options.get("bos", True) is not False, options.get("eos", True) is not False
@@ -455,6 +469,7 @@ def head(
 @click.option("--prompt-field", default="prompt", show_default=True)
 @click.option("--completion-field", default="completion", show_default=True)
 @click.option("--messages-field", default="messages", show_default=True)
+@click.option("--chat-template", help="Input files, --format chat: Jinja chat template file (default: the tokenizer's).")
 @click.option("--input-format", type=click.Choice(["auto", "jsonl", "parquet", "arrow", "text"]), default="auto", show_default=True)
 @click.option("--on-error", type=click.Choice(["raise", "skip"]), default="skip", show_default=True, help="Input files: bad documents.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
@@ -471,6 +486,7 @@ def stats(
     prompt_field: str,
     completion_field: str,
     messages_field: str,
+    chat_template: str | None,
     input_format: str,
     on_error: str,
     as_json: bool,
@@ -500,7 +516,7 @@ def stats(
         if format_ == "sft":
             ds = ds.tokenize_sft(tokenizer, prompt=prompt_field, completion=completion_field)
         elif format_ == "chat":
-            ds = ds.tokenize_chat(tokenizer, messages=messages_field)
+            ds = _on_the_command_line(ds.tokenize_chat)(tokenizer, template=chat_template, messages=messages_field)
         else:
             ds = ds.tokenize(tokenizer).ensure_bos_eos()
         summary, gathered = files_stats(ds, documents=documents)

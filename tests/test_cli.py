@@ -296,3 +296,20 @@ def test_verify_finds_inputs_from_any_directory_and_after_they_move(tmp_path, mo
     assert code == 0, err
     code, out, err = run("verify", str(tmp_path / "c"), "-q", "--shards", "0")
     assert code == 0 and "no shard was re-run" in out and "row by row" not in out
+
+
+def test_missing_chat_template_names_the_option_where_it_was_called(tmp_path):
+    import json
+
+    from conftest import ROOT
+
+    chat = str(ROOT / "data" / "sft" / "pydocs-chat.jsonl")
+    code, _, err = run("cache", chat, "-o", str(tmp_path / "c"), "--format", "chat", "--tokenizer", TOKENIZER, "--seq-len", "128")
+    assert code == 2 and err.strip() == f"beamtok: error: tokenizer {TOKENIZER!r} has no chat template; pass --chat-template FILE (a Jinja template)"
+    code, _, err = run("stats", chat, "--format", "chat", "--tokenizer", TOKENIZER)
+    assert code == 2 and "pass --chat-template FILE" in err
+    code, out, err = run("stats", chat, "--format", "chat", "--tokenizer", TOKENIZER, "--chat-template", str(ROOT / "data" / "sft" / "chat_template.jinja"), "--json")
+    assert code == 0, err
+    assert json.loads(out)["read"]["prompt_tokens"]["count"] > 0
+    with pytest.raises(ConfigError, match=r"has no chat template; pass template= \(a Jinja file or string\)"):
+        Dataset.from_files([chat]).tokenize_chat(TOKENIZER)

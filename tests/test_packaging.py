@@ -3,8 +3,8 @@ install that imports. (No Docker engine runs here, so the image itself is not bu
 
 from __future__ import annotations
 
-import re
 import os
+import re
 import shlex
 import subprocess
 import sys

@@ -109,11 +109,19 @@ def truncate_to(doc: TokenDoc, max_length: int | None, truncation: str) -> tuple
     return TokenDoc(doc.ids[cut], doc.mask[cut] if doc.mask is not None else None), True
 
 
+class NoChatTemplate(ConfigError):
+    """The tokenizer has no chat template and none was given."""
+
+    def __init__(self, tokenizer_name: str, option: str = "template= (a Jinja file or string)") -> None:
+        super().__init__(f"tokenizer {tokenizer_name!r} has no chat template; pass {option}")
+        self.tokenizer_name = tokenizer_name
+
+
 def load_template_source(template: str | None, tokenizer_template: str | None, tokenizer_name: str) -> str:
     """A chat template from a file path, a template string, or the tokenizer's own."""
     if template is None:
         if not tokenizer_template:
-            raise ConfigError(f"tokenizer {tokenizer_name!r} has no chat template; pass template= (a Jinja file or string)")
+            raise NoChatTemplate(tokenizer_name)
         return tokenizer_template
     if "{" not in template and os.path.isfile(template):
         with open(template, encoding="utf-8") as f:
