@@ -71,8 +71,8 @@ def test_mistakes_are_refused_by_name(saved, tmp_path):
         Dataset.from_hf(str(saved / "dict"), split="validation")
     with pytest.raises(ConfigError, match=r"holds several splits \(\['test', 'train'\]\)"):
         Dataset.from_hf(datasets.load_from_disk(str(saved / "dict")))
-    with pytest.raises(ConfigError, match="IterableDataset cannot be cut"):
-        Dataset.from_hf(datasets.Dataset.from_dict({"text": ["a"]}).to_iterable_dataset())
+    with pytest.raises(ConfigError, match=r"read in its own 2 shards; drop shards="):
+        Dataset.from_hf(datasets.Dataset.from_dict({"text": ["a", "b"]}).to_iterable_dataset(num_shards=2), shards=4)
     with pytest.raises(ConfigError, match="no such directory"):
         Dataset.from_hf(str(tmp_path / "missing"))
     (tmp_path / "broken").mkdir()
@@ -100,3 +100,23 @@ def test_cli_caches_a_saved_dataset(saved, tmp_path):
     assert_items_equal(list(Dataset.from_cache(str(out))), list(packed(Dataset.from_hf(str(saved / "dict"), split="test"))))
     both = subprocess.run([*cmd, "extra.jsonl"], capture_output=True, text=True, timeout=600)
     assert both.returncode != 0 and "either URL arguments or --hf-dataset" in both.stderr
+
+
+def test_streamed_iterable_dataset_is_read_in_its_shards_and_resumes(tokenizer_dir):
+    from conftest import real_paragraphs
+
+    texts = real_paragraphs(50)
+    streamed = datasets.Dataset.from_dict({"text": texts}).to_iterable_dataset(num_shards=3)
+    ds = Dataset.from_hf(streamed)
+    assert len(ds.shards) == 3
+    in_shard_order = [row["text"] for i in range(3) for row in streamed.shard(num_shards=3, index=i)]
+    assert sorted(in_shard_order) == sorted(texts)
+    from transformers import AutoTokenizer
+
+    reference = AutoTokenizer.from_pretrained(tokenizer_dir)
+    documents = list(ds.tokenize(tokenizer_dir))
+    assert [reference.decode(d["input_ids"]) for d in documents] == in_shard_order
+    check_resumption(lambda: packed(Dataset.from_hf(streamed)).batch(3), random_steps=6)
+    it = packed(Dataset.from_hf(streamed)).iter()
+    list(it)
+    assert it.stats()["documents"]["read"] == 50

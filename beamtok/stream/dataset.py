@@ -195,6 +195,9 @@ class Dataset:
         """Read a Hugging Face dataset.
 
         A loaded ``datasets.Dataset`` (map-style) is read in ``shards`` column slices. A
+        ``datasets.IterableDataset`` (streamed) is read in its own shards; its cursor is the
+        row number in a shard, so a resume re-reads (never re-tokenizes) that shard's rows
+        before the cursor. A
         string names the dataset's files instead, one shard per file, read as beamtok reads
         any file (and cacheable by ``beamtok cache --hf-dataset``): a directory written by
         ``save_to_disk`` (a ``DatasetDict``'s: pick ``split``), a directory of data files, or a
@@ -208,10 +211,12 @@ class Dataset:
         if kind in ("DatasetDict", "IterableDatasetDict"):
             raise ConfigError(f"from_hf(): a {kind} holds several splits ({sorted(dataset)}); pass one, e.g. dataset['train']")
         if kind == "IterableDataset":
-            raise ConfigError(
-                "from_hf(): a streamed IterableDataset cannot be cut into resumable shards; pass the dataset's "
-                "name or directory (from_hf('owner/name') reads its files), or a map-style Dataset"
-            )
+            if shards != 1:
+                raise ConfigError(f"from_hf(): an IterableDataset is read in its own {dataset.num_shards} shards; drop shards=")
+            count = max(1, int(getattr(dataset, "num_shards", 1) or 1))
+            spec = Spec(SourceSpec("memory", text_field), on_error=on_error)  # type: ignore[arg-type]
+            parts = tuple(Shard(i, f"memory://hf-iterable/{i}", HfIterableShard(dataset, count, i)) for i in range(count))
+            return cls(_Plan(parts, spec))
         return cls.from_sequence(dataset, text_field=text_field, shards=shards, on_error=on_error)
 
     # ------------------------------------------------------- per-shard stages
@@ -619,6 +624,20 @@ def beam_args(options: dict[str, Any]) -> list[str]:
         elif value is not False and value is not None:
             args.append(f"--{key}={value}")
     return args
+
+
+@dataclasses.dataclass(frozen=True)
+class HfIterableShard:
+    """One of a Hugging Face ``IterableDataset``'s shards, iterated afresh on each call."""
+
+    dataset: Any
+    count: int
+    index: int
+
+    def __call__(self) -> Iterable[Any]:
+        if self.count == 1:
+            return iter(self.dataset)
+        return iter(self.dataset.shard(num_shards=self.count, index=self.index))
 
 
 def _bos_policy(tok: Tokenizer, bos: bool | None) -> bool:
