@@ -134,7 +134,7 @@ def demo(urls: tuple[str, ...], tokenizer: str, seq_len: int, batch_size: int, b
         .shuffle(window=256, seed=seed)
         .batch(batch_size)
     )
-    click.echo(f"{ds!r}\ntokenizer: {tok!r}\n")
+    click.echo(f"{ds!r}\ntokenizer: {tok!r}\nengine: {tok.engine}\n")
     started = time.perf_counter()
     it = ds.iter()
     first = next(it)
@@ -520,6 +520,9 @@ def stats(
         else:
             ds = ds.tokenize(tokenizer).ensure_bos_eos()
         summary, gathered = files_stats(ds, documents=documents)
+        from beamtok import load_tokenizer
+
+        summary["tokenizer_engine"] = load_tokenizer(tokenizer).engine
     if plot is not None:
         from beamtok.plots import plot_stats
 

@@ -220,6 +220,8 @@ def describe_stats(summary: dict[str, Any]) -> str:
         sample = summary["sample"]
         whole = "whole files" if sample["complete"] else f"the first {sample['documents_per_file']:,} documents of each file"
         lines.append(f"{len(summary['shards'])} input file(s), {whole}: {read['rows']:,} examples, {read['tokens']:,} tokens")
+        if "tokenizer_engine" in summary:
+            lines.append(f"tokenized by {summary['tokenizer_engine']}")
     skipped = ", ".join(f"{reason} {n:,}" for reason, n in docs["skipped"].items()) or "none"
     lines.append(f"documents: {docs['read']:,} read, {docs['emitted']:,} emitted, skipped: {skipped}; truncated: {docs['truncated']:,}")
     lines.append(

@@ -199,8 +199,8 @@ class FilterStep(_UserStep):
 class TokenizeStep(Step):
     """Tokenize the text field into ``input_ids``.
 
-    ``backend`` ("hf" or "tiktoken") is not part of the JSON form or the fingerprint: tiktoken
-    is only used where it is proven exact, so both give the same tokens.
+    ``backend`` ("auto", "hf" or "tiktoken") is not part of the JSON form or the fingerprint:
+    tiktoken is only used where it is proven exact, so every backend gives the same tokens.
     """
 
     OP = "tokenize"
@@ -209,10 +209,10 @@ class TokenizeStep(Step):
     tokenizer: TokenizerRef
     field: str
     add_special_tokens: bool = True
-    backend: str = dataclasses.field(default="hf", metadata=NOT_SERIALIZED)
+    backend: str = dataclasses.field(default="auto", metadata=NOT_SERIALIZED)
 
     def __post_init__(self) -> None:
-        check_choice(self.backend, "backend", ("hf", "tiktoken"))
+        check_choice(self.backend, "backend", ("auto", "hf", "tiktoken"))
 
     @property
     def tokenizer_ref(self) -> TokenizerRef:

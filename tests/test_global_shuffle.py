@@ -67,7 +67,7 @@ def test_windows_keep_reads_local(cached, in_order):
 def test_resume_is_exact_across_epochs(cached):
     make = lambda: cached.global_shuffle(seed=2, window=None).repeat(2).batch(5)  # noqa: E731
     report = check_resumption(make, random_steps=10, seed=1)
-    assert report.max_state_bytes < 1000  # positions, counters and part hashes
+    assert report.max_state_bytes < 1500  # positions, counters, delivered counts and the pipeline parts
 
 
 def test_readers_share_one_global_order_for_any_count(cached):

@@ -65,7 +65,7 @@ def test_state_dict_does_not_drain_the_workers(make_shards, tokenizer_dir):
     busy = [w.task.id for w in pool._workers if w.task is not None]
     state = it.state_dict()
     assert busy and [w.task.id for w in pool._workers if w.task is not None] == busy  # still running the same shards
-    assert len(json.dumps(state)) < 1024
+    assert len(json.dumps(state)) < 1536  # positions and counts, no tokens
     it.close()
     assert not pool._workers
 

@@ -229,11 +229,15 @@ class Dataset:
         """Keep documents for which ``fn(record)`` is true; others count as ``filtered``."""
         return self._add_step(FilterStep(name or callable_name(fn), fn))
 
-    def tokenize(self, tokenizer: Any, *, field: str | None = None, add_special_tokens: bool = True, backend: str = "hf") -> Dataset:
+    def tokenize(self, tokenizer: Any, *, field: str | None = None, add_special_tokens: bool = True, backend: str = "auto") -> Dataset:
         """Tokenize the text field with a fast tokenizer (a path, hub name or loaded tokenizer).
 
-        ``backend="tiktoken"`` encodes through tiktoken, several times faster, for byte-level
-        BPE tokenizers it reproduces exactly (GPT-2 and the like); others are refused.
+        ``backend="auto"`` encodes through tiktoken, several times faster, when the tokenizer
+        is byte-level BPE that tiktoken reproduces exactly (GPT-2, cl100k, o200k, Llama-3 and
+        the like: checked from its files, then on probe strings), and through Hugging Face
+        ``tokenizers`` otherwise; ``"tiktoken"`` insists on the fast path (refusing a tokenizer
+        it cannot reproduce), ``"hf"`` never takes it. The tokens, and so the fingerprints and
+        states, are the same whichever runs.
         """
         self._plan.origin.check_step("tokenize")
         tok = load_tokenizer(tokenizer)

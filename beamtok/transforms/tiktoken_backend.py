@@ -1,15 +1,21 @@
-"""An exact tiktoken encoder for byte-level BPE tokenizers (GPT-2 and its kind).
+"""An exact tiktoken encoder for byte-level BPE tokenizers (GPT-2, cl100k, o200k, Llama-3,
+Qwen2 and their kind).
 
 tiktoken encodes several times faster than the Rust ``tokenizers`` library. It is exact for a
-Hugging Face tokenizer only when that tokenizer is plain byte-level BPE: no normalizer, the
-ByteLevel pre-tokenizer with GPT-2's split pattern and no prefix space, a BPE model whose
-merge order is its id order (tiktoken ranks merges by id), no special tokens added around the
-text, and added tokens without strip options. Anything else is refused, never approximated.
+Hugging Face tokenizer only when that tokenizer is plain byte-level BPE: no normalizer but
+NFC (applied here before encoding), a split pattern (the ByteLevel pre-tokenizer's own GPT-2
+split, or a ``Split`` regex followed by ByteLevel without its own split), no prefix space, a
+BPE model whose merge order is its id order (tiktoken ranks merges by id), no byte fallback,
+no special tokens added around the text, and added tokens without strip options. Anything
+else is refused, never approximated. What passes these checks must then encode a set of hard
+strings (whitespace runs, digits, CJK, emoji sequences, combining marks, control characters,
+added tokens inside text, very long words) exactly as ``tokenizers`` does, or it is refused.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,10 +23,22 @@ import numpy as np
 
 from beamtok.errors import ConfigError
 
-__all__ = ["GPT2_PATTERN", "TiktokenEncoder"]
+__all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder"]
 
 # GPT-2's pre-tokenization split, as the ByteLevel pre-tokenizer applies it.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+# Strings where byte-level BPE engines tend to part ways; each must encode identically.
+PROBES = (
+    "", " ", "  ", "\t\t x", "a  b   c    d", "trailing   ", "\n\n\n", "\r\n\r\nx", " \n \n  \n", "line\n  indented\n\tTab",
+    "1234567890 12 123 1234", "3.14159e-10, -42, +7, 1,000,000", "x²³ ½ ⅓ ٣٤٥ ໒໓",
+    "中文字符和日本語のテキスト、한국어 텍스트。", "Ελληνικά Русский עברית العربية हिन्दी",
+    "emoji 😀👍🏽 👩‍👩‍👧‍👦 🏳️‍🌈 ❤️", "e\u0301 a\u0308 n\u0303 ü é", "\u200b\u200d\ufeff zero width", "ctrl \x00\x01\x1f\x7f end",
+    "don't I'LL we'Ve they'RE it's", "CamelCaseWordsAndALLCAPS snake_case kebab-case", "https://example.com/a?b=c&d=e#f",
+    "<|endoftext|>inside<|endoftext|> text", "a" * 300, "ab" * 200 + "!", "  " * 40 + "x", "\u00a0\u2003\u3000 odd spaces",
+    "def f(x):\n    return x ** 2  # comment\n", "{\"json\": [1, 2, {\"k\": null}]}",
+)
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -43,9 +61,9 @@ class TiktokenEncoder:
         try:
             import tiktoken
         except ImportError as e:
-            raise ConfigError("backend='tiktoken' needs the tiktoken package: pip install tiktoken") from e
+            raise ConfigError("the exact fast path needs the tiktoken package: pip install tiktoken") from e
         spec = json.loads(tokenizer_json)
-        self._check(spec, name)
+        pattern, self.nfc = self._check(spec, name)
         decode = _byte_decoder()
         # added tokens are split out of the text before BPE, by both libraries
         special = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
@@ -57,28 +75,52 @@ class TiktokenEncoder:
                 ranks[bytes(decode[ch] for ch in token)] = rank
             except KeyError as e:
                 raise ConfigError(f"tokenizer {name!r}: vocab entry {token!r} is not byte-level; tiktoken cannot reproduce it") from e
-        self.encoding = tiktoken.Encoding(name=f"beamtok:{name}", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
+        try:
+            self.encoding = tiktoken.Encoding(name=f"beamtok:{name}", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
+        except ValueError as e:
+            raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: tiktoken refuses it ({e})") from e
+        self._probe(tokenizer_json, name)
+
+    def _probe(self, tokenizer_json: str, name: str) -> None:
+        """Refuse unless the hard strings encode exactly as Hugging Face ``tokenizers`` does."""
+        from tokenizers import Tokenizer as RustTokenizer
+
+        reference = RustTokenizer.from_str(tokenizer_json)
+        want = [e.ids for e in reference.encode_batch_fast(list(PROBES), add_special_tokens=True)]
+        got = [ids.tolist() for ids in self.encode_batch(PROBES)]
+        for text, a, b in zip(PROBES, want, got):
+            if a != b:
+                raise ConfigError(
+                    f"tokenizer {name!r} cannot use the exact fast path: {text[:40]!r} encodes as {b[:8]}... "
+                    f"instead of {a[:8]}... (tokenizers)"
+                )
 
     @staticmethod
-    def _check(spec: dict[str, Any], name: str) -> None:
-        def refuse(why: str) -> ConfigError:
-            return ConfigError(f"tokenizer {name!r} cannot use backend='tiktoken' exactly: {why}")
+    def _check(spec: dict[str, Any], name: str) -> tuple[str, bool]:
+        """The split pattern and whether NFC comes first, or ConfigError naming what is not exact."""
 
-        if spec.get("normalizer") is not None:
-            raise refuse("it has a normalizer")
-        pre = spec.get("pre_tokenizer") or {}
-        if not (pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and not pre.get("add_prefix_space")):
-            raise refuse(f"its pre-tokenizer is {pre.get('type')}, not GPT-2's ByteLevel split without prefix space")
+        def refuse(why: str) -> ConfigError:
+            return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (tiktoken): {why}")
+
+        normalizer = spec.get("normalizer")
+        if normalizer is not None and normalizer.get("type") != "NFC":
+            raise refuse(f"its normalizer is {normalizer.get('type')} (only NFC can be applied exactly)")
+        pattern = _split_pattern(spec.get("pre_tokenizer") or {}, refuse)
         model = spec["model"]
         if model.get("type") != "BPE" or model.get("dropout") or model.get("unk_token") or model.get("byte_fallback"):
-            raise refuse("its model is not plain BPE")
-        if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix") or model.get("ignore_merges"):
-            raise refuse("its BPE model uses affixes or ignore_merges")
+            raise refuse("its model is not plain byte-level BPE (dropout, unk token or byte fallback)")
+        if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+            raise refuse("its BPE model uses subword affixes")
         post = spec.get("post_processor") or {}
-        if post.get("type") not in (None, "ByteLevel", "TemplateProcessing") or post.get("special_tokens"):
-            raise refuse("its post-processor adds tokens around the text")
-        if post.get("type") == "TemplateProcessing" and post.get("single") != [{"Sequence": {"id": "A", "type_id": 0}}]:
-            raise refuse("its post-processor template adds tokens around the text")
+        if post.get("type") == "Sequence":
+            steps = post.get("processors", [])
+        else:
+            steps = [post] if post else []
+        for step in steps:
+            if step.get("type") not in ("ByteLevel", "TemplateProcessing") or step.get("special_tokens"):
+                raise refuse("its post-processor adds tokens around the text")
+            if step.get("type") == "TemplateProcessing" and step.get("single") != [{"Sequence": {"id": "A", "type_id": 0}}]:
+                raise refuse("its post-processor template adds tokens around the text")
         for added in spec.get("added_tokens", []):
             if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
                 raise refuse(f"added token {added['content']!r} has matching options tiktoken does not have")
@@ -90,8 +132,30 @@ class TiktokenEncoder:
             if rank is None or rank <= previous:
                 raise refuse("its merge order is not its id order")
             previous = rank
+        return pattern, normalizer is not None
 
     def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         # one thread, like one Rust tokenizer per core: parallelism comes from worker processes
-        encoded = self.encoding.encode_batch(list(texts), num_threads=1, allowed_special="all", disallowed_special=())
+        batch = [unicodedata.normalize("NFC", t) for t in texts] if self.nfc else list(texts)
+        encoded = self.encoding.encode_batch(batch, num_threads=1, allowed_special="all", disallowed_special=())
         return [np.asarray(ids, dtype=np.int32) for ids in encoded]
+
+
+def _split_pattern(pre: dict[str, Any], refuse: Any) -> str:
+    """The regex a byte-level pre-tokenizer splits with: GPT-2's for ByteLevel with its own
+    split, or a Split step's followed by a ByteLevel that does not split again."""
+    if pre.get("type") == "ByteLevel":
+        if not pre.get("use_regex", True) or pre.get("add_prefix_space"):
+            raise refuse("its ByteLevel pre-tokenizer adds a prefix space or does not split")
+        return GPT2_PATTERN
+    if pre.get("type") == "Sequence":
+        steps = pre.get("pretokenizers", [])
+        if len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel":
+            split, level = steps
+            regex = (split.get("pattern") or {}).get("Regex")
+            if regex is None or split.get("behavior") != "Isolated" or split.get("invert"):
+                raise refuse("its Split step is not an isolating regex split")
+            if level.get("use_regex") or level.get("add_prefix_space"):
+                raise refuse("its ByteLevel step splits again or adds a prefix space")
+            return str(regex)
+    raise refuse(f"its pre-tokenizer is {pre.get('type')}, not a regex split followed by ByteLevel")

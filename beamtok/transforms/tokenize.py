@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -15,6 +16,8 @@ import numpy as np
 from beamtok.errors import ConfigError
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Tokenizer",
@@ -61,6 +64,7 @@ class Tokenizer:
         self.pad_id: int = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
         self.vocab_size: int = len(hf) if hf is not None else backend.get_vocab_size(with_added_tokens=True)
         self._tiktoken: TiktokenEncoder | None = None
+        self._fast_refusal: str | None = None  # why the exact fast path is not used, once known
         serialized = self.backend.to_str()
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
         self.fingerprint = hashlib.sha256((serialized + specials).encode()).hexdigest()[:20]
@@ -128,9 +132,32 @@ class Tokenizer:
             self._tiktoken = TiktokenEncoder(self.backend.to_str(), self.name)
         return self._tiktoken
 
-    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True, backend: str = "hf") -> list[np.ndarray]:
-        """Token ids of each text, as int32 arrays."""
+    def fast_path(self) -> TiktokenEncoder | None:
+        """The exact tiktoken encoder when this tokenizer qualifies (and tiktoken is
+        installed), else None; the reason is kept in :attr:`engine`."""
+        if self._tiktoken is None and self._fast_refusal is None:
+            try:
+                self.tiktoken()
+            except ConfigError as e:
+                self._fast_refusal = str(e)
+                log.debug("%s", e)
+            else:
+                log.debug("tokenizer %r: the exact tiktoken fast path passed its checks and probes", self.name)
+        return self._tiktoken
+
+    @property
+    def engine(self) -> str:
+        """Which engine ``backend="auto"`` uses, and why."""
+        if self.fast_path() is not None:
+            return "tiktoken (exact fast path: checks and probe strings passed)"
+        return f"tokenizers ({self._fast_refusal})"
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True, backend: str = "auto") -> list[np.ndarray]:
+        """Token ids of each text, as int32 arrays. ``backend``: "auto" (tiktoken where it is
+        proven exact, else ``tokenizers``), "tiktoken" (refused where not exact) or "hf"."""
         if backend == "tiktoken":
+            return self.tiktoken().encode_batch(texts)
+        if backend == "auto" and self.fast_path() is not None:
             return self.tiktoken().encode_batch(texts)
         encodings = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [np.asarray(e.ids, dtype=np.int32) for e in encodings]

