@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from beamtok.cache.manifest import MANIFEST, Manifest, ShardEntry
+from beamtok.cache.manifest import MANIFEST, Manifest, ShardEntry, versions
 from beamtok.cache.progress import ShardReporter
 from beamtok.cache.storage import Storage
 from beamtok.cache.writer import completed_entry, write_shard
@@ -146,24 +145,6 @@ class BuildCache(beam.PTransform):
             | "Collect" >> beam.combiners.ToList()
             | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file, self.input_root))
         )
-
-
-def versions() -> dict[str, str]:
-    """Versions recorded in a cache's manifest."""
-    import pyarrow
-    import tokenizers
-
-    import beamtok
-
-    found = {"beamtok": beamtok.__version__, "apache_beam": beam.__version__, "tokenizers": tokenizers.__version__, "pyarrow": pyarrow.__version__}
-    try:
-        import transformers
-
-        found["transformers"] = transformers.__version__
-    except ImportError:
-        pass
-    found["python"] = sys.version.split()[0]
-    return found
 
 
 def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:

@@ -22,7 +22,7 @@ from beamtok.errors import CacheError, ConfigError
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 
-__all__ = ["check_counters", "prepare_output", "run_cache"]
+__all__ = ["check_counters", "other_cache", "prepare_output", "run_cache"]
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, overwrite: bool) -> None:
     """Refuse a directory holding another cache (unless ``overwrite``, which empties it);
     mark it unfinished until the new manifest is written."""
-    problem = _other_cache(storage, spec, shards)
+    problem = other_cache(storage, spec, shards)
     if problem is not None and not overwrite:
         raise CacheError(f"{storage.url} {problem}; pass --overwrite to replace it, or choose another --output")
     if problem is not None:
@@ -41,7 +41,7 @@ def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, ove
     storage.delete_stale_temporaries(SHARDS_DIR)
 
 
-def _other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard]) -> str | None:
+def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard]) -> str | None:
     """What makes the directory's cache another one than (spec, shards), or None."""
     urls = [s.url for s in shards]
     if storage.exists(MANIFEST):

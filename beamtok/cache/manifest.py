@@ -17,7 +17,7 @@ from beamtok.cache.storage import Storage, check_relative
 from beamtok.errors import CacheError
 from beamtok.sources.urls import is_remote
 
-__all__ = ["MANIFEST", "MANIFEST_FORMAT", "Manifest", "ShardEntry", "read_manifest", "shard_file", "sidecar_file"]
+__all__ = ["MANIFEST", "MANIFEST_FORMAT", "Manifest", "ShardEntry", "read_manifest", "shard_file", "sidecar_file", "versions"]
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -159,3 +159,18 @@ def read_manifest(storage: Storage) -> Manifest:
     except json.JSONDecodeError as e:
         raise CacheError(f"{where}: not valid JSON: {e}") from e
     return Manifest.from_json(data, where)
+
+
+def versions() -> dict[str, str]:
+    """Versions recorded in a cache's manifest (of installed distributions: nothing is imported)."""
+    import sys
+    from importlib import metadata
+
+    found = {}
+    for key, distribution in (("beamtok", "beamtok"), ("apache_beam", "apache-beam"), ("tokenizers", "tokenizers"), ("pyarrow", "pyarrow"), ("transformers", "transformers")):
+        try:
+            found[key] = metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            pass
+    found["python"] = sys.version.split()[0]
+    return found

@@ -59,6 +59,16 @@ class Cache:
                     hint = "re-run `beamtok cache` to rebuild it" if sizes[entry.file] is None else "run `beamtok verify`"
                     raise CacheError(f"{self.storage.display(entry.file)}: {problem}; {hint}")
 
+    @classmethod
+    def of_entries(cls, directory: str, spec: Spec, entries: list[ShardEntry]) -> Cache:
+        """The finished shards ``entries`` of a cache still being written (no manifest yet)."""
+        cache = cls.__new__(cls)
+        cache.storage = Storage(directory)
+        cache.manifest = Manifest(spec.to_json(), spec.fingerprint, entries)
+        cache.spec = spec
+        cache.supervised = spec.supervised
+        return cache
+
     def file_sizes(self) -> dict[str, int | None]:
         """Each shard file's size (None when missing), from one listing per directory."""
         listed: dict[str, dict[str, int]] = {}
@@ -157,9 +167,13 @@ class Cache:
             raise CacheError(f"{where}: not a readable Parquet file ({e}); run `beamtok verify`") from e
 
     def _entry(self, shard: Shard) -> ShardEntry:
-        if not 0 <= shard.index < len(self.manifest.shards):
-            raise StateError(f"shard {shard.index} does not exist in the cache ({len(self.manifest.shards)} shards)")
-        return self.manifest.shards[shard.index]
+        entries = self.manifest.shards
+        if 0 <= shard.index < len(entries) and entries[shard.index].index == shard.index:
+            return entries[shard.index]
+        for entry in entries:  # a cache still being written holds some shards only
+            if entry.index == shard.index:
+                return entry
+        raise StateError(f"shard {shard.index} does not exist in the cache ({len(entries)} shards)")
 
     # ------------------------------------------------------- document rows
 

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pyarrow.parquet as pq
 
 from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
 from beamtok.cache.schema import cache_schema, examples_to_table
 from beamtok.cache.storage import HashingWriter, Storage
-from beamtok.shard import NO_COUNTS, ShardCursor, ShardProcessor
+from beamtok.shard import NO_COUNTS, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
 
-__all__ = ["ROW_GROUP_BYTES", "completed_entry", "write_shard"]
+__all__ = ["ROW_GROUP_BYTES", "completed_entry", "write_rows", "write_shard"]
 
 ROW_GROUP_BYTES = 8 << 20  # tokens per row group: small enough to seek to, big enough to read fast
 
@@ -64,12 +64,37 @@ def write_shard(
     row_group_bytes: int | None = None,
     report: Callable[[ShardCursor, int, int, int], None] | None = None,
 ) -> ShardEntry:
-    """Write ``shard``'s examples to its Parquet file, then its sidecar; return the entry.
+    """Run the per-shard step over ``shard`` and write its rows (see :func:`write_rows`)."""
+    return write_rows(
+        storage,
+        shard,
+        processor.run(shard),
+        processor.spec.fingerprint,
+        seq_len,
+        row_group_rows=row_group_rows,
+        row_group_bytes=row_group_bytes,
+        report=report,
+    )
+
+
+def write_rows(
+    storage: Storage,
+    shard: Shard,
+    produced_rows: Iterable[Produced],
+    fingerprint: str,
+    seq_len: int | None,
+    *,
+    row_group_rows: int | None = None,
+    row_group_bytes: int | None = None,
+    report: Callable[[ShardCursor, int, int, int], None] | None = None,
+) -> ShardEntry:
+    """Write a whole shard's examples (what the per-shard step yields for it, from its start)
+    to its Parquet file, then its sidecar; return the entry. The file appears complete or not
+    at all: an exception from ``produced_rows`` discards it.
 
     Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens; the
     layout never changes the rows, so it is not part of the spec. ``report(cursor after,
     tokens, rows, documents read)`` is called after every example (see ``cache.progress``)."""
-    fingerprint = processor.spec.fingerprint
     group = rows_per_group(seq_len, row_group_rows, row_group_bytes)
     rel = shard_file(shard.index)
     documents = NO_COUNTS
@@ -81,7 +106,7 @@ def write_shard(
         )
         try:
             examples, counts = [], []
-            for produced in processor.run(shard):
+            for produced in produced_rows:
                 documents = documents + produced.counts
                 if produced.example is None:
                     continue

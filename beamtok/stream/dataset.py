@@ -502,6 +502,30 @@ class Dataset:
         cached = Dataset.from_cache(output_dir, fingerprint=self.spec_fingerprint)
         return cached._replace(stages=self._plan.stages, options=self._plan.options)
 
+    def cache_as_you_go(self, directory: str, *, row_group_rows: int | None = None, row_group_bytes: int | None = None) -> Dataset:
+        """This dataset, streamed on the fly while every shard it reads whole is written into a
+        cache at ``directory`` (the files, manifest and checksums a Beam build writes); shards
+        already cached there are read from it instead of being tokenized again. The stream and
+        its states are the same as on the fly and as from the finished cache. Call it after
+        the per-shard stages (tokenize, pack), before stream stages."""
+        if self.is_cached:
+            raise ConfigError("this dataset already reads a cache")
+        if self._plan.mix is not None:
+            raise ConfigError("call cache_as_you_go() on each source of a mix, then mix them")
+        if self._plan.stages:
+            raise ConfigError("cache_as_you_go() caches the per-shard step: call it before shuffle/batch/take/enumerate")
+        if self.spec.tokenizer is None:
+            raise ConfigError("a cache holds tokens: call tokenize() before cache_as_you_go()")
+        if any(shard.data is not None for shard in self._plan.shards):
+            raise ConfigError("cache_as_you_go() caches files; in-memory data has no file a cache could stand for")
+        from beamtok.cache.as_you_go import CachingOrigin
+        from beamtok.validate import check_optional_int
+
+        check_optional_int(row_group_rows, "row_group_rows", minimum=1)
+        check_optional_int(row_group_bytes, "row_group_bytes", minimum=1)
+        layout = {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
+        return self._replace(origin=CachingOrigin(directory, self._plan.shards, layout))
+
     def __iter__(self) -> Iterator[Any]:
         return self.iter()
 

