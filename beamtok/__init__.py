@@ -3,6 +3,7 @@
 Both modes yield the same examples in the same order and share one resumable cursor.
 """
 
+from beamtok.data_config import DataConfig, load_config
 from beamtok.errors import BeamtokError, CacheError, ConfigError, InputError, StateError
 from beamtok.shard import DocCounts, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, expand_urls
@@ -21,6 +22,7 @@ __all__ = [
     "BeamtokError",
     "CacheError",
     "ConfigError",
+    "DataConfig",
     "Dataset",
     "DatasetIterator",
     "DocCounts",
@@ -36,6 +38,7 @@ __all__ = [
     "__version__",
     "ensure_bos_eos",
     "expand_urls",
+    "load_config",
     "load_tokenizer",
     "reader_states",
 ]

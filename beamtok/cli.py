@@ -224,23 +224,53 @@ def load_cache_config(path: str | None) -> dict[str, Any]:
     return config
 
 
-def _on_the_command_line(tokenize_chat: F) -> F:
-    """``tokenize_chat`` whose missing-template error names the command-line option."""
+def _on_the_command_line(fn: F) -> F:
+    """``fn`` whose missing-chat-template error names the command-line option."""
     from beamtok.transforms.sft import NoChatTemplate
 
-    @functools.wraps(tokenize_chat)
+    @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return tokenize_chat(*args, **kwargs)
+            return fn(*args, **kwargs)
         except NoChatTemplate as e:
             raise NoChatTemplate(e.tokenizer_name, "--chat-template FILE (a Jinja template)") from None
 
     return wrapper  # type: ignore[return-value]
 
 
+def _is_data_config(path: str) -> bool:
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError):
+        return False  # load_cache_config reports it
+    return isinstance(data, dict) and "datasets" in data
+
+
+def _cache_data_config(path: str, beam_args: list[str], quiet: bool) -> None:
+    """Build the cache of every dataset of a data config that names one."""
+    from beamtok.cache.build import run_cache
+    from beamtok.data_config import load_config
+    from beamtok.errors import ConfigError
+
+    config = load_config(path)
+    if not config.caches:
+        raise ConfigError(f"{path}: no dataset names a cache directory (cache: DIR)")
+    for name, directory in config.caches.items():
+        ds = config.datasets[name]
+        started = time.perf_counter()
+        manifest = run_cache(ds.spec, ds.shards, directory, beam_args, progress=not quiet)
+        totals = manifest.totals
+        click.echo(
+            f"{name}: cache {directory}: {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens "
+            f"({time.perf_counter() - started:.1f}s), spec {manifest.fingerprint}"
+        )
+
+
 def build_cache_dataset(options: dict[str, Any]) -> Any:
     """The on-the-fly dataset whose per-shard step the cache stores."""
-    from beamtok import Dataset
     from beamtok.errors import ConfigError
 
     if options.get("hf_dataset"):
@@ -261,26 +291,9 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
     pack = options.get("pack") or ("concat" if kind == "pretrain" else "greedy")
     if pack != "none" and options.get("seq_len") is None:
         raise ConfigError(f"--seq-len is required with --pack {pack}")
-    ds = Dataset.from_files(list(options["urls"]), format=options["input_format"], text_field=options["text_field"], on_error=options["on_error"])
-    sft = {"max_length": options.get("max_length"), "truncation": options["truncation"], "bos": options.get("bos")}
-    if kind == "sft":
-        ds = ds.tokenize_sft(options["tokenizer"], prompt=options["prompt_field"], completion=options["completion_field"], **sft)
-    elif kind == "chat":
-        ds = _on_the_command_line(ds.tokenize_chat)(options["tokenizer"], template=options.get("chat_template"), messages=options["messages_field"], **sft)
-    else:
-        ds = ds.tokenize(options["tokenizer"])
-        bos, eos = options.get("bos", True) is not False, options.get("eos", True) is not False
-        if bos or eos:
-            ds = ds.ensure_bos_eos(bos=bos, eos=eos)
-    if pack == "concat":
-        ds = ds.concat_chunk(options["seq_len"], remainder=options["remainder"])
-    elif pack == "pad":
-        ds = ds.pad(options["seq_len"])
-    elif pack == "window":
-        ds = ds.sliding_window(options["seq_len"], stride=options.get("stride"))
-    elif pack in ("greedy", "first_fit"):
-        ds = ds.pack_examples(options["seq_len"], method=pack, window=options["pack_window"])
-    return ds
+    from beamtok.data_config import dataset_from_options
+
+    return _on_the_command_line(dataset_from_options)(options)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -307,7 +320,7 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
 @click.option("--bos/--no-bos", default=None, help="BOS at the start of each document/example. [default: on for pretrain; the tokenizer's policy for sft/chat]")
 @click.option("--eos/--no-eos", default=None, help="Ensure each pretraining document ends with EOS. [default: on]")
 @click.option("--on-error", type=click.Choice(["raise", "skip"]), help="Bad documents: stop, or skip and count. [default: raise]")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML file with any of these options.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML file with any of these options, or a data config (datasets: ...): builds every cache it names.")
 @click.option("--overwrite", is_flag=True, default=None, help="Replace a cache built with another spec.")
 @click.option("--row-group-rows", type=int, help="Rows per Parquet row group (small groups: cheaper random access).")
 @click.option("--row-group-bytes", type=int, help="Bytes of tokens per Parquet row group. [default: 8388608]")
@@ -331,7 +344,16 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
           --tokenizer data/tokenizers/gpt2 --seq-len 1024
     """
     from beamtok.beam.options import check_beam_args, split_command_line
+    from beamtok.errors import ConfigError
 
+    if config_path is not None and _is_data_config(config_path):
+        own = [name for param in ctx.command.params for name in param.opts if name.startswith("-")]
+        positional, passthrough = split_command_line([*urls, *ctx.args], own)
+        given = [name for name, value in flags.items() if value is not None] + (["URLS"] if positional else []) + (["--format"] if format_ else [])
+        if given:
+            raise ConfigError(f"{config_path} is a data config: it names every dataset's options; drop {', '.join(sorted(given))}")
+        _cache_data_config(config_path, passthrough, quiet)
+        return
     options = {**CACHE_DEFAULTS, **load_cache_config(config_path)}
     flags["format"] = format_
     options.update({k: v for k, v in flags.items() if v is not None})

@@ -1,0 +1,212 @@
+"""A data config file: named datasets, the training mixture, and validation sets, in YAML.
+
+``load_config(path)`` returns the training stream and the validation streams it describes::
+
+    tokenizer: data/tokenizers/gpt2     # defaults for every dataset below
+    seq_len: 1024
+    datasets:
+      shakespeare:
+        urls: ["data/corpus/shakespeare-{00..03}.jsonl"]
+        cache: build/caches/shakespeare  # cached as it streams (or built by `beamtok cache --config`)
+      pydocs:
+        urls: ["data/corpus/pydocs-*.jsonl.zst"]
+      held_out:
+        urls: ["data/corpus/shakespeare-05.jsonl.gz"]
+    train:
+      weights: {shakespeare: 0.7, pydocs: 0.3}
+      seed: 0
+      shuffle: {window: 1024, seed: 0}
+      batch: 8
+    validation:
+      sets: [held_out]
+      batch: 8
+
+A dataset takes the options of ``beamtok cache`` (``format``, ``text_field``, ``pack``,
+``max_length``, ...) by the same names. The training mixture takes ``weights`` (a mapping of
+dataset names), ``seed``, ``stop``, ``block_size`` and ``schedule`` (a list of
+``{start_example, weights}``), then ``shuffle_shards`` (a seed), ``shuffle`` and ``batch``.
+Validation sets are read the same way every time: their shards in order, no shuffle, every
+document once, batched. Unknown keys are refused by name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from beamtok.errors import ConfigError
+
+if TYPE_CHECKING:
+    from beamtok.stream.dataset import Dataset
+
+__all__ = ["DataConfig", "dataset_from_options", "load_config"]
+
+DATASET_KEYS = (
+    "urls", "tokenizer", "seq_len", "pack", "stride", "remainder", "pack_window", "text_field", "input_format", "format",
+    "prompt_field", "completion_field", "messages_field", "chat_template", "max_length", "truncation", "bos", "eos",
+    "on_error", "cache",
+)  # fmt: skip
+DATASET_DEFAULTS: dict[str, Any] = {
+    "remainder": "pad", "pack_window": 64, "text_field": "text", "input_format": "auto", "format": "pretrain",
+    "prompt_field": "prompt", "completion_field": "completion", "messages_field": "messages",
+    "truncation": "completion_tail", "on_error": "raise",
+}  # fmt: skip
+SHARED_KEYS = ("tokenizer", "seq_len", "pack", "on_error")  # may be given once at the top
+TOP_KEYS = ("datasets", "train", "validation", *SHARED_KEYS)
+TRAIN_KEYS = ("weights", "seed", "stop", "block_size", "schedule", "shuffle_shards", "shuffle", "batch")
+VALIDATION_KEYS = ("sets", "batch")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """What a data config describes: the training stream, the validation streams by name,
+    every named dataset's per-shard stream (on the fly) and the cache directory each names."""
+
+    train: Dataset
+    validation: dict[str, Dataset]
+    datasets: dict[str, Dataset]
+    caches: dict[str, str]
+
+
+def load_config(path: str) -> DataConfig:
+    """The training and validation datasets of the data config at ``path``."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the data config: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    return config_from_mapping(data, path)
+
+
+def config_from_mapping(data: Any, where: str) -> DataConfig:
+    """A DataConfig from the parsed YAML mapping ``data`` (``where`` names it in errors)."""
+    mapping = _mapping(data, where, TOP_KEYS)
+    named = _mapping(mapping.get("datasets"), f"{where}: datasets", None)
+    if not named:
+        raise ConfigError(f"{where}: datasets: name at least one dataset")
+    shared = {k: mapping[k] for k in SHARED_KEYS if k in mapping}
+    datasets: dict[str, Dataset] = {}
+    caches: dict[str, str] = {}
+    for name, entry in named.items():
+        options = {**DATASET_DEFAULTS, **shared, **_mapping(entry, f"{where}: datasets.{name}", DATASET_KEYS)}
+        if isinstance(options.get("urls"), str):
+            options["urls"] = [options["urls"]]
+        try:
+            datasets[name] = dataset_from_options(options)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: datasets.{name}: {e}") from None
+        if options.get("cache"):
+            caches[name] = str(options["cache"])
+    streams = {name: ds.cache_as_you_go(caches[name]) if name in caches else ds for name, ds in datasets.items()}
+    train = _train(_mapping(mapping.get("train"), f"{where}: train", TRAIN_KEYS), streams, f"{where}: train")
+    validation = _validation(_mapping(mapping.get("validation") or {}, f"{where}: validation", VALIDATION_KEYS), streams, f"{where}: validation")
+    return DataConfig(train, validation, datasets, caches)
+
+
+def _mapping(value: Any, where: str, known: tuple[str, ...] | None) -> dict[str, Any]:
+    if value is None:
+        raise ConfigError(f"{where}: missing")
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: must be a mapping, got {type(value).__name__}")
+    out = {str(k).replace("-", "_"): v for k, v in value.items()}
+    if known is not None:
+        for key in out:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                raise ConfigError(f"{where}: unknown key {key!r}" + (f"; did you mean {close[0]!r}?" if close else f"; known: {list(known)}"))
+    return out
+
+
+def _named(name: Any, streams: dict[str, Dataset], where: str) -> Dataset:
+    if name not in streams:
+        close = difflib.get_close_matches(str(name), list(streams), n=1)
+        raise ConfigError(f"{where}: no dataset named {name!r}" + (f"; did you mean {close[0]!r}?" if close else f"; datasets: {list(streams)}"))
+    return streams[name]
+
+
+def _weights(value: Any, names: list[str], where: str) -> list[float]:
+    weights = _mapping(value, where, tuple(names))
+    return [float(weights.get(name, 0.0)) for name in names]
+
+
+def _train(train: dict[str, Any], streams: dict[str, Dataset], where: str) -> Dataset:
+    from beamtok.stream.dataset import Dataset
+
+    names = list(_mapping(train.get("weights"), f"{where}: weights", None))
+    for name in names:
+        _named(name, streams, f"{where}: weights")
+    sources = [streams[name] for name in names]
+    if train.get("shuffle_shards") is not None:
+        sources = [s.shuffle_shards(int(train["shuffle_shards"])) for s in sources]
+    if len(sources) == 1 and "schedule" not in train:
+        ds = sources[0]
+    else:
+        weights: Any = _weights(train["weights"], names, f"{where}: weights")
+        if "schedule" in train:
+            stages = train["schedule"]
+            if not isinstance(stages, list):
+                raise ConfigError(f"{where}: schedule must be a list of {{start_example, weights}}")
+            weights = [(0, weights)]
+            for i, stage in enumerate(stages):
+                stage = _mapping(stage, f"{where}: schedule[{i}]", ("start_example", "weights"))
+                weights.append((int(stage["start_example"]), _weights(stage["weights"], names, f"{where}: schedule[{i}].weights")))
+        ds = Dataset.mix(sources, weights, seed=int(train.get("seed", 0)), stop=str(train.get("stop", "never")), block_size=train.get("block_size"))
+    if train.get("shuffle") is not None:
+        shuffle = _mapping(train["shuffle"], f"{where}: shuffle", ("window", "seed"))
+        ds = ds.shuffle(int(shuffle["window"]), seed=int(shuffle.get("seed", 0)))
+    if train.get("batch") is not None:
+        ds = ds.batch(int(train["batch"]))
+    return ds
+
+
+def _validation(validation: dict[str, Any], streams: dict[str, Dataset], where: str) -> dict[str, Dataset]:
+    sets = validation.get("sets", [])
+    if not isinstance(sets, list):
+        raise ConfigError(f"{where}: sets must be a list of dataset names")
+    out = {}
+    for name in sets:
+        ds = _named(name, streams, f"{where}: sets")  # shards in order, no shuffle, one pass
+        out[name] = ds.batch(int(validation["batch"])) if validation.get("batch") is not None else ds
+    return out
+
+
+def dataset_from_options(options: dict[str, Any]) -> Dataset:
+    """The on-the-fly dataset (per-shard stages only) of ``beamtok cache``-style options."""
+    from beamtok.stream.dataset import Dataset
+
+    for required in ("urls", "tokenizer"):
+        if not options.get(required):
+            raise ConfigError(f"missing {required}")
+    kind = options["format"]
+    if kind not in ("pretrain", "sft", "chat"):
+        raise ConfigError(f"format must be pretrain, sft or chat, got {kind!r}")
+    pack = options.get("pack") or ("concat" if kind == "pretrain" else "greedy")
+    if pack != "none" and options.get("seq_len") is None:
+        raise ConfigError(f"seq_len is required with pack {pack}")
+    ds = Dataset.from_files(list(options["urls"]), format=options["input_format"], text_field=options["text_field"], on_error=options["on_error"])
+    sft = {"max_length": options.get("max_length"), "truncation": options["truncation"], "bos": options.get("bos")}
+    if kind == "sft":
+        ds = ds.tokenize_sft(options["tokenizer"], prompt=options["prompt_field"], completion=options["completion_field"], **sft)
+    elif kind == "chat":
+        ds = ds.tokenize_chat(options["tokenizer"], template=options.get("chat_template"), messages=options["messages_field"], **sft)
+    else:
+        ds = ds.tokenize(options["tokenizer"])
+        bos, eos = options.get("bos", True) is not False, options.get("eos", True) is not False
+        if bos or eos:
+            ds = ds.ensure_bos_eos(bos=bos, eos=eos)
+    if pack == "concat":
+        ds = ds.concat_chunk(options["seq_len"], remainder=options["remainder"])
+    elif pack == "pad":
+        ds = ds.pad(options["seq_len"])
+    elif pack == "window":
+        ds = ds.sliding_window(options["seq_len"], stride=options.get("stride"))
+    elif pack in ("greedy", "first_fit"):
+        ds = ds.pack_examples(options["seq_len"], method=pack, window=options["pack_window"])
+    elif pack != "none":
+        raise ConfigError(f"pack must be concat, pad, window, none, greedy or first_fit, got {pack!r}")
+    return ds

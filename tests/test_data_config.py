@@ -1,0 +1,117 @@
+"""Data config files: named datasets, the training mixture, validation sets."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from beamtok import ConfigError, Dataset, load_config
+from beamtok.cli import main
+from beamtok.shard import ShardProcessor
+from beamtok.testing import assert_items_equal
+
+from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
+
+TOKENIZER = str(TOKENIZER_DIR)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    paragraphs = real_paragraphs(160)
+    out = {}
+    for name, lo in (("a", 0), ("b", 60), ("val", 120)):
+        out[name] = [str(write_jsonl(tmp_path / f"{name}-{i}.jsonl", [{"text": p} for p in paragraphs[lo + i * 20 : lo + (i + 1) * 20]])) for i in range(2)]
+    return out
+
+
+def write_config(tmp_path, corpus, **changes):
+    config = {
+        "tokenizer": TOKENIZER,
+        "seq_len": 64,
+        "datasets": {
+            "a": {"urls": corpus["a"], "cache": str(tmp_path / "cache-a")},
+            "b": {"urls": corpus["b"], "seq_len": 64, "remainder": "drop"},
+            "val": {"urls": corpus["val"]},
+        },
+        "train": {"weights": {"a": 0.75, "b": 0.25}, "seed": 3, "block_size": 32, "schedule": [{"start_example": 64, "weights": {"a": 0.5, "b": 0.5}}], "shuffle": {"window": 16, "seed": 1}, "batch": 4},
+        "validation": {"sets": ["val"], "batch": 4},
+    }
+    config.update(changes)
+    path = tmp_path / "data.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def packed(urls, **kwargs):
+    return Dataset.from_files(urls).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(64, **kwargs)
+
+
+def test_a_config_streams_what_it_says(tmp_path, corpus):
+    config = load_config(write_config(tmp_path, corpus))
+    expected = Dataset.mix([packed(corpus["a"]), packed(corpus["b"], remainder="drop")], [(0, [0.75, 0.25]), (64, [0.5, 0.5])], seed=3, block_size=32)
+    expected = expected.shuffle(16, seed=1).batch(4)
+    assert config.train.stream_fingerprint == expected.stream_fingerprint
+    assert_items_equal(list(itertools.islice(config.train, 40)), list(itertools.islice(expected, 40)))
+    assert config.caches == {"a": str(tmp_path / "cache-a")} and (tmp_path / "cache-a" / "shards").exists()  # cached as it streamed
+
+
+def test_validation_sets_are_the_same_every_time_in_file_order(tmp_path, corpus):
+    validation = load_config(write_config(tmp_path, corpus)).validation["val"]
+    first, second = list(validation), list(validation)
+    assert_items_equal(first, second)
+    assert_items_equal(first, list(packed(corpus["val"]).batch(4)))
+    it = validation.iter()
+    list(it)
+    assert it.stats()["documents"]["read"] == 40 and it.stats()["tokens"] == it.stats()["delivered"]["tokens"]
+    ranks = [list(validation.shard_by_rank(r, 2, split="examples")) for r in range(2)]
+    assert sum(len(r) for r in ranks) == len(first)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"dataset": {}}, r"unknown key 'dataset'; did you mean 'datasets'\?"),
+        ({"datasets": {"a": {"url": ["x.jsonl"]}}}, r"datasets.a: unknown key 'url'; did you mean 'urls'\?"),
+        ({"train": {"weights": {"a": 1, "c": 1}}}, r"train: weights: no dataset named 'c'"),
+        ({"train": {"weights": {"a": 1}, "shufle": {"window": 4}}}, r"train: unknown key 'shufle'; did you mean 'shuffle'\?"),
+        ({"validation": {"sets": ["vall"]}}, r"validation: sets: no dataset named 'vall'; did you mean 'val'\?"),
+        ({"tokenizer": None}, r"datasets.a: missing tokenizer"),
+        ({"datasets": {}}, r"datasets: name at least one dataset"),
+    ],
+)
+def test_bad_configs_are_refused_by_name(tmp_path, corpus, changes, message):
+    path = write_config(tmp_path, corpus, **changes)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_beamtok_cache_builds_the_caches_a_config_names(tmp_path, corpus, monkeypatch):
+    path = write_config(tmp_path, corpus)
+    result = CliRunner().invoke(main, ["cache", "--config", path, "-q"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("a: cache ") and "2 shards" in result.stdout
+    assert_items_equal(list(Dataset.from_cache(str(tmp_path / "cache-a"))), list(packed(corpus["a"])))
+    tokenized: list[str] = []
+    real = ShardProcessor.run
+    monkeypatch.setattr(ShardProcessor, "run", lambda self, shard, *a: (tokenized.append(shard.url), real(self, shard, *a))[1])
+    list(itertools.islice(load_config(path).train, 30))
+    assert tokenized and not set(tokenized) & set(corpus["a"])  # dataset a comes from its cache
+    refused = CliRunner().invoke(main, ["cache", "--config", path, "--seq-len", "32"])
+    assert refused.exit_code == 2 and "is a data config: it names every dataset's options; drop seq_len" in refused.stderr
+
+
+def test_the_example_config_loads_and_streams():
+    code = (
+        "import beamtok, itertools\n"
+        "config = beamtok.load_config('examples/data.yaml')\n"
+        "batch = next(iter(config.train))\n"
+        "assert batch['input_ids'].shape == (8, 1024), batch['input_ids'].shape\n"
+        "assert sorted(config.validation) == ['held_out'] and sorted(config.caches) == ['pydocs', 'shakespeare']\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
