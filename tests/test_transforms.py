@@ -137,12 +137,12 @@ def test_tiktoken_backend_refuses_what_it_cannot_reproduce(gpt2):
     from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 
     spec = json.loads(gpt2.backend.to_str())
-    spec["normalizer"] = {"type": "NFC"}
-    with pytest.raises(ConfigError, match="has a normalizer"):
-        TiktokenEncoder(json.dumps(spec), "gpt2-nfc")
+    spec["normalizer"] = {"type": "NFKC"}
+    with pytest.raises(ConfigError, match="its normalizer is NFKC"):
+        TiktokenEncoder(json.dumps(spec), "gpt2-nfkc")
     spec = json.loads(gpt2.backend.to_str())
     spec["pre_tokenizer"]["add_prefix_space"] = True
-    with pytest.raises(ConfigError, match="without prefix space"):
+    with pytest.raises(ConfigError, match="adds a prefix space"):
         TiktokenEncoder(json.dumps(spec), "gpt2-prefix")
     spec = json.loads(gpt2.backend.to_str())
     spec["model"]["merges"] = spec["model"]["merges"][::-1]
