@@ -221,11 +221,21 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=40.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-cache", action="store_true", help="leave out benchmarks/cache.py")
+    parser.add_argument("--state-only", action="store_true", help="only the state sizes (writes results/state.json)")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import build_jsonl, build_shards
 
     shards = build_shards("suite", args.mb, 8)
+    if args.state_only:
+        sizes = {f"{who}, shuffle={s}": run("state", shards, who, s) for who in ("ours", "epochraft") for s in (False, True)}
+        found = {k: v["bytes"] for k, v in sizes.items() if v is not None}
+        for name, size in found.items():
+            print(f"  state {name:<28} {size:>12,} bytes")
+        RESULTS.mkdir(exist_ok=True)
+        record = {"date": time.strftime("%Y-%m-%d"), "command": f"python benchmarks/run_all.py --mb {args.mb:g} --state-only", "state_bytes_after_800_batches": found}
+        (RESULTS / "state.json").write_text(json.dumps(record, indent=2) + "\n")
+        return
     single = str(build_jsonl("suite-single", int(args.mb * 1e6), gzip_too=True))
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
