@@ -59,3 +59,21 @@ def test_import_beamtok_imports_neither_beam_nor_pyarrow_filesystems():
         "assert 'pyarrow' not in sys.modules and 'apache_beam' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_reading_a_cache_imports_neither_pandas_nor_beam(tmp_path):
+    """pyarrow's to_numpy imports pandas (0.2 s at a reader's first row); the reader avoids it."""
+    from beamtok import Dataset
+
+    Dataset.from_files(str(ROOT / "data/corpus/shakespeare-00.jsonl")).tokenize(str(ROOT / "data/tokenizers/gpt2")).concat_chunk(64).cache(
+        str(tmp_path / "c"), progress=False, row_group_rows=100
+    )
+    code = (
+        "import sys\n"
+        "from beamtok import Dataset\n"
+        f"rows = list(Dataset.from_cache({str(tmp_path / 'c')!r}).batch(4))\n"
+        "assert len(rows) > 100\n"
+        "loaded = [m for m in ('pandas', 'apache_beam', 'transformers') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -27,6 +27,8 @@ TOKEN_FIELDS: dict[str, pa.DataType] = {
     "position_ids": pa.int32(),
     "loss_mask": pa.int8(),
 }
+# the numpy dtype of each token field (pyarrow's to_pandas_dtype() would import pandas)
+TOKEN_DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(str(t)) for name, t in TOKEN_FIELDS.items()}
 PROVENANCE_FIELDS: dict[str, pa.DataType] = {"shard": pa.int32(), "index": pa.int64(), "doc": pa.int64(), "token": pa.int64()}
 COUNTS_TYPE = pa.struct(
     [
@@ -52,7 +54,7 @@ def _list_array(arrays: list[np.ndarray], dtype: pa.DataType) -> pa.Array:
     offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     values = np.concatenate(arrays) if arrays else np.zeros(0)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values.astype(dtype.to_pandas_dtype(), copy=False)))
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values.astype(np.dtype(str(dtype)), copy=False)))
 
 
 def examples_to_table(examples: list[dict[str, Any]], counts: list[DocCounts]) -> pa.Table:
@@ -89,9 +91,18 @@ class RowBlock(NamedTuple):
     tokens: list[int]
 
 
+def _numpy(array: pa.Array) -> np.ndarray:
+    """An integer array without nulls as a zero-copy numpy view (pyarrow's ``to_numpy`` would
+    import pandas, a fifth of a second at a reader's first row)."""
+    if array.null_count or not pa.types.is_integer(array.type):
+        return array.to_numpy(zero_copy_only=False)
+    dtype = np.dtype(str(array.type))
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
+
+
 def _split_list_column(column: pa.Array, dtype: np.dtype[Any]) -> list[np.ndarray]:
-    offsets = column.offsets.to_numpy()
-    values = column.values.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    offsets = _numpy(column.offsets)
+    values = _numpy(column.values).astype(dtype, copy=False)
     if len(offsets) > 1 and offsets[0] == 0:
         width = int(offsets[1])
         if width and len(values) == width * (len(offsets) - 1) and (np.diff(offsets) == width).all():
@@ -101,15 +112,15 @@ def _split_list_column(column: pa.Array, dtype: np.dtype[Any]) -> list[np.ndarra
 
 def _counts_of(column: pa.StructArray) -> list[DocCounts]:
     """One DocCounts a row; rows that finished no document share the empty NO_COUNTS."""
-    read = column.field("read").to_numpy()
-    truncated = column.field("truncated_tokens").to_numpy()
-    dropped = column.field("dropped_tokens").to_numpy()
+    read = _numpy(column.field("read"))
+    truncated = _numpy(column.field("truncated_tokens"))
+    dropped = _numpy(column.field("dropped_tokens"))
     busy = np.flatnonzero((read != 0) | (truncated != 0) | (dropped != 0)).tolist()
     counts = [NO_COUNTS] * len(column)
     if busy:
-        emitted = column.field("emitted").to_numpy()
+        emitted = _numpy(column.field("emitted"))
         skipped = column.field("skipped").to_pylist()
-        truncated_docs = column.field("truncated_docs").to_numpy()
+        truncated_docs = _numpy(column.field("truncated_docs"))
         for i in busy:
             counts[i] = DocCounts(
                 int(read[i]),
@@ -126,8 +137,8 @@ def batch_to_examples(batch: pa.RecordBatch, supervised: bool = False) -> RowBlo
     """Examples (numpy fields, int provenance), their document counts and provenance from
     cache rows; ``supervised`` adds ``labels`` and ``attention_mask`` as the per-shard step does."""
     names = list(TOKEN_FIELDS)
-    token_cols = [_split_list_column(batch.column(name), np.dtype(TOKEN_FIELDS[name].to_pandas_dtype())) for name in names]
-    shard, index, doc, token = (batch.column(name).to_numpy().tolist() for name in PROVENANCE_FIELDS)
+    token_cols = [_split_list_column(batch.column(name), TOKEN_DTYPES[name]) for name in names]
+    shard, index, doc, token = (_numpy(batch.column(name)).tolist() for name in PROVENANCE_FIELDS)
     examples = []
     for i, row in enumerate(zip(*token_cols)):
         fields = dict(zip(names, row))
