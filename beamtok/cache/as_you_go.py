@@ -10,8 +10,9 @@ cached and on-the-fly runs.
 
 A shard is written only when it is read from its start to its end; a shard opened at a
 resumed cursor, or left before its end, is not (its temporary file is dropped). The
-training loop never waits for the writer: examples go through a bounded queue, and when the
-writer falls that far behind the shard is given up (and tokenized again next time). The
+training loop never waits for the writer: examples go through a bounded queue, 64 at a time,
+and when the writer falls 4,096 examples behind the shard is given up (and tokenized again
+next time). The
 manifest is written when the last shard lands, so a partly written cache never looks
 complete; ``beamtok cache`` with the same options completes it with Beam.
 """
@@ -42,7 +43,8 @@ __all__ = ["CachingBackend", "CachingOrigin"]
 
 log = logging.getLogger(__name__)
 
-QUEUE_ITEMS = 4096  # examples a shard's writer may fall behind before that shard is given up
+HANDOFF = 64  # examples handed to a writer at once: one thread wake-up per 64, not per example
+QUEUE_ITEMS = 64  # handoffs a shard's writer may fall behind (4,096 examples) before the shard is given up
 _DONE = object()
 _GIVE_UP = object()
 
@@ -72,7 +74,7 @@ class _ShardWriter(threading.Thread):
             self.items.put_nowait(item)
         except queue.Full:
             self.given_up = True
-            log.debug("shard %d: the cache writer fell %d examples behind; not caching it this time", self.shard.index, QUEUE_ITEMS)
+            log.debug("shard %d: the cache writer fell %d examples behind; not caching it this time", self.shard.index, QUEUE_ITEMS * HANDOFF)
             with contextlib.suppress(queue.Full):
                 self.items.get_nowait()  # make room for the message that stops the writer
                 self.items.put_nowait(_GIVE_UP)
@@ -84,7 +86,7 @@ class _ShardWriter(threading.Thread):
                 return
             if item is _GIVE_UP:
                 raise _GiveUp
-            yield item
+            yield from item
 
     def run(self) -> None:
         seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
@@ -130,12 +132,18 @@ class CachingBackend:
         self.writers = [w for w in self.writers if w.is_alive()] + [writer]
         writer.start()
         finished = False
+        pending: list[Produced] = []
         try:
             for produced in rows:
-                writer.offer(produced)
+                pending.append(produced)
+                if len(pending) >= HANDOFF:
+                    writer.offer(pending)
+                    pending = []
                 yield produced
             finished = True
         finally:
+            if finished:
+                writer.offer(pending)
             writer.offer(_DONE if finished else _GIVE_UP)
 
     def _written(self, entry: ShardEntry) -> None:
