@@ -165,3 +165,18 @@ def test_mistakes(files, tmp_path):
     with pytest.raises(Exception, match="in-memory data"):
         Dataset.from_sequence(["a b c"]).tokenize(TOKENIZER).concat_chunk(8).cache_as_you_go(str(tmp_path / "d"))
     assert not Path(tmp_path / "d").exists()
+
+
+def test_a_run_that_ends_right_after_its_last_example_still_lands_its_shards(files, tmp_path):
+    """At interpreter exit the writers of shards read whole finish (and a writer inside pyarrow
+    during shutdown would abort the process)."""
+    code = (
+        "from beamtok import Dataset\n"
+        f"ds = Dataset.from_files({files!r}).tokenize({TOKENIZER!r}).ensure_bos_eos().concat_chunk(48).cache_as_you_go({str(tmp_path / 'c')!r})\n"
+        "it = ds.iter()\n"
+        "for _ in it: pass\n"
+    )
+    finished = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr
+    assert (tmp_path / "c" / "manifest.json").exists()
+    assert_items_equal(list(Dataset.from_cache(str(tmp_path / "c"))), list(packed(files)))

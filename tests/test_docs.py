@@ -23,6 +23,7 @@ def test_readme_has_examples():
 def test_readme_examples_run_each_in_a_new_process(tmp_path):
     """Blocks run in order, each in its own interpreter, so the resume really crosses processes."""
     os.symlink(ROOT / "data", tmp_path / "data")
+    os.symlink(ROOT / "examples", tmp_path / "examples")  # the README's data config
     for i, block in enumerate(README_BLOCKS):
         proc = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"README python block {i} failed:\n{block}\n{proc.stderr}"

@@ -19,11 +19,13 @@ complete; ``beamtok cache`` with the same options completes it with Beam.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
 import queue
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +55,20 @@ class _GiveUp(Exception):
     """The shard's write is abandoned (its temporary file is removed)."""
 
 
+_LIVE: weakref.WeakSet[_ShardWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _settle_writers() -> None:
+    """Before the interpreter shuts down: let shards read whole finish landing, give up the
+    others (a writer thread still inside pyarrow at finalization would abort the process)."""
+    for writer in list(_LIVE):
+        if writer.is_alive() and not writer.finishing:
+            writer.offer(_GIVE_UP)
+    for writer in list(_LIVE):
+        writer.join(timeout=120)
+
+
 class _ShardWriter(threading.Thread):
     """Writes one shard from the examples the stream hands it."""
 
@@ -65,11 +81,15 @@ class _ShardWriter(threading.Thread):
         self.on_written = on_written
         self.items: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_ITEMS)
         self.given_up = False
+        self.finishing = False  # the whole shard was handed over
+        _LIVE.add(self)
 
     def offer(self, item: Any) -> None:
         """Hand an item over without waiting; a full queue gives the shard up."""
         if self.given_up:
             return
+        if item is _DONE:
+            self.finishing = True
         try:
             self.items.put_nowait(item)
         except queue.Full:
