@@ -282,12 +282,17 @@ def test_cache_files_load_in_other_tools(built):
     directory = Path(built["concat"]._plan.origin.cache.directory)
     files = sorted(str(p) for p in (directory / "shards").glob("*.parquet"))
     table = pq.read_table(files)
-    assert table.schema.field("input_ids").type == pa.list_(pa.int32())
-    rows = sum(e["index"] >= 0 for e in built["concat"])
+    tokens = pa.list_(pa.field("element", pa.int32(), nullable=False))
+    assert table.schema.field("input_ids").type == tokens and table.schema.field("segment_ids").type == tokens
+    examples = list(built["concat"])
+    rows = len(examples)
     assert table.num_rows == rows
+    assert table.column("loss_mask").null_count == rows  # pretraining rows: the mask is the real tokens
+    assert table.column("input_ids").to_pylist()[-1] == examples[-1]["input_ids"].tolist()
     datasets = pytest.importorskip("datasets")
     hf = datasets.load_dataset("parquet", data_files=files, split="train")
     assert hf.num_rows == rows and len(hf[0]["input_ids"]) == 256
+    assert hf[rows - 1]["segment_ids"] == examples[-1]["segment_ids"].tolist()
     duckdb = pytest.importorskip("duckdb")
     ((count, tokens),) = duckdb.sql(f"select count(*), sum(len(input_ids)) from read_parquet({files!r})").fetchall()
     assert count == rows and tokens == rows * 256

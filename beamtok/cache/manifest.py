@@ -20,7 +20,8 @@ from beamtok.sources.urls import is_remote
 __all__ = ["MANIFEST", "MANIFEST_FORMAT", "Manifest", "ShardEntry", "read_manifest", "shard_file", "sidecar_file", "versions"]
 
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2  # 2: shard files of layout 2 (see beamtok.cache.schema)
+READABLE_FORMATS = (1, 2)
 SHARDS_DIR = "shards"
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -130,13 +131,15 @@ class Manifest:
     def from_json(cls, data: Any, where: str) -> Manifest:
         if not isinstance(data, dict) or "format" not in data:
             raise CacheError(f"{where}: not a beamtok manifest")
-        if data["format"] != MANIFEST_FORMAT:
-            raise CacheError(f"{where}: manifest format {data['format']!r} is not supported (this beamtok reads {MANIFEST_FORMAT})")
+        if data["format"] not in READABLE_FORMATS:
+            readable = ", ".join(map(str, READABLE_FORMATS))
+            raise CacheError(f"{where}: manifest format {data['format']!r} is not supported (this beamtok reads formats {readable}); upgrade beamtok")
         try:
             shards = [ShardEntry.from_json(s, where) for s in data["shards"]]
             manifest = cls(
                 data["spec"], data["fingerprint"], shards, data["versions"], data["tokenizer_file"], data["created"],
                 input_root=data.get("input_root"),  # absent from manifests of earlier versions
+                format=data["format"],
             )
         except KeyError as e:
             raise CacheError(f"{where}: manifest lacks {e}") from e

@@ -98,7 +98,4 @@ class RowAccess:
 
 
 def _decoded_bytes(block: RowBlock) -> int:
-    arrays = sum(
-        value.nbytes for example in block.examples for value in example.values() if isinstance(value, np.ndarray)
-    )
-    return arrays + ROW_OVERHEAD * len(block.examples)
+    return block.nbytes() + ROW_OVERHEAD * len(block)

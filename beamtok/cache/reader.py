@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest
-from beamtok.cache.schema import RowBlock, batch_to_examples
+from beamtok.cache.schema import RowBlock, batch_to_block
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, StateError
 from beamtok.lookahead import lookahead
@@ -140,7 +140,7 @@ class Cache:
             seek = seek_row(pf.metadata, start_row)
             skip = seek.skip
             for table in _row_groups(pf, range(seek.group, seek.groups), self.storage.display(entry.file)):
-                yield batch_to_examples(_one_batch(table.slice(skip)), self.supervised)
+                yield batch_to_block(_one_batch(table.slice(skip)), self.supervised)
                 skip = 0
 
     def open_shard_file(self, shard_index: int) -> Any:
@@ -151,7 +151,7 @@ class Cache:
         """Row group ``group`` of an open shard file, decoded into examples."""
         where = self.storage.display(self._entry(Shard(shard_index, "")).file)
         (table,) = _row_groups(parquet_file, range(group, group + 1), where)
-        return batch_to_examples(_one_batch(table), self.supervised)
+        return batch_to_block(_one_batch(table), self.supervised)
 
     def _parquet(self, entry: ShardEntry) -> Any:
         """Open a shard file, checking its footer's SHA-256; its pages are checked against
@@ -203,7 +203,7 @@ class Cache:
                 if stats is not None and stats.has_min_max and stats.min <= start_doc:
                     first = i
             for table in _row_groups(pf, range(first, pf.num_row_groups), self.storage.display(entry.file)):
-                yield batch_to_examples(_one_batch(table))
+                yield batch_to_block(_one_batch(table))
 
 
 def size_problem(entry: ShardEntry, size: int | None) -> str | None:

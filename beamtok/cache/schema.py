@@ -1,10 +1,21 @@
 """The Parquet schema of a cache shard, and conversion between examples and Arrow.
 
-Columns: the example's token fields as lists (``input_ids`` int32, ``segment_ids`` int32,
-``position_ids`` int32, ``loss_mask`` int8), its provenance (``shard``, ``index``, ``doc``,
-``token``), and ``doc_counts``: the documents the stream finished with this example (what
-``stats()`` adds up), so a cache stream reports the same counts as the on-the-fly one.
-Conversions go column-wise through numpy: no per-token Python work.
+An example carries four token fields (``input_ids`` int32, ``segment_ids`` int32,
+``position_ids`` int32, ``loss_mask`` int8). A shard file of layout 2 (manifest format 2)
+stores only what cannot be derived, as lists whose elements are never null (no definition
+levels to decode per token):
+
+- ``input_ids`` (byte-stream-split encoded: smaller and faster to decode than a dictionary);
+- ``segment_ids`` (dictionary/RLE: long runs);
+- ``loss_mask``: null for a row whose mask is 1 exactly on its real tokens (``segment_ids > 0``),
+  the mask itself otherwise (SFT rows);
+- ``position_ids`` are not stored: every packer restarts them at 0 for each piece and puts 0
+  on padding, so they follow from ``segment_ids`` (the writer checks this for every row).
+
+Layout 1 files (every field stored, nullable lists) are still read. Then come the example's
+provenance (``shard``, ``index``, ``doc``, ``token``) and ``doc_counts``: the documents the
+stream finished with this example (what ``stats()`` adds up). Conversions go column-wise
+through numpy: no per-token Python work.
 """
 
 from __future__ import annotations
@@ -12,14 +23,25 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from beamtok.errors import CacheError
 from beamtok.shard import NO_COUNTS, DocCounts, with_training_fields
 
-__all__ = ["TOKEN_FIELDS", "RowBlock", "batch_to_examples", "cache_schema", "examples_to_table"]
+__all__ = [
+    "PARQUET_OPTIONS",
+    "TOKEN_FIELDS",
+    "RowBlock",
+    "TokenColumn",
+    "batch_to_block",
+    "cache_schema",
+    "derive_positions",
+    "examples_to_table",
+]
 
 TOKEN_FIELDS: dict[str, pa.DataType] = {
     "input_ids": pa.int32(),
@@ -40,32 +62,104 @@ COUNTS_TYPE = pa.struct(
         ("truncated_docs", pa.int32()),
     ]
 )
+# ParquetWriter options of a layout-2 shard file
+PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "use_dictionary": ["segment_ids.list.element", "loss_mask.list.element", "doc_counts.skipped"],
+    "column_encoding": {"input_ids.list.element": "BYTE_STREAM_SPLIT"},
+    "write_statistics": ["doc", "index"],
+    "write_page_checksum": True,
+}
+
+
+def _tokens_type(dtype: pa.DataType) -> pa.DataType:
+    return pa.list_(pa.field("element", dtype, nullable=False))
 
 
 def cache_schema() -> pa.Schema:
-    fields = [pa.field(k, pa.list_(t)) for k, t in TOKEN_FIELDS.items()]
-    fields += [pa.field(k, t) for k, t in PROVENANCE_FIELDS.items()]
-    fields.append(pa.field("doc_counts", COUNTS_TYPE))
+    """The schema of a layout-2 shard file."""
+    fields = [
+        pa.field("input_ids", _tokens_type(pa.int32()), nullable=False),
+        pa.field("segment_ids", _tokens_type(pa.int32()), nullable=False),
+        pa.field("loss_mask", _tokens_type(pa.int8())),
+    ]
+    fields += [pa.field(k, t, nullable=False) for k, t in PROVENANCE_FIELDS.items()]
+    fields.append(pa.field("doc_counts", COUNTS_TYPE, nullable=False))
     return pa.schema(fields)
 
 
-def _list_array(arrays: list[np.ndarray], dtype: pa.DataType) -> pa.Array:
-    lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays))
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    values = np.concatenate(arrays) if arrays else np.zeros(0)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values.astype(np.dtype(str(dtype)), copy=False)))
+def derive_positions(segments: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Position ids of rows given flat: 0 where a row or a run of equal segment ids starts,
+    counting up within the run, 0 on padding (segment 0). ``offsets`` are the row starts
+    (and the end)."""
+    n = len(segments)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    change = np.empty(n, dtype=bool)
+    change[0] = True
+    np.not_equal(segments[1:], segments[:-1], out=change[1:])
+    starts_of_rows = offsets[:-1]
+    change[starts_of_rows[starts_of_rows < n]] = True
+    starts = np.flatnonzero(change)
+    index_type = np.int32 if n < 2**31 else np.int64
+    positions = np.arange(n, dtype=index_type)
+    positions -= np.repeat(starts.astype(index_type), np.diff(starts, append=n))
+    if not segments.all():
+        positions[segments == 0] = 0
+    return positions.astype(np.int32, copy=False)
+
+
+def _offsets_of(arrays: list[np.ndarray]) -> np.ndarray:
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays)), out=offsets[1:])
+    return offsets
+
+
+def _list_array(values: np.ndarray, offsets: np.ndarray, dtype: pa.DataType, mask: np.ndarray | None = None) -> pa.Array:
+    if offsets[-1] >= 2**31:
+        raise CacheError(f"a row group of {offsets[-1]} tokens is too large; use a smaller row_group_rows")
+    list_type = _tokens_type(dtype)
+    offsets_array = pa.array(offsets.astype(np.int32))
+    values_array = pa.array(values.astype(np.dtype(str(dtype)), copy=False))
+    if mask is None:
+        return pa.ListArray.from_arrays(offsets_array, values_array, type=list_type)
+    return pa.ListArray.from_arrays(offsets_array, values_array, type=list_type, mask=pa.array(mask))
 
 
 def examples_to_table(examples: list[dict[str, Any]], counts: list[DocCounts]) -> pa.Table:
-    """Build a cache table from examples and the document counts each one carries."""
-    columns: dict[str, pa.Array] = {}
-    for name, dtype in TOKEN_FIELDS.items():
-        columns[name] = _list_array([ex[name] for ex in examples], dtype)
+    """Build a layout-2 cache table from examples and the document counts each one carries.
+    Raises CacheError if an example's ``position_ids`` do not follow from its segments (a
+    packer bug: reading would return other positions)."""
+    offsets = _offsets_of([ex["input_ids"] for ex in examples])
+    flat = {name: np.concatenate([ex[name] for ex in examples]) if examples else np.zeros(0, dtype=TOKEN_DTYPES[name]) for name in TOKEN_FIELDS}
+    segments = flat["segment_ids"].astype(np.int32, copy=False)
+    for name in ("segment_ids", "position_ids", "loss_mask"):
+        if len(flat[name]) != offsets[-1]:
+            raise CacheError(f"an example's {name} is not as long as its input_ids")
+    wrong = np.flatnonzero(derive_positions(segments, offsets) != flat["position_ids"])
+    if len(wrong):
+        row = int(np.searchsorted(offsets, wrong[0], side="right")) - 1
+        raise CacheError(f"example {examples[row].get('index', row)}: position_ids do not restart at each segment as the cache layout requires")
+    columns: dict[str, pa.Array] = {
+        "input_ids": _list_array(flat["input_ids"], offsets, pa.int32()),
+        "segment_ids": _list_array(segments, offsets, pa.int32()),
+        "loss_mask": _mask_column(flat["loss_mask"], segments, offsets),
+    }
     for name, dtype in PROVENANCE_FIELDS.items():
         columns[name] = pa.array([ex[name] for ex in examples], type=dtype)
     columns["doc_counts"] = _counts_array(counts)
     return pa.table(columns, schema=cache_schema())
+
+
+def _mask_column(mask: np.ndarray, segments: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """Null rows where the mask is exactly ``segments > 0``; the mask itself elsewhere."""
+    differs = np.concatenate([[0], np.cumsum(mask != (segments > 0))])
+    stored = differs[offsets[1:]] != differs[offsets[:-1]]
+    lengths = np.where(stored, np.diff(offsets), 0)
+    kept_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=kept_offsets[1:])
+    keep = np.repeat(stored, np.diff(offsets))
+    return _list_array(mask[keep], kept_offsets, pa.int8(), mask=~stored)
 
 
 def _counts_array(counts: list[DocCounts]) -> pa.StructArray:
@@ -81,14 +175,83 @@ def _counts_array(counts: list[DocCounts]) -> pa.StructArray:
     return pa.StructArray.from_arrays(children, fields=list(COUNTS_TYPE))
 
 
-class RowBlock(NamedTuple):
-    """Consecutive cache rows, decoded: examples, their document counts, their provenance."""
+# ------------------------------------------------------------------ reading
 
-    examples: list[dict[str, Any]]
-    counts: list[DocCounts]
-    indices: list[int]
-    docs: list[int]
-    tokens: list[int]
+
+@dataclass(frozen=True)
+class TokenColumn:
+    """One token field of consecutive rows: flat values, row offsets, and the common row
+    length when every row has it (then ``matrix`` is a 2-D view)."""
+
+    values: np.ndarray
+    offsets: np.ndarray
+    width: int | None
+
+    @classmethod
+    def of(cls, values: np.ndarray, offsets: np.ndarray) -> TokenColumn:
+        rows = len(offsets) - 1
+        width = int(offsets[1] - offsets[0]) if rows else 0
+        even = rows > 0 and width > 0 and offsets[0] == 0 and len(values) == width * rows and bool((np.diff(offsets) == width).all())
+        return cls(values, offsets, width if even else None)
+
+    @property
+    def matrix(self) -> np.ndarray | None:
+        return None if self.width is None else self.values.reshape(-1, self.width)
+
+    def rows(self) -> list[np.ndarray]:
+        matrix = self.matrix
+        if matrix is not None:
+            return list(matrix)
+        values = self.values
+        return [values[a:b] for a, b in itertools.pairwise(self.offsets.tolist())]
+
+
+class RowBlock:
+    """Consecutive cache rows, decoded column-wise: token fields, document counts, provenance.
+    Examples (dicts of row views) are made only when asked for."""
+
+    def __init__(self, columns: dict[str, TokenColumn], counts: list[DocCounts], shard: np.ndarray, indices: np.ndarray, docs: np.ndarray, tokens: np.ndarray, supervised: bool) -> None:
+        self.columns = columns
+        self.counts = counts
+        self.shard = shard
+        self.index_array = indices
+        self.doc_array = docs
+        self.token_array = tokens
+        self.indices: list[int] = indices.tolist()
+        self.docs: list[int] = docs.tolist()
+        self.tokens: list[int] = tokens.tolist()
+        self.supervised = supervised
+        self._examples: list[dict[str, Any]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def examples(self) -> list[dict[str, Any]]:
+        if self._examples is None:
+            names = list(TOKEN_FIELDS)
+            rows = [self.columns[name].rows() for name in names]
+            shard = self.shard.tolist()
+            examples = []
+            for i, fields in enumerate(zip(*rows)):
+                example = dict(zip(names, fields))
+                if self.supervised:
+                    example = with_training_fields(example)
+                example["shard"] = shard[i]
+                example["index"] = self.indices[i]
+                example["doc"] = self.docs[i]
+                example["token"] = self.tokens[i]
+                examples.append(example)
+            self._examples = examples
+        return self._examples
+
+    @property
+    def width(self) -> int | None:
+        """The common length of every row, or None when rows differ."""
+        return self.columns["input_ids"].width
+
+    def nbytes(self) -> int:
+        return sum(c.values.nbytes for c in self.columns.values())
 
 
 def _numpy(array: pa.Array) -> np.ndarray:
@@ -100,14 +263,60 @@ def _numpy(array: pa.Array) -> np.ndarray:
     return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
 
 
-def _split_list_column(column: pa.Array, dtype: np.dtype[Any]) -> list[np.ndarray]:
-    offsets = _numpy(column.offsets)
+def _list_parts(column: pa.Array, dtype: np.dtype[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Flat values and row offsets (from 0) of a list column without null rows."""
+    offsets = _numpy(column.offsets).astype(np.int64)
     values = _numpy(column.values).astype(dtype, copy=False)
-    if len(offsets) > 1 and offsets[0] == 0:
-        width = int(offsets[1])
-        if width and len(values) == width * (len(offsets) - 1) and (np.diff(offsets) == width).all():
-            return list(values.reshape(-1, width))  # equal-length rows: views of one 2-D array
-    return [values[a:b] for a, b in itertools.pairwise(offsets.tolist())]
+    if offsets[0] != 0 or offsets[-1] != len(values):
+        values = values[offsets[0] : offsets[-1]]
+        offsets = offsets - offsets[0]
+    return values, offsets
+
+
+def _mask_values(column: pa.Array, segments: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """A layout-2 ``loss_mask`` column: null rows take ``segments > 0``."""
+    if column.null_count == len(column):
+        return (segments > 0).view(np.int8)
+    if column.null_count == 0:
+        return _list_parts(column, TOKEN_DTYPES["loss_mask"])[0]
+    mask = (segments > 0).astype(np.int8)
+    stored_offsets = _numpy(column.offsets).tolist()
+    values = _numpy(column.values)
+    for row in np.flatnonzero(_valid(column)).tolist():
+        a, b = stored_offsets[row], stored_offsets[row + 1]
+        mask[offsets[row] : offsets[row + 1]] = values[a:b]
+    return mask
+
+
+def _valid(column: pa.Array) -> np.ndarray:
+    """Which rows of an array are not null, from its validity bitmap."""
+    bitmap = column.buffers()[0]
+    if bitmap is None:
+        return np.ones(len(column), dtype=bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
+    return bits[column.offset : column.offset + len(column)].astype(bool)
+
+
+def _token_columns(batch: pa.RecordBatch) -> dict[str, TokenColumn]:
+    names = batch.schema.names
+    if "position_ids" in names:  # layout 1: every field stored
+        columns = {}
+        for name in TOKEN_FIELDS:
+            values, offsets = _list_parts(batch.column(name), TOKEN_DTYPES[name])
+            columns[name] = TokenColumn.of(values, offsets)
+        return columns
+    ids, offsets = _list_parts(batch.column("input_ids"), TOKEN_DTYPES["input_ids"])
+    segments, segment_offsets = _list_parts(batch.column("segment_ids"), TOKEN_DTYPES["segment_ids"])
+    if not np.array_equal(offsets, segment_offsets):
+        raise CacheError("segment_ids and input_ids rows differ in length")
+    ids_column = TokenColumn.of(ids, offsets)
+    width = ids_column.width
+    return {
+        "input_ids": ids_column,
+        "segment_ids": TokenColumn(segments, offsets, width),
+        "position_ids": TokenColumn(derive_positions(segments, offsets), offsets, width),
+        "loss_mask": TokenColumn(_mask_values(batch.column("loss_mask"), segments, offsets), offsets, width),
+    }
 
 
 def _counts_of(column: pa.StructArray) -> list[DocCounts]:
@@ -133,19 +342,8 @@ def _counts_of(column: pa.StructArray) -> list[DocCounts]:
     return counts
 
 
-def batch_to_examples(batch: pa.RecordBatch, supervised: bool = False) -> RowBlock:
-    """Examples (numpy fields, int provenance), their document counts and provenance from
-    cache rows; ``supervised`` adds ``labels`` and ``attention_mask`` as the per-shard step does."""
-    names = list(TOKEN_FIELDS)
-    token_cols = [_split_list_column(batch.column(name), TOKEN_DTYPES[name]) for name in names]
-    shard, index, doc, token = (_numpy(batch.column(name)).tolist() for name in PROVENANCE_FIELDS)
-    examples = []
-    for i, row in enumerate(zip(*token_cols)):
-        fields = dict(zip(names, row))
-        example = with_training_fields(fields) if supervised else fields
-        example["shard"] = shard[i]
-        example["index"] = index[i]
-        example["doc"] = doc[i]
-        example["token"] = token[i]
-        examples.append(example)
-    return RowBlock(examples, _counts_of(batch.column("doc_counts")), index, doc, token)
+def batch_to_block(batch: pa.RecordBatch, supervised: bool = False) -> RowBlock:
+    """Cache rows (of either layout) decoded into a :class:`RowBlock`; ``supervised`` makes
+    its examples carry ``labels`` and ``attention_mask`` as the per-shard step does."""
+    shard, index, doc, token = (_numpy(batch.column(name)) for name in PROVENANCE_FIELDS)
+    return RowBlock(_token_columns(batch), _counts_of(batch.column("doc_counts")), shard, index, doc, token, supervised)

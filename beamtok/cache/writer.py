@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 import pyarrow.parquet as pq
 
 from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
-from beamtok.cache.schema import cache_schema, examples_to_table
+from beamtok.cache.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
 from beamtok.cache.storage import HashingWriter, Storage
 from beamtok.shard import NO_COUNTS, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
@@ -101,9 +101,7 @@ def write_rows(
     rows = tokens = pad_tokens = 0
     with storage.writing(rel) as sink:
         hashing = HashingWriter(sink)
-        writer = pq.ParquetWriter(
-            hashing, cache_schema(), compression="zstd", write_statistics=["doc", "index"], write_page_checksum=True
-        )
+        writer = pq.ParquetWriter(hashing, cache_schema(), **PARQUET_OPTIONS)
         try:
             examples, counts = [], []
             for produced in produced_rows:
