@@ -6,9 +6,11 @@ Builds a corpus of real text (the shipped documents, repeated) split into shards
 - the raw tokenizer: ``tokenizers`` ``encode_batch_fast`` over the same texts, one thread;
 - the Beam cache build (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> Parquet),
   in-process and with ``multi_processing`` x2 (every tokenizer on one Rayon thread);
-- cache reads: iterating ``Dataset.from_cache`` over every example, against plain pyarrow
-  reading the same ``input_ids`` column into numpy, against plain pyarrow reading all four
-  token columns an example carries, and against streaming on the fly.
+- cache reads: ``Dataset.from_cache`` as examples and as ``batch(8)`` / ``batch(64)``, against
+  plain pyarrow reading the same files' ``input_ids`` column into numpy, and every stored
+  token column, each once per round with ratios taken within a round (after a warm-up round,
+  which also times streaming on the fly against a cache read);
+- the cache's size on disk per token.
 Beam's import (a second or two, once per process) is timed apart from the builds.
 Prints a table of medians and ratios and writes benchmarks/results/cache.json.
 """
@@ -26,13 +28,14 @@ import platform
 import shutil
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamtok import Dataset, load_tokenizer
-from beamtok.cache.schema import TOKEN_FIELDS
 
 from common import ROOT, WORK, build_shards, median_seconds
 
@@ -96,39 +99,80 @@ def main() -> None:
 
     def plain_pyarrow_all() -> None:
         for f in files:
-            table = pq.read_table(f, columns=list(TOKEN_FIELDS))
-            for name in TOKEN_FIELDS:
-                table.column(name).combine_chunks().values.to_numpy()
+            table = pq.read_table(f)
+            for name in table.column_names:
+                if pa.types.is_list(table.column(name).type):
+                    table.column(name).combine_chunks().values.to_numpy()
 
-    def cache_read() -> None:
+    def cache_examples() -> None:
         for _ in Dataset.from_cache(str(out)):
             pass
+
+    def cache_batches(size: int) -> Callable[[], None]:
+        def read() -> None:
+            for _ in Dataset.from_cache(str(out)).batch(size):
+                pass
+
+        return read
 
     def on_the_fly() -> None:
         for _ in pipeline(paths):
             pass
 
-    seconds["plain pyarrow read of input_ids"] = median_seconds(plain_pyarrow, args.repeats)
-    seconds["plain pyarrow read of all token columns"] = median_seconds(plain_pyarrow_all, args.repeats)
-    seconds["cache read (from_cache)"] = median_seconds(cache_read, args.repeats)
-    seconds["on-the-fly streaming, 1 thread"] = median_seconds(on_the_fly, 1)
+    reads: dict[str, Callable[[], None]] = {
+        "plain pyarrow read of input_ids": plain_pyarrow,
+        "plain pyarrow read of every token column": plain_pyarrow_all,
+        "cache read, examples": cache_examples,
+        "cache read, batch(8)": cache_batches(8),
+        "cache read, batch(64)": cache_batches(64),
+    }
+    # Every read once per round (after one warm-up round), ratios taken within a round.
+    read_rounds: list[dict[str, float]] = []
+    for r in range(args.repeats + 1):
+        timings = {name: median_seconds(read, 1) for name, read in reads.items()}
+        if r == 0:
+            timings["on-the-fly streaming, 1 thread"] = median_seconds(on_the_fly, 1)
+            timings["cache read, examples (same round as on-the-fly)"] = median_seconds(cache_examples, 1)
+            on_the_fly_round = timings
+            continue
+        read_rounds.append(timings)
+    for name in reads:
+        seconds[name] = statistics.median(t[name] for t in read_rounds)
+    seconds["on-the-fly streaming, 1 thread"] = on_the_fly_round["on-the-fly streaming, 1 thread"]
     rates = {k: tokens / v for k, v in seconds.items()}
     raw_rate = rates["raw encode_batch_fast, 1 thread"]
+
+    def paired(a: str, b: str) -> float:
+        return statistics.median(t[b] / t[a] for t in read_rounds)
+
+    file_bytes = sum(os.path.getsize(f) for f in files)
     ratios = {
         "Beam in-process build / raw tokenizer (1 core)": rates["Beam build, in-process"] / raw_rate,
         "Beam multi_processing x2 / in-process": rates["Beam build, multi_processing x2"] / rates["Beam build, in-process"],
-        "cache read / plain pyarrow": rates["cache read (from_cache)"] / rates["plain pyarrow read of input_ids"],
-        "cache read / plain pyarrow, all token columns": rates["cache read (from_cache)"]
-        / rates["plain pyarrow read of all token columns"],
-        "cache read / on-the-fly": rates["cache read (from_cache)"] / rates["on-the-fly streaming, 1 thread"],
+        "cache read batch(8) / plain pyarrow input_ids": paired("cache read, batch(8)", "plain pyarrow read of input_ids"),
+        "cache read batch(64) / plain pyarrow input_ids": paired("cache read, batch(64)", "plain pyarrow read of input_ids"),
+        "cache read examples / plain pyarrow input_ids": paired("cache read, examples", "plain pyarrow read of input_ids"),
+        "cache read batch(8) / plain pyarrow every token column": paired("cache read, batch(8)", "plain pyarrow read of every token column"),
+        "cache read examples / on-the-fly (one round)": on_the_fly_round["on-the-fly streaming, 1 thread"]
+        / on_the_fly_round["cache read, examples (same round as on-the-fly)"],
     }
-    results.update(seconds=seconds, tokens_per_second=rates, ratios=ratios, beam_import_seconds=import_seconds)
+    results.update(
+        seconds=seconds,
+        tokens_per_second=rates,
+        ratios=ratios,
+        beam_import_seconds=import_seconds,
+        read_rounds=read_rounds,
+        cache_bytes_per_token=file_bytes / tokens,
+        cache_bytes=file_bytes,
+        row_groups=sum(pq.ParquetFile(f).metadata.num_row_groups for f in files),
+    )
     print(f"corpus: {results['corpus_mb']:.1f} MB in {len(paths)} shards, {tokens:,} tokens; {results['machine']}")
     for name, rate in rates.items():
-        print(f"  {name:<40} {seconds[name]:8.2f} s {rate / 1e6:8.2f} M tokens/s")
+        print(f"  {name:<44} {seconds[name]:8.3f} s {rate / 1e6:8.2f} M tokens/s")
     print(f"  (importing Beam took {import_seconds:.2f} s once, outside the build timings)")
+    print(f"  cache on disk: {file_bytes / tokens:.3f} bytes per token")
     for name, ratio in ratios.items():
-        print(f"  {name:<48} {ratio:8.2f}x")
+        print(f"  {name:<56} {ratio:8.2f}x")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "cache.json").write_text(json.dumps(results, indent=2) + "\n")
 

@@ -377,6 +377,42 @@ def test_many_row_groups_read_like_one(corpus, small_groups, pack):
     check_resumption(make_online, random_steps=10, seed=6, resume_dataset=make_cached)
 
 
+@pytest.mark.parametrize("pack", ["concat", "none"])
+@pytest.mark.parametrize("size", [1, 3, 8])
+def test_batches_straight_from_a_cache_are_the_on_the_fly_batches(corpus, small_groups, built, pack, size):
+    """``from_cache(dir).batch(n)`` stacks decoded row blocks without a dict per example: the
+    batches, counts and states are those of the on-the-fly stream, whether a batch lies in one
+    row group, spans row groups (2 rows each) or shards, or the rows are ragged (``--pack none``)."""
+    make_online = lambda: online(corpus, pack).batch(size)  # noqa: E731
+    for cache in (small_groups[pack], built[pack]):
+        make_cached = lambda cache=cache: cache.batch(size)  # noqa: E731
+        assert_items_equal(list(make_cached()), list(make_online()))
+        check_resumption(make_cached, random_steps=6, seed=size, resume_dataset=make_online)
+        check_resumption(make_online, random_steps=6, seed=size + 1, resume_dataset=make_cached)
+    last = list(small_groups[pack].batch(size, drop_last=True))
+    assert_items_equal(last, list(online(corpus, pack).batch(size, drop_last=True)))
+    torch = pytest.importorskip("torch")
+    batch = next(iter(small_groups[pack].batch(size, tensors="torch")))
+    assert isinstance(batch["input_ids"], torch.Tensor) and batch["input_ids"].dtype == torch.int32
+    batch["input_ids"][0, 0] = -1  # writable, and not the cache's memory
+    assert next(iter(small_groups[pack].batch(size)))["input_ids"][0, 0] != -1
+
+
+def test_closing_a_cache_iterator_stops_its_decoding_threads_and_it_reopens_at_its_cursor(corpus, small_groups):
+    import threading
+
+    def helpers() -> int:
+        return sum(t.name.startswith("beamtok-prefetch") and t.is_alive() for t in threading.enumerate())
+
+    full = list(small_groups["concat"].batch(3))
+    it = small_groups["concat"].batch(3).iter()
+    head = [next(it) for _ in range(5)]
+    assert helpers() >= 1
+    it.close()
+    assert helpers() == 0
+    assert_items_equal(head + list(it), full)
+
+
 def test_many_row_groups_seek_to_every_example(small_groups):
     full = list(small_groups["concat"].iter())
     for n in range(0, len(full), 7):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -156,3 +158,18 @@ def test_whole_example_packers_skip_and_count_examples_longer_than_a_row(packer)
     assert list(p.add(0, doc(1, 2, 3, 4, 5))) == [] and p.counts.too_long == 1  # never split, never an error
     rows = [*p.add(1, doc(6, 7)), *p.add(2, doc(8, 9)), *p.finish()]
     assert [r.input_ids.tolist() for r in rows] == [[6, 7, 8, 9]] and rows[0].doc == 1 and p.counts.too_long == 1
+
+
+def test_a_tokenizer_keeps_the_name_it_was_loaded_with(tokenizer_dir, tmp_path, monkeypatch):
+    """The spec records the tokenizer's name as given; loading the same files under another
+    path first (in the same process) must not change it, or fingerprints would depend on
+    what a process happened to load before."""
+    from beamtok import Dataset, load_tokenizer
+
+    first = load_tokenizer(tokenizer_dir)
+    monkeypatch.chdir(Path(tokenizer_dir).parent)
+    again = load_tokenizer("./gpt2")
+    assert (first.name, again.name) == (tokenizer_dir, "./gpt2") and first.fingerprint == again.fingerprint
+    assert load_tokenizer("./gpt2") is again
+    spec = Dataset.from_sequence(["x"]).tokenize("./gpt2")._plan.spec.to_json()
+    assert spec["steps"][0]["tokenizer"]["name"] == "./gpt2"

@@ -138,6 +138,10 @@ class CachingBackend:
     inner: ShardBackend
     layout: dict[str, int | None]
     writers: list[_ShardWriter] = field(default_factory=list)
+    has_spans = False  # shards change source as they are cached: one example at a time
+
+    def open_spans(self, shard: Shard, cursor: ShardCursor) -> None:
+        return None
 
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
         entry = completed_entry(self.storage, shard, self.spec.fingerprint)

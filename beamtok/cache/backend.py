@@ -9,7 +9,7 @@ counts (``too_long``, truncated and dropped tokens) agree as well.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from beamtok.cache.random_access import RowAccess
@@ -19,6 +19,7 @@ from beamtok.shard import Produced, ShardCursor, ShardPacker
 from beamtok.sources.urls import Shard
 from beamtok.spec import PackSpec, Spec
 from beamtok.stream.backend import SequentialBackend, ShardBackend
+from beamtok.stream.spans import RowSpan
 from beamtok.transforms.pack import make_packer
 
 __all__ = ["CacheOrigin", "PackedCache", "RepackedCache"]
@@ -27,11 +28,24 @@ __all__ = ["CacheOrigin", "PackedCache", "RepackedCache"]
 class PackedCache(SequentialBackend):
     """A cache's rows as its examples; row counts known, so the stream can seek by example."""
 
+    has_spans = True
+
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
 
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
         return self.cache.open_rows(shard, cursor)
+
+    def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:
+        return self.cache.open_spans(shard, cursor)
+
+    def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
+        """Decode the next shard's first row group once the current shard's last one is
+        decoded (while the stream reads it)."""
+        self.cache.upcoming = upcoming[0] if upcoming else None
+
+    def close(self) -> None:
+        self.cache.stop_started()
 
     def rows(self, shard: Shard) -> int | None:
         return self.cache.manifest.shards[shard.index].rows

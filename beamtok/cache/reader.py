@@ -25,10 +25,12 @@ from beamtok.cache.schema import RowBlock, batch_to_block
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, StateError
 from beamtok.lookahead import lookahead
+from beamtok.prefetch import Prefetcher
 from beamtok.shard import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
 from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
+from beamtok.stream.spans import RowSpan, SpanReader
 from beamtok.transforms.sft import TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 
@@ -46,6 +48,8 @@ class Cache:
         self.manifest: Manifest = read_manifest(self.storage)
         self.spec = Spec.from_json(self.manifest.spec)
         self.supervised = self.spec.supervised
+        self._started: dict[tuple[int, int], _BlockReader] = {}
+        self.upcoming: tuple[Shard, ShardCursor] | None = None  # the shard the stream opens next
         if fingerprint is not None and self.manifest.fingerprint != fingerprint:
             raise CacheError(f"{directory} was built with spec {self.manifest.fingerprint}, not the requested {fingerprint}")
         for entry in self.manifest.shards:
@@ -67,6 +71,8 @@ class Cache:
         cache.manifest = Manifest(spec.to_json(), spec.fingerprint, entries)
         cache.spec = spec
         cache.supervised = spec.supervised
+        cache._started = {}
+        cache.upcoming = None
         return cache
 
     def file_sizes(self) -> dict[str, int | None]:
@@ -110,38 +116,65 @@ class Cache:
     def open_rows(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
         """Examples of ``shard`` from ``cursor`` on, each with the cursor after it (the next
         row's provenance, or ``done`` after the last row)."""
+        return SpanReader(self.open_spans(shard, cursor))
+
+    def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:
+        """The rows of ``shard`` from ``cursor`` on, a decoded row group at a time, each span
+        with the cursor after its last row."""
         entry = self._entry(shard)
         if cursor.done:
             return
         if cursor.index > entry.rows:
             raise StateError(f"shard {shard.index}: cursor at example {cursor.index}, but the shard has {entry.rows}")
         if entry.rows == 0:
-            yield Produced(None, ShardCursor(0, 0, 0, True), DocCounts.from_json(entry.documents))
+            yield RowSpan(None, ShardCursor(0, 0, 0, True), DocCounts.from_json(entry.documents))
             return
         first = True
-        for row, following in lookahead(self._rows(entry, cursor.index)):
-            example, counts, index, doc, token = row
+        for block in self._blocks(entry, cursor.index):
+            if not len(block):
+                continue
             # A shard's start cursor is (0, 0, 0) whatever row 0's provenance; any other must match.
-            if first and cursor != ShardCursor() and (doc, token) != (cursor.doc, cursor.token):
+            if first and cursor != ShardCursor() and (block.docs[0], block.tokens[0]) != (cursor.doc, cursor.token):
                 raise StateError(
                     f"shard {shard.index}: the state's cursor (example {cursor.index}, doc {cursor.doc}, token {cursor.token}) "
-                    f"does not match the cache's row {index} (doc {doc}, token {token}): the state is from other data"
+                    f"does not match the cache's row {block.indices[0]} (doc {block.docs[0]}, token {block.tokens[0]}): the state is from other data"
                 )
             first = False
-            after = ShardCursor(index + 1, 0, 0, True) if following is None else ShardCursor(*following[2:])
-            yield Produced(example, after, counts)
-
-    def _rows(self, entry: ShardEntry, start_row: int) -> Iterator[tuple[dict[str, Any], DocCounts, int, int, int]]:
-        for block in self._blocks(entry, start_row):
-            yield from zip(block.examples, block.counts, block.indices, block.docs, block.tokens)
+            yield RowSpan(block)  # the cursor after its last row is the next span's first row
 
     def _blocks(self, entry: ShardEntry, start_row: int) -> Iterator[RowBlock]:
-        with self._parquet(entry) as pf:
-            seek = seek_row(pf.metadata, start_row)
-            skip = seek.skip
-            for table in _row_groups(pf, range(seek.group, seek.groups), self.storage.display(entry.file)):
-                yield batch_to_block(_one_batch(table.slice(skip)), self.supervised)
-                skip = 0
+        """Decoded row groups from row ``start_row`` on (started early if ``start`` was told)."""
+        key = (entry.index, start_row)
+        reader = self._started.pop(key, None) if self._started and key in self._started else None
+        if reader is None:
+            reader = _BlockReader(self, entry, start_row)
+        try:
+            for block in reader.blocks:
+                if reader.blocks.last_taken and self.upcoming is not None:
+                    self.start(*self.upcoming)  # the helper thread is free: on to the next shard
+                yield block
+        finally:
+            reader.close()
+
+    def start(self, shard: Shard, cursor: ShardCursor) -> None:
+        """Begin decoding ``shard`` from ``cursor`` now, on a helper thread, for an
+        ``open_spans`` to come (one shard at a time is started ahead; a problem with the
+        file is left for that call to report)."""
+        self.upcoming = None
+        entry = self._entry(shard)
+        key = (entry.index, cursor.index)
+        if cursor.done or entry.rows == 0 or key in self._started:
+            return
+        self.stop_started()
+        try:
+            self._started[key] = _BlockReader(self, entry, cursor.index)
+        except (CacheError, OSError):
+            return
+
+    def stop_started(self) -> None:
+        """Stop decoding ahead: shards started but not opened are closed."""
+        while self._started:
+            self._started.popitem()[1].close()
 
     def open_shard_file(self, shard_index: int) -> Any:
         """The ``pyarrow.parquet.ParquetFile`` of a shard, its footer checked (close it)."""
@@ -206,6 +239,30 @@ class Cache:
                 yield batch_to_block(_one_batch(table))
 
 
+class _BlockReader:
+    """A shard file's row groups from a row on, decoded one ahead on a helper thread while
+    the consumer works through the current one."""
+
+    def __init__(self, cache: Cache, entry: ShardEntry, start_row: int) -> None:
+        where = cache.storage.display(entry.file)
+        self._file = cache._parquet(entry)
+        seek = seek_row(self._file.metadata, start_row)
+        supervised = cache.supervised
+        pf = self._file
+
+        def decode(group: int) -> RowBlock:
+            table = _read_row_group(pf, group, where)
+            if group == seek.group and seek.skip:
+                table = table.slice(seek.skip)
+            return batch_to_block(_one_batch(table), supervised)
+
+        self.blocks: Prefetcher[int, RowBlock] = Prefetcher(decode, range(seek.group, seek.groups))
+
+    def close(self) -> None:
+        self.blocks.close()
+        self._file.close()
+
+
 def size_problem(entry: ShardEntry, size: int | None) -> str | None:
     """What is wrong with a shard file of ``size`` bytes (None: missing), or None."""
     if size is None:
@@ -216,15 +273,16 @@ def size_problem(entry: ShardEntry, size: int | None) -> str | None:
 
 
 def _row_groups(pf: pq.ParquetFile, groups: range, where: str) -> Iterator[pa.Table]:
-    # Whole row groups: pyarrow decodes their columns in parallel, faster than iter_batches.
-    # (Decoding the next group on a helper thread was tried and was slower: the decoder
-    # waits for the GIL the consuming loop holds.)
     for group in groups:
-        try:
-            table = pf.read_row_group(group)
-        except (OSError, pa.ArrowException) as e:
-            raise CacheError(f"{where}: row group {group} is corrupt ({e}); run `beamtok verify`") from e
-        yield table
+        yield _read_row_group(pf, group, where)
+
+
+def _read_row_group(pf: pq.ParquetFile, group: int, where: str) -> pa.Table:
+    # Whole row groups: pyarrow decodes their columns in parallel, faster than iter_batches.
+    try:
+        return pf.read_row_group(group)
+    except (OSError, pa.ArrowException) as e:
+        raise CacheError(f"{where}: row group {group} is corrupt ({e}); run `beamtok verify`") from e
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -186,6 +186,11 @@ class TokenColumn:
     values: np.ndarray
     offsets: np.ndarray
     width: int | None
+    matrix: np.ndarray | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        matrix = None if self.width is None else self.values.reshape(-1, self.width)
+        object.__setattr__(self, "matrix", matrix)
 
     @classmethod
     def of(cls, values: np.ndarray, offsets: np.ndarray) -> TokenColumn:
@@ -193,10 +198,6 @@ class TokenColumn:
         width = int(offsets[1] - offsets[0]) if rows else 0
         even = rows > 0 and width > 0 and offsets[0] == 0 and len(values) == width * rows and bool((np.diff(offsets) == width).all())
         return cls(values, offsets, width if even else None)
-
-    @property
-    def matrix(self) -> np.ndarray | None:
-        return None if self.width is None else self.values.reshape(-1, self.width)
 
     def rows(self) -> list[np.ndarray]:
         matrix = self.matrix
@@ -210,9 +211,20 @@ class RowBlock:
     """Consecutive cache rows, decoded column-wise: token fields, document counts, provenance.
     Examples (dicts of row views) are made only when asked for."""
 
-    def __init__(self, columns: dict[str, TokenColumn], counts: list[DocCounts], shard: np.ndarray, indices: np.ndarray, docs: np.ndarray, tokens: np.ndarray, supervised: bool) -> None:
+    def __init__(
+        self,
+        columns: dict[str, TokenColumn],
+        counts: list[DocCounts],
+        busy: list[int],
+        shard: np.ndarray,
+        indices: np.ndarray,
+        docs: np.ndarray,
+        tokens: np.ndarray,
+        supervised: bool,
+    ) -> None:
         self.columns = columns
         self.counts = counts
+        self.busy = busy  # the rows whose counts are not empty, in order
         self.shard = shard
         self.index_array = indices
         self.doc_array = docs
@@ -319,8 +331,9 @@ def _token_columns(batch: pa.RecordBatch) -> dict[str, TokenColumn]:
     }
 
 
-def _counts_of(column: pa.StructArray) -> list[DocCounts]:
-    """One DocCounts a row; rows that finished no document share the empty NO_COUNTS."""
+def _counts_of(column: pa.StructArray) -> tuple[list[DocCounts], list[int]]:
+    """One DocCounts a row (rows that finished no document share the empty NO_COUNTS), and
+    the rows whose counts are not empty."""
     read = _numpy(column.field("read"))
     truncated = _numpy(column.field("truncated_tokens"))
     dropped = _numpy(column.field("dropped_tokens"))
@@ -339,11 +352,12 @@ def _counts_of(column: pa.StructArray) -> list[DocCounts]:
                 int(dropped[i]),
                 int(truncated_docs[i]),
             )
-    return counts
+    return counts, busy
 
 
 def batch_to_block(batch: pa.RecordBatch, supervised: bool = False) -> RowBlock:
     """Cache rows (of either layout) decoded into a :class:`RowBlock`; ``supervised`` makes
     its examples carry ``labels`` and ``attention_mask`` as the per-shard step does."""
     shard, index, doc, token = (_numpy(batch.column(name)) for name in PROVENANCE_FIELDS)
-    return RowBlock(_token_columns(batch), _counts_of(batch.column("doc_counts")), shard, index, doc, token, supervised)
+    counts, busy = _counts_of(batch.column("doc_counts"))
+    return RowBlock(_token_columns(batch), counts, busy, shard, index, doc, token, supervised)

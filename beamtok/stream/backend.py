@@ -25,11 +25,14 @@ from beamtok.stream.split import dataloader_worker
 
 if TYPE_CHECKING:
     from beamtok.stream.global_shuffle import RowSource
+    from beamtok.stream.spans import RowSpan
 
 __all__ = ["OnTheFly", "OnTheFlyOrigin", "SequentialBackend", "ShardBackend", "ShardOrigin"]
 
 
 class ShardBackend(Protocol):
+    has_spans: bool  # open_spans gives decoded blocks (else None)
+
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
         """The examples of ``shard`` from ``cursor`` on, each with the cursor after it."""
         ...
@@ -40,6 +43,10 @@ class ShardBackend(Protocol):
 
     def close(self) -> None:
         """Release worker processes and files."""
+        ...
+
+    def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan] | None:
+        """The same rows as ``open`` in decoded blocks, or None where rows come one at a time."""
         ...
 
     def rows(self, shard: Shard) -> int | None:
@@ -55,10 +62,15 @@ class SequentialBackend:
     """A backend that reads in the consumer's process: nothing to prefetch or close, row
     counts unknown."""
 
+    has_spans = False
+
     def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
         return None
 
     def close(self) -> None:
+        return None
+
+    def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan] | None:
         return None
 
     def rows(self, shard: Shard) -> int | None:

@@ -6,8 +6,9 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.stream.collate import Batched, collate
+from beamtok.stream.collate import Batched, collate, to_tensors
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
+from beamtok.stream.spans import stack_taken
 from beamtok.validate import check_choice, check_int
 
 __all__ = ["Batch", "BatchNode"]
@@ -41,7 +42,19 @@ class BatchNode(StageNode):
         self.pad_id = pad_id
 
     def __next__(self) -> dict[str, Any]:
-        examples = list(itertools.islice(self.upstream, self.config.size))
+        size = self.config.size
+        next_rows = getattr(self.upstream, "next_rows", None)
+        pieces = next_rows(size) if next_rows is not None else None
+        if pieces is not None:  # decoded row blocks straight from the source: no dict per example
+            rows = sum(p.rows for p in pieces)
+            if not rows or (self.config.drop_last and rows < size):
+                raise StopIteration
+            stacked = stack_taken(pieces)
+            if stacked is not None:
+                return Batched(to_tensors(stacked) if self.config.tensors == "torch" else stacked)
+            examples = [example for p in pieces for example in p.examples()]
+            return Batched(collate(examples, self.pad_id, self.config.tensors))
+        examples = list(itertools.islice(self.upstream, size))
         if not examples or (self.config.drop_last and len(examples) < self.config.size):
             raise StopIteration
         return Batched(collate(examples, self.pad_id, self.config.tensors))

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Batched", "collate"]
+__all__ = ["Batched", "collate", "to_tensors"]
 
 PAD_VALUES = {"input_ids": None, "labels": -100}  # None: the tokenizer's pad id
 
@@ -32,11 +32,14 @@ def collate(examples: list[dict[str, Any]], pad_id: int, tensors: str = "numpy")
             batch[key] = np.asarray(values, dtype=np.int64)
         else:
             batch[key] = values
-    if tensors == "torch":
-        import torch
+    return to_tensors(batch) if tensors == "torch" else batch
 
-        return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
-    return batch
+
+def to_tensors(batch: dict[str, Any]) -> dict[str, Any]:
+    """The batch's numpy arrays as torch tensors (sharing their memory)."""
+    import torch
+
+    return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
 
 
 def _stack(arrays: list[np.ndarray], pad: Any) -> np.ndarray:

@@ -36,8 +36,11 @@ class Delivered:
     def plus(self, item: Any) -> Delivered:
         if not isinstance(item, dict) or "segment_ids" not in item:
             return dataclasses.replace(self, items=self.items + 1)
-        segments = np.asarray(item["segment_ids"])
-        rows = 1 if segments.ndim <= 1 else int(np.prod(segments.shape[:-1]))
+        segments = item["segment_ids"]
+        if not isinstance(segments, np.ndarray):
+            segments = np.asarray(segments)
+        shape = segments.shape
+        rows = 1 if len(shape) <= 1 else shape[0] if len(shape) == 2 else int(np.prod(shape[:-1]))
         real = int(np.count_nonzero(segments))
         return Delivered(self.items + 1, self.examples + rows, self.tokens + real, self.pad_tokens + int(segments.size) - real)
 

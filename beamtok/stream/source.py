@@ -22,6 +22,7 @@ from beamtok.errors import ConfigError, StateError
 from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor
 from beamtok.sources.urls import Shard
 from beamtok.stream.backend import ShardBackend
+from beamtok.stream.spans import SpanReader, Taken
 from beamtok.stream.split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.validate import check_int as check_option
@@ -94,6 +95,13 @@ class StreamStats:
         self.tokens += real
         self.pad_tokens += len(ids) - real
 
+    def record_taken(self, taken: Taken) -> None:
+        self.documents = self.documents + taken.counts
+        self.examples += taken.rows
+        real, pad = taken.tokens()
+        self.tokens += real
+        self.pad_tokens += pad
+
     def add(self, other: StreamStats) -> None:
         self.documents = self.documents + other.documents
         self.examples += other.examples
@@ -130,7 +138,7 @@ class _Slot:
     def __init__(self, shard: int, cursor: ShardCursor) -> None:
         self.shard = shard
         self.cursor = cursor
-        self.examples: Iterator[Produced] | None = None
+        self.examples: Iterator[Produced] | None = None  # a SpanReader where the backend decodes blocks
 
 
 class ShardSource:
@@ -276,7 +284,8 @@ class ShardSource:
                 raise StopIteration
             slot = self._slots[self._turn]
             if slot.examples is None:
-                slot.examples = self.backend.open(self.shards[slot.shard], slot.cursor)
+                self._open_slot(slot)
+            assert slot.examples is not None
             produced = next(slot.examples, None)
             if produced is None:
                 self._replace(self._turn)
@@ -289,8 +298,50 @@ class ShardSource:
             self._yielded_in_epoch = True
             return produced.example
 
+    def next_rows(self, limit: int) -> list[Taken] | None:
+        """The next ``limit`` examples (fewer at the end) as pieces of decoded row blocks:
+        what ``limit`` calls of ``next()`` would return, with the same cursors and counts,
+        without a dict per example. None when this source hands out one example at a time
+        (several open shards take turns, or the backend does not decode blocks)."""
+        if self.interleave != 1 or not self.backend.has_spans:
+            return None
+        if not self._hinted:
+            self._hint()
+        pieces: list[Taken] = []
+        need = limit
+        while need > 0:
+            if not self._slots and not self._fill():
+                break
+            slot = self._slots[0]
+            if slot.examples is None:
+                self._open_slot(slot)
+            assert isinstance(slot.examples, SpanReader)
+            taken = slot.examples.take(need)
+            if taken is None:
+                self._replace(0)
+                continue
+            slot.cursor = taken.cursor
+            self.stats.record_taken(taken)
+            if taken.rows:
+                pieces.append(taken)
+                need -= taken.rows
+                self._yielded_in_epoch = True
+        return pieces
+
+    def _open_slot(self, slot: _Slot) -> None:
+        shard = self.shards[slot.shard]
+        spans = self.backend.open_spans(shard, slot.cursor)
+        slot.examples = SpanReader(spans) if spans is not None else self.backend.open(shard, slot.cursor)
+
     def close(self) -> None:
-        """Stop the backend's worker processes, if it has any."""
+        """Stop the backend's worker processes and helper threads, if it has any; open
+        shards are closed and would reopen at their cursors."""
+        for slot in self._slots:
+            close = getattr(slot.examples, "close", None)
+            if close is not None:
+                close()
+            slot.examples = None
+        self._hinted = False
         self.backend.close()
 
     def _hint(self) -> None:
@@ -300,7 +351,7 @@ class ShardSource:
         self._hinted = True
         for slot in self._slots:
             if slot.examples is None:
-                slot.examples = self.backend.open(self.shards[slot.shard], slot.cursor)
+                self._open_slot(slot)
         carried = [(self.shards[c.shard], c.cursor) for c in self._carry[:PREFETCH_SHARDS]]
         upcoming = self._order[self._position : self._position + PREFETCH_SHARDS - len(carried)]
         self.backend.prefetch(carried + [(self.shards[i], ShardCursor()) for i in upcoming])

@@ -43,7 +43,8 @@ class TokenizerRef:
         return {"name": self.name, "fingerprint": self.fingerprint, "bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id}
 
 
-_CACHE: dict[str, Tokenizer] = {}
+_CACHE: dict[str, Tokenizer] = {}  # by fingerprint: what a spec's tokenizer resolves to
+_BY_NAME: dict[str, Tokenizer] = {}  # by the name it was loaded with (a spec records that name)
 _LOCK = threading.Lock()
 
 
@@ -180,9 +181,9 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
         name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
         return _remember(Tokenizer.from_hf(tokenizer, str(name)))
     with _LOCK:
-        for tok in _CACHE.values():
-            if tok.name == tokenizer:
-                return tok
+        known = _BY_NAME.get(tokenizer)
+    if known is not None:
+        return known
     hf = _from_local_files(tokenizer, trust_remote_code)
     try:
         from transformers import AutoTokenizer
@@ -193,7 +194,12 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
         raise ConfigError(f"cannot load tokenizer {tokenizer!r}: {e}") from e
     except Exception as e:
         raise ConfigError(f"cannot load tokenizer {tokenizer!r}: {type(e).__name__}: {e}") from e
-    return _remember(Tokenizer.from_hf(hf, tokenizer))
+    tok = Tokenizer.from_hf(hf, tokenizer)
+    # The same files under another name (a relative and an absolute path) keep their own name:
+    # the spec records it, and it must not depend on what this process loaded first.
+    with _LOCK:
+        _CACHE.setdefault(tok.fingerprint, tok)
+        return _BY_NAME.setdefault(tokenizer, tok)
 
 
 def _from_local_files(name: str, trust_remote_code: bool) -> Any:
