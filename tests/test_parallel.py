@@ -148,3 +148,55 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def _sft_shards(tmp_path):
+    from conftest import ROOT
+
+    lines = (ROOT / "data" / "sft" / "shakespeare-dialogue.jsonl").read_text().splitlines()[:60]
+    return [str(write_jsonl(tmp_path / f"sft-{i}.jsonl", lines[i::3])) for i in range(3)]
+
+
+PIPELINES = {
+    "packed": lambda paths, tok: Dataset.from_files(paths).tokenize(tok).ensure_bos_eos().concat_chunk(48),
+    "unpacked": lambda paths, tok: Dataset.from_files(paths).tokenize(tok),
+    "records": lambda paths, tok: Dataset.from_files(paths),
+    "sft": lambda paths, tok: Dataset.from_files(paths).tokenize_sft(tok, max_length=96).pack_examples(96),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PIPELINES))
+def test_batches_from_workers_are_the_in_process_batches(make_shards, tmp_path, tokenizer_dir, kind):
+    """Workers send column blocks; batch() stacks them directly (ragged rows and raw records
+    go example by example): batches, counts and states equal the in-process stream's."""
+    paths = _sft_shards(tmp_path) if kind == "sft" else make_shards(4, docs_per_shard=9)
+    build = PIPELINES[kind]
+    in_process = lambda: build(paths, tokenizer_dir).batch(3)  # noqa: E731
+    in_workers = lambda: build(paths, tokenizer_dir).parallel(2).batch(3)  # noqa: E731
+    assert_items_equal(list(in_workers()), list(in_process()))
+    check_resumption(in_workers, random_steps=5, seed=len(kind), resume_dataset=in_process)
+    check_resumption(in_process, random_steps=3, seed=len(kind) + 1, resume_dataset=in_workers)
+
+
+def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
+    import pickle
+
+    from beamtok.shard import ShardProcessor
+    from beamtok.sources.urls import Shard
+    from beamtok.stream.spans import SpanReader
+    from beamtok.stream.wire import span_from_wire, span_to_wire, spans_of
+
+    (path,) = make_shards(1, docs_per_shard=30)
+    for kind, shipped in (("packed", "columns"), ("records", "examples")):
+        spec = PIPELINES[kind]([path], tokenizer_dir)._plan.spec
+        produced = list(ShardProcessor(spec).run(Shard(0, path)))
+        wires = [pickle.loads(pickle.dumps(span_to_wire(s))) for s in spans_of(iter(produced))]
+        assert {w[0] for w in wires} == {shipped}
+        if shipped == "columns":
+            assert all(not isinstance(v, dict) for w in wires for v in w[2:4])  # arrays, not examples
+            sizes = [len(w[3]) - 1 for w in wires]
+            assert sizes[0] == 8 and sizes[1] > 8  # the first block is small, then they grow
+        again = list(SpanReader(iter(span_from_wire(w) for w in wires)))
+        assert_items_equal([p.example for p in again], [p.example for p in produced])
+        assert [p.cursor for p in again] == [p.cursor for p in produced]
+        assert [p.counts for p in again] == [p.counts for p in produced]

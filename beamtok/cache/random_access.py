@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.cache.reader import Cache
-from beamtok.cache.schema import RowBlock
+from beamtok.rows import RowBlock
 from beamtok.shard import DocCounts
 
 __all__ = ["RowAccess"]

@@ -21,11 +21,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest
-from beamtok.cache.schema import RowBlock, batch_to_block
+from beamtok.cache.schema import batch_to_block
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, StateError
 from beamtok.lookahead import lookahead
 from beamtok.prefetch import Prefetcher
+from beamtok.rows import RowBlock
 from beamtok.shard import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
 from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard

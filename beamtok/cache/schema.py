@@ -20,23 +20,20 @@ through numpy: no per-token Python work.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from beamtok.errors import CacheError
-from beamtok.shard import NO_COUNTS, DocCounts, with_training_fields
+from beamtok.rows import RowBlock, TokenColumn
+from beamtok.shard import NO_COUNTS, DocCounts
 
 __all__ = [
     "PARQUET_OPTIONS",
     "TOKEN_FIELDS",
-    "RowBlock",
-    "TokenColumn",
     "batch_to_block",
     "cache_schema",
     "derive_positions",
@@ -178,94 +175,6 @@ def _counts_array(counts: list[DocCounts]) -> pa.StructArray:
 # ------------------------------------------------------------------ reading
 
 
-@dataclass(frozen=True)
-class TokenColumn:
-    """One token field of consecutive rows: flat values, row offsets, and the common row
-    length when every row has it (then ``matrix`` is a 2-D view)."""
-
-    values: np.ndarray
-    offsets: np.ndarray
-    width: int | None
-    matrix: np.ndarray | None = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        matrix = None if self.width is None else self.values.reshape(-1, self.width)
-        object.__setattr__(self, "matrix", matrix)
-
-    @classmethod
-    def of(cls, values: np.ndarray, offsets: np.ndarray) -> TokenColumn:
-        rows = len(offsets) - 1
-        width = int(offsets[1] - offsets[0]) if rows else 0
-        even = rows > 0 and width > 0 and offsets[0] == 0 and len(values) == width * rows and bool((np.diff(offsets) == width).all())
-        return cls(values, offsets, width if even else None)
-
-    def rows(self) -> list[np.ndarray]:
-        matrix = self.matrix
-        if matrix is not None:
-            return list(matrix)
-        values = self.values
-        return [values[a:b] for a, b in itertools.pairwise(self.offsets.tolist())]
-
-
-class RowBlock:
-    """Consecutive cache rows, decoded column-wise: token fields, document counts, provenance.
-    Examples (dicts of row views) are made only when asked for."""
-
-    def __init__(
-        self,
-        columns: dict[str, TokenColumn],
-        counts: list[DocCounts],
-        busy: list[int],
-        shard: np.ndarray,
-        indices: np.ndarray,
-        docs: np.ndarray,
-        tokens: np.ndarray,
-        supervised: bool,
-    ) -> None:
-        self.columns = columns
-        self.counts = counts
-        self.busy = busy  # the rows whose counts are not empty, in order
-        self.shard = shard
-        self.index_array = indices
-        self.doc_array = docs
-        self.token_array = tokens
-        self.indices: list[int] = indices.tolist()
-        self.docs: list[int] = docs.tolist()
-        self.tokens: list[int] = tokens.tolist()
-        self.supervised = supervised
-        self._examples: list[dict[str, Any]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    @property
-    def examples(self) -> list[dict[str, Any]]:
-        if self._examples is None:
-            names = list(TOKEN_FIELDS)
-            rows = [self.columns[name].rows() for name in names]
-            shard = self.shard.tolist()
-            examples = []
-            for i, fields in enumerate(zip(*rows)):
-                example = dict(zip(names, fields))
-                if self.supervised:
-                    example = with_training_fields(example)
-                example["shard"] = shard[i]
-                example["index"] = self.indices[i]
-                example["doc"] = self.docs[i]
-                example["token"] = self.tokens[i]
-                examples.append(example)
-            self._examples = examples
-        return self._examples
-
-    @property
-    def width(self) -> int | None:
-        """The common length of every row, or None when rows differ."""
-        return self.columns["input_ids"].width
-
-    def nbytes(self) -> int:
-        return sum(c.values.nbytes for c in self.columns.values())
-
-
 def _numpy(array: pa.Array) -> np.ndarray:
     """An integer array without nulls as a zero-copy numpy view (pyarrow's ``to_numpy`` would
     import pandas, a fifth of a second at a reader's first row)."""
@@ -360,4 +269,4 @@ def batch_to_block(batch: pa.RecordBatch, supervised: bool = False) -> RowBlock:
     its examples carry ``labels`` and ``attention_mask`` as the per-shard step does."""
     shard, index, doc, token = (_numpy(batch.column(name)) for name in PROVENANCE_FIELDS)
     counts, busy = _counts_of(batch.column("doc_counts"))
-    return RowBlock(_token_columns(batch), counts, busy, shard, index, doc, token, supervised)
+    return RowBlock(_token_columns(batch), counts, busy, (shard, index, doc, token), supervised)

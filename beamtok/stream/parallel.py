@@ -1,9 +1,10 @@
-"""Run the per-shard step in worker processes, ahead of the consumer, in the same order.
+r"""Run the per-shard step in worker processes, ahead of the consumer, in the same order.
 
 :class:`ParallelShards` is a shard backend (see ``beamtok.stream.backend``): the shard source
 opens shards through it instead of running ``ShardProcessor.run`` itself. Nothing starts
 before the source's first ``next()``. Each open shard (and the next few the source will open) runs
-in a worker process; the worker streams ``Produced`` items back in chunks through a bounded
+in a worker process; the worker streams its examples back as column blocks (``RowSpan``\ s,
+see ``beamtok.stream.wire``: arrays, never a pickled dict per example) through a bounded
 queue, and the source consumes them in exactly the order the in-process step yields them.
 Because every item carries its cursor, taking a state never drains or pauses the workers.
 
@@ -28,12 +29,13 @@ from beamtok.shard import Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 from beamtok.stream.backend import SequentialBackend
+from beamtok.stream.spans import RowSpan, SpanReader
+from beamtok.stream.wire import span_from_wire, span_to_wire, spans_of
 from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
 
 __all__ = ["ParallelShards", "WorkerError"]
 
-CHUNK = 32  # examples per message
-QUEUE_CHUNKS = 64  # chunks a worker may run ahead of the consumer, per task
+QUEUE_CHUNKS = 16  # blocks (up to 256 examples each) a worker may run ahead of the consumer, per task
 POLL_SECONDS = 1.0
 PARENT_CHECK_SECONDS = 1.0  # how often a waiting worker checks that its consumer is alive
 
@@ -70,20 +72,14 @@ def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any) -> None:
             return
         task_id, shard, cursor = message
         try:
-            chunk: list[Produced] = []
-            for produced in processor.run(shard, cursor):
+            for span in spans_of(processor.run(shard, cursor)):
                 if cancel.is_set():
                     break
-                chunk.append(produced)
-                if len(chunk) >= CHUNK:
-                    send(("data", task_id, chunk))
-                    chunk = []
-                    _exit_if_orphaned(parent)
+                send(("data", task_id, span_to_wire(span)))
+                _exit_if_orphaned(parent)
             if cancel.is_set():
                 send(("cancelled", task_id, None))
                 continue
-            if chunk:
-                send(("data", task_id, chunk))
             send(("end", task_id, None))
         except BaseException as e:  # everything reaches the consumer, which decides
             send(("error", task_id, _picklable(e)))
@@ -117,13 +113,15 @@ class _Task:
     shard: Shard
     cursor: ShardCursor
     worker: _Worker | None = None
-    buffer: deque[Produced] = field(default_factory=deque)
+    buffer: deque[RowSpan] = field(default_factory=deque)
     finished: bool = False
     consuming: bool = False
 
 
 class ParallelShards(SequentialBackend):
     """Opens shards for a ShardSource by running them in ``workers`` processes."""
+
+    has_spans = True
 
     def __init__(self, spec: Spec, workers: int) -> None:
         if workers < 1:
@@ -141,6 +139,9 @@ class ParallelShards(SequentialBackend):
     # --------------------------------------------------------------- backend API
 
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+        return SpanReader(self.open_spans(shard, cursor))
+
+    def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:
         if cursor.done:
             return iter(())
         task = self._tasks.pop((shard.index, cursor), None) or self._submit(shard, cursor)
@@ -221,7 +222,7 @@ class ParallelShards(SequentialBackend):
                 self._dispatch(task, worker)
                 return
 
-    def _consume(self, task: _Task) -> Iterator[Produced]:
+    def _consume(self, task: _Task) -> Iterator[RowSpan]:
         try:
             while True:
                 while task.buffer:
@@ -236,7 +237,7 @@ class ParallelShards(SequentialBackend):
                     self.ran_here += 1
                     if self._local is None:
                         self._local = ShardProcessor(self.spec)
-                    yield from self._local.run(task.shard, task.cursor)
+                    yield from spans_of(self._local.run(task.shard, task.cursor))
                     return
                 if task.worker is not None:
                     self._receive(task)
@@ -278,7 +279,7 @@ class ParallelShards(SequentialBackend):
             if task_id != task.id:
                 continue  # a leftover from a cancelled task
             if kind == "data":
-                task.buffer.extend(body)
+                task.buffer.append(span_from_wire(body))
                 return
             task.finished = True
             self._release(worker)

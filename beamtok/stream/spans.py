@@ -19,16 +19,16 @@ import numpy as np
 from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor, with_training_fields
 
 if TYPE_CHECKING:
-    from beamtok.cache.schema import RowBlock
+    from beamtok.rows import RowBlock
 
 __all__ = ["RowSpan", "SpanReader", "Taken", "stack_taken"]
 
 
 class RowSpan:
     """Consecutive rows of one shard (``block``), or for a shard without rows (``block`` None)
-    its end cursor and document counts. The cursor after a span's last row is the next span's
-    first row, or ``done`` after the shard's last span (found when that row is taken, so a
-    span is handed out as soon as it is decoded)."""
+    its end cursor and document counts. The cursor after a span's last row is ``end`` when
+    known, else the next span's first row, or ``done`` after the shard's last span (found when
+    that row is taken, so a cache span is handed out as soon as it is decoded)."""
 
     __slots__ = ("block", "counts", "end")
 
@@ -81,13 +81,26 @@ class Taken:
         return None if self.block is None else self.block.width
 
     def tokens(self) -> tuple[int, int]:
-        """Real and pad tokens of these rows."""
-        if self.block is None or not self.rows:
+        """Real and pad tokens of these rows (tokens of rows without ``segment_ids`` are real)."""
+        block = self.block
+        if block is None or not self.rows:
             return 0, 0
-        column = self.block.columns["segment_ids"]
-        segments = column.values[column.offsets[self.lo] : column.offsets[self.hi]]
-        real = int(np.count_nonzero(segments))
-        return real, len(segments) - real
+        column = block.columns.get("segment_ids") or block.columns.get("input_ids")
+        if column is None:  # raw records, or fields a block cannot hold: example by example
+            real = pad = 0
+            for example in self.examples():
+                ids = example.get("input_ids")
+                if ids is None:
+                    continue
+                segments = example.get("segment_ids")
+                n = int(np.count_nonzero(segments)) if segments is not None else len(ids)
+                real, pad = real + n, pad + len(ids) - n
+            return real, pad
+        values = column.values[column.offsets[self.lo] : column.offsets[self.hi]]
+        if "segment_ids" not in block.columns:
+            return len(values), 0
+        real = int(np.count_nonzero(values))
+        return real, len(values) - real
 
     def examples(self) -> list[dict[str, Any]]:
         return [] if self.block is None else self.block.examples[self.lo : self.hi]
@@ -143,6 +156,8 @@ class SpanReader:
             self._pos = hi
             if hi < len(block):
                 cursor = ShardCursor(block.indices[hi], block.docs[hi], block.tokens[hi])
+            elif span.end is not None:
+                cursor = span.end
             else:
                 following = self._peek()
                 cursor = span.last_cursor() if following is None else following.first_cursor()

@@ -1,0 +1,113 @@
+"""Consecutive examples of one shard in column form: what a cache row group decodes to, and
+what a tokenization worker process sends back, so neither builds nor pickles a dict per
+example. Examples (dicts of row views) are made only when asked for; ``batch()`` stacks the
+columns directly (see ``beamtok.stream.spans``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from beamtok.shard import DocCounts, with_training_fields
+
+__all__ = ["PROVENANCE", "RowBlock", "TokenColumn"]
+
+PROVENANCE = ("shard", "index", "doc", "token")
+
+
+@dataclass(frozen=True)
+class TokenColumn:
+    """One token field of consecutive rows: flat values, row offsets, and the common row
+    length when every row has it (then ``matrix`` is a 2-D view)."""
+
+    values: np.ndarray
+    offsets: np.ndarray
+    width: int | None
+    matrix: np.ndarray | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        matrix = None if self.width is None else self.values.reshape(-1, self.width)
+        object.__setattr__(self, "matrix", matrix)
+
+    @classmethod
+    def of(cls, values: np.ndarray, offsets: np.ndarray) -> TokenColumn:
+        rows = len(offsets) - 1
+        width = int(offsets[1] - offsets[0]) if rows else 0
+        even = rows > 0 and width > 0 and offsets[0] == 0 and len(values) == width * rows and bool((np.diff(offsets) == width).all())
+        return cls(values, offsets, width if even else None)
+
+    def rows(self) -> list[np.ndarray]:
+        matrix = self.matrix
+        if matrix is not None:
+            return list(matrix)
+        values = self.values
+        return [values[a:b] for a, b in itertools.pairwise(self.offsets.tolist())]
+
+
+class RowBlock:
+    """Consecutive examples of one shard, column-wise: array fields (``columns``, in the
+    examples' key order), document counts per row, provenance. ``supervised`` adds
+    ``labels`` and ``attention_mask`` to each example as the per-shard step does (for cache
+    rows, which do not store them). A block of examples that are not token rows (raw records)
+    holds the examples themselves and no columns."""
+
+    def __init__(
+        self,
+        columns: dict[str, TokenColumn],
+        counts: list[DocCounts],
+        busy: list[int],
+        provenance: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        supervised: bool,
+        examples: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.columns = columns
+        self.counts = counts
+        self.busy = busy  # the rows whose counts are not empty, in order
+        self.shard, self.index_array, self.doc_array, self.token_array = provenance
+        self.indices: list[int] = self.index_array.tolist()
+        self.docs: list[int] = self.doc_array.tolist()
+        self.tokens: list[int] = self.token_array.tolist()
+        self.supervised = supervised
+        self._examples = examples
+
+    @classmethod
+    def of_examples(cls, examples: list[dict[str, Any]], counts: list[DocCounts]) -> RowBlock:
+        """Examples as they are (raw records, or fields a block cannot hold)."""
+        provenance = tuple(np.array([ex[name] for ex in examples], dtype=np.int64) for name in PROVENANCE)
+        busy = [i for i, c in enumerate(counts) if c]
+        return cls({}, counts, busy, provenance, False, examples)  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def examples(self) -> list[dict[str, Any]]:
+        if self._examples is None:
+            names = list(self.columns)
+            rows = [self.columns[name].rows() for name in names]
+            shard = self.shard.tolist()
+            examples = []
+            for i, fields in enumerate(zip(*rows)):
+                example = dict(zip(names, fields))
+                if self.supervised:
+                    example = with_training_fields(example)
+                example["shard"] = shard[i]
+                example["index"] = self.indices[i]
+                example["doc"] = self.docs[i]
+                example["token"] = self.tokens[i]
+                examples.append(example)
+            self._examples = examples
+        return self._examples
+
+    @property
+    def width(self) -> int | None:
+        """The common length of every row, or None when rows differ (or are not token rows)."""
+        column = self.columns.get("input_ids")
+        return None if column is None else column.width
+
+    def nbytes(self) -> int:
+        return sum(c.values.nbytes for c in self.columns.values())

@@ -1,0 +1,104 @@
+"""Examples shipped between processes in column blocks, not one pickled dict per example.
+
+A tokenization worker groups the ``Produced`` items of a shard into :class:`RowSpan`\\ s (the
+examples' array fields concatenated per field, provenance as arrays, document counts only
+where a row carries some) and sends each as plain arrays; the consumer rebuilds the span
+without copying the arrays again. Chunks start small, so a (re)opened shard's first example
+arrives quickly, and double up to ``MAX_ROWS`` rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from beamtok.rows import PROVENANCE, RowBlock, TokenColumn
+from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor
+from beamtok.stream.spans import RowSpan
+
+__all__ = ["FIRST_ROWS", "MAX_ROWS", "span_from_wire", "span_to_wire", "spans_of"]
+
+FIRST_ROWS = 8
+MAX_ROWS = 256
+
+
+def spans_of(produced: Iterable[Produced]) -> Iterator[RowSpan]:
+    """Group a shard's outputs (from its start cursor or any other) into spans."""
+    chunk: list[Produced] = []
+    size = FIRST_ROWS
+    for item in produced:
+        if item.example is None:  # the one output of a shard without examples
+            yield RowSpan(None, item.cursor, item.counts)
+            continue
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield _span(chunk)
+            chunk = []
+            size = min(2 * size, MAX_ROWS)
+    if chunk:
+        yield _span(chunk)
+
+
+def _span(chunk: list[Produced]) -> RowSpan:
+    examples = [p.example for p in chunk]
+    counts = [p.counts for p in chunk]
+    return RowSpan(_block(examples, counts), chunk[-1].cursor)  # type: ignore[arg-type]
+
+
+def _block(examples: list[dict[str, Any]], counts: list[DocCounts]) -> RowBlock:
+    """The examples as columns, or as they are when their fields do not line up."""
+    first = examples[0]
+    names = [k for k, v in first.items() if isinstance(v, np.ndarray)]
+    if not names or [k for k in first if k not in names] != list(PROVENANCE):
+        return RowBlock.of_examples(examples, counts)
+    keys = list(first)
+    dtypes = [first[name].dtype for name in names]
+    lengths = np.fromiter((len(ex[names[0]]) for ex in examples), dtype=np.int64, count=len(examples))
+    for ex in examples:
+        if list(ex) != keys:
+            return RowBlock.of_examples(examples, counts)
+        n = len(ex[names[0]])
+        for name, dtype in zip(names, dtypes):
+            value = ex[name]
+            if value.ndim != 1 or len(value) != n or value.dtype != dtype:
+                return RowBlock.of_examples(examples, counts)
+    offsets = np.zeros(len(examples) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    columns = {name: TokenColumn.of(np.concatenate([ex[name] for ex in examples]), offsets) for name in names}
+    provenance = tuple(np.array([ex[name] for ex in examples], dtype=np.int64) for name in PROVENANCE)
+    busy = [i for i, c in enumerate(counts) if c]
+    return RowBlock(columns, counts, busy, provenance, False)  # type: ignore[arg-type]
+
+
+def span_to_wire(span: RowSpan) -> tuple[Any, ...]:
+    """A span as plain values (arrays, ints, a few counts) for a process queue."""
+    end = span.end
+    assert end is not None
+    cursor = (end.index, end.doc, end.token, end.done)
+    block = span.block
+    if block is None:
+        return ("empty", cursor, span.counts)
+    rows = {i: block.counts[i] for i in block.busy}
+    if not block.columns:
+        return ("examples", cursor, block.examples, rows)
+    first = next(iter(block.columns.values()))
+    fields = [(name, column.values) for name, column in block.columns.items()]
+    provenance = (block.shard, block.index_array, block.doc_array, block.token_array)
+    return ("columns", cursor, fields, first.offsets, provenance, rows)
+
+
+def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
+    kind, cursor = wire[0], ShardCursor(*wire[1])
+    if kind == "empty":
+        return RowSpan(None, cursor, wire[2])
+    if kind == "examples":
+        examples, rows = wire[2], wire[3]
+        return RowSpan(RowBlock.of_examples(examples, [rows.get(i, NO_COUNTS) for i in range(len(examples))]), cursor)
+    fields, offsets, provenance, rows = wire[2], wire[3], wire[4], wire[5]
+    columns = {name: TokenColumn.of(values, offsets) for name, values in fields}
+    counts = [NO_COUNTS] * (len(offsets) - 1)
+    for i, c in rows.items():
+        counts[i] = c
+    return RowSpan(RowBlock(columns, counts, sorted(rows), provenance, False), cursor)
