@@ -37,10 +37,11 @@ unit: setup
 
 test: lint typecheck unit
 
-# epochraft is a peer we compare against, installed only for the benchmarks
+# epochraft (a peer we compare against) and bpe-openai (an engine measured by engines.py)
+# are installed only for the benchmarks
 bench: setup
-	$(BIN)/pip install --quiet epochraft
-	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py && ../$(BIN)/python fast_path.py --mb 40 && ../$(BIN)/python as_you_go.py --mb 100
+	$(BIN)/pip install --quiet epochraft bpe-openai
+	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py && ../$(BIN)/python fast_path.py --mb 40 && ../$(BIN)/python engines.py --mb 10 && ../$(BIN)/python as_you_go.py --mb 100
 
 # kill/resume soaks: 10x the shipped corpus, consumer SIGKILLed at random moments; then a mix
 # of 3 sources read by 1, 2 or 4 ranks, the world size changing at random restarts

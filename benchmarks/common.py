@@ -86,3 +86,70 @@ def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+class PeakTreeMemory:
+    """Peak memory of this process and every process below it (tokenization workers), sampled
+    on a thread: the sum of their proportional set sizes (PSS: a page shared by forked
+    processes counts once in total), read from ``/proc/PID/smaps_rollup`` (Linux)."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        import os
+        import threading
+
+        self.interval = interval
+        self.peak_mb = 0.0
+        self.processes = 1
+        self._root = os.getpid()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakTreeMemory:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def _sample(self) -> None:
+        pids = _descendants(self._root)
+        total = 0.0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as f:
+                    for line in f:
+                        if line.startswith("Pss:"):
+                            total += int(line.split()[1]) / 1024
+                            break
+            except OSError:
+                pass  # the process ended between the listing and the read
+        self.peak_mb = max(self.peak_mb, total)
+        self.processes = max(self.processes, len(pids))
+
+
+def _descendants(root: int) -> list[int]:
+    import os
+
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found

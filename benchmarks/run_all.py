@@ -82,11 +82,21 @@ def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: in
     if epochs > 1:
         ds = Dataset.from_files(paths).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(1024).repeat(epochs)
         ds = (ds.interleave(workers).parallel(workers) if workers else ds).batch(8)
+    from common import PeakTreeMemory
+
     start = time.perf_counter()  # worker start-up and reading the files are timed
     tokens = 0
-    for batch in ds:
-        tokens += int((batch["segment_ids"] > 0).sum())
-    return {"tokens": tokens, "seconds": time.perf_counter() - start, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    with PeakTreeMemory() as memory:
+        for batch in ds:
+            tokens += int((batch["segment_ids"] > 0).sum())
+    seconds = time.perf_counter() - start
+    return {
+        "tokens": tokens,
+        "seconds": seconds,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # the consumer alone
+        "peak_tree_pss_mb": memory.peak_mb,  # the consumer and its worker processes
+        "processes": memory.processes,
+    }
 
 
 def epochraft_pipeline(paths: list[str], shuffle: bool = False) -> Any:
@@ -219,12 +229,33 @@ def paired_ratio(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> float | No
     return statistics.median(pairs) if pairs else None
 
 
+def memory_runs(shards: list[str]) -> dict[str, Any]:
+    """Peak memory streaming the corpus once and ten times with 2 workers: the consumer's
+    RSS, and the PSS of the consumer with its workers."""
+    one = run("ours", shards, 2, "hf", 1)
+    ten = run("ours", shards, 2, "hf", 10)
+    if not (one and ten):
+        return {}
+    for name, found in (("1x", one), ("10x", ten)):
+        print(f"  peak memory, corpus {name}: consumer RSS {found['peak_rss_mb']:.0f} MB, consumer + workers PSS {found['peak_tree_pss_mb']:.0f} MB ({found['processes']} processes)")
+    return {
+        "peak_rss_mb": {"1x corpus": one["peak_rss_mb"], "10x corpus": ten["peak_rss_mb"]},
+        "peak_tree_pss_mb": {"1x corpus": one["peak_tree_pss_mb"], "10x corpus": ten["peak_tree_pss_mb"]},
+        "processes": one["processes"],
+        "peak_ratios": {
+            "peak RSS 10x / 1x": ten["peak_rss_mb"] / one["peak_rss_mb"],
+            "peak PSS with workers 10x / 1x": ten["peak_tree_pss_mb"] / one["peak_tree_pss_mb"],
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="beamtok benchmark suite")
     parser.add_argument("--mb", type=float, default=40.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-cache", action="store_true", help="leave out benchmarks/cache.py")
     parser.add_argument("--state-only", action="store_true", help="only the state sizes (writes results/state.json)")
+    parser.add_argument("--memory-only", action="store_true", help="only the peak memory runs (writes results/memory.json)")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import build_jsonl, build_shards
@@ -238,6 +269,12 @@ def main() -> None:
         RESULTS.mkdir(exist_ok=True)
         record = {"date": time.strftime("%Y-%m-%d"), "command": f"python benchmarks/run_all.py --mb {args.mb:g} --state-only", "state_bytes_after_800_batches": found}
         (RESULTS / "state.json").write_text(json.dumps(record, indent=2) + "\n")
+        return
+    if args.memory_only:
+        record = {"date": time.strftime("%Y-%m-%d"), "command": f"python benchmarks/run_all.py --mb {args.mb:g} --memory-only"}
+        record.update(memory_runs(shards))
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "memory.json").write_text(json.dumps(record, indent=2) + "\n")
         return
     single = str(build_jsonl("suite-single", int(args.mb * 1e6), gzip_too=True))
     results: dict[str, Any] = {
@@ -279,11 +316,10 @@ def main() -> None:
     results["resume_seconds"] = {k: v for k, v in resume.items() if v is not None}
     state = {f"{who}, shuffle={s}": run("state", shards, who, s) for who in ("ours", "epochraft") for s in (False, True)}
     results["state_bytes_after_800_batches"] = {k: v["bytes"] for k, v in state.items() if v is not None}
-    one = run("ours", shards, 2, "hf", 1)
-    ten = run("ours", shards, 2, "hf", 10)
-    if one and ten:
-        results["peak_rss_mb"] = {"1x corpus": one["peak_rss_mb"], "10x corpus": ten["peak_rss_mb"]}
-        ratios["peak RSS 10x / 1x"] = ten["peak_rss_mb"] / one["peak_rss_mb"]
+    memory = memory_runs(shards)
+    results.update(memory)
+    if "peak_ratios" in memory:
+        ratios.update(memory["peak_ratios"])
     results["ratios"] = {k: v for k, v in ratios.items() if v is not None}
     if not args.skip_cache:
         subprocess.run([sys.executable, "cache.py", "--mb", str(args.mb), "--repeats", str(r)], cwd=HERE, check=True)

