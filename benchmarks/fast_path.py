@@ -12,7 +12,7 @@ ships), on the same real-text shards, each measurement in its own interpreter, o
 - epochraft's equivalent pipeline on 1 and 2 Rayon threads, when installed (``make bench``).
 
 Ratios are medians over rounds of rates measured in the same round; equal-core comparisons
-are reported side by side (1 vs 1, 2 vs 2). Writes benchmarks/results/fast_path.json.
+are reported side by side (1 vs 1, 2 vs 2). Writes benchmarks/results/fast_path.json (``--out``).
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokenizers", default="gpt2,cl100k,o200k")
+    parser.add_argument("--out", default="fast_path.json", help="file name under benchmarks/results")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import build_shards
@@ -179,7 +180,7 @@ def main() -> None:
         for key, value in results["tokenizers"][kind]["ratios"].items():
             print(f"  {key:<52} {value:6.2f}x")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "fast_path.json").write_text(json.dumps(results, indent=1) + "\n")
+    (RESULTS / args.out).write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -14,9 +14,13 @@ added tokens inside text, very long words) exactly as ``tokenizers`` does, or it
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
+import re
 import unicodedata
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -79,6 +83,9 @@ class TiktokenEncoder:
             self.encoding = tiktoken.Encoding(name=f"beamtok:{name}", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
         except ValueError as e:
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: tiktoken refuses it ({e})") from e
+        self.native = _native_encoder(pattern, ranks)
+        self.engine_name = "bpe-openai" if self.native is not None else "tiktoken"
+        self._special = re.compile("|".join(re.escape(t) for t in sorted(special, key=len, reverse=True))) if special else None
         self._probe(tokenizer_json, name)
 
     def _probe(self, tokenizer_json: str, name: str) -> None:
@@ -137,8 +144,44 @@ class TiktokenEncoder:
     def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         # one thread, like one Rust tokenizer per core: parallelism comes from worker processes
         batch = [unicodedata.normalize("NFC", t) for t in texts] if self.nfc else list(texts)
-        encoded = self.encoding.encode_batch(batch, num_threads=1, allowed_special="all", disallowed_special=())
-        return [np.asarray(ids, dtype=np.int32) for ids in encoded]
+        native = self.native
+        if native is None:
+            encoded = self.encoding.encode_batch(batch, num_threads=1, allowed_special="all", disallowed_special=())
+            return [np.asarray(ids, dtype=np.int32) for ids in encoded]
+        special = self._special
+        out = []
+        for text in batch:  # the native engine knows no added tokens: texts holding one go to tiktoken
+            if special is not None and special.search(text):
+                ids = self.encoding.encode(text, allowed_special="all", disallowed_special=())
+            else:
+                ids = native.encode(text)
+            out.append(np.asarray(ids, dtype=np.int32))
+        return out
+
+
+def _native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:
+    """bpe-openai's native encoder (an optional, alpha engine) when it is installed and this
+    tokenizer is one of its built-in encodings: the same split pattern and the very same
+    ranks. Else None, and tiktoken encodes. The probe strings check it like tiktoken."""
+    from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN
+
+    encoding = {CL100K_PATTERN: "cl100k_base", O200K_PATTERN: "o200k_base"}.get(pattern)
+    if encoding is None:
+        return None
+    try:
+        import bpe_openai
+        from bpe_openai import _bindings
+    except ImportError:
+        return None
+    data = Path(bpe_openai.__file__).parent / "data" / f"{encoding}.tiktoken.gz"
+    try:
+        lines = gzip.decompress(data.read_bytes()).splitlines()
+        theirs = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in lines if line)}
+    except (OSError, ValueError):
+        return None
+    if theirs != ranks:
+        return None
+    return _bindings.tokenizer_for_encoding(encoding)
 
 
 def _split_pattern(pre: dict[str, Any], refuse: Any) -> str:

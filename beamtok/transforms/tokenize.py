@@ -149,8 +149,9 @@ class Tokenizer:
     @property
     def engine(self) -> str:
         """Which engine ``backend="auto"`` uses, and why."""
-        if self.fast_path() is not None:
-            return "tiktoken (exact fast path: checks and probe strings passed)"
+        fast = self.fast_path()
+        if fast is not None:
+            return f"{fast.engine_name} (exact fast path: checks and probe strings passed)"
         return f"tokenizers ({self._fast_refusal})"
 
     def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True, backend: str = "auto") -> list[np.ndarray]:
