@@ -19,6 +19,7 @@ import gzip
 import json
 import re
 import unicodedata
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -169,8 +170,10 @@ def _native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:
     if encoding is None:
         return None
     try:
-        import bpe_openai
-        from bpe_openai import _bindings
+        with warnings.catch_warnings():  # its import calls a deprecated importlib.resources API
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import bpe_openai
+            from bpe_openai import _bindings
     except ImportError:
         return None
     data = Path(bpe_openai.__file__).parent / "data" / f"{encoding}.tiktoken.gz"
