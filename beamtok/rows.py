@@ -14,7 +14,7 @@ import numpy as np
 
 from beamtok.shard import DocCounts, with_training_fields
 
-__all__ = ["PROVENANCE", "RowBlock", "TokenColumn"]
+__all__ = ["PROVENANCE", "RowBlock", "TokenColumn", "columns_of", "row_offsets"]
 
 PROVENANCE = ("shard", "index", "doc", "token")
 
@@ -48,6 +48,24 @@ class TokenColumn:
         return [values[a:b] for a, b in itertools.pairwise(self.offsets.tolist())]
 
 
+def row_offsets(rows: list[np.ndarray]) -> np.ndarray:
+    """Where each row starts in the rows' concatenation, and the end (int64)."""
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows)), out=offsets[1:])
+    return offsets
+
+
+def columns_of(fields: list[tuple[str, np.ndarray]], offsets: np.ndarray) -> dict[str, TokenColumn]:
+    """Token columns sharing one set of row offsets (the common row length found once)."""
+    columns: dict[str, TokenColumn] = {}
+    width: int | None = None
+    for name, values in fields:
+        column = TokenColumn.of(values, offsets) if not columns else TokenColumn(values, offsets, width)
+        width = column.width
+        columns[name] = column
+    return columns
+
+
 class RowBlock:
     """Consecutive examples of one shard, column-wise: array fields (``columns``, in the
     examples' key order), document counts per row, provenance. ``supervised`` adds
@@ -59,14 +77,15 @@ class RowBlock:
         self,
         columns: dict[str, TokenColumn],
         counts: list[DocCounts],
-        busy: list[int],
         provenance: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
         supervised: bool,
         examples: list[dict[str, Any]] | None = None,
+        busy: list[int] | None = None,
     ) -> None:
         self.columns = columns
         self.counts = counts
-        self.busy = busy  # the rows whose counts are not empty, in order
+        # the rows whose counts are not empty, in order (found from counts unless the caller has them)
+        self.busy = busy if busy is not None else [i for i, c in enumerate(counts) if c]
         self.shard, self.index_array, self.doc_array, self.token_array = provenance
         self.indices: list[int] = self.index_array.tolist()
         self.docs: list[int] = self.doc_array.tolist()
@@ -78,8 +97,7 @@ class RowBlock:
     def of_examples(cls, examples: list[dict[str, Any]], counts: list[DocCounts]) -> RowBlock:
         """Examples as they are (raw records, or fields a block cannot hold)."""
         provenance = tuple(np.array([ex[name] for ex in examples], dtype=np.int64) for name in PROVENANCE)
-        busy = [i for i, c in enumerate(counts) if c]
-        return cls({}, counts, busy, provenance, False, examples)  # type: ignore[arg-type]
+        return cls({}, counts, provenance, False, examples)  # type: ignore[arg-type]
 
     def __len__(self) -> int:
         return len(self.indices)

@@ -29,7 +29,6 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -37,10 +36,9 @@ import pyarrow.parquet as pq
 
 from beamtok import Dataset, load_tokenizer
 
-from common import ROOT, WORK, build_shards, median_seconds
+from common import ROOT, WORK, build_shards, median_seconds, write_results
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def pipeline(paths: list[str]) -> Dataset:
@@ -173,8 +171,7 @@ def main() -> None:
     print(f"  cache on disk: {file_bytes / tokens:.3f} bytes per token")
     for name, ratio in ratios.items():
         print(f"  {name:<56} {ratio:8.2f}x")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "cache.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_results("cache.json", results)
 
 
 if __name__ == "__main__":

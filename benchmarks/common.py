@@ -88,6 +88,13 @@ def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
+def write_results(name: str, results: dict[str, Any]) -> None:
+    """Write ``results`` as benchmarks/results/NAME (indented JSON)."""
+    directory = Path(__file__).resolve().parent / "results"
+    directory.mkdir(exist_ok=True)
+    (directory / name).write_text(json.dumps(results, indent=2) + "\n")
+
+
 class PeakTreeMemory:
     """Peak memory of this process and every process below it (tokenization workers), sampled
     on a thread: the sum of their proportional set sizes (PSS: a page shared by forked

@@ -21,35 +21,15 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse
-import base64
-import gzip
 import json
 import platform
 import statistics
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from fast_path import tokenizer_dir
 
-from common import build_shards
-
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def bpe_openai_engine(kind: str, ranks: dict[bytes, int]) -> Any:
-    """bpe-openai's native tokenizer for ``kind`` if installed and its ranks are ``ranks``."""
-    try:
-        import bpe_openai
-        from bpe_openai import _bindings
-    except ImportError:
-        return None
-    data = Path(bpe_openai.__file__).parent / "data" / f"{kind}_base.tiktoken.gz"
-    theirs = {base64.b64decode(t): int(r) for t, r in (line.split() for line in gzip.decompress(data.read_bytes()).splitlines() if line)}
-    if theirs != ranks:
-        return None
-    return _bindings.tokenizer_for_encoding(f"{kind}_base")
+from common import build_shards, median_seconds, write_results
 
 
 def main() -> None:
@@ -62,6 +42,7 @@ def main() -> None:
 
     from beamtok import load_tokenizer
     from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN
+    from beamtok.transforms.tiktoken_backend import native_encoder
 
     paths = build_shards("fast-path", args.mb, 8)
     texts = [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
@@ -77,7 +58,7 @@ def main() -> None:
         hf = load_tokenizer(tokenizer_dir(kind)).backend
         tik = tiktoken.Encoding(kind, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
         engines: dict[str, Callable[[str], list[int]]] = {"tiktoken": tik.encode_ordinary}
-        native = bpe_openai_engine(kind, ranks)
+        native = native_encoder(pattern, ranks)  # the fast path's own check: bpe-openai's ranks equal these
         if native is not None:
             engines["bpe-openai"] = native.encode
         reference = [tik.encode_ordinary(t) for t in texts]
@@ -92,14 +73,7 @@ def main() -> None:
         timed: dict[str, Callable[[], None]] = {"tokenizers": run_hf}
         for name, encode in engines.items():
             timed[name] = lambda encode=encode: [encode(t) for t in texts]  # type: ignore[misc]
-        rounds = []
-        for _ in range(args.repeats):
-            seconds = {}
-            for name, run in timed.items():
-                start = time.perf_counter()
-                run()
-                seconds[name] = time.perf_counter() - start
-            rounds.append(seconds)
+        rounds = [{name: median_seconds(run, 1) for name, run in timed.items()} for _ in range(args.repeats)]
         ratios = {f"{name} / tokenizers": statistics.median(r["tokenizers"] / r[name] for r in rounds) for name in engines}
         if "bpe-openai" in engines:
             ratios["bpe-openai / tiktoken"] = statistics.median(r["tiktoken"] / r["bpe-openai"] for r in rounds)
@@ -110,8 +84,7 @@ def main() -> None:
             print(f"  {name:<12} {rate / 1e6:6.2f} M tokens/s")
         for name, ratio in ratios.items():
             print(f"  {name:<26} {ratio:5.2f}x")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "engines.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_results("engines.json", results)
 
 
 if __name__ == "__main__":

@@ -146,7 +146,7 @@ class Cache:
     def _blocks(self, entry: ShardEntry, start_row: int) -> Iterator[RowBlock]:
         """Decoded row groups from row ``start_row`` on (started early if ``start`` was told)."""
         key = (entry.index, start_row)
-        reader = self._started.pop(key, None) if self._started and key in self._started else None
+        reader = self._started.pop(key, None)
         if reader is None:
             reader = _BlockReader(self, entry, start_row)
         try:

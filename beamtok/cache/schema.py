@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from beamtok.errors import CacheError
-from beamtok.rows import RowBlock, TokenColumn
+from beamtok.rows import RowBlock, TokenColumn, columns_of, row_offsets
 from beamtok.shard import NO_COUNTS, DocCounts
 
 __all__ = [
@@ -106,12 +106,6 @@ def derive_positions(segments: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return positions.astype(np.int32, copy=False)
 
 
-def _offsets_of(arrays: list[np.ndarray]) -> np.ndarray:
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter((len(a) for a in arrays), dtype=np.int64, count=len(arrays)), out=offsets[1:])
-    return offsets
-
-
 def _list_array(values: np.ndarray, offsets: np.ndarray, dtype: pa.DataType, mask: np.ndarray | None = None) -> pa.Array:
     if offsets[-1] >= 2**31:
         raise CacheError(f"a row group of {offsets[-1]} tokens is too large; use a smaller row_group_rows")
@@ -127,7 +121,7 @@ def examples_to_table(examples: list[dict[str, Any]], counts: list[DocCounts]) -
     """Build a layout-2 cache table from examples and the document counts each one carries.
     Raises CacheError if an example's ``position_ids`` do not follow from its segments (a
     packer bug: reading would return other positions)."""
-    offsets = _offsets_of([ex["input_ids"] for ex in examples])
+    offsets = row_offsets([ex["input_ids"] for ex in examples])
     flat = {name: np.concatenate([ex[name] for ex in examples]) if examples else np.zeros(0, dtype=TOKEN_DTYPES[name]) for name in TOKEN_FIELDS}
     segments = flat["segment_ids"].astype(np.int32, copy=False)
     for name in ("segment_ids", "position_ids", "loss_mask"):
@@ -221,23 +215,19 @@ def _valid(column: pa.Array) -> np.ndarray:
 def _token_columns(batch: pa.RecordBatch) -> dict[str, TokenColumn]:
     names = batch.schema.names
     if "position_ids" in names:  # layout 1: every field stored
-        columns = {}
-        for name in TOKEN_FIELDS:
-            values, offsets = _list_parts(batch.column(name), TOKEN_DTYPES[name])
-            columns[name] = TokenColumn.of(values, offsets)
-        return columns
+        parts = {name: _list_parts(batch.column(name), TOKEN_DTYPES[name]) for name in TOKEN_FIELDS}
+        return {name: TokenColumn.of(values, offsets) for name, (values, offsets) in parts.items()}
     ids, offsets = _list_parts(batch.column("input_ids"), TOKEN_DTYPES["input_ids"])
     segments, segment_offsets = _list_parts(batch.column("segment_ids"), TOKEN_DTYPES["segment_ids"])
     if not np.array_equal(offsets, segment_offsets):
         raise CacheError("segment_ids and input_ids rows differ in length")
-    ids_column = TokenColumn.of(ids, offsets)
-    width = ids_column.width
-    return {
-        "input_ids": ids_column,
-        "segment_ids": TokenColumn(segments, offsets, width),
-        "position_ids": TokenColumn(derive_positions(segments, offsets), offsets, width),
-        "loss_mask": TokenColumn(_mask_values(batch.column("loss_mask"), segments, offsets), offsets, width),
-    }
+    fields = [
+        ("input_ids", ids),
+        ("segment_ids", segments),
+        ("position_ids", derive_positions(segments, offsets)),
+        ("loss_mask", _mask_values(batch.column("loss_mask"), segments, offsets)),
+    ]
+    return columns_of(fields, offsets)
 
 
 def _counts_of(column: pa.StructArray) -> tuple[list[DocCounts], list[int]]:
@@ -269,4 +259,4 @@ def batch_to_block(batch: pa.RecordBatch, supervised: bool = False) -> RowBlock:
     its examples carry ``labels`` and ``attention_mask`` as the per-shard step does."""
     shard, index, doc, token = (_numpy(batch.column(name)) for name in PROVENANCE_FIELDS)
     counts, busy = _counts_of(batch.column("doc_counts"))
-    return RowBlock(_token_columns(batch), counts, busy, (shard, index, doc, token), supervised)
+    return RowBlock(_token_columns(batch), counts, (shard, index, doc, token), supervised, busy=busy)

@@ -83,9 +83,10 @@ class StreamStats:
 
     def record(self, produced: Produced) -> None:
         self.documents = self.documents + produced.counts
-        example = produced.example
-        if example is None:
-            return
+        if produced.example is not None:
+            self._count(produced.example)
+
+    def _count(self, example: dict[str, Any]) -> None:
         self.examples += 1
         ids = example.get("input_ids")
         if ids is None:
@@ -97,10 +98,14 @@ class StreamStats:
 
     def record_taken(self, taken: Taken) -> None:
         self.documents = self.documents + taken.counts
+        tokens = taken.tokens()
+        if tokens is None:  # rows held as examples
+            for example in taken.examples():
+                self._count(example)
+            return
         self.examples += taken.rows
-        real, pad = taken.tokens()
-        self.tokens += real
-        self.pad_tokens += pad
+        self.tokens += tokens[0]
+        self.pad_tokens += tokens[1]
 
     def add(self, other: StreamStats) -> None:
         self.documents = self.documents + other.documents
@@ -330,7 +335,7 @@ class ShardSource:
 
     def _open_slot(self, slot: _Slot) -> None:
         shard = self.shards[slot.shard]
-        spans = self.backend.open_spans(shard, slot.cursor)
+        spans = self.backend.open_spans(shard, slot.cursor) if self.backend.has_spans else None
         slot.examples = SpanReader(spans) if spans is not None else self.backend.open(shard, slot.cursor)
 
     def close(self) -> None:

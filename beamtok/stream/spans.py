@@ -80,22 +80,15 @@ class Taken:
     def width(self) -> int | None:
         return None if self.block is None else self.block.width
 
-    def tokens(self) -> tuple[int, int]:
-        """Real and pad tokens of these rows (tokens of rows without ``segment_ids`` are real)."""
+    def tokens(self) -> tuple[int, int] | None:
+        """Real and pad tokens of these rows (tokens of rows without ``segment_ids`` are real),
+        or None for rows held as examples (count them one by one)."""
         block = self.block
         if block is None or not self.rows:
             return 0, 0
         column = block.columns.get("segment_ids") or block.columns.get("input_ids")
-        if column is None:  # raw records, or fields a block cannot hold: example by example
-            real = pad = 0
-            for example in self.examples():
-                ids = example.get("input_ids")
-                if ids is None:
-                    continue
-                segments = example.get("segment_ids")
-                n = int(np.count_nonzero(segments)) if segments is not None else len(ids)
-                real, pad = real + n, pad + len(ids) - n
-            return real, pad
+        if column is None:
+            return None
         values = column.values[column.offsets[self.lo] : column.offsets[self.hi]]
         if "segment_ids" not in block.columns:
             return len(values), 0
@@ -187,23 +180,17 @@ def stack_taken(pieces: list[Taken]) -> dict[str, np.ndarray] | None:
     first = pieces[0].block
     if first is None or first.width is None or any(p.block is None or p.block.width != first.width for p in pieces):
         return None
-    out: dict[str, np.ndarray] = {}
-    if len(pieces) == 1:  # the common case: the rows lie in one decoded block
-        lo, hi = pieces[0].lo, pieces[0].hi
-        for name, column in first.columns.items():
-            out[name] = column.matrix[lo:hi].copy()  # type: ignore[index]
-        if first.supervised:
-            out = with_training_fields(out)
-        out["shard"] = first.shard[lo:hi].astype(np.int64)
-        out["index"] = first.index_array[lo:hi].astype(np.int64)
-        out["doc"] = first.doc_array[lo:hi].astype(np.int64)
-        out["token"] = first.token_array[lo:hi].astype(np.int64)
-        return out
     blocks = [(p.block, p.lo, p.hi) for p in pieces]
+    out: dict[str, np.ndarray] = {}
     for name in first.columns:
-        out[name] = np.concatenate([b.columns[name].matrix[lo:hi] for b, lo, hi in blocks])  # type: ignore[union-attr,index]
+        out[name] = _joined([b.columns[name].matrix[lo:hi] for b, lo, hi in blocks])  # type: ignore[union-attr,index]
     if first.supervised:
         out = with_training_fields(out)
     for name, attribute in (("shard", "shard"), ("index", "index_array"), ("doc", "doc_array"), ("token", "token_array")):
-        out[name] = np.concatenate([getattr(b, attribute)[lo:hi] for b, lo, hi in blocks]).astype(np.int64)
+        out[name] = _joined([getattr(b, attribute)[lo:hi] for b, lo, hi in blocks]).astype(np.int64, copy=False)
     return out
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts one after another, as a new array (usually one part: the rows lie in one block)."""
+    return parts[0].copy() if len(parts) == 1 else np.concatenate(parts)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.rows import PROVENANCE, RowBlock, TokenColumn
+from beamtok.rows import PROVENANCE, RowBlock, columns_of, row_offsets
 from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor
 from beamtok.stream.spans import RowSpan
 
@@ -55,7 +55,6 @@ def _block(examples: list[dict[str, Any]], counts: list[DocCounts]) -> RowBlock:
         return RowBlock.of_examples(examples, counts)
     keys = list(first)
     dtypes = [first[name].dtype for name in names]
-    lengths = np.fromiter((len(ex[names[0]]) for ex in examples), dtype=np.int64, count=len(examples))
     for ex in examples:
         if list(ex) != keys:
             return RowBlock.of_examples(examples, counts)
@@ -64,12 +63,10 @@ def _block(examples: list[dict[str, Any]], counts: list[DocCounts]) -> RowBlock:
             value = ex[name]
             if value.ndim != 1 or len(value) != n or value.dtype != dtype:
                 return RowBlock.of_examples(examples, counts)
-    offsets = np.zeros(len(examples) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    columns = {name: TokenColumn.of(np.concatenate([ex[name] for ex in examples]), offsets) for name in names}
+    offsets = row_offsets([ex[names[0]] for ex in examples])
+    columns = columns_of([(name, np.concatenate([ex[name] for ex in examples])) for name in names], offsets)
     provenance = tuple(np.array([ex[name] for ex in examples], dtype=np.int64) for name in PROVENANCE)
-    busy = [i for i, c in enumerate(counts) if c]
-    return RowBlock(columns, counts, busy, provenance, False)  # type: ignore[arg-type]
+    return RowBlock(columns, counts, provenance, False)  # type: ignore[arg-type]
 
 
 def span_to_wire(span: RowSpan) -> tuple[Any, ...]:
@@ -97,8 +94,7 @@ def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
         examples, rows = wire[2], wire[3]
         return RowSpan(RowBlock.of_examples(examples, [rows.get(i, NO_COUNTS) for i in range(len(examples))]), cursor)
     fields, offsets, provenance, rows = wire[2], wire[3], wire[4], wire[5]
-    columns = {name: TokenColumn.of(values, offsets) for name, values in fields}
     counts = [NO_COUNTS] * (len(offsets) - 1)
     for i, c in rows.items():
         counts[i] = c
-    return RowSpan(RowBlock(columns, counts, sorted(rows), provenance, False), cursor)
+    return RowSpan(RowBlock(columns_of(fields, offsets), counts, provenance, False, busy=sorted(rows)), cursor)

@@ -28,7 +28,7 @@ import numpy as np
 
 from beamtok.errors import ConfigError
 
-__all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder"]
+__all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder"]
 
 # GPT-2's pre-tokenization split, as the ByteLevel pre-tokenizer applies it.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -84,7 +84,7 @@ class TiktokenEncoder:
             self.encoding = tiktoken.Encoding(name=f"beamtok:{name}", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
         except ValueError as e:
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: tiktoken refuses it ({e})") from e
-        self.native = _native_encoder(pattern, ranks)
+        self.native = native_encoder(pattern, ranks)
         self.engine_name = "bpe-openai" if self.native is not None else "tiktoken"
         self._special = re.compile("|".join(re.escape(t) for t in sorted(special, key=len, reverse=True))) if special else None
         self._probe(tokenizer_json, name)
@@ -160,7 +160,7 @@ class TiktokenEncoder:
         return out
 
 
-def _native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:
+def native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:
     """bpe-openai's native encoder (an optional, alpha engine) when it is installed and this
     tokenizer is one of its built-in encodings: the same split pattern and the very same
     ranks. Else None, and tiktoken encodes. The probe strings check it like tiktoken."""
