@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[all,dev]'
+	# the tests write MDS shards with MosaicML Streaming's own writer; its pins conflict with
+	# numpy 2.4 and transformers 5, so it comes without dependencies (its writer's are in dev)
+	$(BIN)/pip install --quiet --no-deps mosaicml-streaming==0.13.0
 	touch $(STAMP)
 
 DEMO_INPUTS := 'data/corpus/shakespeare-{00..03}.jsonl' 'data/corpus/shakespeare-*.jsonl.gz' 'data/corpus/pydocs-*.jsonl.zst'

@@ -273,6 +273,8 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
     """The on-the-fly dataset whose per-shard step the cache stores."""
     from beamtok.errors import ConfigError
 
+    if options.get("hf_dataset") and options.get("mds"):
+        raise ConfigError("pass either --hf-dataset or --mds, not both")
     if options.get("hf_dataset"):
         if options.get("urls"):
             raise ConfigError("pass either URL arguments or --hf-dataset, not both")
@@ -280,11 +282,19 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
 
         found = hf_dataset_files(options["hf_dataset"], split=options.get("split") or "train", config=options.get("hf_config"))
         options = {**options, "urls": found.urls, "input_format": found.format}
+    elif options.get("mds"):
+        if options.get("urls"):
+            raise ConfigError("pass either URL arguments or --mds, not both")
+        if options.get("hf_config"):
+            raise ConfigError("--hf-config applies to --hf-dataset only")
+        from beamtok.sources.mds import mds_shard_urls
+
+        options = {**options, "urls": mds_shard_urls(options["mds"], split=options.get("split")), "input_format": "mds"}
     elif options.get("split") or options.get("hf_config"):
-        raise ConfigError("--split and --hf-config apply to --hf-dataset only")
+        raise ConfigError("--split applies to --hf-dataset and --mds only, --hf-config to --hf-dataset only")
     for required in ("urls", "output", "tokenizer"):
         if not options.get(required):
-            raise ConfigError(f"missing {'URL arguments (or --hf-dataset)' if required == 'urls' else '--' + required.replace('_', '-')}")
+            raise ConfigError(f"missing {'URL arguments (or --hf-dataset / --mds)' if required == 'urls' else '--' + required.replace('_', '-')}")
     kind = options["format"]
     if kind not in ("pretrain", "sft", "chat"):
         raise ConfigError(f"--format must be pretrain, sft or chat, got {kind!r}")
@@ -315,8 +325,9 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
 @click.option("--truncation", type=click.Choice(["completion_tail", "prompt_head", "drop"]), help="How too-long SFT/chat examples are cut. [default: completion_tail]")
 @click.option("--hf-dataset", help="Read a Hugging Face dataset instead of URLS: a save_to_disk directory, a directory of data files, or a hub name (online).")
 @click.option("--hf-config", help="The hub dataset's configuration (with --hf-dataset).")
-@click.option("--split", help="The split to cache (with --hf-dataset). [default: train]")
-@click.option("--input-format", type=click.Choice(["auto", "jsonl", "parquet", "arrow", "text"]), help="Input file format. [default: auto, from the file name]")
+@click.option("--mds", help="Read a MosaicML Streaming (MDS) dataset instead of URLS: its directory or index.json, local or remote.")
+@click.option("--split", help="The split to cache: with --hf-dataset [default: train], or the MDS dataset's split subdirectory.")
+@click.option("--input-format", type=click.Choice(["auto", "jsonl", "parquet", "arrow", "text", "mds"]), help="Input file format. [default: auto, from the file name]")
 @click.option("--bos/--no-bos", default=None, help="BOS at the start of each document/example. [default: on for pretrain; the tokenizer's policy for sft/chat]")
 @click.option("--eos/--no-eos", default=None, help="Ensure each pretraining document ends with EOS. [default: on]")
 @click.option("--on-error", type=click.Choice(["raise", "skip"]), help="Bad documents: stop, or skip and count. [default: raise]")

@@ -51,7 +51,7 @@ __all__ = [
 OnError = Literal["raise", "skip"]
 PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit"]
 Remainder = Literal["pad", "drop", "keep"]
-SOURCE_FORMATS = ("auto", "jsonl", "parquet", "arrow", "text", "memory")
+SOURCE_FORMATS = ("auto", "jsonl", "parquet", "arrow", "text", "mds", "memory")
 PACK_MODES = ("concat", "pad", "window", "none", "greedy", "first_fit")
 ON_ERROR = ("raise", "skip")
 

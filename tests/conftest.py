@@ -73,3 +73,27 @@ def make_shards(tmp_path: Path) -> Callable[..., list[str]]:
         return paths
 
     return make
+
+
+@pytest.fixture
+def s3_bucket(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A bucket named ``corpus`` on a real S3-compatible server (moto) on 127.0.0.1; the
+    AWS environment points every client at it."""
+    import boto3
+    from moto import server as moto_server
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }.items():
+        monkeypatch.setenv(key, value)
+    client = boto3.client("s3", endpoint_url=endpoint)
+    client.create_bucket(Bucket="corpus")
+    yield client
+    server.stop()

@@ -93,27 +93,6 @@ def test_http_missing_file_is_a_clear_error(http_root, tokenizer_dir):
         list(ds)
 
 
-@pytest.fixture
-def s3_bucket(monkeypatch):
-    moto_server = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": endpoint,
-    }.items():
-        monkeypatch.setenv(key, value)
-    client = boto3.client("s3", endpoint_url=endpoint)
-    client.create_bucket(Bucket="corpus")
-    yield client
-    server.stop()
-
-
 def test_s3_shards_read_compressed_and_plain(s3_bucket, tokenizer_dir):
     names = ["shakespeare-00.jsonl", "shakespeare-05.jsonl.gz", "pydocs-00.jsonl.zst"]
     for name in names:

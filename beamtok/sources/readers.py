@@ -1,8 +1,8 @@
 """Readers: open a shard at a doc cursor and yield its raw documents in order.
 
 Doc cursors (DESIGN §2): byte offset for uncompressed JSONL, line number for compressed JSONL,
-row index for Parquet, item index for in-memory sources, 0 for a plain text file. Reopening
-at a cursor seeks (or, for compressed JSONL, skips lines without parsing them).
+row index for Parquet, sample index for MDS shards, item index for in-memory sources, 0 for a
+plain text file. Reopening at a cursor seeks (or, for compressed JSONL, skips lines without parsing them).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import IO, Any, cast
 
 from beamtok.errors import ConfigError, InputError, StateError
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason, parse_json_line
+from beamtok.sources.mds import is_mds_url, read_mds
 from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard, is_remote
 from beamtok.sources.zstd_stream import ZstdReader
@@ -36,6 +37,8 @@ def is_compressed(url: str) -> bool:
 
 def detect_format(url: str) -> str:
     """Guess a file's format from its name (compression suffixes are looked through)."""
+    if is_mds_url(url):
+        return "mds"
     name = url.lower()
     for suffix in COMPRESSED_SUFFIXES:
         if name.endswith(suffix):
@@ -50,7 +53,7 @@ def detect_format(url: str) -> str:
     if name.endswith(TEXT_SUFFIXES):
         return "text"
     raise ConfigError(
-        f"{url}: cannot tell the format from the file name; pass format='jsonl', 'parquet', 'arrow' or 'text'"
+        f"{url}: cannot tell the format from the file name; pass format='jsonl', 'parquet', 'arrow', 'text' or 'mds'"
     )
 
 
@@ -112,6 +115,8 @@ def read_documents(shard: Shard, source: SourceSpec, start: int) -> Iterator[Raw
         yield from _read_arrow(shard.url, start, source.columns)
     elif fmt == "text":
         yield from _read_text(shard.url, start, source.text_field)
+    elif fmt == "mds":
+        yield from read_mds(shard.url, start, source.columns)
     else:
         raise ConfigError(f"{shard.url}: format {fmt!r} needs an in-memory source")
 

@@ -219,6 +219,29 @@ class Dataset:
             return cls(_Plan(parts, spec))
         return cls.from_sequence(dataset, text_field=text_field, shards=shards, on_error=on_error)
 
+    @classmethod
+    def from_mds(
+        cls,
+        url: str | os.PathLike[str],
+        *,
+        split: str | None = None,
+        text_field: str = "text",
+        columns: Sequence[str] | None = None,
+        on_error: str = "raise",
+    ) -> Dataset:
+        """Read a MosaicML Streaming dataset (MDS shards written by ``streaming.MDSWriter``).
+
+        ``url`` is the dataset's directory (local, ``s3://``, ``gs://``, ``https://``) or its
+        ``index.json``; ``split`` is a subdirectory, as Streaming's ``split=``. Each shard file
+        is one beamtok shard read in the index's order, its cursor the sample index inside it,
+        so a resume seeks straight to the sample. The streaming package is not needed. Text,
+        bytes, number and JSON columns are read; pickled columns are refused.
+        """
+        from beamtok.sources.mds import mds_shard_urls
+
+        urls = mds_shard_urls(os.fspath(url), split=split)
+        return cls.from_files(urls, format="mds", text_field=text_field, columns=columns, on_error=on_error)
+
     # ------------------------------------------------------- per-shard stages
 
     def map(self, fn: Callable[[dict[str, Any]], dict[str, Any]], *, name: str | None = None) -> Dataset:
