@@ -6,13 +6,14 @@ User errors (bad options, unreadable input, mismatched states) print one line, p
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
@@ -179,7 +180,11 @@ BEAM_LOGGERS = (
 
 def _quiet_beam_logs(record: logging.LogRecord) -> bool:
     """Drop Beam's logged traceback of a user error, which the CLI reports in one line itself."""
+    from beamtok.cache.build import out_of_room
+
     error = record.exc_info[1] if record.exc_info else None
+    if error is not None and out_of_room(error) is not None:
+        return False  # reported in one line as a CacheError
     return not (isinstance(error, BeamtokError) or "beamtok.errors." in (record.exc_text or "") or _names_user_error(record))
 
 
@@ -261,12 +266,71 @@ def _cache_data_config(path: str, beam_args: list[str], quiet: bool) -> None:
     for name, directory in config.caches.items():
         ds = config.datasets[name]
         started = time.perf_counter()
-        manifest = run_cache(ds.spec, ds.shards, directory, beam_args, progress=not quiet)
+        with _interrupted_build(directory):
+            manifest = run_cache(ds.spec, ds.shards, directory, beam_args, progress=not quiet)
         totals = manifest.totals
         click.echo(
             f"{name}: cache {directory}: {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens "
             f"({time.perf_counter() - started:.1f}s), spec {manifest.fingerprint}"
         )
+
+
+@contextlib.contextmanager
+def _interrupted_build(output: str) -> Iterator[None]:
+    """Ctrl-C during a build: one line saying what state the cache is in, exit status 130.
+
+    Left to Beam, the interrupt surfaces inside a DoFn, is logged with its traceback and
+    re-raised as a RuntimeError while worker threads keep the process alive, and the local
+    worker processes (in the terminal's process group) print tracebacks of their own. So a
+    thread watches the signal wakeup descriptor (whichever thread the signal lands on): it
+    silences the workers' output, releases the build lock, prints the line and ends the
+    process at once."""
+    import signal
+    import threading
+
+    from beamtok.beam.worker_logs import mute_workers
+    from beamtok.cache.lock import release_held_locks
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    message = (
+        f"\nbeamtok: interrupted: the cache {output} is unfinished; re-run the same command to complete it "
+        "(finished shards are kept)\n"
+    ).encode()
+    stderr = os.dup(2)  # the terminal's: a local build points descriptor 2 at its log filter
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(wake_read, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            if signal.SIGINT in data:
+                mute_workers()
+                release_held_locks()
+                with contextlib.suppress(Exception):
+                    sys.stdout.flush()
+                os.write(stderr, message)
+                os._exit(130)
+
+    previous_handler = signal.signal(signal.SIGINT, lambda *_: None)  # the watcher acts
+    previous_fd = signal.set_wakeup_fd(wake_write)
+    watcher = threading.Thread(target=watch, name="beamtok-interrupt", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGINT, previous_handler)
+        os.close(wake_write)  # the watcher reads end-of-file and returns
+        watcher.join(timeout=5)
+        os.close(wake_read)
+        os.close(stderr)
 
 
 def build_cache_dataset(options: dict[str, Any]) -> Any:
@@ -382,16 +446,17 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     from beamtok.cache.build import run_cache
 
     started = time.perf_counter()
-    manifest = run_cache(
-        ds.spec,
-        ds.shards,
-        options["output"],
-        beam_args,
-        overwrite=options["overwrite"],
-        progress=not quiet,
-        row_group_rows=options.get("row_group_rows"),
-        row_group_bytes=options.get("row_group_bytes"),
-    )
+    with _interrupted_build(options["output"]):
+        manifest = run_cache(
+            ds.spec,
+            ds.shards,
+            options["output"],
+            beam_args,
+            overwrite=options["overwrite"],
+            progress=not quiet,
+            row_group_rows=options.get("row_group_rows"),
+            row_group_bytes=options.get("row_group_bytes"),
+        )
     totals = manifest.totals
     seconds = time.perf_counter() - started
     click.echo(

@@ -19,14 +19,21 @@ import threading
 from collections.abc import Iterator
 from typing import IO
 
-__all__ = ["beam_level", "quiet_worker_stderr"]
+__all__ = ["beam_level", "mute_workers", "quiet_worker_stderr"]
 
+_MUTED = threading.Event()
 _RECORD = re.compile(rb"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:")
 
 
 def beam_level() -> int:
     """The level Beam's records must reach to be shown: the ``apache_beam`` logger's, or ERROR."""
     return logging.getLogger("apache_beam").level or logging.ERROR
+
+
+def mute_workers() -> None:
+    """Drop every further line the filter receives (an interrupted process ending: its
+    workers' last words are tracebacks of the interrupt)."""
+    _MUTED.set()
 
 
 def _keep(line: bytes, threshold: int) -> bool:
@@ -56,7 +63,7 @@ def quiet_worker_stderr(threshold: int | None = None) -> Iterator[IO[str]]:
     def pump() -> None:
         with os.fdopen(read_end, "rb") as pipe:
             for line in pipe:
-                if _keep(line, threshold):
+                if _keep(line, threshold) and not _MUTED.is_set():
                     os.write(saved, line)
 
     thread = threading.Thread(target=pump, name="beamtok-stderr", daemon=True)

@@ -3,18 +3,22 @@ what it wrote. Beam is imported only inside :func:`run_cache`.
 
 A cache directory holds one cache: one spec, one list of input files. A re-run with the same
 spec and inputs completes it (finished shards are kept); another spec or another input list
-is refused unless ``overwrite``, which first removes every file of the old cache.
+is refused unless ``overwrite``, which first removes every file of the old cache. A build
+holds the directory's build lock (``build.lock``) from the check to the manifest; a write that
+finds no room (disk, quota, file size limit) ends it with one CacheError.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
 
+from beamtok.cache.lock import BuildLock
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
 from beamtok.cache.progress import PROGRESS_DIR_ENV, BuildProgress
 from beamtok.cache.storage import Storage
@@ -22,7 +26,7 @@ from beamtok.errors import CacheError, ConfigError
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 
-__all__ = ["check_counters", "other_cache", "prepare_output", "run_cache"]
+__all__ = ["check_counters", "other_cache", "out_of_room", "prepare_output", "run_cache"]
 
 log = logging.getLogger(__name__)
 
@@ -115,33 +119,71 @@ def run_cache(
     transform = BuildCache(
         spec, shards, output, tokenizer_file=TOKENIZER_FILE, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes
     )
-    prepare_output(storage, spec, shards, overwrite=overwrite)
-    storage.write_bytes(TOKENIZER_FILE, json.dumps(transform.tokenizers[-1]).encode())
     pipeline = make_pipeline(beam_args)
     _ = pipeline | BuildCache.__name__ >> transform
     local = is_local(pipeline)
-    log.debug("running the build of %d shards into %s with Beam options %s (%s)", len(shards), output, list(beam_args), "local" if local else "remote")
-    with contextlib.ExitStack() as stack:
-        monitor = None
-        if local:
-            stream = stack.enter_context(quiet_worker_stderr())
-            directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="beamtok-progress-"))
-            stack.enter_context(_environment(PROGRESS_DIR_ENV, directory))
-            monitor = BuildProgress(storage, len(shards), directory, enabled=progress, stream=stream)
-            monitor.start()
-        try:
-            result = pipeline.run()
-            result.wait_until_finish()
-        finally:
-            if monitor is not None:
-                monitor.stop()
-    if not storage.exists(MANIFEST):
-        raise CacheError(f"{output}: the pipeline finished but wrote no {MANIFEST}")
-    manifest = read_manifest(storage)
+    with BuildLock(storage), _write_failures(output):
+        prepare_output(storage, spec, shards, overwrite=overwrite)
+        storage.write_bytes(TOKENIZER_FILE, json.dumps(transform.tokenizers[-1]).encode())
+        log.debug("running the build of %d shards into %s with Beam options %s (%s)", len(shards), output, list(beam_args), "local" if local else "remote")
+        with contextlib.ExitStack() as stack:
+            monitor = None
+            if local:
+                stream = stack.enter_context(quiet_worker_stderr())
+                directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="beamtok-progress-"))
+                stack.enter_context(_environment(PROGRESS_DIR_ENV, directory))
+                monitor = BuildProgress(storage, len(shards), directory, enabled=progress, stream=stream)
+                monitor.start()
+            try:
+                result = pipeline.run()
+                result.wait_until_finish()
+            finally:
+                if monitor is not None:
+                    monitor.stop()
+        if not storage.exists(MANIFEST):
+            raise CacheError(f"{output}: the pipeline finished but wrote no {MANIFEST}")
+        manifest = read_manifest(storage)
     counters = beam_counters(result)
     log.debug("Beam counters %s", json.dumps(counters, sort_keys=True))
     check_counters(counters, manifest)
     return manifest
+
+
+# Errors of a write that ran out of room: no space, a quota, the file size limit (RLIMIT_FSIZE).
+OUT_OF_ROOM = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file too large for the file size limit"}
+
+
+def out_of_room(error: BaseException) -> str | None:
+    """What ran out, if ``error`` (or an error it wraps, or its message when a runner passed
+    a worker's error on as text) is a write that found no room."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in OUT_OF_ROOM:
+            return OUT_OF_ROOM[current.errno]
+        text = str(current)
+        for code, what in OUT_OF_ROOM.items():
+            if f"[Errno {code}]" in text or f"[errno {code}]" in text or os.strerror(code) in text:
+                return what
+        current = current.__cause__ or current.__context__
+    return None
+
+
+@contextlib.contextmanager
+def _write_failures(output: str) -> Iterator[None]:
+    """Turn a write that found no room into one clear CacheError (files written so far are
+    complete: shards are written under temporary names and renamed)."""
+    try:
+        yield
+    except BaseException as e:
+        what = out_of_room(e) if not isinstance(e, CacheError) else None
+        if what is None:
+            raise
+        raise CacheError(
+            f"{output}: the build stopped writing: {what}. The cache is unfinished; make room (or raise the limit) and "
+            f"re-run the same command to complete it: finished shards are kept, no partial file is left under a final name"
+        ) from e
 
 
 def check_counters(counters: dict[str, int], manifest: Manifest) -> None:

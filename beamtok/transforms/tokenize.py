@@ -240,9 +240,16 @@ def serialize_tokenizers(refs: Sequence[TokenizerRef]) -> list[dict[str, Any]]:
 
 
 def register_serialized(blobs: Sequence[dict[str, Any]]) -> None:
-    """Rebuild serialized tokenizers and make :func:`resolve_tokenizer` return them."""
+    """Rebuild serialized tokenizers and make :func:`resolve_tokenizer` return them.
+
+    Once per process: a tokenizer whose fingerprint this process already holds is not rebuilt,
+    so every DoFn instance of a Beam worker (several per SDK process, one per bundle thread
+    and stage) shares one tokenizer and its fast-path encoder."""
     for blob in blobs:
-        register_tokenizer(Tokenizer.from_serialized(blob))
+        with _LOCK:
+            known = blob.get("fingerprint") in _CACHE
+        if not known:
+            register_tokenizer(Tokenizer.from_serialized(blob))
 
 
 def register_tokenizer(tok: Tokenizer) -> Tokenizer:
