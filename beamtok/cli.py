@@ -159,12 +159,12 @@ CACHE_KEYS = (
     "urls", "output", "tokenizer", "seq_len", "pack", "stride", "remainder", "pack_window", "text_field",
     "input_format", "format", "prompt_field", "completion_field", "messages_field", "chat_template",
     "max_length", "truncation", "bos", "eos", "on_error", "overwrite", "row_group_rows", "row_group_bytes",
-    "beam_options",
+    "split_bytes", "beam_options",
 )  # fmt: skip
 CACHE_DEFAULTS: dict[str, Any] = {
     "remainder": "pad", "pack_window": 64, "text_field": "text", "input_format": "auto", "format": "pretrain",
     "prompt_field": "prompt", "completion_field": "completion", "messages_field": "messages",
-    "truncation": "completion_tail", "on_error": "raise", "overwrite": False, "beam_options": [],
+    "truncation": "completion_tail", "on_error": "raise", "overwrite": False, "split_bytes": "256MB", "beam_options": [],
 }  # fmt: skip
 
 
@@ -333,6 +333,14 @@ def _interrupted_build(output: str) -> Iterator[None]:
         os.close(stderr)
 
 
+def _split_bytes(value: Any) -> int | None:
+    from beamtok.cache.ranges import parse_size
+
+    if value is None or str(value).strip().lower() in ("none", "off", "0"):
+        return None
+    return parse_size(value)
+
+
 def build_cache_dataset(options: dict[str, Any]) -> Any:
     """The on-the-fly dataset whose per-shard step the cache stores."""
     from beamtok.errors import ConfigError
@@ -399,6 +407,7 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
 @click.option("--overwrite", is_flag=True, default=None, help="Replace a cache built with another spec.")
 @click.option("--row-group-rows", type=int, help="Rows per Parquet row group (small groups: cheaper random access).")
 @click.option("--row-group-bytes", type=int, help="Bytes of tokens per Parquet row group. [default: 8388608]")
+@click.option("--split-bytes", help="Tokenize input files larger than this in ranges on several workers (uncompressed JSONL, Parquet); 'none' never splits. The cache is the same. [default: 256MB]")
 @log_options
 @click.pass_context
 @user_errors
@@ -456,6 +465,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
             progress=not quiet,
             row_group_rows=options.get("row_group_rows"),
             row_group_bytes=options.get("row_group_bytes"),
+            split_bytes=_split_bytes(options.get("split_bytes")),
         )
     totals = manifest.totals
     seconds = time.perf_counter() - started

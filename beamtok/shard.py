@@ -10,6 +10,7 @@ yields exactly the remaining examples, with no buffered tokens to save.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -283,14 +284,19 @@ class ShardProcessor:
         start = start or ShardCursor()
         if start.done:
             return
-        self.prepare()
-        packer = make_packer(self.spec.pack) if self.spec.tokenized else None
-        yield from ShardPacker(shard.index, start, packer, self.spec.supervised).run(self._documents(shard, start))
+        yield from self.pack(shard.index, self.documents(shard, start.doc), start)
 
-    def _documents(self, shard: Shard, start: ShardCursor) -> Iterator[DocItem]:
+    def documents(self, shard: Shard, start: int = 0, stop: int | None = None) -> Iterator[DocItem]:
+        """The documents of ``shard`` with doc cursors in ``[start, stop)``, through the
+        per-document steps, ready to pack. Steps see one document at a time, so the items of
+        a file read in ranges are those of the file read whole."""
+        self.prepare()
         ctx = StepContext(shard.url, self.spec.on_error, self._tokenizers, self._templates)
         tokenized = self.spec.tokenized
-        for block in _blocks(read_documents(shard, self.spec.source, start.doc), self.spec.source.text_field):
+        raw = read_documents(shard, self.spec.source, start)
+        if stop is not None:
+            raw = itertools.takewhile(lambda document: document.cursor < stop, raw)
+        for block in _blocks(raw, self.spec.source.text_field):
             for doc in self._apply_steps(ctx, block):
                 cursor = doc.raw.cursor
                 if doc.skip is not None:
@@ -298,6 +304,11 @@ class ShardProcessor:
                 else:
                     value = TokenDoc(doc.record["input_ids"], doc.record.get("loss_mask")) if tokenized else doc.record
                     yield DocItem(cursor, value, DocCounts(read=1, emitted=1, truncated_docs=int(doc.truncated)), cursor)
+
+    def pack(self, shard_index: int, documents: Iterable[DocItem], start: ShardCursor | None = None) -> Iterator[Produced]:
+        """Pack a shard's documents (from :meth:`documents`, read from ``start``) into examples."""
+        packer = make_packer(self.spec.pack) if self.spec.tokenized else None
+        return ShardPacker(shard_index, start or ShardCursor(), packer, self.spec.supervised).run(documents)
 
     def _apply_steps(self, ctx: StepContext, block: list[RawDocument]) -> list[Doc]:
         docs = [Doc(raw) for raw in block]

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
-from collections.abc import Callable
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +102,32 @@ def s3_bucket(monkeypatch: pytest.MonkeyPatch) -> Any:
     client.create_bucket(Bucket="corpus")
     yield client
     server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def portable_job_service() -> Iterator[str]:
+    """Beam's local job service in its own process; yields its endpoint for PortableRunner."""
+    port = free_port()
+    service = subprocess.Popen(
+        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main", f"--port={port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        yield f"localhost:{port}"
+    finally:
+        service.terminate()
+        service.wait(30)

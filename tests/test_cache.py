@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from beamtok import CacheError, ConfigError, Dataset
 from beamtok.cache.verify import verify_cache
 from beamtok.testing import assert_items_equal, check_equivalent, check_resumption
 
-from conftest import CORPUS, ROOT, real_paragraphs, write_jsonl
+from conftest import CORPUS, ROOT, portable_job_service, real_paragraphs, write_jsonl
 
 pytest.importorskip("apache_beam")
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
@@ -82,33 +81,9 @@ def test_multi_processing_build_is_identical(corpus, built, tmp_path):
     assert shas(str(tmp_path / "mp")) == shas(built["concat"]._plan.origin.cache.directory)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_portable_job_service_build_is_identical(corpus, built, tmp_path):
-    port = free_port()
-    service = subprocess.Popen(
-        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main", f"--port={port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.3)
-        cached = online(corpus).cache(
-            str(tmp_path / "portable"), runner="PortableRunner", job_endpoint=f"localhost:{port}", environment_type="LOOPBACK"
-        )
-    finally:
-        service.terminate()
-        service.wait(30)
+    with portable_job_service() as endpoint:
+        cached = online(corpus).cache(str(tmp_path / "portable"), runner="PortableRunner", job_endpoint=endpoint, environment_type="LOOPBACK")
     assert_items_equal(list(stream(cached)), list(stream(built["concat"])))
 
 

@@ -1,10 +1,19 @@
 """The Beam transform that writes a beamtok cache, and how local pipelines are made.
 
-``BuildCache`` expands to ``Create(shard numbers) | Reshuffle | ParDo(write one shard) |
-ToList | ParDo(write manifest)``. One DoFn call runs the per-shard step over one whole shard,
-in order, and streams its rows into that shard's Parquet file: packing is stateful, so it
-never sees batch boundaries chosen by the runner. Order lives in shard numbers and row
-indices, never in the PCollection. The manifest is written last, by the final step.
+``BuildCache`` expands to::
+
+    Create(shard numbers) | Reshuffle | Plan
+        whole shards: | WriteShards
+        ranges:       | Reshuffle | TokenizeRanges | GroupByKey | PackSplitShards
+        both:         | Flatten | ToList | WriteManifest
+
+One DoFn call of ``WriteShards`` runs the per-shard step over one whole shard, in order, and
+streams its rows into that shard's Parquet file: packing is stateful, so it never sees batch
+boundaries chosen by the runner. A file larger than ``split_bytes`` is planned as ranges
+(``cache/ranges.py``): each is tokenized on its own worker into a temporary file whose name
+is all that crosses the shuffle, and ``PackSplitShards`` packs the files of one shard in
+range order into the same rows. Order lives in shard numbers, range numbers and row indices,
+never in the PCollection. The manifest is written last, by the final step.
 
 Local runs use Beam's FnApiRunner directly (in-process, or ``--direct_running_mode=
 multi_processing --direct_num_workers=N``), so the DirectRunner's Prism download is never
@@ -14,6 +23,7 @@ is passed through with the rest of the Beam options.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Sequence
@@ -26,9 +36,18 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beamtok.cache.manifest import MANIFEST, Manifest, ShardEntry, versions
 from beamtok.cache.progress import ShardReporter
+from beamtok.cache.ranges import (
+    DEFAULT_SPLIT_BYTES,
+    RANGES_DIR,
+    InputRange,
+    plan_ranges,
+    range_file,
+    read_range_file,
+    write_range_file,
+)
 from beamtok.cache.storage import Storage
-from beamtok.cache.writer import completed_entry, write_shard
-from beamtok.errors import ConfigError
+from beamtok.cache.writer import completed_entry, write_rows, write_shard
+from beamtok.errors import CacheError, ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
@@ -41,15 +60,10 @@ LOCAL_RUNNERS = (None, "DirectRunner", "FnApiRunner")
 METRICS_NAMESPACE = "beamtok"
 
 
-class _WriteShardFn(beam.DoFn):
-    """Process one whole shard and write its Parquet file (or reuse a completed one)."""
+class _ShardCounters:
+    """The build's Beam counters, counted from each shard's entry when it is written."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: list[dict[str, Any]], layout: dict[str, int | None]) -> None:
-        self.spec = spec
-        self.shards = list(shards)
-        self.output = output
-        self.tokenizers = tokenizers  # serialized, so remote workers need no local path
-        self.layout = layout
+    def __init__(self) -> None:
         self.documents = Metrics.counter(METRICS_NAMESPACE, "documents")
         self.emitted_documents = Metrics.counter(METRICS_NAMESPACE, "emitted_documents")
         self.skipped_documents = Metrics.counter(METRICS_NAMESPACE, "skipped_documents")
@@ -58,29 +72,125 @@ class _WriteShardFn(beam.DoFn):
         self.shards_written = Metrics.counter(METRICS_NAMESPACE, "shards_written")
         self.shards_reused = Metrics.counter(METRICS_NAMESPACE, "shards_reused")
 
+    def written(self, entry: ShardEntry) -> None:
+        self.shards_written.inc()
+        self.documents.inc(entry.documents["read"])
+        self.emitted_documents.inc(entry.documents["emitted"])
+        self.skipped_documents.inc(sum(entry.documents["skipped"].values()))
+        for reason, n in entry.documents["skipped"].items():
+            Metrics.counter(METRICS_NAMESPACE, f"skipped_{reason}").inc(n)
+        self.examples.inc(entry.rows)
+        self.tokens.inc(entry.tokens)
+
+
+class _ShardStepFn(beam.DoFn):
+    """A DoFn that runs the per-shard step: the tokenizers it needs (serialized, so remote
+    workers need no local path; rebuilt once per worker process) and the cache's storage."""
+
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: list[dict[str, Any]]) -> None:
+        self.spec = spec
+        self.shards = list(shards)
+        self.output = output
+        self.tokenizers = tokenizers
+
     def setup(self) -> None:
         register_serialized(self.tokenizers)
         self.storage = Storage(self.output)
         self.processor = ShardProcessor(self.spec)
         self.processor.prepare()
 
+
+class _PlanFn(_ShardStepFn):
+    """Send a shard whole to the writer (also a shard an earlier run finished: it is reused),
+    or, when it is a file larger than ``split_bytes``, its ranges to the tokenizers."""
+
+    RANGES = "ranges"
+
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, split_bytes: int | None) -> None:
+        super().__init__(spec, shards, output, [])
+        self.split_bytes = split_bytes
+        self.split_shards = Metrics.counter(METRICS_NAMESPACE, "split_shards")
+        self.ranges = Metrics.counter(METRICS_NAMESPACE, "ranges")
+
+    def setup(self) -> None:
+        self.storage = Storage(self.output)
+
+    def process(self, index: int) -> Any:
+        shard = self.shards[index]
+        if self.split_bytes is None or completed_entry(self.storage, shard, self.spec.fingerprint) is not None:
+            yield index
+            return
+        parts = plan_ranges(shard, self.spec.source, self.split_bytes)
+        if len(parts) == 1:
+            yield index
+            return
+        self.split_shards.inc()
+        self.ranges.inc(len(parts))
+        for part in parts:
+            yield beam.pvalue.TaggedOutput(self.RANGES, part)
+
+
+class _WriteShardFn(_ShardStepFn):
+    """Process one whole shard and write its Parquet file (or reuse a completed one)."""
+
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: list[dict[str, Any]], layout: dict[str, int | None]) -> None:
+        super().__init__(spec, shards, output, tokenizers)
+        self.layout = layout
+        self.counters = _ShardCounters()
+
     def process(self, index: int) -> Any:
         shard = self.shards[index]
         entry = completed_entry(self.storage, shard, self.spec.fingerprint)
         if entry is not None:
-            self.shards_reused.inc()
+            self.counters.shards_reused.inc()
         else:
             seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
             report = ShardReporter.from_environment(shard, self.spec.source)
             entry = write_shard(self.storage, self.processor, shard, seq_len, **self.layout, report=report)
-            self.shards_written.inc()
-            self.documents.inc(entry.documents["read"])
-            self.emitted_documents.inc(entry.documents["emitted"])
-            self.skipped_documents.inc(sum(entry.documents["skipped"].values()))
-            for reason, n in entry.documents["skipped"].items():
-                Metrics.counter(METRICS_NAMESPACE, f"skipped_{reason}").inc(n)
-            self.examples.inc(entry.rows)
-            self.tokens.inc(entry.tokens)
+            self.counters.written(entry)
+        yield entry.to_json()
+
+
+class _TokenizeRangeFn(_ShardStepFn):
+    """Run the per-document steps over one range of a file; write its tokenized documents to a
+    temporary file and pass on its name (never the tokens: elements stay small)."""
+
+    def process(self, part: InputRange) -> Any:
+        shard = self.shards[part.shard]
+        report = ShardReporter.from_environment(shard, self.spec.source, part=part)
+        documents = self.processor.documents(shard, part.start, part.stop)
+        if report is not None:
+            documents = report.documents(documents)
+        rel = range_file(part)
+        write_range_file(self.storage, rel, documents)
+        yield part.shard, (part.number, part.count, rel)
+
+
+class _PackShardFn(_ShardStepFn):
+    """Pack a split shard's documents, read from its range files in order, into its Parquet
+    file: the rows of the unsplit build. The range files are removed afterwards."""
+
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: list[dict[str, Any]], layout: dict[str, int | None]) -> None:
+        super().__init__(spec, shards, output, tokenizers)
+        self.layout = layout
+        self.counters = _ShardCounters()
+
+    def process(self, element: tuple[int, Any]) -> Any:
+        index, parts = element
+        parts = sorted(set(parts))  # a retried bundle may have reported a range twice
+        numbers = [number for number, _, _ in parts]
+        count = parts[0][1]
+        if numbers != list(range(count)):
+            raise CacheError(f"shard {index}: ranges {numbers} reached the packer, expected 0..{count - 1}")
+        shard = self.shards[index]
+        files = [rel for _, _, rel in parts]
+        documents = itertools.chain.from_iterable(read_range_file(self.storage, rel) for rel in files)
+        seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
+        produced = self.processor.pack(index, documents)
+        entry = write_rows(self.storage, shard, produced, self.spec.fingerprint, seq_len, **self.layout, report=None)
+        for rel in files:
+            self.storage.delete(rel)
+        self.counters.written(entry)
         yield entry.to_json()
 
 
@@ -94,6 +204,7 @@ class _WriteManifestFn(beam.DoFn):
 
     def process(self, entries: list[dict[str, Any]]) -> Any:
         storage = Storage(self.output)
+        storage.remove_empty_dir(RANGES_DIR)
         shards = sorted((ShardEntry.from_json(e, self.output) for e in entries), key=lambda e: e.index)
         manifest = Manifest(
             self.spec.to_json(), self.spec.fingerprint, shards, self.versions, self.tokenizer_file, input_root=self.input_root
@@ -106,7 +217,9 @@ class BuildCache(beam.PTransform):
     """Write the cache of ``shards`` under ``output`` with the per-shard step of ``spec``.
 
     Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens (default
-    8 MB); the layout never changes the rows.
+    8 MB); the layout never changes the rows. Files larger than ``split_bytes`` (uncompressed
+    JSONL, Parquet) are tokenized in ranges on several workers and packed in order after;
+    None tokenizes every shard whole. Neither changes a byte of the cache.
     """
 
     def __init__(
@@ -118,6 +231,7 @@ class BuildCache(beam.PTransform):
         tokenizer_file: str | None = None,
         row_group_rows: int | None = None,
         row_group_bytes: int | None = None,
+        split_bytes: int | None = DEFAULT_SPLIT_BYTES,
     ) -> None:
         super().__init__()
         if not shards:
@@ -128,20 +242,34 @@ class BuildCache(beam.PTransform):
         check_optional_int(row_group_bytes, "row_group_bytes", minimum=1)
         if row_group_rows is not None and row_group_bytes is not None:
             raise ConfigError("give row_group_rows or row_group_bytes, not both")
+        check_optional_int(split_bytes, "split_bytes", minimum=1)
         self.spec = spec
         self.shards = list(shards)
         self.output = output
+        self.split_bytes = split_bytes
         self.tokenizer_file = tokenizer_file
         self.layout = {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
         self.tokenizers = serialize_tokenizers(spec.tokenizers)
         self.input_root = os.getcwd()  # of the launching machine: relative input paths are relative to it
 
     def expand(self, pbegin: Any) -> Any:
-        return (
+        planned = (
             pbegin
             | "ShardNumbers" >> beam.Create(list(range(len(self.shards))))
             | "Spread" >> beam.Reshuffle()
-            | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.tokenizers, self.layout))
+            | "Plan" >> beam.ParDo(_PlanFn(self.spec, self.shards, self.output, self.split_bytes)).with_outputs(_PlanFn.RANGES, main="whole")
+        )
+        whole = planned.whole | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.tokenizers, self.layout))
+        split = (
+            planned[_PlanFn.RANGES]
+            | "SpreadRanges" >> beam.Reshuffle()
+            | "TokenizeRanges" >> beam.ParDo(_TokenizeRangeFn(self.spec, self.shards, self.output, self.tokenizers))
+            | "RangesOfShard" >> beam.GroupByKey()
+            | "PackSplitShards" >> beam.ParDo(_PackShardFn(self.spec, self.shards, self.output, self.tokenizers, self.layout))
+        )
+        return (
+            (whole, split)
+            | "Entries" >> beam.Flatten()
             | "Collect" >> beam.combiners.ToList()
             | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file, self.input_root))
         )

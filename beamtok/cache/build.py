@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from beamtok.cache.lock import BuildLock
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
 from beamtok.cache.progress import PROGRESS_DIR_ENV, BuildProgress
+from beamtok.cache.ranges import DEFAULT_SPLIT_BYTES, RANGES_DIR, parse_size
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, ConfigError
 from beamtok.sources.urls import Shard
@@ -43,6 +44,8 @@ def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, ove
         storage.delete(TOKENIZER_FILE)
     storage.delete(MANIFEST)
     storage.delete_stale_temporaries(SHARDS_DIR)
+    for name in storage.list(RANGES_DIR):  # tokenized ranges of a killed run: redone
+        storage.delete(f"{RANGES_DIR}/{name}")
 
 
 def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard]) -> str | None:
@@ -106,8 +109,12 @@ def run_cache(
     progress: bool = True,
     row_group_rows: int | None = None,
     row_group_bytes: int | None = None,
+    split_bytes: int | str | None = DEFAULT_SPLIT_BYTES,
 ) -> Manifest:
-    """Build (or complete) the cache of ``shards`` under ``output``; return its manifest."""
+    """Build (or complete) the cache of ``shards`` under ``output``; return its manifest.
+
+    Files larger than ``split_bytes`` (a number of bytes or a size such as ``"256MB"``; None:
+    never) are tokenized in ranges by several workers; the cache is the same either way."""
     if spec.tokenizer is None:
         raise ConfigError("a cache holds tokens: call tokenize() before cache()")
     from beamtok.beam import BuildCache, beam_counters, is_local, make_pipeline
@@ -117,7 +124,13 @@ def run_cache(
     beam_args = check_beam_args(beam_args)
     storage = Storage(output)
     transform = BuildCache(
-        spec, shards, output, tokenizer_file=TOKENIZER_FILE, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes
+        spec,
+        shards,
+        output,
+        tokenizer_file=TOKENIZER_FILE,
+        row_group_rows=row_group_rows,
+        row_group_bytes=row_group_bytes,
+        split_bytes=parse_size(split_bytes, "split_bytes") if split_bytes is not None else None,
     )
     pipeline = make_pipeline(beam_args)
     _ = pipeline | BuildCache.__name__ >> transform

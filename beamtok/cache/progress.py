@@ -4,7 +4,8 @@ A worker writing a shard (a thread of this process, or a ``multi_processing`` wo
 reports how far it is into its input every half second, as a small JSON file in the local
 directory named by ``BEAMTOK_PROGRESS_DIR``; the build sets that variable for local runs,
 and worker processes inherit it. Remote workers (Dataflow, Flink, ...) never see it, and
-report nothing. How far a shard is comes from its doc cursor: the byte offset of
+report nothing. A range of a split file reports its share of the file in its own file. How
+far a shard is comes from its doc cursor: the byte offset of
 uncompressed JSONL against the file size, the row of Parquet and Arrow files against their
 row count; a compressed file has no such measure and counts only when it finishes.
 """
@@ -15,16 +16,19 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import IO, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any
 
 from beamtok.cache.manifest import SHARDS_DIR
 from beamtok.cache.storage import Storage
 from beamtok.progress import Progress
-from beamtok.shard import ShardCursor
+from beamtok.shard import DocItem, ShardCursor
 from beamtok.sources.readers import detect_format, is_compressed
 from beamtok.sources.urls import Shard, is_remote
 from beamtok.spec import SourceSpec
+
+if TYPE_CHECKING:
+    from beamtok.cache.ranges import InputRange
 
 __all__ = ["PROGRESS_DIR_ENV", "BuildProgress", "ShardReporter", "shard_fraction"]
 
@@ -63,18 +67,38 @@ def _row_count(path: str, fmt: str) -> int:
 
 
 class ShardReporter:
-    """Worker side: writes one shard's progress at most every ``interval`` seconds."""
+    """Worker side: writes one shard's progress (or one range's share of it) at most every
+    ``interval`` seconds."""
 
-    def __init__(self, directory: str, shard: Shard, source: SourceSpec, interval: float = 0.5) -> None:
-        self.path = os.path.join(directory, f"{shard.index}.json")
-        self.fraction = shard_fraction(shard, source)
+    def __init__(self, directory: str, shard: Shard, source: SourceSpec, interval: float = 0.5, part: InputRange | None = None) -> None:
+        name = f"{shard.index}" if part is None else f"{shard.index}.{part.number}"
+        self.path = os.path.join(directory, f"{name}.json")
+        whole = shard_fraction(shard, source)
+        if part is not None and whole is not None:
+            # a range reports the share of the file it has read: from its start to the cursor
+            self.fraction: Callable[[int], float] | None = lambda cursor: max(0.0, whole(cursor) - whole(part.start))
+            self.done = whole(part.stop if part.stop is not None else part.total) - whole(part.start)
+        else:
+            self.fraction = whole
+            self.done = 1.0
         self.interval = interval
         self._last = 0.0
 
     @classmethod
-    def from_environment(cls, shard: Shard, source: SourceSpec) -> ShardReporter | None:
+    def from_environment(cls, shard: Shard, source: SourceSpec, part: InputRange | None = None) -> ShardReporter | None:
         directory = os.environ.get(PROGRESS_DIR_ENV)
-        return cls(directory, shard, source) if directory and os.path.isdir(directory) else None
+        return cls(directory, shard, source, part=part) if directory and os.path.isdir(directory) else None
+
+    def documents(self, items: Iterable[DocItem]) -> Iterator[DocItem]:
+        """Pass a range's tokenized documents through, reporting its progress."""
+        tokens = documents = 0
+        for item in items:
+            documents += 1
+            tokens += len(item.value) if item.value is not None else 0
+            self(ShardCursor(0, item.cursor, 0), tokens, 0, documents)
+            yield item
+        self._last = 0.0
+        self(ShardCursor(0, 0, 0, True), tokens, 0, documents)
 
     def __call__(self, cursor: ShardCursor, tokens: int, rows: int, documents: int) -> None:
         now = time.monotonic()
@@ -82,7 +106,7 @@ class ShardReporter:
             return
         self._last = now
         if cursor.done:
-            fraction: float | None = 1.0
+            fraction: float | None = self.done
         else:
             fraction = self.fraction(cursor.doc) if self.fraction is not None else None
         report = {"fraction": fraction, "tokens": tokens, "rows": rows, "documents": documents}
@@ -128,7 +152,8 @@ class BuildProgress(threading.Thread):
         done_indices = {int(name.removeprefix("shard-").removesuffix(".json")) for name in finished}
         done: float = len(done_indices)
         for name in os.listdir(self.directory):
-            if not name.endswith(".json") or int(name.removesuffix(".json")) in done_indices:
+            # "<shard>.json" from a whole shard, "<shard>.<range>.json" from a range of one
+            if not name.endswith(".json") or int(name.split(".")[0]) in done_indices:
                 continue
             try:
                 with open(os.path.join(self.directory, name), encoding="utf-8") as f:

@@ -119,6 +119,14 @@ class Storage:
         if self.exists(rel):
             self.fs.delete_file(self.path(rel))
 
+    def remove_empty_dir(self, rel_dir: str) -> None:
+        """Remove a local directory left empty (object stores have no empty directories)."""
+        if self.is_local:
+            try:
+                os.rmdir(self.path(rel_dir))
+            except OSError:
+                pass  # absent, or not empty
+
     def delete_stale_temporaries(self, rel_dir: str) -> None:
         """Remove temporary files a killed run left behind (never visible under final names)."""
         for name in self.list(rel_dir):

@@ -491,6 +491,7 @@ class Dataset:
         progress: bool = True,
         row_group_rows: int | None = None,
         row_group_bytes: int | None = None,
+        split_bytes: int | str | None = "256MB",
         **beam_options: Any,
     ) -> Dataset:
         """Run the Beam pipeline over this dataset's per-shard step, writing a Parquet cache to
@@ -502,6 +503,9 @@ class Dataset:
         refused unless ``overwrite``, which removes every file of the old cache.
         Parquet row groups hold ``row_group_rows`` rows or about ``row_group_bytes`` of tokens
         (default 8 MB): small groups make random access cheaper, large ones read faster.
+        Input files larger than ``split_bytes`` (uncompressed JSONL by byte ranges, Parquet by
+        row groups; None: never) are tokenized in ranges by several workers and packed in
+        order: the cache is byte for byte the one an unsplit build writes.
         ``progress`` shows a bar on a terminal (a line every 10 s and one at the end elsewhere)
         for local runs; Beam's worker chatter is hidden unless the ``apache_beam`` logger's
         level is set lower than ERROR.
@@ -521,6 +525,7 @@ class Dataset:
             progress=progress,
             row_group_rows=row_group_rows,
             row_group_bytes=row_group_bytes,
+            split_bytes=split_bytes,
         )
         cached = Dataset.from_cache(output_dir, fingerprint=self.spec_fingerprint)
         return cached._replace(stages=self._plan.stages, options=self._plan.options)

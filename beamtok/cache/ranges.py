@@ -1,0 +1,244 @@
+"""Split large input files into ranges tokenized in parallel, packed in order afterwards.
+
+A build tokenizes each range of a file on its own worker and writes the range's tokenized
+documents to a temporary file; one worker then reads those files in range order and packs them,
+exactly as the unsplit per-shard step packs the file's documents. Tokenizing is per document,
+so the documents, and the packed rows, cursors and counts, are those of the unsplit build.
+
+- Uncompressed JSONL: byte ranges. A line belongs to the range holding its first byte (as in
+  Beam's text source); range bounds are moved to line starts when planned, so every bound is
+  a doc cursor.
+- Parquet: ranges of whole row groups (by their compressed size); bounds are row indices.
+- Anything else is one range: a compressed stream cannot be entered in the middle, a plain
+  text file is one document, an Arrow or MDS file is read whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from beamtok.cache.manifest import SHARDS_DIR
+from beamtok.cache.storage import Storage
+from beamtok.errors import ConfigError, InputError
+from beamtok.shard import DocCounts, DocItem
+from beamtok.sources.readers import detect_format, is_compressed, open_url
+from beamtok.sources.urls import Shard, is_remote
+from beamtok.spec import SourceSpec
+from beamtok.transforms.sft import TokenDoc
+
+__all__ = [
+    "DEFAULT_SPLIT_BYTES",
+    "RANGES_DIR",
+    "InputRange",
+    "parse_size",
+    "plan_ranges",
+    "range_file",
+    "read_range_file",
+    "write_range_file",
+]
+
+DEFAULT_SPLIT_BYTES = 256 << 20
+RANGES_DIR = f"{SHARDS_DIR}/ranges"  # tokenized documents of ranges, removed once packed
+ALIGN_READ = 1 << 16
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
+          "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}  # fmt: skip
+
+
+def parse_size(text: str | int, name: str = "--split-bytes") -> int:
+    """Bytes from ``1048576``, ``64MB``, ``1GiB``, ``512k``... (decimal units, or binary with i)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        match = _SIZE.match(str(text))
+        unit = (match.group(2) or "").lower() if match else ""
+        if match is None or unit not in _UNITS:
+            raise ConfigError(f"{name}: {text!r} is not a size (write e.g. 268435456, 256MB, 64MiB or 1GB)")
+        value = int(float(match.group(1)) * _UNITS[unit])
+    if value < 1:
+        raise ConfigError(f"{name} must be at least 1 byte, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class InputRange:
+    """Range ``number`` of ``count`` of shard ``shard``: the documents whose doc cursors lie in
+    ``[start, stop)`` (``stop`` None: to the end); ``total`` is what fractions are taken of
+    (the file's bytes or rows)."""
+
+    shard: int
+    number: int
+    count: int
+    start: int
+    stop: int | None
+    total: int
+
+
+def _source_format(shard: Shard, source: SourceSpec) -> str:
+    return detect_format(shard.url) if source.format == "auto" else source.format
+
+
+def plan_ranges(shard: Shard, source: SourceSpec, split_bytes: int) -> list[InputRange]:
+    """The ranges ``shard`` is tokenized in: one, unless it is a large splittable file."""
+    if shard.data is not None:
+        return [InputRange(shard.index, 0, 1, 0, None, 0)]
+    fmt = _source_format(shard, source)
+    if fmt == "jsonl" and not is_compressed(shard.url):
+        bounds, total = _jsonl_bounds(shard.url, split_bytes)
+    elif fmt == "parquet":
+        bounds, total = _parquet_bounds(shard.url, split_bytes)
+    else:
+        return [InputRange(shard.index, 0, 1, 0, None, 0)]
+    count = len(bounds) - 1
+    return [InputRange(shard.index, i, count, bounds[i], bounds[i + 1] if i + 1 < count else None, total) for i in range(count)]
+
+
+def _file_size(url: str) -> int:
+    if is_remote(url):
+        with open_url(url, decompress=False) as f:
+            return int(f.seek(0, 2))
+    import os
+
+    try:
+        return os.path.getsize(url)
+    except FileNotFoundError as e:
+        raise InputError(f"{url}: file not found") from e
+
+
+def _jsonl_bounds(url: str, split_bytes: int) -> tuple[list[int], int]:
+    """0, then the first line start at or after each multiple of ``split_bytes``, then the size."""
+    size = _file_size(url)
+    bounds = [0]
+    if size > split_bytes:
+        with open_url(url, decompress=False) as f:
+            point = split_bytes
+            while point < size:
+                start = _line_start_at_or_after(f, point, size)
+                if start >= size:
+                    break
+                if start > bounds[-1]:
+                    bounds.append(start)
+                point = max(point + split_bytes, start + 1)
+    bounds.append(size)
+    return bounds, size
+
+
+def _line_start_at_or_after(f: Any, point: int, size: int) -> int:
+    f.seek(point - 1)
+    at = point - 1
+    while at < size:
+        chunk = f.read(ALIGN_READ)
+        if not chunk:
+            break
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return at + newline + 1
+        at += len(chunk)
+    return size
+
+
+def _parquet_bounds(url: str, split_bytes: int) -> tuple[list[int], int]:
+    """Row indices starting runs of whole row groups of about ``split_bytes`` (compressed)."""
+    import pyarrow.parquet as pq
+
+    source: Any = url if not is_remote(url) else open_url(url, decompress=False)
+    try:
+        metadata = pq.ParquetFile(source).metadata
+    except Exception as e:
+        raise InputError(f"{url}: not a readable Parquet file: {e}") from e
+    bounds = [0]
+    row = size = 0
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        if size >= split_bytes and row > bounds[-1]:
+            bounds.append(row)
+            size = 0
+        size += sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+        row += group.num_rows
+    bounds.append(row)
+    return bounds, row
+
+
+def range_file(part: InputRange) -> str:
+    return f"{RANGES_DIR}/shard-{part.shard:05d}-range-{part.number:05d}-of-{part.count:05d}.arrow"
+
+
+RANGE_SCHEMA = pa.schema(
+    [
+        ("cursor", pa.int64()),
+        ("skip", pa.string()),  # the skip reason; null for an emitted document
+        ("truncated", pa.bool_()),
+        ("input_ids", pa.list_(pa.int32())),
+        ("loss_mask", pa.list_(pa.int8())),  # null: every token is trained
+    ]
+)
+BATCH_DOCS = 512
+
+
+def _batch(items: list[DocItem]) -> pa.RecordBatch:
+    skips = [None if item.value is not None else next(iter(item.counts.skipped)) for item in items]
+    ids = [item.value.ids if item.value is not None else None for item in items]
+    masks = [item.value.mask if item.value is not None else None for item in items]
+    return pa.record_batch(
+        [
+            pa.array([item.cursor for item in items], pa.int64()),
+            pa.array(skips, pa.string()),
+            pa.array([bool(item.counts.truncated_docs) for item in items], pa.bool_()),
+            pa.array(ids, pa.list_(pa.int32())),
+            pa.array(masks, pa.list_(pa.int8())),
+        ],
+        schema=RANGE_SCHEMA,
+    )
+
+
+def write_range_file(storage: Storage, rel: str, documents: Iterable[DocItem]) -> int:
+    """Write a range's tokenized documents (as the per-shard step reads them) to ``rel``;
+    return how many."""
+    count = 0
+    with storage.writing(rel) as sink, pa.ipc.new_stream(sink, RANGE_SCHEMA) as writer:
+        pending: list[DocItem] = []
+        for item in documents:
+            if item.through != item.cursor or (item.value is None) != bool(item.counts.skipped):
+                raise AssertionError(f"document {item.cursor}: not a single document's item")
+            pending.append(item)
+            if len(pending) >= BATCH_DOCS:
+                writer.write_batch(_batch(pending))
+                count += len(pending)
+                pending = []
+        if pending:
+            writer.write_batch(_batch(pending))
+            count += len(pending)
+    return count
+
+
+def read_range_file(storage: Storage, rel: str) -> Iterator[DocItem]:
+    """The documents :func:`write_range_file` wrote, as equal DocItems."""
+    with storage.open_input(rel) as f:
+        for batch in pa.ipc.open_stream(f):
+            cursors = batch.column(0).to_pylist()
+            skips = batch.column(1).to_pylist()
+            truncated = batch.column(2).to_pylist()
+            ids, id_offsets = _flat(batch.column(3), np.int32)
+            masks, mask_offsets = _flat(batch.column(4), np.int8)
+            has_mask = batch.column(4).is_valid().to_pylist()
+            for i, cursor in enumerate(cursors):
+                if skips[i] is not None:
+                    yield DocItem(cursor, None, DocCounts(read=1, skipped={skips[i]: 1}), cursor)
+                    continue
+                mask = masks[mask_offsets[i] : mask_offsets[i + 1]].copy() if has_mask[i] else None
+                value = TokenDoc(ids[id_offsets[i] : id_offsets[i + 1]].copy(), mask)
+                yield DocItem(cursor, value, DocCounts(read=1, emitted=1, truncated_docs=int(truncated[i])), cursor)
+
+
+def _flat(column: pa.ListArray, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """A list column's values and offsets (absolute into those values)."""
+    offsets = column.offsets.to_numpy()
+    values = column.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    return values, offsets - offsets[0]
