@@ -168,12 +168,17 @@ class _TokenizeRangeFn(_ShardStepFn):
 
 class _PackShardFn(_ShardStepFn):
     """Pack a split shard's documents, read from its range files in order, into its Parquet
-    file: the rows of the unsplit build. The range files are removed afterwards."""
+    file: the rows of the unsplit build. The range files are removed afterwards. Packing
+    needs no tokenizer, so none is shipped or loaded."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: list[dict[str, Any]], layout: dict[str, int | None]) -> None:
-        super().__init__(spec, shards, output, tokenizers)
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, layout: dict[str, int | None]) -> None:
+        super().__init__(spec, shards, output, [])
         self.layout = layout
         self.counters = _ShardCounters()
+
+    def setup(self) -> None:
+        self.storage = Storage(self.output)
+        self.processor = ShardProcessor(self.spec)
 
     def process(self, element: tuple[int, Any]) -> Any:
         index, parts = element
@@ -265,7 +270,7 @@ class BuildCache(beam.PTransform):
             | "SpreadRanges" >> beam.Reshuffle()
             | "TokenizeRanges" >> beam.ParDo(_TokenizeRangeFn(self.spec, self.shards, self.output, self.tokenizers))
             | "RangesOfShard" >> beam.GroupByKey()
-            | "PackSplitShards" >> beam.ParDo(_PackShardFn(self.spec, self.shards, self.output, self.tokenizers, self.layout))
+            | "PackSplitShards" >> beam.ParDo(_PackShardFn(self.spec, self.shards, self.output, self.layout))
         )
         return (
             (whole, split)

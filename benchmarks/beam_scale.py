@@ -1,0 +1,160 @@
+"""Cache builds at scale: one large file on two Beam workers, many small files, tokens per core.
+
+    python benchmarks/beam_scale.py [--mb 200] [--small-files 2000] [--rounds 2]
+
+Each build runs in its own interpreter (``files -> tokenize -> ensure_bos_eos ->
+concat_chunk(2048) -> cache``), timed around ``Dataset.cache`` (the Beam pipeline, worker
+start included; the tokenizer is loaded before). Once per round:
+
+- one JSONL file of ``--mb`` MB of real text, default engine (the exact fast path) and
+  ``backend="hf"``: in-process (FnApiRunner, one worker) and ``multi_processing`` with 2
+  workers, both with the default ``--split-bytes`` (64 MiB, so the file is tokenized in
+  ranges); in-process with ``split_bytes=None`` too (what splitting costs on one worker);
+- ``--small-files`` files of about 1 KB, and one such file alone: the per-file overhead is
+  the difference divided by the files added;
+- the raw Hugging Face ``tokenizers`` (``encode_batch_fast``, one Rayon thread) on 20 MB of
+  the same text: the build's tokens per second per core against it.
+
+Ratios are medians over rounds of ratios taken within a round. The machine has 2 cores, so 2
+workers share them with the launching process. Writes benchmarks/results/beam_scale.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
+WORK = HERE / "work" / "beam-scale"
+TWO_WORKERS = {"direct_running_mode": "multi_processing", "direct_num_workers": 2}
+
+
+def build(paths: list[str], backend: str, options: dict[str, Any], split: str | None) -> dict[str, Any]:
+    """Build a cache of ``paths``; seconds of ``Dataset.cache`` and the tokens written."""
+    from beamtok import Dataset
+
+    ds = Dataset.from_files(paths).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(2048)
+    out = WORK / "cache"
+    shutil.rmtree(out, ignore_errors=True)
+    start = time.perf_counter()
+    ds.cache(str(out), progress=False, split_bytes=split, **options)
+    seconds = time.perf_counter() - start
+    tokens = json.loads((out / "manifest.json").read_text())["totals"]["tokens"]
+    return {"seconds": seconds, "tokens": tokens}
+
+
+def raw_tokenizers(path: str, mb: float) -> dict[str, Any]:
+    """Raw ``tokenizers`` on one thread over the first ``mb`` MB of ``path``."""
+    os.environ["RAYON_NUM_THREADS"] = "1"
+    from beamtok import load_tokenizer
+
+    tok = load_tokenizer(TOKENIZER).backend  # the Rust tokenizer itself
+    texts, size = [], 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            texts.append(json.loads(line)["text"])
+            size += len(line)
+            if size >= mb * 1e6:
+                break
+    start = time.perf_counter()
+    tokens = sum(len(e.ids) for e in tok.encode_batch_fast(texts))
+    return {"seconds": time.perf_counter() - start, "tokens": tokens}
+
+
+def run(kind: str, *args: Any) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, "measure", kind, json.dumps(args)], capture_output=True, text=True, cwd=HERE)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} {args}: failed\n{proc.stderr}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**result, "tokens_per_s": result["tokens"] / result["seconds"]}
+
+
+def small_files(count: int) -> list[str]:
+    from common import shipped_documents
+
+    directory = WORK / f"small-{count}"
+    paths = [str(directory / f"doc-{i:05d}.jsonl") for i in range(count)]
+    if not all(os.path.exists(p) for p in paths):
+        directory.mkdir(parents=True, exist_ok=True)
+        paragraphs = [p for doc in shipped_documents() for p in doc.split("\n\n") if len(p) > 200]
+        for i, path in enumerate(paths):
+            text = "\n\n".join(paragraphs[(3 * i + k) % len(paragraphs)] for k in range(3))[:1000]
+            Path(path).write_text(json.dumps({"text": text}) + "\n", encoding="utf-8")
+    return paths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=200.0)
+    parser.add_argument("--small-files", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    from common import build_jsonl, write_results
+
+    big = str(build_jsonl(f"one-file-{args.mb:g}mb", int(args.mb * 1e6)))
+    many = small_files(args.small_files)
+    runs: dict[str, list[dict[str, Any]]] = {}
+
+    def record(name: str, result: dict[str, Any]) -> None:
+        runs.setdefault(name, []).append(result)
+        print(f"  {name:<44} {result['seconds']:8.2f} s  {result['tokens_per_s'] / 1e6:6.2f} M tokens/s", flush=True)
+
+    for r in range(args.rounds):
+        print(f"round {r + 1}/{args.rounds}", flush=True)
+        for backend in ("auto", "hf"):
+            record(f"one file, {backend}, in-process", run("build", [big], backend, {}, "64MiB"))
+            record(f"one file, {backend}, 2 workers", run("build", [big], backend, TWO_WORKERS, "64MiB"))
+        record("one file, auto, in-process, unsplit", run("build", [big], "auto", {}, None))
+        record("raw tokenizers, 1 thread, 20 MB", run("raw", big, 20.0))
+        record(f"{args.small_files} small files, auto, in-process", run("build", many, "auto", {}, "64MiB"))
+        record("1 small file, auto, in-process", run("build", many[:1], "auto", {}, "64MiB"))
+
+    def paired(a: str, b: str, key: str = "tokens_per_s") -> float:
+        return statistics.median(x[key] / y[key] for x, y in zip(runs[a], runs[b]))
+
+    overhead_ms = statistics.median(
+        (x["seconds"] - y["seconds"]) / (args.small_files - 1) * 1e3
+        for x, y in zip(runs[f"{args.small_files} small files, auto, in-process"], runs["1 small file, auto, in-process"])
+    )
+    ratios = {
+        "one file, 2 workers / in-process (default engine)": paired("one file, auto, 2 workers", "one file, auto, in-process"),
+        "one file, 2 workers / in-process (backend=hf)": paired("one file, hf, 2 workers", "one file, hf, in-process"),
+        "one file in-process, split / unsplit": paired("one file, auto, in-process", "one file, auto, in-process, unsplit"),
+        "build in-process (backend=hf) / raw tokenizers, per core": paired("one file, hf, in-process", "raw tokenizers, 1 thread, 20 MB"),
+        "build in-process (default engine) / raw tokenizers, per core": paired("one file, auto, in-process", "raw tokenizers, 1 thread, 20 MB"),
+    }
+    results = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d"),
+        "command": f"python benchmarks/beam_scale.py --mb {args.mb:g} --small-files {args.small_files} --rounds {args.rounds}",
+        "one_file_mb": os.path.getsize(big) / 1e6,
+        "seconds": {k: statistics.median(x["seconds"] for x in v) for k, v in runs.items()},
+        "tokens_per_s": {k: statistics.median(x["tokens_per_s"] for x in v) for k, v in runs.items()},
+        "ratios": ratios,
+        "per_small_file_overhead_ms": overhead_ms,
+        "runs": runs,
+    }
+    for key, value in ratios.items():
+        print(f"  {key:<62} {value:6.2f}x")
+    print(f"  per-file overhead ({args.small_files} files of ~1 KB): {overhead_ms:.1f} ms")
+    write_results("beam_scale.json", results)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "measure":
+        kind, arguments = sys.argv[2], json.loads(sys.argv[3])
+        print(json.dumps(build(*arguments) if kind == "build" else raw_tokenizers(*arguments)), flush=True)
+    else:
+        main()
