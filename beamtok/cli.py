@@ -164,7 +164,7 @@ CACHE_KEYS = (
 CACHE_DEFAULTS: dict[str, Any] = {
     "remainder": "pad", "pack_window": 64, "text_field": "text", "input_format": "auto", "format": "pretrain",
     "prompt_field": "prompt", "completion_field": "completion", "messages_field": "messages",
-    "truncation": "completion_tail", "on_error": "raise", "overwrite": False, "split_bytes": "64MiB", "beam_options": [],
+    "truncation": "completion_tail", "on_error": "raise", "overwrite": False, "split_bytes": "16MiB", "beam_options": [],
 }  # fmt: skip
 
 
@@ -407,7 +407,7 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
 @click.option("--overwrite", is_flag=True, default=None, help="Replace a cache built with another spec.")
 @click.option("--row-group-rows", type=int, help="Rows per Parquet row group (small groups: cheaper random access).")
 @click.option("--row-group-bytes", type=int, help="Bytes of tokens per Parquet row group. [default: 8388608]")
-@click.option("--split-bytes", help="Tokenize input files larger than this in ranges on several workers (uncompressed JSONL, Parquet); 'none' never splits. The cache is the same. [default: 64MiB]")
+@click.option("--split-bytes", help="Tokenize input files larger than this in ranges on several workers (uncompressed JSONL, Parquet); 'none' never splits. The cache is the same. [default: 16MiB]")
 @log_options
 @click.pass_context
 @user_errors

@@ -7,9 +7,11 @@ concat_chunk(2048) -> cache``), timed around ``Dataset.cache`` (the Beam pipelin
 start included; the tokenizer is loaded before). Once per round:
 
 - one JSONL file of ``--mb`` MB of real text, default engine (the exact fast path) and
-  ``backend="hf"``: in-process (FnApiRunner, one worker) and ``multi_processing`` with 2
-  workers, both with the default ``--split-bytes`` (64 MiB, so the file is tokenized in
-  ranges); in-process with ``split_bytes=None`` too (what splitting costs on one worker);
+  ``backend="hf"`` (with one Rayon thread per process, so in-process is one core: left to
+  itself, ``tokenizers`` spreads one process over every core): in-process (FnApiRunner, one
+  worker) and ``multi_processing`` with 2 workers, both with the default ``--split-bytes``
+  (16 MiB, so the file is tokenized in ranges); in-process with ``split_bytes=None`` too
+  (what splitting costs on one worker);
 - ``--small-files`` files of about 1 KB, and one such file alone: the per-file overhead is
   the difference divided by the files added;
 - the raw Hugging Face ``tokenizers`` (``encode_batch_fast``, one Rayon thread) on 20 MB of
@@ -55,8 +57,7 @@ def build(paths: list[str], backend: str, options: dict[str, Any], split: str | 
 
 
 def raw_tokenizers(path: str, mb: float) -> dict[str, Any]:
-    """Raw ``tokenizers`` on one thread over the first ``mb`` MB of ``path``."""
-    os.environ["RAYON_NUM_THREADS"] = "1"
+    """Raw ``tokenizers`` (one Rayon thread, as every measurement) over the first ``mb`` MB of ``path``."""
     from beamtok import load_tokenizer
 
     tok = load_tokenizer(TOKENIZER).backend  # the Rust tokenizer itself
@@ -73,7 +74,8 @@ def raw_tokenizers(path: str, mb: float) -> dict[str, Any]:
 
 
 def run(kind: str, *args: Any) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "measure", kind, json.dumps(args)], capture_output=True, text=True, cwd=HERE)
+    env = {**os.environ, "RAYON_NUM_THREADS": "1"}  # worker processes inherit it
+    proc = subprocess.run([sys.executable, __file__, "measure", kind, json.dumps(args)], capture_output=True, text=True, cwd=HERE, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{kind} {args}: failed\n{proc.stderr}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -114,12 +116,12 @@ def main() -> None:
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", flush=True)
         for backend in ("auto", "hf"):
-            record(f"one file, {backend}, in-process", run("build", [big], backend, {}, "64MiB"))
-            record(f"one file, {backend}, 2 workers", run("build", [big], backend, TWO_WORKERS, "64MiB"))
+            record(f"one file, {backend}, in-process", run("build", [big], backend, {}, "16MiB"))
+            record(f"one file, {backend}, 2 workers", run("build", [big], backend, TWO_WORKERS, "16MiB"))
         record("one file, auto, in-process, unsplit", run("build", [big], "auto", {}, None))
         record("raw tokenizers, 1 thread, 20 MB", run("raw", big, 20.0))
-        record(f"{args.small_files} small files, auto, in-process", run("build", many, "auto", {}, "64MiB"))
-        record("1 small file, auto, in-process", run("build", many[:1], "auto", {}, "64MiB"))
+        record(f"{args.small_files} small files, auto, in-process", run("build", many, "auto", {}, "16MiB"))
+        record("1 small file, auto, in-process", run("build", many[:1], "auto", {}, "16MiB"))
 
     def paired(a: str, b: str, key: str = "tokens_per_s") -> float:
         return statistics.median(x[key] / y[key] for x, y in zip(runs[a], runs[b]))

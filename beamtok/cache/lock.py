@@ -3,8 +3,8 @@
 ``build.lock`` at the cache root names the run holding it (host, pid, start) and is rewritten
 every ``HEARTBEAT_SECONDS`` while the build runs. Another ``beamtok cache`` run on the same
 directory is refused with a message naming the holder, unless the lock is stale: its process
-is gone (same host), or its heartbeat is older than ``STALE_SECONDS`` (another host, or an
-object store, where a process cannot be looked up). A stale lock is taken over, saying so.
+is gone (a lock written from this host, wherever the cache lives), or its heartbeat is older
+than ``STALE_SECONDS`` (another host's, whose process cannot be looked up). A stale lock is taken over, saying so.
 
 On a local disk the lock is created with ``O_EXCL``, so of two runs starting together exactly
 one gets it. Object stores have no exclusive create: the lock is written, read back, and the
@@ -80,7 +80,7 @@ class BuildLock:
         if holder.get("unreadable"):
             return "it is unreadable"
         pid, host = holder.get("pid"), holder.get("host")
-        if self.storage.is_local and host == socket.gethostname() and isinstance(pid, int) and not _process_alive(pid):
+        if host == socket.gethostname() and isinstance(pid, int) and not _process_alive(pid):
             return f"its process {pid} on this host is gone"
         age = time.time() - float(holder.get("heartbeat") or 0.0)
         if age > self.stale_after:

@@ -43,7 +43,7 @@ __all__ = [
     "write_range_file",
 ]
 
-DEFAULT_SPLIT_BYTES = 64 << 20  # as Beam's text source: ranges of a size workers share evenly
+DEFAULT_SPLIT_BYTES = 16 << 20  # ranges of a few seconds of tokenizing: enough of them to share out evenly
 RANGES_DIR = f"{SHARDS_DIR}/ranges"  # tokenized documents of ranges, removed once packed
 ALIGN_READ = 1 << 16
 

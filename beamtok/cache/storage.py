@@ -35,7 +35,9 @@ class Storage:
     def __init__(self, root: str) -> None:
         self.url = root.rstrip("/")
         if "://" in root and not root.startswith("file://"):
-            self.fs, self.root = pafs.FileSystem.from_uri(self.url)
+            from beamtok.cache.object_store import filesystem_for
+
+            self.fs, self.root = filesystem_for(self.url)
             self.is_local = False
         else:
             self.fs = pafs.LocalFileSystem()

@@ -491,7 +491,7 @@ class Dataset:
         progress: bool = True,
         row_group_rows: int | None = None,
         row_group_bytes: int | None = None,
-        split_bytes: int | str | None = "64MiB",
+        split_bytes: int | str | None = "16MiB",
         **beam_options: Any,
     ) -> Dataset:
         """Run the Beam pipeline over this dataset's per-shard step, writing a Parquet cache to
