@@ -333,6 +333,29 @@ def _interrupted_build(output: str) -> Iterator[None]:
         os.close(stderr)
 
 
+def _show_job_plan(ds: Any, options: dict[str, Any], beam_args: list[str]) -> None:
+    """Build the job request of a remote build without submitting it, and describe it."""
+    from beamtok.beam.dry_run import plan_job
+
+    plan = plan_job(
+        ds.spec,
+        ds.shards,
+        options["output"],
+        beam_args,
+        split_bytes=_split_bytes(options.get("split_bytes")),
+        row_group_rows=options.get("row_group_rows"),
+        row_group_bytes=options.get("row_group_bytes"),
+    )
+    click.echo(f"dry run: {plan.runner} job {plan.job_name} built and checked, not submitted; {options['output']} untouched")
+    click.echo(f"  {len(ds.shards)} input files, spec {ds.spec_fingerprint}")
+    click.echo(f"  steps: {', '.join(step.removeprefix('BuildCache/') for step in plan.steps)}")
+    click.echo(f"  worker image: {plan.container_image}")
+    click.echo(f"  packages the workers install: {', '.join(plan.packages) or 'none'}")
+    click.echo(f"  tokenizer: shipped inside the job ({plan.tokenizer_bytes / 1e6:.1f} MB serialized); workers need no path of this machine")
+    if plan.job_file:
+        click.echo(f"  job graph written to {plan.job_file}")
+
+
 def _split_bytes(value: Any) -> int | None:
     from beamtok.cache.ranges import parse_size
 
@@ -452,6 +475,11 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     beam_args = [*configured, *passthrough]
     for name in BEAM_LOGGERS:  # a logger's filters see only records logged on it, not its children's
         logging.getLogger(name).addFilter(_quiet_beam_logs)
+    from beamtok.beam.dry_run import is_dry_run
+
+    if is_dry_run(beam_args):
+        _show_job_plan(ds, options, beam_args)
+        return
     from beamtok.cache.build import run_cache
 
     started = time.perf_counter()

@@ -1,0 +1,111 @@
+"""A cache build's job request, made and checked without submitting it (Beam's ``--dry_run``).
+
+For the DataflowRunner, Beam's dry run does everything up to the submission: it checks the
+options, builds the worker's package from ``--setup_file`` (or takes ``--sdk_container_image``),
+and translates the pipeline into the portable job graph the service would receive. Nothing is
+staged, no cloud API is called and the output directory is not touched. :func:`plan_job`
+returns what a user (or a test) needs to trust the request: its steps, the worker image, the
+packages the workers install, and that the tokenizer travels inside the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from beamtok.errors import ConfigError
+from beamtok.sources.urls import Shard
+from beamtok.spec import Spec
+
+__all__ = ["JobPlan", "is_dry_run", "plan_job"]
+
+
+def is_dry_run(beam_args: Sequence[str]) -> bool:
+    """Whether the Beam options ask for a dry run (``--dry_run`` or ``--dry_run=True``)."""
+    from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
+
+    value = PipelineOptions(list(beam_args)).view_as(TestOptions).dry_run
+    return str(value).lower() not in ("false", "0", "", "none")
+
+
+@dataclass
+class JobPlan:
+    """What a cache build would submit."""
+
+    runner: str
+    job_name: str | None
+    steps: list[str]  # the build's transforms, as the job graph names them
+    container_image: str | None
+    packages: list[str]  # files the workers install before running the DoFns
+    tokenizer_bytes: int  # serialized tokenizers inside the job graph (the DoFns carry them)
+    job_file: str | None  # where the job graph was written as JSON, if asked
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan_job(
+    spec: Spec,
+    shards: Sequence[Shard],
+    output: str,
+    beam_args: Sequence[str],
+    *,
+    split_bytes: int | None,
+    row_group_rows: int | None = None,
+    row_group_bytes: int | None = None,
+) -> JobPlan:
+    """Run the cache build's pipeline as a dry run and describe the request it made."""
+    from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, StandardOptions
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    from beamtok.beam.build import BuildCache, is_local, make_pipeline
+    from beamtok.cache.manifest import TOKENIZER_FILE
+
+    pipeline = make_pipeline(beam_args)
+    if is_local(pipeline):
+        raise ConfigError("--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)")
+    transform = BuildCache(
+        spec, shards, output, tokenizer_file=TOKENIZER_FILE, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes
+    )
+    _ = pipeline | BuildCache.__name__ >> transform
+    try:
+        result = pipeline.run()
+    except ImportError as e:
+        raise ConfigError(f"the {pipeline.options.view_as(StandardOptions).runner} needs its extra: pip install 'beamtok[dataflow]' ({e})") from e
+    except ValueError as e:  # Beam's checks of the options (a missing --project, --temp_location...)
+        raise ConfigError(f"the job request is not valid: {e}") from e
+    job = getattr(result, "job", None)
+    proto = getattr(job, "proto_pipeline", None)
+    if proto is None:
+        raise ConfigError(f"{pipeline.options.view_as(StandardOptions).runner} does not support --dry_run (DataflowRunner does)")
+    steps = [t.unique_name for t in proto.components.transforms.values() if t.unique_name.startswith(f"{BuildCache.__name__}/") and not t.subtransforms]
+    image, packages = None, []
+    for environment in proto.components.environments.values():
+        if environment.urn == "beam:env:docker:v1":
+            image = beam_runner_api_pb2.DockerPayload.FromString(environment.payload).container_image
+        for artifact in environment.dependencies:
+            role = beam_runner_api_pb2.ArtifactStagingToRolePayload.FromString(artifact.role_payload)
+            packages.append(role.staged_name)
+    job_file = pipeline.options.view_as(DebugOptions).dataflow_job_file
+    if job_file:
+        from google.protobuf import json_format
+
+        request = {
+            "name": pipeline.options.view_as(GoogleCloudOptions).job_name,
+            "pipeline": json.loads(json_format.MessageToJson(proto)),
+        }
+        os.makedirs(os.path.dirname(os.path.abspath(job_file)), exist_ok=True)
+        with open(job_file, "w", encoding="utf-8") as f:
+            json.dump(request, f)
+    return JobPlan(
+        runner=str(pipeline.options.view_as(StandardOptions).runner),
+        job_name=pipeline.options.view_as(GoogleCloudOptions).job_name,
+        steps=sorted(steps),
+        container_image=image,
+        packages=sorted(set(packages)),
+        tokenizer_bytes=sum(len(json.dumps(blob)) for blob in transform.tokenizers),
+        job_file=job_file,
+    )
