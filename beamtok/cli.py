@@ -483,6 +483,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     from beamtok.cache.build import run_cache
 
     started = time.perf_counter()
+    counters: dict[str, int] = {}
     with _interrupted_build(options["output"]):
         manifest = run_cache(
             ds.spec,
@@ -494,6 +495,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
             row_group_rows=options.get("row_group_rows"),
             row_group_bytes=options.get("row_group_bytes"),
             split_bytes=_split_bytes(options.get("split_bytes")),
+            on_counters=counters.update,
         )
     totals = manifest.totals
     seconds = time.perf_counter() - started
@@ -501,6 +503,9 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         f"cache {options['output']}: {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens "
         f"({totals['tokens'] / seconds / 1e6:.2f}M tokens/s), documents {json.dumps(totals['documents'])}, spec {manifest.fingerprint}"
     )
+    if counters and not quiet:
+        shown = ("shards_written", "shards_reused", "split_shards", "ranges", "documents", "skipped_documents", "examples", "tokens")
+        click.echo("Beam counters: " + ", ".join(f"{name} {counters.get(name, 0):,}" for name in shown))
 
 
 @main.command()

@@ -87,7 +87,7 @@ def test_workers_need_no_path_of_the_launcher(own_tokenizer, tmp_path):
     plan = plan_job(ds.spec, ds.shards, str(tmp_path / "remote-cache"), [*DATAFLOW, "--dry_run=True", f"--dataflow_job_file={job_file}"], split_bytes=None)
     assert plan.tokenizer_bytes > 1_000_000
     transforms = json.loads(job_file.read_text())["pipeline"]["components"]["transforms"]
-    (write,) = [t for t in transforms.values() if t["uniqueName"] == "BuildCache/WriteShards/ParDo(_WriteShardFn)"]
+    (write,) = [t for t in transforms.values() if t["uniqueName"] == "BuildCache/WriteShards"]
     payload = beam_runner_api_pb2.ParDoPayload.FromString(base64.b64decode(write["spec"]["payload"]))
     dofn_file = tmp_path / "dofn.bin"
     dofn_file.write_bytes(payload.do_fn.payload)
@@ -97,7 +97,7 @@ def test_workers_need_no_path_of_the_launcher(own_tokenizer, tmp_path):
     code = (
         "import sys; from apache_beam.internal import pickler\n"
         "fn = pickler.loads(open(sys.argv[1], 'rb').read())\n"
-        "fn = getattr(fn, 'fn', fn)\n"  # Beam wraps the DoFn with its side inputs
+        "fn = fn[0] if isinstance(fn, tuple) else fn\n"  # Beam pickles (DoFn, args, kwargs, side inputs, windowing)
         "fn.setup(); print(list(fn.process(0))[0]['rows'])\n"
     )
     proc = subprocess.run([sys.executable, "-c", code, str(dofn_file)], capture_output=True, text=True, timeout=600, cwd=worker, env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})

@@ -88,6 +88,9 @@ def test_inputs_and_caches_share_one_credentials_chain(s3_bucket, monkeypatch, t
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
     monkeypatch.setenv("AWS_PROFILE", "lab")
+    import boto3
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # made by the fixture's client, before this profile existed
     s3_bucket.upload_file(str(CORPUS / "shakespeare-00.jsonl"), "corpus", "profile/in.jsonl")
     ds = Dataset.from_files("s3://corpus/profile/in.jsonl").tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(512)
     cached = ds.cache("s3://corpus/profile/cache", progress=False)

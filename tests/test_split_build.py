@@ -164,9 +164,11 @@ def test_cli_split_bytes(inputs, unsplit, tmp_path):
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "beamtok.cli", "cache", *inputs, "--tokenizer", TOKENIZER, "--seq-len", "256", "-q"]
+    cmd = [sys.executable, "-m", "beamtok.cli", "cache", *inputs, "--tokenizer", TOKENIZER, "--seq-len", "256"]
     done = subprocess.run([*cmd, "--output", str(tmp_path / "c"), "--split-bytes", "20KB"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     same_cache(tmp_path / "c", unsplit)
+    ranges = sum(len(plan_ranges(Shard(0, url), SourceSpec(), 20_000)) for url in inputs if not url.endswith(".zst"))
+    assert f"Beam counters: shards_written 5, shards_reused 0, split_shards 4, ranges {ranges:,}, documents " in done.stdout
     bad = subprocess.run([*cmd, "--output", str(tmp_path / "d"), "--split-bytes", "lots"], capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and bad.stderr.strip() == "beamtok: error: --split-bytes: 'lots' is not a size (write e.g. 268435456, 256MB, 64MiB or 1GB)"

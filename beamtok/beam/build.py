@@ -287,7 +287,10 @@ def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
         return beam.Pipeline(runner=FnApiRunner(), options=options)
-    return beam.Pipeline(options=options)
+    try:
+        return beam.Pipeline(options=options)
+    except ValueError as e:  # the runner's checks of its options (a project id, a region...)
+        raise ConfigError(" ".join(str(e).split())) from e
 
 
 def is_local(pipeline: beam.Pipeline) -> bool:

@@ -37,7 +37,7 @@ class JobPlan:
 
     runner: str
     job_name: str | None
-    steps: list[str]  # the build's transforms, as the job graph names them
+    steps: list[str]  # the build's transforms, in the order the job graph lists them
     container_image: str | None
     packages: list[str]  # files the workers install before running the DoFns
     tokenizer_bytes: int  # serialized tokenizers inside the job graph (the DoFns carry them)
@@ -58,12 +58,17 @@ def plan_job(
     row_group_bytes: int | None = None,
 ) -> JobPlan:
     """Run the cache build's pipeline as a dry run and describe the request it made."""
-    from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, StandardOptions
+    from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
     from apache_beam.portability.api import beam_runner_api_pb2
 
     from beamtok.beam.build import BuildCache, is_local, make_pipeline
     from beamtok.cache.manifest import TOKENIZER_FILE
 
+    options = PipelineOptions(list(beam_args))
+    cloud = options.view_as(GoogleCloudOptions)
+    if options.view_as(StandardOptions).runner == "DataflowRunner" and not (cloud.temp_location or cloud.staging_location):
+        # without one, Beam looks for (or creates) a default bucket: network calls in a dry run
+        raise ConfigError("DataflowRunner needs --temp_location=gs://BUCKET/tmp (where Dataflow stages the job and its files)")
     pipeline = make_pipeline(beam_args)
     if is_local(pipeline):
         raise ConfigError("--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)")
@@ -81,7 +86,9 @@ def plan_job(
     proto = getattr(job, "proto_pipeline", None)
     if proto is None:
         raise ConfigError(f"{pipeline.options.view_as(StandardOptions).runner} does not support --dry_run (DataflowRunner does)")
-    steps = [t.unique_name for t in proto.components.transforms.values() if t.unique_name.startswith(f"{BuildCache.__name__}/") and not t.subtransforms]
+    transforms = proto.components.transforms
+    (root,) = [t for t in transforms.values() if t.unique_name == BuildCache.__name__]
+    steps = [transforms[child].unique_name.removeprefix(f"{BuildCache.__name__}/") for child in root.subtransforms]
     image, packages = None, []
     for environment in proto.components.environments.values():
         if environment.urn == "beam:env:docker:v1":
@@ -89,12 +96,13 @@ def plan_job(
         for artifact in environment.dependencies:
             role = beam_runner_api_pb2.ArtifactStagingToRolePayload.FromString(artifact.role_payload)
             packages.append(role.staged_name)
+    job_name = job.proto.name if getattr(job, "proto", None) is not None else pipeline.options.view_as(GoogleCloudOptions).job_name
     job_file = pipeline.options.view_as(DebugOptions).dataflow_job_file
     if job_file:
         from google.protobuf import json_format
 
         request = {
-            "name": pipeline.options.view_as(GoogleCloudOptions).job_name,
+            "name": job_name,
             "pipeline": json.loads(json_format.MessageToJson(proto)),
         }
         os.makedirs(os.path.dirname(os.path.abspath(job_file)), exist_ok=True)
@@ -102,8 +110,8 @@ def plan_job(
             json.dump(request, f)
     return JobPlan(
         runner=str(pipeline.options.view_as(StandardOptions).runner),
-        job_name=pipeline.options.view_as(GoogleCloudOptions).job_name,
-        steps=sorted(steps),
+        job_name=job_name,
+        steps=steps,
         container_image=image,
         packages=sorted(set(packages)),
         tokenizer_bytes=sum(len(json.dumps(blob)) for blob in transform.tokenizers),

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from beamtok.cache.lock import BuildLock
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
@@ -110,11 +110,14 @@ def run_cache(
     row_group_rows: int | None = None,
     row_group_bytes: int | None = None,
     split_bytes: int | str | None = DEFAULT_SPLIT_BYTES,
+    on_counters: Callable[[dict[str, int]], None] | None = None,
 ) -> Manifest:
     """Build (or complete) the cache of ``shards`` under ``output``; return its manifest.
 
     Files larger than ``split_bytes`` (a number of bytes or a size such as ``"256MB"``; None:
-    never) are tokenized in ranges by several workers; the cache is the same either way."""
+    never) are tokenized in ranges by several workers; the cache is the same either way.
+    ``on_counters`` receives the pipeline's Beam counters (documents, ranges, shards written
+    and reused...) when the runner reports them."""
     if spec.tokenizer is None:
         raise ConfigError("a cache holds tokens: call tokenize() before cache()")
     from beamtok.beam import BuildCache, beam_counters, is_local, make_pipeline
@@ -159,6 +162,8 @@ def run_cache(
     counters = beam_counters(result)
     log.debug("Beam counters %s", json.dumps(counters, sort_keys=True))
     check_counters(counters, manifest)
+    if on_counters is not None and counters:
+        on_counters(counters)
     return manifest
 
 

@@ -122,12 +122,15 @@ class Storage:
             self.fs.delete_file(self.path(rel))
 
     def remove_empty_dir(self, rel_dir: str) -> None:
-        """Remove a local directory left empty (object stores have no empty directories)."""
+        """Remove a directory left empty (on an object store: the marker object pyarrow
+        leaves when the last file under a prefix is deleted)."""
         if self.is_local:
             try:
                 os.rmdir(self.path(rel_dir))
             except OSError:
                 pass  # absent, or not empty
+        elif not self.sizes(rel_dir) and self.fs.get_file_info(self.path(rel_dir)).type == pafs.FileType.Directory:
+            self.fs.delete_dir(self.path(rel_dir))
 
     def delete_stale_temporaries(self, rel_dir: str) -> None:
         """Remove temporary files a killed run left behind (never visible under final names)."""
