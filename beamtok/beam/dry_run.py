@@ -96,7 +96,8 @@ def plan_job(
         for artifact in environment.dependencies:
             role = beam_runner_api_pb2.ArtifactStagingToRolePayload.FromString(artifact.role_payload)
             packages.append(role.staged_name)
-    job_name = job.proto.name if getattr(job, "proto", None) is not None else pipeline.options.view_as(GoogleCloudOptions).job_name
+    job_proto = getattr(job, "proto", None)
+    job_name = job_proto.name if job_proto is not None else pipeline.options.view_as(GoogleCloudOptions).job_name
     job_file = pipeline.options.view_as(DebugOptions).dataflow_job_file
     if job_file:
         from google.protobuf import json_format
