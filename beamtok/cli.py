@@ -351,7 +351,11 @@ def _show_job_plan(ds: Any, options: dict[str, Any], beam_args: list[str]) -> No
     click.echo(f"  steps: {', '.join(step.removeprefix('BuildCache/') for step in plan.steps)}")
     click.echo(f"  worker image: {plan.container_image}")
     click.echo(f"  packages the workers install: {', '.join(plan.packages) or 'none'}")
-    click.echo(f"  tokenizer: shipped inside the job ({plan.tokenizer_bytes / 1e6:.1f} MB serialized); workers need no path of this machine")
+    click.echo(
+        f"  tokenizer: {plan.tokenizer_bytes / 1e6:.1f} MB serialized, written to {options['output']}/tokenizer.json when the job "
+        "is submitted and read from there by the workers: they need no path of this machine"
+    )
+    click.echo(f"  job graph: {plan.graph_bytes / 1e6:.2f} MB (Dataflow takes requests up to 10 MB)")
     if plan.job_file:
         click.echo(f"  job graph written to {plan.job_file}")
 

@@ -1,6 +1,7 @@
 """The README's Dataflow command, proven before anyone pays for it: the job request is built
 offline (Beam's --dry_run), its graph holds the build's steps, the workers get beamtok from
---setup_file (or the Dockerfile's image), and the tokenizer travels inside the job."""
+--setup_file (or the Dockerfile's image), and the tokenizer reaches them through the output
+directory, never a path of the launching machine, keeping the graph small."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from beamtok import Dataset
+from beamtok import Dataset, load_tokenizer
+from beamtok.cache.manifest import TOKENIZER_FILE
+from beamtok.cache.storage import Storage
 
 from conftest import CORPUS, ROOT
 
@@ -55,6 +58,7 @@ def test_setup_file_job_is_built_offline(own_tokenizer, tmp_path):
     assert re.fullmatch(r".*beam_python3\.\d+_sdk:2\.77\.0", image), image  # the launcher's Beam and Python
     assert f"python3.{sys.version_info.minor}_sdk" in image
     assert "workflow.tar.gz" in re.search(r"packages the workers install: (.*)", out).group(1)  # --setup_file's sdist
+    assert float(re.search(r"job graph: ([\d.]+) MB", out).group(1)) < 0.2
     request = json.loads(job_file.read_text())
     names = {t["uniqueName"] for t in request["pipeline"]["components"]["transforms"].values()}
     assert {f"BuildCache/{s}" for s in STEPS} <= names
@@ -85,12 +89,15 @@ def test_workers_need_no_path_of_the_launcher(own_tokenizer, tmp_path):
     ds = Dataset.from_files(inputs).tokenize(str(own_tokenizer)).ensure_bos_eos().concat_chunk(1024)
     job_file = tmp_path / "job.json"
     plan = plan_job(ds.spec, ds.shards, str(tmp_path / "remote-cache"), [*DATAFLOW, "--dry_run=True", f"--dataflow_job_file={job_file}"], split_bytes=None)
-    assert plan.tokenizer_bytes > 1_000_000
+    assert plan.tokenizer_bytes > 2_000_000 and plan.graph_bytes < 200_000  # the tokenizer is not in the graph
+    assert not (tmp_path / "remote-cache").exists()  # a dry run touches no output
     transforms = json.loads(job_file.read_text())["pipeline"]["components"]["transforms"]
     (write,) = [t for t in transforms.values() if t["uniqueName"] == "BuildCache/WriteShards"]
     payload = beam_runner_api_pb2.ParDoPayload.FromString(base64.b64decode(write["spec"]["payload"]))
     dofn_file = tmp_path / "dofn.bin"
     dofn_file.write_bytes(payload.do_fn.payload)
+    # what the launcher does when it submits the job: the tokenizer goes to the output directory
+    Storage(str(tmp_path / "remote-cache")).write_bytes(TOKENIZER_FILE, json.dumps(load_tokenizer(str(own_tokenizer)).serialize()).encode())
     shutil.rmtree(own_tokenizer.parent)  # gone: the worker cannot load it by name
     worker = tmp_path / "worker"
     worker.mkdir()

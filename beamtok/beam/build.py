@@ -27,6 +27,7 @@ import itertools
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -34,7 +35,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from beamtok.cache.manifest import MANIFEST, Manifest, ShardEntry, versions
+from beamtok.cache.manifest import MANIFEST, TOKENIZER_FILE, Manifest, ShardEntry, versions
 from beamtok.cache.progress import ShardReporter
 from beamtok.cache.ranges import (
     DEFAULT_SPLIT_BYTES,
@@ -51,7 +52,7 @@ from beamtok.errors import CacheError, ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
-from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
+from beamtok.transforms.tokenize import is_registered, register_serialized, serialize_tokenizers
 from beamtok.validate import check_optional_int
 
 __all__ = ["LOCAL_RUNNERS", "METRICS_NAMESPACE", "BuildCache", "beam_counters", "is_local", "make_pipeline", "versions"]
@@ -83,19 +84,49 @@ class _ShardCounters:
         self.tokens.inc(entry.tokens)
 
 
-class _ShardStepFn(beam.DoFn):
-    """A DoFn that runs the per-shard step: the tokenizers it needs (serialized, so remote
-    workers need no local path; rebuilt once per worker process) and the cache's storage."""
+@dataclass(frozen=True)
+class ShippedTokenizers:
+    """How workers get the spec's tokenizers without any path of the launching machine: the
+    last (the cache's own) from ``tokenizer.json`` in the output directory, which the launcher
+    writes before the pipeline starts, and any other serialized inside the job. A tokenizer
+    of hundreds of thousands of tokens serializes to over 10 MB, more than a Dataflow job
+    request may carry, so the main one never travels in the job graph."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: list[dict[str, Any]]) -> None:
+    inline: tuple[str, ...]  # JSON of serialized tokenizers other than the cache's own
+    from_output: str | None  # fingerprint of the one in the output's tokenizer.json
+
+    @classmethod
+    def of(cls, blobs: Sequence[dict[str, Any]]) -> ShippedTokenizers:
+        if not blobs:
+            return cls((), None)
+        return cls(tuple(json.dumps(b) for b in blobs[:-1]), str(blobs[-1]["fingerprint"]))
+
+    def register(self, storage: Storage) -> None:
+        """Make this worker process's resolve_tokenizer return them (rebuilt once per process)."""
+        register_serialized([json.loads(blob) for blob in self.inline])
+        if self.from_output is None or is_registered(self.from_output):
+            return
+        blob = json.loads(storage.read_bytes(TOKENIZER_FILE))
+        if blob.get("fingerprint") != self.from_output:
+            raise CacheError(
+                f"{storage.display(TOKENIZER_FILE)} holds tokenizer {blob.get('fingerprint')}, the job was built with "
+                f"{self.from_output}: another build replaced it while this one ran"
+            )
+        register_serialized([blob])
+
+
+class _ShardStepFn(beam.DoFn):
+    """A DoFn that runs the per-shard step: the tokenizers it needs and the cache's storage."""
+
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: ShippedTokenizers) -> None:
         self.spec = spec
         self.shards = list(shards)
         self.output = output
         self.tokenizers = tokenizers
 
     def setup(self) -> None:
-        register_serialized(self.tokenizers)
         self.storage = Storage(self.output)
+        self.tokenizers.register(self.storage)
         self.processor = ShardProcessor(self.spec)
         self.processor.prepare()
 
@@ -107,7 +138,7 @@ class _PlanFn(_ShardStepFn):
     RANGES = "ranges"
 
     def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, split_bytes: int | None) -> None:
-        super().__init__(spec, shards, output, [])
+        super().__init__(spec, shards, output, ShippedTokenizers.of([]))
         self.split_bytes = split_bytes
         self.split_shards = Metrics.counter(METRICS_NAMESPACE, "split_shards")
         self.ranges = Metrics.counter(METRICS_NAMESPACE, "ranges")
@@ -133,7 +164,7 @@ class _PlanFn(_ShardStepFn):
 class _WriteShardFn(_ShardStepFn):
     """Process one whole shard and write its Parquet file (or reuse a completed one)."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: list[dict[str, Any]], layout: dict[str, int | None]) -> None:
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: ShippedTokenizers, layout: dict[str, int | None]) -> None:
         super().__init__(spec, shards, output, tokenizers)
         self.layout = layout
         self.counters = _ShardCounters()
@@ -172,7 +203,7 @@ class _PackShardFn(_ShardStepFn):
     needs no tokenizer, so none is shipped or loaded."""
 
     def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, layout: dict[str, int | None]) -> None:
-        super().__init__(spec, shards, output, [])
+        super().__init__(spec, shards, output, ShippedTokenizers.of([]))
         self.layout = layout
         self.counters = _ShardCounters()
 
@@ -224,7 +255,9 @@ class BuildCache(beam.PTransform):
     Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens (default
     8 MB); the layout never changes the rows. Files larger than ``split_bytes`` (uncompressed
     JSONL, Parquet) are tokenized in ranges on several workers and packed in order after;
-    None tokenizes every shard whole. Neither changes a byte of the cache.
+    None tokenizes every shard whole. Neither changes a byte of the cache. Workers read the
+    tokenizer from the output's ``tokenizer.json``, written when the transform is applied
+    (``write_tokenizer=False``: the caller writes it, with :meth:`write_tokenizer_file`).
     """
 
     def __init__(
@@ -237,6 +270,7 @@ class BuildCache(beam.PTransform):
         row_group_rows: int | None = None,
         row_group_bytes: int | None = None,
         split_bytes: int | None = DEFAULT_SPLIT_BYTES,
+        write_tokenizer: bool = True,
     ) -> None:
         super().__init__()
         if not shards:
@@ -254,21 +288,30 @@ class BuildCache(beam.PTransform):
         self.split_bytes = split_bytes
         self.tokenizer_file = tokenizer_file
         self.layout = {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
-        self.tokenizers = serialize_tokenizers(spec.tokenizers)
+        self.tokenizers = serialize_tokenizers(spec.tokenizers)  # the launcher writes the last to tokenizer_file
+        self.shipped = ShippedTokenizers.of(self.tokenizers)
+        self.write_tokenizer = write_tokenizer
         self.input_root = os.getcwd()  # of the launching machine: relative input paths are relative to it
 
+    def write_tokenizer_file(self) -> None:
+        """Write the cache's tokenizer where the workers read it (``tokenizer.json``)."""
+        if self.tokenizers:
+            Storage(self.output).write_bytes(self.tokenizer_file or TOKENIZER_FILE, json.dumps(self.tokenizers[-1]).encode())
+
     def expand(self, pbegin: Any) -> Any:
+        if self.write_tokenizer:
+            self.write_tokenizer_file()
         planned = (
             pbegin
             | "ShardNumbers" >> beam.Create(list(range(len(self.shards))))
             | "Spread" >> beam.Reshuffle()
             | "Plan" >> beam.ParDo(_PlanFn(self.spec, self.shards, self.output, self.split_bytes)).with_outputs(_PlanFn.RANGES, main="whole")
         )
-        whole = planned.whole | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.tokenizers, self.layout))
+        whole = planned.whole | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.shipped, self.layout))
         split = (
             planned[_PlanFn.RANGES]
             | "SpreadRanges" >> beam.Reshuffle()
-            | "TokenizeRanges" >> beam.ParDo(_TokenizeRangeFn(self.spec, self.shards, self.output, self.tokenizers))
+            | "TokenizeRanges" >> beam.ParDo(_TokenizeRangeFn(self.spec, self.shards, self.output, self.shipped))
             | "RangesOfShard" >> beam.GroupByKey()
             | "PackSplitShards" >> beam.ParDo(_PackShardFn(self.spec, self.shards, self.output, self.layout))
         )

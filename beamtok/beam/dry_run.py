@@ -5,7 +5,7 @@ options, builds the worker's package from ``--setup_file`` (or takes ``--sdk_con
 and translates the pipeline into the portable job graph the service would receive. Nothing is
 staged, no cloud API is called and the output directory is not touched. :func:`plan_job`
 returns what a user (or a test) needs to trust the request: its steps, the worker image, the
-packages the workers install, and that the tokenizer travels inside the job.
+packages the workers install, the graph's size, and how the tokenizer reaches the workers.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ class JobPlan:
     steps: list[str]  # the build's transforms, in the order the job graph lists them
     container_image: str | None
     packages: list[str]  # files the workers install before running the DoFns
-    tokenizer_bytes: int  # serialized tokenizers inside the job graph (the DoFns carry them)
+    tokenizer_bytes: int  # serialized tokenizers, read by the workers from the output's tokenizer.json
+    graph_bytes: int  # the job graph's size (Dataflow refuses requests over 10 MB unless uploaded)
     job_file: str | None  # where the job graph was written as JSON, if asked
 
     def to_json(self) -> dict[str, Any]:
@@ -73,7 +74,14 @@ def plan_job(
     if is_local(pipeline):
         raise ConfigError("--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)")
     transform = BuildCache(
-        spec, shards, output, tokenizer_file=TOKENIZER_FILE, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes
+        spec,
+        shards,
+        output,
+        tokenizer_file=TOKENIZER_FILE,
+        row_group_rows=row_group_rows,
+        row_group_bytes=row_group_bytes,
+        split_bytes=split_bytes,
+        write_tokenizer=False,  # the output is not touched: a real run writes it before the job starts
     )
     _ = pipeline | BuildCache.__name__ >> transform
     try:
@@ -116,5 +124,6 @@ def plan_job(
         container_image=image,
         packages=sorted(set(packages)),
         tokenizer_bytes=sum(len(json.dumps(blob)) for blob in transform.tokenizers),
+        graph_bytes=proto.ByteSize(),
         job_file=job_file,
     )

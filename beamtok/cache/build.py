@@ -134,13 +134,14 @@ def run_cache(
         row_group_rows=row_group_rows,
         row_group_bytes=row_group_bytes,
         split_bytes=parse_size(split_bytes, "split_bytes") if split_bytes is not None else None,
+        write_tokenizer=False,  # written below, once the directory is this build's
     )
     pipeline = make_pipeline(beam_args)
     _ = pipeline | BuildCache.__name__ >> transform
     local = is_local(pipeline)
     with BuildLock(storage), _write_failures(output):
         prepare_output(storage, spec, shards, overwrite=overwrite)
-        storage.write_bytes(TOKENIZER_FILE, json.dumps(transform.tokenizers[-1]).encode())
+        transform.write_tokenizer_file()  # where the workers read it
         log.debug("running the build of %d shards into %s with Beam options %s (%s)", len(shards), output, list(beam_args), "local" if local else "remote")
         with contextlib.ExitStack() as stack:
             monitor = None

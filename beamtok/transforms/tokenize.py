@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "Tokenizer",
     "TokenizerRef",
+    "is_registered",
     "load_tokenizer",
     "register_serialized",
     "register_tokenizer",
@@ -237,6 +238,12 @@ def resolve_tokenizer(ref: TokenizerRef) -> Tokenizer:
 def serialize_tokenizers(refs: Sequence[TokenizerRef]) -> list[dict[str, Any]]:
     """The tokenizers ``refs`` name, serialized for processes that cannot load them by name."""
     return [resolve_tokenizer(ref).serialize() for ref in refs]
+
+
+def is_registered(fingerprint: str) -> bool:
+    """Whether this process holds the tokenizer of this fingerprint."""
+    with _LOCK:
+        return fingerprint in _CACHE
 
 
 def register_serialized(blobs: Sequence[dict[str, Any]]) -> None:
