@@ -28,7 +28,8 @@ SPLIT = 20_000  # bytes: dozens of ranges in a shipped 1 MB file
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> list[str]:
     """Two shipped JSONL files (~1 MB), a shipped zstd file (one range), a Parquet file of
-    small row groups, and a JSONL file with blank lines, CRLF endings and no final newline."""
+    small row groups, a JSONL file with blank lines, CRLF endings and no final newline, and a
+    shipped plain text file (one document, so one range)."""
     root = tmp_path_factory.mktemp("inputs")
     paras = real_paragraphs(1500)
     table = pa.table({"text": paras[:300], "id": list(range(300))})
@@ -36,8 +37,9 @@ def inputs(tmp_path_factory) -> list[str]:
     lines = [json.dumps({"text": t}) for t in paras[300:]]
     odd = "\n".join(lines[:300]) + "\n\n\n" + "\r\n".join(lines[300:600]) + "\r\n" + "\n".join(lines[600:])
     (root / "odd.jsonl").write_text(odd, encoding="utf-8")
+    milton = sorted(str(p) for p in (CORPUS / "milton").glob("*.txt"))[0]  # plain text: one document, one range
     return [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "shakespeare-01.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst"),
-            str(root / "paras.parquet"), str(root / "odd.jsonl")]  # fmt: skip
+            str(root / "paras.parquet"), str(root / "odd.jsonl"), milton]  # fmt: skip
 
 
 def online(inputs: list[str]) -> Dataset:
@@ -89,7 +91,7 @@ def test_ranges_cover_every_document_once_at_line_starts(inputs):
     for url in inputs:
         shard = Shard(0, url)
         parts = plan_ranges(shard, source, SPLIT)
-        if url.endswith(".zst"):
+        if url.endswith((".zst", ".txt")):
             assert len(parts) == 1 and parts[0].stop is None
             continue
         assert len(parts) >= 3
@@ -168,7 +170,7 @@ def test_cli_split_bytes(inputs, unsplit, tmp_path):
     done = subprocess.run([*cmd, "--output", str(tmp_path / "c"), "--split-bytes", "20KB"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     same_cache(tmp_path / "c", unsplit)
-    ranges = sum(len(plan_ranges(Shard(0, url), SourceSpec(), 20_000)) for url in inputs if not url.endswith(".zst"))
-    assert f"Beam counters: shards_written 5, shards_reused 0, split_shards 4, ranges {ranges:,}, documents " in done.stdout
+    ranges = sum(len(plan_ranges(Shard(0, url), SourceSpec(), 20_000)) for url in inputs if not url.endswith((".zst", ".txt")))
+    assert f"Beam counters: shards_written 6, shards_reused 0, split_shards 4, ranges {ranges:,}, documents " in done.stdout
     bad = subprocess.run([*cmd, "--output", str(tmp_path / "d"), "--split-bytes", "lots"], capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and bad.stderr.strip() == "beamtok: error: --split-bytes: 'lots' is not a size (write e.g. 268435456, 256MB, 64MiB or 1GB)"
