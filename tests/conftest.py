@@ -131,3 +131,15 @@ def portable_job_service() -> Iterator[str]:
     finally:
         service.terminate()
         service.wait(30)
+
+
+def shakespeare_copies(root: Path, count: int) -> list[str]:
+    """``count`` JSONL files of 4 MB each (the four shipped Shakespeare files, concatenated):
+    a build of a few seconds, one shard file a second."""
+    text = b"".join((CORPUS / f"shakespeare-0{i}.jsonl").read_bytes() for i in range(4))
+    paths = []
+    for i in range(count):
+        path = root / f"part-{i:02d}.jsonl"
+        path.write_bytes(text)
+        paths.append(str(path))
+    return paths

@@ -27,7 +27,7 @@ from beamtok.cache.storage import Storage
 from beamtok.cache.verify import verify_cache
 from beamtok.testing import check_equivalent
 
-from conftest import CORPUS, ROOT
+from conftest import CORPUS, ROOT, shakespeare_copies
 
 pytest.importorskip("apache_beam")
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
@@ -36,15 +36,8 @@ SHAKESPEARE = [CORPUS / f"shakespeare-0{i}.jsonl" for i in range(4)]
 
 @pytest.fixture(scope="module")
 def slow_inputs(tmp_path_factory) -> list[str]:
-    """Twelve 4 MB files: a build of several seconds, a shard file a second."""
-    root = tmp_path_factory.mktemp("slow")
-    text = b"".join(p.read_bytes() for p in SHAKESPEARE)
-    paths = []
-    for i in range(12):
-        path = root / f"part-{i:02d}.jsonl"
-        path.write_bytes(text)
-        paths.append(str(path))
-    return paths
+    """Twelve 4 MB files: a build of several seconds."""
+    return shakespeare_copies(tmp_path_factory.mktemp("slow"), 12)
 
 
 def cache_command(inputs: list[str], output: Path, *extra: str) -> list[str]:

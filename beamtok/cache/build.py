@@ -1,5 +1,5 @@
 """Build (or complete) a cache: check the output directory, run the Beam pipeline, check
-what it wrote. Beam is imported only inside :func:`run_cache`.
+what it wrote. Beam is imported only inside :func:`run_cache` and :func:`cache_transform`.
 
 A cache directory holds one cache: one spec, one list of input files. A re-run with the same
 spec and inputs completes it (finished shards are kept); another spec or another input list
@@ -17,6 +17,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from beamtok.cache.lock import BuildLock
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
@@ -27,7 +28,10 @@ from beamtok.errors import CacheError, ConfigError
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 
-__all__ = ["check_counters", "other_cache", "out_of_room", "prepare_output", "run_cache"]
+__all__ = ["cache_transform", "check_counters", "other_cache", "out_of_room", "prepare_output", "run_cache"]
+
+if TYPE_CHECKING:
+    from beamtok.beam import BuildCache
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +103,31 @@ def _environment(name: str, value: str) -> Iterator[None]:
             os.environ[name] = before
 
 
+def cache_transform(
+    spec: Spec,
+    shards: Sequence[Shard],
+    output: str,
+    *,
+    row_group_rows: int | None = None,
+    row_group_bytes: int | None = None,
+    split_bytes: int | str | None = DEFAULT_SPLIT_BYTES,
+) -> BuildCache:
+    """The Beam transform of a cache build, whose caller writes ``tokenizer.json`` (once the
+    directory is this build's; never, for a dry run)."""
+    from beamtok.beam import BuildCache
+
+    return BuildCache(
+        spec,
+        shards,
+        output,
+        tokenizer_file=TOKENIZER_FILE,
+        row_group_rows=row_group_rows,
+        row_group_bytes=row_group_bytes,
+        split_bytes=parse_size(split_bytes, "split_bytes") if split_bytes is not None else None,
+        write_tokenizer=False,
+    )
+
+
 def run_cache(
     spec: Spec,
     shards: Sequence[Shard],
@@ -126,16 +155,7 @@ def run_cache(
 
     beam_args = check_beam_args(beam_args)
     storage = Storage(output)
-    transform = BuildCache(
-        spec,
-        shards,
-        output,
-        tokenizer_file=TOKENIZER_FILE,
-        row_group_rows=row_group_rows,
-        row_group_bytes=row_group_bytes,
-        split_bytes=parse_size(split_bytes, "split_bytes") if split_bytes is not None else None,
-        write_tokenizer=False,  # written below, once the directory is this build's
-    )
+    transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes)
     pipeline = make_pipeline(beam_args)
     _ = pipeline | BuildCache.__name__ >> transform
     local = is_local(pipeline)
