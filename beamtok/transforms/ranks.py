@@ -15,11 +15,21 @@ from collections.abc import Mapping
 
 from beamtok.errors import ConfigError
 
-__all__ = ["CL100K_PATTERN", "O200K_PATTERN", "byte_encoder", "merges_from_ranks", "tokenizer_json_from_ranks"]
+__all__ = [
+    "CL100K_PATTERN",
+    "O200K_PATTERN",
+    "QWEN2_PATTERN",
+    "byte_encoder",
+    "merges_from_ranks",
+    "read_tiktoken_ranks",
+    "tokenizer_json_from_ranks",
+]
 
 # cl100k_base's split, in the form without possessive quantifiers that both regex engines
 # (fancy-regex in tiktoken, Oniguruma in tokenizers) read the same way.
 CL100K_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+# Qwen (and Qwen2's tokenizer.json): cl100k's split with one digit per piece
+QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 O200K_PATTERN = "|".join(
     [
         r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
@@ -69,8 +79,29 @@ def merges_from_ranks(ranks: Mapping[bytes, int]) -> list[tuple[bytes, bytes]]:
     return merges
 
 
-def tokenizer_json_from_ranks(ranks: Mapping[bytes, int], pattern: str, special_tokens: Mapping[str, int]) -> str:
-    """A ``tokenizer.json`` encoding exactly like tiktoken with these ranks and this pattern."""
+def read_tiktoken_ranks(path: str) -> dict[bytes, int]:
+    """Ranks from a tiktoken BPE file (``<base64 token> <rank>`` per line: ``*.tiktoken``,
+    Llama-3's ``tokenizer.model``)."""
+    import base64
+
+    ranks: dict[bytes, int] = {}
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                token, rank = line.split()
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
+            except ValueError as e:
+                raise ConfigError(f"{path}: line {number}: not a tiktoken rank line ({e})") from e
+    return ranks
+
+
+def tokenizer_json_from_ranks(
+    ranks: Mapping[bytes, int], pattern: str, special_tokens: Mapping[str, int], *, normalizer: str | None = None
+) -> str:
+    """A ``tokenizer.json`` encoding exactly like tiktoken with these ranks and this pattern
+    (after Unicode normalization ``normalizer``, e.g. ``"NFC"`` as Qwen2's, if given)."""
     encode = byte_encoder()
 
     def text(token: bytes) -> str:
@@ -88,7 +119,7 @@ def tokenizer_json_from_ranks(ranks: Mapping[bytes, int], pattern: str, special_
         "truncation": None,
         "padding": None,
         "added_tokens": added,
-        "normalizer": None,
+        "normalizer": {"type": normalizer} if normalizer else None,
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
