@@ -182,3 +182,12 @@ def test_an_nfc_normalizer_is_applied_before_the_fast_path(tokenizer_dirs):
     assert [ids.tolist() for ids in fast.encode_batch(texts)] == [e.ids for e in reference.encode_batch_fast(texts)]
     plain = TiktokenEncoder(Path(tokenizer_dirs["cl100k"], "tokenizer.json").read_text(encoding="utf-8"), "plain")
     assert plain.encode_batch(["cafe\u0301"])[0].tolist() != fast.encode_batch(["cafe\u0301"])[0].tolist()
+
+
+def test_tiktoken_rank_files_are_read_or_refused_by_line(tmp_path):
+    ranks = qwen_ranks()
+    assert len(ranks) == 151_643 and sorted(ranks.values()) == list(range(151_643))
+    bad = tmp_path / "bad.tiktoken"
+    bad.write_bytes(b"IQ== 0\n\nIg== 1\nnot-base64!! 2\n")
+    with pytest.raises(ConfigError, match=r"bad\.tiktoken: line 4: not a tiktoken rank line"):
+        read_tiktoken_ranks(str(bad))
