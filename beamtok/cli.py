@@ -336,13 +336,14 @@ def _interrupted_build(output: str) -> Iterator[None]:
 def _show_job_plan(ds: Any, options: dict[str, Any], beam_args: list[str]) -> None:
     """Build the job request of a remote build without submitting it, and describe it."""
     from beamtok.beam.dry_run import plan_job
+    from beamtok.cache.ranges import split_bytes_option
 
     plan = plan_job(
         ds.spec,
         ds.shards,
         options["output"],
         beam_args,
-        split_bytes=_split_bytes(options.get("split_bytes")),
+        split_bytes=split_bytes_option(options.get("split_bytes")),
         row_group_rows=options.get("row_group_rows"),
         row_group_bytes=options.get("row_group_bytes"),
     )
@@ -358,14 +359,6 @@ def _show_job_plan(ds: Any, options: dict[str, Any], beam_args: list[str]) -> No
     click.echo(f"  job graph: {plan.graph_bytes / 1e6:.2f} MB (Dataflow takes requests up to 10 MB)")
     if plan.job_file:
         click.echo(f"  job graph written to {plan.job_file}")
-
-
-def _split_bytes(value: Any) -> int | None:
-    from beamtok.cache.ranges import parse_size
-
-    if value is None or str(value).strip().lower() in ("none", "off", "0"):
-        return None
-    return parse_size(value)
 
 
 def build_cache_dataset(options: dict[str, Any]) -> Any:
@@ -485,6 +478,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         _show_job_plan(ds, options, beam_args)
         return
     from beamtok.cache.build import run_cache
+    from beamtok.cache.ranges import split_bytes_option
 
     started = time.perf_counter()
     counters: dict[str, int] = {}
@@ -498,7 +492,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
             progress=not quiet,
             row_group_rows=options.get("row_group_rows"),
             row_group_bytes=options.get("row_group_bytes"),
-            split_bytes=_split_bytes(options.get("split_bytes")),
+            split_bytes=split_bytes_option(options.get("split_bytes")),
             on_counters=counters.update,
         )
     totals = manifest.totals

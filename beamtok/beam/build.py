@@ -92,18 +92,18 @@ class ShippedTokenizers:
     of hundreds of thousands of tokens serializes to over 10 MB, more than a Dataflow job
     request may carry, so the main one never travels in the job graph."""
 
-    inline: tuple[str, ...]  # JSON of serialized tokenizers other than the cache's own
+    inline: tuple[dict[str, Any], ...]  # serialized tokenizers other than the cache's own
     from_output: str | None  # fingerprint of the one in the output's tokenizer.json
 
     @classmethod
     def of(cls, blobs: Sequence[dict[str, Any]]) -> ShippedTokenizers:
         if not blobs:
             return cls((), None)
-        return cls(tuple(json.dumps(b) for b in blobs[:-1]), str(blobs[-1]["fingerprint"]))
+        return cls(tuple(blobs[:-1]), str(blobs[-1]["fingerprint"]))
 
     def register(self, storage: Storage) -> None:
         """Make this worker process's resolve_tokenizer return them (rebuilt once per process)."""
-        register_serialized([json.loads(blob) for blob in self.inline])
+        register_serialized(self.inline)
         if self.from_output is None or is_registered(self.from_output):
             return
         blob = json.loads(storage.read_bytes(TOKENIZER_FILE))
@@ -148,11 +148,9 @@ class _PlanFn(_ShardStepFn):
 
     def process(self, index: int) -> Any:
         shard = self.shards[index]
-        if self.split_bytes is None or completed_entry(self.storage, shard, self.spec.fingerprint) is not None:
-            yield index
-            return
-        parts = plan_ranges(shard, self.spec.source, self.split_bytes)
-        if len(parts) == 1:
+        parts = plan_ranges(shard, self.spec.source, self.split_bytes) if self.split_bytes is not None else []
+        # a shard read whole is checked for reuse by the writer; a large one finished earlier is too
+        if len(parts) <= 1 or completed_entry(self.storage, shard, self.spec.fingerprint) is not None:
             yield index
             return
         self.split_shards.inc()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from beamtok.cache.lock import BuildLock
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
 from beamtok.cache.progress import PROGRESS_DIR_ENV, BuildProgress
-from beamtok.cache.ranges import DEFAULT_SPLIT_BYTES, RANGES_DIR, parse_size
+from beamtok.cache.ranges import DEFAULT_SPLIT_BYTES, RANGES_DIR, split_bytes_option
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, ConfigError
 from beamtok.sources.urls import Shard
@@ -123,7 +123,7 @@ def cache_transform(
         tokenizer_file=TOKENIZER_FILE,
         row_group_rows=row_group_rows,
         row_group_bytes=row_group_bytes,
-        split_bytes=parse_size(split_bytes, "split_bytes") if split_bytes is not None else None,
+        split_bytes=split_bytes_option(split_bytes, "split_bytes"),
         write_tokenizer=False,
     )
 
@@ -143,8 +143,8 @@ def run_cache(
 ) -> Manifest:
     """Build (or complete) the cache of ``shards`` under ``output``; return its manifest.
 
-    Files larger than ``split_bytes`` (a number of bytes or a size such as ``"256MB"``; None:
-    never) are tokenized in ranges by several workers; the cache is the same either way.
+    Files larger than ``split_bytes`` (a number of bytes or a size such as ``"256MB"``; None
+    or ``"none"``: never) are tokenized in ranges by several workers; the cache is the same either way.
     ``on_counters`` receives the pipeline's Beam counters (documents, ranges, shards written
     and reused...) when the runner reports them."""
     if spec.tokenizer is None:

@@ -100,7 +100,7 @@ class BuildLock:
     # ---------------------------------------------------------------- acquire
 
     def acquire(self) -> None:
-        holder = self._read() if self.storage.exists(LOCK_FILE) else None
+        holder = self._read()
         if holder is not None:
             reason = self.stale_reason(holder)
             if reason is None:
@@ -150,7 +150,7 @@ class BuildLock:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
-        current = self._read() if self.storage.exists(LOCK_FILE) else None
+        current = self._read()
         if current is not None and current.get("token") == self.token:
             self.storage.delete(LOCK_FILE)
 

@@ -23,7 +23,7 @@ from beamtok.cache.manifest import SHARDS_DIR
 from beamtok.cache.storage import Storage
 from beamtok.progress import Progress
 from beamtok.shard import DocItem, ShardCursor
-from beamtok.sources.readers import detect_format, is_compressed
+from beamtok.sources.readers import is_compressed, source_format
 from beamtok.sources.urls import Shard, is_remote
 from beamtok.spec import SourceSpec
 
@@ -39,7 +39,7 @@ def shard_fraction(shard: Shard, source: SourceSpec) -> Callable[[int], float] |
     """How far into ``shard`` a doc cursor is, as a fraction; None when it cannot be told."""
     if shard.data is not None or is_remote(shard.url):
         return None
-    fmt = detect_format(shard.url) if source.format == "auto" else source.format
+    fmt = source_format(shard.url, source)
     try:
         if fmt == "jsonl" and not is_compressed(shard.url):
             size = os.path.getsize(shard.url)

@@ -27,7 +27,7 @@ from beamtok.cache.manifest import SHARDS_DIR
 from beamtok.cache.storage import Storage
 from beamtok.errors import ConfigError, InputError
 from beamtok.shard import DocCounts, DocItem
-from beamtok.sources.readers import detect_format, is_compressed, open_url
+from beamtok.sources.readers import is_compressed, open_url, source_format
 from beamtok.sources.urls import Shard, is_remote
 from beamtok.spec import SourceSpec
 from beamtok.transforms.sft import TokenDoc
@@ -40,6 +40,7 @@ __all__ = [
     "plan_ranges",
     "range_file",
     "read_range_file",
+    "split_bytes_option",
     "write_range_file",
 ]
 
@@ -67,6 +68,14 @@ def parse_size(text: str | int, name: str = "--split-bytes") -> int:
     return value
 
 
+def split_bytes_option(value: str | int | None, name: str = "--split-bytes") -> int | None:
+    """The split size an option asks for: None for ``None``, ``"none"``, ``"off"`` or ``0``
+    (never split), else a size as :func:`parse_size` reads it."""
+    if value is None or str(value).strip().lower() in ("none", "off", "0"):
+        return None
+    return parse_size(value, name)
+
+
 @dataclass(frozen=True)
 class InputRange:
     """Range ``number`` of ``count`` of shard ``shard``: the documents whose doc cursors lie in
@@ -81,15 +90,11 @@ class InputRange:
     total: int
 
 
-def _source_format(shard: Shard, source: SourceSpec) -> str:
-    return detect_format(shard.url) if source.format == "auto" else source.format
-
-
 def plan_ranges(shard: Shard, source: SourceSpec, split_bytes: int) -> list[InputRange]:
     """The ranges ``shard`` is tokenized in: one, unless it is a large splittable file."""
     if shard.data is not None:
         return [InputRange(shard.index, 0, 1, 0, None, 0)]
-    fmt = _source_format(shard, source)
+    fmt = source_format(shard.url, source)
     if fmt == "jsonl" and not is_compressed(shard.url):
         bounds, total = _jsonl_bounds(shard.url, split_bytes)
     elif fmt == "parquet":
@@ -100,32 +105,19 @@ def plan_ranges(shard: Shard, source: SourceSpec, split_bytes: int) -> list[Inpu
     return [InputRange(shard.index, i, count, bounds[i], bounds[i + 1] if i + 1 < count else None, total) for i in range(count)]
 
 
-def _file_size(url: str) -> int:
-    if is_remote(url):
-        with open_url(url, decompress=False) as f:
-            return int(f.seek(0, 2))
-    import os
-
-    try:
-        return os.path.getsize(url)
-    except FileNotFoundError as e:
-        raise InputError(f"{url}: file not found") from e
-
-
 def _jsonl_bounds(url: str, split_bytes: int) -> tuple[list[int], int]:
     """0, then the first line start at or after each multiple of ``split_bytes``, then the size."""
-    size = _file_size(url)
     bounds = [0]
-    if size > split_bytes:
-        with open_url(url, decompress=False) as f:
-            point = split_bytes
-            while point < size:
-                start = _line_start_at_or_after(f, point, size)
-                if start >= size:
-                    break
-                if start > bounds[-1]:
-                    bounds.append(start)
-                point = max(point + split_bytes, start + 1)
+    with open_url(url, decompress=False) as f:
+        size = int(f.seek(0, 2))
+        point = split_bytes
+        while point < size:
+            start = _line_start_at_or_after(f, point, size)
+            if start >= size:
+                break
+            if start > bounds[-1]:
+                bounds.append(start)
+            point = max(point + split_bytes, start + 1)
     bounds.append(size)
     return bounds, size
 

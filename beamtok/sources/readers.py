@@ -23,7 +23,7 @@ from beamtok.sources.urls import Shard, is_remote
 from beamtok.sources.zstd_stream import ZstdReader
 from beamtok.spec import SourceSpec
 
-__all__ = ["detect_format", "is_compressed", "open_url", "read_documents"]
+__all__ = ["detect_format", "is_compressed", "open_url", "read_documents", "source_format"]
 
 COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".xz")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -55,6 +55,11 @@ def detect_format(url: str) -> str:
     raise ConfigError(
         f"{url}: cannot tell the format from the file name; pass format='jsonl', 'parquet', 'arrow', 'text' or 'mds'"
     )
+
+
+def source_format(url: str, source: SourceSpec) -> str:
+    """The format a file is read in: the source's, or told from the name under ``auto``."""
+    return detect_format(url) if source.format == "auto" else source.format
 
 
 def open_url(url: str, *, decompress: bool) -> IO[bytes]:
@@ -100,12 +105,10 @@ def read_documents(shard: Shard, source: SourceSpec, start: int) -> Iterator[Raw
     A document that cannot be decoded is yielded with a :class:`ParseFailure` as its payload,
     so the caller applies the error policy and counts it.
     """
-    fmt = source.format
     if shard.data is not None:
         yield from _read_memory(shard, start, source.text_field)
         return
-    if fmt == "auto":
-        fmt = detect_format(shard.url)
+    fmt = source_format(shard.url, source)
     if fmt == "jsonl":
         reader = _read_compressed_jsonl if is_compressed(shard.url) else _read_jsonl
         yield from reader(shard.url, start)
