@@ -127,3 +127,29 @@ def test_hf_dataset_rows_read_in_slices(paragraphs):
     hf = datasets.Dataset.from_dict({"text": texts, "n": list(range(30))})
     got = list(read_documents(Shard(0, "memory://hf", hf), SourceSpec("memory"), 11))
     assert [d.payload["n"] for d in got] == list(range(11, 30))
+
+
+def test_local_files_open_without_the_remote_clients(tmp_path):
+    """Local shards (plain, compressed, file:// URLs) open without importing smart_open and
+    the cloud clients it registers (a quarter of a second in every process); an unreadable
+    local path is still a clear error."""
+    import subprocess
+    import sys
+
+    gz = CORPUS / "shakespeare-04.jsonl.gz"
+    plain = CORPUS / "shakespeare-00.jsonl"
+    script = (
+        "import sys\n"
+        "from beamtok import Shard\n"
+        "from beamtok.sources import read_documents\n"
+        "from beamtok.spec import SourceSpec\n"
+        f"for url in ({str(plain)!r}, {str(gz)!r}, {'file://' + str(plain)!r}):\n"
+        "    assert next(read_documents(Shard(0, url), SourceSpec('auto'), 0)).payload\n"
+        "print('smart_open' in sys.modules, 'botocore' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()
+    with pytest.raises(InputError, match=r"folder\.jsonl: cannot open"):
+        docs(str(folder))

@@ -13,7 +13,7 @@ from braceexpand import braceexpand
 
 from beamtok.errors import ConfigError, InputError
 
-__all__ = ["Shard", "expand_urls", "is_remote"]
+__all__ = ["Shard", "expand_urls", "is_remote", "local_path"]
 
 REMOTE_PREFIXES = ("s3://", "gs://", "gcs://", "http://", "https://", "az://", "abfs://", "hdfs://")
 GLOB_CHARS = ("*", "?", "[")
@@ -32,7 +32,8 @@ def is_remote(url: str) -> bool:
     return url.startswith(REMOTE_PREFIXES)
 
 
-def _local_path(url: str) -> str:
+def local_path(url: str) -> str:
+    """The file path of a local URL (``file://`` stripped)."""
     return url[len("file://") :] if url.startswith("file://") else url
 
 
@@ -63,7 +64,7 @@ def expand_urls(patterns: str | Iterable[str]) -> list[str]:
 def _expand_one(url: str, pattern: str) -> list[str]:
     if is_remote(url):
         return [url]
-    path = _local_path(url)
+    path = local_path(url)
     if any(c in path for c in GLOB_CHARS):
         matches = sorted(p for p in glob.glob(path) if os.path.isfile(p))
         if not matches:
