@@ -200,3 +200,77 @@ def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
         assert_items_equal([p.example for p in again], [p.example for p in produced])
         assert [p.cursor for p in again] == [p.cursor for p in produced]
         assert [p.counts for p in again] == [p.counts for p in produced]
+
+
+def _wait_until(condition, seconds: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_worker_starts_the_next_shard_once_it_has_produced_its_own(make_shards, tokenizer_dir):
+    """A worker that has produced all of its shard gets the next one at once, while the
+    consumer still reads the first one's last blocks from its queue (before, it waited idle
+    until the consumer reached the end): same output."""
+    from beamtok.shard import ShardCursor
+
+    paths = make_shards(2, docs_per_shard=12)
+    pipeline = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(8)
+    reference = list(pipeline)
+    with pipeline.parallel(1).iter() as it:
+        got = [next(it) for _ in range(8)]  # the first block (8 rows) of shard 0
+        backend = it.source.backend
+        (worker,) = backend._workers
+        first = worker.task
+        _wait_until(lambda: worker.done.value == first.id)
+        got.append(next(it))  # reads shard 0's next block: the idle worker is given shard 1
+        assert not first.finished
+        assert backend._tasks[(1, ShardCursor())].worker is worker
+        got.extend(it)
+    assert len(got) > 40
+    assert_items_equal(got, reference)
+
+
+@pytest.mark.timeout(60)
+def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, tokenizer_dir, tmp_path):
+    """Shard 1 is started on the worker whose shard 0 is not read to the end, then cancelled:
+    the blocks of shard 0 met while stopping shard 1 are kept for shard 0's reader."""
+    import numpy as np
+
+    from beamtok.shard import ShardCursor, ShardProcessor
+    from beamtok.sources.urls import Shard
+    from beamtok.stream.parallel import ParallelShards
+    from beamtok.stream.wire import spans_of
+
+    from conftest import real_paragraphs
+
+    small = make_shards(1, docs_per_shard=12)[0]
+    big = str(write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in real_paragraphs(60)] * 8))
+    spec = Dataset.from_files([small, big]).tokenize(tokenizer_dir).concat_chunk(4).spec
+    shard0, shard1 = Shard(0, small), Shard(1, big)
+    backend = ParallelShards(spec, 1)
+    try:
+        spans = backend.open_spans(shard0, ShardCursor())
+        got = [next(spans)]
+        (worker,) = backend._workers
+        first = worker.task
+        _wait_until(lambda: worker.done.value == first.id)
+        backend.prefetch([(shard1, ShardCursor())])
+        second = backend._tasks.pop((1, ShardCursor()))
+        assert second.worker is worker and not first.finished
+        _wait_until(lambda: worker.results.full())  # shard 1 has filled the queue behind shard 0's blocks
+        backend._cancel(second)
+        assert backend.cancelled == 1
+        got.extend(spans)
+    finally:
+        backend.close()
+    want = list(spans_of(ShardProcessor(spec).run(shard0, ShardCursor())))
+
+    def ids(spans):
+        return np.concatenate([s.block.columns["input_ids"].values for s in spans if s.block is not None])
+
+    assert len(got) == len(want) > 2
+    np.testing.assert_array_equal(ids(got), ids(want))

@@ -44,7 +44,7 @@ class WorkerError(BeamtokError):
     """A tokenization worker process died."""
 
 
-def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any) -> None:
+def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any, done: Any) -> None:
     import cloudpickle
 
     parent = os.getppid()
@@ -79,10 +79,11 @@ def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any) -> None:
                 _exit_if_orphaned(parent)
             if cancel.is_set():
                 send(("cancelled", task_id, None))
-                continue
-            send(("end", task_id, None))
+            else:
+                send(("end", task_id, None))
         except BaseException as e:  # everything reaches the consumer, which decides
             send(("error", task_id, _picklable(e)))
+        done.value = task_id  # the consumer may give us the next shard before it reads our end
 
 
 def _exit_if_orphaned(parent: int) -> None:
@@ -104,7 +105,9 @@ class _Worker:
     tasks: Any
     results: Any
     cancel: Any
-    task: _Task | None = None
+    done: Any  # the id of the last task this worker finished producing (shared memory)
+    task: _Task | None = None  # the task it runs, or last ran while the consumer still reads it
+    stopping: bool = False  # its task is being cancelled: give it nothing new until it has stopped
 
 
 @dataclass
@@ -116,6 +119,7 @@ class _Task:
     buffer: deque[RowSpan] = field(default_factory=deque)
     finished: bool = False
     consuming: bool = False
+    error: BaseException | None = None
 
 
 class ParallelShards(SequentialBackend):
@@ -131,6 +135,8 @@ class ParallelShards(SequentialBackend):
         self._workers: list[_Worker] = []
         self._tasks: dict[tuple[int, ShardCursor], _Task] = {}
         self._waiting: deque[_Task] = deque()
+        self._live: dict[int, _Task] = {}  # dispatched tasks whose messages are still wanted
+        self._upcoming: list[tuple[Shard, ShardCursor]] = []  # shards to start when a worker frees up
         self._next_id = 0
         self._local: ShardProcessor | None = None
         self.ran_here = 0  # shards run in the consumer's process because every worker was busy
@@ -144,18 +150,19 @@ class ParallelShards(SequentialBackend):
     def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:
         if cursor.done:
             return iter(())
-        task = self._tasks.pop((shard.index, cursor), None) or self._submit(shard, cursor)
+        key = (shard.index, cursor)
+        self._upcoming = [(s, c) for s, c in self._upcoming if (s.index, c) != key]
+        task = self._tasks.pop(key, None) or self._submit(shard, cursor)
         task.consuming = True
         return self._consume(task)
 
     def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
-        """Start shards the source will open next, while workers are free."""
-        for shard, cursor in upcoming:
-            if cursor.done or (shard.index, cursor) in self._tasks:
-                continue
-            if not self._free_worker():
-                return
-            self._tasks[(shard.index, cursor)] = self._submit(shard, cursor)
+        """Start shards the source will open next, on workers that are free now or become
+        free (done producing their shard) while the consumer still reads it."""
+        if not self._workers:
+            self._start()
+        self._upcoming = [(shard, cursor) for shard, cursor in upcoming if not cursor.done and (shard.index, cursor) not in self._tasks]
+        self._top_up()
 
     def close(self) -> None:
         for worker in self._workers:
@@ -172,6 +179,8 @@ class ParallelShards(SequentialBackend):
         self._workers.clear()
         self._tasks.clear()
         self._waiting.clear()
+        self._live.clear()
+        self._upcoming.clear()
 
     def __del__(self) -> None:
         if sys.is_finalizing():
@@ -191,14 +200,23 @@ class ParallelShards(SequentialBackend):
         context: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         for _ in range(self.workers_wanted):
             tasks, results, cancel = context.Queue(), context.Queue(maxsize=QUEUE_CHUNKS), context.Event()
-            process = context.Process(target=_worker_main, args=(payload, tasks, results, cancel), daemon=True)
+            done = context.Value("q", -1, lock=False)
+            process = context.Process(target=_worker_main, args=(payload, tasks, results, cancel, done), daemon=True)
             process.start()
-            self._workers.append(_Worker(process, tasks, results, cancel))
+            self._workers.append(_Worker(process, tasks, results, cancel, done))
 
     def _free_worker(self) -> _Worker | None:
         if not self._workers:
             self._start()
-        return next((w for w in self._workers if w.task is None), None)
+        return self._idle_worker()
+
+    def _idle_worker(self) -> _Worker | None:
+        """A worker waiting for a task: it has none, or has produced all of its task (whose
+        last blocks may still wait in its queue: the next task's come after them)."""
+        for worker in self._workers:
+            if not worker.stopping and (worker.task is None or worker.done.value == worker.task.id):
+                return worker
+        return None
 
     def _submit(self, shard: Shard, cursor: ShardCursor) -> _Task:
         task = _Task(self._next_id, shard, cursor)
@@ -212,21 +230,60 @@ class ParallelShards(SequentialBackend):
 
     def _dispatch(self, task: _Task, worker: _Worker) -> None:
         task.worker, worker.task = worker, task
+        self._live[task.id] = task
         worker.tasks.put((task.id, task.shard, task.cursor))
 
-    def _release(self, worker: _Worker) -> None:
-        worker.task = None
-        while self._waiting:
-            task = self._waiting.popleft()
-            if not task.finished:
-                self._dispatch(task, worker)
+    def _top_up(self) -> None:
+        """Give idle workers the waiting tasks, then the shards the source opens next."""
+        while True:
+            worker = self._idle_worker()
+            if worker is None:
                 return
+            if self._waiting:
+                task = self._waiting.popleft()
+                if not task.finished:
+                    self._dispatch(task, worker)
+                continue
+            while self._upcoming:
+                shard, cursor = self._upcoming.pop(0)
+                if (shard.index, cursor) not in self._tasks:
+                    task = self._tasks[(shard.index, cursor)] = _Task(self._next_id, shard, cursor)
+                    self._next_id += 1
+                    self._dispatch(task, worker)
+                    break
+            else:
+                return
+
+    def _finish(self, task: _Task, kind: str, body: Any) -> None:
+        """A task's last message arrived: it is finished, and its worker free if it ran it."""
+        task.finished = True
+        if kind == "error":
+            task.error = body
+        self._live.pop(task.id, None)
+        worker = task.worker
+        if worker is not None and worker.task is task:
+            worker.task = None
+        self._top_up()
+
+    def _route(self, kind: str, task_id: int, body: Any) -> _Task | None:
+        """File a worker's message with its task (a worker's tasks follow one another in
+        its queue); the messages of cancelled tasks are dropped."""
+        owner = self._live.get(task_id)
+        if owner is None:
+            return None
+        if kind == "data":
+            owner.buffer.append(span_from_wire(body))
+        else:
+            self._finish(owner, kind, body)
+        return owner
 
     def _consume(self, task: _Task) -> Iterator[RowSpan]:
         try:
             while True:
                 while task.buffer:
                     yield task.buffer.popleft()
+                if task.error is not None:
+                    raise task.error
                 if task.finished:
                     return
                 if task.worker is None and not self._make_room(task):
@@ -244,6 +301,7 @@ class ParallelShards(SequentialBackend):
         finally:
             if not task.finished and not sys.is_finalizing():
                 self._cancel(task)
+            self._live.pop(task.id, None)
 
     def _make_room(self, task: _Task) -> bool:
         """Give a waiting, consumed task a worker, cancelling a prefetched task nobody reads
@@ -251,7 +309,7 @@ class ParallelShards(SequentialBackend):
         worker = self._free_worker()
         if worker is None:
             for key, other in list(self._tasks.items()):
-                if other.worker is not None and not other.consuming:
+                if other.worker is not None and other.worker.task is other and not other.consuming:
                     del self._tasks[key]
                     self._cancel(other)
                     break
@@ -276,35 +334,41 @@ class ParallelShards(SequentialBackend):
                         f"tokenization worker (pid {worker.process.pid}) died with exit code {code} while reading {task.shard.url}"
                     ) from None
                 continue
-            if task_id != task.id:
-                continue  # a leftover from a cancelled task
-            if kind == "data":
-                task.buffer.append(span_from_wire(body))
+            owner = self._route(kind, task_id, body)
+            if self._waiting or self._upcoming:
+                self._top_up()  # a worker may have produced all of its shard meanwhile
+            if owner is task:
                 return
-            task.finished = True
-            self._release(worker)
-            if kind == "error":
-                raise body
-            return
 
     def _cancel(self, task: _Task) -> None:
         task.finished = True
         if task in self._waiting:
             self._waiting.remove(task)
+        self._live.pop(task.id, None)  # its messages still queued are dropped when read
         worker = task.worker
         if worker is None or worker.task is not task:
             return
+        if worker.done.value == task.id:  # produced in full already: nothing to stop
+            worker.task = None
+            self._top_up()
+            return
         self.cancelled += 1
+        worker.stopping = True
         worker.cancel.set()
         while worker.process.is_alive():
             try:
-                kind, task_id, _ = worker.results.get(timeout=POLL_SECONDS)
+                kind, task_id, body = worker.results.get(timeout=POLL_SECONDS)
             except queue.Empty:
                 continue
-            if task_id == task.id and kind != "data":
-                break
+            if task_id == task.id:
+                if kind != "data":
+                    break
+                continue
+            self._route(kind, task_id, body)  # the end of an earlier task of this worker
         worker.cancel.clear()
-        self._release(worker)
+        worker.stopping = False
+        worker.task = None
+        self._top_up()
 
 
 def default_workers() -> int:
