@@ -7,6 +7,7 @@ import json
 import os
 import signal
 
+import numpy as np
 import pytest
 
 from beamtok import Dataset, InputError
@@ -196,8 +197,13 @@ def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
             assert all(not isinstance(v, dict) for w in wires for v in w[2:4])  # arrays, not examples
             sizes = [len(w[3]) - 1 for w in wires]
             assert sizes[0] == 8 and sizes[1] > 8  # the first block is small, then they grow
+            shipped_fields = {name: values for name, values, _ in wires[1][2]}
+            assert shipped_fields["input_ids"].dtype == np.uint16  # GPT-2 ids fit 16 bits
+            assert shipped_fields["loss_mask"] is None  # exactly the real tokens: not shipped
         again = list(SpanReader(iter(span_from_wire(w) for w in wires)))
         assert_items_equal([p.example for p in again], [p.example for p in produced])
+        for a, b in zip(again, produced):
+            assert {k: getattr(v, "dtype", None) for k, v in a.example.items()} == {k: getattr(v, "dtype", None) for k, v in b.example.items()}
         assert [p.cursor for p in again] == [p.cursor for p in produced]
         assert [p.counts for p in again] == [p.counts for p in produced]
 
@@ -274,3 +280,27 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
 
     assert len(got) == len(want) > 2
     np.testing.assert_array_equal(ids(got), ids(want))
+
+
+def test_narrowed_fields_come_back_whole():
+    """Integer fields cross the pipe in the narrowest type holding their values, and come
+    back in their own type with every value; a mask that is not the real tokens travels."""
+    from beamtok.stream.wire import _packed_fields, _unpacked_fields
+
+    fields = [
+        ("input_ids", np.array([70000, 1, 0], dtype=np.int32)),
+        ("segment_ids", np.array([1, 1, 0], dtype=np.int32)),
+        ("position_ids", np.array([0, 300, 0], dtype=np.int32)),
+        ("loss_mask", np.array([0, 1, 0], dtype=np.int8)),
+        ("deltas", np.array([-3, 5, 0], dtype=np.int64)),
+    ]
+    packed = _packed_fields(fields)
+    assert [None if v is None else v.dtype for _, v, _ in packed] == [np.int32, np.uint8, np.uint16, np.int8, np.int8]
+    back = _unpacked_fields(packed)
+    for (name, want), (again, got) in zip(fields, back):
+        assert name == again and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    real = [("segment_ids", np.array([2, 2, 0], dtype=np.int32)), ("loss_mask", np.array([1, 1, 0], dtype=np.int8))]
+    assert _packed_fields(real)[1][1] is None
+    (_, segments), (_, mask) = _unpacked_fields(_packed_fields(real))
+    assert mask.dtype == np.int8 and mask.tolist() == [1, 1, 0] and segments.tolist() == [2, 2, 0]

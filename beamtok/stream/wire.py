@@ -81,7 +81,7 @@ def span_to_wire(span: RowSpan) -> tuple[Any, ...]:
     if not block.columns:
         return ("examples", cursor, block.examples, rows)
     first = next(iter(block.columns.values()))
-    fields = [(name, column.values) for name, column in block.columns.items()]
+    fields = _packed_fields([(name, column.values) for name, column in block.columns.items()])
     provenance = (block.shard, block.index_array, block.doc_array, block.token_array)
     return ("columns", cursor, fields, first.offsets, provenance, rows)
 
@@ -93,8 +93,42 @@ def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
     if kind == "examples":
         examples, rows = wire[2], wire[3]
         return RowSpan(RowBlock.of_examples(examples, [rows.get(i, NO_COUNTS) for i in range(len(examples))]), cursor)
-    fields, offsets, provenance, rows = wire[2], wire[3], wire[4], wire[5]
+    fields, offsets, provenance, rows = _unpacked_fields(wire[2]), wire[3], wire[4], wire[5]
     counts = [NO_COUNTS] * (len(offsets) - 1)
     for i, c in rows.items():
         counts[i] = c
     return RowSpan(RowBlock(columns_of(fields, offsets), counts, provenance, False, busy=sorted(rows)), cursor)
+
+
+# Fewer bytes through the pipe: integer fields travel in the narrowest type that holds their
+# values (GPT-2 ids, positions and segment ids fit 16 bits or less), and a loss mask that is
+# exactly the real tokens (every pretraining row) not at all. The consumer restores them.
+_NARROW = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int8), np.dtype(np.int16))
+
+
+def _packed_fields(fields: list[tuple[str, np.ndarray]]) -> list[tuple[str, np.ndarray | None, str]]:
+    by_name = dict(fields)
+    packed: list[tuple[str, np.ndarray | None, str]] = []
+    for name, values in fields:
+        dtype = values.dtype
+        segments = by_name.get("segment_ids")
+        if name == "loss_mask" and segments is not None and np.array_equal(values, segments > 0):
+            packed.append((name, None, dtype.str))
+            continue
+        if dtype.kind in "iu" and dtype.itemsize > 1 and len(values):
+            lo, hi = int(values.min()), int(values.max())
+            narrow = next((t for t in _NARROW if t.itemsize < dtype.itemsize and np.iinfo(t).min <= lo and hi <= np.iinfo(t).max), None)
+            if narrow is not None:
+                values = values.astype(narrow)
+        packed.append((name, values, dtype.str))
+    return packed
+
+
+def _unpacked_fields(packed: list[tuple[str, np.ndarray | None, str]]) -> list[tuple[str, np.ndarray]]:
+    restored = {name: values.astype(dtype, copy=False) for name, values, dtype in packed if values is not None}
+    fields = []
+    for name, values, dtype in packed:
+        if values is None:
+            values = (restored["segment_ids"] > 0).astype(dtype)
+        fields.append((name, restored.get(name, values)))
+    return fields
