@@ -37,9 +37,9 @@ class Prefetcher(Generic[K, T]):
             self._pending.append(self._pool.submit(self._make, key))  # type: ignore[arg-type]
 
     @property
-    def last_taken(self) -> bool:
-        """Whether nothing is left to make or take (the helper thread is idle)."""
-        return not self._pending
+    def pending(self) -> int:
+        """Items being made or waiting to be made (not those made and not taken yet)."""
+        return sum(not f.done() for f in self._pending)
 
     def __iter__(self) -> Prefetcher[K, T]:
         return self

@@ -92,6 +92,7 @@ class RowBlock:
         self.tokens: list[int] = self.token_array.tolist()
         self.supervised = supervised
         self._examples = examples
+        self._real_before: np.ndarray | None = None
 
     @classmethod
     def of_examples(cls, examples: list[dict[str, Any]], counts: list[DocCounts]) -> RowBlock:
@@ -126,6 +127,30 @@ class RowBlock:
         """The common length of every row, or None when rows differ (or are not token rows)."""
         column = self.columns.get("input_ids")
         return None if column is None else column.width
+
+    def real_tokens(self, lo: int, hi: int) -> tuple[int, int]:
+        """Real and pad tokens of rows ``lo..hi-1`` (pad tokens have segment 0; rows without
+        ``segment_ids`` are all real). Counted once per block (see :meth:`count_tokens`)."""
+        before = self.count_tokens()
+        column = self.columns["input_ids"]
+        real = int(before[hi] - before[lo])
+        return real, int(column.offsets[hi] - column.offsets[lo]) - real
+
+    def count_tokens(self) -> np.ndarray:
+        """The real tokens before each row, and in all (a decoding thread calls this early)."""
+        if self._real_before is None:
+            segments = self.columns.get("segment_ids")
+            offsets = self.columns["input_ids"].offsets
+            before = np.zeros(len(offsets), dtype=np.int64)
+            if segments is None:
+                before[:] = offsets
+            elif segments.matrix is not None:
+                np.cumsum(np.count_nonzero(segments.matrix, axis=1), out=before[1:])
+            else:
+                real = np.concatenate([[0], np.cumsum(segments.values != 0, dtype=np.int64)])
+                before[:] = real[offsets - offsets[0]]
+            self._real_before = before
+        return self._real_before
 
     def nbytes(self) -> int:
         return sum(c.values.nbytes for c in self.columns.values())

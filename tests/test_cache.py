@@ -374,11 +374,14 @@ def test_batches_straight_from_a_cache_are_the_on_the_fly_batches(corpus, small_
 
 
 def test_closing_a_cache_iterator_stops_its_decoding_threads_and_it_reopens_at_its_cursor(corpus, small_groups):
+    import gc
     import threading
 
     def helpers() -> int:
         return sum(t.name.startswith("beamtok-prefetch") and t.is_alive() for t in threading.enumerate())
 
+    gc.collect()  # iterators other tests dropped half-read close when collected
+    assert helpers() == 0
     full = list(small_groups["concat"].batch(3))
     it = small_groups["concat"].batch(3).iter()
     head = [next(it) for _ in range(5)]
@@ -386,6 +389,30 @@ def test_closing_a_cache_iterator_stops_its_decoding_threads_and_it_reopens_at_i
     it.close()
     assert helpers() == 0
     assert_items_equal(head + list(it), full)
+    # a stream dropped half-read (not closed) takes its decoding threads along when collected
+    dropped = small_groups["concat"].batch(3).iter()
+    next(dropped)
+    assert helpers() >= 1
+    del dropped
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while helpers() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert helpers() == 0
+
+
+def test_the_next_shards_are_decoded_while_the_stream_reads_the_current_one(built):
+    """Two row groups are decoded at once ahead of the stream: the rest of the open shard's,
+    then the first ones of the shards it opens next; each stream has its own."""
+    first, second = built["concat"].iter(), built["concat"].iter()
+    next(first)
+    ahead = first.source.backend.ahead
+    assert len(ahead.started) >= 2
+    assert [key[0] for key in ahead.started] == [shard.index for shard, _ in ahead.upcoming[: len(ahead.started)]]
+    next(second)
+    assert second.source.backend.ahead is not ahead and ahead.started
+    first.close()
+    second.close()
 
 
 def test_many_row_groups_seek_to_every_example(small_groups):

@@ -131,3 +131,35 @@ def test_layout1_cache_copied_elsewhere_still_opens(tmp_path):
     rows = list(Dataset.from_cache(str(target)))
     assert len(rows) == 299 and all(len(r["input_ids"]) == 64 for r in rows)
     assert Path(target / "manifest.json").read_text().count('"format": 1') == 1
+
+
+def test_derived_positions_restart_at_every_run_and_are_zero_on_padding():
+    """Positions derived from segment ids, for rows of one width (the quick grid path) and
+    ragged rows, equal a row-by-row count: restarting at each run, 0 on padding."""
+    import numpy as np
+
+    from beamtok.cache.schema import derive_positions
+
+    def by_hand(rows):
+        out = []
+        for row in rows:
+            for j, s in enumerate(row):
+                out.append(0 if s == 0 or j == 0 or row[j - 1] != s else out[-1] + 1)
+        return out
+
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        width = int(rng.integers(1, 9))
+        rows = []
+        for _ in range(int(rng.integers(1, 12))):
+            n = width if trial % 2 == 0 else int(rng.integers(1, 9))
+            real = int(rng.integers(0, n + 1))
+            cuts = set(rng.integers(1, max(real, 1) + 1, size=2).tolist())
+            segments, piece = [], 1
+            for j in range(real):
+                piece += j in cuts
+                segments.append(piece)
+            rows.append(segments + [0] * (n - real))
+        flat = np.array([s for row in rows for s in row], dtype=np.int32)
+        offsets = np.cumsum([0] + [len(r) for r in rows])
+        assert derive_positions(flat, offsets).tolist() == by_hand(rows), rows

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from beamtok.cache.random_access import RowAccess
-from beamtok.cache.reader import Cache
+from beamtok.cache.reader import Cache, ReadAhead
 from beamtok.errors import ConfigError
 from beamtok.shard import Produced, ShardCursor, ShardPacker
 from beamtok.sources.urls import Shard
@@ -32,20 +32,21 @@ class PackedCache(SequentialBackend):
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
+        self.ahead = ReadAhead()  # this stream's own: streams over one cache do not share it
 
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
-        return self.cache.open_rows(shard, cursor)
+        return self.cache.open_rows(shard, cursor, self.ahead)
 
     def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:
-        return self.cache.open_spans(shard, cursor)
+        return self.cache.open_spans(shard, cursor, self.ahead)
 
     def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
-        """Decode the next shard's first row group once the current shard's last one is
-        decoded (while the stream reads it)."""
-        self.cache.upcoming = upcoming[0] if upcoming else None
+        """Decode the next shards' first row groups while the stream reads the current one
+        (up to ``DECODING_AHEAD`` row groups at once)."""
+        self.ahead.upcoming = list(upcoming)
 
     def close(self) -> None:
-        self.cache.stop_started()
+        self.ahead.stop()
 
     def rows(self, shard: Shard) -> int | None:
         return self.cache.manifest.shards[shard.index].rows

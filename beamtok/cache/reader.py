@@ -35,7 +35,9 @@ from beamtok.stream.spans import RowSpan, SpanReader
 from beamtok.transforms.sft import TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 
-__all__ = ["Cache", "size_problem"]
+__all__ = ["Cache", "ReadAhead", "size_problem"]
+
+DECODING_AHEAD = 2  # row groups decoded at once ahead of the stream, each on its own thread (2 cores)
 
 
 class Cache:
@@ -49,8 +51,6 @@ class Cache:
         self.manifest: Manifest = read_manifest(self.storage)
         self.spec = Spec.from_json(self.manifest.spec)
         self.supervised = self.spec.supervised
-        self._started: dict[tuple[int, int], _BlockReader] = {}
-        self.upcoming: tuple[Shard, ShardCursor] | None = None  # the shard the stream opens next
         if fingerprint is not None and self.manifest.fingerprint != fingerprint:
             raise CacheError(f"{directory} was built with spec {self.manifest.fingerprint}, not the requested {fingerprint}")
         for entry in self.manifest.shards:
@@ -72,8 +72,6 @@ class Cache:
         cache.manifest = Manifest(spec.to_json(), spec.fingerprint, entries)
         cache.spec = spec
         cache.supervised = spec.supervised
-        cache._started = {}
-        cache.upcoming = None
         return cache
 
     def file_sizes(self) -> dict[str, int | None]:
@@ -108,20 +106,21 @@ class Cache:
         entry = self._entry(Shard(shard_index, ""))
         if row >= entry.rows:
             return ShardCursor(entry.rows, 0, 0, True)
-        for block in self._blocks(entry, row):
+        for block in self._blocks(entry, row, ReadAhead()):
             return ShardCursor(block.indices[0], block.docs[0], block.tokens[0])
         raise CacheError(f"{self.storage.display(entry.file)}: has fewer rows than its manifest says")
 
     # ---------------------------------------------------------------- rows
 
-    def open_rows(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+    def open_rows(self, shard: Shard, cursor: ShardCursor, ahead: ReadAhead | None = None) -> Iterator[Produced]:
         """Examples of ``shard`` from ``cursor`` on, each with the cursor after it (the next
         row's provenance, or ``done`` after the last row)."""
-        return SpanReader(self.open_spans(shard, cursor))
+        return SpanReader(self.open_spans(shard, cursor, ahead))
 
-    def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:
+    def open_spans(self, shard: Shard, cursor: ShardCursor, ahead: ReadAhead | None = None) -> Iterator[RowSpan]:
         """The rows of ``shard`` from ``cursor`` on, a decoded row group at a time, each span
-        with the cursor after its last row."""
+        with the cursor after its last row. ``ahead`` is the stream's read-ahead (its
+        upcoming shards are decoded early)."""
         entry = self._entry(shard)
         if cursor.done:
             return
@@ -131,7 +130,7 @@ class Cache:
             yield RowSpan(None, ShardCursor(0, 0, 0, True), DocCounts.from_json(entry.documents))
             return
         first = True
-        for block in self._blocks(entry, cursor.index):
+        for block in self._blocks(entry, cursor.index, ahead or ReadAhead()):
             if not len(block):
                 continue
             # A shard's start cursor is (0, 0, 0) whatever row 0's provenance; any other must match.
@@ -143,39 +142,39 @@ class Cache:
             first = False
             yield RowSpan(block)  # the cursor after its last row is the next span's first row
 
-    def _blocks(self, entry: ShardEntry, start_row: int) -> Iterator[RowBlock]:
-        """Decoded row groups from row ``start_row`` on (started early if ``start`` was told)."""
+    def _blocks(self, entry: ShardEntry, start_row: int, ahead: ReadAhead) -> Iterator[RowBlock]:
+        """Decoded row groups from row ``start_row`` on (started early if the shard was upcoming)."""
         key = (entry.index, start_row)
-        reader = self._started.pop(key, None)
+        reader = ahead.started.pop(key, None)
         if reader is None:
             reader = _BlockReader(self, entry, start_row)
+        ahead.reading.append(reader)
         try:
+            self._start_upcoming(ahead)
             for block in reader.blocks:
-                if reader.blocks.last_taken and self.upcoming is not None:
-                    self.start(*self.upcoming)  # the helper thread is free: on to the next shard
+                self._start_upcoming(ahead)  # a helper thread is free: on to the next row group or shard
                 yield block
         finally:
+            ahead.reading.remove(reader)
             reader.close()
 
-    def start(self, shard: Shard, cursor: ShardCursor) -> None:
-        """Begin decoding ``shard`` from ``cursor`` now, on a helper thread, for an
-        ``open_spans`` to come (one shard at a time is started ahead; a problem with the
-        file is left for that call to report)."""
-        self.upcoming = None
-        entry = self._entry(shard)
-        key = (entry.index, cursor.index)
-        if cursor.done or entry.rows == 0 or key in self._started:
-            return
-        self.stop_started()
-        try:
-            self._started[key] = _BlockReader(self, entry, cursor.index)
-        except (CacheError, OSError):
-            return
-
-    def stop_started(self) -> None:
-        """Stop decoding ahead: shards started but not opened are closed."""
-        while self._started:
-            self._started.popitem()[1].close()
+    def _start_upcoming(self, ahead: ReadAhead) -> None:
+        """Begin decoding the upcoming shards' first row groups while fewer than
+        ``DECODING_AHEAD`` row groups are being decoded (a problem with a file is left for
+        the ``open_spans`` that reaches it to report)."""
+        busy = sum(r.blocks.pending for r in ahead.reading) + sum(r.blocks.pending for r in ahead.started.values())
+        for shard, cursor in ahead.upcoming:
+            if busy >= DECODING_AHEAD or len(ahead.started) > DECODING_AHEAD:
+                return
+            entry = self._entry(shard)
+            key = (entry.index, cursor.index)
+            if cursor.done or entry.rows == 0 or key in ahead.started:
+                continue
+            try:
+                ahead.started[key] = _BlockReader(self, entry, cursor.index)
+            except (CacheError, OSError):
+                return
+            busy += 1
 
     def open_shard_file(self, shard_index: int) -> Any:
         """The ``pyarrow.parquet.ParquetFile`` of a shard, its footer checked (close it)."""
@@ -238,6 +237,22 @@ class Cache:
                     first = i
             for table in _row_groups(pf, range(first, pf.num_row_groups), self.storage.display(entry.file)):
                 yield batch_to_block(_one_batch(table))
+
+
+class ReadAhead:
+    """One stream's decoding ahead: the readers of its open shards, and the first row groups
+    of the shards it opens next (``upcoming``), started while fewer than ``DECODING_AHEAD``
+    row groups are being decoded. Dropped with its stream, it takes its threads along."""
+
+    def __init__(self) -> None:
+        self.upcoming: list[tuple[Shard, ShardCursor]] = []
+        self.started: dict[tuple[int, int], _BlockReader] = {}
+        self.reading: list[_BlockReader] = []
+
+    def stop(self) -> None:
+        """Close the shards started but not opened (open ones close with their readers)."""
+        while self.started:
+            self.started.popitem()[1].close()
 
 
 class _BlockReader:

@@ -89,6 +89,27 @@ def derive_positions(segments: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Position ids of rows given flat: 0 where a row or a run of equal segment ids starts,
     counting up within the run, 0 on padding (segment 0). ``offsets`` are the row starts
     (and the end)."""
+    rows = len(offsets) - 1
+    width = int(offsets[1] - offsets[0]) if rows > 0 else 0
+    if width > 1 and offsets[0] == 0 and len(segments) == rows * width and bool((np.diff(offsets) == width).all()):
+        return _grid_positions(segments.reshape(rows, width)).reshape(-1)
+    return _run_positions(segments, offsets)
+
+
+def _grid_positions(grid: np.ndarray) -> np.ndarray:
+    """Positions of rows of one width: ``0..width-1`` in every row of one run (most packed
+    rows), worked out run by run only in the rows holding several runs or padding."""
+    rows, width = grid.shape
+    positions = np.empty((rows, width), dtype=np.int32)
+    positions[:] = np.arange(width, dtype=np.int32)
+    mixed = np.flatnonzero((grid[:, 1:] != grid[:, :-1]).any(axis=1) | (grid[:, 0] == 0))
+    if len(mixed):
+        sub = grid[mixed].reshape(-1)
+        positions[mixed] = _run_positions(sub, np.arange(0, len(sub) + 1, width)).reshape(-1, width)
+    return positions
+
+
+def _run_positions(segments: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     n = len(segments)
     if n == 0:
         return np.zeros(0, dtype=np.int32)
@@ -259,4 +280,7 @@ def batch_to_block(batch: pa.RecordBatch, supervised: bool = False) -> RowBlock:
     its examples carry ``labels`` and ``attention_mask`` as the per-shard step does."""
     shard, index, doc, token = (_numpy(batch.column(name)) for name in PROVENANCE_FIELDS)
     counts, busy = _counts_of(batch.column("doc_counts"))
-    return RowBlock(_token_columns(batch), counts, (shard, index, doc, token), supervised, busy=busy)
+    block = RowBlock(_token_columns(batch), counts, (shard, index, doc, token), supervised, busy=busy)
+    if block.columns:
+        block.count_tokens()  # here, on the decoding thread, not per batch on the stream's
+    return block

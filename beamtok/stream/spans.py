@@ -86,14 +86,9 @@ class Taken:
         block = self.block
         if block is None or not self.rows:
             return 0, 0
-        column = block.columns.get("segment_ids") or block.columns.get("input_ids")
-        if column is None:
+        if "input_ids" not in block.columns:
             return None
-        values = column.values[column.offsets[self.lo] : column.offsets[self.hi]]
-        if "segment_ids" not in block.columns:
-            return len(values), 0
-        real = int(np.count_nonzero(values))
-        return real, len(values) - real
+        return block.real_tokens(self.lo, self.hi)
 
     def examples(self) -> list[dict[str, Any]]:
         return [] if self.block is None else self.block.examples[self.lo : self.hi]
