@@ -75,7 +75,11 @@ def ours(paths: list[str], workers: int, backend: str = "hf", shuffle: bool = Fa
     return ds.batch(8)
 
 
-def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: int = 1) -> dict[str, Any]:
+def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: int = 1, memory: bool = False) -> dict[str, Any]:
+    """Tokens per second of the pipeline; with ``memory``, also peak memory of the consumer and
+    its workers (sampled on a thread that costs CPU: the throughput rows run without it)."""
+    import contextlib
+
     from beamtok import Dataset
 
     ds = ours(paths, workers, backend)  # loads the tokenizer: outside the timing, as for raw
@@ -84,19 +88,19 @@ def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: in
         ds = (ds.interleave(workers).parallel(workers) if workers else ds).batch(8)
     from common import PeakTreeMemory
 
+    sampler = PeakTreeMemory() if memory else None
     start = time.perf_counter()  # worker start-up and reading the files are timed
     tokens = 0
-    with PeakTreeMemory() as memory:
+    with sampler or contextlib.nullcontext():
         for batch in ds:
             tokens += int((batch["segment_ids"] > 0).sum())
     seconds = time.perf_counter() - start
-    return {
-        "tokens": tokens,
-        "seconds": seconds,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # the consumer alone
-        "peak_tree_pss_mb": memory.peak_mb,  # the consumer and its worker processes
-        "processes": memory.processes,
-    }
+    found: dict[str, Any] = {"tokens": tokens, "seconds": seconds}
+    if sampler is not None:
+        found["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the consumer alone
+        found["peak_tree_pss_mb"] = sampler.peak_mb  # the consumer and its worker processes
+        found["processes"] = sampler.processes
+    return found
 
 
 def epochraft_pipeline(paths: list[str], shuffle: bool = False) -> Any:
@@ -232,8 +236,8 @@ def paired_ratio(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> float | No
 def memory_runs(shards: list[str]) -> dict[str, Any]:
     """Peak memory streaming the corpus once and ten times with 2 workers: the consumer's
     RSS, and the PSS of the consumer with its workers."""
-    one = run("ours", shards, 2, "hf", 1)
-    ten = run("ours", shards, 2, "hf", 10)
+    one = run("ours", shards, 2, "hf", 1, True)
+    ten = run("ours", shards, 2, "hf", 10, True)
     if not (one and ten):
         return {}
     for name, found in (("1x", one), ("10x", ten)):
