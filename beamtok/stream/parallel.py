@@ -218,9 +218,13 @@ class ParallelShards(SequentialBackend):
                 return worker
         return None
 
-    def _submit(self, shard: Shard, cursor: ShardCursor) -> _Task:
+    def _new_task(self, shard: Shard, cursor: ShardCursor) -> _Task:
         task = _Task(self._next_id, shard, cursor)
         self._next_id += 1
+        return task
+
+    def _submit(self, shard: Shard, cursor: ShardCursor) -> _Task:
+        task = self._new_task(shard, cursor)
         worker = self._free_worker()
         if worker is None:
             self._waiting.append(task)
@@ -247,15 +251,15 @@ class ParallelShards(SequentialBackend):
             while self._upcoming:
                 shard, cursor = self._upcoming.pop(0)
                 if (shard.index, cursor) not in self._tasks:
-                    task = self._tasks[(shard.index, cursor)] = _Task(self._next_id, shard, cursor)
-                    self._next_id += 1
+                    task = self._tasks[(shard.index, cursor)] = self._new_task(shard, cursor)
                     self._dispatch(task, worker)
                     break
             else:
                 return
 
     def _finish(self, task: _Task, kind: str, body: Any) -> None:
-        """A task's last message arrived: it is finished, and its worker free if it ran it."""
+        """A task's last message arrived: it is finished, and its worker free if it ran it
+        (the callers of ``_route`` then give free workers their next task)."""
         task.finished = True
         if kind == "error":
             task.error = body
@@ -263,7 +267,6 @@ class ParallelShards(SequentialBackend):
         worker = task.worker
         if worker is not None and worker.task is task:
             worker.task = None
-        self._top_up()
 
     def _route(self, kind: str, task_id: int, body: Any) -> _Task | None:
         """File a worker's message with its task (a worker's tasks follow one another in

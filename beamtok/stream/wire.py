@@ -107,11 +107,10 @@ _NARROW = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int8), np.dtype(
 
 
 def _packed_fields(fields: list[tuple[str, np.ndarray]]) -> list[tuple[str, np.ndarray | None, str]]:
-    by_name = dict(fields)
+    segments = dict(fields).get("segment_ids")
     packed: list[tuple[str, np.ndarray | None, str]] = []
     for name, values in fields:
         dtype = values.dtype
-        segments = by_name.get("segment_ids")
         if name == "loss_mask" and segments is not None and np.array_equal(values, segments > 0):
             packed.append((name, None, dtype.str))
             continue
