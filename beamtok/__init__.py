@@ -3,6 +3,7 @@
 Both modes yield the same examples in the same order and share one resumable cursor.
 """
 
+from beamtok.backends.parallel import WorkerError
 from beamtok.data_config import DataConfig, load_config
 from beamtok.errors import BeamtokError, CacheError, ConfigError, InputError, StateError
 from beamtok.shard import DocCounts, Produced, ShardCursor, ShardProcessor
@@ -11,7 +12,6 @@ from beamtok.spec import Spec
 from beamtok.stream.dataset import Dataset
 from beamtok.stream.elastic import reader_states
 from beamtok.stream.iterator import STATE_VERSION, DatasetIterator
-from beamtok.stream.parallel import WorkerError
 from beamtok.transforms.bos_eos import ensure_bos_eos
 from beamtok.transforms.tokenize import Tokenizer, load_tokenizer
 

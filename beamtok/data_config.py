@@ -22,7 +22,8 @@
       batch: 8
 
 A dataset takes the options of ``beamtok cache`` (``format``, ``text_field``, ``pack``,
-``max_length``, ...) by the same names. The training mixture takes ``weights`` (a mapping of
+``max_length``, ``hf_dataset``, ``mds``...: the one table of ``beamtok.cache_options``) by the
+same names. The training mixture takes ``weights`` (a mapping of
 dataset names), ``seed``, ``stop``, ``block_size`` and ``schedule`` (a list of
 ``{start_example, weights}``), then ``shuffle_shards`` (a seed), ``shuffle`` and ``batch``.
 Validation sets are read the same way every time: their shards in order, no shuffle, every
@@ -35,23 +36,17 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from beamtok.cache_options import defaults, names
+from beamtok.dataset_options import dataset_from_options
 from beamtok.errors import ConfigError
 
 if TYPE_CHECKING:
     from beamtok.stream.dataset import Dataset
 
-__all__ = ["DataConfig", "dataset_from_options", "load_config"]
+__all__ = ["DataConfig", "load_config"]
 
-DATASET_KEYS = (
-    "urls", "tokenizer", "seq_len", "pack", "stride", "remainder", "pack_window", "text_field", "input_format", "format",
-    "prompt_field", "completion_field", "messages_field", "chat_template", "max_length", "truncation", "bos", "eos",
-    "on_error", "cache",
-)  # fmt: skip
-DATASET_DEFAULTS: dict[str, Any] = {
-    "remainder": "pad", "pack_window": 64, "text_field": "text", "input_format": "auto", "format": "pretrain",
-    "prompt_field": "prompt", "completion_field": "completion", "messages_field": "messages",
-    "truncation": "completion_tail", "on_error": "raise",
-}  # fmt: skip
+DATASET_KEYS = names("input", "dataset", "config")
+DATASET_DEFAULTS = defaults("input", "dataset")
 SHARED_KEYS = ("tokenizer", "seq_len", "pack", "on_error")  # may be given once at the top
 TOP_KEYS = ("datasets", "train", "validation", *SHARED_KEYS)
 TRAIN_KEYS = ("weights", "seed", "stop", "block_size", "schedule", "shuffle_shards", "shuffle", "batch")
@@ -173,40 +168,3 @@ def _validation(validation: dict[str, Any], streams: dict[str, Dataset], where: 
         ds = _named(name, streams, f"{where}: sets")  # shards in order, no shuffle, one pass
         out[name] = ds.batch(int(validation["batch"])) if validation.get("batch") is not None else ds
     return out
-
-
-def dataset_from_options(options: dict[str, Any]) -> Dataset:
-    """The on-the-fly dataset (per-shard stages only) of ``beamtok cache``-style options."""
-    from beamtok.stream.dataset import Dataset
-
-    for required in ("urls", "tokenizer"):
-        if not options.get(required):
-            raise ConfigError(f"missing {required}")
-    kind = options["format"]
-    if kind not in ("pretrain", "sft", "chat"):
-        raise ConfigError(f"format must be pretrain, sft or chat, got {kind!r}")
-    pack = options.get("pack") or ("concat" if kind == "pretrain" else "greedy")
-    if pack != "none" and options.get("seq_len") is None:
-        raise ConfigError(f"seq_len is required with pack {pack}")
-    ds = Dataset.from_files(list(options["urls"]), format=options["input_format"], text_field=options["text_field"], on_error=options["on_error"])
-    sft = {"max_length": options.get("max_length"), "truncation": options["truncation"], "bos": options.get("bos")}
-    if kind == "sft":
-        ds = ds.tokenize_sft(options["tokenizer"], prompt=options["prompt_field"], completion=options["completion_field"], **sft)
-    elif kind == "chat":
-        ds = ds.tokenize_chat(options["tokenizer"], template=options.get("chat_template"), messages=options["messages_field"], **sft)
-    else:
-        ds = ds.tokenize(options["tokenizer"])
-        bos, eos = options.get("bos", True) is not False, options.get("eos", True) is not False
-        if bos or eos:
-            ds = ds.ensure_bos_eos(bos=bos, eos=eos)
-    if pack == "concat":
-        ds = ds.concat_chunk(options["seq_len"], remainder=options["remainder"])
-    elif pack == "pad":
-        ds = ds.pad(options["seq_len"])
-    elif pack == "window":
-        ds = ds.sliding_window(options["seq_len"], stride=options.get("stride"))
-    elif pack in ("greedy", "first_fit"):
-        ds = ds.pack_examples(options["seq_len"], method=pack, window=options["pack_window"])
-    elif pack != "none":
-        raise ConfigError(f"pack must be concat, pad, window, none, greedy or first_fit, got {pack!r}")
-    return ds

@@ -165,7 +165,7 @@ def files_stats(dataset: Any, *, documents: int) -> tuple[dict[str, Any], DataSt
     shards = []
     counts: dict[str, Any] = {"read": 0, "emitted": 0, "skipped": defaultdict(int), "truncated": 0}
     for shard in dataset.shards:
-        it = dataset._replace(shards=(shard,)).iter()
+        it = Dataset._of_shards((shard,), dataset.spec).iter()
         rows_before = gathered.rows
         tokens_before = gathered.tokens
         complete = True

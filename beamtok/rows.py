@@ -1,7 +1,7 @@
 """Consecutive examples of one shard in column form: what a cache row group decodes to, and
 what a tokenization worker process sends back, so neither builds nor pickles a dict per
 example. Examples (dicts of row views) are made only when asked for; ``batch()`` stacks the
-columns directly (see ``beamtok.stream.spans``).
+columns directly (see ``beamtok.backends.spans``).
 """
 
 from __future__ import annotations

@@ -143,3 +143,18 @@ def shakespeare_copies(root: Path, count: int) -> list[str]:
         path.write_bytes(text)
         paths.append(str(path))
     return paths
+
+
+def cache_without_beam(ds: Any, directory: str, **layout: Any) -> Any:
+    """A finished cache of ``ds`` (per-shard stages only) written by cache_as_you_go, no Beam
+    run: a shard whose writer fell behind the stream is written on a later pass."""
+    from beamtok import Dataset
+
+    for _ in range(4):
+        with ds.cache_as_you_go(directory, **layout).iter() as writing:
+            for _ in writing:
+                pass
+            writing.source.backend.wait(timeout=60)  # the last shard's file lands after its last example
+        if (Path(directory) / "manifest.json").exists():
+            return Dataset.from_cache(directory)
+    raise AssertionError(f"{directory}: no manifest after 4 passes")

@@ -77,8 +77,8 @@ def test_cached_dataset_keeps_the_stream_stages(corpus, tmp_path):
 def test_multi_processing_build_is_identical(corpus, built, tmp_path):
     cached = online(corpus).cache(str(tmp_path / "mp"), direct_running_mode="multi_processing", direct_num_workers=2)
     assert_items_equal(list(stream(cached)), list(stream(built["concat"])))
-    shas = lambda d: [s.sha256 for s in Dataset.from_cache(d)._plan.origin.cache.manifest.shards]  # noqa: E731
-    assert shas(str(tmp_path / "mp")) == shas(built["concat"]._plan.origin.cache.directory)
+    shas = lambda d: [s.sha256 for s in Dataset.from_cache(d).pipeline.root.origin.cache.manifest.shards]  # noqa: E731
+    assert shas(str(tmp_path / "mp")) == shas(built["concat"].pipeline.root.origin.cache.directory)
 
 
 def test_portable_job_service_build_is_identical(corpus, built, tmp_path):
@@ -103,7 +103,7 @@ def test_stats_match_between_modes(corpus, built):
     a, b = online(corpus).iter(), built["concat"].iter()
     list(a), list(b)
     assert a.stats() == b.stats()
-    totals = built["concat"]._plan.origin.cache.manifest.totals
+    totals = built["concat"].pipeline.root.origin.cache.manifest.totals
     assert totals["documents"]["read"] == a.stats()["documents"]["read"] and totals["rows"] == a.stats()["examples"]
 
 
@@ -192,7 +192,7 @@ def test_other_input_files_are_refused_and_overwrite_leaves_nothing_old(corpus, 
     again = online(corpus[:2], seq_len=128).cache(str(out), overwrite=True)
     assert sorted(p.name for p in (out / "shards").iterdir()) == [f"shard-0000{i}.{e}" for i in range(2) for e in ("json", "parquet")]
     files = [str(p) for p in sorted((out / "shards").glob("*.parquet"))]  # what the README's load_dataset recipe reads
-    assert pq.ParquetDataset(files).read().num_rows == again._plan.origin.cache.manifest.totals["rows"]
+    assert pq.ParquetDataset(files).read().num_rows == again.pipeline.root.origin.cache.manifest.totals["rows"]
     assert_items_equal(list(again), list(online(corpus[:2], seq_len=128)))
 
 
@@ -254,7 +254,7 @@ def test_verify_passes_then_catches_altered_rows(corpus, tmp_path):
 
 
 def test_cache_files_load_in_other_tools(built):
-    directory = Path(built["concat"]._plan.origin.cache.directory)
+    directory = Path(built["concat"].pipeline.root.origin.cache.directory)
     files = sorted(str(p) for p in (directory / "shards").glob("*.parquet"))
     table = pq.read_table(files)
     tokens = pa.list_(pa.field("element", pa.int32(), nullable=False))
@@ -342,7 +342,7 @@ def small_groups(corpus, tmp_path_factory):
 
 @pytest.mark.parametrize("pack", ["concat", "none"])
 def test_many_row_groups_read_like_one(corpus, small_groups, pack):
-    directory = Path(small_groups[pack]._plan.origin.cache.directory)
+    directory = Path(small_groups[pack].pipeline.root.origin.cache.directory)
     groups = [pq.ParquetFile(p).metadata.num_row_groups for p in sorted((directory / "shards").glob("*.parquet"))]
     assert max(groups) >= 24 and min(groups) >= 2
     assert_items_equal(list(stream(small_groups[pack])), list(stream(online(corpus, pack))))

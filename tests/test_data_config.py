@@ -102,7 +102,7 @@ def test_beamtok_cache_builds_the_caches_a_config_names(tmp_path, corpus, monkey
     list(itertools.islice(load_config(path).train, 30))
     assert tokenized and not set(tokenized) & set(corpus["a"])  # dataset a comes from its cache
     refused = CliRunner().invoke(main, ["cache", "--config", path, "--seq-len", "32"])
-    assert refused.exit_code == 2 and "is a data config: it names every dataset's options; drop seq_len" in refused.stderr
+    assert refused.exit_code == 2 and "is a data config: it names every dataset's options; drop --seq-len" in refused.stderr
 
 
 def test_the_example_config_loads_and_streams():

@@ -61,7 +61,7 @@ def test_a_tiny_weight_keeps_its_rate():
     assert [picks[k : k + 2000].count(1) for k in range(0, 8000, 2000)] == [2, 2, 2, 2]
     with pytest.raises(ConfigError, match="gets no example in a block of 500; use block_size >= 1000"):
         Dataset.mix([a, b], [0.999, 0.001], block_size=500)
-    assert Dataset.mix([a, b], [0.9999, 0.0001])._plan.mix.plan.block_size == 10000  # default grows to fit
+    assert Dataset.mix([a, b], [0.9999, 0.0001]).pipeline.root.plan.block_size == 10000  # default grows to fit
 
 
 def test_stop_rules(sources):

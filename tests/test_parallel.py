@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from beamtok import Dataset, InputError
-from beamtok.stream.parallel import WorkerError
+from beamtok.backends.parallel import WorkerError
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import write_jsonl
@@ -182,14 +182,14 @@ def test_batches_from_workers_are_the_in_process_batches(make_shards, tmp_path, 
 def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
     import pickle
 
+    from beamtok.backends.spans import SpanReader
+    from beamtok.backends.wire import span_from_wire, span_to_wire, spans_of
     from beamtok.shard import ShardProcessor
     from beamtok.sources.urls import Shard
-    from beamtok.stream.spans import SpanReader
-    from beamtok.stream.wire import span_from_wire, span_to_wire, spans_of
 
     (path,) = make_shards(1, docs_per_shard=30)
     for kind, shipped in (("packed", "columns"), ("records", "examples")):
-        spec = PIPELINES[kind]([path], tokenizer_dir)._plan.spec
+        spec = PIPELINES[kind]([path], tokenizer_dir).spec
         produced = list(ShardProcessor(spec).run(Shard(0, path)))
         wires = [pickle.loads(pickle.dumps(span_to_wire(s))) for s in spans_of(iter(produced))]
         assert {w[0] for w in wires} == {shipped}
@@ -246,10 +246,10 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
     the blocks of shard 0 met while stopping shard 1 are kept for shard 0's reader."""
     import numpy as np
 
+    from beamtok.backends.parallel import ParallelShards
+    from beamtok.backends.wire import spans_of
     from beamtok.shard import ShardCursor, ShardProcessor
     from beamtok.sources.urls import Shard
-    from beamtok.stream.parallel import ParallelShards
-    from beamtok.stream.wire import spans_of
 
     from conftest import real_paragraphs
 
@@ -285,7 +285,7 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
 def test_narrowed_fields_come_back_whole():
     """Integer fields cross the pipe in the narrowest type holding their values, and come
     back in their own type with every value; a mask that is not the real tokens travels."""
-    from beamtok.stream.wire import _packed_fields, _unpacked_fields
+    from beamtok.backends.wire import _packed_fields, _unpacked_fields
 
     fields = [
         ("input_ids", np.array([70000, 1, 0], dtype=np.int32)),

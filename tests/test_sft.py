@@ -237,7 +237,7 @@ def test_unpacked_sft_cache_packs_at_read_time_like_on_the_fly(tmp_path, tokeniz
     unpacked = Dataset.from_files(SFT_DATA).tokenize_sft(tokenizer_dir)
     cache = unpacked.cache(str(tmp_path / "sft-none"), row_group_rows=16)
     fly = lambda: unpacked.pack_examples(96, method=method, window=16).shuffle(16, seed=2).batch(4)  # noqa: E731
-    cached = lambda: Dataset.from_cache(cache._plan.origin.cache.directory).pack_examples(96, method=method, window=16).shuffle(16, seed=2).batch(4)  # noqa: E731
+    cached = lambda: Dataset.from_cache(cache.pipeline.root.origin.cache.directory).pack_examples(96, method=method, window=16).shuffle(16, seed=2).batch(4)  # noqa: E731
     check_equivalent(fly, cached, random_steps=6, seed=3)
     it = fly().iter()
     list(it)

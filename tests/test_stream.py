@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from beamtok import ConfigError, Dataset, StateError
-from beamtok.stream.describe import _hash, parts
+from beamtok.stream.describe import _hash
 from beamtok.testing import assert_items_equal, check_resumption, items_equal
 
 
@@ -154,7 +154,7 @@ def test_restore_rejects_other_specs_versions_and_keys(shards, tokenizer_dir):
         StateError, match=r"shuffle_shards seed: null → 4; stage 1 \(shuffle\) added \(now window=4, seed=1\); .*stage 1 \(batch\) removed"
     ):
         base(shards, tokenizer_dir).shuffle_shards(4).shuffle(4, seed=1).batch(2).iter(state_dict=state)
-    hashed = {**state, "about": {name: _hash(value) for name, value in parts(ds).items()}}  # states of an earlier beamtok
+    hashed = {**state, "about": {name: _hash(value) for name, value in ds.pipeline.parts().items()}}  # states of an earlier beamtok
     with pytest.raises(StateError, match=r"spec fingerprint .*: packing \(now mode=\"concat\", seq_len=33"):
         base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state_dict=hashed)
     with pytest.raises(StateError, match=r"changed since the state was saved: step 1 \(tokenize\) \(now tokenizer="):

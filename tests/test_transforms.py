@@ -171,5 +171,5 @@ def test_a_tokenizer_keeps_the_name_it_was_loaded_with(tokenizer_dir, tmp_path, 
     again = load_tokenizer("./gpt2")
     assert (first.name, again.name) == (tokenizer_dir, "./gpt2") and first.fingerprint == again.fingerprint
     assert load_tokenizer("./gpt2") is again
-    spec = Dataset.from_sequence(["x"]).tokenize("./gpt2")._plan.spec.to_json()
+    spec = Dataset.from_sequence(["x"]).tokenize("./gpt2").spec.to_json()
     assert spec["steps"][0]["tokenizer"]["name"] == "./gpt2"

@@ -63,7 +63,7 @@ def plan_job(
     from apache_beam.portability.api import beam_runner_api_pb2
 
     from beamtok.beam.build import BuildCache, is_local, make_pipeline
-    from beamtok.cache.build import cache_transform
+    from beamtok.beam.run import cache_transform
 
     options = PipelineOptions(list(beam_args))
     cloud = options.view_as(GoogleCloudOptions)

@@ -30,8 +30,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from beamtok.cache.build import other_cache
+from beamtok.backends.on_the_fly import OnTheFlyOrigin
+from beamtok.backends.protocol import ShardBackend
 from beamtok.cache.manifest import MANIFEST, TOKENIZER_FILE, Manifest, ShardEntry, versions
+from beamtok.cache.output import other_cache
 from beamtok.cache.reader import Cache
 from beamtok.cache.storage import Storage
 from beamtok.cache.writer import completed_entry, write_rows
@@ -39,7 +41,6 @@ from beamtok.errors import CacheError
 from beamtok.shard import Produced, ShardCursor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
-from beamtok.stream.backend import OnTheFlyOrigin, ShardBackend
 
 __all__ = ["CachingBackend", "CachingOrigin"]
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from beamtok.backends.protocol import SequentialBackend, ShardBackend
+from beamtok.backends.spans import RowSpan
 from beamtok.cache.random_access import RowAccess
 from beamtok.cache.reader import Cache, ReadAhead
 from beamtok.errors import ConfigError
 from beamtok.shard import Produced, ShardCursor, ShardPacker
 from beamtok.sources.urls import Shard
 from beamtok.spec import PackSpec, Spec
-from beamtok.stream.backend import SequentialBackend, ShardBackend
-from beamtok.stream.spans import RowSpan
 from beamtok.transforms.pack import make_packer
 
 __all__ = ["CacheOrigin", "PackedCache", "RepackedCache"]

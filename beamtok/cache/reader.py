@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from beamtok.backends.spans import RowSpan, SpanReader
 from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest
 from beamtok.cache.schema import batch_to_block
 from beamtok.cache.storage import Storage
@@ -31,7 +32,6 @@ from beamtok.shard import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCurso
 from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
-from beamtok.stream.spans import RowSpan, SpanReader
 from beamtok.transforms.sft import TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 

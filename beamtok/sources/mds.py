@@ -30,6 +30,7 @@ import numpy as np
 
 from beamtok.errors import ConfigError, InputError, StateError
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason
+from beamtok.sources.opening import open_url
 from beamtok.sources.urls import is_remote
 
 __all__ = ["MDS_SUFFIXES", "is_mds_url", "mds_shard_urls", "read_mds"]
@@ -113,8 +114,6 @@ class MdsShardInfo:
 
 
 def _read_json(url: str) -> Any:
-    from beamtok.sources.readers import open_url
-
     with open_url(url, decompress=False) as f:
         data = f.read()
     try:
@@ -265,8 +264,6 @@ class _ShardBytes:
     fetched), the decompressed blob for compressed ones."""
 
     def __init__(self, url: str, info: MdsShardInfo) -> None:
-        from beamtok.sources.readers import open_url
-
         self._file: IO[bytes] | None = None
         self._blob: bytes | None = None
         self._at = 0

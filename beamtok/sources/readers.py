@@ -7,32 +7,25 @@ plain text file. Reopening at a cursor seeks (or, for compressed JSONL, skips li
 
 from __future__ import annotations
 
-import gzip
-import io
 import itertools
 import lzma
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from beamtok.errors import ConfigError, InputError, StateError
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason, parse_json_line
 from beamtok.sources.mds import is_mds_url, read_mds
+from beamtok.sources.opening import COMPRESSED_SUFFIXES, is_compressed, open_url
 from beamtok.sources.row_groups import seek_row
-from beamtok.sources.urls import Shard, is_remote, local_path
-from beamtok.sources.zstd_stream import ZstdReader
+from beamtok.sources.urls import Shard, is_remote
 from beamtok.spec import SourceSpec
 
-__all__ = ["detect_format", "is_compressed", "open_url", "read_documents", "source_format"]
+__all__ = ["cursor_words", "detect_format", "is_compressed", "open_url", "read_documents", "source_format"]
 
-COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".xz")
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 TEXT_SUFFIXES = (".txt", ".md", ".rst", ".text")
 PARQUET_ROWS_PER_BATCH = 1024
-
-
-def is_compressed(url: str) -> bool:
-    return url.lower().endswith(COMPRESSED_SUFFIXES)
 
 
 def detect_format(url: str) -> str:
@@ -62,47 +55,22 @@ def source_format(url: str, source: SourceSpec) -> str:
     return detect_format(url) if source.format == "auto" else source.format
 
 
-def open_url(url: str, *, decompress: bool) -> IO[bytes]:
-    """Open a local path or remote URL for binary reading, with a clear error if it cannot be.
-
-    With ``decompress``, .gz/.zst/.bz2/.xz files are decompressed as a stream. Local files
-    are opened directly: importing smart_open (and the cloud clients it registers) costs a
-    quarter of a second in every process that opens its first file.
-    """
+def cursor_words(url: str | None, doc: int) -> str:
+    """What doc cursor ``doc`` counts in the file at ``url``: a byte of uncompressed JSONL, a
+    line of compressed JSONL, a row of Parquet and Arrow."""
+    if url is None:
+        return f"doc cursor {doc}"
     try:
-        raw: IO[bytes]
-        if "://" not in url or url.startswith("file://"):
-            raw = open(local_path(url), "rb")
-        else:
-            import smart_open
-
-            raw = smart_open.open(url, "rb", compression="disable")
-    except FileNotFoundError as e:
-        raise InputError(f"{url}: file not found") from e
-    except PermissionError as e:
-        raise InputError(f"{url}: permission denied") from e
-    except OSError as e:
-        raise InputError(f"{url}: cannot open: {e}") from e
-    except Exception as e:  # remote clients raise their own types (botocore, requests, ...)
-        if is_remote(url):
-            raise InputError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
-        raise
-    return _decompressed(url, raw) if decompress else raw
-
-
-def _decompressed(url: str, raw: IO[bytes]) -> IO[bytes]:
-    name = url.lower()
-    if name.endswith(".gz"):
-        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
-    if name.endswith((".zst", ".zstd")):
-        return io.BufferedReader(ZstdReader(raw), buffer_size=1 << 20)
-    if name.endswith(".bz2"):
-        import bz2
-
-        return bz2.BZ2File(raw)
-    if name.endswith(".xz"):
-        return lzma.LZMAFile(raw)
-    return raw
+        fmt = detect_format(url)
+    except ConfigError:
+        return f"doc cursor {doc}"
+    if fmt == "jsonl":
+        return f"line {doc + 1}" if is_compressed(url) else f"byte {doc:,}"
+    if fmt in ("parquet", "arrow"):
+        return f"row {doc:,}"
+    if fmt == "text":
+        return "the file's one document"
+    return f"doc cursor {doc}"
 
 
 def read_documents(shard: Shard, source: SourceSpec, start: int) -> Iterator[RawDocument]:

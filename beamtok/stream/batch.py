@@ -6,9 +6,9 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from beamtok.backends.spans import stack_taken
 from beamtok.stream.collate import Batched, collate, to_tensors
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
-from beamtok.stream.spans import stack_taken
 from beamtok.validate import check_choice, check_int
 
 __all__ = ["Batch", "BatchNode"]
@@ -31,6 +31,10 @@ class Batch(Stage):
 
     def build(self, upstream: Node, context: StreamContext) -> Node:
         return BatchNode(upstream, self, context.pad_id)
+
+    @classmethod
+    def describe_state(cls, state: dict[str, Any]) -> str:
+        return "no position of its own (a batch starts afresh at a batch boundary)"
 
 
 class BatchNode(StageNode):

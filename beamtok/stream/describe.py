@@ -15,51 +15,18 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from beamtok.stream.dataset import Dataset
+    from beamtok.stream.pipeline import Pipeline
 
-__all__ = ["changes", "describe", "parts"]
+__all__ = ["changes", "describe"]
 
 SHOWN = 4  # changed parts listed in one message
 KEPT_CHARS = 160  # parts whose JSON is at most this long are kept as values, longer ones as hashes
-OPTION_NAMES = {"shuffle_seed": "shuffle_shards seed", "interleave": "open shards (interleave)", "split": "rank split"}
 
 
-def parts(dataset: Dataset) -> dict[str, Any]:
-    """Each part of a dataset's stream (not the reader's rank or world size), by name."""
-    p = dataset._plan
-    out: dict[str, Any] = {}
-    for key, value in p.options.to_json().items():
-        if key != "world_size":  # the reader's split is checked on its own
-            out[OPTION_NAMES.get(key, key)] = value
-    for i, stage in enumerate(p.stages):
-        out[f"stage {i + 1} ({stage.NAME})"] = {k: v for k, v in stage.to_json().items() if k != "stage"}
-    if p.mix is not None:
-        out["mix"] = p.mix.plan.to_json()
-        for i, source in enumerate(p.mix.sources):
-            out.update(_source_parts(source, f"mix source {i} "))
-            out[f"mix source {i} options"] = source._plan.options.to_json()
-    else:
-        out.update(_source_parts(dataset, ""))
-    return out
-
-
-def _source_parts(dataset: Dataset, prefix: str) -> dict[str, Any]:
-    p = dataset._plan
-    spec = p.spec.to_json()
-    out: dict[str, Any] = {f"{prefix}shard list": {"count": len(p.shards), "urls": [s.url for s in p.shards]}}
-    out[f"{prefix}input format"] = spec["source"]
-    for i, step in enumerate(spec["steps"]):
-        out[f"{prefix}step {i + 1} ({step.get('op', '?')})"] = {k: v for k, v in step.items() if k != "op"}
-    out[f"{prefix}steps"] = [step.get("op") for step in spec["steps"]]
-    out[f"{prefix}packing"] = spec["pack"]
-    out[f"{prefix}on_error"] = spec["on_error"]
-    return out
-
-
-def describe(dataset: Dataset) -> dict[str, Any]:
+def describe(pipeline: Pipeline) -> dict[str, Any]:
     """What a state keeps of each part: a short value itself (``[value]``), so a refusal can
     say what it was, or a short hash of a long one (a shard list)."""
-    return {name: _kept(value) for name, value in parts(dataset).items()}
+    return {name: _kept(value) for name, value in pipeline.parts().items()}
 
 
 def _kept(value: Any) -> Any:
@@ -77,12 +44,12 @@ def _same(saved: Any, value: Any) -> bool:
     return saved == _hash(value)
 
 
-def changes(saved: Any, dataset: Dataset) -> str:
-    """The parts of ``dataset`` that differ from ``saved`` (``old → new`` where the state kept
+def changes(saved: Any, pipeline: Pipeline) -> str:
+    """The parts of ``pipeline`` that differ from ``saved`` (``old → new`` where the state kept
     the old value, else the current value), or ''."""
     if not isinstance(saved, dict):
         return ""
-    current = parts(dataset)
+    current = pipeline.parts()
     lines = []
     for name, value in current.items():
         if name not in saved:

@@ -24,6 +24,10 @@ class Enumerate(Stage):
     def build(self, upstream: Node, context: StreamContext) -> Node:
         return EnumerateNode(upstream, self.start)
 
+    @classmethod
+    def describe_state(cls, state: dict[str, Any]) -> str:
+        return f"the next number is {state.get('count')}"
+
 
 class EnumerateNode(StageNode):
     KEYS = ("upstream", "count")

@@ -19,32 +19,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from beamtok.backends.protocol import RowSource
 from beamtok.errors import ConfigError, StateError
 from beamtok.shard import DocCounts, Produced, ShardCursor
 from beamtok.stream.permutation import FeistelPermutation
-from beamtok.stream.source import StreamStats
-from beamtok.stream.split import ReaderSplit
+from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
 from beamtok.validate import check_int as check_option
 from beamtok.validate import check_optional_int
 
-__all__ = ["GlobalOrder", "GlobalShuffleSource", "RowSource"]
+__all__ = ["GlobalOrder", "GlobalShuffleSource"]
 
 FETCH = 256  # positions fetched together
-
-
-class RowSource(Protocol):
-    """Random access to rows by global row number (a packed cache)."""
-
-    total: int
-
-    def rows(self, global_rows: np.ndarray) -> list[tuple[dict[str, Any], DocCounts]]: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -96,6 +87,18 @@ class GlobalShuffleSource:
         self.epochs = epochs
         self.part, self.parts = split.part, split.parts
         self.reset(None)
+
+    @classmethod
+    def describe_state(cls, state: Any, indent: str = "") -> list[str]:
+        """A saved global-shuffle state in words."""
+        if not isinstance(state, dict) or "position" not in state:
+            return [f"{indent}global shuffle: unreadable ({state!r})"]
+        taken = state.get("taken") or []
+        extra = f"; {len(taken)} later position(s) taken by readers of another world size are skipped" if taken else ""
+        return [
+            f"{indent}global shuffle: epoch {state.get('epoch')}, position {state.get('position')} of the epoch's permutation; "
+            f"handed out so far: {describe_stats(state.get('stats'))}{extra}"
+        ]
 
     def reset(self, state: dict[str, Any] | None) -> None:
         self.stats = StreamStats()
@@ -176,8 +179,6 @@ class GlobalShuffleSource:
         """Reader ``new``'s state from every old reader's: from the first position no old
         reader has taken, skipping the ones faster readers took beyond it. Positions are
         numbered ``epoch * rows + position`` across epochs."""
-        from beamtok.stream.elastic import summed_stats
-
         total, parts = self.total, olds[0].parts
         probes = []
         for state, old in zip(states, olds):
@@ -206,7 +207,7 @@ class GlobalShuffleSource:
                 taken.add(linear)
                 linear = next_owned(linear + 1, old.part)
         epoch, position = divmod(start, total)
-        merged: dict[str, Any] = {"epoch": epoch, "position": position, "stats": summed_stats([s["stats"] for s in states], new)}
+        merged: dict[str, Any] = {"epoch": epoch, "position": position, "stats": summed_stats([s["stats"] for s in states], new.part)}
         if self.epochs is not None and epoch >= self.epochs:
             merged = {"epoch": self.epochs - 1, "position": total, "stats": merged["stats"]}
         if taken:

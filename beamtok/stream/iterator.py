@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -13,11 +13,9 @@ from beamtok.errors import ConfigError, StateError
 from beamtok.stream.describe import changes, describe
 from beamtok.stream.elastic import check_readers
 from beamtok.stream.node import Node
-from beamtok.stream.split import ReaderSplit
+from beamtok.stream.pipeline import Pipeline
+from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
-
-if TYPE_CHECKING:
-    from beamtok.stream.dataset import Dataset
 
 __all__ = ["STATE_VERSION", "DatasetIterator", "Delivered"]
 
@@ -73,16 +71,17 @@ class DatasetIterator:
     KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline")
     OPTIONAL_KEYS = ("about", "delivered")  # states of earlier versions lack them and still resume
 
-    def __init__(self, dataset: Dataset, split: ReaderSplit, state: dict[str, Any] | list[Any] | None = None) -> None:
-        self.dataset = dataset
+    def __init__(self, pipeline: Pipeline, split: ReaderSplit, state: dict[str, Any] | list[Any] | None = None) -> None:
+        self.pipeline = pipeline
         self.split = split
-        self._spec_fp = dataset.spec_fingerprint
-        self._stream_fp = dataset.stream_fingerprint
-        self._about = describe(dataset)
-        self._source, self._root = dataset._build(split)  # the root source, and the last stage
+        self._spec_fp = pipeline.spec_fingerprint
+        self._stream_fp = pipeline.stream_fingerprint
+        self._about = describe(pipeline)
+        self._source, self._root = pipeline.build(split)  # the root source, and the last stage
         self._delivered = Delivered()
+        self._pending_merge: tuple[list[dict[str, Any]], list[ReaderSplit]] | None = None
         if isinstance(state, list):
-            self._root.reset(self._merge(state))
+            self._start_merged(state)
             if split.part == 0:  # the old readers' deliveries go to one new reader, so the sum over readers stays right
                 self._delivered = Delivered.total(Delivered.from_state(s) for s in state)
         elif state is not None:
@@ -91,9 +90,10 @@ class DatasetIterator:
         else:
             self._root.reset(None)
 
-    def _merge(self, states: list[Any]) -> dict[str, Any]:
-        """This reader's pipeline state from the states of all readers of a run, which may
-        have had another world size (see ``beamtok.stream.elastic``)."""
+    def _start_merged(self, states: list[Any]) -> None:
+        """Start from the states of all readers of a run, which may have had another world size
+        (see ``beamtok.stream.elastic``). Each state is checked now; merging them may read (a
+        shuffle finds where old readers' windows end), so it waits for the first ``next()``."""
         if not states:
             raise StateError("an empty list of states: pass every old reader's state_dict()")
         checked = []
@@ -110,8 +110,19 @@ class DatasetIterator:
         olds = [old for old, _ in checked]
         check_readers(olds)
         if olds[0].parts == self.split.parts and olds[0].mode == self.split.mode:
-            return next(state for old, state in checked if old.part == self.split.part)["pipeline"]
-        return self._root.merge([state["pipeline"] for _, state in checked], olds, self.split)
+            self._root.reset(next(state for old, state in checked if old.part == self.split.part)["pipeline"])
+            return
+        check_merge = getattr(self._root, "check_merge", None)
+        if check_merge is not None:
+            check_merge(olds)
+        self._root.reset(None)
+        self._pending_merge = ([state["pipeline"] for _, state in checked], olds)
+
+    def _merge_now(self) -> None:
+        if self._pending_merge is not None:
+            states, olds = self._pending_merge
+            self._pending_merge = None
+            self._root.reset(self._root.merge(states, olds, self.split))
 
     def _check(self, state: Any, split: ReaderSplit | None = None) -> dict[str, Any]:
         """The state, checked against this pipeline (for ``split``, an old reader of the same
@@ -126,11 +137,11 @@ class DatasetIterator:
                 f"state format version {state['beamtok_state']!r} is not supported (this beamtok reads version {STATE_VERSION})"
             )
         check_keys(state, (*self.KEYS, *(k for k in self.OPTIONAL_KEYS if k in state)), "state")
-        stream_fp = self._stream_fp if split is None else self.dataset.stream_fingerprint_for(split.world_size)
+        stream_fp = self._stream_fp if split is None else self.pipeline.stream_fingerprint_for(split.world_size)
         saved_split = state["split"]
         if split is None and isinstance(saved_split, dict) and saved_split.get("world_size") != self.split.world_size:
             world = saved_split.get("world_size")
-            if isinstance(world, int) and world >= 1 and state["stream"] == self.dataset.stream_fingerprint_for(world):
+            if isinstance(world, int) and world >= 1 and state["stream"] == self.pipeline.stream_fingerprint_for(world):
                 raise StateError(
                     f"state belongs to reader {saved_split}, but this reader is {self.split.to_json()}: the rank split "
                     "differs; to resume on another world size pass the list of every old reader's state "
@@ -138,7 +149,7 @@ class DatasetIterator:
                 )
         if state["spec"] != self._spec_fp or state["stream"] != stream_fp:
             what = "spec" if state["spec"] != self._spec_fp else "stream"
-            changed = changes(state.get("about"), self.dataset)
+            changed = changes(state.get("about"), self.pipeline)
             raise StateError(
                 f"state was saved by another pipeline ({what} fingerprint {state[what]} there, "
                 f"{self._spec_fp if what == 'spec' else stream_fp} here); "
@@ -161,12 +172,15 @@ class DatasetIterator:
         self.close()
 
     def __next__(self) -> Any:
+        if self._pending_merge is not None:
+            self._merge_now()
         item = next(self._root)
         self._delivered = self._delivered.plus(item)
         return item
 
     def state_dict(self) -> dict[str, Any]:
         """Where the stream is now, as a JSON-serializable dict."""
+        self._merge_now()
         return {
             "beamtok_state": STATE_VERSION,
             "spec": self._spec_fp,

@@ -36,9 +36,10 @@ from typing import Any
 import numpy as np
 
 from beamtok.errors import ConfigError, InputError, StateError
-from beamtok.stream.source import ShardSource, StreamStats
-from beamtok.stream.split import ReaderSplit
+from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.source import ShardSource
 from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.stream.stats import StreamStats
 from beamtok.validate import check_choice
 from beamtok.validate import check_int as check_option
 
@@ -142,6 +143,14 @@ class MixSource:
         shared = split is not None and split.mode == "shards"  # an example split splits the mixed stream instead
         self.part, self.parts = (split.part, split.parts) if shared and split is not None else (0, 1)
         self.reset(None)
+
+    @classmethod
+    def describe_state(cls, state: Any, indent: str = "") -> list[str]:
+        """A saved mix state's own position in words (its sources' states are described by
+        their shard sources)."""
+        if not isinstance(state, dict) or "sources" not in state:
+            return [f"{indent}mix: unreadable ({state!r})"]
+        return [f"{indent}mix: {state.get('index')} examples decided so far (the global index), stopped: {state.get('stopped')}"]
 
     def reset(self, state: dict[str, Any] | None) -> None:
         self._index = self.part  # the next global position this reader fills

@@ -20,7 +20,7 @@ from beamtok.errors import StateError
 from beamtok.stream.state import check_keys, copy_state
 
 if TYPE_CHECKING:
-    from beamtok.stream.split import ReaderSplit
+    from beamtok.stream.reader_split import ReaderSplit  # a type only: the split module builds on this one
 
 __all__ = ["Node", "Stage", "StageNode", "StreamContext"]
 
@@ -64,6 +64,23 @@ class Stage(abc.ABC):
     def build(self, upstream: Node, context: StreamContext) -> Node:
         """The live node of this stage over ``upstream``."""
 
+    @classmethod
+    def describe_state(cls, state: dict[str, Any]) -> str:
+        """This stage's own position in a saved state (``state`` holds it beside ``upstream``)."""
+        own = {k: v for k, v in state.items() if k != "upstream"} if isinstance(state, dict) else state
+        return f"position {own}" if own else "no position of its own"
+
+    @classmethod
+    def named(cls, name: str) -> type[Stage] | None:
+        """The stage whose ``NAME`` is ``name`` (every stage module imported so far)."""
+        pending = list(cls.__subclasses__())
+        while pending:
+            kind = pending.pop()
+            if getattr(kind, "NAME", None) == name:
+                return kind
+            pending.extend(kind.__subclasses__())
+        return None
+
 
 class StageNode(abc.ABC):
     """Common plumbing of live stages: an upstream node and strict restore of ``KEYS``."""
@@ -96,14 +113,22 @@ class StageNode(abc.ABC):
         self.upstream.reset(state["upstream"])
         self._restore(state)
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
-        """A stage without a position of its own passes the merge upstream; others refuse
-        unless they override this."""
-        if self.KEYS != ("upstream",):
+    def check_merge(self, olds: list[ReaderSplit]) -> None:
+        """Refuse, before anything is read, a resume on another world size through a stage whose
+        position belongs to one reader; then ask the stages below."""
+        if self.KEYS != ("upstream",) and type(self).merge is StageNode.merge:
             raise StateError(
                 f"cannot resume on another world size through {self.NAME}(): its position belongs to one reader; "
                 f"resume with the old world size ({olds[0].world_size}) or move {self.NAME}() where every reader can restart it"
             )
+        below = getattr(self.upstream, "check_merge", None)
+        if below is not None:
+            below(olds)
+
+    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        """A stage without a position of its own passes the merge upstream; others refuse
+        unless they override this."""
+        self.check_merge(olds)
         states = [check_keys(copy_state(s), self.KEYS, self.NAME) for s in states]
         return {"upstream": self.upstream.merge([s["upstream"] for s in states], olds, new)}
 

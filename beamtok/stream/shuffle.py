@@ -11,7 +11,7 @@ import numpy as np
 
 from beamtok.errors import ConfigError, StateError
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
-from beamtok.stream.split import ReaderSplit
+from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.validate import check_int as check_option
 
@@ -34,6 +34,15 @@ class Shuffle(Stage):
 
     def build(self, upstream: Node, context: StreamContext) -> Node:
         return WindowShuffleNode(upstream, self, context.rebuild)
+
+    @classmethod
+    def describe_state(cls, state: dict[str, Any]) -> str:
+        drain = state.get(WindowShuffleNode.DRAIN) or []
+        extra = f"; it first finishes {len(drain)} window(s) of readers of another world size" if drain else ""
+        return (
+            f"window {state.get('window')} (counted over the whole stream), {state.get('emitted')} of its examples delivered; "
+            f"a resume re-reads this window from the source position above{extra}"
+        )
 
 
 class WindowShuffleNode(StageNode):
@@ -79,15 +88,21 @@ class WindowShuffleNode(StageNode):
         self._emitted = 0
         self._window_start: dict[str, Any] | None = None
         self._index = 0
+        self._resume_at = 0  # examples of the restored window already emitted; it is re-read at the first next()
         if state is None:
             return
         self._index = check_int(state["window"], "window", self.NAME)
-        emitted = check_int(state["emitted"], "emitted", self.NAME)
-        if emitted:
-            self._fill()
-            if emitted >= len(self._buffer):
-                raise StateError(f"shuffle: {emitted} emitted, but the window holds {len(self._buffer)} examples")
-            self._emitted = emitted
+        self._resume_at = check_int(state["emitted"], "emitted", self.NAME)
+        if self._resume_at:
+            self._window_start = state["upstream"]
+
+    def _resume(self) -> None:
+        """Re-read the restored window (deferred to the first ``next()``: nothing is read before)."""
+        emitted, self._resume_at = self._resume_at, 0
+        self._fill()
+        if emitted >= len(self._buffer):
+            raise StateError(f"shuffle: {emitted} emitted, but the window holds {len(self._buffer)} examples")
+        self._emitted = emitted
 
     def _fill(self) -> None:
         self._window_start = self.upstream.state_dict()
@@ -124,6 +139,8 @@ class WindowShuffleNode(StageNode):
         return False, None
 
     def __next__(self) -> Any:
+        if self._resume_at:
+            self._resume()
         if self._drain:
             drained, item = self._next_drained()
             if drained:
@@ -170,7 +187,9 @@ class WindowShuffleNode(StageNode):
         return merged
 
     def state_dict(self) -> dict[str, Any]:
-        if self._emitted < len(self._buffer):
+        if self._resume_at:  # restored, not read yet
+            state = {"upstream": copy_state(self._window_start), "window": self._index, "emitted": self._resume_at}
+        elif self._emitted < len(self._buffer):
             state = {"upstream": self._window_start, "window": self._index, "emitted": self._emitted}
         else:
             next_index = self._index + 1 if self._buffer else self._index

@@ -12,127 +12,55 @@ first ``next()``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from beamtok.backends.protocol import ShardBackend
+from beamtok.backends.spans import SpanReader, Taken
 from beamtok.errors import ConfigError, StateError
-from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor
+from beamtok.shard import Produced, ShardCursor
+from beamtok.sources.readers import cursor_words
 from beamtok.sources.urls import Shard
-from beamtok.stream.backend import ShardBackend
-from beamtok.stream.spans import SpanReader, Taken
-from beamtok.stream.split import ReaderSplit
+from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
 from beamtok.validate import check_int as check_option
 from beamtok.validate import check_optional_int
 
-__all__ = ["ShardSource", "SourceOptions", "StreamStats"]
+__all__ = ["ShardOptions", "ShardSource", "merge_shard_sources"]
 
 PREFETCH_SHARDS = 4
 
 
 @dataclass(frozen=True)
-class SourceOptions:
-    """How the shard source orders, splits and opens shards."""
+class ShardOptions:
+    """How the shard source orders and opens shards: epochs, the shard-order seed, shards
+    open at once, and tokenization worker processes (which never change the stream)."""
 
     epochs: int | None = 1
     shuffle_seed: int | None = None
     interleave: int = 1
-    rank: int = 0
-    world_size: int = 1
-    split: str = "shards"
-    workers: int = 0  # tokenization worker processes; never changes the stream
-    global_seed: int | None = None  # global_shuffle(seed, window) over a cache's rows
-    global_window: int | None = None
+    workers: int = 0
 
     def __post_init__(self) -> None:
         check_optional_int(self.epochs, "epochs", minimum=1)
-        check_optional_int(self.global_seed, "seed")
-        check_optional_int(self.global_window, "window", minimum=1)
         check_optional_int(self.shuffle_seed, "seed")
         check_option(self.interleave, "open_shards", minimum=1)
         check_option(self.workers, "workers")
-        ReaderSplit(self.rank, self.world_size, mode=self.split)
 
-    def to_json(self) -> dict[str, Any]:
-        # rank is stamped separately (ReaderSplit), so ranks share one stream fingerprint
-        out: dict[str, Any] = {
+    def to_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        """The options the stream fingerprint covers, with how readers split the data (the
+        rank is stamped on each state on its own, so ranks share one stream fingerprint)."""
+        return {
             "epochs": self.epochs,
             "shuffle_seed": self.shuffle_seed,
             "interleave": self.interleave,
-            "world_size": self.world_size,
-            "split": self.split,
+            "world_size": reader.world_size,
+            "split": reader.mode,
         }
-        if self.global_seed is not None:
-            out["global_shuffle"] = {"seed": self.global_seed, "window": self.global_window}
-        return out
-
-
-class StreamStats:
-    """Counts of documents and examples that reached the consumer's side of the source."""
-
-    KEYS = ("documents", "examples", "tokens", "pad_tokens")
-
-    def __init__(self) -> None:
-        self.documents = NO_COUNTS
-        self.examples = 0
-        self.tokens = 0
-        self.pad_tokens = 0
-
-    def record(self, produced: Produced) -> None:
-        self.documents = self.documents + produced.counts
-        if produced.example is not None:
-            self._count(produced.example)
-
-    def _count(self, example: dict[str, Any]) -> None:
-        self.examples += 1
-        ids = example.get("input_ids")
-        if ids is None:
-            return
-        segments = example.get("segment_ids")
-        real = int(np.count_nonzero(segments)) if segments is not None else len(ids)
-        self.tokens += real
-        self.pad_tokens += len(ids) - real
-
-    def record_taken(self, taken: Taken) -> None:
-        self.documents = self.documents + taken.counts
-        tokens = taken.tokens()
-        if tokens is None:  # rows held as examples
-            for example in taken.examples():
-                self._count(example)
-            return
-        self.examples += taken.rows
-        self.tokens += tokens[0]
-        self.pad_tokens += tokens[1]
-
-    def add(self, other: StreamStats) -> None:
-        self.documents = self.documents + other.documents
-        self.examples += other.examples
-        self.tokens += other.tokens
-        self.pad_tokens += other.pad_tokens
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "documents": self.documents.to_json(),
-            "examples": self.examples,
-            "tokens": self.tokens,
-            "pad_tokens": self.pad_tokens,
-        }
-
-    @classmethod
-    def from_json(cls, state: Any) -> StreamStats:
-        check_keys(state, cls.KEYS, "stats")
-        stats = cls()
-        try:
-            stats.documents = DocCounts.from_json(state["documents"])
-        except (KeyError, TypeError, AttributeError) as e:
-            raise StateError(f"stats: malformed document counts {state['documents']!r}") from e
-        stats.examples = check_int(state["examples"], "examples", "stats")
-        stats.tokens = check_int(state["tokens"], "tokens", "stats")
-        stats.pad_tokens = check_int(state["pad_tokens"], "pad_tokens", "stats")
-        return stats
 
 
 class _Slot:
@@ -152,7 +80,7 @@ class ShardSource:
     KEYS = ("epoch", "position", "slots", "turn", "stats")
     CARRY = "carry"  # after a resume on another world size: shards (with cursors) to read first
 
-    def __init__(self, shards: list[Shard], backend: ShardBackend, options: SourceOptions, split: ReaderSplit) -> None:
+    def __init__(self, shards: list[Shard], backend: ShardBackend, options: ShardOptions, split: ReaderSplit) -> None:
         if not shards:
             raise ConfigError("the dataset has no shards")
         if split.mode == "shards" and len(shards) < split.parts:
@@ -169,6 +97,25 @@ class ShardSource:
         self.interleave = options.interleave
         self.split = split
         self.reset(None)
+
+    @classmethod
+    def describe_state(cls, state: Any, shards: Sequence[Shard] | None = None, indent: str = "") -> list[str]:
+        """A saved state of a shard source in words; with ``shards``, shards are named by file
+        and cursors by what they count in it."""
+        if not isinstance(state, dict) or "slots" not in state:
+            return [f"{indent}shard source: unreadable ({state!r})"]
+        lines = [
+            f"{indent}shard source: epoch {state.get('epoch')}, {state.get('position')} shard(s) of this epoch's order opened; "
+            f"handed out so far: {describe_stats(state.get('stats'))}"
+        ]
+        open_slots = state.get("slots") or []
+        if not open_slots:
+            lines.append(f"{indent}  no shard open: the next starts at the beginning of shard {state.get('position')} of the order")
+        for slot in open_slots:
+            lines.append(f"{indent}  open: {_slot_words(slot, shards)}")
+        for slot in state.get(cls.CARRY) or []:
+            lines.append(f"{indent}  to finish first (from readers of another world size): {_slot_words(slot, shards)}")
+        return lines
 
     def epoch_order(self, epoch: int) -> list[int]:
         """All shard indices of ``epoch``, in the order readers share them out."""
@@ -249,8 +196,6 @@ class ShardSource:
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
         """This reader's state from the states of all readers of another split (see
         ``beamtok.stream.elastic``)."""
-        from beamtok.stream.elastic import merge_shard_sources
-
         return merge_shard_sources(self, states, olds, new)
 
     def state_at(self, example: int) -> dict[str, Any]:
@@ -401,3 +346,62 @@ class ShardSource:
         del self._slots[i]
         if self._slots:
             self._turn = i % len(self._slots)
+
+
+def merge_shard_sources(source: ShardSource, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    """The state of ``source`` (reader ``new``) that reads what the old readers left."""
+    if new.mode != "shards":
+        raise StateError("a shard source splits by examples here: merge the example split, not the source")
+    probes = []
+    for state, old in zip(states, olds):
+        probe = ShardSource(source.shards, source.backend, source.options, old)
+        probe.reset(state)
+        probes.append(probe)
+    last = max(p.epoch for p in probes)
+    rank_of = {e: {shard: i for i, shard in enumerate(source.epoch_order(e))} for e in range(min(p.epoch for p in probes), last + 1)}
+    carried: list[tuple[int, int, int, dict[str, Any]]] = []  # (epoch, rank in the epoch's order, shard, cursor)
+
+    def carry(epoch: int, shard: int, cursor: dict[str, Any]) -> None:
+        if not cursor["done"]:
+            carried.append((epoch, rank_of.get(epoch, {}).get(shard, -1), shard, cursor))
+
+    for probe in probes:
+        state = probe.state_dict()
+        earlier = min(rank_of)  # an old carry came from an earlier epoch: it goes first
+        for slot in state.get(ShardSource.CARRY, []):
+            carried.append((earlier - 1, -1, slot["shard"], slot["cursor"]))
+        for slot in state["slots"]:
+            carry(probe.epoch, slot["shard"], slot["cursor"])
+        fresh = {"index": 0, "doc": 0, "token": 0, "done": False}
+        for shard in probe.order(probe.epoch)[state["position"] :]:
+            carry(probe.epoch, shard, fresh)
+        for epoch in range(probe.epoch + 1, last + 1):
+            for shard in probe.order(epoch):
+                carry(epoch, shard, fresh)
+    carried.sort(key=lambda item: item[:2])
+    mine = [{"shard": shard, "cursor": cursor} for k, (_, _, shard, cursor) in enumerate(carried) if k % new.parts == new.part]
+    target = ShardSource(source.shards, source.backend, source.options, new)
+    merged: dict[str, Any] = {
+        "epoch": last,
+        "position": len(target.order(last)),  # this epoch's own order is read: the carry holds the rest
+        "slots": [],
+        "turn": 0,
+        "stats": summed_stats([s["stats"] for s in states], new.part),
+    }
+    if mine:
+        merged[ShardSource.CARRY] = mine
+    return merged
+
+
+def _slot_words(slot: Any, shards: Sequence[Shard] | None) -> str:
+    if not isinstance(slot, dict):
+        return f"unreadable ({slot!r})"
+    index = slot.get("shard")
+    saved = slot.get("cursor")
+    cursor: dict[str, Any] = saved if isinstance(saved, dict) else {}
+    url = shards[index].url if shards is not None and isinstance(index, int) and 0 <= index < len(shards) else None
+    name = f"shard {index} ({url})" if url else f"shard {index}"
+    if cursor.get("done"):
+        return f"{name}: finished"
+    where = cursor_words(url, cursor.get("doc", 0))
+    return f"{name}: next example {cursor.get('index')} of the shard starts at {where}, token {cursor.get('token')} of that document"

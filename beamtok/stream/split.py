@@ -1,54 +1,18 @@
-"""Which part of the data a reader owns: its rank of the world, its DataLoader worker.
-
-``split="shards"`` gives each reader whole shards (the source keeps every ``parts``-th shard
-of the order); ``split="examples"`` gives it every ``parts``-th example of the full stream
-(:class:`ExampleSplitNode`), for corpora with fewer shards than readers.
+"""``split="examples"``: a reader keeps every ``parts``-th example of the full stream
+(:class:`ExampleSplitNode`), for corpora with fewer shards than readers. (With
+``split="shards"`` the shard source keeps every ``parts``-th shard of the order instead.)
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
 from typing import Any
 
-from beamtok.errors import ConfigError, StateError
+from beamtok.errors import StateError
 from beamtok.stream.node import Node, StageNode
+from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys
-from beamtok.validate import check_choice
 
-__all__ = ["SPLIT_MODES", "ExampleSplitNode", "ReaderSplit", "dataloader_worker"]
-
-SPLIT_MODES = ("shards", "examples")
-
-
-@dataclass(frozen=True)
-class ReaderSplit:
-    """This reader's part: rank of world size, worker of DataLoader workers, and how the data
-    is split between readers."""
-
-    rank: int = 0
-    world_size: int = 1
-    worker: int = 0
-    num_workers: int = 1
-    mode: str = "shards"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.world_size, int) or self.world_size < 1 or not isinstance(self.rank, int) or not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank must be in 0..world_size-1, got rank={self.rank!r} world_size={self.world_size!r}")
-        if self.num_workers < 1 or not 0 <= self.worker < self.num_workers:
-            raise ConfigError(f"worker must be in 0..num_workers-1, got {self.worker} of {self.num_workers}")
-        check_choice(self.mode, "split", SPLIT_MODES)
-
-    @property
-    def part(self) -> int:
-        return self.rank * self.num_workers + self.worker
-
-    @property
-    def parts(self) -> int:
-        return self.world_size * self.num_workers
-
-    def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "world_size": self.world_size, "worker": self.worker, "num_workers": self.num_workers, "mode": self.mode}
+__all__ = ["ExampleSplitNode"]
 
 
 class ExampleSplitNode(StageNode):
@@ -66,6 +30,15 @@ class ExampleSplitNode(StageNode):
         self.parts = parts
         self._seen = 0
         self._taken: list[int] = []
+
+    @classmethod
+    def describe_state(cls, state: Any) -> str:
+        """A saved example split's own position in words."""
+        if not isinstance(state, dict):
+            return f"example split: unreadable ({state!r})"
+        taken = state.get("taken") or []
+        extra = f"; {len(taken)} later example(s) taken by readers of another world size are skipped" if taken else ""
+        return f"example split: {state.get('seen')} examples of the whole stream seen (this reader keeps every k-th){extra}"
 
     def reset(self, state: dict[str, Any] | None) -> None:
         if state is not None and isinstance(state, dict) and "taken" in state:
@@ -99,8 +72,6 @@ class ExampleSplitNode(StageNode):
         return {"seen": self._seen, "taken": taken} if taken else {"seen": self._seen}
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
-        from beamtok.stream.elastic import merge_example_splits
-
         for state in states:
             check_keys(state, (*self.KEYS, "taken") if isinstance(state, dict) and "taken" in state else self.KEYS, self.NAME)
             check_int(state["seen"], "seen", self.NAME)
@@ -111,10 +82,33 @@ class ExampleSplitNode(StageNode):
         return merge_example_splits(states, olds, new)
 
 
-def dataloader_worker() -> tuple[int, int]:
-    """(worker id, worker count) inside a torch DataLoader worker, else (0, 1)."""
-    torch_data = sys.modules.get("torch.utils.data")
-    if torch_data is None:
-        return 0, 1
-    info = torch_data.get_worker_info()
-    return (0, 1) if info is None else (info.id, info.num_workers)
+def merge_example_splits(states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    """The example-split state for reader ``new`` from the old readers' example-split states
+    (``{"upstream", "seen", "taken"?}``): a base reader's upstream, and what was taken beyond it."""
+    parts = olds[0].parts
+    taken_before = sorted({int(i) for s in states for i in s.get("taken", [])})
+    taken_set = set(taken_before)
+    nexts = []
+    for state, old in zip(states, olds):
+        i = _first_owned_at_or_after(state["seen"], old.part, parts)
+        while i in taken_set:
+            i += parts
+        nexts.append(i)
+    first_unread = min(nexts)
+    base = max((s for s in states if s["seen"] <= first_unread), key=lambda s: s["seen"])
+    start = base["seen"]
+    taken = {i for i in taken_before if i >= start}
+    for state, old in zip(states, olds):
+        i = _first_owned_at_or_after(start, old.part, parts)
+        while i < state["seen"]:
+            if i not in taken_set:
+                taken.add(i)
+            i += parts
+    merged = {"upstream": base["upstream"], "seen": start}
+    if taken:
+        merged["taken"] = sorted(taken)
+    return merged
+
+
+def _first_owned_at_or_after(index: int, part: int, parts: int) -> int:
+    return index + (part - index) % parts

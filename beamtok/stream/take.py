@@ -25,6 +25,10 @@ class Take(Stage):
     def build(self, upstream: Node, context: StreamContext) -> Node:
         return TakeNode(upstream, self.count)
 
+    @classmethod
+    def describe_state(cls, state: dict[str, Any]) -> str:
+        return f"{state.get('taken')} items taken"
+
 
 class TakeNode(StageNode):
     KEYS = ("upstream", "taken")

@@ -1,10 +1,10 @@
 r"""Run the per-shard step in worker processes, ahead of the consumer, in the same order.
 
-:class:`ParallelShards` is a shard backend (see ``beamtok.stream.backend``): the shard source
+:class:`ParallelShards` is a shard backend (see ``beamtok.backends.protocol``): the shard source
 opens shards through it instead of running ``ShardProcessor.run`` itself. Nothing starts
 before the source's first ``next()``. Each open shard (and the next few the source will open) runs
 in a worker process; the worker streams its examples back as column blocks (``RowSpan``\ s,
-see ``beamtok.stream.wire``: arrays, never a pickled dict per example) through a bounded
+see ``beamtok.backends.wire``: arrays, never a pickled dict per example) through a bounded
 queue, and the source consumes them in exactly the order the in-process step yields them.
 Because every item carries its cursor, taking a state never drains or pauses the workers.
 
@@ -24,13 +24,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from beamtok.backends.protocol import SequentialBackend
+from beamtok.backends.spans import RowSpan, SpanReader
+from beamtok.backends.wire import span_from_wire, span_to_wire, spans_of
 from beamtok.errors import BeamtokError
 from beamtok.shard import Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
-from beamtok.stream.backend import SequentialBackend
-from beamtok.stream.spans import RowSpan, SpanReader
-from beamtok.stream.wire import span_from_wire, span_to_wire, spans_of
 from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
 
 __all__ = ["ParallelShards", "WorkerError"]

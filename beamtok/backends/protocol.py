@@ -5,8 +5,9 @@ cursor after it (``Produced``); it may start upcoming shards early (``prefetch``
 resources until ``close``, and knows each shard's row count when it can (a packed cache does;
 the per-shard step run now does not), which lets the source seek to a global example. The
 stream never knows more: where rows come from is the backend's business. Implementations:
-:class:`OnTheFly` (the per-shard step in this process), ``ParallelShards`` (in worker
-processes), and the packed and repacked cache backends of ``beamtok.cache.backend``.
+``OnTheFly`` (the per-shard step in this process, ``beamtok.backends.on_the_fly``),
+``ParallelShards`` (in worker processes), and the packed and repacked cache backends of
+``beamtok.cache.backend``. This package sits below both the stream and the cache.
 
 A :class:`ShardOrigin` is what a ``Dataset`` holds: it says which per-shard stages may still
 be added, and makes the backend for the final spec.
@@ -15,19 +16,29 @@ be added, and makes the backend for the final spec.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from beamtok.errors import ConfigError
-from beamtok.shard import Produced, ShardCursor, ShardProcessor
+from beamtok.shard import DocCounts, Produced, ShardCursor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
-from beamtok.stream.split import dataloader_worker
 
 if TYPE_CHECKING:
-    from beamtok.stream.global_shuffle import RowSource
-    from beamtok.stream.spans import RowSpan
+    from beamtok.backends.spans import RowSpan
 
-__all__ = ["OnTheFly", "OnTheFlyOrigin", "SequentialBackend", "ShardBackend", "ShardOrigin"]
+__all__ = ["RowSource", "SequentialBackend", "ShardBackend", "ShardOrigin"]
+
+
+class RowSource(Protocol):
+    """Random access to rows by global row number (a packed cache)."""
+
+    total: int
+
+    def rows(self, global_rows: np.ndarray) -> list[tuple[dict[str, Any], DocCounts]]: ...
+
+    def close(self) -> None: ...
 
 
 class ShardBackend(Protocol):
@@ -80,16 +91,6 @@ class SequentialBackend:
         raise ConfigError("this data's row counts are not known in advance; resume from a state_dict instead")
 
 
-class OnTheFly(SequentialBackend):
-    """Runs the per-shard step now, in this process."""
-
-    def __init__(self, spec: Spec) -> None:
-        self.processor = ShardProcessor(spec)
-
-    def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
-        return self.processor.run(shard, cursor)
-
-
 class ShardOrigin(Protocol):
     """Where a dataset's shards come from: files read now, or a cache."""
 
@@ -112,25 +113,3 @@ class ShardOrigin(Protocol):
         """Random access to ``spec``'s examples by global row number, where the origin has it
         (a packed cache), else None."""
         ...
-
-
-class OnTheFlyOrigin:
-    """Files (or in-memory data) read and processed by the per-shard step as the stream runs."""
-
-    cached = False
-
-    def check_step(self, name: str) -> None:
-        return None
-
-    def check_pack(self, name: str) -> None:
-        return None
-
-    def backend(self, spec: Spec, workers: int) -> ShardBackend:
-        if workers and dataloader_worker()[1] == 1:  # DataLoader workers cannot fork workers of their own
-            from beamtok.stream.parallel import ParallelShards
-
-            return ParallelShards(spec, workers)
-        return OnTheFly(spec)
-
-    def row_access(self, spec: Spec) -> RowSource | None:
-        return None

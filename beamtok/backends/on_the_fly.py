@@ -1,0 +1,44 @@
+"""Shards read and processed now: in this process, or in worker processes (``parallel()``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from beamtok.backends.parallel import ParallelShards
+from beamtok.backends.protocol import RowSource, SequentialBackend, ShardBackend
+from beamtok.backends.workers import dataloader_worker
+from beamtok.shard import Produced, ShardCursor, ShardProcessor
+from beamtok.sources.urls import Shard
+from beamtok.spec import Spec
+
+__all__ = ["OnTheFly", "OnTheFlyOrigin"]
+
+
+class OnTheFly(SequentialBackend):
+    """Runs the per-shard step now, in this process."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.processor = ShardProcessor(spec)
+
+    def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
+        return self.processor.run(shard, cursor)
+
+
+class OnTheFlyOrigin:
+    """Files (or in-memory data) read and processed by the per-shard step as the stream runs."""
+
+    cached = False
+
+    def check_step(self, name: str) -> None:
+        return None
+
+    def check_pack(self, name: str) -> None:
+        return None
+
+    def backend(self, spec: Spec, workers: int) -> ShardBackend:
+        if workers and dataloader_worker()[1] == 1:  # DataLoader workers cannot fork workers of their own
+            return ParallelShards(spec, workers)
+        return OnTheFly(spec)
+
+    def row_access(self, spec: Spec) -> RowSource | None:
+        return None

@@ -1,0 +1,103 @@
+"""The one table of cache options: what a dataset is made of (inputs, tokenizer, format,
+packing) and how its cache is written. ``beamtok cache`` makes its command-line options from
+it, its ``--config`` YAML and data configs take its names, and ``Dataset.cache`` its build
+defaults; nothing else lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "BUILD_DEFAULTS",
+    "CACHE_OPTIONS",
+    "DATASET_OPTIONS",
+    "CacheOption",
+    "beam_args",
+    "defaults",
+    "names",
+]
+
+
+@dataclass(frozen=True)
+class CacheOption:
+    """One option: its name (the keyword and YAML key; ``--name-with-dashes`` on the command
+    line), help text, default, value type or choices, and where it applies."""
+
+    name: str
+    help: str
+    default: Any = None
+    type: type | None = None
+    choices: tuple[str, ...] | None = None
+    switch: bool = False  # --name/--no-name on the command line
+    flag: bool = False  # --name alone sets it
+    scope: str = "dataset"  # "input" (which data), "dataset" (how it is read), "build" (how the cache is written)
+    command_line: bool = True  # False: YAML only (beam_options), or data config only (cache)
+
+    @property
+    def cli_name(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+PACKINGS = ("concat", "pad", "window", "none", "greedy", "first_fit")
+
+CACHE_OPTIONS: tuple[CacheOption, ...] = (
+    CacheOption("urls", "Input files or patterns.", scope="input", command_line=False),
+    CacheOption("hf_dataset", "Read a Hugging Face dataset instead of URLS: a save_to_disk directory, a directory of data files, or a hub name (online).", scope="input"),
+    CacheOption("hf_config", "The hub dataset's configuration (with --hf-dataset).", scope="input"),
+    CacheOption("mds", "Read a MosaicML Streaming (MDS) dataset instead of URLS: its directory or index.json, local or remote.", scope="input"),
+    CacheOption("split", "The split to cache: with --hf-dataset [default: train], or the MDS dataset's split subdirectory.", scope="input"),
+    CacheOption("input_format", "Input file format. [default: auto, from the file name]", "auto", choices=("auto", "jsonl", "parquet", "arrow", "text", "mds"), scope="input"),
+    CacheOption("tokenizer", "Tokenizer directory or hub name."),
+    CacheOption("seq_len", "Tokens per row (concat, pad, window).", type=int),
+    CacheOption("format", "Records: text, prompt/completion, or chat messages. [default: pretrain]", "pretrain", choices=("pretrain", "sft", "chat")),
+    CacheOption("pack", "Packing. [default: concat for pretrain, greedy for sft/chat]", choices=PACKINGS),
+    CacheOption("stride", "Window stride for --pack window. [default: seq-len]", type=int),
+    CacheOption("remainder", "A shard's last partial concat row. [default: pad]", "pad", choices=("pad", "drop", "keep")),
+    CacheOption("pack_window", "Examples per first_fit packing window. [default: 64]", 64, type=int),
+    CacheOption("text_field", "JSON field / Parquet column holding the text. [default: text]", "text"),
+    CacheOption("prompt_field", "SFT prompt field. [default: prompt]", "prompt"),
+    CacheOption("completion_field", "SFT completion field ('generation' is accepted too). [default: completion]", "completion"),
+    CacheOption("messages_field", "Chat messages field. [default: messages]", "messages"),
+    CacheOption("chat_template", "Jinja chat template file (default: the tokenizer's)."),
+    CacheOption("max_length", "SFT/chat examples longer than this are truncated or dropped.", type=int),
+    CacheOption("truncation", "How too-long SFT/chat examples are cut. [default: completion_tail]", "completion_tail", choices=("completion_tail", "prompt_head", "drop")),
+    CacheOption("bos", "BOS at the start of each document/example. [default: on for pretrain; the tokenizer's policy for sft/chat]", switch=True),
+    CacheOption("eos", "Ensure each pretraining document ends with EOS. [default: on]", switch=True),
+    CacheOption("on_error", "Bad documents: stop, or skip and count. [default: raise]", "raise", choices=("raise", "skip")),
+    CacheOption("cache", "Data configs: the directory this dataset is cached in (as it streams, or by `beamtok cache --config`).", scope="config", command_line=False),
+    CacheOption("output", "Cache directory (local path, gs://... or s3://...).", scope="build"),
+    CacheOption("overwrite", "Replace a cache built with another spec.", False, flag=True, scope="build"),
+    CacheOption("row_group_rows", "Rows per Parquet row group (small groups: cheaper random access).", type=int, scope="build"),
+    CacheOption("row_group_bytes", "Bytes of tokens per Parquet row group. [default: 8388608]", type=int, scope="build"),
+    CacheOption("split_bytes", "Tokenize input files larger than this in ranges on several workers (uncompressed JSONL, Parquet); 'none' never splits. The cache is the same. [default: 16MiB]", "16MiB", scope="build"),
+    CacheOption("beam_options", "Beam pipeline options: a mapping, or a list of --name=value strings.", (), scope="build", command_line=False),
+)  # fmt: skip
+
+DATASET_OPTIONS = tuple(o for o in CACHE_OPTIONS if o.scope in ("input", "dataset"))
+
+
+def names(*scopes: str) -> tuple[str, ...]:
+    """The option names of these scopes, in table order."""
+    return tuple(o.name for o in CACHE_OPTIONS if o.scope in scopes)
+
+
+def defaults(*scopes: str) -> dict[str, Any]:
+    """The defaults of the options of these scopes that have one."""
+    return {o.name: (list(o.default) if isinstance(o.default, tuple) else o.default) for o in CACHE_OPTIONS if o.scope in scopes and o.default is not None}
+
+
+BUILD_DEFAULTS: Mapping[str, Any] = defaults("build")
+
+
+def beam_args(options: Mapping[str, Any]) -> list[str]:
+    """Keyword Beam options as command-line flags: ``direct_num_workers=2`` -> ``--direct_num_workers=2``."""
+    args = []
+    for key, value in options.items():
+        if value is True:
+            args.append(f"--{key}")
+        elif value is not False and value is not None:
+            args.append(f"--{key}={value}")
+    return args

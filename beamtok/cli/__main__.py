@@ -1,0 +1,5 @@
+"""``python -m beamtok.cli``."""
+
+from beamtok.cli import main
+
+main()

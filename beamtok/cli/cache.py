@@ -1,0 +1,211 @@
+"""``beamtok cache``: build (or complete) a Parquet cache with Apache Beam, from options of
+the one cache-option table (``beamtok.cache_options``), a YAML file of them, or a data config."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from beamtok.cache_options import CACHE_OPTIONS, defaults, names
+from beamtok.cli.app import log_options, main, user_errors
+from beamtok.cli.beam_logs import quiet_beam_logs
+from beamtok.cli.interrupt import interrupted_build
+from beamtok.cli.job_plan import show_job_plan
+
+__all__ = ["cache", "load_cache_config", "named_chat_template_option"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CACHE_KEYS = names("input", "dataset", "build")  # what a --config YAML file may set
+CACHE_DEFAULTS = defaults("input", "dataset", "build")
+
+
+def build_cache_dataset(options: dict[str, Any]) -> Any:
+    """The on-the-fly dataset whose per-shard step the cache stores."""
+    from beamtok.dataset_options import dataset_from_options, on_the_command_line
+    from beamtok.errors import ConfigError
+
+    if not options.get("output"):
+        raise ConfigError("missing --output")
+    return named_chat_template_option(dataset_from_options)(options, on_the_command_line)
+
+
+def cache_options(fn: F) -> F:
+    """The command-line options of every command-line entry of the table."""
+    for option in reversed([o for o in CACHE_OPTIONS if o.command_line]):
+        names_ = [option.cli_name] + (["-o"] if option.name == "output" else [])
+        if option.switch:
+            decorator = click.option(f"{option.cli_name}/--no-{option.cli_name[2:]}", default=None, help=option.help)
+        elif option.flag:
+            decorator = click.option(*names_, is_flag=True, default=None, help=option.help)
+        elif option.choices is not None:
+            decorator = click.option(*names_, type=click.Choice(list(option.choices)), help=option.help)
+        else:
+            decorator = click.option(*names_, type=option.type, help=option.help)
+        fn = decorator(fn)
+    return fn
+
+
+def load_cache_config(path: str | None) -> dict[str, Any]:
+    """Options from a YAML file: the long option names (dashes or underscores), plus
+    ``beam_options`` as a mapping or a list of ``--name=value`` strings."""
+    if path is None:
+        return {}
+    import yaml
+
+    from beamtok.errors import ConfigError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of option names to values")
+    config = {str(k).replace("-", "_"): v for k, v in data.items()}
+    unknown = sorted(set(config) - set(CACHE_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown option(s) {unknown}; known: {list(CACHE_KEYS)}")
+    if isinstance(config.get("urls"), str):
+        config["urls"] = [config["urls"]]
+    beam_options = config.get("beam_options", [])
+    if isinstance(beam_options, dict):
+        from beamtok.cache_options import beam_args
+
+        config["beam_options"] = beam_args(beam_options)
+    elif not isinstance(beam_options, list):
+        raise ConfigError(f"{path}: beam_options must be a mapping or a list of --name=value strings")
+    return config
+
+
+def named_chat_template_option(fn: F) -> F:
+    """``fn`` whose missing-chat-template error names the command-line option."""
+    from beamtok.transforms.sft import NoChatTemplate
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except NoChatTemplate as e:
+            raise NoChatTemplate(e.tokenizer_name, "--chat-template FILE (a Jinja template)") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _is_data_config(path: str) -> bool:
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError):
+        return False  # load_cache_config reports it
+    return isinstance(data, dict) and "datasets" in data
+
+
+def _cache_data_config(path: str, beam_args: list[str], quiet: bool) -> None:
+    """Build the cache of every dataset of a data config that names one."""
+    from beamtok.beam.run import run_cache
+    from beamtok.data_config import load_config
+    from beamtok.errors import ConfigError
+
+    config = load_config(path)
+    if not config.caches:
+        raise ConfigError(f"{path}: no dataset names a cache directory (cache: DIR)")
+    for name, directory in config.caches.items():
+        ds = config.datasets[name]
+        started = time.perf_counter()
+        with interrupted_build(directory):
+            manifest = run_cache(ds.spec, ds.shards, directory, beam_args, progress=not quiet)
+        totals = manifest.totals
+        click.echo(
+            f"{name}: cache {directory}: {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens "
+            f"({time.perf_counter() - started:.1f}s), spec {manifest.fingerprint}"
+        )
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("urls", nargs=-1)
+@cache_options
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML file with any of these options, or a data config (datasets: ...): builds every cache it names.")
+@log_options
+@click.pass_context
+@user_errors
+def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, quiet: bool, **flags: Any) -> None:
+    """Tokenize and pack URLS into a Parquet cache with Apache Beam.
+
+    \b
+    URLS are files or patterns: train.{00..31}.jsonl.gz, data/*.parquet, s3://bucket/x.jsonl.
+    Every other option is passed to Beam as a pipeline option; write them as --name=value:
+      --runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp
+      --direct_running_mode=multi_processing --direct_num_workers=2
+    Local runs (no --runner, or DirectRunner) use Beam's FnApiRunner and never touch the
+    network. Re-running completes an unfinished cache and skips finished shards.
+
+    \b
+    Example:
+      beamtok cache 'data/corpus/shakespeare-{00..03}.jsonl' --output build/cache \\
+          --tokenizer data/tokenizers/gpt2 --seq-len 1024
+    """
+    from beamtok.beam.options import check_beam_args, split_command_line
+    from beamtok.errors import ConfigError
+
+    if config_path is not None and _is_data_config(config_path):
+        own = [name for param in ctx.command.params for name in param.opts if name.startswith("-")]
+        positional, passthrough = split_command_line([*urls, *ctx.args], own)
+        given = [f"--{name.replace('_', '-')}" for name, value in flags.items() if value is not None] + (["URLS"] if positional else [])
+        if given:
+            raise ConfigError(f"{config_path} is a data config: it names every dataset's options; drop {', '.join(sorted(given))}")
+        _cache_data_config(config_path, passthrough, quiet)
+        return
+    options = {**CACHE_DEFAULTS, **load_cache_config(config_path)}
+    options.update({k: v for k, v in flags.items() if v is not None})
+    # Options click does not know land among the URLs, in command-line order; Beam's parser
+    # decides which are its options (and which next token is an option's value).
+    own = [name for param in ctx.command.params for name in param.opts if name.startswith("-")]
+    positional, passthrough = split_command_line([*urls, *ctx.args], own)
+    if positional or "urls" not in options:
+        options["urls"] = positional
+    configured = check_beam_args(options["beam_options"], where=f"{config_path}: beam_options: ")
+    ds = build_cache_dataset(options)
+    beam_args = [*configured, *passthrough]
+    quiet_beam_logs()
+    from beamtok.beam.dry_run import is_dry_run
+
+    if is_dry_run(beam_args):
+        show_job_plan(ds, options, beam_args)
+        return
+    from beamtok.beam.run import run_cache
+    from beamtok.cache.ranges import split_bytes_option
+
+    started = time.perf_counter()
+    counters: dict[str, int] = {}
+    with interrupted_build(options["output"]):
+        manifest = run_cache(
+            ds.spec,
+            ds.shards,
+            options["output"],
+            beam_args,
+            overwrite=options["overwrite"],
+            progress=not quiet,
+            row_group_rows=options.get("row_group_rows"),
+            row_group_bytes=options.get("row_group_bytes"),
+            split_bytes=split_bytes_option(options.get("split_bytes")),
+            on_counters=counters.update,
+        )
+    totals = manifest.totals
+    seconds = time.perf_counter() - started
+    click.echo(
+        f"cache {options['output']}: {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens "
+        f"({totals['tokens'] / seconds / 1e6:.2f}M tokens/s), documents {json.dumps(totals['documents'])}, spec {manifest.fingerprint}"
+    )
+    if counters and not quiet:
+        shown = ("shards_written", "shards_reused", "split_shards", "ranges", "documents", "skipped_documents", "examples", "tokens")
+        click.echo("Beam counters: " + ", ".join(f"{name} {counters.get(name, 0):,}" for name in shown))

@@ -1,0 +1,63 @@
+"""Opening a local path or a remote URL for binary reading, decompressing on request."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import lzma
+from typing import IO, cast
+
+from beamtok.errors import InputError
+from beamtok.sources.urls import is_remote, local_path
+from beamtok.sources.zstd_stream import ZstdReader
+
+__all__ = ["COMPRESSED_SUFFIXES", "is_compressed", "open_url"]
+
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".xz")
+
+
+def is_compressed(url: str) -> bool:
+    return url.lower().endswith(COMPRESSED_SUFFIXES)
+
+
+def open_url(url: str, *, decompress: bool) -> IO[bytes]:
+    """Open a local path or remote URL for binary reading, with a clear error if it cannot be.
+
+    With ``decompress``, .gz/.zst/.bz2/.xz files are decompressed as a stream. Local files
+    are opened directly: importing smart_open (and the cloud clients it registers) costs a
+    quarter of a second in every process that opens its first file.
+    """
+    try:
+        raw: IO[bytes]
+        if "://" not in url or url.startswith("file://"):
+            raw = open(local_path(url), "rb")
+        else:
+            import smart_open
+
+            raw = smart_open.open(url, "rb", compression="disable")
+    except FileNotFoundError as e:
+        raise InputError(f"{url}: file not found") from e
+    except PermissionError as e:
+        raise InputError(f"{url}: permission denied") from e
+    except OSError as e:
+        raise InputError(f"{url}: cannot open: {e}") from e
+    except Exception as e:  # remote clients raise their own types (botocore, requests, ...)
+        if is_remote(url):
+            raise InputError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
+        raise
+    return _decompressed(url, raw) if decompress else raw
+
+
+def _decompressed(url: str, raw: IO[bytes]) -> IO[bytes]:
+    name = url.lower()
+    if name.endswith(".gz"):
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
+    if name.endswith((".zst", ".zstd")):
+        return io.BufferedReader(ZstdReader(raw), buffer_size=1 << 20)
+    if name.endswith(".bz2"):
+        import bz2
+
+        return bz2.BZ2File(raw)
+    if name.endswith(".xz"):
+        return lzma.LZMAFile(raw)
+    return raw

@@ -1,0 +1,184 @@
+"""The per-shard stages of the fluent Dataset: reading documents (map, filter), tokenizing
+(plain, SFT, chat), BOS/EOS, length filters, and packing. Each adds one step (or the packing)
+to the spec of the dataset's shard root: what the Beam cache pipeline runs too. They come
+before any stream stage; a root that has no single spec (a mix) refuses them by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from beamtok.errors import ConfigError
+from beamtok.spec import PackSpec, callable_name
+from beamtok.steps import BosEosStep, ChatStep, FilterStep, LengthFilterStep, MapStep, SftStep, Step, TokenizeStep
+from beamtok.stream.pipeline import Pipeline
+from beamtok.stream.roots.shards import ShardsRoot
+from beamtok.transforms.sft import ChatTemplate, load_template_source
+from beamtok.transforms.tokenize import Tokenizer, TokenizerRef, load_tokenizer
+from beamtok.validate import check_choice
+
+__all__ = ["PerShardStages"]
+
+D = TypeVar("D", bound="PerShardStages")
+
+
+class PerShardStages:
+    """The per-shard stage methods of ``Dataset`` (which holds ``_pipeline``)."""
+
+    _pipeline: Pipeline
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+
+    def _with_root(self: D, root: ShardsRoot) -> D:
+        return type(self)(dataclasses.replace(self._pipeline, root=root))
+
+    def map(self: D, fn: Callable[[dict[str, Any]], dict[str, Any]], *, name: str | None = None) -> D:
+        """Transform each document record (before or after tokenize)."""
+        return self._add_step(MapStep(name or callable_name(fn), fn))
+
+    def filter(self: D, fn: Callable[[dict[str, Any]], bool], *, name: str | None = None) -> D:
+        """Keep documents for which ``fn(record)`` is true; others count as ``filtered``."""
+        return self._add_step(FilterStep(name or callable_name(fn), fn))
+
+    def tokenize(self: D, tokenizer: Any, *, field: str | None = None, add_special_tokens: bool = True, backend: str = "auto") -> D:
+        """Tokenize the text field with a fast tokenizer (a path, hub name or loaded tokenizer).
+
+        ``backend="auto"`` encodes through tiktoken, several times faster, when the tokenizer
+        is byte-level BPE that tiktoken reproduces exactly (GPT-2, cl100k, o200k, Llama-3 and
+        the like: checked from its files, then on probe strings), and through Hugging Face
+        ``tokenizers`` otherwise; ``"tiktoken"`` insists on the fast path (refusing a tokenizer
+        it cannot reproduce), ``"hf"`` never takes it. The tokens, and so the fingerprints and
+        states, are the same whichever runs.
+        """
+        self._root_for_steps("tokenize").origin.check_step("tokenize")
+        tok = load_tokenizer(tokenizer)
+        step = TokenizeStep(tok.ref(), field or self._pipeline.root.spec.source.text_field, add_special_tokens, backend)
+        if backend == "tiktoken":
+            tok.tiktoken()  # refuse now a tokenizer tiktoken cannot reproduce
+        return self._add_step(step)
+
+    def tokenize_sft(
+        self: D,
+        tokenizer: Any,
+        *,
+        prompt: str = "prompt",
+        completion: str = "completion",
+        max_length: int | None = None,
+        truncation: str = "completion_tail",
+        bos: bool | None = None,
+    ) -> D:
+        """Tokenize prompt/completion records: ``[BOS] prompt completion EOS``, loss on the
+        completion and EOS only (``labels`` -100 elsewhere). ``completion="completion"`` also
+        accepts a ``generation`` field. Longer than ``max_length``: ``truncation`` cuts the
+        completion's tail, the prompt's head, or drops the example (all counted).
+        ``bos=None`` follows the tokenizer's own policy (GPT-2 adds none)."""
+        self._root_for_steps("tokenize_sft").origin.check_step("tokenize_sft")
+        tok = load_tokenizer(tokenizer)
+        step = SftStep(tok.ref(), _bos_policy(tok, bos), max_length, truncation, prompt=prompt, completion=completion)
+        return self._add_step(step)
+
+    def tokenize_chat(
+        self: D,
+        tokenizer: Any,
+        *,
+        template: str | None = None,
+        messages: str = "messages",
+        max_length: int | None = None,
+        truncation: str = "completion_tail",
+        bos: bool | None = None,
+    ) -> D:
+        """Tokenize chat records (``messages: [{role, content}, ...]``) rendered with a Jinja
+        ``template`` (a file or a string; default: the tokenizer's chat template). Only
+        assistant turns, each followed by EOS, are trained."""
+        self._root_for_steps("tokenize_chat").origin.check_step("tokenize_chat")
+        tok = load_tokenizer(tokenizer)
+        source = load_template_source(template, tok.chat_template, tok.name)
+        step = ChatStep(tok.ref(), _bos_policy(tok, bos), max_length, truncation, template=source, messages=messages)
+        ChatTemplate(source, tok.bos_token, tok.eos_token)  # fail now on a template that does not parse
+        return self._add_step(step)
+
+    def ensure_bos_eos(self: D, *, bos: bool = True, eos: bool = True) -> D:
+        """Add BOS/EOS where a document lacks them (GPT-2, whose BOS is its EOS, included)."""
+        if any(s.SUPERVISED for s in self._root_for_steps("ensure_bos_eos").spec.steps):
+            raise ConfigError("ensure_bos_eos(): tokenize_sft/tokenize_chat already place BOS and EOS")
+        ref = self._tokenizer_ref("ensure_bos_eos")
+        if bos and ref.bos_id is None:
+            raise ConfigError(f"tokenizer {ref.name!r} has no BOS token; call ensure_bos_eos(bos=False)")
+        if eos and ref.eos_id is None:
+            raise ConfigError(f"tokenizer {ref.name!r} has no EOS token; call ensure_bos_eos(eos=False)")
+        return self._add_step(BosEosStep(ref.bos_id if bos else None, ref.eos_id if eos else None))
+
+    def filter_length(self: D, *, min_tokens: int | None = None, max_tokens: int | None = None) -> D:
+        """Skip documents shorter or longer than these token counts (counted as too_short/too_long)."""
+        return self._add_step(LengthFilterStep(min_tokens, max_tokens))
+
+    def concat_chunk(self: D, seq_len: int, *, remainder: str = "pad") -> D:
+        """Concatenate documents and cut rows of ``seq_len`` tokens, with segment/position ids.
+
+        ``remainder`` says what happens to a shard's last partial row: ``pad`` it, ``drop`` it
+        (its tokens are counted as dropped) or ``keep`` it shorter.
+        """
+        return self._set_pack("concat_chunk", "concat", seq_len, remainder=remainder)
+
+    def pad(self: D, seq_len: int) -> D:
+        """One document (or SFT example) a row, truncated (counted) and padded to ``seq_len``."""
+        return self._set_pack("pad", "pad", seq_len)
+
+    def pack_examples(self: D, seq_len: int, *, method: str = "greedy", window: int = 64) -> D:
+        """Pack whole examples into padded rows of ``seq_len``, never splitting one.
+
+        ``greedy`` fills rows in order; ``first_fit`` packs each window of ``window`` examples
+        first-fit-decreasing, wasting less padding. Segment and position ids restart per
+        example; examples longer than ``seq_len`` are skipped and counted as ``too_long``
+        (set ``max_length`` on tokenize_sft/tokenize_chat to truncate them instead). The same
+        holds when packing an unpacked cache at read time.
+        """
+        check_choice(method, "method", ("greedy", "first_fit"))
+        return self._set_pack("pack_examples", method, seq_len, window=window if method == "first_fit" else None)
+
+    def sliding_window(self: D, seq_len: int, *, stride: int | None = None) -> D:
+        """Windows of ``seq_len`` tokens every ``stride`` tokens (default: no overlap).
+
+        Overlapped tokens are masked out of the loss in every window but a document's first.
+        """
+        return self._set_pack("sliding_window", "window", seq_len, stride=stride if stride is not None else seq_len)
+
+    # -------------------------------------------------------------- helpers
+
+    def _root_for_steps(self, name: str) -> ShardsRoot:
+        """The shard root a per-shard stage ``name`` changes, refusing it after stream stages."""
+        root = self._pipeline.root.shard_root(f"{name}()")
+        if self._pipeline.stages:
+            raise ConfigError(f"{name}() is a per-shard stage; call it before shuffle/batch/take/enumerate")
+        return root
+
+    def _add_step(self: D, step: Step) -> D:
+        name = step.OP
+        root = self._root_for_steps(name)
+        root.origin.check_step(name)
+        if root.spec.pack is not None:
+            raise ConfigError(f"{name}() works on documents; call it before the packing stage")
+        return self._with_root(root.with_spec(dataclasses.replace(root.spec, steps=(*root.spec.steps, step))))
+
+    def _set_pack(self: D, name: str, mode: str, seq_len: int, **kwargs: Any) -> D:
+        root = self._root_for_steps(name)
+        root.origin.check_pack(name)
+        if root.spec.pack is not None:
+            raise ConfigError(f"{name}(): the dataset is already packed ({root.spec.pack.mode})")
+        ref = self._tokenizer_ref(name)
+        pack = PackSpec(mode, seq_len, ref.pad_id, **kwargs)  # type: ignore[arg-type]
+        return self._with_root(root.with_spec(dataclasses.replace(root.spec, pack=pack)))
+
+    def _tokenizer_ref(self, name: str) -> TokenizerRef:
+        ref = self._root_for_steps(name).spec.tokenizer
+        if ref is None:
+            raise ConfigError(f"{name}() needs tokens: call tokenize() before it")
+        return ref
+
+
+def _bos_policy(tok: Tokenizer, bos: bool | None) -> bool:
+    """An explicit BOS choice, or the tokenizer's own policy."""
+    return tok.adds_bos() if bos is None else bos

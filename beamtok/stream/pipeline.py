@@ -1,0 +1,92 @@
+"""A stream as data: its root plan, how readers split it, and its stream stages.
+
+The :class:`Pipeline` is what a ``Dataset`` holds and what an iterator runs: it computes the
+fingerprints a state is stamped with, the parts a state's ``about`` keeps, and builds the live
+stream for one reader (the root's source and node, then each stage over it). It never asks
+what kind of root it holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from beamtok.backends.workers import dataloader_worker
+from beamtok.spec import fingerprint_of
+from beamtok.stream.node import Node, Stage, StreamContext
+from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.roots.base import RootPlan
+
+__all__ = ["Pipeline", "state_split"]
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """``root`` read by the reader ``reader`` declares (rank, world size, split mode; its
+    DataLoader worker is found when iterating), then ``stages`` in order."""
+
+    root: RootPlan
+    reader: ReaderSplit = dataclasses.field(default_factory=ReaderSplit)
+    stages: tuple[Stage, ...] = ()
+
+    @property
+    def spec_fingerprint(self) -> str:
+        return self.root.spec_fingerprint
+
+    @property
+    def stream_fingerprint(self) -> str:
+        return self.stream_fingerprint_for(self.reader.world_size)
+
+    def stream_fingerprint_for(self, world_size: int) -> str:
+        """The stream fingerprint of this pipeline read by ``world_size`` ranks."""
+        reader = dataclasses.replace(self.reader, rank=0, world_size=world_size)
+        return fingerprint_of({**self.root.fingerprint_json(reader), "stages": [s.to_json() for s in self.stages]})
+
+    def parts(self) -> dict[str, Any]:
+        """Each part of the stream (not the reader's rank or world size), by name, in the order
+        a refused resume lists them: the root's options, the stages, the root's data."""
+        out = dict(self.root.option_parts(self.reader))
+        for i, stage in enumerate(self.stages):
+            out[f"stage {i + 1} ({stage.NAME})"] = {k: v for k, v in stage.to_json().items() if k != "stage"}
+        out.update(self.root.content_parts())
+        return out
+
+    def reader_split(self) -> ReaderSplit:
+        """This process's reader: the declared rank and split, and its DataLoader worker."""
+        worker, num_workers = dataloader_worker()
+        return dataclasses.replace(self.reader, worker=worker, num_workers=num_workers)
+
+    def build(self, split: ReaderSplit, stages: int | None = None) -> tuple[Any, Node]:
+        """The live stream for reader ``split``: the root's source (for stats, closing and
+        seeks) and the last node (after the first ``stages`` stages, or all)."""
+        source, node = self.root.build(split)
+        for depth, stage in enumerate(self.stages[:stages]):
+            context = StreamContext(pad_id=self.root.pad_id, rebuild=functools.partial(self.build, stages=depth))
+            node = stage.build(node, context)
+        return source, node
+
+    def explain(self, state: dict[str, Any]) -> list[str]:
+        """The pipeline position of ``state`` (a whole state's ``pipeline``) in words, stage by
+        stage from the root, each described by its own kind."""
+        split = state_split(state)
+        node = state.get("pipeline")
+        chain = []
+        for _ in self.stages:
+            if not isinstance(node, dict):
+                break
+            chain.append(node)
+            node = node.get("upstream")
+        lines = self.root.explain(node, split)
+        for i, (stage, own) in enumerate(zip(self.stages, reversed(chain))):
+            lines.append(f"stage {i + 1} ({stage.NAME}): {stage.describe_state(own)}")
+        return lines
+
+
+def state_split(state: dict[str, Any]) -> ReaderSplit | None:
+    """The reader a state names, or None when it names none readable."""
+    try:
+        return ReaderSplit(**state["split"])
+    except Exception:
+        return None

@@ -1,0 +1,122 @@
+"""What every root of a stream is made of: a frozen plan that builds the live source.
+
+A stream is a root plan followed by stream stages. The plan (a :class:`RootPlan`) is frozen:
+it says where examples come from (shards read on the fly or from a cache, a mix of datasets,
+a global shuffle of a cache's rows), writes the JSON its stream fingerprint covers, lists its
+parts for the state's ``about`` (so a refused resume names what changed), describes a saved
+state of its source in words, and builds the live source for one reader. The facade
+(``Dataset``) holds ``(root, reader, stages)`` and asks the root; it never asks what kind of
+root it holds. A new root is one plan module here (with its live source, or beside it) and
+one constructor on ``Dataset``.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from beamtok.errors import ConfigError
+from beamtok.stream.node import Node
+from beamtok.stream.reader_split import ReaderSplit
+
+if TYPE_CHECKING:
+    from beamtok.sources.urls import Shard
+    from beamtok.spec import Spec
+    from beamtok.stream.roots.shards import ShardsRoot
+
+__all__ = ["RootPlan", "root_plan_named"]
+
+
+class RootPlan(abc.ABC):
+    """A stream's root: where its examples come from, before any stream stage."""
+
+    KIND: ClassVar[str]  # the root's name in descriptions (``shard source``, ``mix``...)
+
+    @abc.abstractmethod
+    def build(self, split: ReaderSplit) -> tuple[Any, Node]:
+        """The live root for reader ``split``: ``(source, node)``, where ``source`` keeps the
+        stats, closes workers and seeks (``state_at``), and ``node`` is what the first stage
+        reads (the source itself, or a split of its examples between readers)."""
+
+    @abc.abstractmethod
+    def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        """What the stream fingerprint covers of this root, for readers split as ``reader``
+        (the stages are added by the caller under ``"stages"``)."""
+
+    @property
+    @abc.abstractmethod
+    def spec_fingerprint(self) -> str:
+        """The fingerprint of the per-shard step(s) behind this root."""
+
+    @abc.abstractmethod
+    def option_parts(self, reader: ReaderSplit) -> dict[str, Any]:
+        """The root's options as named parts of a state's ``about``."""
+
+    @abc.abstractmethod
+    def content_parts(self) -> dict[str, Any]:
+        """The root's data (shard lists, steps, packing, mixing rule) as named parts."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """One line: what this root reads."""
+
+    @classmethod
+    @abc.abstractmethod
+    def declared_in(cls, about: dict[str, Any]) -> bool:
+        """Whether a state's ``about`` (its parts by name) was written by a root of this kind."""
+
+    @classmethod
+    @abc.abstractmethod
+    def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
+        """Lines describing a saved state of this root's node (with ``shards``, the files of
+        the pipeline it belongs to, shards are named by file)."""
+
+    def explain(self, state: Any, split: ReaderSplit | None) -> list[str]:
+        """Lines describing a saved state of this root, with the shards it reads named by file."""
+        return self.describe_state(state, split, self.shards)
+
+    # What every root answers, most by refusing: the facade asks, never checks the kind.
+
+    @property
+    def pad_id(self) -> int:
+        return self.spec.pad_id
+
+    @property
+    def spec(self) -> Spec:
+        """The per-shard step behind this root."""
+        raise ConfigError(f"a {self.KIND} has no single spec")
+
+    @property
+    def shards(self) -> tuple[Shard, ...]:
+        return ()
+
+    @property
+    def cached(self) -> bool:
+        return False
+
+    @property
+    def sources(self) -> tuple[RootPlan, ...]:
+        """The roots this one reads from (a mix: its sources; others: itself)."""
+        return (self,)
+
+    def shard_root(self, what: str) -> ShardsRoot:
+        """The plain shard root behind this one, to add per-shard stages or cache it;
+        ``what`` names the call in the refusal."""
+        raise ConfigError(f"{what}: not on a {self.KIND}")
+
+    def with_options(self, **changes: Any) -> RootPlan:
+        """This root with other shard options (``epochs``, ``shuffle_seed``, ``interleave``,
+        ``workers``), or a ConfigError naming what the root cannot take."""
+        raise ConfigError(f"{', '.join(sorted(changes))}: not on a {self.KIND}")
+
+
+def root_plan_named(about: dict[str, Any]) -> type[RootPlan] | None:
+    """The kind of root whose parts a state's ``about`` lists (each kind's parts tell it
+    apart), or None."""
+    pending: list[type[RootPlan]] = list(RootPlan.__subclasses__())
+    while pending:
+        kind = pending.pop()
+        pending.extend(kind.__subclasses__())
+        if not getattr(kind, "__abstractmethods__", None) and kind.declared_in(about):
+            return kind
+    return None

@@ -1,0 +1,95 @@
+"""The global-shuffle root: every row of a packed cache once per epoch, in a keyed
+permutation over the whole cache (or within windows of rows); its live source is
+:class:`~beamtok.stream.global_shuffle.GlobalShuffleSource`. Readers take every k-th
+position of the one order, so it splits the data between readers itself."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from beamtok.errors import ConfigError
+from beamtok.sources.urls import Shard
+from beamtok.spec import Spec
+from beamtok.stream.global_shuffle import GlobalShuffleSource
+from beamtok.stream.node import Node
+from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.roots.base import RootPlan
+from beamtok.stream.roots.shards import ShardsRoot, option_parts
+from beamtok.validate import check_int, check_optional_int
+
+__all__ = ["GlobalShuffleRoot"]
+
+
+@dataclass(frozen=True)
+class GlobalShuffleRoot(RootPlan):
+    """A packed cache's rows (``base``: its shard root) in the permutation keyed by ``seed``."""
+
+    KIND = "global shuffle"
+
+    base: ShardsRoot
+    seed: int = 0
+    window: int | None = None
+
+    def __post_init__(self) -> None:
+        check_int(self.seed, "seed")
+        check_optional_int(self.window, "window", minimum=1)
+        o = self.base.options
+        if o.shuffle_seed is not None or o.interleave != 1 or o.workers:
+            raise ConfigError("global_shuffle() replaces shuffle_shards(), interleave() and parallel(); drop them")
+        if self.base.origin.row_access(self.base.spec) is None:
+            raise ConfigError("global_shuffle() needs random access to rows: a packed cache (Dataset.from_cache), not repacked")
+
+    @property
+    def spec(self) -> Spec:
+        return self.base.spec
+
+    @property
+    def shards(self) -> tuple[Shard, ...]:
+        return self.base.shards
+
+    @property
+    def cached(self) -> bool:
+        return self.base.cached
+
+    @property
+    def spec_fingerprint(self) -> str:
+        return self.base.spec_fingerprint
+
+    def build(self, split: ReaderSplit) -> tuple[GlobalShuffleSource, Node]:
+        rows = self.base.origin.row_access(self.base.spec)
+        assert rows is not None  # checked when the plan was made
+        source = GlobalShuffleSource(rows, seed=self.seed, window=self.window, epochs=self.base.options.epochs, split=split)
+        return source, source
+
+    def _options_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        return {**self.base.options.to_json(reader), "global_shuffle": {"seed": self.seed, "window": self.window}}
+
+    def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        return {**self.base.fingerprint_json(reader), "options": self._options_json(reader)}
+
+    def option_parts(self, reader: ReaderSplit) -> dict[str, Any]:
+        return option_parts(self._options_json(reader))
+
+    def content_parts(self) -> dict[str, Any]:
+        return self.base.content_parts()
+
+    def describe(self) -> str:
+        return f"global_shuffle(seed={self.seed}, window={self.window}) of {self.base.describe()}"
+
+    @classmethod
+    def declared_in(cls, about: dict[str, Any]) -> bool:
+        return "global_shuffle" in about
+
+    @classmethod
+    def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
+        return GlobalShuffleSource.describe_state(state, indent)
+
+    def shard_root(self, what: str) -> ShardsRoot:
+        raise ConfigError(f"{what}: call it before global_shuffle()")
+
+    def with_options(self, **changes: Any) -> GlobalShuffleRoot:
+        if set(changes) - {"epochs"}:
+            raise ConfigError("global_shuffle() replaces shuffle_shards(), interleave() and parallel()")
+        return dataclasses.replace(self, base=self.base.with_options(**changes))

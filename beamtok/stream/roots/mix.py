@@ -1,0 +1,120 @@
+"""The mix root: several datasets' shard roots mixed by weight, decided globally (see
+``beamtok.stream.mix`` for the rule); its live source is
+:class:`~beamtok.stream.mix.MixSource` over one shard source per dataset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from beamtok.errors import ConfigError
+from beamtok.sources.urls import Shard
+from beamtok.spec import Spec, fingerprint_of
+from beamtok.stream.mix import MixPlan, MixSource
+from beamtok.stream.node import Node
+from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.roots.base import RootPlan
+from beamtok.stream.roots.shards import ShardsRoot, option_parts
+from beamtok.stream.source import ShardOptions, ShardSource
+from beamtok.stream.split import ExampleSplitNode
+
+__all__ = ["MixRoot"]
+
+
+@dataclass(frozen=True)
+class MixRoot(RootPlan):
+    """The mixed datasets' roots and the mixing rule (weights or a schedule, seed, stop rule)."""
+
+    KIND = "mix"
+
+    mixed: tuple[ShardsRoot, ...]
+    plan: MixPlan
+
+    def __post_init__(self) -> None:
+        for i, source in enumerate(self.mixed):
+            if self.plan.stop != "first_exhausted" and source.options.epochs != 1:
+                raise ConfigError(f"mix source {i} sets repeat(); with stop={self.plan.stop!r} the mix restarts exhausted sources itself")
+        pads = {source.spec.pad_id for source in self.mixed}
+        if len(pads) > 1:
+            raise ConfigError(f"mix sources pad with different token ids {sorted(pads)}: they use different tokenizers")
+
+    @property
+    def pad_id(self) -> int:
+        return self.mixed[0].spec.pad_id
+
+    @property
+    def spec(self) -> Spec:
+        raise ConfigError("a mix has one spec per source: see ds.sources[i].spec")
+
+    @property
+    def sources(self) -> tuple[RootPlan, ...]:
+        return self.mixed
+
+    @property
+    def spec_fingerprint(self) -> str:
+        # the same for on-the-fly and cached twins of every source
+        return fingerprint_of({"mix": self.plan.to_json(), "sources": [s.spec_fingerprint for s in self.mixed]})
+
+    def build(self, split: ReaderSplit) -> tuple[MixSource, Node]:
+        forever = self.plan.stop != "first_exhausted"  # exhausted sources restart, reshuffled by their epoch
+        children = []
+        for i, root in enumerate(self.mixed):
+            try:
+                children.append((root.with_options(epochs=None) if forever else root).source(split))
+            except ConfigError as error:
+                raise ConfigError(f"mix source {i}: {error}") from None
+        source = MixSource(children, self.plan, split)
+        node: Node = ExampleSplitNode(source, split.part, split.parts) if split.mode == "examples" else source
+        return source, node
+
+    def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        return {"mix": [s.stream_fingerprint() for s in self.mixed], "options": ShardOptions().to_json(reader)}
+
+    def option_parts(self, reader: ReaderSplit) -> dict[str, Any]:
+        return option_parts(ShardOptions().to_json(reader))
+
+    def content_parts(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mix": self.plan.to_json()}
+        for i, source in enumerate(self.mixed):
+            out.update(source.content_parts(f"mix source {i} "))
+            out[f"mix source {i} options"] = source.options.to_json(ReaderSplit())
+        return out
+
+    def describe(self) -> str:
+        return f"mix of {len(self.mixed)} ({'; '.join(s.describe() for s in self.mixed)})"
+
+    @classmethod
+    def declared_in(cls, about: dict[str, Any]) -> bool:
+        return "mix" in about
+
+    @classmethod
+    def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
+        """``shards`` are not used: a mix's sources each have their own (see
+        :meth:`describe_mix_state`)."""
+        return cls.describe_mix_state(state, split, None, indent)
+
+    @classmethod
+    def describe_mix_state(
+        cls, state: Any, split: ReaderSplit | None, sources: tuple[tuple[Shard, ...], ...] | None, indent: str = ""
+    ) -> list[str]:
+        """Lines describing a mix's state, each source's shards named by file where given."""
+        lines: list[str] = []
+        if split is not None and split.mode == "examples" and isinstance(state, dict) and "upstream" in state:
+            lines.append(f"{indent}{ExampleSplitNode.describe_state(state)}")
+            state = state["upstream"]
+        lines += MixSource.describe_state(state, indent)
+        children = state.get("sources") if isinstance(state, dict) else None
+        for i, child in enumerate(children if isinstance(children, list) else []):
+            shards = sources[i] if sources is not None and i < len(sources) else None
+            lines.append(f"{indent}  mix source {i}:")
+            lines += ShardSource.describe_state(child, shards, indent + "    ")
+        return lines
+
+    def explain(self, state: Any, split: ReaderSplit | None) -> list[str]:
+        return self.describe_mix_state(state, split, tuple(s.shards for s in self.mixed))
+
+    def shard_root(self, what: str) -> ShardsRoot:
+        raise ConfigError(f"{what}: set it on each source of the mix, before Dataset.mix()")
+
+    def with_options(self, **changes: Any) -> MixRoot:
+        raise ConfigError(f"{', '.join(sorted(changes))}: set it on each source of the mix, before Dataset.mix()")

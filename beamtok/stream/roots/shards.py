@@ -1,0 +1,121 @@
+"""The shard root: files (or in-memory data, or a cache) read shard by shard.
+
+Its live source is :class:`~beamtok.stream.source.ShardSource`: the shards of each epoch in
+order (shuffled by seed), this reader's share of them, ``interleave`` open at once, through
+the backend its origin makes (the per-shard step run now, in worker processes, or a cache's
+rows). Readers that split by examples read the whole stream through an
+:class:`~beamtok.stream.split.ExampleSplitNode`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from beamtok.backends.on_the_fly import OnTheFlyOrigin
+from beamtok.backends.protocol import ShardOrigin
+from beamtok.sources.urls import Shard
+from beamtok.spec import Spec, fingerprint_of
+from beamtok.stream.node import Node
+from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.roots.base import RootPlan
+from beamtok.stream.source import ShardOptions, ShardSource
+from beamtok.stream.split import ExampleSplitNode
+
+__all__ = ["OPTION_NAMES", "ShardsRoot", "option_parts"]
+
+# how the options read in a refused resume's message
+OPTION_NAMES = {"shuffle_seed": "shuffle_shards seed", "interleave": "open shards (interleave)", "split": "rank split"}
+
+
+@dataclass(frozen=True)
+class ShardsRoot(RootPlan):
+    """Shards, the per-shard step that turns them into examples, where they are read from,
+    and how the source orders and opens them."""
+
+    KIND = "shard source"
+
+    files: tuple[Shard, ...]
+    step: Spec
+    origin: ShardOrigin = dataclasses.field(default_factory=OnTheFlyOrigin, compare=False)
+    options: ShardOptions = dataclasses.field(default_factory=ShardOptions)
+
+    @property
+    def spec(self) -> Spec:
+        return self.step
+
+    @property
+    def shards(self) -> tuple[Shard, ...]:
+        return self.files
+
+    @property
+    def cached(self) -> bool:
+        return self.origin.cached
+
+    @property
+    def spec_fingerprint(self) -> str:
+        return self.step.fingerprint
+
+    def source(self, split: ReaderSplit) -> ShardSource:
+        """The live shard source for reader ``split``."""
+        return ShardSource(list(self.files), self.origin.backend(self.step, self.options.workers), self.options, split)
+
+    def build(self, split: ReaderSplit) -> tuple[ShardSource, Node]:
+        source = self.source(split)
+        node: Node = ExampleSplitNode(source, split.part, split.parts) if split.mode == "examples" else source
+        return source, node
+
+    def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        urls = hashlib.sha256("\n".join(s.url for s in self.files).encode()).hexdigest()[:20]
+        return {"shards": len(self.files), "urls": urls, "options": self.options.to_json(reader)}
+
+    def stream_fingerprint(self) -> str:
+        """The stream fingerprint of this root alone, read by one reader with no stage."""
+        return fingerprint_of({**self.fingerprint_json(ReaderSplit()), "stages": []})
+
+    def option_parts(self, reader: ReaderSplit) -> dict[str, Any]:
+        return option_parts(self.options.to_json(reader))
+
+    def content_parts(self, prefix: str = "") -> dict[str, Any]:
+        spec = self.step.to_json()
+        out: dict[str, Any] = {f"{prefix}shard list": {"count": len(self.files), "urls": [s.url for s in self.files]}}
+        out[f"{prefix}input format"] = spec["source"]
+        for i, step in enumerate(spec["steps"]):
+            out[f"{prefix}step {i + 1} ({step.get('op', '?')})"] = {k: v for k, v in step.items() if k != "op"}
+        out[f"{prefix}steps"] = [step.get("op") for step in spec["steps"]]
+        out[f"{prefix}packing"] = spec["pack"]
+        out[f"{prefix}on_error"] = spec["on_error"]
+        return out
+
+    def describe(self) -> str:
+        steps = [s.OP for s in self.step.steps] + ([self.step.pack.mode] if self.step.pack else [])
+        return f"shards={len(self.files)}, steps={steps}"
+
+    @classmethod
+    def declared_in(cls, about: dict[str, Any]) -> bool:
+        return "shard list" in about and "global_shuffle" not in about
+
+    @classmethod
+    def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
+        if split is not None and split.mode == "examples" and isinstance(state, dict) and "upstream" in state:
+            return [f"{indent}{ExampleSplitNode.describe_state(state)}", *ShardSource.describe_state(state["upstream"], shards, indent)]
+        return ShardSource.describe_state(state, shards, indent)
+
+    def shard_root(self, what: str) -> ShardsRoot:
+        return self
+
+    def with_options(self, **changes: Any) -> ShardsRoot:
+        return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
+
+    def with_spec(self, spec: Spec) -> ShardsRoot:
+        return dataclasses.replace(self, step=spec)
+
+    def with_origin(self, origin: ShardOrigin) -> ShardsRoot:
+        return dataclasses.replace(self, origin=origin)
+
+
+def option_parts(options: dict[str, Any]) -> dict[str, Any]:
+    """A root's options JSON as named parts (the world size is checked on its own)."""
+    return {OPTION_NAMES.get(key, key): value for key, value in options.items() if key != "world_size"}

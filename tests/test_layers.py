@@ -1,0 +1,166 @@
+"""The package's layers, read from the source: which package may import which (module-level,
+function-level and type-only imports alike), no import cycle (lazy or not), no module over 500
+lines. docs/architecture.md draws the same layers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "beamtok"
+
+# Lowest first. A module may import its own layer and the layers below it, never above.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("base", ("beamtok.errors", "beamtok.validate", "beamtok.lookahead", "beamtok.prefetch", "beamtok.progress", "beamtok.cache_options")),
+    ("core", ("beamtok.transforms", "beamtok.sources", "beamtok.spec", "beamtok.steps")),
+    ("shards", ("beamtok.shard", "beamtok.rows")),
+    ("backends", ("beamtok.backends",)),
+    ("cache", ("beamtok.cache",)),
+    ("beam", ("beamtok.beam",)),
+    ("stream", ("beamtok.stream",)),
+    ("top", ("beamtok", "beamtok.cli", "beamtok.data_config", "beamtok.data_stats", "beamtok.plots", "beamtok.row_pieces", "beamtok.trainer", "beamtok.attention", "beamtok.testing")),
+]
+MAX_LINES = 500
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def layer_of(module: str) -> int:
+    best = (-1, -1)  # (prefix length, layer)
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[0]:
+                best = (len(prefix), index)
+    assert best[1] >= 0, f"{module} is in no layer: add it to LAYERS (and to docs/architecture.md)"
+    return best[1]
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imports_of(module: str) -> list[tuple[str, int, bool]]:
+    """Every beamtok module ``module`` imports: (target, line, runtime), wherever the import
+    stands (module level, in a function, under ``if TYPE_CHECKING``: runtime False)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[str, int, bool]] = []
+
+    def visit(node: ast.AST, runtime: bool) -> None:
+        if isinstance(node, ast.If) and _type_checking(node):
+            for child in node.body:
+                visit(child, False)
+            for child in node.orelse:
+                visit(child, runtime)
+            return
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        for name in names:
+            target = _resolve(name) if name.startswith("beamtok") else None
+            if target is not None and target != module:
+                found.append((target, node.lineno, runtime))
+                break  # the most specific name of one import statement is enough
+        for child in ast.iter_child_nodes(node):
+            visit(child, runtime)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), True)
+    return found
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    wrong = []
+    for module in MODULES:
+        for target, line, _ in imports_of(module):
+            if layer_of(target) > layer_of(module):
+                wrong.append(f"{module}:{line} imports {target} ({LAYERS[layer_of(module)][0]} -> {LAYERS[layer_of(target)][0]})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_cache_never_imports_stream_or_beam():
+    wrong = [
+        f"{module}:{line} imports {target}"
+        for module in MODULES
+        if module.startswith("beamtok.cache")
+        for target, line, _ in imports_of(module)
+        if target.startswith(("beamtok.stream", "beamtok.beam"))
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph``, as the modules along it, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*stack[stack.index(target) :], target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def runtime_graph() -> dict[str, set[str]]:
+    """Who imports whom when the code runs (imports under ``if TYPE_CHECKING`` never run)."""
+    graph: dict[str, set[str]] = {}
+    for module in MODULES:
+        targets = set()
+        for target, _, runtime in imports_of(module):
+            if runtime:
+                targets.add(target)
+        graph[module] = targets
+    return graph
+
+
+def test_no_import_cycles_even_lazy_ones():
+    cycle = find_cycle(runtime_graph())
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_a_planted_cycle():
+    graph = runtime_graph()
+    graph["beamtok.stream.node"].add("beamtok.stream.dataset")  # the facade is built on nodes
+    assert find_cycle(graph) is not None
+    assert layer_of("beamtok.cache.reader") < layer_of("beamtok.stream.node") < layer_of("beamtok.cli")
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_over_500_lines(module):
+    lines = MODULES[module].read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES, f"{module}: {lines} lines; split it by job"
