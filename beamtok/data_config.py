@@ -43,7 +43,7 @@ from beamtok.errors import ConfigError
 if TYPE_CHECKING:
     from beamtok.stream.dataset import Dataset
 
-__all__ = ["DataConfig", "load_config"]
+__all__ = ["DataConfig", "load_config", "read_yaml"]
 
 DATASET_KEYS = names("input", "dataset", "config")
 DATASET_DEFAULTS = defaults("input", "dataset")
@@ -66,16 +66,20 @@ class DataConfig:
 
 def load_config(path: str) -> DataConfig:
     """The training and validation datasets of the data config at ``path``."""
+    return config_from_mapping(read_yaml(path, "the data config"), path)
+
+
+def read_yaml(path: str, what: str) -> Any:
+    """The parsed YAML file at ``path`` (empty: ``{}``); ``what`` names it when it cannot be read."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
+            return yaml.safe_load(f) or {}
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read the data config: {e.strerror}") from None
+        raise ConfigError(f"{path}: cannot read {what}: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    return config_from_mapping(data, path)
 
 
 def config_from_mapping(data: Any, where: str) -> DataConfig:

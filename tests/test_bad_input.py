@@ -1,4 +1,4 @@
-"""The bad-input matrix (DESIGN §6): every kind of bad record, under both error policies.
+"""The bad-input matrix: every kind of bad record, under both error policies.
 
 Under ``on_error="raise"`` the stream stops with one error naming the file, the line or row
 and the problem. Under ``"skip"`` the record is counted under its reason and everything else

@@ -1,4 +1,4 @@
-"""Corrupt, stale and forged caches (DESIGN §4, §6): reading refuses each with a specific
+"""Corrupt, stale and forged caches: reading refuses each with a specific
 message, and ``beamtok verify`` reports each."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Forged or stale states (DESIGN §4, §6): each is refused with a specific message, never
+"""Forged or stale states: each is refused with a specific message, never
 resumed as a silently different stream."""
 
 from __future__ import annotations

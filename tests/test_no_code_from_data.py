@@ -1,4 +1,4 @@
-"""Nothing executes from data (DESIGN §6): states and manifests are JSON, tokenizers never run
+"""Nothing executes from data: states and manifests are JSON, tokenizers never run
 their own code unless asked, and nothing reaches a shell."""
 
 from __future__ import annotations

@@ -35,18 +35,18 @@ def configure_logging(verbose: int, quiet: bool, log_level: str | None) -> None:
     beams = (logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 3)]
     if log_level is not None:
         ours = beams = getattr(logging, log_level.upper())
+    _to_stderr("beamtok", "beamtok: %(message)s", ours)
+    _to_stderr("apache_beam", "%(levelname)s:%(name)s:%(message)s", beams)
+
+
+def _to_stderr(name: str, form: str, level: int) -> None:
+    """Logger ``name``'s records at ``level`` and above on stderr, in ``form``, and nowhere else."""
     handler = _StderrHandler()
-    handler.setFormatter(logging.Formatter("beamtok: %(message)s"))
-    logger = logging.getLogger("beamtok")
+    handler.setFormatter(logging.Formatter(form))
+    logger = logging.getLogger(name)
     logger.handlers = [handler]
-    logger.setLevel(ours)
+    logger.setLevel(level)
     logger.propagate = False
-    beam_handler = _StderrHandler()
-    beam_handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
-    beam = logging.getLogger("apache_beam")
-    beam.handlers = [beam_handler]
-    beam.setLevel(beams)
-    beam.propagate = False
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -56,17 +56,10 @@ def load_cache_config(path: str | None) -> dict[str, Any]:
     ``beam_options`` as a mapping or a list of ``--name=value`` strings."""
     if path is None:
         return {}
-    import yaml
-
+    from beamtok.data_config import read_yaml
     from beamtok.errors import ConfigError
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read config: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    data = read_yaml(path, "config")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a mapping of option names to values")
     config = {str(k).replace("-", "_"): v for k, v in data.items()}

@@ -1,6 +1,6 @@
 """Readers: open a shard at a doc cursor and yield its raw documents in order.
 
-Doc cursors (DESIGN §2): byte offset for uncompressed JSONL, line number for compressed JSONL,
+Doc cursors (docs/architecture.md, "Cursors and the state"): byte offset for uncompressed JSONL, line number for compressed JSONL,
 row index for Parquet, sample index for MDS shards, item index for in-memory sources, 0 for a
 plain text file. Reopening at a cursor seeks (or, for compressed JSONL, skips lines without parsing them).
 """

@@ -16,8 +16,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from beamtok.backends.protocol import ShardBackend
 from beamtok.backends.spans import SpanReader, Taken
 from beamtok.errors import ConfigError, StateError
@@ -25,6 +23,7 @@ from beamtok.shard import Produced, ShardCursor
 from beamtok.sources.readers import cursor_words
 from beamtok.sources.urls import Shard
 from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.shard_order import ShardOrder
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
 from beamtok.validate import check_int as check_option
@@ -93,7 +92,7 @@ class ShardSource:
         self.backend = backend
         self.options = options
         self.epochs = options.epochs
-        self.shuffle_seed = options.shuffle_seed
+        self.shard_order = ShardOrder(len(shards), options.shuffle_seed, split)
         self.interleave = options.interleave
         self.split = split
         self.reset(None)
@@ -119,15 +118,11 @@ class ShardSource:
 
     def epoch_order(self, epoch: int) -> list[int]:
         """All shard indices of ``epoch``, in the order readers share them out."""
-        order = np.arange(len(self.shards))
-        if self.shuffle_seed is not None:
-            order = np.random.default_rng([self.shuffle_seed, epoch]).permutation(order)
-        return [int(i) for i in order]
+        return self.shard_order.epoch(epoch)
 
     def order(self, epoch: int) -> list[int]:
         """Shard indices this reader takes in ``epoch``, in order."""
-        order = self.epoch_order(epoch)
-        return order[self.split.part :: self.split.parts] if self.split.mode == "shards" else order
+        return self.shard_order.owned(epoch)
 
     def reset(self, state: dict[str, Any] | None) -> None:
         self.stats = StreamStats()
