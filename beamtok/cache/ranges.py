@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from beamtok.cache.manifest import SHARDS_DIR
 from beamtok.cache.storage import Storage
+from beamtok.cache_options import BUILD_DEFAULTS
 from beamtok.errors import ConfigError, InputError
 from beamtok.shard import DocCounts, DocItem
 from beamtok.sources.readers import is_compressed, open_url, source_format
@@ -44,7 +45,6 @@ __all__ = [
     "write_range_file",
 ]
 
-DEFAULT_SPLIT_BYTES = 16 << 20  # ranges of a few seconds of tokenizing: enough of them to share out evenly
 RANGES_DIR = f"{SHARDS_DIR}/ranges"  # tokenized documents of ranges, removed once packed
 ALIGN_READ = 1 << 16
 
@@ -74,6 +74,10 @@ def split_bytes_option(value: str | int | None, name: str = "--split-bytes") -> 
     if value is None or str(value).strip().lower() in ("none", "off", "0"):
         return None
     return parse_size(value, name)
+
+
+# ranges of a few seconds of tokenizing: enough of them to share out evenly (the option table's default)
+DEFAULT_SPLIT_BYTES = parse_size(BUILD_DEFAULTS["split_bytes"])
 
 
 @dataclass(frozen=True)

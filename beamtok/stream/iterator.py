@@ -211,6 +211,10 @@ class DatasetIterator:
         and padding waste (pad / all tokens); the epoch (for a mix: each source's stats and
         epoch, and the realised proportions). They run ahead of ``delivered`` by what a shuffle
         window holds, and include other readers' examples under an example split."""
+        self._merge_now()
+        catch_up = getattr(self._root, "catch_up", None)
+        if catch_up is not None:  # a restored shuffle window counts as read, as in the run that saved the state
+            catch_up()
         stats = self._source.stats_json()
         total = stats["tokens"] + stats["pad_tokens"]
         stats["padding_waste"] = stats["pad_tokens"] / total if total else 0.0

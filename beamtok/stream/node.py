@@ -113,6 +113,13 @@ class StageNode(abc.ABC):
         self.upstream.reset(state["upstream"])
         self._restore(state)
 
+    def catch_up(self) -> None:
+        """Do the reading a restore deferred to the first ``next()`` (a shuffle's window), here
+        and below, so the source's stats count it (``stats()`` asks before any ``next()``)."""
+        below = getattr(self.upstream, "catch_up", None)
+        if below is not None:
+            below()
+
     def check_merge(self, olds: list[ReaderSplit]) -> None:
         """Refuse, before anything is read, a resume on another world size through a stage whose
         position belongs to one reader; then ask the stages below."""

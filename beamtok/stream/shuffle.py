@@ -96,6 +96,11 @@ class WindowShuffleNode(StageNode):
         if self._resume_at:
             self._window_start = state["upstream"]
 
+    def catch_up(self) -> None:
+        super().catch_up()
+        if self._resume_at:
+            self._resume()
+
     def _resume(self) -> None:
         """Re-read the restored window (deferred to the first ``next()``: nothing is read before)."""
         emitted, self._resume_at = self._resume_at, 0
