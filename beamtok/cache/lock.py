@@ -7,13 +7,17 @@ is gone (a lock written from this host, wherever the cache lives), or its heartb
 than ``STALE_SECONDS`` (another host's, whose process cannot be looked up). A stale lock is taken over, saying so.
 
 On a local disk the lock is created with ``O_EXCL``, so of two runs starting together exactly
-one gets it. Object stores have no exclusive create: the lock is written, read back, and the
+one gets it, and a stale lock is taken over while the run holds an exclusive ``flock`` on the
+cache directory: reading the holder, deleting it and creating the new lock are one step, so two
+runs that both saw the same stale holder cannot both take it over. Object stores have no exclusive create: the lock is written, read back, and the
 run proceeds only if it reads its own token. Two runs racing within one round trip can still
 both start there; the one whose lock was overwritten logs an error at its next heartbeat.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -21,6 +25,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
@@ -100,6 +105,29 @@ class BuildLock:
     # ---------------------------------------------------------------- acquire
 
     def acquire(self) -> None:
+        with self._exclusive():
+            self._acquire()
+        self._thread = threading.Thread(target=self._beat, name="beamtok-build-lock", daemon=True)
+        self._thread.start()
+        _HELD.add(self)
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Other runs on this machine wait here while this one reads, takes over or creates the
+        lock (a ``flock`` on the cache directory; object stores have none)."""
+        if not self.storage.is_local:
+            yield
+            return
+        directory = self.storage.root
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    def _acquire(self) -> None:
         holder = self._read()
         if holder is not None:
             reason = self.stale_reason(holder)
@@ -111,9 +139,6 @@ class BuildLock:
         if not self._create():
             current = self._read()
             raise self._refusal(current or {})
-        self._thread = threading.Thread(target=self._beat, name="beamtok-build-lock", daemon=True)
-        self._thread.start()
-        _HELD.add(self)
 
     def _create(self) -> bool:
         blob = json.dumps(self._record()).encode()
