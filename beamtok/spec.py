@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from beamtok.errors import ConfigError
+from beamtok.sizes import MAX_SEQ_LEN, MAX_WINDOW, ROW_BYTES_PER_TOKEN, check_ceiling
 from beamtok.steps import (
     BosEosStep,
     ChatStep,
@@ -120,12 +121,16 @@ class PackSpec:
         check_choice(self.mode, "packing mode", PACK_MODES)
         if self.mode != "none":
             check_int(self.seq_len, "seq_len", minimum=1)
+            assert self.seq_len is not None
+            check_ceiling(self.seq_len, "seq_len", MAX_SEQ_LEN, "tokens", bytes_each=ROW_BYTES_PER_TOKEN)
         if self.mode == "window":
             assert self.seq_len is not None
             if not isinstance(self.stride, int) or not 0 < self.stride <= self.seq_len:
                 raise ConfigError(f"stride must be an integer in 1..seq_len ({self.seq_len}), got {self.stride!r}")
         if self.mode == "first_fit":
             check_int(self.window, "first_fit packing window (examples)", minimum=1)
+            assert self.window is not None
+            check_ceiling(self.window, "first_fit packing window", MAX_WINDOW, "examples")
         check_choice(self.remainder, "remainder", ("pad", "drop", "keep"))
 
     def to_json(self) -> dict[str, Any]:

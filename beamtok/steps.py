@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from beamtok.errors import ConfigError, InputError
+from beamtok.sizes import MAX_SEQ_LEN, ROW_BYTES_PER_TOKEN, check_ceiling
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason
 from beamtok.transforms.bos_eos import ensure_bos_eos
 from beamtok.transforms.sft import ChatTemplate, TokenDoc, assemble_chat, assemble_sft
@@ -249,6 +250,8 @@ class _SupervisedStep(Step):
     def __post_init__(self) -> None:
         check_choice(self.truncation, "truncation", TRUNCATION_POLICIES)
         check_optional_int(self.max_length, "max_length", minimum=2)
+        if self.max_length is not None:
+            check_ceiling(self.max_length, "max_length", MAX_SEQ_LEN, "tokens", bytes_each=ROW_BYTES_PER_TOKEN)
         if self.tokenizer.eos_id is None:
             raise ConfigError(f"{self.OP}(): tokenizer {self.tokenizer.name!r} has no EOS token to end completions with")
         if self.bos and self.tokenizer.bos_id is None:
@@ -373,6 +376,10 @@ class LengthFilterStep(Step):
     def __post_init__(self) -> None:
         check_optional_int(self.min_tokens, "min_tokens")
         check_optional_int(self.max_tokens, "max_tokens")
+        if self.min_tokens is not None and self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ConfigError(
+                f"filter_length(min_tokens={self.min_tokens}, max_tokens={self.max_tokens}) keeps no document: min_tokens is above max_tokens"
+            )
 
     def apply(self, docs: list[Doc], ctx: StepContext) -> None:
         for d in docs:

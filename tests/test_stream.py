@@ -262,3 +262,12 @@ def test_stats_say_what_was_delivered_apart_from_what_was_read_ahead(shards, tok
     assert resumed.stats()["delivered"]["tokens"] == 5  # carried by the state, not recounted
     with pytest.raises(StateError, match=r"delivered: tokens must be an integer >= 0"):
         ds.iter(state_dict={**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": -5, "pad_tokens": 0}})
+
+
+def test_delivered_counts_the_batches_inside_enumerate_pairs(shards, tokenizer_dir):
+    ds = Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32).batch(4).enumerate()
+    it = ds.iter()
+    items = list(it)
+    delivered = it.stats()["delivered"]
+    assert delivered["items"] == len(items) and delivered["examples"] == it.stats()["examples"] > 0
+    assert delivered["tokens"] == sum(int((batch["segment_ids"] > 0).sum()) for _, batch in items) == it.stats()["tokens"]

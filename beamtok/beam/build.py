@@ -47,7 +47,7 @@ from beamtok.cache.ranges import (
     write_range_file,
 )
 from beamtok.cache.storage import Storage
-from beamtok.cache.writer import completed_entry, write_rows, write_shard
+from beamtok.cache.writer import check_layout, completed_entry, write_rows, write_shard
 from beamtok.errors import CacheError, ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard
@@ -275,17 +275,14 @@ class BuildCache(beam.PTransform):
             raise ConfigError("BuildCache needs at least one shard")
         if spec.tokenizer is None:
             raise ConfigError("a cache holds tokens: the spec needs a tokenize step")
-        check_optional_int(row_group_rows, "row_group_rows", minimum=1)
-        check_optional_int(row_group_bytes, "row_group_bytes", minimum=1)
-        if row_group_rows is not None and row_group_bytes is not None:
-            raise ConfigError("give row_group_rows or row_group_bytes, not both")
+        layout = check_layout(row_group_rows, row_group_bytes, spec.pack.seq_len if spec.pack is not None else None)
         check_optional_int(split_bytes, "split_bytes", minimum=1)
         self.spec = spec
         self.shards = list(shards)
         self.output = output
         self.split_bytes = split_bytes
         self.tokenizer_file = tokenizer_file
-        self.layout = {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
+        self.layout = layout
         self.tokenizers = serialize_tokenizers(spec.tokenizers)  # the launcher writes the last to tokenizer_file
         self.shipped = ShippedTokenizers.of(self.tokenizers)
         self.write_tokenizer = write_tokenizer

@@ -22,7 +22,7 @@ from beamtok.beam.options import check_beam_args
 from beamtok.beam.worker_logs import quiet_worker_stderr
 from beamtok.cache.lock import BuildLock
 from beamtok.cache.manifest import MANIFEST, TOKENIZER_FILE, Manifest, read_manifest
-from beamtok.cache.output import check_counters, prepare_output, write_failures
+from beamtok.cache.output import check_counters, check_output, prepare_output, write_failures
 from beamtok.cache.progress import PROGRESS_DIR_ENV, BuildProgress
 from beamtok.cache.ranges import DEFAULT_SPLIT_BYTES, split_bytes_option
 from beamtok.cache.storage import Storage
@@ -95,6 +95,7 @@ def run_cache(
         raise ConfigError("a cache holds tokens: call tokenize() before cache()")
     beam_args = check_beam_args(beam_args)
     storage = Storage(output)
+    check_output(storage)
     transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes)
     pipeline = make_pipeline(beam_args)
     _ = pipeline | BuildCache.__name__ >> transform

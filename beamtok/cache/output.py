@@ -14,6 +14,7 @@ import contextlib
 import errno
 import json
 import os
+import tempfile
 from collections.abc import Iterator, Sequence
 
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
@@ -23,7 +24,31 @@ from beamtok.errors import CacheError
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 
-__all__ = ["check_counters", "other_cache", "out_of_room", "prepare_output", "write_failures"]
+__all__ = ["check_counters", "check_output", "other_cache", "out_of_room", "prepare_output", "write_failures"]
+
+
+def check_output(storage: Storage, *, create: bool = True) -> None:
+    """Refuse, before any work, an output directory that cannot be written: an existing file,
+    a path under a file, and (``create``: making it now) a directory that cannot be created or
+    written (read-only, /proc...). Object stores are checked by their first write."""
+    if not storage.is_local:
+        return
+    path = storage.root
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CacheError(f"{path}: is a file, not a directory: choose another --output")
+    above = os.path.dirname(path)
+    while above and not os.path.exists(above):
+        above = os.path.dirname(above)
+    if above and not os.path.isdir(above):
+        raise CacheError(f"{path}: cannot be created: {above} is a file, not a directory")
+    if not create:
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise CacheError(f"{path}: cannot create or write a directory there: {e.strerror or e}") from None
 
 
 def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, overwrite: bool) -> None:

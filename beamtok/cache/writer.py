@@ -14,11 +14,15 @@ import pyarrow.parquet as pq
 from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
 from beamtok.cache.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
 from beamtok.cache.storage import HashingWriter, Storage
+from beamtok.errors import ConfigError
 from beamtok.shard import NO_COUNTS, Produced, ShardCursor, ShardProcessor
+from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_ceiling, check_memory
 from beamtok.sources.urls import Shard, is_remote
+from beamtok.validate import check_optional_int
 
-__all__ = ["ROW_GROUP_BYTES", "completed_entry", "write_rows", "write_shard"]
+__all__ = ["ROW_GROUP_BYTES", "check_layout", "completed_entry", "write_rows", "write_shard"]
 
+MAX_ROW_GROUP_BYTES = 1 << 31  # Parquet readers decode a row group at once
 ROW_GROUP_BYTES = 8 << 20  # tokens per row group: small enough to seek to, big enough to read fast
 
 
@@ -28,6 +32,20 @@ def rows_per_group(seq_len: int | None, rows: int | None = None, nbytes: int | N
     if rows is not None:
         return rows
     return max(64, (nbytes or ROW_GROUP_BYTES) // (4 * (seq_len or 2048)))
+
+
+def check_layout(row_group_rows: int | None, row_group_bytes: int | None, seq_len: int | None) -> dict[str, int | None]:
+    """The row-group options, checked: whole numbers, one of them at most, and a row group a
+    writer can hold in memory (it is built whole before it is written)."""
+    check_optional_int(row_group_rows, "row_group_rows", minimum=1)
+    check_optional_int(row_group_bytes, "row_group_bytes", minimum=1)
+    if row_group_rows is not None and row_group_bytes is not None:
+        raise ConfigError("give row_group_rows or row_group_bytes, not both")
+    if row_group_bytes is not None:
+        check_ceiling(row_group_bytes, "row_group_bytes", MAX_ROW_GROUP_BYTES, "bytes")
+    rows = rows_per_group(seq_len, row_group_rows, row_group_bytes)
+    check_memory(f"a row group of {rows:,} rows of {seq_len or 2048:,} tokens", rows * (seq_len or 2048) * ROW_BYTES_PER_TOKEN * 2)
+    return {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
 
 
 def completed_entry(storage: Storage, shard: Shard, fingerprint: str) -> ShardEntry | None:

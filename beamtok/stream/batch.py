@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.backends.spans import stack_taken
+from beamtok.sizes import MAX_BATCH_ROWS, check_ceiling
 from beamtok.stream.collate import Batched, collate, to_tensors
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
 from beamtok.validate import check_choice, check_int
@@ -27,7 +28,11 @@ class Batch(Stage):
 
     def __post_init__(self) -> None:
         check_int(self.size, "batch size", minimum=1)
+        check_ceiling(self.size, "batch size", MAX_BATCH_ROWS, "rows")
         check_choice(self.tensors, "tensors", ("numpy", "torch"))
+
+    def rows_held(self) -> int:
+        return self.size
 
     def build(self, upstream: Node, context: StreamContext) -> Node:
         return BatchNode(upstream, self, context.pad_id)

@@ -28,6 +28,7 @@ from typing import Any
 from beamtok.backends.parallel import default_workers
 from beamtok.cache_options import BUILD_DEFAULTS, beam_args
 from beamtok.errors import ConfigError
+from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_memory
 from beamtok.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import SourceSpec, Spec
@@ -129,8 +130,9 @@ class Dataset(PerShardStages):
 
         The source of each example is a function of (seed, example index, weights): every
         block of ``block_size`` examples (default 4096, or more for weights too small for it)
-        holds each source's exact share, by largest remainder, in a seeded order. ``weights``
-        may be a schedule ``[(start_example, weights), ...]`` whose stages start at block
+        holds each source's exact share, by largest remainder, in a seeded order. Weights are
+        normalised (a source's share is its weight over their sum; the smallest share is
+        1/1,048,576, the largest block). ``weights`` may be a schedule ``[(start_example, weights), ...]`` whose stages start at block
         boundaries. ``stop``: ``"never"`` (an exhausted source restarts, its next epoch
         reshuffled), ``"first_exhausted"`` or ``"all_exhausted"``. Give each source its own
         per-shard stages and shard options (``shuffle_shards``, ``interleave``, ``parallel``);
@@ -386,11 +388,12 @@ class Dataset(PerShardStages):
         if any(shard.data is not None for shard in root.shards):
             raise ConfigError("cache_as_you_go() caches files; in-memory data has no file a cache could stand for")
         from beamtok.cache.as_you_go import CachingOrigin
-        from beamtok.validate import check_optional_int
+        from beamtok.cache.output import check_output
+        from beamtok.cache.storage import Storage
+        from beamtok.cache.writer import check_layout
 
-        check_optional_int(row_group_rows, "row_group_rows", minimum=1)
-        check_optional_int(row_group_bytes, "row_group_bytes", minimum=1)
-        layout = {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
+        check_output(Storage(directory), create=False)
+        layout = check_layout(row_group_rows, row_group_bytes, root.spec.pack.seq_len if root.spec.pack is not None else None)
         return self._replace(root=root.with_origin(CachingOrigin(directory, root.shards, layout)))
 
     def __iter__(self) -> Iterator[Any]:
@@ -417,7 +420,12 @@ class Dataset(PerShardStages):
         return type(self)(dataclasses.replace(self._pipeline, **changes))
 
     def _add_stage(self, stage: Stage) -> Dataset:
-        return self._replace(stages=(*self._pipeline.stages, stage))
+        stages = (*self._pipeline.stages, stage)
+        width = self._pipeline.root.row_tokens
+        held = sum(s.rows_held() for s in stages)
+        if width is not None and held:  # what the stages hold at once, with a copy for collating
+            check_memory(f"{stage.NAME}() ({held:,} rows of {width:,} tokens held at once)", 2 * held * width * ROW_BYTES_PER_TOKEN)
+        return self._replace(stages=stages)
 
     def _with_root_options(self, **changes: Any) -> Dataset:
         root: RootPlan = self._pipeline.root.with_options(**changes)

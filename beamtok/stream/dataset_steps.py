@@ -7,6 +7,7 @@ before any stream stage; a root that has no single spec (a mix) refuses them by 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -137,6 +138,13 @@ class PerShardStages:
         holds when packing an unpacked cache at read time.
         """
         check_choice(method, "method", ("greedy", "first_fit"))
+        if not any(step.SUPERVISED for step in self._root_for_steps("pack_examples").spec.steps):
+            warnings.warn(
+                "pack_examples() packs whole examples and skips every document longer than seq_len (counted as "
+                "too_long); pretraining documents are mostly longer: concat_chunk(seq_len) packs them without loss",
+                UserWarning,
+                stacklevel=2,
+            )
         return self._set_pack("pack_examples", method, seq_len, window=window if method == "first_fit" else None)
 
     def sliding_window(self: D, seq_len: int, *, stride: int | None = None) -> D:
@@ -161,6 +169,9 @@ class PerShardStages:
         root.origin.check_step(name)
         if root.spec.pack is not None:
             raise ConfigError(f"{name}() works on documents; call it before the packing stage")
+        if step.TOKENIZES and root.spec.tokenized:
+            done = next(s.OP for s in root.spec.steps if s.TOKENIZES)
+            raise ConfigError(f"{name}(): the documents are already tokenized by {done}(); tokenize once")
         return self._with_root(root.with_spec(dataclasses.replace(root.spec, steps=(*root.spec.steps, step))))
 
     def _set_pack(self: D, name: str, mode: str, seq_len: int, **kwargs: Any) -> D:

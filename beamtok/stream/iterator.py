@@ -32,6 +32,8 @@ class Delivered:
     pad_tokens: int = 0
 
     def plus(self, item: Any) -> Delivered:
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], dict):
+            item = item[1]  # enumerate(): (number, batch or example)
         if not isinstance(item, dict) or "segment_ids" not in item:
             return dataclasses.replace(self, items=self.items + 1)
         segments = item["segment_ids"]

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.errors import ConfigError, InputError, StateError
+from beamtok.sizes import MAX_BLOCK, check_ceiling
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.source import ShardSource
 from beamtok.stream.state import check_int, check_keys, copy_state
@@ -75,10 +76,19 @@ class MixPlan:
         check_option(seed, "seed")
         check_choice(stop, "stop", STOP_RULES)
         schedule = _schedule(weights, sources)
+        for _, ws in schedule:  # weights are shares of their sum: a source's share is w / sum(ws)
+            for i, w in enumerate(ws):
+                if 0 < w / sum(ws) < 1 / MAX_BLOCK:
+                    raise ConfigError(
+                        f"source {i}'s weight {w} is {w / sum(ws):.3g} of the total weight: one of its examples would need a block of "
+                        f"{int(np.ceil(sum(ws) / w)):,} examples; the smallest share a mix takes is 1/{MAX_BLOCK:,} "
+                        f"(here a weight of {sum(ws) / MAX_BLOCK:.3g}): raise it, or drop the source"
+                    )
         if block_size is None:
             smallest = min(w / sum(ws) for _, ws in schedule for w in ws if w > 0)
-            block_size = max(DEFAULT_BLOCK, int(np.ceil(1 / smallest)))
+            block_size = min(MAX_BLOCK, max(DEFAULT_BLOCK, int(np.ceil(1 / smallest))))
         check_option(block_size, "block_size", minimum=1)
+        check_ceiling(block_size, "block_size", MAX_BLOCK, "examples")
         for start, ws in schedule:
             if start % block_size:
                 raise ConfigError(f"a weight schedule stage starts at example {start}, not at a block boundary (block_size={block_size})")

@@ -64,6 +64,10 @@ class Stage(abc.ABC):
     def build(self, upstream: Node, context: StreamContext) -> Node:
         """The live node of this stage over ``upstream``."""
 
+    def rows_held(self) -> int:
+        """How many examples the live stage holds at once (a batch, a shuffle window)."""
+        return 0
+
     @classmethod
     def describe_state(cls, state: dict[str, Any]) -> str:
         """This stage's own position in a saved state (``state`` holds it beside ``upstream``)."""

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.errors import ConfigError, StateError
+from beamtok.sizes import MAX_WINDOW, check_ceiling
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
@@ -30,7 +31,11 @@ class Shuffle(Stage):
 
     def __post_init__(self) -> None:
         check_option(self.window, "window", minimum=1)
+        check_ceiling(self.window, "shuffle window", MAX_WINDOW, "examples")
         check_option(self.seed, "seed")
+
+    def rows_held(self) -> int:
+        return self.window
 
     def build(self, upstream: Node, context: StreamContext) -> Node:
         return WindowShuffleNode(upstream, self, context.rebuild)

@@ -20,6 +20,7 @@ from beamtok.backends.protocol import ShardBackend
 from beamtok.backends.spans import SpanReader, Taken
 from beamtok.errors import ConfigError, StateError
 from beamtok.shard import Produced, ShardCursor
+from beamtok.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
 from beamtok.sources.readers import cursor_words
 from beamtok.sources.urls import Shard
 from beamtok.stream.reader_split import ReaderSplit
@@ -48,7 +49,9 @@ class ShardOptions:
         check_optional_int(self.epochs, "epochs", minimum=1)
         check_optional_int(self.shuffle_seed, "seed")
         check_option(self.interleave, "open_shards", minimum=1)
+        check_ceiling(self.interleave, "open_shards (interleave)", MAX_OPEN_SHARDS, "shards")
         check_option(self.workers, "workers")
+        check_ceiling(self.workers, "workers", MAX_WORKERS, "processes")
 
     def to_json(self, reader: ReaderSplit) -> dict[str, Any]:
         """The options the stream fingerprint covers, with how readers split the data (the

@@ -82,6 +82,12 @@ class RootPlan(abc.ABC):
         return self.spec.pad_id
 
     @property
+    def row_tokens(self) -> int | None:
+        """Tokens in every row, where rows have one width (packed), else None."""
+        pack = self.spec.pack
+        return pack.seq_len if pack is not None and pack.mode != "none" else None
+
+    @property
     def spec(self) -> Spec:
         """The per-shard step behind this root."""
         raise ConfigError(f"a {self.KIND} has no single spec")

@@ -34,6 +34,11 @@ class MixRoot(RootPlan):
         for i, source in enumerate(self.mixed):
             if self.plan.stop != "first_exhausted" and source.options.epochs != 1:
                 raise ConfigError(f"mix source {i} sets repeat(); with stop={self.plan.stop!r} the mix restarts exhausted sources itself")
+        widths = {source.spec.pack.seq_len if source.spec.pack is not None else None for source in self.mixed}
+        if len(widths) > 1:
+            shown = ", ".join(f"source {i}: {w if w is not None else 'not packed'}" for i, w in enumerate(
+                s.spec.pack.seq_len if s.spec.pack is not None else None for s in self.mixed))
+            raise ConfigError(f"mix sources make rows of different lengths ({shown}): batches would vary in width; pack every source to one seq_len")
         pads = {source.spec.pad_id for source in self.mixed}
         if len(pads) > 1:
             raise ConfigError(f"mix sources pad with different token ids {sorted(pads)}: they use different tokenizers")
@@ -45,6 +50,10 @@ class MixRoot(RootPlan):
     @property
     def spec(self) -> Spec:
         raise ConfigError("a mix has one spec per source: see ds.sources[i].spec")
+
+    @property
+    def row_tokens(self) -> int | None:
+        return self.mixed[0].row_tokens  # one width for all: checked when made
 
     @property
     def sources(self) -> tuple[RootPlan, ...]:

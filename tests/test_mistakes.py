@@ -1,0 +1,92 @@
+"""Mistakes a new user makes that used to give wrong or empty results, hangs or tracebacks:
+each is refused (or warned about) when it is typed, in one line naming what to change."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from beamtok import ConfigError, Dataset
+from beamtok.cli import main
+from beamtok.sizes import MAX_SEQ_LEN, memory_available
+
+from conftest import CORPUS, TOKENIZER_DIR
+
+TOKENIZER = str(TOKENIZER_DIR)
+TEXT = str(CORPUS / "shakespeare-00.jsonl")
+
+
+def tokens() -> Dataset:
+    return Dataset.from_files(TEXT).tokenize(TOKENIZER)
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stderr
+
+
+def test_a_sequence_length_that_cannot_fit_is_refused_with_what_it_would_need():
+    with pytest.raises(ConfigError, match=r"seq_len 1,000,000,000 is above the ceiling of 16,777,216 tokens \(it would need 13.0 GB\)"):
+        tokens().concat_chunk(1_000_000_000)
+    tokens().concat_chunk(MAX_SEQ_LEN)  # the ceiling itself is allowed
+    code, err = cli("cache", TEXT, "-o", "/nonexistent/never-made", "--tokenizer", TOKENIZER, "--seq-len", "1000000000")
+    assert code == 2 and err.count("\n") == 1 and "seq_len 1,000,000,000 is above the ceiling" in err
+    with pytest.raises(ConfigError, match="max_length 100,000,000 is above the ceiling"):
+        Dataset.from_files(TEXT).tokenize_sft(TOKENIZER, max_length=100_000_000)
+
+
+def test_stages_that_would_hold_more_than_the_memory_are_refused():
+    available = memory_available()
+    assert available is not None  # Linux
+    wide = tokens().concat_chunk(MAX_SEQ_LEN)
+    rows = available // (MAX_SEQ_LEN * 13) + 1
+    with pytest.raises(ConfigError, match=rf"batch\(\) \({rows:,} rows of {MAX_SEQ_LEN:,} tokens held at once\) would need .* of memory; this machine has"):
+        wide.batch(rows)
+    with pytest.raises(ConfigError, match=r"shuffle\(\) .* would need"):
+        wide.shuffle(rows)
+    wide.batch(1)  # one row fits
+    with pytest.raises(ConfigError, match="batch size 2,000,000 is above the ceiling"):
+        tokens().concat_chunk(8).batch(2_000_000)
+    with pytest.raises(ConfigError, match="open_shards \\(interleave\\) 100,000 is above the ceiling"):
+        tokens().interleave(100_000)
+
+
+def test_a_tiny_mix_weight_is_refused_at_once_with_the_smallest_that_works():
+    a, b = Dataset.from_sequence(["a"] * 10), Dataset.from_sequence(["b"] * 10)
+    with pytest.raises(ConfigError, match=r"source 1's weight 1e-09 .* block of 1,000,000,001 examples; the smallest share a mix takes is 1/1,048,576"):
+        Dataset.mix([a, b], [1, 1e-9])
+    with pytest.raises(ConfigError, match="block_size 5,000,000 is above the ceiling"):
+        Dataset.mix([a, b], [1, 1], block_size=5_000_000)
+    assert Dataset.mix([a, b], [1, 1e-6]).pipeline.root.plan.block_size == 1_000_001
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("file", "is a file, not a directory"),
+        ("file/cache", "cannot be created: {tmp}/file is a file, not a directory"),
+        ("/proc/beamtok-test/cache", "cannot create or write a directory there"),
+    ],
+)
+def test_an_unusable_output_is_one_line(tmp_path, output, message):
+    (tmp_path / "file").write_text("")
+    target = output if output.startswith("/") else str(tmp_path / output)
+    code, err = cli("cache", TEXT, "-o", target, "--tokenizer", TOKENIZER, "--seq-len", "64", "-q")
+    assert code == 2 and err.startswith(f"beamtok: error: {target}: {message.format(tmp=tmp_path)}"), err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    if not output.startswith("/"):  # caching as it streams refuses it when asked, before any read
+        with pytest.raises(Exception, match=message.format(tmp=tmp_path)):
+            tokens().concat_chunk(64).cache_as_you_go(target)
+
+
+def test_silent_empty_or_wrong_results_are_refused_or_warned():
+    with pytest.raises(ConfigError, match=r"filter_length\(min_tokens=100, max_tokens=10\) keeps no document"):
+        tokens().filter_length(min_tokens=100, max_tokens=10)
+    with pytest.raises(ConfigError, match=r"tokenize\(\): the documents are already tokenized by tokenize\(\); tokenize once"):
+        tokens().tokenize(TOKENIZER)
+    with pytest.raises(ConfigError, match="already tokenized"):
+        tokens().tokenize_sft(TOKENIZER)
+    with pytest.warns(UserWarning, match=r"pack_examples\(\) packs whole examples and skips every document longer than seq_len"):
+        tokens().pack_examples(64)
+    with pytest.raises(ConfigError, match=r"mix sources make rows of different lengths \(source 0: 64, source 1: 128\)"):
+        Dataset.mix([tokens().concat_chunk(64), tokens().concat_chunk(128)])
