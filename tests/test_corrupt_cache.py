@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from beamtok import CacheError, Dataset, StateError
+from beamtok.testing import assert_items_equal
 
 from conftest import ROOT, real_paragraphs, write_jsonl
 
@@ -153,3 +154,27 @@ def test_forged_cursor_into_a_cache(cache):
     forged["pipeline"]["upstream"]["slots"][0]["cursor"]["index"] = 10**6
     with pytest.raises(StateError, match="cursor at example 1000000, but the shard has"):
         list(ds.iter(state_dict=forged))
+
+
+def test_a_rerun_rebuilds_an_altered_shard_and_keeps_the_rest(cache, tokenizer_dir):
+    paths, cache_dir = cache
+    path = shard_file(cache_dir)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+    report = verify(cache_dir)
+    assert report.returncode == 1 and "to repair: re-run the `beamtok cache` command that built the cache" in report.stderr
+    kept = {i: shard_file(cache_dir, i).stat().st_mtime_ns for i in (0, 2)}
+    online(paths, tokenizer_dir).cache(str(cache_dir))  # the same build again
+    assert {i: shard_file(cache_dir, i).stat().st_mtime_ns for i in (0, 2)} == kept  # intact shards reused
+    assert verify(cache_dir).returncode == 0
+    assert_items_equal(list(Dataset.from_cache(str(cache_dir))), list(online(paths, tokenizer_dir)))
+
+
+def test_overwrite_rebuilds_every_shard_of_the_same_spec(cache, tokenizer_dir):
+    paths, cache_dir = cache
+    before = {i: shard_file(cache_dir, i).stat().st_mtime_ns for i in range(3)}
+    online(paths, tokenizer_dir).cache(str(cache_dir), overwrite=True)
+    after = {i: shard_file(cache_dir, i).stat().st_mtime_ns for i in range(3)}
+    assert all(after[i] != before[i] for i in range(3)), (before, after)
+    assert verify(cache_dir).returncode == 0

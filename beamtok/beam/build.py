@@ -150,7 +150,7 @@ class _PlanFn(_ShardStepFn):
         shard = self.shards[index]
         parts = plan_ranges(shard, self.spec.source, self.split_bytes) if self.split_bytes is not None else []
         # a shard read whole is checked for reuse by the writer; a large one finished earlier is too
-        if len(parts) <= 1 or completed_entry(self.storage, shard, self.spec.fingerprint) is not None:
+        if len(parts) <= 1 or completed_entry(self.storage, shard, self.spec.fingerprint, check_file=False) is not None:
             yield index
             return
         self.split_shards.inc()

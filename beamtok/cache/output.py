@@ -57,7 +57,7 @@ def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, ove
     problem = other_cache(storage, spec, shards)
     if problem is not None and not overwrite:
         raise CacheError(f"{storage.url} {problem}; pass --overwrite to replace it, or choose another --output")
-    if problem is not None:
+    if overwrite:  # every file of the old cache, of this spec or another
         for name in storage.list(SHARDS_DIR):
             storage.delete(f"{SHARDS_DIR}/{name}")
         storage.delete(TOKENIZER_FILE)

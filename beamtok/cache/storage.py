@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -27,6 +27,9 @@ def check_relative(path: str) -> str:
     if path.startswith(("/", "\\")) or ":" in parts[0] or ".." in parts or not path:
         raise CacheError(f"manifest names {path!r}, a path outside the cache directory")
     return path
+
+
+CHUNK_BYTES = 8 << 20
 
 
 class Storage:
@@ -75,6 +78,16 @@ class Storage:
                 raise CacheError(f"{self.display(rel)}: no valid Parquet footer")
             f.seek(size - 8 - length)
             return hashlib.sha256(f.read(length) + tail).hexdigest()
+
+    def sha256(self, rel: str, on_read: Callable[[int], None] | None = None) -> str:
+        """SHA-256 of a whole file, read in chunks (``on_read`` gets each chunk's size)."""
+        digest = hashlib.sha256()
+        with self.open_input(rel) as f:
+            while chunk := f.read(CHUNK_BYTES):
+                digest.update(chunk)
+                if on_read is not None:
+                    on_read(len(chunk))
+        return digest.hexdigest()
 
     def sizes(self, rel_dir: str) -> dict[str, int]:
         """File name -> size in bytes, for the files directly in ``rel_dir`` (one listing call)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 from dataclasses import dataclass, field
@@ -18,9 +17,6 @@ from beamtok.sources.urls import Shard, is_remote
 
 __all__ = ["VerifyReport", "verify_cache"]
 
-CHUNK = 1 << 20
-
-
 @dataclass
 class VerifyReport:
     """What verify checked and what it found; ``ok`` when nothing."""
@@ -30,6 +26,12 @@ class VerifyReport:
     shards_compared: list[int] = field(default_factory=list)
     rows_compared: int = 0
     problems: list[str] = field(default_factory=list)
+    repairable: bool = False  # a shard file was altered: re-running the build rebuilds it
+
+    REPAIR = (
+        "to repair: re-run the `beamtok cache` command that built the cache: a shard whose file fails its checksum "
+        "is rebuilt, the others are kept (--overwrite rebuilds every shard)"
+    )
 
     @property
     def ok(self) -> bool:
@@ -65,15 +67,16 @@ def verify_cache(
         if problem is not None:
             report.problems.append(f"{where}: {problem}")
             continue
-        digest = hashlib.sha256()
-        with cache.storage.open_input(entry.file) as f:
-            while chunk := f.read(CHUNK):
-                digest.update(chunk)
-                done += len(chunk)
-                checked.set(round(done / 1e6, 1))
+        def read(count: int) -> None:
+            nonlocal done
+            done += count
+            checked.set(round(done / 1e6, 1))
+
+        digest = cache.storage.sha256(entry.file, read)
         report.files_checked += 1
-        if digest.hexdigest() != entry.sha256:
+        if digest != entry.sha256:
             report.problems.append(f"{where}: checksum mismatch (the file was altered after it was written)")
+            report.repairable = True
             continue
         with cache.storage.open_input(entry.file) as f:
             rows = pq.ParquetFile(f).metadata.num_rows

@@ -6,6 +6,7 @@ Used by the Beam DoFn (and nothing else), but kept free of Beam so it can be tes
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable
 
@@ -19,6 +20,8 @@ from beamtok.shard import NO_COUNTS, Produced, ShardCursor, ShardProcessor
 from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_ceiling, check_memory
 from beamtok.sources.urls import Shard, is_remote
 from beamtok.validate import check_optional_int
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ROW_GROUP_BYTES", "check_layout", "completed_entry", "write_rows", "write_shard"]
 
@@ -48,9 +51,12 @@ def check_layout(row_group_rows: int | None, row_group_bytes: int | None, seq_le
     return {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
 
 
-def completed_entry(storage: Storage, shard: Shard, fingerprint: str) -> ShardEntry | None:
+def completed_entry(storage: Storage, shard: Shard, fingerprint: str, *, check_file: bool = True) -> ShardEntry | None:
     """The entry of ``shard`` if an earlier run completed it for this fingerprint from the same
-    input (same URL, and for a local file the same size), else None."""
+    input (same URL, and for a local file the same size) and its file is still the one written
+    (its SHA-256: one read of the file, far cheaper than rebuilding it; ``check_file=False``
+    where a reader checks it anyway), else None; an altered file is removed, so the shard is
+    rebuilt."""
     rel = sidecar_file(shard.index)
     if not storage.exists(rel):
         return None
@@ -59,6 +65,11 @@ def completed_entry(storage: Storage, shard: Shard, fingerprint: str) -> ShardEn
         return None
     if entry.source_size is not None and source_size(shard) != entry.source_size:
         return None  # the input file changed since the shard was written
+    if check_file and storage.sha256(entry.file) != entry.sha256:
+        log.warning("%s: shard %d's file was altered after it was written (checksum mismatch): rebuilding it", storage.url, shard.index)
+        storage.delete(rel)
+        storage.delete(entry.file)
+        return None
     return entry
 
 

@@ -31,6 +31,8 @@ def verify(directory: str, sample: int, seed: int, fingerprint: str | None, sour
     )
     for problem in report.problems:
         click.echo(f"PROBLEM {problem}", err=True)
+    if report.repairable:
+        click.echo(report.REPAIR, err=True)
     if not report.ok:
         sys.exit(1)
     if report.shards_compared:
