@@ -27,7 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import torch
+try:
+    import torch
+except ImportError:
+    raise ModuleNotFoundError("beamtok.attention needs PyTorch: pip install 'beamtok[torch]'") from None
 
 __all__ = ["IGNORE_INDEX", "VarlenSeqs", "flatten_packed", "packed_attention_mask", "packed_labels", "varlen_seqlens"]
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from beamtok.data_stats import DataStats
 from beamtok.errors import ConfigError
+from beamtok.extras import require
 
 __all__ = ["plot_stats"]
 
@@ -13,10 +14,9 @@ __all__ = ["plot_stats"]
 def plot_stats(gathered: DataStats, path: str, title: str) -> list[str]:
     """Write histograms of document lengths, row fill and (SFT) prompt/completion lengths to
     ``path``; return the names of the panels drawn."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ConfigError("--plot needs matplotlib: pip install 'beamtok[plot]'") from None
+    require("--plot", "matplotlib")
+    import matplotlib
+
     matplotlib.use("Agg")  # headless: no display is needed or opened
     import matplotlib.pyplot as plt
 

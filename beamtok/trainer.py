@@ -26,9 +26,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-from transformers.trainer_callback import ExportableState
+from beamtok.extras import missing_extra
+
+try:
+    import torch
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+    from transformers.trainer_callback import ExportableState
+except ImportError as error:
+    raise ModuleNotFoundError(missing_extra("beamtok.trainer", "torch", "accelerate") or str(error)) from None
 
 from beamtok.attention import flatten_packed, packed_attention_mask, packed_labels
 from beamtok.errors import ConfigError, StateError

@@ -3,6 +3,9 @@ each is refused (or warned about) when it is typed, in one line naming what to c
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from click.testing import CliRunner
 
@@ -90,3 +93,22 @@ def test_silent_empty_or_wrong_results_are_refused_or_warned():
         tokens().pack_examples(64)
     with pytest.raises(ConfigError, match=r"mix sources make rows of different lengths \(source 0: 64, source 1: 128\)"):
         Dataset.mix([tokens().concat_chunk(64), tokens().concat_chunk(128)])
+
+
+def test_a_missing_extra_is_named_when_the_feature_is_asked_for(monkeypatch, tmp_path):
+    packed = tokens().concat_chunk(64)
+    monkeypatch.setitem(sys.modules, "apache_beam", None)  # as if Beam were not installed
+    with pytest.raises(ConfigError, match=r"^cache\(\) needs Apache Beam: pip install 'beamtok\[beam\]'$"):
+        packed.cache(str(tmp_path / "c"))
+    code, err = cli("cache", TEXT, "-o", str(tmp_path / "c"), "--tokenizer", TOKENIZER, "--seq-len", "64")
+    assert code == 2 and err == "beamtok: error: beamtok cache needs Apache Beam: pip install 'beamtok[beam]'\n"
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ConfigError, match=r"^batch\(tensors=\"torch\"\) needs PyTorch: pip install 'beamtok\[torch\]'$"):
+        packed.batch(4, tensors="torch")
+    with pytest.raises(ConfigError, match=r"^to_torch\(\) needs PyTorch"):
+        packed.to_torch()
+    for module in ("beamtok.attention", "beamtok.trainer"):
+        blocked = subprocess.run(
+            [sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import {module}"], capture_output=True, text=True
+        )
+        assert blocked.returncode == 1 and blocked.stderr.strip().endswith(f"ModuleNotFoundError: {module} needs PyTorch: pip install 'beamtok[torch]'")

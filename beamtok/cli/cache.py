@@ -147,6 +147,9 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
       beamtok cache 'data/corpus/shakespeare-{00..03}.jsonl' --output build/cache \\
           --tokenizer data/tokenizers/gpt2 --seq-len 1024
     """
+    from beamtok.extras import require
+
+    require("beamtok cache", "apache_beam")
     from beamtok.beam.options import check_beam_args, split_command_line
     from beamtok.errors import ConfigError
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.backends.spans import stack_taken
+from beamtok.extras import require
 from beamtok.sizes import MAX_BATCH_ROWS, check_ceiling
 from beamtok.stream.collate import Batched, collate, to_tensors
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
@@ -30,6 +31,8 @@ class Batch(Stage):
         check_int(self.size, "batch size", minimum=1)
         check_ceiling(self.size, "batch size", MAX_BATCH_ROWS, "rows")
         check_choice(self.tensors, "tensors", ("numpy", "torch"))
+        if self.tensors == "torch":
+            require('batch(tensors="torch")', "torch")
 
     def rows_held(self) -> int:
         return self.size

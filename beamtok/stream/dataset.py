@@ -28,6 +28,7 @@ from typing import Any
 from beamtok.backends.parallel import default_workers
 from beamtok.cache_options import BUILD_DEFAULTS, beam_args
 from beamtok.errors import ConfigError
+from beamtok.extras import require
 from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_memory
 from beamtok.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok.sources.urls import Shard, expand_urls
@@ -355,6 +356,7 @@ class Dataset(PerShardStages):
         if self.is_cached:
             raise ConfigError("this dataset already reads a cache")
         root = self._pipeline.root.shard_root("cache()")
+        require("cache()", "apache_beam")
         from beamtok.beam.run import run_cache
 
         run_cache(
@@ -407,6 +409,7 @@ class Dataset(PerShardStages):
         DataLoader workers (``beamtok.reader_states(*loader_state_dicts)`` gathers them from
         each old rank's ``loader.state_dict()``); each new worker of each new rank resumes
         its share of what they left."""
+        require("to_torch()", "torch", "torchdata")
         from beamtok.stream.torch_dataset import TorchIterableDataset
 
         adapter = TorchIterableDataset(self)
