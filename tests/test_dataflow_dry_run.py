@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from beamtok import Dataset, load_tokenizer
+from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok.cache.manifest import TOKENIZER_FILE
 from beamtok.cache.storage import Storage
+from beamtok.sources.urls import check_bucket_names
 
 from conftest import CORPUS, ROOT
 
@@ -113,3 +114,23 @@ def test_workers_need_no_path_of_the_launcher(own_tokenizer, tmp_path):
     assert int(proc.stdout.split()[-1]) == len(list(local))
     ours = (tmp_path / "remote-cache" / "shards" / "shard-00000.parquet").read_bytes()
     assert ours == (tmp_path / "local" / "shards" / "shard-00000.parquet").read_bytes()
+
+
+def test_placeholder_bucket_names_are_refused_before_beam_sees_them(tmp_path):
+    """Upper-case placeholders (gs://BUCKET) are not bucket names: Beam would look for, or try to
+    create, such a bucket over the network. They are refused at once, naming the URL."""
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "beamtok.cli", "cache", "gs://my-bucket/corpus/train-00.jsonl.zst",
+            "--output", "gs://my-bucket/caches/c", "--tokenizer", str(TOKENIZER), "--seq-len", "64",
+            "--runner=DataflowRunner", "--project=p", "--region=us-central1", "--temp_location=gs://BUCKET/tmp", "--dry_run=True",
+        ],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "gs://BUCKET/tmp: 'BUCKET' is not a valid gs:// bucket name" in proc.stderr
+    for good in ("gs://my-bucket/x", "gs://my_bucket.v2/x", "s3://my-bucket/x"):
+        check_bucket_names([good])
+    for bad in ("s3://my_bucket/x", "gs://-bucket/x", "gs://ab/x", "s3://Bucket/x"):
+        with pytest.raises(ConfigError, match="is not a valid"):
+            check_bucket_names([f"--temp_location={bad}"])

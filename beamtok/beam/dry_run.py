@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from beamtok.errors import ConfigError
-from beamtok.sources.urls import Shard
+from beamtok.sources.urls import Shard, check_bucket_names
 from beamtok.spec import Spec
 
 __all__ = ["JobPlan", "is_dry_run", "plan_job"]
@@ -65,11 +65,12 @@ def plan_job(
     from beamtok.beam.build import BuildCache, is_local, make_pipeline
     from beamtok.beam.run import cache_transform
 
+    check_bucket_names([output, *beam_args, *(s.url for s in shards)])
     options = PipelineOptions(list(beam_args))
     cloud = options.view_as(GoogleCloudOptions)
     if options.view_as(StandardOptions).runner == "DataflowRunner" and not (cloud.temp_location or cloud.staging_location):
         # without one, Beam looks for (or creates) a default bucket: network calls in a dry run
-        raise ConfigError("DataflowRunner needs --temp_location=gs://BUCKET/tmp (where Dataflow stages the job and its files)")
+        raise ConfigError("DataflowRunner needs --temp_location=gs://my-bucket/tmp (where Dataflow stages the job and its files)")
     pipeline = make_pipeline(beam_args)
     if is_local(pipeline):
         raise ConfigError("--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)")

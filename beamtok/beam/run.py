@@ -27,7 +27,7 @@ from beamtok.cache.progress import PROGRESS_DIR_ENV, BuildProgress
 from beamtok.cache.ranges import DEFAULT_SPLIT_BYTES, split_bytes_option
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, ConfigError
-from beamtok.sources.urls import Shard
+from beamtok.sources.urls import Shard, check_bucket_names
 from beamtok.spec import Spec
 
 __all__ = ["cache_transform", "run_cache"]
@@ -94,6 +94,7 @@ def run_cache(
     if spec.tokenizer is None:
         raise ConfigError("a cache holds tokens: call tokenize() before cache()")
     beam_args = check_beam_args(beam_args)
+    check_bucket_names([output, *beam_args, *(s.url for s in shards)])
     storage = Storage(output)
     check_output(storage)
     transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from braceexpand import braceexpand
 
 from beamtok.errors import ConfigError, InputError
 
-__all__ = ["Shard", "expand_urls", "is_remote", "local_path"]
+__all__ = ["Shard", "check_bucket_names", "expand_urls", "is_remote", "local_path"]
 
 REMOTE_PREFIXES = ("s3://", "gs://", "gcs://", "http://", "https://", "az://", "abfs://", "hdfs://")
 GLOB_CHARS = ("*", "?", "[")
@@ -79,3 +80,26 @@ def _expand_one(url: str, pattern: str) -> list[str]:
     if is_dir:
         raise InputError(f"{path}: is a directory; give a file or a glob such as {path}/*.jsonl")
     return [path]
+
+
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+
+
+def check_bucket_names(values: Iterable[str], where: str = "") -> None:
+    """Refuse an ``s3://`` or ``gs://`` URL whose bucket name the store would reject (3 to 63
+    lower-case letters, digits, dots, dashes and, on GCS, underscores; a letter or digit at
+    each end), before a client tries it: a placeholder such as ``gs://BUCKET`` would otherwise
+    send a runner looking for, or creating, that bucket over the network."""
+    for value in values:
+        url = value.split("=", 1)[1] if value.startswith("--") and "=" in value else value
+        scheme, _, rest = url.partition("://")
+        if scheme not in ("s3", "gs") or not rest:
+            continue
+        bucket = rest.split("/", 1)[0]
+        allowed = _BUCKET.match(bucket) is not None and (scheme == "gs" or "_" not in bucket) and ".." not in bucket
+        if not allowed:
+            raise ConfigError(
+                f"{where}{url}: {bucket!r} is not a valid {scheme}:// bucket name (3-63 lower-case letters, digits, dots "
+                f"and dashes{', underscores' if scheme == 'gs' else ''}, a letter or digit at each end): "
+                "replace the placeholder with your bucket"
+            )
