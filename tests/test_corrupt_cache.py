@@ -178,3 +178,36 @@ def test_overwrite_rebuilds_every_shard_of_the_same_spec(cache, tokenizer_dir):
     after = {i: shard_file(cache_dir, i).stat().st_mtime_ns for i in range(3)}
     assert all(after[i] != before[i] for i in range(3)), (before, after)
     assert verify(cache_dir).returncode == 0
+
+
+def test_verify_compares_every_row_group(tmp_path, tokenizer_dir):
+    """A shard rewritten consistently (its checksums updated) with one token changed in its last
+    row group passes every checksum; the row-by-row re-run must still find it."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    from beamtok.cache.storage import Storage
+
+    docs = [{"text": t} for t in real_paragraphs(60, start=300)]
+    paths = [str(write_jsonl(tmp_path / "in.jsonl", docs))]
+    out = tmp_path / "cache"
+    online(paths, tokenizer_dir).cache(str(out), row_group_rows=4)
+    path = shard_file(out, 0)
+    original = pq.ParquetFile(path)
+    assert original.metadata.num_row_groups > 3
+    table = original.read()
+    ids = table.column("input_ids").to_pylist()
+    ids[-1][5] = (ids[-1][5] + 1) % 50000  # the last row group's last row
+    import pyarrow as pa
+
+    table = table.set_column(table.schema.get_field_index("input_ids"), table.schema.field("input_ids"), pa.array(ids, type=table.schema.field("input_ids").type))
+    pq.write_table(table, path, row_group_size=4)
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = manifest["shards"][0]
+    entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    entry["bytes"] = path.stat().st_size
+    entry["footer_sha256"] = Storage(str(out)).parquet_footer_sha256(entry["file"])
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    report = subprocess.run([sys.executable, "-m", "beamtok.cli", "verify", str(out), "--shards", "1"], capture_output=True, text=True, cwd=ROOT)
+    assert report.returncode == 1 and f"shard 0 row {len(ids) - 1} field 'input_ids' differs from the on-the-fly result" in report.stderr, report.stderr

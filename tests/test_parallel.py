@@ -304,3 +304,27 @@ def test_narrowed_fields_come_back_whole():
     assert _packed_fields(real)[1][1] is None
     (_, segments), (_, mask) = _unpacked_fields(_packed_fields(real))
     assert mask.dtype == np.int8 and mask.tolist() == [1, 1, 0] and segments.tolist() == [2, 2, 0]
+
+
+@pytest.mark.parametrize(
+    ("values", "narrow"),
+    [
+        ([0, 255], np.uint8),
+        ([0, 256], np.uint16),
+        ([0, 65535], np.uint16),
+        ([0, 65536], np.int32),  # past every narrow type: shipped as it is
+        ([-128, 127], np.int8),
+        ([-129, 0], np.int16),
+        ([-32768, 32767], np.int16),
+        ([-32769, 0], np.int32),
+        ([-1, 255], np.int16),  # a negative value rules out the unsigned types
+    ],
+)
+def test_the_narrowest_type_is_chosen_at_each_limit(values, narrow):
+    from beamtok.backends.wire import _packed_fields, _unpacked_fields
+
+    field = np.array(values, dtype=np.int32)
+    (_, shipped, _), = _packed_fields([("input_ids", field)])
+    assert shipped.dtype == narrow
+    (_, back), = _unpacked_fields(_packed_fields([("input_ids", field)]))
+    assert back.dtype == np.int32 and back.tolist() == values
