@@ -47,6 +47,7 @@ __all__ = [
     "TokenizerRef",
     "callable_name",
     "fingerprint_of",
+    "json_differences",
 ]
 
 OnError = Literal["raise", "skip"]
@@ -213,3 +214,31 @@ class Spec:
             return cls(SourceSpec.from_json(data["source"]), steps, pack, data["on_error"])
         except (KeyError, TypeError) as e:
             raise ConfigError(f"malformed spec: {e!r}") from e
+
+
+def json_differences(old: Any, new: Any, shown: int = 4) -> str:
+    """What differs between two JSON values, by dotted path: ``pack.seq_len 2048 → 1024``
+    (at most ``shown`` differences, then how many more)."""
+    flat_old, flat_new = _flatten(old), _flatten(new)
+    found = []
+    for path in [*flat_old, *(p for p in flat_new if p not in flat_old)]:
+        before, after = flat_old.get(path, "absent"), flat_new.get(path, "absent")
+        if before != after:
+            found.append(f"{path or 'value'} {before} → {after}")
+    more = f"; and {len(found) - shown} more" if len(found) > shown else ""
+    return "; ".join(found[:shown]) + more
+
+
+def _flatten(value: Any, path: str = "") -> dict[str, str]:
+    if isinstance(value, dict) and value:
+        out: dict[str, str] = {}
+        for key, inner in value.items():
+            out.update(_flatten(inner, f"{path}.{key}" if path else str(key)))
+        return out
+    if isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+        out = {}
+        for i, inner in enumerate(value):
+            out.update(_flatten(inner, f"{path}[{i}]"))
+        return out
+    text = json.dumps(value, sort_keys=True)
+    return {path: text if len(text) <= 80 else text[:77] + "..."}

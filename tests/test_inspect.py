@@ -97,3 +97,24 @@ def test_a_state_whose_parts_were_not_kept_is_shown_as_saved():
     lines = explain_state(state)
     assert lines[-1].startswith("pipeline (its parts were not saved with the state): {")
     assert any(line.startswith("stage 1 (shuffle)") for line in explain_state(state, ds.pipeline))
+
+
+def test_inspect_against_a_cache_directory_takes_the_stream_stages_from_the_state(roots, tmp_path):
+    from click.testing import CliRunner
+
+    from beamtok.cli import main
+
+    directory = roots["global shuffle"].pipeline.root.base.origin.cache.directory
+    for saved in (
+        Dataset.from_cache(directory).shuffle(window=8, seed=1).batch(2),  # read from the cache
+        packed(FILES).shuffle(window=8, seed=1).batch(2),  # its on-the-fly twin
+        roots["global shuffle"].repeat(2).shuffle(window=4).take(9),
+    ):
+        (tmp_path / "state.json").write_text(json.dumps(state_after(saved, 3)))
+        result = CliRunner().invoke(main, ["inspect", str(tmp_path / "state.json"), "--pipeline", directory])
+        assert result.exit_code == 0 and result.stdout.rstrip().endswith(f"resumes {directory}"), result.output
+        assert "(stream options and stages of the state, read from the cache: epochs=" in result.stdout
+    other = Dataset.from_files(FILES).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(32).shuffle(window=8).batch(2)
+    (tmp_path / "state.json").write_text(json.dumps(state_after(other, 2)))
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "state.json"), "--pipeline", directory])
+    assert result.exit_code == 1 and "does NOT resume" in result.stdout and "seq_len 32 → 64" in result.stdout

@@ -112,3 +112,17 @@ def test_a_missing_extra_is_named_when_the_feature_is_asked_for(monkeypatch, tmp
             [sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import {module}"], capture_output=True, text=True
         )
         assert blocked.returncode == 1 and blocked.stderr.strip().endswith(f"ModuleNotFoundError: {module} needs PyTorch: pip install 'beamtok[torch]'")
+
+
+def test_names_that_are_nearly_right_get_the_nearest_one(tmp_path):
+    from beamtok import InputError
+
+    with pytest.raises(InputError, match=r"shakespeare-0\.jsonl: file not found; did you mean '.*shakespeare-0\d\.jsonl'\?"):
+        Dataset.from_files(str(CORPUS / "shakespeare-0.jsonl"))
+    with pytest.raises(ConfigError, match=r"tokenizer '.*gpt2/vocab\.json' is a file: pass the directory that holds it \('.*gpt2'\)"):
+        Dataset.from_sequence(["a"]).tokenize(str(TOKENIZER_DIR / "vocab.json"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"^tokenizer directory '.*empty' holds none of tokenizer.json, .*: not a saved tokenizer$"):
+        Dataset.from_sequence(["a"]).tokenize(str(tmp_path / "empty"))
+    code, err = cli("stats", str(tmp_path / "cach"), "--tokenizer", TOKENIZER)
+    assert code == 2 and err == f"beamtok: error: {tmp_path / 'cach'}: no such file or directory\n"

@@ -22,7 +22,7 @@ from beamtok.cache.ranges import RANGES_DIR
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
+from beamtok.spec import Spec, json_differences
 
 __all__ = ["check_counters", "check_output", "other_cache", "out_of_room", "prepare_output", "write_failures"]
 
@@ -76,7 +76,8 @@ def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard]) -> str | 
         except CacheError:
             return "holds an unreadable manifest"
         if manifest.fingerprint != spec.fingerprint:
-            return f"holds a cache built with spec {manifest.fingerprint}, not {spec.fingerprint}"
+            changed = json_differences(manifest.spec, spec.to_json())
+            return f"holds a cache built with spec {manifest.fingerprint}, not {spec.fingerprint}" + (f" ({changed})" if changed else "")
         old = [e.url for e in manifest.shards]
         if old != urls:
             return f"holds a cache of other input files ({_first_difference(old, urls)})"

@@ -39,11 +39,17 @@ def inspect(state_file: str, pipeline: str | None, quiet: bool) -> None:
     found = find_states(data)
     if not found:
         raise ConfigError(f"{state_file}: holds no beamtok state (no object with a 'beamtok_state' key)")
-    dataset = load_pipeline(pipeline) if pipeline is not None else None
+    loaded = load_pipeline(pipeline) if pipeline is not None else None
+    from_cache = pipeline is not None and is_cache(pipeline)
     mismatched = 0
     for where, state in found:
         if len(found) > 1 or where != "$":
             click.echo(f"== state at {where}")
+        dataset = loaded
+        if loaded is not None and from_cache:  # a directory names no stream stages: the state's own parts do
+            dataset, taken = with_saved_stream(loaded, state)
+            if taken:
+                click.echo(f"(stream options and stages of the state, read from the cache: {taken})")
         for line in explain_state(state, dataset.pipeline if dataset is not None else None):
             click.echo(line)
         if dataset is not None:
@@ -62,6 +68,51 @@ def inspect(state_file: str, pipeline: str | None, quiet: bool) -> None:
                 click.echo(f"resumes {pipeline}")
     if mismatched:
         sys.exit(1)
+
+
+def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
+    """The cache's dataset with the stream options and stages the state's ``about`` names
+    (epochs, shard order seed, open shards, global shuffle, each stage's options), so a state
+    saved by ``from_cache(DIR).shuffle(...).batch(...)`` (or its on-the-fly twin) is checked
+    whole; ``(cached, '')`` when the state does not keep them as values."""
+    from beamtok.stream.node import Stage
+    from beamtok.stream.pipeline import Pipeline
+    from beamtok.stream.reader_split import ReaderSplit
+    from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
+
+    about = state.get("about")
+    split = state.get("split")
+    if not isinstance(about, dict) or not isinstance(split, dict):
+        return cached, ""
+
+    def value(name: str) -> Any:
+        kept = about.get(name)
+        if not (isinstance(kept, list) and len(kept) == 1):
+            raise KeyError(name)
+        return kept[0]
+
+    try:
+        root = cached.pipeline.root.with_options(
+            epochs=value("epochs"), shuffle_seed=value("shuffle_shards seed"), interleave=value("open shards (interleave)")
+        )
+        if "global_shuffle" in about:
+            shuffled = value("global_shuffle")
+            root = GlobalShuffleRoot(root, shuffled["seed"], shuffled["window"])
+        stages = []
+        for number in range(1, len(about) + 1):
+            key = next((k for k in about if k.startswith(f"stage {number} (")), None)
+            if key is None:
+                break
+            kind = Stage.named(key[len(f"stage {number} (") : -1])
+            if kind is None:
+                return cached, ""
+            stages.append(kind(**value(key)))
+        reader = ReaderSplit(split["rank"], split["world_size"], mode=value("rank split"))
+    except (KeyError, TypeError, ValueError):
+        return cached, ""
+    rebuilt = type(cached)(Pipeline(root, reader, tuple(stages)))
+    shown = [f"{s.NAME}({', '.join(f'{k}={v!r}' for k, v in s.to_json().items() if k != 'stage')})" for s in stages]
+    return rebuilt, ", ".join([f"epochs={value('epochs')!r}", *shown])
 
 
 def load_pipeline(reference: str) -> Any:

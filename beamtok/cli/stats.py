@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
@@ -56,6 +57,10 @@ def stats(
     check_int(documents, "--documents", minimum=1)
     if limit is not None:
         check_int(limit, "--limit", minimum=1)
+    if len(paths) == 1 and "://" not in paths[0] and not any(c in paths[0] for c in "*?[{") and not os.path.exists(paths[0]):
+        from beamtok.sources.urls import nearest_name
+
+        raise ConfigError(f"{paths[0]}: no such file or directory{nearest_name(paths[0])}")
     if len(paths) == 1 and is_cache(paths[0]):
         if tokenizer is not None:
             raise ConfigError(f"{paths[0]} is a cache: it brings its own tokenizer (drop --tokenizer)")

@@ -8,7 +8,7 @@ import lzma
 from typing import IO, cast
 
 from beamtok.errors import InputError
-from beamtok.sources.urls import is_remote, local_path
+from beamtok.sources.urls import is_remote, local_path, nearest_name
 from beamtok.sources.zstd_stream import ZstdReader
 
 __all__ = ["COMPRESSED_SUFFIXES", "is_compressed", "open_url"]
@@ -36,7 +36,7 @@ def open_url(url: str, *, decompress: bool) -> IO[bytes]:
 
             raw = smart_open.open(url, "rb", compression="disable")
     except FileNotFoundError as e:
-        raise InputError(f"{url}: file not found") from e
+        raise InputError(f"{url}: file not found{nearest_name(local_path(url)) if not is_remote(url) else ''}") from e
     except PermissionError as e:
         raise InputError(f"{url}: permission denied") from e
     except OSError as e:

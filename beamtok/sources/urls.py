@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import glob
 import os
 import re
@@ -14,7 +15,7 @@ from braceexpand import braceexpand
 
 from beamtok.errors import ConfigError, InputError
 
-__all__ = ["Shard", "check_bucket_names", "expand_urls", "is_remote", "local_path"]
+__all__ = ["Shard", "check_bucket_names", "expand_urls", "is_remote", "local_path", "nearest_name"]
 
 REMOTE_PREFIXES = ("s3://", "gs://", "gcs://", "http://", "https://", "az://", "abfs://", "hdfs://")
 GLOB_CHARS = ("*", "?", "[")
@@ -69,17 +70,32 @@ def _expand_one(url: str, pattern: str) -> list[str]:
     if any(c in path for c in GLOB_CHARS):
         matches = sorted(p for p in glob.glob(path) if os.path.isfile(p))
         if not matches:
-            raise InputError(f"{pattern}: pattern matches no file")
+            raise InputError(f"{pattern}: pattern matches no file{nearest_name(os.path.dirname(path)) if not os.path.isdir(os.path.dirname(path) or '.') else ''}")
         return matches
     try:
         is_dir = stat.S_ISDIR(os.stat(path).st_mode)
     except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
+        raise InputError(f"{path}: file not found{nearest_name(path)}") from None
     except PermissionError:
         raise InputError(f"{path}: permission denied (a directory on the way cannot be searched)") from None
     if is_dir:
         raise InputError(f"{path}: is a directory; give a file or a glob such as {path}/*.jsonl")
     return [path]
+
+
+def nearest_name(path: str) -> str:
+    """``; did you mean '...'?`` naming the existing file or directory closest to ``path``
+    (beside it, or beside the first of its parents that exists), or ''."""
+    missing = os.path.normpath(path)
+    parent = os.path.dirname(missing)
+    while parent and not os.path.isdir(parent):
+        missing, parent = parent, os.path.dirname(parent)
+    try:
+        names = os.listdir(parent or ".")
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(os.path.basename(missing), names, n=1, cutoff=0.6)
+    return f"; did you mean {os.path.join(parent, close[0])!r}?" if close else ""
 
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")

@@ -204,10 +204,19 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
         return _BY_NAME.setdefault(tokenizer, tok)
 
 
+# the files one of which a saved fast tokenizer's directory holds
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "vocab.txt")
+
+
 def _from_local_files(name: str, trust_remote_code: bool) -> Any:
     """The tokenizer from a local directory or the hub cache, or None when it needs the hub
     (checked reachable first); a path that does not exist is refused."""
-    if os.path.isdir(os.path.expanduser(name)):
+    path = os.path.expanduser(name)
+    if os.path.isfile(path):
+        raise ConfigError(f"tokenizer {name!r} is a file: pass the directory that holds it ({os.path.dirname(os.path.abspath(path))!r})")
+    if os.path.isdir(path):
+        if not any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES):
+            raise ConfigError(f"tokenizer directory {name!r} holds none of {', '.join(TOKENIZER_FILES)}: not a saved tokenizer")
         return None  # transformers loads a directory itself, with its own errors for bad files
     if is_path_like(name):
         raise missing_directory_error(name)
