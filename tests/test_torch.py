@@ -110,3 +110,29 @@ def test_default_dataloader_batch_size_passes_beamtok_batches_through(make_shard
         next(iter(torch.utils.data.DataLoader(ds.to_torch(), batch_size=2)))
     examples = Dataset.from_files(paths).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32)
     assert next(iter(torch.utils.data.DataLoader(examples.to_torch(), batch_size=4)))["input_ids"].shape == (4, 32)
+
+
+def test_another_number_of_workers_is_refused_with_the_way_that_works(make_shards, tokenizer_dir):
+    pytest.importorskip("torchdata")
+    import beamtok
+
+    paths = make_shards(4, docs_per_shard=6)
+    ds = make(paths, tokenizer_dir)
+    loader = stateful_loader(ds, 2)
+    it = iter(loader)
+    head = [next(it) for _ in range(3)]
+    state = json.loads(json.dumps(loader.state_dict()))
+    del it
+    wrong = stateful_loader(ds, 1)
+    wrong.load_state_dict(state)
+    with pytest.raises(Exception, match=r"saved by DataLoader worker \d of 2, but this reader is worker 0 of 1.*to_torch\(resume_from=beamtok.reader_states"):
+        next(iter(wrong))
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    right = StatefulDataLoader(ds.to_torch(resume_from=beamtok.reader_states(state)), batch_size=None, num_workers=1)
+    rest = list(right)
+    full = list(stateful_loader(ds, 0))
+    def rows(batches):
+        return sorted((int(s), int(i)) for b in batches for s, i in zip(b["shard"], b["index"]))
+
+    assert rows(head + rest) == rows(full)  # every row once: none lost, none repeated

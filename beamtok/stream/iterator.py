@@ -157,6 +157,13 @@ class DatasetIterator:
                 f"{self._spec_fp if what == 'spec' else stream_fp} here); "
                 + (changed or "tokenizer, fields, packing, shard list, shuffle, batch or other stages differ")
             )
+        if split is None and isinstance(saved_split, dict) and saved_split.get("num_workers") != self.split.num_workers:
+            raise StateError(
+                f"state was saved by DataLoader worker {saved_split.get('worker')} of {saved_split.get('num_workers')}, but this "
+                f"reader is worker {self.split.worker} of {self.split.num_workers}: a loader resumes with the number of workers it "
+                "saved with; for another number, pass every old worker's state: "
+                "ds.to_torch(resume_from=beamtok.reader_states(loader_state_dict))"
+            )
         if split is None and state["split"] != self.split.to_json():
             raise StateError(
                 f"state belongs to reader {state['split']}, but this reader is {self.split.to_json()} "
