@@ -33,6 +33,7 @@ document once, batched. Unknown keys are refused by name.
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -65,8 +66,10 @@ class DataConfig:
 
 
 def load_config(path: str) -> DataConfig:
-    """The training and validation datasets of the data config at ``path``."""
-    return config_from_mapping(read_yaml(path, "the data config"), path)
+    """The training and validation datasets of the data config at ``path``. Relative paths in
+    it (input files, caches, chat templates, a tokenizer directory) are relative to the
+    directory holding the file, not to the working directory."""
+    return config_from_mapping(read_yaml(path, "the data config"), path, base=os.path.dirname(os.path.abspath(path)))
 
 
 def read_yaml(path: str, what: str) -> Any:
@@ -82,8 +85,9 @@ def read_yaml(path: str, what: str) -> Any:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
 
 
-def config_from_mapping(data: Any, where: str) -> DataConfig:
-    """A DataConfig from the parsed YAML mapping ``data`` (``where`` names it in errors)."""
+def config_from_mapping(data: Any, where: str, base: str | None = None) -> DataConfig:
+    """A DataConfig from the parsed YAML mapping ``data`` (``where`` names it in errors;
+    relative paths are relative to ``base``, or to the working directory when None)."""
     mapping = _mapping(data, where, TOP_KEYS)
     named = _mapping(mapping.get("datasets"), f"{where}: datasets", None)
     if not named:
@@ -95,6 +99,8 @@ def config_from_mapping(data: Any, where: str) -> DataConfig:
         options = {**DATASET_DEFAULTS, **shared, **_mapping(entry, f"{where}: datasets.{name}", DATASET_KEYS)}
         if isinstance(options.get("urls"), str):
             options["urls"] = [options["urls"]]
+        if base is not None:
+            options = _relative_to(base, options)
         try:
             datasets[name] = dataset_from_options(options)
         except ConfigError as e:
@@ -105,6 +111,41 @@ def config_from_mapping(data: Any, where: str) -> DataConfig:
     train = _train(_mapping(mapping.get("train"), f"{where}: train", TRAIN_KEYS), streams, f"{where}: train")
     validation = _validation(_mapping(mapping.get("validation") or {}, f"{where}: validation", VALIDATION_KEYS), streams, f"{where}: validation")
     return DataConfig(train, validation, datasets, caches)
+
+
+def _relative_to(base: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Local relative paths of a dataset's options joined to ``base``; a tokenizer only when
+    ``base`` holds that directory (otherwise it may be a hub name)."""
+
+    def joined(value: Any) -> Any:
+        if not isinstance(value, str) or not value or "://" in value or os.path.isabs(os.path.expanduser(value)):
+            return value
+        return os.path.normpath(os.path.join(base, value))
+
+    out = dict(options)
+    if isinstance(out.get("urls"), list):
+        out["urls"] = [joined(url) for url in out["urls"]]
+    for key in ("cache", "chat_template", "mds", "hf_dataset"):
+        if key in ("chat_template", "mds", "hf_dataset") and not (isinstance(out.get(key), str) and os.path.exists(joined(out[key]))):
+            continue
+        out[key] = joined(out.get(key))
+    tokenizer = out.get("tokenizer")
+    if isinstance(tokenizer, str) and os.path.isdir(joined(tokenizer)):
+        out["tokenizer"] = joined(tokenizer)
+    return out
+
+
+def _whole(value: Any, where: str) -> int:
+    """``value`` as a whole number, or a ConfigError naming where it was written."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, str) and not value.strip().lstrip("-").isdigit()):
+        raise ConfigError(f"{where}: must be a whole number, got {value!r}")
+    return int(value)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: must be a number, got {value!r}")
+    return float(value)
 
 
 def _mapping(value: Any, where: str, known: tuple[str, ...] | None) -> dict[str, Any]:
@@ -130,7 +171,7 @@ def _named(name: Any, streams: dict[str, Dataset], where: str) -> Dataset:
 
 def _weights(value: Any, names: list[str], where: str) -> list[float]:
     weights = _mapping(value, where, tuple(names))
-    return [float(weights.get(name, 0.0)) for name in names]
+    return [_number(weights.get(name, 0.0), f"{where}.{name}") for name in names]
 
 
 def _train(train: dict[str, Any], streams: dict[str, Dataset], where: str) -> Dataset:
@@ -141,7 +182,7 @@ def _train(train: dict[str, Any], streams: dict[str, Dataset], where: str) -> Da
         _named(name, streams, f"{where}: weights")
     sources = [streams[name] for name in names]
     if train.get("shuffle_shards") is not None:
-        sources = [s.shuffle_shards(int(train["shuffle_shards"])) for s in sources]
+        sources = [s.shuffle_shards(_whole(train["shuffle_shards"], f"{where}: shuffle_shards")) for s in sources]
     if len(sources) == 1 and "schedule" not in train:
         ds = sources[0]
     else:
@@ -153,13 +194,21 @@ def _train(train: dict[str, Any], streams: dict[str, Dataset], where: str) -> Da
             weights = [(0, weights)]
             for i, stage in enumerate(stages):
                 stage = _mapping(stage, f"{where}: schedule[{i}]", ("start_example", "weights"))
-                weights.append((int(stage["start_example"]), _weights(stage["weights"], names, f"{where}: schedule[{i}].weights")))
-        ds = Dataset.mix(sources, weights, seed=int(train.get("seed", 0)), stop=str(train.get("stop", "never")), block_size=train.get("block_size"))
+                start = _whole(stage.get("start_example"), f"{where}: schedule[{i}].start_example")
+                weights.append((start, _weights(stage["weights"], names, f"{where}: schedule[{i}].weights")))
+        block = train.get("block_size")
+        ds = Dataset.mix(
+            sources,
+            weights,
+            seed=_whole(train.get("seed", 0), f"{where}: seed"),
+            stop=str(train.get("stop", "never")),
+            block_size=None if block is None else _whole(block, f"{where}: block_size"),
+        )
     if train.get("shuffle") is not None:
         shuffle = _mapping(train["shuffle"], f"{where}: shuffle", ("window", "seed"))
-        ds = ds.shuffle(int(shuffle["window"]), seed=int(shuffle.get("seed", 0)))
+        ds = ds.shuffle(_whole(shuffle.get("window"), f"{where}: shuffle.window"), seed=_whole(shuffle.get("seed", 0), f"{where}: shuffle.seed"))
     if train.get("batch") is not None:
-        ds = ds.batch(int(train["batch"]))
+        ds = ds.batch(_whole(train["batch"], f"{where}: batch"))
     return ds
 
 
@@ -170,5 +219,5 @@ def _validation(validation: dict[str, Any], streams: dict[str, Dataset], where: 
     out = {}
     for name in sets:
         ds = _named(name, streams, f"{where}: sets")  # shards in order, no shuffle, one pass
-        out[name] = ds.batch(int(validation["batch"])) if validation.get("batch") is not None else ds
+        out[name] = ds.batch(_whole(validation["batch"], f"{where}: batch")) if validation.get("batch") is not None else ds
     return out

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import re
 import subprocess
 import sys
 
@@ -115,3 +117,37 @@ def test_the_example_config_loads_and_streams():
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_relative_paths_are_relative_to_the_config_file(tmp_path, corpus, monkeypatch):
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    rel = lambda path: os.path.relpath(path, folder)  # noqa: E731
+    config = {
+        "tokenizer": rel(TOKENIZER),
+        "seq_len": 64,
+        "datasets": {"a": {"urls": [rel(u) for u in corpus["a"]], "cache": "caches/a"}},
+        "train": {"weights": {"a": 1}, "batch": 2},
+    }
+    (folder / "data.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path / "configs" / "..")  # anywhere but the file's own directory
+    os.makedirs("elsewhere")
+    monkeypatch.chdir("elsewhere")
+    loaded = load_config(str(folder / "data.yaml"))
+    assert [s.url for s in loaded.datasets["a"].shards] == corpus["a"]
+    assert loaded.caches == {"a": str(folder / "caches" / "a")}
+    assert next(iter(loaded.train))["input_ids"].shape == (2, 64)
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ({"batch": "eight"}, "train: batch: must be a whole number, got 'eight'"),
+        ({"shuffle": {"window": 2.5}}, "train: shuffle.window: must be a whole number, got 2.5"),
+        ({"seed": "x"}, "train: seed: must be a whole number, got 'x'"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_names_the_file_and_key(tmp_path, corpus, train, message):
+    path = write_config(tmp_path, corpus, train={"weights": {"a": 0.5, "b": 0.5}, **train})
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {message}")):
+        load_config(path)
