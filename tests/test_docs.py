@@ -27,7 +27,8 @@ def test_readme_examples_run_each_in_a_new_process(tmp_path):
     for i, block in enumerate(README_BLOCKS):
         proc = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"README python block {i} failed:\n{block}\n{proc.stderr}"
-    assert json.loads((tmp_path / "state.json").read_text())["beamtok_state"] == 1
+    assert json.loads((tmp_path / "build" / "state.json").read_text())["beamtok_state"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build", "data", "examples"]  # every output under build/
 
 
 @pytest.mark.parametrize("module", ["beamtok.stream.dataset"])

@@ -126,3 +126,15 @@ def test_names_that_are_nearly_right_get_the_nearest_one(tmp_path):
         Dataset.from_sequence(["a"]).tokenize(str(tmp_path / "empty"))
     code, err = cli("stats", str(tmp_path / "cach"), "--tokenizer", TOKENIZER)
     assert code == 2 and err == f"beamtok: error: {tmp_path / 'cach'}: no such file or directory\n"
+
+
+def test_head_cuts_long_pieces_unless_told_not_to(tmp_path):
+    from conftest import cache_without_beam
+
+    directory = str(tmp_path / "c")
+    cache_without_beam(tokens().ensure_bos_eos().concat_chunk(512), directory)
+    result = CliRunner().invoke(main, ["head", directory, "--batches", "1", "--batch-size", "1"])
+    texts = [line for line in result.stdout.split("\n")[1:] if line and not line.startswith(("[", "---", "delivered", "read"))]
+    assert result.exit_code == 0 and "… (+" in result.stdout and all(len(line) <= 500 + len("… (+99999 chars)") for line in texts)
+    whole = CliRunner().invoke(main, ["head", directory, "--batches", "1", "--batch-size", "1", "--max-chars", "0"])
+    assert whole.exit_code == 0 and "… (+" not in whole.stdout

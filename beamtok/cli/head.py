@@ -17,7 +17,7 @@ __all__ = ["head"]
 @click.option("--batches", default=2, show_default=True)
 @click.option("--seed", default=0, show_default=True, help="Shuffle seed.")
 @click.option("--no-shuffle", is_flag=True, help="Rows in cache order (shard 0 first) instead of shuffled.")
-@click.option("--max-chars", type=int, help="Cut each piece's text after this many characters.")
+@click.option("--max-chars", type=int, default=500, show_default=True, help="Cut each piece's text after this many characters (0: never).")
 @click.option("--ids", is_flag=True, help="Show each piece's token ids.")
 @click.option("--mask", is_flag=True, help="Mark tokens that are not trained on (loss_mask 0) as «...».")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (then one with the stats).")
@@ -29,7 +29,7 @@ def head(
     batches: int,
     seed: int,
     no_shuffle: bool,
-    max_chars: int | None,
+    max_chars: int,
     ids: bool,
     mask: bool,
     as_json: bool,
@@ -44,8 +44,8 @@ def head(
 
     check_int(batch_size, "--batch-size", minimum=1)
     check_int(batches, "--batches", minimum=1)
-    if max_chars is not None:
-        check_int(max_chars, "--max-chars", minimum=1)
+    check_int(max_chars, "--max-chars", minimum=0)
+    limit = max_chars or None
     tok = Cache(directory).tokenizer()
     ds = Dataset.from_cache(directory)
     ds = (ds if no_shuffle else ds.shuffle(window=256, seed=seed)).batch(batch_size)
@@ -53,7 +53,7 @@ def head(
     for b, batch in zip(range(batches), it):
         for row in range(len(batch["input_ids"])):
             example = {name: values[row] for name, values in batch.items()}
-            pieces = row_pieces(example, tok.decode, max_chars=max_chars, mask=mask)
+            pieces = row_pieces(example, tok.decode, max_chars=limit, mask=mask)
             where = {"batch": b, "row": row, **{k: int(example[k]) for k in ("shard", "index", "doc", "token")}}
             if as_json:
                 click.echo(json.dumps({**where, "pieces": [p.to_json(ids=ids) for p in pieces]}))
