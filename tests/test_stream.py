@@ -271,3 +271,29 @@ def test_delivered_counts_the_batches_inside_enumerate_pairs(shards, tokenizer_d
     delivered = it.stats()["delivered"]
     assert delivered["items"] == len(items) and delivered["examples"] == it.stats()["examples"] > 0
     assert delivered["tokens"] == sum(int((batch["segment_ids"] > 0).sum()) for _, batch in items) == it.stats()["tokens"]
+
+
+@pytest.mark.parametrize(("before", "after"), [(8, 5), (4, 12), (6, 6)])
+def test_a_state_resumes_under_another_batch_size_at_the_next_example(shards, tokenizer_dir, before, after):
+    def ds(size: int) -> Dataset:
+        return Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32).shuffle(16, seed=0).batch(size).enumerate()
+
+    examples = [(int(s), int(i)) for _, batch in ds(1) for s, i in zip(batch["shard"], batch["index"])]
+    it = ds(before).iter()
+    for _ in range(3):
+        next(it)
+    state = json.loads(json.dumps(it.state_dict()))
+    resumed = list(ds(after).iter(state_dict=state))
+    got = [(int(s), int(i)) for _, batch in resumed for s, i in zip(batch["shard"], batch["index"])]
+    assert got == examples[3 * before :]  # the next example on, in the uninterrupted order
+    assert all(len(batch["index"]) == after for _, batch in resumed[:-1]) and resumed[0][0] == 3  # enumerate() goes on counting
+
+
+def test_a_batch_size_change_is_refused_where_a_later_stage_holds_batches(shards, tokenizer_dir):
+    def ds(size: int) -> Dataset:
+        return Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32).batch(size).shuffle(4, seed=0)
+
+    it = ds(4).iter()
+    next(it)
+    with pytest.raises(StateError, match=r"stage 1 \(batch\): size 4 → 8"):
+        ds(8).iter(state_dict=it.state_dict())

@@ -22,6 +22,7 @@ class Batch(Stage):
     the tokenizer's pad id). ``drop_last`` drops a short last batch."""
 
     NAME = "batch"
+    FREE_ON_RESUME = ("size", "drop_last", "tensors")  # a state is always at a batch boundary
 
     size: int
     drop_last: bool = False

@@ -149,6 +149,11 @@ class DatasetIterator:
                     "differs; to resume on another world size pass the list of every old reader's state "
                     "(iter(state_dict=[state_0, state_1, ...]))"
                 )
+        if state["spec"] == self._spec_fp and state["stream"] != stream_fp:
+            saved = self.pipeline.as_saved(state.get("about"))  # a batch of another size may resume
+            world = self.split.world_size if split is None else split.world_size
+            if saved is not None and state["stream"] == saved.stream_fingerprint_for(world):
+                stream_fp = state["stream"]
         if state["spec"] != self._spec_fp or state["stream"] != stream_fp:
             what = "spec" if state["spec"] != self._spec_fp else "stream"
             changed = changes(state.get("about"), self.pipeline)

@@ -56,6 +56,10 @@ class Stage(abc.ABC):
     """A stream stage's configuration."""
 
     NAME: ClassVar[str]
+    # options a resume may change: the stage holds no position that depends on them (a batch's size)
+    FREE_ON_RESUME: ClassVar[tuple[str, ...]] = ()
+    # a resume re-reads the items this stage held (a shuffle's window): what comes before it must not change
+    REREADS_ON_RESUME: ClassVar[bool] = False
 
     def to_json(self) -> dict[str, Any]:
         return {"stage": self.NAME, **dataclasses.asdict(self)}

@@ -44,6 +44,32 @@ class Pipeline:
         reader = dataclasses.replace(self.reader, rank=0, world_size=world_size)
         return fingerprint_of({**self.root.fingerprint_json(reader), "stages": [s.to_json() for s in self.stages]})
 
+    def as_saved(self, about: Any) -> Pipeline | None:
+        """This pipeline with the options a resume may change (``Stage.FREE_ON_RESUME``: a
+        batch's size) set back to the values a state's ``about`` kept, or None when none
+        differ, the state did not keep them, or a later stage re-reads what it held (a shuffle
+        after the batch holds batches of the old size)."""
+        if not isinstance(about, dict):
+            return None
+        stages = list(self.stages)
+        changed = False
+        for i, stage in enumerate(self.stages):
+            free = type(stage).FREE_ON_RESUME
+            saved = about.get(f"stage {i + 1} ({stage.NAME})")
+            if not free or not (isinstance(saved, list) and len(saved) == 1 and isinstance(saved[0], dict)):
+                continue
+            old = {k: saved[0][k] for k in free if k in saved[0] and saved[0][k] != getattr(stage, k)}
+            if not old:
+                continue
+            if any(type(later).REREADS_ON_RESUME for later in self.stages[i + 1 :]):
+                return None
+            try:
+                stages[i] = dataclasses.replace(stage, **old)
+            except (TypeError, ValueError):
+                return None
+            changed = True
+        return dataclasses.replace(self, stages=tuple(stages)) if changed else None
+
     def parts(self) -> dict[str, Any]:
         """Each part of the stream (not the reader's rank or world size), by name, in the order
         a refused resume lists them: the root's options, the stages, the root's data."""

@@ -25,6 +25,7 @@ class Shuffle(Stage):
     stream, so every epoch too) gets its own permutation from ``(seed, window number)``."""
 
     NAME = "shuffle"
+    REREADS_ON_RESUME = True
 
     window: int
     seed: int = 0
