@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -84,6 +85,74 @@ def test_http_stream_equals_local_and_resumes_by_seeking(http_root, tokenizer_di
     RangeHandler.ranges_served.clear()
     check_resumption(remote, steps=[3, 9])
     assert any(r != "bytes=0-" for r in RangeHandler.ranges_served)  # resumed by a ranged read
+
+
+class FlakyHandler(RangeHandler):
+    """Fails on purpose, by file: the first GET is a 503, the second a 429, the third sends half
+    the body and drops the connection; later GETs are served (ranged where asked). A file named
+    ``down-*`` always answers 503."""
+
+    gets: ClassVar[dict[str, int]] = {}
+
+    def do_GET(self):
+        count = FlakyHandler.gets[self.path] = FlakyHandler.gets.get(self.path, 0) + 1
+        if "down-" in self.path or count == 1:
+            self.send_error(503)
+            return
+        if count == 2:
+            self.send_error(429)
+            return
+        if count == 3:
+            body = self.send_head()
+            if body is None:
+                return
+            data = body.read()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)  # mid-body: the reader sees the body cut short
+            self.close_connection = True
+            return
+        super().do_GET()
+
+
+@pytest.fixture
+def flaky_root(tmp_path, make_shards, monkeypatch):
+    from beamtok.sources import retrying
+
+    monkeypatch.setattr(retrying, "BACKOFF_SECONDS", 0.01)  # the schedule doubles from here
+    monkeypatch.setattr(retrying, "READ_BYTES", 256)  # several reads per file, so a cut comes after some
+    paths = make_shards(3, docs_per_shard=8)
+    FlakyHandler.gets.clear()
+    handler = lambda *a, **kw: FlakyHandler(*a, directory=str(tmp_path), **kw)  # noqa: E731
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", paths
+    server.shutdown()
+    server.server_close()
+
+
+def test_transient_http_failures_are_retried_from_the_byte_reached(flaky_root, tokenizer_dir):
+    base_url, paths = flaky_root
+    remote = Dataset.from_files(base_url + "/part-{00..02}.jsonl").tokenize(tokenizer_dir).concat_chunk(24).batch(2)
+    local = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(24).batch(2)
+    RangeHandler.ranges_served.clear()
+    it = remote.iter()
+    before = it.stats()["remote_retries"]
+    got = list(it)
+    want = list(local)
+    assert len(got) == len(want) and all(items_equal(a, b) for a, b in zip(got, want))  # nothing lost, nothing twice
+    assert it.stats()["remote_retries"] - before == 3 * 3  # a 503, a 429 and a cut body, per file
+    assert all(FlakyHandler.gets[f"/part-{i:02d}.jsonl"] >= 4 for i in range(3))
+    assert len([r for r in RangeHandler.ranges_served if r != "bytes=0-"]) == 3  # each cut body resumed where it broke
+
+
+def test_a_server_that_stays_down_is_one_error_after_the_retries(flaky_root, tokenizer_dir):
+    base_url, paths = flaky_root
+    (Path(paths[0]).parent / "down-0.jsonl").write_text('{"text": "never served"}\n')
+    with pytest.raises(InputError, match=r"down-0\.jsonl: .*still failing after 5 retries at byte 0: HTTPError: 503"):
+        list(Dataset.from_files(base_url + "/down-0.jsonl").tokenize(tokenizer_dir))
+    assert FlakyHandler.gets["/down-0.jsonl"] == 6
 
 
 def test_http_missing_file_is_a_clear_error(http_root, tokenizer_dir):

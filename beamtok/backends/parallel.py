@@ -29,6 +29,7 @@ from beamtok.backends.spans import RowSpan, SpanReader
 from beamtok.backends.wire import span_from_wire, span_to_wire, spans_of
 from beamtok.errors import BeamtokError
 from beamtok.shard import Produced, ShardCursor, ShardProcessor
+from beamtok.sources.retrying import share_retry_counter
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
@@ -197,6 +198,7 @@ class ParallelShards(SequentialBackend):
 
         payload = cloudpickle.dumps((self.spec, serialize_tokenizers(self.spec.tokenizers)))
         # fork, as torch's DataLoader does: spawn would re-import the user's main script
+        share_retry_counter()  # workers' retried remote reads count in this process's stats
         context: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         for _ in range(self.workers_wanted):
             tasks, results, cancel = context.Queue(), context.Queue(maxsize=QUEUE_CHUNKS), context.Event()

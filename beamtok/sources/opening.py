@@ -8,6 +8,7 @@ import lzma
 from typing import IO, cast
 
 from beamtok.errors import InputError
+from beamtok.sources.retrying import RetryingReader
 from beamtok.sources.urls import is_remote, local_path, nearest_name
 from beamtok.sources.zstd_stream import ZstdReader
 
@@ -32,9 +33,7 @@ def open_url(url: str, *, decompress: bool) -> IO[bytes]:
         if "://" not in url or url.startswith("file://"):
             raw = open(local_path(url), "rb")
         else:
-            import smart_open
-
-            raw = smart_open.open(url, "rb", compression="disable")
+            raw = _open_remote(url)
     except FileNotFoundError as e:
         raise InputError(f"{url}: file not found{nearest_name(local_path(url)) if not is_remote(url) else ''}") from e
     except PermissionError as e:
@@ -46,6 +45,21 @@ def open_url(url: str, *, decompress: bool) -> IO[bytes]:
             raise InputError(f"{url}: cannot open: {type(e).__name__}: {e}") from e
         raise
     return _decompressed(url, raw) if decompress else raw
+
+
+def _open_remote(url: str) -> IO[bytes]:
+    """A remote object through smart_open, reopened where it was after a transient error
+    (``beamtok.sources.retrying``)."""
+    import smart_open
+
+    def open_at(position: int) -> IO[bytes]:
+        # smart_open's seek checks the server answered the range (206 from that byte)
+        raw = cast(IO[bytes], smart_open.open(url, "rb", compression="disable"))
+        if position:
+            raw.seek(position)
+        return raw
+
+    return io.BufferedReader(RetryingReader(url, open_at), buffer_size=1 << 20)
 
 
 def _decompressed(url: str, raw: IO[bytes]) -> IO[bytes]:

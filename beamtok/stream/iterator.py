@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.errors import ConfigError, StateError
+from beamtok.sources.retrying import remote_retries
 from beamtok.stream.describe import changes, describe
 from beamtok.stream.elastic import check_readers
 from beamtok.stream.node import Node
@@ -224,7 +225,9 @@ class DatasetIterator:
         documents read, emitted, skipped (by reason) and truncated; examples, tokens, pad tokens
         and padding waste (pad / all tokens); the epoch (for a mix: each source's stats and
         epoch, and the realised proportions). They run ahead of ``delivered`` by what a shuffle
-        window holds, and include other readers' examples under an example split."""
+        window holds, and include other readers' examples under an example split.
+        ``remote_retries``: transient remote read errors retried so far by this process and its
+        tokenization workers (all its streams)."""
         self._merge_now()
         catch_up = getattr(self._root, "catch_up", None)
         if catch_up is not None:  # a restored shuffle window counts as read, as in the run that saved the state
@@ -233,4 +236,5 @@ class DatasetIterator:
         total = stats["tokens"] + stats["pad_tokens"]
         stats["padding_waste"] = stats["pad_tokens"] / total if total else 0.0
         stats["delivered"] = self._delivered.to_json()
+        stats["remote_retries"] = remote_retries()
         return stats
