@@ -36,6 +36,7 @@ from beamtok.spec import SourceSpec, Spec
 from beamtok.stream.batch import Batch
 from beamtok.stream.dataset_steps import PerShardStages
 from beamtok.stream.enumerate import Enumerate
+from beamtok.stream.even import EVEN_MODES
 from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.mix import MixPlan
 from beamtok.stream.node import Stage
@@ -47,7 +48,7 @@ from beamtok.stream.roots.mix import MixRoot
 from beamtok.stream.roots.shards import ShardsRoot
 from beamtok.stream.shuffle import Shuffle
 from beamtok.stream.take import Take
-from beamtok.validate import check_int
+from beamtok.validate import check_choice, check_int
 
 __all__ = ["Dataset"]
 
@@ -147,7 +148,7 @@ class Dataset(PerShardStages):
             p = d._pipeline
             if p.stages:
                 raise ConfigError(f"mix source {i} has stream stages {[s.NAME for s in p.stages]}; add them to the mix instead")
-            if p.reader != ReaderSplit():
+            if p.reader != ReaderSplit() or p.even is not None:
                 raise ConfigError(f"mix source {i} is split by rank; call shard_by_rank() on the mix instead")
             roots.append(p.root.shard_root(f"mix source {i}"))
         plan = MixPlan.make(len(sources), weights, seed=seed, stop=stop, block_size=block_size)
@@ -246,9 +247,17 @@ class Dataset(PerShardStages):
         (``--row-group-rows``) for cheap random access."""
         return self._replace(root=GlobalShuffleRoot(self._pipeline.root.shard_root("global_shuffle()"), seed, window))
 
-    def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards") -> Dataset:
-        """Read only this rank's part: whole shards (default) or every world_size-th example."""
-        return self._replace(reader=ReaderSplit(rank, world_size, mode=split))
+    def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards", even: str | None = None) -> Dataset:
+        """Read only this rank's part: whole shards (default) or every world_size-th example.
+
+        ``even``: every reader (rank, and DataLoader worker) ends with the same number of
+        examples, so no rank waits at a last all-reduce: ``"drop"`` ends all at the smallest
+        share, ``"pad"`` fills all up to the largest with padding rows (no loss). Readers split
+        by examples work it out as they read; split by shards, the counts come from a cache's
+        row counts (see ``beamtok.stream.even``)."""
+        if even is not None:
+            check_choice(even, "even", EVEN_MODES)
+        return self._replace(reader=ReaderSplit(rank, world_size, mode=split), even=even)
 
     # ------------------------------------------------------- stream stages
 

@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.backends.workers import dataloader_worker
+from beamtok.errors import ConfigError
 from beamtok.spec import fingerprint_of
+from beamtok.stream.even import EvenNode
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
+from beamtok.stream.split import ExampleSplitNode
 
 __all__ = ["Pipeline", "state_split"]
 
@@ -30,6 +33,7 @@ class Pipeline:
     root: RootPlan
     reader: ReaderSplit = dataclasses.field(default_factory=ReaderSplit)
     stages: tuple[Stage, ...] = ()
+    even: str | None = None  # every reader the same number of examples: "drop" or "pad" (beamtok.stream.even)
 
     @property
     def spec_fingerprint(self) -> str:
@@ -42,7 +46,8 @@ class Pipeline:
     def stream_fingerprint_for(self, world_size: int) -> str:
         """The stream fingerprint of this pipeline read by ``world_size`` ranks."""
         reader = dataclasses.replace(self.reader, rank=0, world_size=world_size)
-        return fingerprint_of({**self.root.fingerprint_json(reader), "stages": [s.to_json() for s in self.stages]})
+        even = {"even": self.even} if self.even is not None else {}
+        return fingerprint_of({**self.root.fingerprint_json(reader), **even, "stages": [s.to_json() for s in self.stages]})
 
     def as_saved(self, about: Any) -> Pipeline | None:
         """This pipeline with the options a resume may change (``Stage.FREE_ON_RESUME``: a
@@ -74,6 +79,8 @@ class Pipeline:
         """Each part of the stream (not the reader's rank or world size), by name, in the order
         a refused resume lists them: the root's options, the stages, the root's data."""
         out = dict(self.root.option_parts(self.reader))
+        if self.even is not None:
+            out["even"] = self.even
         for i, stage in enumerate(self.stages):
             out[f"stage {i + 1} ({stage.NAME})"] = {k: v for k, v in stage.to_json().items() if k != "stage"}
         out.update(self.root.content_parts())
@@ -88,10 +95,27 @@ class Pipeline:
         """The live stream for reader ``split``: the root's source (for stats, closing and
         seeks) and the last node (after the first ``stages`` stages, or all)."""
         source, node = self.root.build(split)
+        if self.even is not None:
+            node = self._evened(node, split)
         for depth, stage in enumerate(self.stages[:stages]):
             context = StreamContext(pad_id=self.root.pad_id, rebuild=functools.partial(self.build, stages=depth))
             node = stage.build(node, context)
         return source, node
+
+    def _evened(self, node: Node, split: ReaderSplit) -> Node:
+        """``node`` ending every reader at the same count (``self.even``)."""
+        pad = self.root.pad_example() if self.even == "pad" else None
+        if isinstance(node, ExampleSplitNode):
+            node.even, node.pad = self.even, pad
+            return node
+        counts = self.root.reader_counts(split)
+        if counts is None:
+            raise ConfigError(
+                f"even={self.even!r} needs every reader's example count before reading: readers split by examples "
+                "(shard_by_rank(..., split='examples')), or a cache (its row counts) read to an end (not repeat() forever); "
+                f"this {self.root.KIND} read by {split.parts} readers has neither"
+            )
+        return EvenNode(node, counts[split.part], min(counts) if self.even == "drop" else max(counts), pad)
 
     def explain(self, state: dict[str, Any]) -> list[str]:
         """The pipeline position of ``state`` (a whole state's ``pipeline``) in words, stage by

@@ -28,8 +28,11 @@ class ExampleSplitNode(StageNode):
         super().__init__(upstream)
         self.part = part
         self.parts = parts
+        self.even: str | None = None  # "drop" or "pad": see beamtok.stream.even
+        self.pad: dict[str, Any] | None = None
         self._seen = 0
         self._taken: list[int] = []
+        self._padded = False
 
     @classmethod
     def describe_state(cls, state: Any) -> str:
@@ -41,6 +44,13 @@ class ExampleSplitNode(StageNode):
         return f"example split: {state.get('seen')} examples of the whole stream seen (this reader keeps every k-th){extra}"
 
     def reset(self, state: dict[str, Any] | None) -> None:
+        padded = isinstance(state, dict) and state.get("padded") is True
+        if isinstance(state, dict) and "padded" in state:
+            state = {k: v for k, v in state.items() if k != "padded"}
+        self._reset(state)
+        self._padded = padded
+
+    def _reset(self, state: dict[str, Any] | None) -> None:
         if state is not None and isinstance(state, dict) and "taken" in state:
             taken = state["taken"]
             if not isinstance(taken, list):
@@ -56,8 +66,13 @@ class ExampleSplitNode(StageNode):
         self._taken = []
 
     def __next__(self) -> Any:
+        if self._padded:
+            raise StopIteration
         while True:
-            item = next(self.upstream)
+            try:
+                item = next(self.upstream)
+            except StopIteration:
+                return self._end()
             index = self._seen
             self._seen += 1
             while self._taken and self._taken[0] < index:
@@ -65,13 +80,38 @@ class ExampleSplitNode(StageNode):
             if self._taken and self._taken[0] == index:
                 continue
             if index % self.parts == self.part:
+                if self.even == "drop" and not self._round_complete(index):
+                    raise StopIteration  # not every reader gets an example of this last round
                 return item
+
+    def _round_complete(self, index: int) -> bool:
+        """Read ahead (other readers' examples) to the end of ``index``'s round: whether it exists."""
+        last = (index // self.parts + 1) * self.parts - 1
+        while self._seen <= last:
+            try:
+                next(self.upstream)
+            except StopIteration:
+                return False
+            self._seen += 1
+        return True
+
+    def _end(self) -> Any:
+        """The stream ended after ``_seen`` examples: with even='pad', a reader whose share of the
+        last round is missing gets one padding row, so every reader has ceil(seen / parts)."""
+        if self.even == "pad" and self.pad is not None and self._seen % self.parts and self.part >= self._seen % self.parts:
+            self._padded = True
+            return {k: v.copy() if hasattr(v, "copy") else v for k, v in self.pad.items()}
+        raise StopIteration
 
     def _position(self) -> dict[str, Any]:
         taken = [i for i in self._taken if i >= self._seen]
-        return {"seen": self._seen, "taken": taken} if taken else {"seen": self._seen}
+        position: dict[str, Any] = {"seen": self._seen, "taken": taken} if taken else {"seen": self._seen}
+        if self._padded:
+            position["padded"] = True
+        return position
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        states = [{k: v for k, v in s.items() if k != "padded"} if isinstance(s, dict) else s for s in states]
         for state in states:
             check_keys(state, (*self.KEYS, "taken") if isinstance(state, dict) and "taken" in state else self.KEYS, self.NAME)
             check_int(state["seen"], "seen", self.NAME)

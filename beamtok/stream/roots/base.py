@@ -105,6 +105,17 @@ class RootPlan(abc.ABC):
         """The roots this one reads from (a mix: its sources; others: itself)."""
         return (self,)
 
+    def reader_counts(self, split: ReaderSplit) -> list[int] | None:
+        """How many examples each of ``split.parts`` readers gets over the whole stream, where
+        that is known before reading (a cache's row counts), else None."""
+        return None
+
+    def pad_example(self) -> dict[str, Any]:
+        """A row of padding shaped like this root's rows (``even="pad"``)."""
+        from beamtok.stream.even import pad_example
+
+        return pad_example(self.spec)
+
     def shard_root(self, what: str) -> ShardsRoot:
         """The plain shard root behind this one, to add per-shard stages or cache it;
         ``what`` names the call in the refusal."""

@@ -86,6 +86,15 @@ class GlobalShuffleRoot(RootPlan):
     def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
         return GlobalShuffleSource.describe_state(state, indent)
 
+    def reader_counts(self, split: ReaderSplit) -> list[int] | None:
+        epochs = self.base.options.epochs
+        if epochs is None:
+            return None
+        rows = self.base.origin.row_access(self.base.spec)
+        assert rows is not None
+        total = rows.total
+        return [epochs * len(range(part, total, split.parts)) for part in range(split.parts)]
+
     def shard_root(self, what: str) -> ShardsRoot:
         raise ConfigError(f"{what}: call it before global_shuffle()")
 

@@ -122,6 +122,9 @@ class MixRoot(RootPlan):
     def explain(self, state: Any, split: ReaderSplit | None) -> list[str]:
         return self.describe_mix_state(state, split, tuple(s.shards for s in self.mixed))
 
+    def pad_example(self) -> dict[str, Any]:
+        return {**self.mixed[0].pad_example(), "source": -1}
+
     def shard_root(self, what: str) -> ShardsRoot:
         raise ConfigError(f"{what}: set it on each source of the mix, before Dataset.mix()")
 

@@ -21,6 +21,7 @@ from beamtok.spec import Spec, fingerprint_of
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
+from beamtok.stream.shard_order import ShardOrder
 from beamtok.stream.source import ShardOptions, ShardSource
 from beamtok.stream.split import ExampleSplitNode
 
@@ -102,6 +103,20 @@ class ShardsRoot(RootPlan):
         if split is not None and split.mode == "examples" and isinstance(state, dict) and "upstream" in state:
             return [f"{indent}{ExampleSplitNode.describe_state(state)}", *ShardSource.describe_state(state["upstream"], shards, indent)]
         return ShardSource.describe_state(state, shards, indent)
+
+    def reader_counts(self, split: ReaderSplit) -> list[int] | None:
+        if split.mode != "shards" or self.options.epochs is None:
+            return None
+        backend = self.origin.backend(self.step, 0)
+        rows = [backend.rows(shard) for shard in self.files]
+        backend.close()
+        if any(count is None for count in rows):
+            return None
+        counts = []
+        for part in range(split.parts):
+            order = ShardOrder(len(self.files), self.options.shuffle_seed, dataclasses.replace(split, rank=part // split.num_workers, worker=part % split.num_workers))
+            counts.append(sum(rows[shard] or 0 for epoch in range(self.options.epochs) for shard in order.owned(epoch)))
+        return counts
 
     def shard_root(self, what: str) -> ShardsRoot:
         return self

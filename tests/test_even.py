@@ -1,0 +1,74 @@
+"""shard_by_rank(..., even=): every reader ends with the same number of examples (and so of
+batches), on uneven data: readers split by examples, by shards of a cache, by global-shuffle
+positions; resumable at any point; refused where counts cannot be known."""
+
+from __future__ import annotations
+
+import pytest
+
+from beamtok import ConfigError, Dataset
+from beamtok.testing import check_resumption
+
+from conftest import TOKENIZER_DIR, cache_without_beam, real_paragraphs, write_jsonl
+
+TOKENIZER = str(TOKENIZER_DIR)
+
+
+@pytest.fixture(scope="module")
+def uneven(tmp_path_factory) -> list[str]:
+    """Three shards of very different sizes."""
+    root = tmp_path_factory.mktemp("even")
+    paragraphs = real_paragraphs(120)
+    sizes = [(0, 70), (70, 85), (85, 120)]
+    return [str(write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[a:b]])) for i, (a, b) in enumerate(sizes)]
+
+
+def packed(files: list[str]) -> Dataset:
+    return Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(32)
+
+
+def provenance(ds: Dataset) -> list[tuple[int, int]]:
+    return [(int(ex["shard"]), int(ex["index"])) for ex in ds]
+
+
+@pytest.mark.parametrize("world", [5, 7, 10])
+def test_readers_split_by_examples(uneven, world):
+    everything = provenance(packed(uneven))
+    total = len(everything)
+    assert total % world  # the last round is incomplete for some readers
+    dropped = [provenance(packed(uneven).shard_by_rank(r, world, split="examples", even="drop")) for r in range(world)]
+    assert {len(d) for d in dropped} == {total // world}
+    assert sorted(x for d in dropped for x in d) == sorted(everything[: total // world * world])  # the last partial round goes
+    padded = [list(packed(uneven).shard_by_rank(r, world, split="examples", even="pad")) for r in range(world)]
+    assert {len(p) for p in padded} == {-(-total // world)}
+    pads = [ex for p in padded for ex in p if ex["shard"] == -1]
+    assert len(pads) == world - total % world
+    assert all(not ex["segment_ids"].any() and not ex["loss_mask"].any() and ex["input_ids"].shape == (32,) for ex in pads)
+    assert sorted((int(ex["shard"]), int(ex["index"])) for p in padded for ex in p if ex["shard"] != -1) == sorted(everything)
+
+
+@pytest.mark.parametrize("even", ["drop", "pad"])
+def test_resumes_exactly_at_every_step(uneven, even):
+    check_resumption(lambda: packed(uneven).shard_by_rank(4, 5, split="examples", even=even).batch(4), random_steps=6)  # 156 rows: 1 over
+
+
+def test_readers_split_by_shards_of_a_cache_and_by_global_shuffle(uneven, tmp_path):
+    cached = cache_without_beam(packed(uneven), str(tmp_path / "c"))
+    natural = [len(provenance(cached.shard_by_rank(r, 2))) for r in range(2)]
+    assert natural[0] != natural[1]  # shards 0 and 2 against shard 1
+    for even, want in (("drop", min(natural)), ("pad", max(natural))):
+        batches = [list(cached.shard_by_rank(r, 2, even=even).batch(8)) for r in range(2)]
+        assert len(batches[0]) == len(batches[1])  # every rank the same number of batches
+        assert [sum(len(b["index"]) for b in rank) for rank in batches] == [want, want]
+    check_resumption(lambda: cached.shard_by_rank(1, 2, even="pad").batch(8), random_steps=5)
+    shuffled = [provenance(cached.global_shuffle(seed=1).repeat(2).shard_by_rank(r, 3, even="drop")) for r in range(3)]
+    assert len({len(s) for s in shuffled}) == 1
+
+
+def test_refused_where_the_counts_cannot_be_known(uneven):
+    with pytest.raises(ConfigError, match=r"even='drop' needs every reader's example count before reading"):
+        next(iter(packed(uneven).shard_by_rank(0, 2, even="drop")))
+    with pytest.raises(ConfigError, match=r"even must be one of 'drop', 'pad'"):
+        packed(uneven).shard_by_rank(0, 2, even="same")
+    with pytest.raises(ConfigError, match="even='pad' adds padding rows, which needs rows of one width"):
+        next(iter(Dataset.from_files(uneven).tokenize(TOKENIZER).shard_by_rank(0, 2, split="examples", even="pad")))
