@@ -165,10 +165,10 @@ class DatasetIterator:
             )
         if split is None and isinstance(saved_split, dict) and saved_split.get("num_workers") != self.split.num_workers:
             raise StateError(
-                f"state was saved by DataLoader worker {saved_split.get('worker')} of {saved_split.get('num_workers')}, but this "
-                f"reader is worker {self.split.worker} of {self.split.num_workers}: a loader resumes with the number of workers it "
-                "saved with; for another number, pass every old worker's state: "
-                "ds.to_torch(resume_from=beamtok.reader_states(loader_state_dict))"
+                f"state belongs to reader {saved_split}, but this reader is {self.split.to_json()}: it was saved by DataLoader "
+                f"worker {saved_split.get('worker')} of {saved_split.get('num_workers')}, this is worker {self.split.worker} of "
+                f"{self.split.num_workers}; a loader resumes with the number of workers it saved with; for another number, pass "
+                "every old worker's state: ds.to_torch(resume_from=beamtok.reader_states(loader_state_dict))"
             )
         if split is None and state["split"] != self.split.to_json():
             raise StateError(

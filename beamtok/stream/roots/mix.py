@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +35,15 @@ class MixRoot(RootPlan):
         for i, source in enumerate(self.mixed):
             if self.plan.stop != "first_exhausted" and source.options.epochs != 1:
                 raise ConfigError(f"mix source {i} sets repeat(); with stop={self.plan.stop!r} the mix restarts exhausted sources itself")
-        widths = {source.spec.pack.seq_len if source.spec.pack is not None else None for source in self.mixed}
-        if len(widths) > 1:
-            shown = ", ".join(f"source {i}: {w if w is not None else 'not packed'}" for i, w in enumerate(
-                s.spec.pack.seq_len if s.spec.pack is not None else None for s in self.mixed))
-            raise ConfigError(f"mix sources make rows of different lengths ({shown}): batches would vary in width; pack every source to one seq_len")
+        widths = [source.spec.pack.seq_len if source.spec.pack is not None else None for source in self.mixed]
+        if len(set(widths)) > 1:
+            shown = ", ".join(f"source {i}: {w if w is not None else 'not packed'}" for i, w in enumerate(widths))
+            warnings.warn(
+                f"mix sources make rows of different lengths ({shown}): batches will vary in width (rows padded to the "
+                "longest in each batch); pack every source to one seq_len for batches of one shape",
+                UserWarning,
+                stacklevel=4,
+            )
         pads = {source.spec.pad_id for source in self.mixed}
         if len(pads) > 1:
             raise ConfigError(f"mix sources pad with different token ids {sorted(pads)}: they use different tokenizers")
