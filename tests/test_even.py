@@ -72,3 +72,17 @@ def test_refused_where_the_counts_cannot_be_known(uneven):
         packed(uneven).shard_by_rank(0, 2, even="same")
     with pytest.raises(ConfigError, match="even='pad' adds padding rows, which needs rows of one width"):
         next(iter(Dataset.from_files(uneven).tokenize(TOKENIZER).shard_by_rank(0, 2, split="examples", even="pad")))
+
+
+def test_inspect_names_the_even_split(uneven, tmp_path):
+    from beamtok.stream.explain import explain_state
+
+    cached = cache_without_beam(packed(uneven), str(tmp_path / "c"))
+    ds = cached.shard_by_rank(1, 2, even="pad").batch(4)
+    it = ds.iter()
+    next(it)
+    state = it.state_dict()
+    for lines in (explain_state(state, ds.pipeline), explain_state(state)):
+        text = "\n".join(lines)
+        assert "shard source: epoch 0" in text and "even split: 4 examples handed out of this reader's share" in text, text
+        assert "stage 1 (batch): no position of its own" in text

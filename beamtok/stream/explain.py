@@ -17,7 +17,7 @@ from typing import Any
 # The facade imports every stage and root it offers, so Stage.named and root_plan_named know them.
 import beamtok.stream.dataset  # noqa: F401
 from beamtok.stream.node import Stage
-from beamtok.stream.pipeline import Pipeline, state_split
+from beamtok.stream.pipeline import Pipeline, peel_even, state_split
 from beamtok.stream.roots.base import root_plan_named
 
 __all__ = ["explain_state", "find_states"]
@@ -67,7 +67,8 @@ def _declared(state: dict[str, Any]) -> list[str]:
     root = root_plan_named(about)
     if root is None or len(chain) != len(names):
         return [f"pipeline (its parts were not saved with the state): {json.dumps(state.get('pipeline'))[:400]}"]
-    lines = root.describe_state(node, state_split(state), None)
+    node, even = peel_even(node, "even" in about)
+    lines = root.describe_state(node, state_split(state), None) + even
     for i, (name, own) in enumerate(zip(names, reversed(chain))):
         stage = Stage.named(name)
         lines.append(f"stage {i + 1} ({name}): {stage.describe_state(own) if stage is not None else Stage.describe_state(own)}")

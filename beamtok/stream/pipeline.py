@@ -22,7 +22,7 @@ from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.split import ExampleSplitNode
 
-__all__ = ["Pipeline", "state_split"]
+__all__ = ["Pipeline", "peel_even", "state_split"]
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,8 @@ class Pipeline:
                 break
             chain.append(node)
             node = node.get("upstream")
-        lines = self.root.explain(node, split)
+        node, even = peel_even(node, self.even is not None)
+        lines = self.root.explain(node, split) + even
         for i, (stage, own) in enumerate(zip(self.stages, reversed(chain))):
             lines.append(f"stage {i + 1} ({stage.NAME}): {stage.describe_state(own)}")
         return lines
@@ -140,3 +141,11 @@ def state_split(state: dict[str, Any]) -> ReaderSplit | None:
         return ReaderSplit(**state["split"])
     except Exception:
         return None
+
+
+def peel_even(node: Any, evened: bool) -> tuple[Any, list[str]]:
+    """The root's state below an even split's node (where the pipeline has one between the root
+    and the first stage), and that node's line."""
+    if evened and isinstance(node, dict) and set(node) == set(EvenNode.KEYS):
+        return node["upstream"], [EvenNode.describe_state(node)]
+    return node, []
