@@ -64,16 +64,22 @@ class _Limited:
         self.f.close()
 
 
-@pytest.fixture
-def http_root(tmp_path, make_shards):
-    paths = make_shards(3, docs_per_shard=8)
-    handler = lambda *a, **kw: RangeHandler(*a, directory=str(tmp_path), **kw)  # noqa: E731
+def serve(directory, handler_class):
+    """An HTTP server on 127.0.0.1 serving ``directory`` with ``handler_class``, running until the generator resumes."""
+    handler = lambda *a, **kw: handler_class(*a, directory=str(directory), **kw)  # noqa: E731
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", paths
+    yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def http_root(tmp_path, make_shards):
+    paths = make_shards(3, docs_per_shard=8)
+    for base_url in serve(tmp_path, RangeHandler):
+        yield base_url, paths
 
 
 def test_http_stream_equals_local_and_resumes_by_seeking(http_root, tokenizer_dir):
@@ -123,13 +129,8 @@ def flaky_root(tmp_path, make_shards, monkeypatch):
     monkeypatch.setattr(retrying, "READ_BYTES", 256)  # several reads per file, so a cut comes after some
     paths = make_shards(3, docs_per_shard=8)
     FlakyHandler.gets.clear()
-    handler = lambda *a, **kw: FlakyHandler(*a, directory=str(tmp_path), **kw)  # noqa: E731
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", paths
-    server.shutdown()
-    server.server_close()
+    for base_url in serve(tmp_path, FlakyHandler):
+        yield base_url, paths
 
 
 def test_transient_http_failures_are_retried_from_the_byte_reached(flaky_root, tokenizer_dir):
