@@ -208,7 +208,7 @@ def test_files_with_several_merges_per_token_are_checked_whole(tokenizer_dirs):
         split_twice.setdefault(made, []).append(merge)
     victim = next(m[1] for m in split_twice.values() if len(m) > 1)  # the second split of a token
     spec["model"]["merges"] = [m for m in merges if m != victim]
-    with pytest.raises(ConfigError, match="several merges per token but not .* tiktoken would merge them"):
+    with pytest.raises(ConfigError, match=r"several merges per token but not .* tiktoken would merge them"):
         TiktokenEncoder(json.dumps(spec), "edited")
 
 
