@@ -125,10 +125,10 @@ def _relative_to(base: str, options: dict[str, Any]) -> dict[str, Any]:
     out = dict(options)
     if isinstance(out.get("urls"), list):
         out["urls"] = [joined(url) for url in out["urls"]]
-    for key in ("cache", "chat_template", "mds", "hf_dataset"):
-        if key in ("chat_template", "mds", "hf_dataset") and not (isinstance(out.get(key), str) and os.path.exists(joined(out[key]))):
-            continue
-        out[key] = joined(out.get(key))
+    out["cache"] = joined(out.get("cache"))  # made by the build: it need not exist yet
+    for key in ("chat_template", "mds", "hf_dataset"):  # a name that is not a file here is left alone
+        if isinstance(out.get(key), str) and os.path.exists(joined(out[key])):
+            out[key] = joined(out[key])
     tokenizer = out.get("tokenizer")
     if isinstance(tokenizer, str) and os.path.isdir(joined(tokenizer)):
         out["tokenizer"] = joined(tokenizer)

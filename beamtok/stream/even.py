@@ -26,7 +26,7 @@ from beamtok.spec import Spec
 from beamtok.stream.node import Node, StageNode
 from beamtok.stream.state import check_int
 
-__all__ = ["EVEN_MODES", "EvenNode", "pad_example"]
+__all__ = ["EVEN_MODES", "EvenNode", "fresh_pad", "pad_example"]
 
 EVEN_MODES = ("drop", "pad")
 
@@ -47,6 +47,11 @@ def pad_example(spec: Spec) -> dict[str, Any]:
         row = with_training_fields(row)
     row.update(shard=-1, index=-1, doc=-1, token=0)
     return row
+
+
+def fresh_pad(pad: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a padding row whose arrays the consumer may change."""
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in pad.items()}
 
 
 class EvenNode(StageNode):
@@ -79,6 +84,6 @@ class EvenNode(StageNode):
             item = next(self.upstream)
         else:
             assert self.pad is not None  # a target above the own count is padding
-            item = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in self.pad.items()}
+            item = fresh_pad(self.pad)
         self._emitted += 1
         return item

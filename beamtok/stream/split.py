@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from beamtok.errors import StateError
+from beamtok.stream.even import fresh_pad
 from beamtok.stream.node import Node, StageNode
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys
@@ -100,7 +101,7 @@ class ExampleSplitNode(StageNode):
         last round is missing gets one padding row, so every reader has ceil(seen / parts)."""
         if self.even == "pad" and self.pad is not None and self._seen % self.parts and self.part >= self._seen % self.parts:
             self._padded = True
-            return {k: v.copy() if hasattr(v, "copy") else v for k, v in self.pad.items()}
+            return fresh_pad(self.pad)
         raise StopIteration
 
     def _position(self) -> dict[str, Any]:
