@@ -246,7 +246,7 @@ class ShardPacker:
         return total
 
     def _example(self, fields: dict[str, Any], index: int, doc: int, token: int) -> dict[str, Any]:
-        example = with_training_fields(fields) if self.supervised else dict(fields)
+        example = with_training_fields(fields) if self.supervised else fields  # fields are this row's own dict
         example.update(shard=self.shard_index, index=index, doc=doc, token=token)
         return example
 

@@ -106,7 +106,7 @@ def _read_jsonl(url: str, start: int) -> Iterator[RawDocument]:
         offset = start
         line_no = 1 if start == 0 else None
         for line in f:
-            if line.strip():
+            if not line.isspace():  # strip() would copy the whole line
                 where = f"line {line_no}" if line_no is not None else f"byte {offset}"
                 yield RawDocument(offset, where, parse_json_line(line))
             offset += len(line)
@@ -137,7 +137,7 @@ def _read_compressed_jsonl(url: str, start: int) -> Iterator[RawDocument]:
                     raise StateError(f"{url}: doc cursor (line {start + 1}) is past the break of this truncated file (line {line_no + 1})")
                 yield RawDocument(line_no, f"line {line_no + 1}", line)
                 return
-            if line_no >= start and line.strip():
+            if line_no >= start and line and not line.isspace():
                 yield RawDocument(line_no, f"line {line_no + 1}", parse_json_line(line))
             line_no += 1
         if start > line_no:

