@@ -14,7 +14,7 @@ import numpy as np
 
 from beamtok.shard import DocCounts, with_training_fields
 
-__all__ = ["PROVENANCE", "RowBlock", "TokenColumn", "columns_of", "row_offsets"]
+__all__ = ["PROVENANCE", "RowBlock", "TokenColumn", "columns_of", "gather_rows", "row_offsets"]
 
 PROVENANCE = ("shard", "index", "doc", "token")
 
@@ -154,3 +154,26 @@ class RowBlock:
 
     def nbytes(self) -> int:
         return sum(c.values.nbytes for c in self.columns.values())
+
+
+def gather_rows(picks: list[tuple[RowBlock, int]]) -> RowBlock:
+    """One block of the rows ``(block, row)``, in the order given (a global shuffle's rows
+    from the row groups that hold them)."""
+    first = picks[0][0]
+    counts = [block.counts[row] for block, row in picks]
+    if not first.columns:
+        return RowBlock.of_examples([block.examples[row] for block, row in picks], counts)
+    pieces: dict[str, list[np.ndarray]] = {name: [] for name in first.columns}
+    for block, row in picks:
+        for name, column in block.columns.items():
+            lo, hi = column.offsets[row], column.offsets[row + 1]
+            pieces[name].append(column.values[lo:hi])
+    offsets = np.zeros(len(picks) + 1, dtype=np.int64)
+    any_column = next(iter(pieces.values()))
+    np.cumsum([len(p) for p in any_column], out=offsets[1:])
+    columns = columns_of([(name, np.concatenate(parts)) for name, parts in pieces.items()], offsets)
+    provenance = tuple(
+        np.array([getattr(block, attribute)[row] for block, row in picks], dtype=np.int64)
+        for attribute in ("shard", "index_array", "doc_array", "token_array")
+    )
+    return RowBlock(columns, counts, provenance, first.supervised)  # type: ignore[arg-type]

@@ -91,19 +91,19 @@ def test_state_is_epoch_and_position(cached):
 def decoded_groups(ds: Dataset, budget_groups: int) -> tuple[int, int]:
     """(rows read, row groups decoded) with a decode cache of about ``budget_groups`` groups."""
     it = ds.iter()
-    access = it.source.source
+    access = it.source.source.opened()
     access.max_bytes = budget_groups * 8 * (128 * 4 + 400)  # row groups of 8 rows of 128 int32 tokens
     rows = len(list(it))
     return rows, access.groups_decoded
 
 
 def test_row_groups_are_decoded_once_per_window(cached):
-    rows, windowed = decoded_groups(cached.global_shuffle(seed=1, window=32), budget_groups=6)
+    rows, windowed = decoded_groups(cached.global_shuffle(seed=1, window=32, local_copy=False), budget_groups=6)
     groups = rows // 8
     assert windowed <= groups + 2 * (rows // 32 + 1)  # each group about once, plus window edges
-    _, whole = decoded_groups(cached.global_shuffle(seed=1), budget_groups=6)
+    _, whole = decoded_groups(cached.global_shuffle(seed=1, local_copy=False), budget_groups=6)
     assert whole > 5 * groups  # without windows, a small decode cache misses on most rows
-    _, roomy = decoded_groups(cached.global_shuffle(seed=1), budget_groups=10_000)
+    _, roomy = decoded_groups(cached.global_shuffle(seed=1, local_copy=False), budget_groups=10_000)
     assert roomy == len({(int(ex["shard"]), int(ex["index"]) // 8) for ex in cached})  # all fits: each group once
 
 

@@ -23,9 +23,9 @@ def reads(monkeypatch) -> list[str]:
     """Every shard the per-shard step opens in this process, and every batch of cache rows
     fetched by global row number."""
     seen: list[str] = []
-    run, rows = ShardProcessor.run, RowAccess.rows
+    run, rows = ShardProcessor.run, RowAccess.block
     monkeypatch.setattr(ShardProcessor, "run", lambda self, shard, *a: (seen.append(shard.url), run(self, shard, *a))[1])
-    monkeypatch.setattr(RowAccess, "rows", lambda self, wanted: (seen.append(f"rows {len(wanted)}"), rows(self, wanted))[1])
+    monkeypatch.setattr(RowAccess, "block", lambda self, wanted: (seen.append(f"rows {len(wanted)}"), rows(self, wanted))[1])
     return seen
 
 

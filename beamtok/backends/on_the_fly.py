@@ -40,5 +40,5 @@ class OnTheFlyOrigin:
             return ParallelShards(spec, workers)
         return OnTheFly(spec)
 
-    def row_access(self, spec: Spec) -> RowSource | None:
+    def row_access(self, spec: Spec, local_copy: bool | str | None = None) -> RowSource | None:
         return None

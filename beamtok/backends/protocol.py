@@ -16,17 +16,18 @@ be added, and makes the backend for the final spec.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from beamtok.errors import ConfigError
-from beamtok.shard import DocCounts, Produced, ShardCursor
+from beamtok.shard import Produced, ShardCursor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 
 if TYPE_CHECKING:
     from beamtok.backends.spans import RowSpan
+    from beamtok.rows import RowBlock
 
 __all__ = ["RowSource", "SequentialBackend", "ShardBackend", "ShardOrigin"]
 
@@ -36,7 +37,9 @@ class RowSource(Protocol):
 
     total: int
 
-    def rows(self, global_rows: np.ndarray) -> list[tuple[dict[str, Any], DocCounts]]: ...
+    def block(self, global_rows: np.ndarray) -> RowBlock:
+        """These rows, in the order given, as one block."""
+        ...
 
     def close(self) -> None: ...
 
@@ -109,7 +112,8 @@ class ShardOrigin(Protocol):
         """The backend that yields ``spec``'s examples, with ``workers`` worker processes."""
         ...
 
-    def row_access(self, spec: Spec) -> RowSource | None:
+    def row_access(self, spec: Spec, local_copy: bool | str | None = None) -> RowSource | None:
         """Random access to ``spec``'s examples by global row number, where the origin has it
-        (a packed cache), else None."""
+        (a packed cache), else None. ``local_copy``: read them from a local memory-mapped copy
+        (True, or the directory to keep it in), decode row groups (False), or choose by size (None)."""
         ...

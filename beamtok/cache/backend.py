@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from beamtok.backends.protocol import SequentialBackend, ShardBackend
 from beamtok.backends.spans import RowSpan
-from beamtok.cache.random_access import RowAccess
 from beamtok.cache.reader import Cache, ReadAhead
+from beamtok.cache.shuffle_rows import ShuffleRows
 from beamtok.errors import ConfigError
 from beamtok.shard import Produced, ShardCursor, ShardPacker
 from beamtok.sources.urls import Shard
@@ -97,8 +97,8 @@ class CacheOrigin:
         if self.cache.spec.pack is not None:
             raise ConfigError(f"{name}(): the cache is already packed; build it with --pack none to pack at read time")
 
-    def row_access(self, spec: Spec) -> RowAccess | None:
-        return RowAccess(self.cache) if spec.pack == self.cache.spec.pack else None
+    def row_access(self, spec: Spec, local_copy: bool | str | None = None) -> ShuffleRows | None:
+        return ShuffleRows(self.cache, local_copy) if spec.pack == self.cache.spec.pack else None
 
     def backend(self, spec: Spec, workers: int) -> ShardBackend:
         if spec.pack == self.cache.spec.pack:

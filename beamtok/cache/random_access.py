@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.cache.reader import Cache
-from beamtok.rows import RowBlock
-from beamtok.shard import DocCounts
+from beamtok.rows import RowBlock, gather_rows
 
 __all__ = ["RowAccess"]
 
@@ -43,12 +42,15 @@ class RowAccess:
         self._groups: OrderedDict[tuple[int, int], tuple[RowBlock, int]] = OrderedDict()
         self.groups_decoded = 0
 
-    def rows(self, global_rows: np.ndarray) -> list[tuple[dict[str, Any], DocCounts]]:
-        """The examples (and document counts) of these rows, in the order given."""
+    def block(self, global_rows: np.ndarray) -> RowBlock:
+        """These rows, in the order given, as one block."""
         located = [self._locate(int(g)) for g in global_rows]
         needed = sorted(set((shard, group) for shard, group, _ in located))
         blocks = {key: self._block(*key) for key in needed}
-        return [(blocks[(s, g)].examples[i], blocks[(s, g)].counts[i]) for s, g, i in located]
+        gathered = gather_rows([(blocks[(s, g)], i) for s, g, i in located])
+        if gathered.columns:
+            gathered.count_tokens()
+        return gathered
 
     def close(self) -> None:
         for pf in self._files.values():

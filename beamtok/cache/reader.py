@@ -142,6 +142,19 @@ class Cache:
             first = False
             yield RowSpan(block)  # the cursor after its last row is the next span's first row
 
+    def all_blocks(self) -> Iterator[RowBlock]:
+        """Every row of the cache, shard after shard, a decoded row group at a time (the next
+        shards' first row groups decoded ahead)."""
+        ahead = ReadAhead()
+        entries = self.manifest.shards
+        try:
+            for number, entry in enumerate(entries):
+                ahead.upcoming = [(Shard(e.index, e.url), ShardCursor()) for e in entries[number + 1 : number + 3] if e.rows]
+                if entry.rows:
+                    yield from self._blocks(entry, 0, ahead)
+        finally:
+            ahead.stop()
+
     def _blocks(self, entry: ShardEntry, start_row: int, ahead: ReadAhead) -> Iterator[RowBlock]:
         """Decoded row groups from row ``start_row`` on (started early if the shard was upcoming)."""
         key = (entry.index, start_row)

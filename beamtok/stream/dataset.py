@@ -238,14 +238,21 @@ class Dataset(PerShardStages):
         """
         return self._with_root_options(workers=default_workers() if workers is None else workers)
 
-    def global_shuffle(self, seed: int = 0, *, window: int | None = None) -> Dataset:
+    def global_shuffle(self, seed: int = 0, *, window: int | None = None, local_copy: bool | str | None = None) -> Dataset:
         """Every row of a packed cache once per epoch, in a keyed pseudo-random permutation
         over the whole cache (``window=None``) or within windows of ``window`` consecutive
         rows, reshuffled each epoch (``repeat``). Readers (``shard_by_rank``, DataLoader
         workers) take every k-th position of the one global order; the state is
-        ``{epoch, position}``. Build the cache with small row groups
-        (``--row-group-rows``) for cheap random access."""
-        return self._replace(root=GlobalShuffleRoot(self._pipeline.root.shard_root("global_shuffle()"), seed, window))
+        ``{epoch, position}``.
+
+        ``local_copy`` says how rows are read, never which: a cache larger than a reader's
+        decode budget is copied once per machine, at the first ``next()``, into a local
+        uncompressed memory-mapped file (``None``, the default; ``True`` always; a directory
+        to keep it in, else ``$BEAMTOK_LOCAL_ROWS`` or ``~/.cache/beamtok/local-rows``);
+        ``False`` decodes row groups in memory (small row groups, ``--row-group-rows``, keep
+        that cheap). See docs/scale.md."""
+        root = GlobalShuffleRoot(self._pipeline.root.shard_root("global_shuffle()"), seed, window, local_copy)
+        return self._replace(root=root)
 
     def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards", even: str | None = None) -> Dataset:
         """Read only this rank's part: whole shards (default) or every world_size-th example.

@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from beamtok.backends.protocol import RowSource
+from beamtok.backends.spans import RowSpan, Taken
 from beamtok.errors import ConfigError, StateError
-from beamtok.shard import DocCounts, Produced, ShardCursor
+from beamtok.rows import RowBlock
+from beamtok.shard import Produced, ShardCursor
 from beamtok.stream.permutation import FeistelPermutation
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
@@ -105,7 +107,8 @@ class GlobalShuffleSource:
         self._epoch = 0
         self._position = 0  # the next position of this epoch to consider
         self._taken: list[int] = []  # linear numbers (epoch * total + position) to skip
-        self._buffer: list[tuple[int, dict[str, Any], DocCounts]] = []
+        self._block: RowBlock | None = None  # the rows of the positions fetched last
+        self._positions = np.zeros(0, dtype=np.int64)
         self._next = 0
         if state is None:
             return
@@ -142,17 +145,50 @@ class GlobalShuffleSource:
         return self
 
     def __next__(self) -> dict[str, Any]:
-        while self._next >= len(self._buffer):
-            if not self._fetch():
-                if self.epochs is not None and self._epoch + 1 >= self.epochs:
-                    raise StopIteration
-                self._epoch += 1
-                self._position = 0
-        position, example, counts = self._buffer[self._next]
-        self._next += 1
-        self._position = position + 1
-        self.stats.record(Produced(example, ShardCursor(), counts))
+        while self._next >= len(self._positions):
+            if not self._fetch_or_advance():
+                raise StopIteration
+        assert self._block is not None
+        i = self._next
+        example = self._block.examples[i]
+        self._next = i + 1
+        self._position = int(self._positions[i]) + 1
+        self.stats.record(Produced(example, ShardCursor(), self._block.counts[i]))
         return example
+
+    def next_rows(self, limit: int) -> list[Taken] | None:
+        """The next ``limit`` rows (fewer at the end) as pieces of fetched blocks, for
+        ``batch()`` to stack without a dict per example; what ``limit`` calls of ``next()``
+        would return, with the same state after them."""
+        pieces: list[Taken] = []
+        need = limit
+        while need > 0:
+            if self._next >= len(self._positions):
+                if not self._fetch_or_advance():
+                    break
+                continue
+            block = self._block
+            assert block is not None
+            if not block.columns:  # rows held as examples: one at a time
+                return None if not pieces else pieces
+            lo = self._next
+            hi = min(len(self._positions), lo + need)
+            taken = Taken(block, lo, hi, ShardCursor(), RowSpan(block).counts_of(lo, hi))
+            self._next = hi
+            self._position = int(self._positions[hi - 1]) + 1
+            self.stats.record_taken(taken)
+            pieces.append(taken)
+            need -= hi - lo
+        return pieces
+
+    def _fetch_or_advance(self) -> bool:
+        """Fetch the next positions, moving to the next epoch at this one's end; False after the last epoch."""
+        while not self._fetch():
+            if self.epochs is not None and self._epoch + 1 >= self.epochs:
+                return False
+            self._epoch += 1
+            self._position = 0
+        return True
 
     def _fetch(self) -> bool:
         """Read the rows of this reader's next FETCH positions of the epoch; False at its end."""
@@ -163,13 +199,13 @@ class GlobalShuffleSource:
         if skip:
             positions = positions[~np.isin(positions, np.fromiter(skip, dtype=np.int64))]
         positions = positions[:FETCH]
+        self._next = 0
         if not len(positions):
-            self._buffer, self._next = [], 0
+            self._block, self._positions = None, positions
             return False
         order = GlobalOrder(self.total, self.seed, self._epoch, self.window)
-        rows = self.source.rows(order.rows_at(positions))
-        self._buffer = [(int(p), example, counts) for p, (example, counts) in zip(positions, rows)]
-        self._next = 0
+        self._block = self.source.block(order.rows_at(positions))
+        self._positions = positions
         return True
 
     def close(self) -> None:

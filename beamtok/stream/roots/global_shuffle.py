@@ -31,10 +31,13 @@ class GlobalShuffleRoot(RootPlan):
     base: ShardsRoot
     seed: int = 0
     window: int | None = None
+    local_copy: bool | str | None = None  # how rows are read, not which: in no fingerprint
 
     def __post_init__(self) -> None:
         check_int(self.seed, "seed")
         check_optional_int(self.window, "window", minimum=1)
+        if self.local_copy is not None and not isinstance(self.local_copy, (bool, str)):
+            raise ConfigError(f"local_copy must be True, False, None or a directory, not {self.local_copy!r}")
         o = self.base.options
         if o.shuffle_seed is not None or o.interleave != 1 or o.workers:
             raise ConfigError("global_shuffle() replaces shuffle_shards(), interleave() and parallel(); drop them")
@@ -58,7 +61,7 @@ class GlobalShuffleRoot(RootPlan):
         return self.base.spec_fingerprint
 
     def build(self, split: ReaderSplit) -> tuple[GlobalShuffleSource, Node]:
-        rows = self.base.origin.row_access(self.base.spec)
+        rows = self.base.origin.row_access(self.base.spec, self.local_copy)
         assert rows is not None  # checked when the plan was made
         source = GlobalShuffleSource(rows, seed=self.seed, window=self.window, epochs=self.base.options.epochs, split=split)
         return source, source

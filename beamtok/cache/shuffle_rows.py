@@ -1,0 +1,66 @@
+"""A packed cache's rows for the global shuffle: decoded from row groups in memory while the
+cache fits a reader's decode budget, else read from a local memory-mapped copy.
+
+Chosen at the first fetch, not when the dataset is made, so nothing is read or copied before
+the first ``next()``. Both give the same rows; the choice is I/O only (no fingerprint or
+state depends on it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from beamtok.backends.protocol import RowSource
+from beamtok.cache import random_access
+from beamtok.cache.local_rows import local_rows
+from beamtok.cache.random_access import RowAccess
+from beamtok.cache.reader import Cache
+from beamtok.cache.schema import TOKEN_DTYPES
+from beamtok.rows import RowBlock
+
+__all__ = ["ShuffleRows", "decoded_bytes"]
+
+
+def decoded_bytes(cache: Cache) -> int:
+    """What every row of ``cache`` takes decoded in memory (token columns and row objects)."""
+    totals = cache.manifest.totals
+    per_token = sum(dtype.itemsize for dtype in TOKEN_DTYPES.values())
+    return (totals["tokens"] + totals["pad_tokens"]) * per_token + totals["rows"] * random_access.ROW_OVERHEAD
+
+
+class ShuffleRows:
+    """Rows of ``cache`` by global row number. ``local_copy``: True (a copy in the default
+    directory), a directory, False (always decode row groups), or None (a copy only when the
+    decoded cache exceeds the decode budget)."""
+
+    def __init__(self, cache: Cache, local_copy: bool | str | None = None) -> None:
+        self.cache = cache
+        self.local_copy = local_copy
+        self.total = sum(entry.rows for entry in cache.manifest.shards)
+        self._rows: RowSource | None = None
+
+    @property
+    def reads_local_copy(self) -> bool | None:
+        """Whether rows come from a local copy (None before the first fetch)."""
+        return None if self._rows is None else not isinstance(self._rows, RowAccess)
+
+    def opened(self) -> RowSource:
+        """The row source chosen (choosing now if not yet)."""
+        if self._rows is None:
+            self._rows = self._open()
+        return self._rows
+
+    def block(self, global_rows: np.ndarray) -> RowBlock:
+        return self.opened().block(global_rows)
+
+    def _open(self) -> RowSource:
+        choice = self.local_copy
+        if choice is None:
+            choice = decoded_bytes(self.cache) > random_access.DECODE_BUDGET
+        if choice is False:
+            return RowAccess(self.cache)
+        return local_rows(self.cache, choice if isinstance(choice, str) else None)
+
+    def close(self) -> None:
+        if self._rows is not None:
+            self._rows.close()
