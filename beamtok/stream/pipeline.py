@@ -45,6 +45,16 @@ class Pipeline:
 
     def stream_fingerprint_for(self, world_size: int) -> str:
         """The stream fingerprint of this pipeline read by ``world_size`` ranks."""
+        known = self._fingerprints  # a resume checks every old reader's state against its world size's
+        if world_size not in known:
+            known[world_size] = self._stream_fingerprint(world_size)
+        return known[world_size]
+
+    @functools.cached_property
+    def _fingerprints(self) -> dict[int, str]:
+        return {}
+
+    def _stream_fingerprint(self, world_size: int) -> str:
         reader = dataclasses.replace(self.reader, rank=0, world_size=world_size)
         even = {"even": self.even} if self.even is not None else {}
         return fingerprint_of({**self.root.fingerprint_json(reader), **even, "stages": [s.to_json() for s in self.stages]})

@@ -10,6 +10,7 @@ rows). Readers that split by examples read the whole stream through an
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -68,9 +69,13 @@ class ShardsRoot(RootPlan):
         node: Node = ExampleSplitNode(source, split.part, split.parts) if split.mode == "examples" else source
         return source, node
 
+    @functools.cached_property
+    def _urls_digest(self) -> str:
+        # once per root: a resume from thousands of old readers' states asks for it per state
+        return hashlib.sha256("\n".join(s.url for s in self.files).encode()).hexdigest()[:20]
+
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
-        urls = hashlib.sha256("\n".join(s.url for s in self.files).encode()).hexdigest()[:20]
-        return {"shards": len(self.files), "urls": urls, "options": self.options.to_json(reader)}
+        return {"shards": len(self.files), "urls": self._urls_digest, "options": self.options.to_json(reader)}
 
     def stream_fingerprint(self) -> str:
         """The stream fingerprint of this root alone, read by one reader with no stage."""

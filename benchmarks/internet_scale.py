@@ -1,0 +1,287 @@
+"""Internet scale, simulated: a cache of 100,000 shards read by 1,024 ranks x 8 DataLoader
+workers, a world-size change to 768 ranks, and a mix of 1,000 sources.
+
+    python benchmarks/internet_scale.py [--shards 100000] [--ranks 1024] [--workers 8]
+                                        [--new-ranks 768] [--sources 1000]
+
+The cache is real: ``--shards`` Parquet files of two rows of 64 tokens each (written by the
+cache writer, built once into benchmarks/work and reused), a manifest naming them all, the
+spec of a real GPT-2 ``concat_chunk(64)`` pipeline. Reader ``rank * workers + worker`` of
+``ranks * workers`` is the reader that rank's DataLoader worker is (``ReaderSplit.part``).
+Reported, each per-rank figure from fresh processes (a rank pays for its own imports and
+manifest):
+- cache open and time to the first batch for sample readers, and their peak memory (RSS)
+  beside a process that only imported beamtok;
+- the JSON size of one reader's state and of all of them;
+- a world-size change (``--elastic-ranks`` to ``--elastic-new-ranks``, x ``--workers``, over
+  the same cache; one process plays every reader, so the full 1,024 -> 768 is out of reach
+  here): every old reader takes a few batches, saves its state; the new readers resume from
+  all of them and read to the end; every (shard, row) must be read exactly once over both,
+  checked on the rows' provenance;
+- a mix of ``--sources`` sources (the cache split into that many caches' worth of shards,
+  weights uneven): a reader's state size, time to its first batch.
+Writes benchmarks/results/internet_scale.json.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import argparse
+import json
+import multiprocessing
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import ROOT, WORK  # noqa: E402
+
+TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
+RESULTS = HERE / "results"
+SEQ = 64
+ROWS = 2  # per shard
+
+
+# ------------------------------------------------------------------ the cache
+
+
+def _spec() -> Any:
+    from beamtok import Dataset
+
+    return Dataset.from_sequence(["x"]).tokenize(TOKENIZER).concat_chunk(SEQ)._pipeline.root.spec
+
+
+def _write_shards(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
+    from beamtok.cache.storage import Storage
+    from beamtok.cache.writer import write_rows
+    from beamtok.shard import DocCounts, Produced, ShardCursor
+    from beamtok.sources.urls import Shard
+
+    directory, indices, fingerprint = args
+    storage = Storage(directory)
+    entries = []
+    for i in indices:
+
+        def rows(i: int = i) -> Any:
+            for r in range(ROWS):
+                last = r == ROWS - 1
+                example = {
+                    "input_ids": (np.arange(SEQ, dtype=np.int32) + i * 7 + r) % 50000,
+                    "segment_ids": np.ones(SEQ, np.int32),
+                    "position_ids": np.arange(SEQ, dtype=np.int32),
+                    "loss_mask": np.ones(SEQ, np.int8),
+                    "shard": i,
+                    "index": r,
+                    "doc": 0,
+                    "token": r * SEQ,
+                }
+                after = ShardCursor(r + 1, 0, 0, True) if last else ShardCursor(r + 1, 0, (r + 1) * SEQ)
+                yield Produced(example, after, DocCounts(read=1, emitted=1) if last else DocCounts())
+
+        entries.append(write_rows(storage, Shard(i, f"synthetic/part-{i:06d}.jsonl"), rows(), fingerprint, SEQ).to_json())
+    return entries
+
+
+def build_caches(directories: list[Path], shards: int) -> list[str]:
+    """Caches of ``shards`` synthetic shards each in ``directories`` (those not built yet)."""
+    from beamtok.cache.manifest import MANIFEST, Manifest, ShardEntry, versions
+
+    todo = [d for d in directories if not (d / MANIFEST).exists()]
+    if todo:
+        spec = _spec()
+        chunks = [(str(d), list(range(k, min(k + 1000, shards))), spec.fingerprint) for d in todo for k in range(0, shards, 1000)]
+        start = time.perf_counter()
+        for d in todo:
+            d.mkdir(parents=True, exist_ok=True)
+        with multiprocessing.get_context("spawn").Pool(os.cpu_count()) as pool:
+            written = pool.map(_write_shards, chunks)
+        for d in todo:
+            entries = [ShardEntry.from_json(e, "built") for (where, _, _), part in zip(chunks, written) if where == str(d) for e in part]
+            manifest = Manifest(spec.to_json(), spec.fingerprint, entries, versions())
+            (d / MANIFEST).write_text(json.dumps(manifest.to_json()))
+        print(f"  built {len(todo)} cache(s) of {shards} shards in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    return [str(d) for d in directories]
+
+
+# ------------------------------------------------------------ one reader, fresh
+
+
+def reader(cache: Any, part: int, parts: int, workers: int) -> Any:
+    """Reader ``part`` of ``parts`` of a cache (a directory, or a Dataset opened once).
+    Reader rank * workers + worker of ranks * workers owns what that rank's DataLoader worker
+    owns (``ReaderSplit.part``); one process here plays each of them."""
+    from beamtok import Dataset
+
+    ds = Dataset.from_cache(cache) if isinstance(cache, str) else cache
+    return ds.shard_by_rank(part, parts).batch(2)
+
+
+def measure_open(cache: str, part: int, parts: int, workers: int) -> dict[str, Any]:
+    """In a fresh process: imports, cache open, first batch; peak RSS."""
+    start = time.perf_counter()
+    import beamtok  # noqa: F401
+
+    imported = time.perf_counter()
+    rss_imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    ds = reader(cache, part, parts, workers)
+    opened = time.perf_counter()
+    it = ds.iter()
+    batch = next(it)
+    first = time.perf_counter()
+    state = it.state_dict()
+    return {
+        "import_s": imported - start,
+        "open_s": opened - imported,
+        "first_batch_s": first - opened,
+        "open_and_first_batch_s": first - imported,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "rss_after_import_bytes": rss_imported,
+        "state_bytes": len(json.dumps(state)),
+        "rows": [int(s) for s in batch["shard"]],
+    }
+
+
+def measure_mix(caches: list[str], part: int, parts: int) -> dict[str, Any]:
+    """In a fresh process: a mix of these caches, uneven weights, one reader's first batch."""
+    from beamtok import Dataset
+
+    start = time.perf_counter()
+    sources = len(caches)
+    parts_of = [Dataset.from_cache(c) for c in caches]
+    weights = [1.0 + (k % 7) for k in range(sources)]
+    ds = Dataset.mix(parts_of, [w / sum(weights) for w in weights], seed=0).shard_by_rank(part, parts, split="examples").batch(2)
+    built = time.perf_counter()
+    it = ds.iter()
+    next(it)
+    first = time.perf_counter()
+    return {
+        "build_s": built - start,
+        "first_batch_s": first - built,
+        "state_bytes": len(json.dumps(it.state_dict())),
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def fresh(name: str, *args: Any) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, "measure", name, json.dumps(args)], capture_output=True, text=True, cwd=HERE)
+    if proc.returncode:
+        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------- the world-size change
+
+
+def elastic(cache: str, ranks: int, new_ranks: int, workers: int, steps: int) -> dict[str, Any]:
+    """Old readers take ``steps`` batches each; new readers resume from all their states and
+    read to the end. Every row must be read exactly once."""
+    from beamtok import Dataset
+
+    seen: Counter[tuple[int, int]] = Counter()
+    states = []
+    start = time.perf_counter()
+    opened = Dataset.from_cache(cache)  # one process plays every reader: the manifest is read once
+    old_parts = ranks * workers
+    for part in range(old_parts):
+        it = reader(opened, part, old_parts, workers).iter()
+        for _ in range(steps):
+            batch = next(it, None)
+            if batch is None:
+                break
+            seen.update(zip(batch["shard"].tolist(), batch["index"].tolist()))
+        states.append(it.state_dict())
+    saved = time.perf_counter()
+    new_parts = new_ranks * workers
+    merge_s = []
+    for part in range(new_parts):
+        t = time.perf_counter()
+        it = reader(opened, part, new_parts, workers).iter(state_dict=states)
+        merge_s.append(time.perf_counter() - t)
+        for batch in it:
+            seen.update(zip(batch["shard"].tolist(), batch["index"].tolist()))
+    done = time.perf_counter()
+    from beamtok.cache.reader import Cache
+
+    shards = Cache(cache).manifest.shards
+    expected = {(e.index, r) for e in shards for r in range(e.rows)}
+    lost = len(expected - set(seen))
+    repeated = sum(1 for k, n in seen.items() if n > 1)
+    return {
+        "old readers": old_parts,
+        "new readers": new_parts,
+        "batches per old reader before the change": steps,
+        "rows": len(expected),
+        "lost": lost,
+        "repeated": repeated,
+        "states passed, bytes": sum(len(json.dumps(s)) for s in states),
+        "one old state, bytes (largest)": max(len(json.dumps(s)) for s in states),
+        "old readers' steps and saves, s": saved - start,
+        "new reader start from all old states, s (median)": float(np.median(merge_s)),
+        "new reader start from all old states, s (max)": float(np.max(merge_s)),
+        "new readers' reads, s": done - saved,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=100_000)
+    parser.add_argument("--ranks", type=int, default=1024)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--sources", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--elastic-ranks", type=int, default=64, help="the world-size change is checked row by row at this scale")
+    parser.add_argument("--elastic-new-ranks", type=int, default=48)
+    parser.add_argument("--shards-per-source", type=int, default=10)
+    args = parser.parse_args()
+    (cache,) = build_caches([WORK / f"internet-scale-{args.shards}"], args.shards)
+    mix_root = WORK / f"internet-scale-mix-{args.sources}x{args.shards_per_source}"
+    sources = build_caches([mix_root / f"source-{k:04d}" for k in range(args.sources)], args.shards_per_source)
+    parts = args.ranks * args.workers
+    samples = [0, parts // 2 + 3, parts - 1]
+    opens = {f"reader {p} of {parts}": fresh("open", cache, p, parts, args.workers) for p in samples}
+    baseline = fresh("imports")
+    for name, figures in opens.items():
+        print(f"  {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s, peak RSS {figures['peak_rss_bytes'] / 2**20:.0f} MiB, state {figures['state_bytes']} B")
+    mix = fresh("mix", sources, 5, parts)
+    print(f"  mix of {args.sources}: first batch {mix['first_batch_s']:.2f} s (after {mix['build_s']:.2f} s building), state {mix['state_bytes']} B, peak RSS {mix['peak_rss_bytes'] / 2**20:.0f} MiB")
+    change = elastic(cache, args.elastic_ranks, args.elastic_new_ranks, args.workers, args.steps)
+    print(f"  {args.elastic_ranks} -> {args.elastic_new_ranks} ranks: {change['lost']} lost, {change['repeated']} repeated of {change['rows']} rows; new reader start {change['new reader start from all old states, s (median)']:.2f} s")
+    results = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}",
+        "cores": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+        "command": "python benchmarks/internet_scale.py " + " ".join(sys.argv[1:]),
+        "cache": {"shards": args.shards, "rows per shard": ROWS, "seq_len": SEQ, "manifest bytes": os.path.getsize(Path(cache) / "manifest.json")},
+        "readers": {"ranks": args.ranks, "workers": args.workers, "readers": parts},
+        "open and first batch, fresh process each": opens,
+        "a process that only imported beamtok": baseline,
+        "mix": {"sources": args.sources, "shards per source": args.shards_per_source, **mix},
+        "world-size change": {"from ranks": args.elastic_ranks, "to ranks": args.elastic_new_ranks, "workers": args.workers, **change},
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "internet_scale.json").write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "measure":
+        name, params = sys.argv[2], json.loads(sys.argv[3])
+        if name == "imports":
+            import beamtok  # noqa: F401
+
+            print(json.dumps({"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+        else:
+            print(json.dumps({"open": measure_open, "mix": measure_mix}[name](*params)))
+    else:
+        main()
