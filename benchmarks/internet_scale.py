@@ -14,8 +14,8 @@ manifest):
   beside a process that only imported beamtok;
 - the JSON size of one reader's state and of all of them;
 - a world-size change (``--elastic-ranks`` to ``--elastic-new-ranks``, x ``--workers``, over
-  the same cache; one process plays every reader, so the full 1,024 -> 768 is out of reach
-  here): every old reader takes a few batches, saves its state; the new readers resume from
+  a cache of ``--elastic-shards``; one process plays every reader and opens every shard, so
+  the full 1,024 -> 768 over 100k shards is out of reach here): every old reader takes a few batches, saves its state; the new readers resume from
   all of them and read to the end; every (shard, row) must be read exactly once over both,
   checked on the rows' provenance;
 - a mix of ``--sources`` sources (the cache split into that many caches' worth of shards,
@@ -243,6 +243,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--elastic-ranks", type=int, default=64, help="the world-size change is checked row by row at this scale")
     parser.add_argument("--elastic-new-ranks", type=int, default=48)
+    parser.add_argument("--elastic-shards", type=int, default=10_000, help="shards of the cache the change is checked on")
     parser.add_argument("--shards-per-source", type=int, default=10)
     args = parser.parse_args()
     (cache,) = build_caches([WORK / f"internet-scale-{args.shards}"], args.shards)
@@ -256,7 +257,8 @@ def main() -> None:
         print(f"  {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s, peak RSS {figures['peak_rss_bytes'] / 2**20:.0f} MiB, state {figures['state_bytes']} B")
     mix = fresh("mix", sources, 5, parts)
     print(f"  mix of {args.sources}: first batch {mix['first_batch_s']:.2f} s (after {mix['build_s']:.2f} s building), state {mix['state_bytes']} B, peak RSS {mix['peak_rss_bytes'] / 2**20:.0f} MiB")
-    change = elastic(cache, args.elastic_ranks, args.elastic_new_ranks, args.workers, args.steps)
+    (elastic_cache,) = build_caches([WORK / f"internet-scale-{args.elastic_shards}"], args.elastic_shards)
+    change = elastic(elastic_cache, args.elastic_ranks, args.elastic_new_ranks, args.workers, args.steps)
     print(f"  {args.elastic_ranks} -> {args.elastic_new_ranks} ranks: {change['lost']} lost, {change['repeated']} repeated of {change['rows']} rows; new reader start {change['new reader start from all old states, s (median)']:.2f} s")
     results = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}",
@@ -268,7 +270,7 @@ def main() -> None:
         "open and first batch, fresh process each": opens,
         "a process that only imported beamtok": baseline,
         "mix": {"sources": args.sources, "shards per source": args.shards_per_source, **mix},
-        "world-size change": {"from ranks": args.elastic_ranks, "to ranks": args.elastic_new_ranks, "workers": args.workers, **change},
+        "world-size change": {"shards": args.elastic_shards, "from ranks": args.elastic_ranks, "to ranks": args.elastic_new_ranks, "workers": args.workers, **change},
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "internet_scale.json").write_text(json.dumps(results, indent=1) + "\n")

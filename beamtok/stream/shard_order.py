@@ -9,6 +9,7 @@ orders of epochs and readers other than its own.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,12 +29,19 @@ class ShardOrder:
 
     def epoch(self, epoch: int) -> list[int]:
         """All shard indices of ``epoch``, in the order readers share them out."""
-        order = np.arange(self.count)
-        if self.seed is not None:
-            order = np.random.default_rng([self.seed, epoch]).permutation(order)
-        return [int(i) for i in order]
+        return list(_epoch_order(self.count, self.seed, epoch))
 
     def owned(self, epoch: int) -> list[int]:
         """The shard indices this reader takes in ``epoch``, in order."""
-        order = self.epoch(epoch)
-        return order[self.split.part :: self.split.parts] if self.split.mode == "shards" else order
+        order = _epoch_order(self.count, self.seed, epoch)
+        return list(order[self.split.part :: self.split.parts] if self.split.mode == "shards" else order)
+
+
+@functools.lru_cache(maxsize=8)
+def _epoch_order(count: int, seed: int | None, epoch: int) -> tuple[int, ...]:
+    # shared by every reader in the process: a merge of thousands of old readers' states asks
+    # for the same few epochs' orders once per state
+    order = np.arange(count)
+    if seed is not None:
+        order = np.random.default_rng([seed, epoch]).permutation(order)
+    return tuple(order.tolist())
