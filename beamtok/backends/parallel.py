@@ -175,8 +175,12 @@ class ParallelShards(SequentialBackend):
                     pass
         for worker in self._workers:
             worker.process.join(timeout=2)
-            if worker.process.is_alive():
+            if worker.process.is_alive():  # busy past its cancel check (a loaded machine): stop it, and wait
                 worker.process.terminate()
+                worker.process.join(timeout=5)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
         self._workers.clear()
         self._tasks.clear()
         self._waiting.clear()
