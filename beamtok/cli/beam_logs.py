@@ -15,6 +15,7 @@ BEAM_LOGGERS = (
     "apache_beam.runners.worker.bundle_processor",
     "apache_beam.runners.portability.fn_api_runner.fn_runner",
     "apache_beam.runners.portability.fn_api_runner.worker_handlers",
+    "apache_beam.runners.portability.local_job_service",  # relays a local worker's own log records
 )
 
 
@@ -22,6 +23,8 @@ def _quiet_beam_logs(record: logging.LogRecord) -> bool:
     """Drop Beam's logged traceback of a user error, which the CLI reports in one line itself."""
     from beamtok.cache.output import out_of_room
 
+    if record.name.startswith("apache_beam") and "KeyboardInterrupt" in record.getMessage():
+        return False  # a local worker's own report of Ctrl-C: the interrupt is reported in one line
     error = record.exc_info[1] if record.exc_info else None
     if error is not None and out_of_room(error) is not None:
         return False  # reported in one line as a CacheError
