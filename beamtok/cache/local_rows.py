@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from beamtok.cache.reader import Cache
+from beamtok.cache.schema import TOKEN_DTYPES
 from beamtok.errors import CacheError
 from beamtok.rows import RowBlock, columns_of
 from beamtok.shard import NO_COUNTS, DocCounts
@@ -87,7 +88,8 @@ def _build(cache: Cache, target: Path) -> None:
     for stale in target.parent.glob(f"{target.name}.tmp-*"):  # left by a builder that died: we hold the lock
         shutil.rmtree(stale, ignore_errors=True)
     totals = cache.manifest.totals
-    needed = (totals["tokens"] + totals["pad_tokens"]) * 13 + totals["rows"] * 80  # 3 int32 columns and an int8 one
+    per_token = sum(dtype.itemsize for dtype in TOKEN_DTYPES.values())
+    needed = (totals["tokens"] + totals["pad_tokens"]) * per_token + totals["rows"] * 80  # offsets, provenance, counts
     free = shutil.disk_usage(target.parent).free
     if needed > free:
         raise CacheError(
@@ -207,15 +209,13 @@ class LocalRows:
             skipped = self.skipped.get(int(rows[i]), {})
             counts[i] = DocCounts(read, emitted, skipped, truncated_tokens, dropped_tokens, truncated_docs)
         provenance = np.asarray(self.provenance[rows])
-        block = RowBlock(
+        return RowBlock(
             columns_of(fields, offsets),
             counts,
             (provenance[:, 0].copy(), provenance[:, 1].copy(), provenance[:, 2].copy(), provenance[:, 3].copy()),
             self.supervised,
             busy=busy,
         )
-        block.count_tokens()
-        return block
 
     def close(self) -> None:
         """Memory maps close with their arrays."""

@@ -47,10 +47,7 @@ class RowAccess:
         located = [self._locate(int(g)) for g in global_rows]
         needed = sorted(set((shard, group) for shard, group, _ in located))
         blocks = {key: self._block(*key) for key in needed}
-        gathered = gather_rows([(blocks[(s, g)], i) for s, g, i in located])
-        if gathered.columns:
-            gathered.count_tokens()
-        return gathered
+        return gather_rows([(blocks[(s, g)], i) for s, g, i in located])
 
     def close(self) -> None:
         for pf in self._files.values():
