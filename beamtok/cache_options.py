@@ -41,7 +41,7 @@ class CacheOption:
         return "--" + self.name.replace("_", "-")
 
 
-PACKINGS = ("concat", "pad", "window", "none", "greedy", "first_fit")
+PACKINGS = ("concat", "pad", "window", "none", "greedy", "first_fit", "best_fit")
 
 CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("urls", "Input files or patterns.", scope="input", command_line=False),
@@ -56,7 +56,9 @@ CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("pack", "Packing. [default: concat for pretrain, greedy for sft/chat]", choices=PACKINGS),
     CacheOption("stride", "Window stride for --pack window. [default: seq-len]", type=int),
     CacheOption("remainder", "A shard's last partial concat row. [default: pad]", "pad", choices=("pad", "drop", "keep")),
-    CacheOption("pack_window", "Examples per first_fit packing window. [default: 64]", 64, type=int),
+    CacheOption("pack_window", "Examples per first_fit window, documents per best_fit window. [default: 64 first_fit, 256 best_fit]", type=int),
+    CacheOption("long_docs", "best_fit: documents longer than seq-len are split into rows or truncated. [default: split]", "split", choices=("split", "truncate")),
+    CacheOption("bos_rows", "best_fit: every row starts with the BOS token (prepended to pieces of split documents).", False, flag=True),
     CacheOption("text_field", "JSON field / Parquet column holding the text. [default: text]", "text"),
     CacheOption("prompt_field", "SFT prompt field. [default: prompt]", "prompt"),
     CacheOption("completion_field", "SFT completion field ('generation' is accepted too). [default: completion]", "completion"),

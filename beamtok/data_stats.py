@@ -135,6 +135,7 @@ def cache_stats(directory: str, *, limit: int | None = None) -> tuple[dict[str, 
         "path": directory,
         "kind": "cache",
         "spec": manifest.fingerprint,
+        "packing": manifest.spec.get("pack"),
         "documents": manifest.totals["documents"],
         "totals": {k: manifest.totals[k] for k in ("shards", "rows", "tokens", "pad_tokens") if k in manifest.totals},
         "read": {**gathered.to_json(), "complete": gathered.rows == manifest.totals["rows"]},
@@ -214,6 +215,10 @@ def describe_stats(summary: dict[str, Any]) -> str:
     if summary["kind"] == "cache":
         totals = summary["totals"]
         lines.append(f"cache {summary['path']} (spec {summary['spec']}): {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens")
+        if summary.get("packing"):
+            from beamtok.stream.explain import packing_words
+
+            lines.append(f"packing: {packing_words(summary['packing'])}")
         if not read["complete"]:
             lines.append(f"distributions below over the first {read['rows']:,} rows")
     else:

@@ -86,5 +86,8 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
     elif pack == "window":
         ds = ds.sliding_window(options["seq_len"], stride=options.get("stride"))
     elif pack in ("greedy", "first_fit"):
-        ds = ds.pack_examples(options["seq_len"], method=pack, window=options["pack_window"])
+        ds = ds.pack_examples(options["seq_len"], method=pack, window=options.get("pack_window") or 64)
+    elif pack == "best_fit":
+        window = options.get("pack_window") or 256
+        ds = ds.pack_documents(options["seq_len"], window=window, long_docs=options["long_docs"], bos=bool(options.get("bos_rows")))
     return ds

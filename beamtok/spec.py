@@ -30,7 +30,7 @@ from beamtok.steps import (
     step_from_json,
 )
 from beamtok.transforms.tokenize import TokenizerRef
-from beamtok.validate import check_choice, check_int
+from beamtok.validate import check_choice, check_int, check_optional_int
 
 __all__ = [
     "BosEosStep",
@@ -51,10 +51,11 @@ __all__ = [
 ]
 
 OnError = Literal["raise", "skip"]
-PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit"]
+PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit", "best_fit"]
 Remainder = Literal["pad", "drop", "keep"]
 SOURCE_FORMATS = ("auto", "jsonl", "parquet", "arrow", "text", "mds", "memory")
-PACK_MODES = ("concat", "pad", "window", "none", "greedy", "first_fit")
+PACK_MODES = ("concat", "pad", "window", "none", "greedy", "first_fit", "best_fit")
+LONG_DOCUMENT_POLICIES = ("split", "truncate")
 ON_ERROR = ("raise", "skip")
 
 
@@ -108,7 +109,9 @@ class PackSpec:
     ``seq_len`` starting every ``stride`` tokens; ``none``: one whole document a row;
     ``greedy`` / ``first_fit``: whole examples packed into padded rows of ``seq_len``, in order
     or first-fit over windows of ``window`` examples (examples longer than ``seq_len`` are
-    skipped and counted as ``too_long``).
+    skipped and counted as ``too_long``); ``best_fit``: whole documents packed best-fit
+    decreasing over windows of ``window`` documents, a longer one split into ``seq_len``
+    pieces or truncated (``long_docs``), every piece starting with ``bos_id`` when it is set.
     """
 
     mode: PackMode
@@ -117,6 +120,8 @@ class PackSpec:
     stride: int | None = None
     remainder: Remainder = "pad"
     window: int | None = None
+    long_docs: str | None = None  # best_fit only: "split" or "truncate"
+    bos_id: int | None = None  # best_fit only: every row starts with this token
 
     def __post_init__(self) -> None:
         check_choice(self.mode, "packing mode", PACK_MODES)
@@ -128,14 +133,22 @@ class PackSpec:
             assert self.seq_len is not None
             if not isinstance(self.stride, int) or not 0 < self.stride <= self.seq_len:
                 raise ConfigError(f"stride must be an integer in 1..seq_len ({self.seq_len}), got {self.stride!r}")
-        if self.mode == "first_fit":
-            check_int(self.window, "first_fit packing window (examples)", minimum=1)
+        if self.mode in ("first_fit", "best_fit"):
+            unit = "examples" if self.mode == "first_fit" else "documents"
+            check_int(self.window, f"{self.mode} packing window ({unit})", minimum=1)
             assert self.window is not None
-            check_ceiling(self.window, "first_fit packing window", MAX_WINDOW, "examples")
+            check_ceiling(self.window, f"{self.mode} packing window", MAX_WINDOW, unit)
+        if self.mode == "best_fit":
+            check_choice(self.long_docs, "long_docs", LONG_DOCUMENT_POLICIES)
+            check_optional_int(self.bos_id, "bos_id")
+            if self.bos_id is not None and (self.seq_len or 0) < 2:
+                raise ConfigError(f"rows that start with BOS need seq_len >= 2, got {self.seq_len}")
+        elif self.long_docs is not None or self.bos_id is not None:
+            raise ConfigError(f"long_docs and bos_id apply to best_fit packing only, not {self.mode}")
         check_choice(self.remainder, "remainder", ("pad", "drop", "keep"))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "mode": self.mode,
             "seq_len": self.seq_len,
             "pad_id": self.pad_id,
@@ -143,6 +156,9 @@ class PackSpec:
             "remainder": self.remainder,
             "window": self.window,
         }
+        if self.mode == "best_fit":  # only here, so the fingerprints of the older modes stay as they were
+            out.update(long_docs=self.long_docs, bos_id=self.bos_id)
+        return out
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,29 @@ class PerShardStages:
             )
         return self._set_pack("pack_examples", method, seq_len, window=window if method == "first_fit" else None)
 
+    def pack_documents(
+        self: D, seq_len: int, *, method: str = "best_fit", window: int = 256, long_docs: str = "split", bos: bool = False
+    ) -> D:
+        """Pack whole documents into padded rows of ``seq_len``, best-fit decreasing over
+        windows of ``window`` documents: fewer documents cut across rows than ``concat_chunk``,
+        for some padding (``stats()["padding_waste"]``).
+
+        A document longer than ``seq_len`` is split into ``seq_len`` pieces, each packed as a
+        document of its own (``long_docs="split"``), or keeps its first ``seq_len`` tokens
+        (``"truncate"``; the rest count as ``truncated_tokens``). ``bos=True`` starts every
+        row with the tokenizer's BOS token: pieces that lack it get it prepended. A larger
+        window wastes less padding and re-reads more documents when a resume lands in it.
+        """
+        check_choice(method, "method", ("best_fit",))
+        check_choice(long_docs, "long_docs", ("split", "truncate"))
+        bos_id = None
+        if bos:
+            ref = self._tokenizer_ref("pack_documents")
+            if ref.bos_id is None:
+                raise ConfigError(f"tokenizer {ref.name!r} has no BOS token; call pack_documents(bos=False)")
+            bos_id = ref.bos_id
+        return self._set_pack("pack_documents", method, seq_len, window=window, long_docs=long_docs, bos_id=bos_id)
+
     def sliding_window(self: D, seq_len: int, *, stride: int | None = None) -> D:
         """Windows of ``seq_len`` tokens every ``stride`` tokens (default: no overlap).
 

@@ -20,7 +20,7 @@ from beamtok.stream.node import Stage
 from beamtok.stream.pipeline import Pipeline, peel_even, state_split
 from beamtok.stream.roots.base import root_plan_named
 
-__all__ = ["explain_state", "find_states"]
+__all__ = ["explain_state", "find_states", "packing_words"]
 
 
 def find_states(data: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
@@ -47,9 +47,39 @@ def explain_state(state: dict[str, Any], pipeline: Pipeline | None = None) -> li
             f"reader: rank {split.get('rank')} of {split.get('world_size')}, DataLoader worker {split.get('worker')} "
             f"of {split.get('num_workers')}, data split by {split.get('mode')}"
         )
+    lines += _packing(state.get("about"))
     if pipeline is not None:
         return lines + pipeline.explain(state)
     return lines + _declared(state)
+
+
+def _packing(about: Any) -> list[str]:
+    """How the rows were packed, from the parts a state keeps (a mix keeps one per source)."""
+    if not isinstance(about, dict):
+        return []
+    lines = []
+    for key, kept in about.items():
+        pack = kept[0] if isinstance(kept, list) and len(kept) == 1 else kept  # parts are kept as one-item lists
+        if (key == "packing" or key.endswith(" packing")) and isinstance(pack, dict) and pack.get("mode"):
+            where = f" ({key[: -len(' packing')]})" if key != "packing" else ""
+            words = packing_words(pack)
+            if pack["mode"] in ("first_fit", "best_fit"):
+                words += "; a cursor's token offset is the number of the window's next row, its doc cursor the window's first document"
+            lines.append(f"packing{where}: {words}")
+    return lines
+
+
+def packing_words(pack: dict[str, Any]) -> str:
+    """A packing spec's JSON form in words."""
+    mode = pack.get("mode")
+    words = f"{mode}" + (f", rows of {pack['seq_len']} tokens" if pack.get("seq_len") else "")
+    if mode in ("first_fit", "best_fit"):
+        words += f", windows of {pack.get('window')} {'examples' if mode == 'first_fit' else 'documents'}"
+    if mode == "best_fit":
+        words += f", long documents {pack.get('long_docs')}"
+        if pack.get("bos_id") is not None:
+            words += f", every row starts with BOS (token {pack['bos_id']})"
+    return words
 
 
 def _declared(state: dict[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from beamtok.errors import StateError
 from beamtok.transforms.sft import TokenDoc
 
 if TYPE_CHECKING:
@@ -137,6 +138,15 @@ def _pad_row(row: Row, seq_len: int, pad_id: int) -> Row:
         np.concatenate([row.position_ids, np.zeros(extra, dtype=np.int32)]),
         np.concatenate([row.loss_mask, np.zeros(extra, dtype=np.int8)]),
     )
+
+
+def check_window_offset(skip: int, rows: int, doc: int) -> None:
+    """A window packer's restart offset must name a row the window makes."""
+    if skip and skip >= rows:
+        raise StateError(
+            f"the cursor names row {skip} of the packing window starting at document {doc}, which makes {rows} row(s); "
+            "the state does not match this data"
+        )
 
 
 def _slice(tokens: TokenDoc, start: int, stop: int | None = None) -> TokenDoc:
@@ -303,6 +313,8 @@ class FirstFitPacker:
     re-reads one window and skips the rows already emitted: the state never holds tokens.
     """
 
+    TOKEN_OFFSETS = False  # ``offset`` counts rows of a window, not tokens of a document
+
     def __init__(self, seq_len: int, pad_id: int, window: int) -> None:
         self.seq_len = seq_len
         self.pad_id = pad_id
@@ -339,6 +351,7 @@ class FirstFitPacker:
             else:
                 bins.append([i])
                 room.append(self.seq_len - n)
+        check_window_offset(self._skip, len(bins), self._window_doc)
         for number, members in enumerate(bins):
             if number < self._skip:
                 continue
@@ -355,7 +368,14 @@ PACKERS: dict[str, Callable[[PackSpec], Packer]] = {
     "window": lambda p: SlidingWindow(p.seq_len or 0, p.stride or 0),
     "greedy": lambda p: GreedyPacker(p.seq_len or 0, p.pad_id),
     "first_fit": lambda p: FirstFitPacker(p.seq_len or 0, p.pad_id, p.window or 0),
+    "best_fit": lambda p: _best_fit(p),
 }
+
+
+def _best_fit(pack: PackSpec) -> Packer:
+    from beamtok.transforms.best_fit import BestFitPacker  # it builds on this module's rows
+
+    return BestFitPacker(pack.seq_len or 0, pack.pad_id, pack.window or 0, pack.long_docs or "split", pack.bos_id)
 
 
 def make_packer(pack: PackSpec | None) -> Packer:
