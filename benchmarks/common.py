@@ -62,10 +62,16 @@ def code_documents() -> list[str]:
     and the package documentation under /usr/share/doc (changelogs, READMEs, copyright files;
     gzip ones decompressed), each file one document, taken in turn from the two lists."""
     import itertools
+
+    code, docs = stdlib_sources(), package_docs()
+    return [d for pair in itertools.zip_longest(code, docs) for d in pair if d is not None]
+
+
+def stdlib_sources() -> list[str]:
+    """The standard library's own ``.py`` files, each one document (tests and installed packages left out)."""
     import sysconfig
 
     code: list[str] = []
-    docs: list[str] = []
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     for path in sorted(stdlib.rglob("*.py")):
         if "site-packages" in path.parts or "test" in path.parts or "tests" in path.parts:
@@ -74,6 +80,13 @@ def code_documents() -> list[str]:
             code.append(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):
             continue
+    return code
+
+
+def package_docs() -> list[str]:
+    """The text files under /usr/share/doc, each one document: mostly short (copyright files,
+    READMEs), some long (changelogs), as a web crawl's pages are."""
+    docs: list[str] = []
     for path in sorted(Path("/usr/share/doc").rglob("*")):
         if not path.is_file() or path.is_symlink():
             continue
@@ -84,15 +97,25 @@ def code_documents() -> list[str]:
             continue
         if text.strip():
             docs.append(text)
-    return [d for pair in itertools.zip_longest(code, docs) for d in pair if d is not None]
+    return docs
 
 
-CORPORA = {"prose": shipped_documents, "code": code_documents}
+def sampled_package_docs() -> list[str]:
+    """The package documentation in a seeded random order, so a prefix is a fair sample of it."""
+    import random
+
+    docs = package_docs()
+    random.Random(0).shuffle(docs)
+    return docs
+
+
+CORPORA = {"prose": shipped_documents, "code": code_documents, "docs": sampled_package_docs}
 
 
 def build_shards(name: str, mb: float, shards: int, corpus: str = "prose") -> list[str]:
     """``shards`` JSONL files of real text adding up to at least ``mb`` MB (reused when there):
-    the shipped prose (``prose``) or source code and technical docs (``code``)."""
+    the shipped prose (``prose``), source code and technical docs (``code``), or the
+    package documentation alone in a seeded random order (``docs``: many short documents)."""
     WORK.mkdir(parents=True, exist_ok=True)
     docs = CORPORA[corpus]()
     if corpus != "prose":
