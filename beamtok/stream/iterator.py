@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from beamtok.stream.node import Node
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.stream.timing import Timing, describe_timing
 
 __all__ = ["STATE_VERSION", "DatasetIterator", "Delivered"]
 
@@ -80,7 +82,8 @@ class DatasetIterator:
         self._spec_fp = pipeline.spec_fingerprint
         self._stream_fp = pipeline.stream_fingerprint
         self._about = describe(pipeline)
-        self._source, self._root = pipeline.build(split)  # the root source, and the last stage
+        self._timing = Timing()
+        self._source, self._root = pipeline.build(split, timing=self._timing)  # the root source, and the last stage
         self._delivered = Delivered()
         self._pending_merge: tuple[list[dict[str, Any]], list[ReaderSplit]] | None = None
         if isinstance(state, list):
@@ -187,9 +190,13 @@ class DatasetIterator:
         self.close()
 
     def __next__(self) -> Any:
-        if self._pending_merge is not None:
-            self._merge_now()
-        item = next(self._root)
+        entered = self._timing.entered()
+        try:
+            if self._pending_merge is not None:
+                self._merge_now()
+            item = next(self._root)
+        finally:
+            self._timing.left(entered)
         self._delivered = self._delivered.plus(item)
         return item
 
@@ -219,7 +226,7 @@ class DatasetIterator:
     def root(self) -> Node:
         return self._root
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, *, timing: bool = False) -> dict[str, Any]:
         """``delivered``: what this iterator returned to you (examples, i.e. rows, real tokens,
         pad tokens, and batches when batched). The other figures are what the source has read:
         documents read, emitted, skipped (by reason) and truncated; examples, tokens, pad tokens
@@ -227,7 +234,8 @@ class DatasetIterator:
         epoch, and the realised proportions). They run ahead of ``delivered`` by what a shuffle
         window holds, and include other readers' examples under an example split.
         ``remote_retries``: transient remote read errors retried so far by this process and its
-        tokenization workers (all its streams)."""
+        tokenization workers (all its streams). ``timing=True`` adds ``timing``, the live view of
+        :meth:`timing` (left out by default: it differs run to run, the counts do not)."""
         self._merge_now()
         catch_up = getattr(self._root, "catch_up", None)
         if catch_up is not None:  # a restored shuffle window counts as read, as in the run that saved the state
@@ -237,4 +245,17 @@ class DatasetIterator:
         stats["padding_waste"] = stats["pad_tokens"] / total if total else 0.0
         stats["delivered"] = self._delivered.to_json()
         stats["remote_retries"] = remote_retries()
+        if timing:
+            stats["timing"] = self._timing.to_json()
         return stats
+
+    def timing(self) -> dict[str, Any]:
+        """Where this iterator's time went (also ``stats()["timing"]``): each stage's own
+        seconds (its time in ``next()`` less its upstream's) and share, the first item's
+        time, and the stall: the share of the consumer's time since the first item spent
+        waiting inside ``next()``. Not part of the state; a resumed iterator counts afresh."""
+        return self._timing.to_json()
+
+    def print_timing(self, file: Any = None) -> None:
+        """Print :meth:`timing` as a table (to stderr unless ``file`` is given)."""
+        print(describe_timing(self._timing.to_json()), file=file if file is not None else sys.stderr)

@@ -21,6 +21,7 @@ from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.split import ExampleSplitNode
+from beamtok.stream.timing import Timing
 
 __all__ = ["Pipeline", "peel_even", "state_split"]
 
@@ -101,15 +102,20 @@ class Pipeline:
         worker, num_workers = dataloader_worker()
         return dataclasses.replace(self.reader, worker=worker, num_workers=num_workers)
 
-    def build(self, split: ReaderSplit, stages: int | None = None) -> tuple[Any, Node]:
+    def build(self, split: ReaderSplit, stages: int | None = None, timing: Timing | None = None) -> tuple[Any, Node]:
         """The live stream for reader ``split``: the root's source (for stats, closing and
-        seeks) and the last node (after the first ``stages`` stages, or all)."""
+        seeks) and the last node (after the first ``stages`` stages, or all). With ``timing``,
+        every node is timed into it (``beamtok.stream.timing``)."""
         source, node = self.root.build(split)
         if self.even is not None:
             node = self._evened(node, split)
+        if timing is not None:
+            node = timing.timed(node, f"source ({self.root.KIND})")
         for depth, stage in enumerate(self.stages[:stages]):
             context = StreamContext(pad_id=self.root.pad_id, rebuild=functools.partial(self.build, stages=depth))
             node = stage.build(node, context)
+            if timing is not None:
+                node = timing.timed(node, f"stage {depth + 1} ({stage.NAME})")
         return source, node
 
     def _evened(self, node: Node, split: ReaderSplit) -> Node:
