@@ -54,6 +54,16 @@ class BatchNode(StageNode):
         self.config = config
         self.pad_id = pad_id
 
+    def can_seek(self) -> bool:
+        can = getattr(self.upstream, "can_seek", None)
+        return bool(can is not None and can())
+
+    def seek(self, items: int) -> int:
+        size = self.config.size
+        rows = self.upstream.seek(items * size)  # type: ignore[attr-defined]
+        whole, part = divmod(rows, size)
+        return whole + (1 if part and not self.config.drop_last else 0)
+
     def __next__(self) -> dict[str, Any]:
         size = self.config.size
         next_rows = getattr(self.upstream, "next_rows", None)

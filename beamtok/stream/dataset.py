@@ -325,14 +325,27 @@ class Dataset(PerShardStages):
         return self._pipeline.root.shards
 
     def iter(
-        self, state_dict: dict[str, Any] | list[dict[str, Any]] | None = None, *, start_example: int | None = None
+        self,
+        state_dict: dict[str, Any] | list[dict[str, Any]] | None = None,
+        *,
+        start_example: int | None = None,
+        step: int | None = None,
     ) -> DatasetIterator:
         """A fresh iterator, one resumed from ``state_dict`` (never mutated; a list: every
         reader's state of a run on another world size, see the README), or one starting
         at global example ``start_example`` of the source (packed caches only: it needs the
-        row counts of the manifest). Nothing is read and no worker starts before ``next()``;
-        use the iterator as a context manager (or call ``close()``) to stop workers early."""
+        row counts of the manifest), or one whose first item is the item of step ``step``
+        of this reader (``skip(step)`` on a fresh iterator: without reading the steps before
+        where ``it.seeks``). Nothing is read and no worker starts before ``next()`` (but a
+        ``step`` that must be read through); use the iterator as a context manager (or call
+        ``close()``) to stop workers early."""
         split = self._pipeline.reader_split()
+        if step is not None:
+            if state_dict is not None or start_example is not None:
+                raise ConfigError("pass one of state_dict, start_example and step")
+            it = DatasetIterator(self._pipeline, split)
+            it.skip(check_int(step, "step"))
+            return it
         if start_example is None:
             return DatasetIterator(self._pipeline, split, state_dict)
         if state_dict is not None:

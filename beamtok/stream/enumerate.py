@@ -41,6 +41,15 @@ class EnumerateNode(StageNode):
     def _restore(self, state: dict[str, Any] | None) -> None:
         self._count = self.start if state is None else check_int(state["count"], "count", self.NAME)
 
+    def can_seek(self) -> bool:
+        can = getattr(self.upstream, "can_seek", None)
+        return bool(can is not None and can())
+
+    def seek(self, items: int) -> int:
+        passed: int = self.upstream.seek(items)  # type: ignore[attr-defined]
+        self._count += passed
+        return passed
+
     def __next__(self) -> tuple[int, Any]:
         item = next(self.upstream)
         i = self._count

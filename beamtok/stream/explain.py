@@ -48,6 +48,11 @@ def explain_state(state: dict[str, Any], pipeline: Pipeline | None = None) -> li
             f"of {split.get('num_workers')}, data split by {split.get('mode')}"
         )
     lines += _packing(state.get("about"))
+    skipped = state.get("skipped")
+    if isinstance(skipped, list) and skipped:
+        ranges = ", ".join(f"{r[0]:,}-{r[0] + r[1] - 1:,}" for r in skipped if isinstance(r, list) and len(r) == 2)
+        total = sum(r[1] for r in skipped if isinstance(r, list) and len(r) == 2 and isinstance(r[1], int))
+        lines.append(f"skipped with skip(): items {ranges} ({total:,} in all; counted in no stats)")
     if pipeline is not None:
         return lines + pipeline.explain(state)
     return lines + _declared(state)

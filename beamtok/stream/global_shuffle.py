@@ -253,6 +253,40 @@ class GlobalShuffleSource:
     def state_at(self, example: int) -> dict[str, Any]:
         raise ConfigError("start_example does not apply to a global shuffle; resume from a state_dict")
 
+    def can_seek(self) -> bool:
+        """Whether :meth:`seek` can move without reading: always, but right after a resume on
+        another world size (positions faster old readers took are skipped one by one)."""
+        here = self._epoch * self.total + self._position
+        return not any(i >= here for i in self._taken)
+
+    def seek(self, rows: int) -> int:
+        """Move past this reader's next ``rows`` rows without reading them, to the very state
+        reading them would leave (but the counts, which only count rows handed out); returns
+        how many were passed (fewer at the end of the last epoch)."""
+        passed = 0
+        if self._next < len(self._positions):  # rows fetched but not handed out yet
+            here = min(rows, len(self._positions) - self._next)
+            self._position = int(self._positions[self._next + here - 1]) + 1
+            self._next += here
+            passed = here
+        self._block, self._positions, self._next = None, np.zeros(0, dtype=np.int64), 0
+        while passed < rows:
+            first = _first_owned(self._position, self.part, self.parts)
+            left_in_epoch = max(0, -(-(self.total - first) // self.parts))
+            if rows - passed <= left_in_epoch:
+                self._position = first + (rows - passed - 1) * self.parts + 1
+                return rows
+            passed += left_in_epoch
+            if left_in_epoch:
+                self._position = first + (left_in_epoch - 1) * self.parts + 1
+            if self.epochs is not None and self._epoch + 1 >= self.epochs:
+                return passed
+            if self.part >= self.total:  # more readers than rows: this one owns none, ever
+                return passed
+            self._epoch += 1
+            self._position = 0
+        return passed
+
 
 def _first_owned(position: int, part: int, parts: int) -> int:
     """The first position at or after ``position`` that reader ``part`` of ``parts`` takes."""

@@ -19,6 +19,7 @@ from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.timing import Timing, describe_timing
+from beamtok.validate import check_int as check_option
 
 __all__ = ["STATE_VERSION", "DatasetIterator", "Delivered"]
 
@@ -64,6 +65,14 @@ class Delivered:
         return cls(*(sum(getattr(d, f.name) for d in found) for f in dataclasses.fields(cls)))
 
 
+def skipped_of(state: Any) -> list[list[int]]:
+    """The ranges ``[first item, count]`` a state says were skipped, checked."""
+    saved = state.get("skipped", []) if isinstance(state, dict) else []
+    if not isinstance(saved, list) or not all(isinstance(r, list) and len(r) == 2 for r in saved):
+        raise StateError("skipped must be a list of [first item, count] pairs")
+    return [[check_int(a, "skipped", "state"), check_int(b, "skipped", "state")] for a, b in saved]
+
+
 class DatasetIterator:
     """Iterates a Dataset; ``state_dict()`` at any point resumes exactly there.
 
@@ -74,7 +83,7 @@ class DatasetIterator:
     """
 
     KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline")
-    OPTIONAL_KEYS = ("about", "delivered")  # states of earlier versions lack them and still resume
+    OPTIONAL_KEYS = ("about", "delivered", "skipped")  # states of earlier versions lack them and still resume
 
     def __init__(self, pipeline: Pipeline, split: ReaderSplit, state: dict[str, Any] | list[Any] | None = None) -> None:
         self.pipeline = pipeline
@@ -85,14 +94,17 @@ class DatasetIterator:
         self._timing = Timing()
         self._source, self._root = pipeline.build(split, timing=self._timing)  # the root source, and the last stage
         self._delivered = Delivered()
+        self._skipped: list[list[int]] = []  # [first item skipped, how many]: what skip() passed over
         self._pending_merge: tuple[list[dict[str, Any]], list[ReaderSplit]] | None = None
         if isinstance(state, list):
             self._start_merged(state)
             if split.part == 0:  # the old readers' deliveries go to one new reader, so the sum over readers stays right
                 self._delivered = Delivered.total(Delivered.from_state(s) for s in state)
+                self._skipped = sorted(r for s in state for r in skipped_of(s))
         elif state is not None:
             self._root.reset(self._check(state)["pipeline"])
             self._delivered = Delivered.from_state(state)
+            self._skipped = skipped_of(state)
         else:
             self._root.reset(None)
 
@@ -211,7 +223,43 @@ class DatasetIterator:
             "pipeline": self._root.state_dict(),
             "about": self._about,
             "delivered": self._delivered.to_json(),
+            **({"skipped": [list(r) for r in self._skipped]} if self._skipped else {}),
         }
+
+    @property
+    def step(self) -> int:
+        """Items this iterator has passed: returned (``delivered.items``) plus skipped."""
+        return self._delivered.items + sum(count for _, count in self._skipped)
+
+    @property
+    def seeks(self) -> bool:
+        """Whether :meth:`skip` moves without reading: a packed cache read by one reader in
+        order (``interleave(1)``), or a global shuffle, with only ``batch``, ``take`` and
+        ``enumerate`` after it. Elsewhere ``skip`` reads the items and drops them."""
+        self._merge_now()
+        can = getattr(self._root, "can_seek", None)
+        return bool(can is not None and can())
+
+    def skip(self, items: int) -> int:
+        """Pass the next ``items`` items (batches, when batched) as if read and dropped, e.g.
+        the steps after a loss spike: the state stays exact, and records the range skipped
+        (``inspect`` shows it). Seeks without reading where :attr:`seeks` says so, otherwise
+        reads through. Returns how many were passed (fewer at the end of the stream)."""
+        items = check_option(items, "items to skip")
+        first = self.step
+        if self.seeks:
+            passed = int(self._root.seek(items))  # type: ignore[attr-defined]
+        else:
+            passed = 0
+            for _ in range(items):
+                try:
+                    next(self._root)
+                except StopIteration:
+                    break
+                passed += 1
+        if passed:
+            self._skipped.append([first, passed])
+        return passed
 
     def close(self) -> None:
         """Stop tokenization worker processes now (they also stop when the iterator is freed)."""

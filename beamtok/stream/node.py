@@ -121,6 +121,16 @@ class StageNode(abc.ABC):
         self.upstream.reset(state["upstream"])
         self._restore(state)
 
+    def can_seek(self) -> bool:
+        """Whether :meth:`seek` can pass items without reading them: a stage says so only
+        when it knows how many upstream items each of its items takes."""
+        return False
+
+    def seek(self, items: int) -> int:
+        """Pass the next ``items`` items without reading (only when ``can_seek()``); returns
+        how many were passed (fewer at the end)."""
+        raise NotImplementedError(f"{self.NAME}() cannot pass items without reading them")
+
     def catch_up(self) -> None:
         """Do the reading a restore deferred to the first ``next()`` (a shuffle's window), here
         and below, so the source's stats count it (``stats()`` asks before any ``next()``)."""

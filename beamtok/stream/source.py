@@ -221,6 +221,38 @@ class ShardSource:
             return {"epoch": epoch, "position": len(self.order(epoch)), "slots": [], "turn": 0, "stats": stats}
         raise ConfigError(f"start_example {example} is past the end of the stream")
 
+    def can_seek(self) -> bool:
+        """Whether :meth:`seek` can move without reading: one open shard, a single reader, and
+        a backend that knows every shard's row count (a packed cache)."""
+        return self.interleave == 1 and self.split.parts == 1 and not self._carry and self.backend.rows(self.shards[0]) is not None
+
+    def seek(self, examples: int) -> int:
+        """Move past the next ``examples`` examples without reading them (see ``can_seek``);
+        the counts keep only what was handed out. Returns how many were passed (fewer at the
+        end of the last epoch)."""
+        rows = [self.backend.rows(shard) or 0 for shard in self.shards]
+        here = self._example_number(rows)
+        target = here + examples
+        if self.epochs is not None:
+            target = min(target, sum(rows[i] for epoch in range(self.epochs) for i in self.order(epoch)))
+        if target == here:
+            return 0
+        state = self.state_at(target)
+        state["stats"] = self.stats.to_json()
+        self.close()
+        self.reset(state)
+        return target - here
+
+    def _example_number(self, rows: list[int]) -> int:
+        """How many examples this (single) reader has passed since the stream's start."""
+        number = sum(rows[i] for epoch in range(self._epoch) for i in self.order(epoch))
+        order = self.order(self._epoch)
+        opened = order[: self._position]
+        for slot in self._slots:  # the open shard (one at most: can_seek) counts its cursor
+            opened = order[: self._position - 1]
+            number += slot.cursor.index  # a finished shard's cursor counts all its rows
+        return number + sum(rows[i] for i in opened)
+
     def __iter__(self) -> ShardSource:
         return self
 

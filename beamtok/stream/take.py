@@ -44,6 +44,15 @@ class TakeNode(StageNode):
         if self._taken > self.count:
             raise StateError(f"take: {self._taken} taken is more than the limit {self.count}")
 
+    def can_seek(self) -> bool:
+        can = getattr(self.upstream, "can_seek", None)
+        return bool(can is not None and can())
+
+    def seek(self, items: int) -> int:
+        passed: int = self.upstream.seek(min(items, self.count - self._taken))  # type: ignore[attr-defined]
+        self._taken += passed
+        return passed
+
     def __next__(self) -> Any:
         if self._taken >= self.count:
             raise StopIteration
