@@ -127,6 +127,7 @@ class Dataset(PerShardStages):
         seed: int = 0,
         stop: str = "never",
         block_size: int | None = None,
+        max_epochs: int | Sequence[int | None] | None = None,
     ) -> Dataset:
         """Mix the examples of several datasets (each on the fly or from a cache) by weight.
 
@@ -136,22 +137,32 @@ class Dataset(PerShardStages):
         normalised (a source's share is its weight over their sum; the smallest share is
         1/1,048,576, the largest block). ``weights`` may be a schedule ``[(start_example, weights), ...]`` whose stages start at block
         boundaries. ``stop``: ``"never"`` (an exhausted source restarts, its next epoch
-        reshuffled), ``"first_exhausted"`` or ``"all_exhausted"``. Give each source its own
-        per-shard stages and shard options (``shuffle_shards``, ``interleave``, ``parallel``);
-        add stream stages (``shuffle``, ``batch``, ``shard_by_rank``...) to the mix.
+        reshuffled), ``"first_exhausted"`` or ``"all_exhausted"``. ``max_epochs`` caps how many
+        times a source is read (one cap for all, or one per source, None for none): a spent
+        source's positions are passed over and the mix ends when every source with weight is
+        spent. ``it.set_weights(...)`` changes the weights while training. A mix may mix
+        mixes of constant weights: it is the mix of their sources, each weighted by its share
+        of its mix times that mix's weight (``source`` numbers these leaves in order). Give each
+        source its own per-shard stages and shard options (``shuffle_shards``, ``interleave``,
+        ``parallel``); add stream stages (``shuffle``, ``batch``, ``shard_by_rank``...) to the mix.
         """
         sources = tuple(datasets)
         if not sources or not all(isinstance(d, Dataset) for d in sources):
             raise ConfigError("mix() takes a non-empty list of Datasets")
-        roots = []
+        roots: list[Any] = []
+        leaf_weights: list[Any] | None = None
+        leaf_caps: list[int | None] | None = None
         for i, d in enumerate(sources):
             p = d._pipeline
             if p.stages:
                 raise ConfigError(f"mix source {i} has stream stages {[s.NAME for s in p.stages]}; add them to the mix instead")
             if p.reader != ReaderSplit() or p.even is not None:
                 raise ConfigError(f"mix source {i} is split by rank; call shard_by_rank() on the mix instead")
-            roots.append(p.root.shard_root(f"mix source {i}"))
-        plan = MixPlan.make(len(sources), weights, seed=seed, stop=stop, block_size=block_size)
+            roots.append(p.root if isinstance(p.root, MixRoot) else p.root.shard_root(f"mix source {i}"))
+        if any(isinstance(r, MixRoot) for r in roots):
+            roots, leaf_weights, leaf_caps = _flattened(roots, weights, max_epochs)
+            weights, max_epochs = leaf_weights, leaf_caps if any(c is not None for c in leaf_caps) else None
+        plan = MixPlan.make(len(roots), weights, seed=seed, stop=stop, block_size=block_size, max_epochs=max_epochs)
         return cls(Pipeline(MixRoot(tuple(roots), plan)))
 
     @classmethod
@@ -466,3 +477,40 @@ class Dataset(PerShardStages):
     def __repr__(self) -> str:
         p = self._pipeline
         return f"Dataset({p.root.describe()}, stages={[s.NAME for s in p.stages]})"
+
+
+def _flattened(roots: list[Any], weights: Any, max_epochs: Any) -> tuple[list[Any], list[float], list[int | None]]:
+    """A mix of mixes as one mix of their sources: each inner source weighted by its share of
+    its mix times that mix's weight, caps carried over. Inner mixes must have constant
+    weights and stop='never' (a schedule or stop rule has no meaning once flattened)."""
+    if weights is not None and weights and isinstance(weights[0], (tuple, list)):
+        raise ConfigError("a mix of mixes takes constant weights, not a schedule")
+    outer = [1.0] * len(roots) if weights is None else list(weights)
+    if len(outer) != len(roots):
+        raise ConfigError(f"{len(outer)} weights for {len(roots)} sources")
+    caps = [max_epochs] * len(roots) if not isinstance(max_epochs, (list, tuple)) else list(max_epochs)
+    if len(caps) != len(roots):
+        raise ConfigError(f"{len(caps)} max_epochs for {len(roots)} sources")
+    leaves: list[Any] = []
+    leaf_weights: list[float] = []
+    leaf_caps: list[int | None] = []
+    for i, (root, w, cap) in enumerate(zip(roots, outer, caps)):
+        if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf"):
+            raise ConfigError(f"weights must be finite, non-negative numbers, got {w!r}")
+        if not isinstance(root, MixRoot):
+            leaves.append(root)
+            leaf_weights.append(float(w))
+            leaf_caps.append(cap)
+            continue
+        inner = root.plan
+        if len(inner.schedule) != 1 or inner.stop != "never":
+            raise ConfigError(f"mix source {i} is a mix with a weight schedule or stop={inner.stop!r}: only mixes of constant weights that never stop nest")
+        inner_weights = inner.schedule[0][1]
+        total = sum(inner_weights)
+        inner_caps = inner.max_epochs or (None,) * len(root.mixed)
+        for leaf, lw, lcap in zip(root.mixed, inner_weights, inner_caps):
+            leaves.append(leaf)
+            leaf_weights.append(float(w) * lw / total)
+            leaf_caps.append(lcap if cap is None else cap if lcap is None else min(cap, lcap))
+    return leaves, leaf_weights, leaf_caps
+

@@ -240,6 +240,18 @@ class DatasetIterator:
         can = getattr(self._root, "can_seek", None)
         return bool(can is not None and can())
 
+    def set_weights(self, weights: list[float] | tuple[float, ...]) -> int:
+        """A mix's new weights (one per source), from the first block boundary no reader has
+        passed: readers that call this at the same step agree on it. Returns that global
+        example index. The change is kept in the state, so a resume (on any world size)
+        replays it. Call it in the process that iterates: with DataLoader workers, each
+        worker's iterator is out of reach."""
+        set_weights = getattr(self._source, "set_weights", None)
+        if set_weights is None:
+            raise ConfigError("set_weights() applies to a mix (Dataset.mix); this stream has one source")
+        self._merge_now()
+        return int(set_weights(list(weights)))
+
     def skip(self, items: int) -> int:
         """Pass the next ``items`` items (batches, when batched) as if read and dropped, e.g.
         the steps after a loss spike: the state stays exact, and records the range skipped

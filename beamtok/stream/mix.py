@@ -19,8 +19,14 @@ positions depends on how the shards are dealt out).
 Each mixed example carries ``source``, the index of the dataset it came from. The state is
 the reader's next global position, each source's own state and a stop flag: O(1), no random
 generator dumped, no buffer. A source's state is its shard source's, so it crosses modes (a
-cached source resumes its on-the-fly twin). Weights may change at block boundaries
-(a schedule of ``(start_example, weights)``).
+cached source resumes its on-the-fly twin). Weights may change at block boundaries: declared
+(a schedule of ``(start_example, weights)``), or set while training (``set_weights``, from the
+loss per domain, say), effective from the next block boundary no reader has passed; changes
+made while training are kept in the state, so a resume replays the same schedule.
+
+A repetition cap (``max_epochs``) lets a source be read at most that many times; once a
+capped source is spent, the positions drawn for it are passed over and the others fill the
+stream, which ends when every source with weight is spent.
 
 Stop rules: ``"never"`` (sources restart when exhausted, reshuffled by their own epoch),
 ``"first_exhausted"`` (the mix ends when any source ends), ``"all_exhausted"`` (sources that
@@ -70,11 +76,17 @@ class MixPlan:
     seed: int = 0
     stop: str = "never"
     block_size: int = DEFAULT_BLOCK
+    max_epochs: tuple[int | None, ...] | None = None  # each source's repetition cap (None: no cap)
 
     @classmethod
-    def make(cls, sources: int, weights: Any, *, seed: int, stop: str, block_size: int | None) -> MixPlan:
+    def make(
+        cls, sources: int, weights: Any, *, seed: int, stop: str, block_size: int | None, max_epochs: Any = None
+    ) -> MixPlan:
         check_option(seed, "seed")
         check_choice(stop, "stop", STOP_RULES)
+        caps = _caps(max_epochs, sources)
+        if caps is not None and stop != "never":
+            raise ConfigError(f"max_epochs caps sources of a mix that never stops by itself (stop='never'), not stop={stop!r}")
         schedule = _schedule(weights, sources)
         for _, ws in schedule:  # weights are shares of their sum: a source's share is w / sum(ws)
             for i, w in enumerate(ws):
@@ -98,7 +110,24 @@ class MixPlan:
                         f"source {i}'s weight {w} gets no example in a block of {block_size}; "
                         f"use block_size >= {int(np.ceil(sum(ws) / w))}"
                     )
-        return cls(schedule, seed, stop, block_size)
+        return cls(schedule, seed, stop, block_size, caps)
+
+    def with_changes(self, changes: Sequence[tuple[int, tuple[float, ...]]]) -> MixPlan:
+        """This plan with weight changes made while training merged into its schedule: at
+        each block the stage that started last rules (a change made while training over a
+        declared stage starting at the same example)."""
+        if not changes:
+            return self
+        merged = sorted([*((start, 0, ws) for start, ws in self.schedule), *((start, 1, ws) for start, ws in changes)])
+        schedule: list[tuple[int, tuple[float, ...]]] = []
+        for start, _, ws in merged:
+            if schedule and schedule[-1][0] == start:
+                schedule[-1] = (start, ws)
+            else:
+                schedule.append((start, ws))
+        return MixPlan.make(
+            len(self.schedule[0][1]), schedule, seed=self.seed, stop=self.stop, block_size=self.block_size, max_epochs=self.max_epochs
+        )
 
     def weights_at(self, block: int) -> tuple[float, ...]:
         start = block * self.block_size
@@ -111,12 +140,28 @@ class MixPlan:
         return sources[np.random.default_rng([self.seed, block]).permutation(self.block_size)]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "schedule": [[start, list(ws)] for start, ws in self.schedule],
             "seed": self.seed,
             "stop": self.stop,
             "block_size": self.block_size,
         }
+        if self.max_epochs is not None:  # only when set, so the fingerprints of mixes without caps stay as they were
+            out["max_epochs"] = list(self.max_epochs)
+        return out
+
+
+def _caps(max_epochs: Any, sources: int) -> tuple[int | None, ...] | None:
+    """Each source's repetition cap: one for all, or one per source (None: no cap)."""
+    if max_epochs is None:
+        return None
+    caps = [max_epochs] * sources if not isinstance(max_epochs, (list, tuple)) else list(max_epochs)
+    if len(caps) != sources:
+        raise ConfigError(f"{len(caps)} max_epochs for {sources} sources")
+    for cap in caps:
+        if cap is not None:
+            check_option(cap, "max_epochs", minimum=1)
+    return tuple(caps)
 
 
 def _schedule(weights: Any, sources: int) -> tuple[tuple[int, tuple[float, ...]], ...]:
@@ -142,16 +187,32 @@ def _schedule(weights: Any, sources: int) -> tuple[tuple[int, tuple[float, ...]]
     return tuple(out)
 
 
+def _changes_of(saved: Any, sources: int) -> list[tuple[int, tuple[float, ...]]]:
+    """Weight changes ``[[start_example, weights], ...]`` from a state, checked."""
+    if not isinstance(saved, list) or not all(isinstance(c, list) and len(c) == 2 and isinstance(c[1], list) for c in saved):
+        raise StateError("mix: weight_changes must be a list of [start_example, weights] pairs")
+    out = []
+    for start, ws in saved:
+        check_int(start, "weight_changes start", "mix")
+        if len(ws) != sources or any(not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf") for w in ws) or not sum(ws) > 0:
+            raise StateError(f"mix: weight_changes: weights must be {sources} finite, non-negative numbers with a positive sum, got {ws!r}")
+        out.append((start, tuple(float(w) for w in ws)))
+    return out
+
+
 class MixSource:
     """Yields the mixed stream of several shard sources."""
 
     KEYS = ("index", "sources", "stopped")
+    CHANGES = "weight_changes"  # [start_example, weights] set while training; only when there are any
 
     def __init__(self, sources: list[ShardSource], plan: MixPlan, split: ReaderSplit | None = None) -> None:
         self.sources = sources
+        self.declared = plan
         self.plan = plan
         shared = split is not None and split.mode == "shards"  # an example split splits the mixed stream instead
         self.part, self.parts = (split.part, split.parts) if shared and split is not None else (0, 1)
+        self.example_parts = split.parts if split is not None and not shared else 1  # readers taking turns downstream
         self.reset(None)
 
     @classmethod
@@ -160,18 +221,26 @@ class MixSource:
         their shard sources)."""
         if not isinstance(state, dict) or "sources" not in state:
             return [f"{indent}mix: unreadable ({state!r})"]
-        return [f"{indent}mix: {state.get('index')} examples decided so far (the global index), stopped: {state.get('stopped')}"]
+        lines = [f"{indent}mix: {state.get('index')} examples decided so far (the global index), stopped: {state.get('stopped')}"]
+        for change in state.get(cls.CHANGES) or []:
+            if isinstance(change, list) and len(change) == 2:
+                lines.append(f"{indent}  weights set while training: {change[1]} from global example {change[0]:,}")
+        return lines
 
     def reset(self, state: dict[str, Any] | None) -> None:
         self._index = self.part  # the next global position this reader fills
         self._stopped = False
         self._block = -1
         self._order = np.zeros(0, dtype=np.int64)
+        self._changes: list[tuple[int, tuple[float, ...]]] = []
+        self.plan = self.declared
         if state is None:
             for source in self.sources:
                 source.reset(None)
             return
-        state = check_keys(copy_state(state), self.KEYS, "mix")
+        state = copy_state(state)
+        state = check_keys(state, (*self.KEYS, self.CHANGES) if isinstance(state, dict) and self.CHANGES in state else self.KEYS, "mix")
+        self._set_changes(_changes_of(state.get(self.CHANGES, []), len(self.sources)))
         children = state["sources"]
         if not isinstance(children, list) or len(children) != len(self.sources):
             raise StateError(f"mix: the state holds {len(children) if isinstance(children, list) else '?'} sources, this mix has {len(self.sources)}")
@@ -183,7 +252,38 @@ class MixSource:
         self._stopped = state["stopped"]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"index": self._index, "sources": [s.state_dict() for s in self.sources], "stopped": self._stopped}
+        state: dict[str, Any] = {"index": self._index, "sources": [s.state_dict() for s in self.sources], "stopped": self._stopped}
+        if self._changes:
+            state[self.CHANGES] = [[start, list(ws)] for start, ws in self._changes]
+        return state
+
+    def set_weights(self, weights: Sequence[float]) -> int:
+        """Mix by ``weights`` from the first block boundary at or after the first global
+        position no reader has taken (readers in step agree on it); returns that position.
+        Kept in the state, so a resume replays it."""
+        if self.example_parts > 1:  # every reader reads the mixed stream and keeps its turns: round up to a turn
+            first_untaken = ((self._index - 1) // self.example_parts + 1) * self.example_parts
+        else:
+            first_untaken = self._index - self.part  # readers in step: every position before it is taken, none after
+        start = -(-first_untaken // self.plan.block_size) * self.plan.block_size
+        weights = tuple(weights)
+        changes = [c for c in self._changes if c[0] != start] + [(start, weights)]
+        try:
+            self._set_changes(_changes_of([[s, list(ws)] for s, ws in changes], len(self.sources)))
+        except StateError as e:
+            raise ConfigError(str(e).replace("mix: weight_changes: ", "set_weights: ")) from None
+        return start
+
+    def _set_changes(self, changes: list[tuple[int, tuple[float, ...]]]) -> None:
+        try:
+            plan = self.declared.with_changes(changes)
+        except ConfigError as e:
+            raise StateError(f"mix: weight_changes: {e}") from None
+        self._changes, self.plan = sorted(changes), plan  # a change starts past every cached block: they stay right
+
+    def weights_now(self) -> tuple[float, ...]:
+        """The weights of the block holding this reader's next position."""
+        return self.plan.weights_at(self._index // self.plan.block_size)
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
         """Each source's states merged (see ``beamtok.stream.elastic``). The sequence of
@@ -191,7 +291,7 @@ class MixSource:
         takes positions ``part, part + parts, ...`` counted from there. No position's
         source is drawn twice; old readers that kept in step leave no gap, and one that fell
         behind leaves fewer positions unfilled than there were old readers."""
-        states = [check_keys(copy_state(s), self.KEYS, "mix") for s in states]
+        states = [check_keys(copy_state(s), (*self.KEYS, self.CHANGES) if isinstance(s, dict) and self.CHANGES in s else self.KEYS, "mix") for s in states]
         for state in states:
             if not isinstance(state["sources"], list) or len(state["sources"]) != len(self.sources):
                 raise StateError(f"mix: a state holds another number of sources than this mix's {len(self.sources)}")
@@ -200,31 +300,58 @@ class MixSource:
         start = max(check_int(s["index"], "index", "mix") - old_parts for s in states) + 1  # after the last taken
         if new.mode == "shards":
             start += new.part
-        return {"index": start, "sources": sources, "stopped": all(s["stopped"] is True for s in states)}
+        merged: dict[str, Any] = {"index": start, "sources": sources, "stopped": all(s["stopped"] is True for s in states)}
+        changes: dict[int, tuple[float, ...]] = {}
+        for state in states:  # every old reader was told the same changes; a conflict means they were not
+            for begin, ws in _changes_of(state.get(self.CHANGES, []), len(self.sources)):
+                if changes.get(begin, ws) != ws:
+                    raise StateError(f"mix: old readers disagree on the weights from example {begin}: {list(changes[begin])} and {list(ws)}")
+                changes[begin] = ws
+        if changes:
+            merged[self.CHANGES] = [[begin, list(ws)] for begin, ws in sorted(changes.items())]
+        return merged
 
     def __iter__(self) -> MixSource:
         return self
 
     def __next__(self) -> Any:
-        if self._stopped:
-            raise StopIteration
-        block, position = divmod(self._index, self.plan.block_size)
-        if block != self._block:
-            self._block, self._order = block, self.plan.block_order(block)
-        chosen = int(self._order[position])
-        source = self.sources[chosen]
-        try:
-            example = next(source)
-        except StopIteration:
-            if self.plan.stop != "first_exhausted" and source.epochs is None:
-                raise InputError(f"mix source {chosen} yields no examples; it cannot be mixed at a weight above 0") from None
-            self._stopped = True
-            raise
+        while True:
+            if self._stopped:
+                raise StopIteration
+            block, position = divmod(self._index, self.plan.block_size)
+            if block != self._block:
+                self._block, self._order = block, self.plan.block_order(block)
+            chosen = int(self._order[position])
+            source = self.sources[chosen]
+            try:
+                example = next(source)
+                break
+            except StopIteration:
+                if self.plan.stop != "first_exhausted" and source.epochs is None:
+                    raise InputError(f"mix source {chosen} yields no examples; it cannot be mixed at a weight above 0") from None
+                if self.plan.max_epochs is None:
+                    self._stopped = True
+                    raise
+                if self._all_spent(block):  # every source with weight has read its capped epochs
+                    self._stopped = True
+                    raise
+                self._index += self.parts  # a spent source's position is passed over; the others fill the stream
         if self.plan.stop == "all_exhausted" and source.epoch > 0 and self._all_exhausted(block):
             self._stopped = True  # the last source just ended its first epoch
             raise StopIteration
         self._index += self.parts
         return {**example, "source": chosen} if isinstance(example, dict) else example
+
+    def _all_spent(self, block: int) -> bool:
+        """Whether every source with weight at ``block`` (or after: later stages may give
+        weight back) has read its capped epochs."""
+        live = {i for _, ws in self.plan.schedule for i, w in enumerate(ws) if w > 0}
+        assert self.plan.max_epochs is not None
+        return all(self.plan.max_epochs[i] is not None and self._spent(i) for i in live)
+
+    def _spent(self, i: int) -> bool:
+        source = self.sources[i]
+        return source.epochs is not None and source.finished()
 
     def _all_exhausted(self, block: int) -> bool:
         weights = self.plan.weights_at(block)
@@ -243,6 +370,11 @@ class MixSource:
         out = total.to_json()
         out["sources"] = [s.stats_json() for s in self.sources]
         out["proportions"] = [s.stats.examples / total.examples if total.examples else 0.0 for s in self.sources]
+        out["weights"] = list(self.weights_now())
+        if self._changes:
+            out["weight_changes"] = [[start, list(ws)] for start, ws in self._changes]
+        if self.plan.max_epochs is not None:
+            out["spent"] = [self._spent(i) for i in range(len(self.sources))]
         return out
 
     def state_at(self, example: int) -> dict[str, Any]:

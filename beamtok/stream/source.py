@@ -221,6 +221,16 @@ class ShardSource:
             return {"epoch": epoch, "position": len(self.order(epoch)), "slots": [], "turn": 0, "stats": stats}
         raise ConfigError(f"start_example {example} is past the end of the stream")
 
+    def finished(self) -> bool:
+        """Whether the last epoch has been read to its end (never, without a last epoch)."""
+        return (
+            self.epochs is not None
+            and self._epoch + 1 >= self.epochs
+            and not self._slots
+            and not self._carry
+            and self._position >= len(self.order(self._epoch))
+        )
+
     def can_seek(self) -> bool:
         """Whether :meth:`seek` can move without reading: one open shard, a single reader, and
         a backend that knows every shard's row count (a packed cache)."""

@@ -71,10 +71,11 @@ class MixRoot(RootPlan):
 
     def build(self, split: ReaderSplit) -> tuple[MixSource, Node]:
         forever = self.plan.stop != "first_exhausted"  # exhausted sources restart, reshuffled by their epoch
+        caps = self.plan.max_epochs or (None,) * len(self.mixed)
         children = []
         for i, root in enumerate(self.mixed):
             try:
-                children.append((root.with_options(epochs=None) if forever else root).source(split))
+                children.append((root.with_options(epochs=caps[i]) if forever else root).source(split))
             except ConfigError as error:
                 raise ConfigError(f"mix source {i}: {error}") from None
         source = MixSource(children, self.plan, split)
