@@ -18,7 +18,7 @@ list of them all. Each live node merges the old states of its own layer:
   the last position an old reader filled (``MixSource.merge``).
 - a stage without a position of its own passes the merge upstream; a shuffle hands each old
   reader's half-emitted window to one new reader, which finishes it first
-  (``WindowShuffleNode.merge``); take and enumerate refuse (their counts are per reader).
+  (``WindowNode.merge``, which every windowed stage shares); take and enumerate refuse (their counts are per reader).
 
 No example is lost and none repeats: the union of what the new readers yield equals the
 union of what the old ones would have yielded. The order differs from the old readers'
