@@ -51,10 +51,10 @@ __all__ = [
 ]
 
 OnError = Literal["raise", "skip"]
-PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit", "best_fit"]
+PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit", "best_fit", "power_of_two"]
 Remainder = Literal["pad", "drop", "keep"]
 SOURCE_FORMATS = ("auto", "jsonl", "parquet", "arrow", "text", "mds", "memory")
-PACK_MODES = ("concat", "pad", "window", "none", "greedy", "first_fit", "best_fit")
+PACK_MODES = ("concat", "pad", "window", "none", "greedy", "first_fit", "best_fit", "power_of_two")
 LONG_DOCUMENT_POLICIES = ("split", "truncate")
 ON_ERROR = ("raise", "skip")
 
@@ -111,7 +111,9 @@ class PackSpec:
     or first-fit over windows of ``window`` examples (examples longer than ``seq_len`` are
     skipped and counted as ``too_long``); ``best_fit``: whole documents packed best-fit
     decreasing over windows of ``window`` documents, a longer one split into ``seq_len``
-    pieces or truncated (``long_docs``), every piece starting with ``bos_id`` when it is set.
+    pieces or truncated (``long_docs``), every piece starting with ``bos_id`` when it is set;
+    ``power_of_two``: each document cut into rows of power-of-two lengths from ``window`` (the
+    shortest) to ``seq_len`` (the longest), unpadded.
     """
 
     mode: PackMode
@@ -138,6 +140,13 @@ class PackSpec:
             check_int(self.window, f"{self.mode} packing window ({unit})", minimum=1)
             assert self.window is not None
             check_ceiling(self.window, f"{self.mode} packing window", MAX_WINDOW, unit)
+        if self.mode == "power_of_two":
+            for name, value in (("max_len", self.seq_len), ("min_len", self.window)):
+                check_int(value, name, minimum=1)
+                if value & (value - 1):  # type: ignore[operator]
+                    raise ConfigError(f"{name} must be a power of two, got {value}")
+            if (self.window or 0) > (self.seq_len or 0):
+                raise ConfigError(f"min_len {self.window} is above max_len {self.seq_len}")
         if self.mode == "best_fit":
             check_choice(self.long_docs, "long_docs", LONG_DOCUMENT_POLICIES)
             check_optional_int(self.bos_id, "bos_id")

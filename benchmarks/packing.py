@@ -140,6 +140,57 @@ def packer_speed(docs: list[TokenDoc], seq_len: int, repeats: int) -> dict[str, 
     }
 
 
+def batching(paths: list[str], max_tokens: int, repeats: int) -> dict[str, Any]:
+    """Padding of one-document rows batched by count against by token budget, the power-of-two
+    rows' truncation, and the batching speed (rows/s of collating fixed-size batches against
+    token-budget batches of the same rows, paired rounds)."""
+    from beamtok.stream.collate import collate
+    from beamtok.stream.token_batch import BatchTokens, TokenBatchNode
+
+    def area(ds: Any) -> tuple[float, int]:
+        real = total = 0
+        for b in ds:
+            total += b["input_ids"].size
+            real += int(np.count_nonzero(b["segment_ids"])) if "segment_ids" in b else int(np.count_nonzero(b["attention_mask"]))
+        return 1 - real / total, total
+
+    documents = Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().map(_with_mask, name="mask")  # one document a row
+    rows_per_batch = max_tokens // 2048
+    out: dict[str, Any] = {
+        f"batch({rows_per_batch}), one document a row": {"padding": area(documents.batch(rows_per_batch))[0]},
+        f"batch_tokens({max_tokens}), one document a row": {"padding": area(documents.batch_tokens(max_tokens))[0]},
+    }
+    pow2 = Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().pack_power_of_two(2048, min_len=64)
+    it = pow2.iter()
+    for _ in it:
+        pass
+    out[f"pack_power_of_two(2048) + batch_tokens({max_tokens})"] = {
+        "padding": area(pow2.batch_tokens(max_tokens))[0],
+        "truncated": it.stats()["documents"]["truncated_tokens"] / sum(lengths(paths)),
+    }
+    rows = list(documents)
+    node = TokenBatchNode(iter(()), BatchTokens(max_tokens, window=len(rows)), BOS)
+    fixed, budget = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for i in range(0, len(rows), rows_per_batch):
+            collate(rows[i : i + rows_per_batch], BOS)
+        fixed.append(len(rows) / (time.perf_counter() - start))
+        start = time.perf_counter()
+        node.arrange(rows, 0)
+        budget.append(len(rows) / (time.perf_counter() - start))
+    out["speed"] = {
+        "batch_rows_per_s": statistics.median(fixed),
+        "batch_tokens_rows_per_s": statistics.median(budget),
+        "batch_tokens_vs_batch": statistics.median(b / f for b, f in zip(budget, fixed)),
+    }
+    return out
+
+
+def _with_mask(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "attention_mask": np.ones(len(record["input_ids"]), dtype=np.int8)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=10)
@@ -177,6 +228,9 @@ def main() -> None:
             at["packer_speed"] = packer_speed(docs, seq_len, args.repeats)
             print(corpus, seq_len, "speed", {k: round(v["vs_concat_chunk"], 3) for k, v in at["packer_speed"].items()}, flush=True)
             figures["seq_lens"][str(seq_len)] = at
+        if corpus == "docs":
+            figures["batching"] = batching(paths, 32768, args.repeats)
+            print(corpus, "batching", figures["batching"], flush=True)
         results["corpora"][corpus] = figures
     write_results("packing.json", results)
 

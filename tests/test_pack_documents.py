@@ -14,13 +14,13 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from test_elastic import check_elastic
 
 from beamtok import ConfigError, Dataset, StateError
 from beamtok.testing import assert_items_equal, check_equivalent, check_resumption
 from beamtok.transforms.best_fit import best_fit_bins
 
 from conftest import CORPUS, ROOT, real_paragraphs, write_jsonl
+from test_elastic import check_elastic
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 BOS = 50256

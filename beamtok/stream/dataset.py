@@ -48,6 +48,7 @@ from beamtok.stream.roots.mix import MixRoot
 from beamtok.stream.roots.shards import ShardsRoot
 from beamtok.stream.shuffle import Shuffle
 from beamtok.stream.take import Take
+from beamtok.stream.token_batch import BatchTokens
 from beamtok.validate import check_choice, check_int
 
 __all__ = ["Dataset"]
@@ -286,6 +287,27 @@ class Dataset(PerShardStages):
     def batch(self, size: int, *, drop_last: bool = False, tensors: str = "numpy") -> Dataset:
         """Collate ``size`` examples into a dict of numpy arrays (or torch tensors)."""
         return self._add_stage(Batch(size, drop_last, tensors))
+
+    def batch_tokens(
+        self,
+        max_tokens: int,
+        *,
+        window: int = 4096,
+        order: str = "natural",
+        cycles: int = 1,
+        seed: int = 0,
+        min_len: int = 64,
+        max_len: int | Sequence[tuple[int, int]] | None = None,
+        tensors: str = "numpy",
+    ) -> Dataset:
+        """Batches of one row length and about ``max_tokens`` tokens: rows bucketed by length
+        rounded up to a power of two (at least ``min_len``), ``max_tokens // bucket`` rows a
+        batch, over windows of ``window`` rows. ``order``: ``"natural"`` (seeded) or
+        ``"grow"`` (each of ``cycles`` cycles short rows first). ``max_len`` (a length, or a
+        schedule ``[(start_row, length), ...]``) cuts longer rows into pieces, for a
+        sequence-length warm-up. See ``beamtok.stream.token_batch``."""
+        schedule = ((0, max_len),) if isinstance(max_len, int) else tuple(tuple(s) for s in max_len) if max_len is not None else None
+        return self._add_stage(BatchTokens(max_tokens, window, order, cycles, seed, min_len, schedule, tensors))  # type: ignore[arg-type]
 
     def take(self, count: int) -> Dataset:
         """Stop after ``count`` items."""

@@ -170,6 +170,13 @@ class PerShardStages:
             bos_id = ref.bos_id
         return self._set_pack("pack_documents", method, seq_len, window=window, long_docs=long_docs, bos_id=bos_id)
 
+    def pack_power_of_two(self: D, max_len: int, *, min_len: int = 64) -> D:
+        """Cut each document into unpadded rows of power-of-two lengths: ``max_len`` rows
+        while the document lasts, then the binary form of the rest down to ``min_len`` (fewer
+        tokens left over count as ``truncated_tokens``). No row crosses a document; batch them
+        with ``batch_tokens(max_tokens)`` for variable sequence length training."""
+        return self._set_pack("pack_power_of_two", "power_of_two", max_len, window=min_len)
+
     def sliding_window(self: D, seq_len: int, *, stride: int | None = None) -> D:
         """Windows of ``seq_len`` tokens every ``stride`` tokens (default: no overlap).
 

@@ -369,7 +369,14 @@ PACKERS: dict[str, Callable[[PackSpec], Packer]] = {
     "greedy": lambda p: GreedyPacker(p.seq_len or 0, p.pad_id),
     "first_fit": lambda p: FirstFitPacker(p.seq_len or 0, p.pad_id, p.window or 0),
     "best_fit": lambda p: _best_fit(p),
+    "power_of_two": lambda p: _power_of_two(p),
 }
+
+
+def _power_of_two(pack: PackSpec) -> Packer:
+    from beamtok.transforms.power_of_two import PowerOfTwoRows  # it builds on this module's rows
+
+    return PowerOfTwoRows(pack.seq_len or 0, pack.window or 1)
 
 
 def _best_fit(pack: PackSpec) -> Packer:
