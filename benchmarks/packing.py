@@ -187,6 +187,21 @@ def batching(paths: list[str], max_tokens: int, repeats: int) -> dict[str, Any]:
     return out
 
 
+def balance(paths: list[str]) -> dict[str, Any]:
+    """Attention-cost imbalance between 8 ranks of 4 rows (the largest rank's cost over the
+    mean), dealt by ``balance_ranks`` and split plainly, for best-fit rows of 2,048 and for
+    one document a row padded to 2,048; and the deal's own time per global batch."""
+    out: dict[str, Any] = {}
+    base = Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos()
+    for name, ds in (("pack_documents(2048)", base.pack_documents(2048)), ("pad(2048), one document a row", base.pad(2048))):
+        it = ds.balance_ranks(4, rank=0, world_size=8).iter()
+        for _ in it:
+            pass
+        timing = it.timing()["stages"]
+        out[name] = {**it.stats()["balance"], "deal_seconds_per_global_batch": timing[1]["seconds"] / max(1, timing[1]["items"])}
+    return out
+
+
 def _with_mask(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "attention_mask": np.ones(len(record["input_ids"]), dtype=np.int8)}
 
@@ -231,6 +246,8 @@ def main() -> None:
         if corpus == "docs":
             figures["batching"] = batching(paths, 32768, args.repeats)
             print(corpus, "batching", figures["batching"], flush=True)
+            figures["balance_ranks"] = balance(paths)
+            print(corpus, "balance_ranks", figures["balance_ranks"], flush=True)
         results["corpora"][corpus] = figures
     write_results("packing.json", results)
 

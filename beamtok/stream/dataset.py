@@ -33,6 +33,7 @@ from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_memory
 from beamtok.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import SourceSpec, Spec
+from beamtok.stream.balance import BalanceRanks
 from beamtok.stream.batch import Batch
 from beamtok.stream.dataset_steps import PerShardStages
 from beamtok.stream.enumerate import Enumerate
@@ -308,6 +309,16 @@ class Dataset(PerShardStages):
         sequence-length warm-up. See ``beamtok.stream.token_batch``."""
         schedule = ((0, max_len),) if isinstance(max_len, int) else tuple(tuple(s) for s in max_len) if max_len is not None else None
         return self._add_stage(BatchTokens(max_tokens, window, order, cycles, seed, min_len, schedule, tensors))  # type: ignore[arg-type]
+
+    def balance_ranks(self, batch_size: int, *, rank: int, world_size: int, tensors: str = "numpy") -> Dataset:
+        """This rank's batch of ``batch_size`` rows from each global batch of ``world_size *
+        batch_size``, dealt so every rank gets about the same attention cost (the sum of its
+        documents' squared lengths), in place of ``shard_by_rank`` + ``batch``: every rank reads
+        the whole stream. ``stats()["balance"]`` reports the imbalance dealt and that of a
+        plain split. A resume may change rank and world size. See ``beamtok.stream.balance``."""
+        if self._pipeline.reader.world_size > 1:
+            raise ConfigError("balance_ranks() deals each global batch between ranks itself: drop shard_by_rank()")
+        return self._add_stage(BalanceRanks(batch_size, rank, world_size, tensors))
 
     def take(self, count: int) -> Dataset:
         """Stop after ``count`` items."""

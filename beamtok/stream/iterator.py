@@ -305,6 +305,12 @@ class DatasetIterator:
         stats["padding_waste"] = stats["pad_tokens"] / total if total else 0.0
         stats["delivered"] = self._delivered.to_json()
         stats["remote_retries"] = remote_retries()
+        node: Any = self._root
+        while node is not None:  # figures stages keep of their own (a balanced split's imbalance)
+            stage_stats = getattr(node, "stage_stats", None)
+            if stage_stats is not None:
+                stats.update(stage_stats())
+            node = getattr(node, "upstream", None)
         if timing:
             stats["timing"] = self._timing.to_json()
         return stats
