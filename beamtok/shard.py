@@ -26,7 +26,8 @@ from beamtok.sources.readers import read_documents
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 from beamtok.steps import Doc, StepContext
-from beamtok.transforms.pack import Packer, make_packer
+from beamtok.transforms.pack import Packer
+from beamtok.transforms.packers import make_packer
 from beamtok.transforms.sft import ChatTemplate, TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
 

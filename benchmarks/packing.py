@@ -35,7 +35,8 @@ import numpy as np
 
 from beamtok import Dataset
 from beamtok.spec import PackSpec
-from beamtok.transforms.pack import TokenDoc, make_packer
+from beamtok.transforms.pack import TokenDoc
+from beamtok.transforms.packers import make_packer
 
 from common import ROOT, build_shards, write_results
 

@@ -29,33 +29,27 @@ from beamtok.backends.parallel import default_workers
 from beamtok.cache_options import BUILD_DEFAULTS, beam_args
 from beamtok.errors import ConfigError
 from beamtok.extras import require
-from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_memory
 from beamtok.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import SourceSpec, Spec
-from beamtok.stream.balance import BalanceRanks
-from beamtok.stream.batch import Batch
+from beamtok.stream.dataset_stages import StreamStages
 from beamtok.stream.dataset_steps import PerShardStages
-from beamtok.stream.enumerate import Enumerate
 from beamtok.stream.even import EVEN_MODES
 from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.mix import MixPlan
-from beamtok.stream.node import Stage
+from beamtok.stream.mix_nesting import flattened_mixes
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.mix import MixRoot
 from beamtok.stream.roots.shards import ShardsRoot
-from beamtok.stream.shuffle import Shuffle
-from beamtok.stream.take import Take
-from beamtok.stream.token_batch import BatchTokens
 from beamtok.validate import check_choice, check_int
 
 __all__ = ["Dataset"]
 
 
-class Dataset(PerShardStages):
+class Dataset(PerShardStages, StreamStages):
     """A checkpointable stream of examples, built step by step."""
 
     @classmethod
@@ -162,7 +156,7 @@ class Dataset(PerShardStages):
                 raise ConfigError(f"mix source {i} is split by rank; call shard_by_rank() on the mix instead")
             roots.append(p.root if isinstance(p.root, MixRoot) else p.root.shard_root(f"mix source {i}"))
         if any(isinstance(r, MixRoot) for r in roots):
-            roots, leaf_weights, leaf_caps = _flattened(roots, weights, max_epochs)
+            roots, leaf_weights, leaf_caps = flattened_mixes(roots, weights, max_epochs)
             weights, max_epochs = leaf_weights, leaf_caps if any(c is not None for c in leaf_caps) else None
         plan = MixPlan.make(len(roots), weights, seed=seed, stop=stop, block_size=block_size, max_epochs=max_epochs)
         return cls(Pipeline(MixRoot(tuple(roots), plan)))
@@ -278,55 +272,6 @@ class Dataset(PerShardStages):
         if even is not None:
             check_choice(even, "even", EVEN_MODES)
         return self._replace(reader=ReaderSplit(rank, world_size, mode=split), even=even)
-
-    # ------------------------------------------------------- stream stages
-
-    def shuffle(self, window: int, *, seed: int = 0) -> Dataset:
-        """Shuffle examples within windows of ``window``; a checkpoint re-reads at most one window."""
-        return self._add_stage(Shuffle(window, seed))
-
-    def batch(self, size: int, *, drop_last: bool = False, tensors: str = "numpy") -> Dataset:
-        """Collate ``size`` examples into a dict of numpy arrays (or torch tensors)."""
-        return self._add_stage(Batch(size, drop_last, tensors))
-
-    def batch_tokens(
-        self,
-        max_tokens: int,
-        *,
-        window: int = 4096,
-        order: str = "natural",
-        cycles: int = 1,
-        seed: int = 0,
-        min_len: int = 64,
-        max_len: int | Sequence[tuple[int, int]] | None = None,
-        tensors: str = "numpy",
-    ) -> Dataset:
-        """Batches of one row length and about ``max_tokens`` tokens: rows bucketed by length
-        rounded up to a power of two (at least ``min_len``), ``max_tokens // bucket`` rows a
-        batch, over windows of ``window`` rows. ``order``: ``"natural"`` (seeded) or
-        ``"grow"`` (each of ``cycles`` cycles short rows first). ``max_len`` (a length, or a
-        schedule ``[(start_row, length), ...]``) cuts longer rows into pieces, for a
-        sequence-length warm-up. See ``beamtok.stream.token_batch``."""
-        schedule = ((0, max_len),) if isinstance(max_len, int) else tuple(tuple(s) for s in max_len) if max_len is not None else None
-        return self._add_stage(BatchTokens(max_tokens, window, order, cycles, seed, min_len, schedule, tensors))  # type: ignore[arg-type]
-
-    def balance_ranks(self, batch_size: int, *, rank: int, world_size: int, tensors: str = "numpy") -> Dataset:
-        """This rank's batch of ``batch_size`` rows from each global batch of ``world_size *
-        batch_size``, dealt so every rank gets about the same attention cost (the sum of its
-        documents' squared lengths), in place of ``shard_by_rank`` + ``batch``: every rank reads
-        the whole stream. ``stats()["balance"]`` reports the imbalance dealt and that of a
-        plain split. A resume may change rank and world size. See ``beamtok.stream.balance``."""
-        if self._pipeline.reader.world_size > 1:
-            raise ConfigError("balance_ranks() deals each global batch between ranks itself: drop shard_by_rank()")
-        return self._add_stage(BalanceRanks(batch_size, rank, world_size, tensors))
-
-    def take(self, count: int) -> Dataset:
-        """Stop after ``count`` items."""
-        return self._add_stage(Take(count))
-
-    def enumerate(self, start: int = 0) -> Dataset:
-        """Yield ``(i, item)`` pairs."""
-        return self._add_stage(Enumerate(start))
 
     # ------------------------------------------------------------ iteration
 
@@ -495,14 +440,6 @@ class Dataset(PerShardStages):
     def _replace(self, **changes: Any) -> Dataset:
         return type(self)(dataclasses.replace(self._pipeline, **changes))
 
-    def _add_stage(self, stage: Stage) -> Dataset:
-        stages = (*self._pipeline.stages, stage)
-        width = self._pipeline.root.row_tokens
-        held = sum(s.rows_held() for s in stages)
-        if width is not None and held:  # what the stages hold at once, with a copy for collating
-            check_memory(f"{stage.NAME}() ({held:,} rows of {width:,} tokens held at once)", 2 * held * width * ROW_BYTES_PER_TOKEN)
-        return self._replace(stages=stages)
-
     def _with_root_options(self, **changes: Any) -> Dataset:
         root: RootPlan = self._pipeline.root.with_options(**changes)
         return self._replace(root=root)
@@ -510,40 +447,3 @@ class Dataset(PerShardStages):
     def __repr__(self) -> str:
         p = self._pipeline
         return f"Dataset({p.root.describe()}, stages={[s.NAME for s in p.stages]})"
-
-
-def _flattened(roots: list[Any], weights: Any, max_epochs: Any) -> tuple[list[Any], list[float], list[int | None]]:
-    """A mix of mixes as one mix of their sources: each inner source weighted by its share of
-    its mix times that mix's weight, caps carried over. Inner mixes must have constant
-    weights and stop='never' (a schedule or stop rule has no meaning once flattened)."""
-    if weights is not None and weights and isinstance(weights[0], (tuple, list)):
-        raise ConfigError("a mix of mixes takes constant weights, not a schedule")
-    outer = [1.0] * len(roots) if weights is None else list(weights)
-    if len(outer) != len(roots):
-        raise ConfigError(f"{len(outer)} weights for {len(roots)} sources")
-    caps = [max_epochs] * len(roots) if not isinstance(max_epochs, (list, tuple)) else list(max_epochs)
-    if len(caps) != len(roots):
-        raise ConfigError(f"{len(caps)} max_epochs for {len(roots)} sources")
-    leaves: list[Any] = []
-    leaf_weights: list[float] = []
-    leaf_caps: list[int | None] = []
-    for i, (root, w, cap) in enumerate(zip(roots, outer, caps)):
-        if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf"):
-            raise ConfigError(f"weights must be finite, non-negative numbers, got {w!r}")
-        if not isinstance(root, MixRoot):
-            leaves.append(root)
-            leaf_weights.append(float(w))
-            leaf_caps.append(cap)
-            continue
-        inner = root.plan
-        if len(inner.schedule) != 1 or inner.stop != "never":
-            raise ConfigError(f"mix source {i} is a mix with a weight schedule or stop={inner.stop!r}: only mixes of constant weights that never stop nest")
-        inner_weights = inner.schedule[0][1]
-        total = sum(inner_weights)
-        inner_caps = inner.max_epochs or (None,) * len(root.mixed)
-        for leaf, lw, lcap in zip(root.mixed, inner_weights, inner_caps):
-            leaves.append(leaf)
-            leaf_weights.append(float(w) * lw / total)
-            leaf_caps.append(lcap if cap is None else cap if lcap is None else min(cap, lcap))
-    return leaves, leaf_weights, leaf_caps
-

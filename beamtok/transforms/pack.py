@@ -10,7 +10,7 @@ emitted). ``finish()`` flushes what is left at the end of the shard. A row recor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,7 +20,7 @@ from beamtok.errors import StateError
 from beamtok.transforms.sft import TokenDoc
 
 if TYPE_CHECKING:
-    from beamtok.spec import PackSpec
+    pass
 
 __all__ = [
     "ConcatChunker",
@@ -33,7 +33,6 @@ __all__ = [
     "SlidingWindow",
     "TokenDoc",
     "WholeDocument",
-    "make_packer",
 ]
 
 
@@ -359,32 +358,3 @@ class FirstFitPacker:
             pieces = [self._examples[i] for i in sorted(members)]
             yield _pad_row(_join(self._window_doc, number, pieces), self.seq_len, self.pad_id)
         self._examples, self._skip = [], 0
-
-
-PACKERS: dict[str, Callable[[PackSpec], Packer]] = {
-    "none": lambda p: WholeDocument(),
-    "concat": lambda p: ConcatChunker(p.seq_len or 0, p.pad_id, p.remainder),
-    "pad": lambda p: PadTruncate(p.seq_len or 0, p.pad_id),
-    "window": lambda p: SlidingWindow(p.seq_len or 0, p.stride or 0),
-    "greedy": lambda p: GreedyPacker(p.seq_len or 0, p.pad_id),
-    "first_fit": lambda p: FirstFitPacker(p.seq_len or 0, p.pad_id, p.window or 0),
-    "best_fit": lambda p: _best_fit(p),
-    "power_of_two": lambda p: _power_of_two(p),
-}
-
-
-def _power_of_two(pack: PackSpec) -> Packer:
-    from beamtok.transforms.power_of_two import PowerOfTwoRows  # it builds on this module's rows
-
-    return PowerOfTwoRows(pack.seq_len or 0, pack.window or 1)
-
-
-def _best_fit(pack: PackSpec) -> Packer:
-    from beamtok.transforms.best_fit import BestFitPacker  # it builds on this module's rows
-
-    return BestFitPacker(pack.seq_len or 0, pack.pad_id, pack.window or 0, pack.long_docs or "split", pack.bos_id)
-
-
-def make_packer(pack: PackSpec | None) -> Packer:
-    """The packer a spec asks for (one whole document a row when it asks for none)."""
-    return WholeDocument() if pack is None else PACKERS[pack.mode](pack)

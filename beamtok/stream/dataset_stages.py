@@ -1,0 +1,89 @@
+"""The stream stages of the fluent Dataset: shuffle, batching (by count, by token budget, or
+balanced between ranks), take and enumerate. Each adds one stage after the root; they run the
+same on the fly and from a cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TypeVar
+
+from beamtok.errors import ConfigError
+from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_memory
+from beamtok.stream.balance import BalanceRanks
+from beamtok.stream.batch import Batch
+from beamtok.stream.enumerate import Enumerate
+from beamtok.stream.node import Stage
+from beamtok.stream.pipeline import Pipeline
+from beamtok.stream.shuffle import Shuffle
+from beamtok.stream.take import Take
+from beamtok.stream.token_batch import BatchTokens
+
+__all__ = ["StreamStages"]
+
+S = TypeVar("S", bound="StreamStages")
+
+
+class StreamStages:
+    """The stream stage methods of ``Dataset`` (which holds ``_pipeline``)."""
+
+    _pipeline: Pipeline
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+
+    def shuffle(self: S, window: int, *, seed: int = 0) -> S:
+        """Shuffle examples within windows of ``window``; a checkpoint re-reads at most one window."""
+        return self._add_stage(Shuffle(window, seed))
+
+    def batch(self: S, size: int, *, drop_last: bool = False, tensors: str = "numpy") -> S:
+        """Collate ``size`` examples into a dict of numpy arrays (or torch tensors)."""
+        return self._add_stage(Batch(size, drop_last, tensors))
+
+    def batch_tokens(
+        self: S,
+        max_tokens: int,
+        *,
+        window: int = 4096,
+        order: str = "natural",
+        cycles: int = 1,
+        seed: int = 0,
+        min_len: int = 64,
+        max_len: int | Sequence[tuple[int, int]] | None = None,
+        tensors: str = "numpy",
+    ) -> S:
+        """Batches of one row length and about ``max_tokens`` tokens: rows bucketed by length
+        rounded up to a power of two (at least ``min_len``), ``max_tokens // bucket`` rows a
+        batch, over windows of ``window`` rows. ``order``: ``"natural"`` (seeded) or
+        ``"grow"`` (each of ``cycles`` cycles short rows first). ``max_len`` (a length, or a
+        schedule ``[(start_row, length), ...]``) cuts longer rows into pieces, for a
+        sequence-length warm-up. See ``beamtok.stream.token_batch``."""
+        schedule = ((0, max_len),) if isinstance(max_len, int) else tuple(tuple(s) for s in max_len) if max_len is not None else None
+        return self._add_stage(BatchTokens(max_tokens, window, order, cycles, seed, min_len, schedule, tensors))  # type: ignore[arg-type]
+
+    def balance_ranks(self: S, batch_size: int, *, rank: int, world_size: int, tensors: str = "numpy") -> S:
+        """This rank's batch of ``batch_size`` rows from each global batch of ``world_size *
+        batch_size``, dealt so every rank gets about the same attention cost (the sum of its
+        documents' squared lengths), in place of ``shard_by_rank`` + ``batch``: every rank reads
+        the whole stream. ``stats()["balance"]`` reports the imbalance dealt and that of a
+        plain split. A resume may change rank and world size. See ``beamtok.stream.balance``."""
+        if self._pipeline.reader.world_size > 1:
+            raise ConfigError("balance_ranks() deals each global batch between ranks itself: drop shard_by_rank()")
+        return self._add_stage(BalanceRanks(batch_size, rank, world_size, tensors))
+
+    def take(self: S, count: int) -> S:
+        """Stop after ``count`` items."""
+        return self._add_stage(Take(count))
+
+    def enumerate(self: S, start: int = 0) -> S:
+        """Yield ``(i, item)`` pairs."""
+        return self._add_stage(Enumerate(start))
+
+    def _add_stage(self: S, stage: Stage) -> S:
+        stages = (*self._pipeline.stages, stage)
+        width = self._pipeline.root.row_tokens
+        held = sum(s.rows_held() for s in stages)
+        if width is not None and held:  # what the stages hold at once, with a copy for collating
+            check_memory(f"{stage.NAME}() ({held:,} rows of {width:,} tokens held at once)", 2 * held * width * ROW_BYTES_PER_TOKEN)
+        return type(self)(dataclasses.replace(self._pipeline, stages=stages))
