@@ -25,7 +25,9 @@ A dataset takes the options of ``beamtok cache`` (``format``, ``text_field``, ``
 ``max_length``, ``hf_dataset``, ``mds``...: the one table of ``beamtok.cache_options``) by the
 same names. The training mixture takes ``weights`` (a mapping of
 dataset names), ``seed``, ``stop``, ``block_size`` and ``schedule`` (a list of
-``{start_example, weights}``), then ``shuffle_shards`` (a seed), ``shuffle`` and ``batch``.
+``{start_example, weights}``) and ``max_epochs`` (one repetition cap, or a mapping of dataset
+names), then ``shuffle_shards`` (a seed), ``shuffle`` and ``batch`` or ``batch_tokens`` (a mapping
+of ``max_tokens``, ``window``, ``order``, ``cycles``, ``seed``, ``min_len``, ``max_len``).
 Validation sets are read the same way every time: their shards in order, no shuffle, every
 document once, batched. Unknown keys are refused by name.
 """
@@ -50,7 +52,8 @@ DATASET_KEYS = names("input", "dataset", "config")
 DATASET_DEFAULTS = defaults("input", "dataset")
 SHARED_KEYS = ("tokenizer", "seq_len", "pack", "on_error")  # may be given once at the top
 TOP_KEYS = ("datasets", "train", "validation", *SHARED_KEYS)
-TRAIN_KEYS = ("weights", "seed", "stop", "block_size", "schedule", "shuffle_shards", "shuffle", "batch")
+TRAIN_KEYS = ("weights", "seed", "stop", "block_size", "schedule", "max_epochs", "shuffle_shards", "shuffle", "batch", "batch_tokens")
+BATCH_TOKENS_KEYS = ("max_tokens", "window", "order", "cycles", "seed", "min_len", "max_len")
 VALIDATION_KEYS = ("sets", "batch")
 
 
@@ -183,7 +186,13 @@ def _train(train: dict[str, Any], streams: dict[str, Dataset], where: str) -> Da
     sources = [streams[name] for name in names]
     if train.get("shuffle_shards") is not None:
         sources = [s.shuffle_shards(_whole(train["shuffle_shards"], f"{where}: shuffle_shards")) for s in sources]
-    if len(sources) == 1 and "schedule" not in train:
+    caps: Any = train.get("max_epochs")
+    if isinstance(caps, dict):
+        given = _mapping(caps, f"{where}: max_epochs", tuple(names))
+        caps = [None if given.get(n) is None else _whole(given[n], f"{where}: max_epochs.{n}") for n in names]
+    elif caps is not None:
+        caps = _whole(caps, f"{where}: max_epochs")
+    if len(sources) == 1 and "schedule" not in train and caps is None:
         ds = sources[0]
     else:
         weights: Any = _weights(train["weights"], names, f"{where}: weights")
@@ -203,12 +212,27 @@ def _train(train: dict[str, Any], streams: dict[str, Dataset], where: str) -> Da
             seed=_whole(train.get("seed", 0), f"{where}: seed"),
             stop=str(train.get("stop", "never")),
             block_size=None if block is None else _whole(block, f"{where}: block_size"),
+            max_epochs=caps,
         )
     if train.get("shuffle") is not None:
         shuffle = _mapping(train["shuffle"], f"{where}: shuffle", ("window", "seed"))
         ds = ds.shuffle(_whole(shuffle.get("window"), f"{where}: shuffle.window"), seed=_whole(shuffle.get("seed", 0), f"{where}: shuffle.seed"))
+    if train.get("batch") is not None and train.get("batch_tokens") is not None:
+        raise ConfigError(f"{where}: give batch or batch_tokens, not both")
     if train.get("batch") is not None:
         ds = ds.batch(_whole(train["batch"], f"{where}: batch"))
+    if train.get("batch_tokens") is not None:
+        options = _mapping(train["batch_tokens"], f"{where}: batch_tokens", BATCH_TOKENS_KEYS)
+        if "max_tokens" not in options:
+            raise ConfigError(f"{where}: batch_tokens needs max_tokens")
+        max_len = options.get("max_len")
+        if isinstance(max_len, list):
+            max_len = [tuple(stage) if isinstance(stage, list) else stage for stage in max_len]
+        ds = ds.batch_tokens(
+            _whole(options["max_tokens"], f"{where}: batch_tokens.max_tokens"),
+            **{k: v for k, v in options.items() if k not in ("max_tokens", "max_len")},
+            max_len=max_len,
+        )
     return ds
 
 

@@ -74,6 +74,21 @@ def test_validation_sets_are_the_same_every_time_in_file_order(tmp_path, corpus)
     assert sum(len(r) for r in ranks) == len(first)
 
 
+def test_caps_best_fit_and_token_budget_batches_from_a_config(tmp_path, corpus):
+    train = {"weights": {"a": 1, "b": 1}, "block_size": 32, "max_epochs": {"a": 1}, "batch_tokens": {"max_tokens": 256, "window": 64, "order": "grow", "max_len": [[0, 32], [64, 64]]}}
+    datasets = {"a": {"urls": corpus["a"], "pack": "best_fit", "pack_window": 8, "bos_rows": True}, "b": {"urls": corpus["b"]}, "val": {"urls": corpus["val"]}}
+    config = load_config(write_config(tmp_path, corpus, train=train, datasets=datasets))
+    a = Dataset.from_files(corpus["a"]).tokenize(TOKENIZER).ensure_bos_eos().pack_documents(64, window=8, bos=True)
+    expected = Dataset.mix([a, packed(corpus["b"])], [1, 1], block_size=32, max_epochs=[1, None])
+    expected = expected.batch_tokens(256, window=64, order="grow", max_len=[(0, 32), (64, 64)])
+    assert config.train.stream_fingerprint == expected.stream_fingerprint
+    assert_items_equal(list(itertools.islice(config.train, 30)), list(itertools.islice(expected, 30)))
+    with pytest.raises(ConfigError, match=r"train: batch_tokens: unknown key 'max_token'; did you mean 'max_tokens'\?"):
+        load_config(write_config(tmp_path, corpus, train={**train, "batch_tokens": {"max_token": 256}}))
+    with pytest.raises(ConfigError, match="batch or batch_tokens, not both"):
+        load_config(write_config(tmp_path, corpus, train={**train, "batch": 4}))
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
