@@ -96,8 +96,16 @@ def _write_shards(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
 
 def build_caches(directories: list[Path], shards: int) -> list[str]:
     """Caches of ``shards`` synthetic shards each in ``directories`` (those not built yet)."""
-    from beamtok.cache.manifest import MANIFEST, Manifest, ShardEntry, versions
+    from beamtok.cache.manifest import MANIFEST, Manifest, ShardEntry, versions, write_manifest
+    from beamtok.cache.shard_table import INLINE_SHARDS
+    from beamtok.cache.storage import Storage
 
+    for d in directories:  # a cache built before shard tables: its manifest rewritten as a build writes it now
+        if (d / MANIFEST).exists() and shards > INLINE_SHARDS:
+            data = json.loads((d / MANIFEST).read_text())
+            if "shards" in data:
+                entries = [ShardEntry.from_json(e, str(d)) for e in data["shards"]]
+                write_manifest(Storage(str(d)), Manifest(data["spec"], data["fingerprint"], entries, data["versions"]))
     todo = [d for d in directories if not (d / MANIFEST).exists()]
     if todo:
         spec = _spec()
@@ -109,8 +117,7 @@ def build_caches(directories: list[Path], shards: int) -> list[str]:
             written = pool.map(_write_shards, chunks)
         for d in todo:
             entries = [ShardEntry.from_json(e, "built") for (where, _, _), part in zip(chunks, written) if where == str(d) for e in part]
-            manifest = Manifest(spec.to_json(), spec.fingerprint, entries, versions())
-            (d / MANIFEST).write_text(json.dumps(manifest.to_json()))
+            write_manifest(Storage(str(d)), Manifest(spec.to_json(), spec.fingerprint, entries, versions()))
         print(f"  built {len(todo)} cache(s) of {shards} shards in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     return [str(d) for d in directories]
 

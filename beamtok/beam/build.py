@@ -35,7 +35,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from beamtok.cache.manifest import MANIFEST, TOKENIZER_FILE, Manifest, ShardEntry, versions
+from beamtok.cache.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
 from beamtok.cache.progress import ShardReporter
 from beamtok.cache.ranges import (
     DEFAULT_SPLIT_BYTES,
@@ -243,8 +243,7 @@ class _WriteManifestFn(beam.DoFn):
         manifest = Manifest(
             self.spec.to_json(), self.spec.fingerprint, shards, self.versions, self.tokenizer_file, input_root=self.input_root
         )
-        storage.write_bytes(MANIFEST, json.dumps(manifest.to_json(), indent=1).encode())
-        yield manifest.to_json()["totals"]
+        yield write_manifest(storage, manifest)["totals"]
 
 
 class BuildCache(beam.PTransform):

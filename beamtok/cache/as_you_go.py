@@ -32,7 +32,7 @@ from typing import Any
 
 from beamtok.backends.on_the_fly import OnTheFlyOrigin
 from beamtok.backends.protocol import ShardBackend
-from beamtok.cache.manifest import MANIFEST, TOKENIZER_FILE, Manifest, ShardEntry, versions
+from beamtok.cache.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
 from beamtok.cache.output import other_cache
 from beamtok.cache.reader import Cache
 from beamtok.cache.storage import Storage
@@ -180,7 +180,7 @@ class CachingBackend:
                 return
             entries.append(done)
         manifest = Manifest(self.spec.to_json(), self.spec.fingerprint, entries, versions(), TOKENIZER_FILE, input_root=_cwd())
-        self.storage.write_bytes(MANIFEST, json.dumps(manifest.to_json(), indent=1).encode())
+        write_manifest(self.storage, manifest)
         log.info("cache %s is complete (%d shards)", self.storage.url, len(entries))
 
     def wait(self, timeout: float | None = None) -> None:

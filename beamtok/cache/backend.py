@@ -49,7 +49,7 @@ class PackedCache(SequentialBackend):
         self.ahead.stop()
 
     def rows(self, shard: Shard) -> int | None:
-        return self.cache.manifest.shards[shard.index].rows
+        return self.cache.manifest.shard_rows(shard.index)
 
     def cursor_at(self, shard: Shard, row: int) -> ShardCursor:
         return self.cache.cursor_at(shard.index, row)

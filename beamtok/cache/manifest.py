@@ -10,18 +10,22 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from beamtok.cache.manifest_entry import ShardEntry
+from beamtok.cache.shard_table import INLINE_SHARDS, ShardTable, read_shard_table, write_shard_table
 from beamtok.cache.storage import Storage, check_relative
 from beamtok.errors import CacheError
 from beamtok.sources.urls import is_remote
 
-__all__ = ["MANIFEST", "MANIFEST_FORMAT", "Manifest", "ShardEntry", "read_manifest", "shard_file", "sidecar_file", "versions"]
+__all__ = ["MANIFEST", "MANIFEST_FORMAT", "Manifest", "ShardEntry", "read_manifest", "shard_file", "sidecar_file", "versions", "write_manifest"]
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 2  # 2: shard files of layout 2 (see beamtok.cache.schema)
-READABLE_FORMATS = (1, 2)
+TABLE_FORMAT = 3  # 3: format 2 with the shard entries in a table beside the manifest (beamtok.cache.shard_table)
+READABLE_FORMATS = (1, 2, 3)
 SHARDS_DIR = "shards"
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -35,45 +39,17 @@ def sidecar_file(index: int) -> str:
 
 
 @dataclass
-class ShardEntry:
-    """One shard of the cache: its source, its Parquet file and what is in it."""
-
-    index: int
-    url: str
-    source_size: int | None  # of a local input file: a re-run rebuilds the shard if it changed
-    file: str
-    bytes: int
-    sha256: str
-    rows: int
-    tokens: int
-    pad_tokens: int
-    documents: dict[str, Any]
-    fingerprint: str = ""
-    footer_sha256: str = ""  # of the Parquet footer, checked whenever the file is opened
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> ShardEntry:
-        try:
-            entry = cls(**data)
-        except TypeError as e:
-            raise CacheError(f"{where}: malformed shard entry: {e}") from e
-        check_relative(entry.file)
-        return entry
-
-
-@dataclass
 class Manifest:
     spec: dict[str, Any]
     fingerprint: str
-    shards: list[ShardEntry]
+    shards: Sequence[ShardEntry]  # a list, or a ShardTable read from a large cache
     versions: dict[str, str] = field(default_factory=dict)
     tokenizer_file: str | None = None
     created: str = ""
     format: int = MANIFEST_FORMAT
     input_root: str | None = None  # the directory relative local input paths were given in
+    shard_table: dict[str, Any] | None = None  # where the entries are, when not inline (beamtok.cache.shard_table)
+    _columns: dict[str, Sequence[Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def input_path(self, url: str, source_root: str | None = None) -> str:
         """Where to read input ``url`` now: a relative local path is taken from the directory
@@ -93,24 +69,41 @@ class Manifest:
             return os.path.join(root, path)
         return path
 
+    def column(self, name: str) -> Sequence[Any]:
+        """One field of every shard entry, in shard order (a table reads it as a column, once;
+        a list, which a cache being written still grows, is read each time)."""
+        if not isinstance(self.shards, ShardTable):
+            return [getattr(entry, name) for entry in self.shards]
+        if name not in self._columns:
+            self._columns[name] = self.shards.column(name)
+        return self._columns[name]
+
+    def distinct(self, name: str) -> set[Any]:
+        """The distinct values of one field over every shard entry."""
+        return self.shards.distinct(name) if isinstance(self.shards, ShardTable) else {getattr(e, name) for e in self.shards}
+
+    def shard_rows(self, index: int) -> int:
+        """Rows of shard ``index``, without building its entry."""
+        return int(self.column("rows")[index]) if isinstance(self.shards, ShardTable) else self.shards[index].rows
+
     @property
     def totals(self) -> dict[str, Any]:
         skipped: dict[str, int] = {}
-        for s in self.shards:
-            for reason, n in s.documents["skipped"].items():
+        read = emitted = truncated = 0
+        for s in self.shards:  # one pass: a table builds each entry once
+            documents = s.documents
+            read += documents["read"]
+            emitted += documents["emitted"]
+            truncated += documents["truncated_docs"]
+            for reason, n in documents["skipped"].items():
                 skipped[reason] = skipped.get(reason, 0) + n
-        docs = {
-            "read": sum(s.documents["read"] for s in self.shards),
-            "emitted": sum(s.documents["emitted"] for s in self.shards),
-            "skipped": dict(sorted(skipped.items())),
-            "truncated": sum(s.documents["truncated_docs"] for s in self.shards),
-        }
+        docs = {"read": read, "emitted": emitted, "skipped": dict(sorted(skipped.items())), "truncated": truncated}
         return {
             "shards": len(self.shards),
-            "rows": sum(s.rows for s in self.shards),
-            "tokens": sum(s.tokens for s in self.shards),
-            "pad_tokens": sum(s.pad_tokens for s in self.shards),
-            "bytes": sum(s.bytes for s in self.shards),
+            "rows": int(sum(self.column("rows"))),
+            "tokens": int(sum(self.column("tokens"))),
+            "pad_tokens": int(sum(self.column("pad_tokens"))),
+            "bytes": int(sum(self.column("bytes"))),
             "documents": docs,
         }
 
@@ -128,24 +121,31 @@ class Manifest:
         }
 
     @classmethod
-    def from_json(cls, data: Any, where: str) -> Manifest:
+    def from_json(cls, data: Any, where: str, storage: Storage | None = None) -> Manifest:
         if not isinstance(data, dict) or "format" not in data:
             raise CacheError(f"{where}: not a beamtok manifest")
         if data["format"] not in READABLE_FORMATS:
             readable = ", ".join(map(str, READABLE_FORMATS))
             raise CacheError(f"{where}: manifest format {data['format']!r} is not supported (this beamtok reads formats {readable}); upgrade beamtok")
         try:
-            shards = [ShardEntry.from_json(s, where) for s in data["shards"]]
+            shards: Sequence[ShardEntry]
+            if data["format"] == TABLE_FORMAT:
+                if storage is None:
+                    raise CacheError(f"{where}: the shard entries are in a table beside the manifest; open the cache directory")
+                shards = read_shard_table(storage, data["shard_table"], where)
+            else:
+                shards = [ShardEntry.from_json(s, where) for s in data["shards"]]
             manifest = cls(
                 data["spec"], data["fingerprint"], shards, data["versions"], data["tokenizer_file"], data["created"],
                 input_root=data.get("input_root"),  # absent from manifests of earlier versions
                 format=data["format"],
+                shard_table=data.get("shard_table"),
             )
         except KeyError as e:
             raise CacheError(f"{where}: manifest lacks {e}") from e
         if manifest.tokenizer_file is not None:
             check_relative(manifest.tokenizer_file)
-        if [s.index for s in shards] != list(range(len(shards))):
+        if isinstance(shards, list) and [s.index for s in shards] != list(range(len(shards))):
             raise CacheError(f"{where}: shard entries are not numbered 0..{len(shards) - 1}")
         return manifest
 
@@ -161,7 +161,19 @@ def read_manifest(storage: Storage) -> Manifest:
         data = json.loads(storage.read_bytes(MANIFEST))
     except json.JSONDecodeError as e:
         raise CacheError(f"{where}: not valid JSON: {e}") from e
-    return Manifest.from_json(data, where)
+    return Manifest.from_json(data, where, storage)
+
+
+def write_manifest(storage: Storage, manifest: Manifest, inline_limit: int | None = None) -> dict[str, Any]:
+    """Write ``manifest`` (last, so a cache with a manifest is finished); past ``inline_limit``
+    shards (default ``INLINE_SHARDS``) the entries go to a table beside it. Returns its JSON."""
+    data = manifest.to_json()
+    if len(manifest.shards) > (INLINE_SHARDS if inline_limit is None else inline_limit):
+        data["format"] = TABLE_FORMAT
+        data["shard_table"] = write_shard_table(storage, manifest.shards)
+        del data["shards"]
+    storage.write_bytes(MANIFEST, json.dumps(data, indent=1).encode())
+    return data
 
 
 def versions() -> dict[str, str]:

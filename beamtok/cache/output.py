@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
 from beamtok.cache.ranges import RANGES_DIR
+from beamtok.cache.shard_table import SHARD_TABLE
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError
 from beamtok.sources.urls import Shard
@@ -62,6 +63,7 @@ def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, ove
             storage.delete(f"{SHARDS_DIR}/{name}")
         storage.delete(TOKENIZER_FILE)
     storage.delete(MANIFEST)
+    storage.delete(SHARD_TABLE)  # a large cache's entries: rewritten with the manifest
     storage.delete_stale_temporaries(SHARDS_DIR)
     for name in storage.list(RANGES_DIR):  # tokenized ranges of a killed run: redone
         storage.delete(f"{RANGES_DIR}/{name}")

@@ -34,7 +34,7 @@ class RowAccess:
         self.cache = cache
         self.max_bytes = DECODE_BUDGET if max_bytes is None else max_bytes
         self._held = 0
-        rows = [entry.rows for entry in cache.manifest.shards]
+        rows = [int(n) for n in cache.manifest.column("rows")]
         self.starts = [0, *itertools.accumulate(rows)]
         self.total = self.starts[-1]
         self._group_ends: dict[int, list[int]] = {}

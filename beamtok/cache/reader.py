@@ -53,16 +53,19 @@ class Cache:
         self.supervised = self.spec.supervised
         if fingerprint is not None and self.manifest.fingerprint != fingerprint:
             raise CacheError(f"{directory} was built with spec {self.manifest.fingerprint}, not the requested {fingerprint}")
-        for entry in self.manifest.shards:
-            if entry.fingerprint and entry.fingerprint != self.manifest.fingerprint:
-                raise CacheError(f"{self.storage.display(entry.file)}: built with spec {entry.fingerprint}, not the manifest's {self.manifest.fingerprint}")
+        if self.manifest.distinct("fingerprint") - {"", self.manifest.fingerprint}:  # columns: a large cache builds no entry here
+            for entry in self.manifest.shards:
+                if entry.fingerprint and entry.fingerprint != self.manifest.fingerprint:
+                    raise CacheError(f"{self.storage.display(entry.file)}: built with spec {entry.fingerprint}, not the manifest's {self.manifest.fingerprint}")
         if check_files:
             sizes = self.file_sizes()
-            for entry in self.manifest.shards:
-                problem = size_problem(entry, sizes[entry.file])
-                if problem is not None:
-                    hint = "re-run `beamtok cache` to rebuild it" if sizes[entry.file] is None else "run `beamtok verify`"
-                    raise CacheError(f"{self.storage.display(entry.file)}: {problem}; {hint}")
+            for i, (file, expected) in enumerate(zip(self.manifest.column("file"), self.manifest.column("bytes"))):
+                if sizes[file] != expected:
+                    entry = self.manifest.shards[i]
+                    problem = size_problem(entry, sizes[file])
+                    if problem is not None:
+                        hint = "re-run `beamtok cache` to rebuild it" if sizes[file] is None else "run `beamtok verify`"
+                        raise CacheError(f"{self.storage.display(entry.file)}: {problem}; {hint}")
 
     @classmethod
     def of_entries(cls, directory: str, spec: Spec, entries: list[ShardEntry]) -> Cache:
@@ -78,11 +81,11 @@ class Cache:
         """Each shard file's size (None when missing), from one listing per directory."""
         listed: dict[str, dict[str, int]] = {}
         sizes: dict[str, int | None] = {}
-        for entry in self.manifest.shards:
-            folder, _, name = entry.file.rpartition("/")
+        for file in self.manifest.column("file"):
+            folder, _, name = file.rpartition("/")
             if folder not in listed:
                 listed[folder] = self.storage.sizes(folder)
-            sizes[entry.file] = listed[folder].get(name)
+            sizes[file] = listed[folder].get(name)
         return sizes
 
     @property
@@ -92,7 +95,7 @@ class Cache:
     @property
     def shards(self) -> list[Shard]:
         """The shards as the on-the-fly dataset numbered them, with their original URLs."""
-        return [Shard(e.index, e.url) for e in self.manifest.shards]
+        return [Shard(i, url) for i, url in enumerate(self.manifest.column("url"))]
 
     def tokenizer(self) -> Tokenizer:
         """The tokenizer the cache was built with, rebuilt from the copy stored in the cache."""

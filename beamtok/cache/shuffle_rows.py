@@ -36,7 +36,7 @@ class ShuffleRows:
     def __init__(self, cache: Cache, local_copy: bool | str | None = None) -> None:
         self.cache = cache
         self.local_copy = local_copy
-        self.total = sum(entry.rows for entry in cache.manifest.shards)
+        self.total = int(sum(cache.manifest.column("rows")))
         self._rows: RowSource | None = None
 
     @property

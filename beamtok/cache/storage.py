@@ -91,8 +91,25 @@ class Storage:
 
     def sizes(self, rel_dir: str) -> dict[str, int]:
         """File name -> size in bytes, for the files directly in ``rel_dir`` (one listing call)."""
+        if self.is_local:  # scandir holds no object per file beyond its entry: a 100,000-shard listing stays small
+            try:
+                with os.scandir(self.path(rel_dir)) as entries:
+                    return {e.name: e.stat().st_size for e in entries if e.is_file(follow_symlinks=False)}
+            except FileNotFoundError:
+                return {}
         selector = pafs.FileSelector(self.path(rel_dir), allow_not_found=True)
         return {info.base_name: info.size for info in self.fs.get_file_info(selector) if info.type == pafs.FileType.File}
+
+    def read_buffer(self, rel: str) -> Any:
+        """A file's bytes as a pyarrow buffer, without a copy into Python bytes (a local
+        file is memory-mapped)."""
+        import pyarrow as pa
+
+        if self.is_local:
+            with pa.memory_map(self.path(rel)) as f:
+                return f.read_buffer()
+        with self.fs.open_input_stream(self.path(rel)) as f:
+            return f.read_buffer()
 
     def read_bytes(self, rel: str) -> bytes:
         try:

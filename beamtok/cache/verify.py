@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from beamtok.cache.reader import Cache, size_problem
+from beamtok.cache.shard_table import table_sha256
 from beamtok.errors import BeamtokError
 from beamtok.progress import Progress
 from beamtok.shard import ShardCursor, ShardProcessor
@@ -56,6 +57,12 @@ def verify_cache(
     cache = Cache(directory, fingerprint=fingerprint, check_files=False)  # file problems are reported below
     manifest = cache.manifest
     report = VerifyReport(shards=len(manifest.shards))
+    if manifest.shard_table is not None and table_sha256(cache.storage, manifest.shard_table) != manifest.shard_table["sha256"]:
+        report.problems.append(
+            f"{cache.storage.display(manifest.shard_table['file'])}: SHA-256 differs from the manifest's (the shard table was altered); "
+            "its entries cannot be trusted, so no shard was checked: rebuild with `beamtok cache --overwrite`"
+        )
+        return report
     intact: list[int] = []
     sizes = cache.file_sizes()
     total_mb = sum(entry.bytes for entry in manifest.shards) / 1e6
