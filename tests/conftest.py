@@ -49,6 +49,16 @@ def real_paragraphs(count: int, *, start: int = 0) -> list[str]:
     return out[start:]
 
 
+def inspect_state(state: dict[str, Any], directory: Path) -> str:
+    """What ``beamtok inspect`` prints, in a fresh process, for ``state`` saved to a file in
+    ``directory`` (it must succeed)."""
+    path = directory / "state.json"
+    path.write_text(json.dumps(state))
+    shown = subprocess.run([sys.executable, "-m", "beamtok.cli", "inspect", str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout
+
+
 @pytest.fixture(scope="session")
 def paragraphs() -> Callable[..., list[str]]:
     return real_paragraphs

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -16,7 +14,7 @@ from beamtok import ConfigError, Dataset
 from beamtok.stream.balance import attention_cost, deal_rows
 from beamtok.testing import check_equivalent, check_resumption
 
-from conftest import CORPUS, ROOT, real_paragraphs, write_jsonl
+from conftest import CORPUS, ROOT, inspect_state, real_paragraphs, write_jsonl
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 
@@ -92,11 +90,7 @@ def test_resume_on_another_world_size_from_any_old_state(corpus):
 def test_inspect_and_refusals(corpus, tmp_path):
     it = packed(corpus).balance_ranks(2, rank=0, world_size=2).iter()
     next(it)
-    path = tmp_path / "state.json"
-    path.write_text(json.dumps(it.state_dict()))
-    shown = subprocess.run([sys.executable, "-m", "beamtok.cli", "inspect", str(path)], capture_output=True, text=True, cwd=ROOT)
-    assert shown.returncode == 0, shown.stderr
-    assert "stage 1 (balance_ranks): global batch 1 is next" in shown.stdout
+    assert "stage 1 (balance_ranks): global batch 1 is next" in inspect_state(it.state_dict(), tmp_path)
     with pytest.raises(ConfigError, match="drop shard_by_rank"):
         packed(corpus).shard_by_rank(0, 2).balance_ranks(2, rank=0, world_size=2)
     with pytest.raises(ConfigError, match="rank"):

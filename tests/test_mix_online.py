@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -15,7 +13,7 @@ from beamtok import ConfigError, Dataset, StateError
 from beamtok.stream.mix import block_counts
 from beamtok.testing import assert_items_equal, check_resumption
 
-from conftest import CORPUS, ROOT
+from conftest import CORPUS, ROOT, inspect_state
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 BLOCK = 40
@@ -148,11 +146,7 @@ def test_inspect_shows_the_change_and_bad_weights_are_refused(sources, tmp_path)
     it = mixed(sources).iter()
     next(it)
     it.set_weights([1, 2])
-    path = tmp_path / "state.json"
-    path.write_text(json.dumps(it.state_dict()))
-    shown = subprocess.run([sys.executable, "-m", "beamtok.cli", "inspect", str(path)], capture_output=True, text=True, cwd=ROOT)
-    assert shown.returncode == 0, shown.stderr
-    assert "weights set while training: [1.0, 2.0] from global example 40" in shown.stdout
+    assert "weights set while training: [1.0, 2.0] from global example 40" in inspect_state(it.state_dict(), tmp_path)
     with pytest.raises(ConfigError, match="set_weights"):
         it.set_weights([1, 2, 3])
     with pytest.raises(ConfigError, match="set_weights"):

@@ -19,7 +19,7 @@ from beamtok import ConfigError, Dataset, StateError
 from beamtok.testing import assert_items_equal, check_equivalent, check_resumption
 from beamtok.transforms.best_fit import best_fit_bins
 
-from conftest import CORPUS, ROOT, real_paragraphs, write_jsonl
+from conftest import CORPUS, ROOT, inspect_state, real_paragraphs, write_jsonl
 from test_elastic import check_elastic
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
@@ -224,12 +224,5 @@ def test_cli_cache_with_best_fit_equals_the_stream_and_inspect_names_it(corpus, 
     )
     it = Dataset.from_cache(str(out)).batch(2).iter()
     next(it)
-    (tmp_path / "state.json").write_text(json.dumps(it.state_dict()))
-    shown = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "inspect", str(tmp_path / "state.json")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert shown.returncode == 0, shown.stderr
-    assert "packing: best_fit" in shown.stdout and "token offset is the number of the window's next row" in shown.stdout
+    shown = inspect_state(it.state_dict(), tmp_path)
+    assert "packing: best_fit" in shown and "token offset is the number of the window's next row" in shown

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -18,7 +16,7 @@ import pytest
 from beamtok import Dataset, StateError
 from beamtok.testing import assert_items_equal
 
-from conftest import ROOT
+from conftest import ROOT, inspect_state
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 pytest.importorskip("apache_beam")
@@ -124,11 +122,7 @@ def test_inspect_shows_the_skipped_range_and_a_forged_one_is_refused(cache, tmp_
     next(it)
     state = it.state_dict()
     assert state["skipped"] == [[3, 10]] and it.step == 14 and it.stats()["delivered"]["items"] == 4
-    path = tmp_path / "state.json"
-    path.write_text(json.dumps(state))
-    shown = subprocess.run([sys.executable, "-m", "beamtok.cli", "inspect", str(path)], capture_output=True, text=True, cwd=ROOT)
-    assert shown.returncode == 0, shown.stderr
-    assert "skipped with skip(): items 3-12 (10 in all" in shown.stdout
+    assert "skipped with skip(): items 3-12 (10 in all" in inspect_state(state, tmp_path)
     resumed = cached.global_shuffle(seed=1).batch(4).iter(state)
     assert resumed.step == 14 and resumed.state_dict()["skipped"] == [[3, 10]]
     forged = {**state, "skipped": [[3]]}

@@ -7,9 +7,6 @@ many points and across a world-size change; inspect describes the stage.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections import Counter
 
 import numpy as np
@@ -20,7 +17,7 @@ from beamtok.stream.token_batch import bucket_of
 from beamtok.testing import check_equivalent, check_resumption
 from beamtok.transforms.power_of_two import power_of_two_cuts
 
-from conftest import CORPUS, ROOT, real_paragraphs, write_jsonl
+from conftest import CORPUS, ROOT, inspect_state, real_paragraphs, write_jsonl
 from test_elastic import check_elastic
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
@@ -141,12 +138,9 @@ def test_world_size_change_loses_and_repeats_nothing(corpus):
 def test_inspect_describes_the_stage_and_options_are_checked(corpus, tmp_path):
     it = rows(corpus).batch_tokens(2048, window=16, min_len=16).iter()
     next(it)
-    path = tmp_path / "state.json"
-    path.write_text(json.dumps(it.state_dict()))
-    shown = subprocess.run([sys.executable, "-m", "beamtok.cli", "inspect", str(path)], capture_output=True, text=True, cwd=ROOT)
-    assert shown.returncode == 0, shown.stderr
-    assert "stage 1 (batch_tokens): window 0" in shown.stdout and "1 of its batches delivered" in shown.stdout
-    assert "packing: power_of_two" in shown.stdout
+    shown = inspect_state(it.state_dict(), tmp_path)
+    assert "stage 1 (batch_tokens): window 0" in shown and "1 of its batches delivered" in shown
+    assert "packing: power_of_two" in shown
     for bad in ({"min_len": 48}, {"order": "shrink"}, {"max_len": [(5, 128)]}, {"max_len": [(0, 128), (0, 256)]}):
         with pytest.raises(ConfigError):
             rows(corpus).batch_tokens(2048, **bad)

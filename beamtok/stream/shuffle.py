@@ -11,7 +11,7 @@ import numpy as np
 from beamtok.sizes import MAX_WINDOW, check_ceiling
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.window import WindowNode
+from beamtok.stream.window import WindowNode, describe_window_state
 from beamtok.validate import check_int as check_option
 
 __all__ = ["Shuffle", "WindowShuffleNode"]
@@ -41,12 +41,7 @@ class Shuffle(Stage):
 
     @classmethod
     def describe_state(cls, state: dict[str, Any]) -> str:
-        drain = state.get(WindowNode.DRAIN) or []
-        extra = f"; it first finishes {len(drain)} window(s) of readers of another world size" if drain else ""
-        return (
-            f"window {state.get('window')} (counted over the whole stream), {state.get('emitted')} of its examples delivered; "
-            f"a resume re-reads this window from the source position above{extra}"
-        )
+        return describe_window_state(state, "examples")
 
 
 class WindowShuffleNode(WindowNode):

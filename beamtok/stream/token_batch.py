@@ -35,7 +35,7 @@ from beamtok.sizes import MAX_SEQ_LEN, MAX_WINDOW, check_ceiling
 from beamtok.stream.collate import Batched, collate
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.window import WindowNode
+from beamtok.stream.window import WindowNode, describe_window_state
 from beamtok.validate import check_choice
 from beamtok.validate import check_int as check_option
 
@@ -113,12 +113,7 @@ class BatchTokens(Stage):
 
     @classmethod
     def describe_state(cls, state: dict[str, Any]) -> str:
-        drain = state.get(WindowNode.DRAIN) or []
-        extra = f"; it first finishes {len(drain)} window(s) of readers of another world size" if drain else ""
-        return (
-            f"window {state.get('window')} (counted over the whole stream), {state.get('emitted')} of its batches delivered; "
-            f"a resume re-reads this window from the source position above{extra}"
-        )
+        return describe_window_state(state, "batches")
 
 
 class TokenBatchNode(WindowNode):

@@ -17,7 +17,17 @@ from beamtok.stream.node import Node, StageNode
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
 
-__all__ = ["WindowNode"]
+__all__ = ["WindowNode", "describe_window_state"]
+
+
+def describe_window_state(state: dict[str, Any], outputs: str) -> str:
+    """A windowed stage's own position in words; ``outputs`` names what it hands out."""
+    drain = state.get(WindowNode.DRAIN) or []
+    extra = f"; it first finishes {len(drain)} window(s) of readers of another world size" if drain else ""
+    return (
+        f"window {state.get('window')} (counted over the whole stream), {state.get('emitted')} of its {outputs} delivered; "
+        f"a resume re-reads this window from the source position above{extra}"
+    )
 
 
 class WindowNode(StageNode):
