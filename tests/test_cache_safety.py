@@ -61,8 +61,14 @@ def test_second_build_on_the_same_directory_is_refused(tmp_path, slow_inputs):
     first = subprocess.Popen(cache_command(slow_inputs, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: (out / LOCK_FILE).exists() or first.poll() is not None)
-        second = subprocess.run(cache_command(slow_inputs, out), capture_output=True, text=True, timeout=600)
-        assert first.poll() is None, "the first build ended before the second started: make the inputs bigger"
+        assert first.poll() is None, "the first build ended before it could be paused: make the inputs bigger"
+        # Paused while it holds the lock, the first build cannot finish before the second
+        # has asked for the lock, however loaded the machine is.
+        first.send_signal(signal.SIGSTOP)
+        try:
+            second = subprocess.run(cache_command(slow_inputs, out), capture_output=True, text=True, timeout=600)
+        finally:
+            first.send_signal(signal.SIGCONT)
     finally:
         _, err_first = first.communicate(timeout=600)
     assert second.returncode == 2 and "Traceback" not in second.stderr
