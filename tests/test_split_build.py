@@ -106,6 +106,17 @@ def test_ranges_cover_every_document_once_at_line_starts(inputs):
             assert all(data[p.start - 1 : p.start] == b"\n" for p in parts[1:])
 
 
+def test_ranges_are_of_equal_size(tmp_path):
+    """A runner deals ranges out to workers by count: a small last range would leave one idle."""
+    path = tmp_path / "lines.jsonl"
+    path.write_text("".join(json.dumps({"text": f"line {i:05d} " + "x" * 80}) + "\n" for i in range(1000)))
+    size = path.stat().st_size
+    parts = plan_ranges(Shard(0, str(path)), SourceSpec(), size // 3 - 1)  # just under a third: 4 ranges
+    sizes = [(p.stop or size) - p.start for p in parts]
+    assert len(parts) == 4 and max(sizes) - min(sizes) <= 2 * 100, sizes
+    assert all(s <= size // 3 for s in sizes)
+
+
 def _documents(shard: Shard, start: int = 0, stop: int | None = None):
     from beamtok.shard import ShardProcessor
 

@@ -110,18 +110,20 @@ def plan_ranges(shard: Shard, source: SourceSpec, split_bytes: int) -> list[Inpu
 
 
 def _jsonl_bounds(url: str, split_bytes: int) -> tuple[list[int], int]:
-    """0, then the first line start at or after each multiple of ``split_bytes``, then the size."""
+    """0, then the first line start at or after each of the ``ceil(size / split_bytes)``
+    equal cut points, then the size. Ranges of equal size (not ``split_bytes`` and a
+    remainder) keep workers evenly loaded: a runner deals ranges out by count."""
     bounds = [0]
     with open_url(url, decompress=False) as f:
         size = int(f.seek(0, 2))
-        point = split_bytes
-        while point < size:
+        count = max(1, -(-size // split_bytes))
+        for k in range(1, count):
+            point = max(k * size // count, bounds[-1] + 1)
             start = _line_start_at_or_after(f, point, size)
             if start >= size:
                 break
             if start > bounds[-1]:
                 bounds.append(start)
-            point = max(point + split_bytes, start + 1)
     bounds.append(size)
     return bounds, size
 
