@@ -1,40 +1,94 @@
-"""Work ahead on one helper thread: while the consumer handles item k, item k+1 is made.
+"""Work ahead on helper threads: while the consumer handles item k, item k+1 is made.
 
 Used to decode the next Parquet row group (also the first one of the next shard) while the
 stream hands out the current one: pyarrow and numpy release the GIL while they decode, so
 the two overlap on two cores.
+
+Every prefetcher of a process shares one small pool of threads. A stream that opens many
+shards (a mix of a thousand sources touches a thousand) would otherwise start and join a
+thread per shard, which costs more than decoding a small row group; and threads beyond the
+cores decode no faster. A process forked from one that used the pool (DataLoader workers)
+starts its own: the parent's threads do not exist in the child.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from typing import Generic, TypeVar
 
-__all__ = ["Prefetcher"]
+__all__ = ["Prefetcher", "shared_pool"]
 
 K = TypeVar("K")
 T = TypeVar("T")
 
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
+_pool_lock = threading.Lock()
+
+
+def shared_pool() -> ThreadPoolExecutor:
+    """This process's prefetch threads (as many as cores, at least 2), made when first asked."""
+    global _pool, _pool_pid
+    with _pool_lock:
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="beamtok-prefetch")
+            _pool_pid = os.getpid()
+        return _pool
+
 
 class Prefetcher(Generic[K, T]):
-    """``make(key)`` for each key in order; the first ``ahead`` start at once, and each item
-    taken starts the next. Exceptions surface where their item is taken. ``close()`` waits
-    for the item being made, so ``make`` never runs after the caller moved on (and closed
-    what it reads from)."""
+    """``make(key)`` for each key in order; the first ``ahead`` are asked for at once, and
+    each item taken asks for the next. Items are made one at a time, in order (a reader's
+    file is never read by two threads at once), on the shared pool. Exceptions surface where
+    their item is taken. ``close()`` cancels what has not started and waits for what has,
+    so ``make`` never runs after the caller moved on (and closed what it reads from)."""
 
     def __init__(self, make: Callable[[K], T], keys: Iterable[K], ahead: int = 1) -> None:
         self._make = make
         self._keys = iter(keys)
-        self._pending: list[Future[T]] = []
-        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix="beamtok-prefetch")
+        self._pending: list[Future[T]] = []  # asked for, not taken, in order
+        self._queued: deque[tuple[K, Future[T]]] = deque()  # asked for, not started
+        self._running = False
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = shared_pool()
         for _ in range(ahead):
             self._submit()
 
     def _submit(self) -> None:
         key = next(self._keys, _END)
-        if key is not _END and self._pool is not None:
-            self._pending.append(self._pool.submit(self._make, key))  # type: ignore[arg-type]
+        if key is _END or self._pool is None:
+            return
+        future: Future[T] = Future()
+        self._pending.append(future)
+        with self._lock:
+            self._queued.append((key, future))  # type: ignore[arg-type]
+        self._start_next()
+
+    def _start_next(self) -> None:
+        with self._lock:
+            if self._running or not self._queued or self._pool is None:
+                return
+            key, future = self._queued.popleft()
+            self._running = True
+            pool = self._pool
+        pool.submit(self._run, key, future)
+
+    def _run(self, key: K, future: Future[T]) -> None:
+        try:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(self._make(key))
+                except BaseException as e:
+                    future.set_exception(e)
+        finally:
+            with self._lock:
+                self._running = False
+            self._start_next()
 
     @property
     def pending(self) -> int:
@@ -57,13 +111,14 @@ class Prefetcher(Generic[K, T]):
             raise
 
     def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        for future in self._pending:
-            future.cancel()
+        with self._lock:
+            if self._pool is None:
+                return
+            self._pool = None  # nothing more starts
+            self._queued.clear()
+        running = [f for f in self._pending if not f.cancel()]
         self._pending.clear()
-        pool.shutdown(wait=True)
+        wait_for_futures(running)
 
 
 _END = object()
