@@ -8,6 +8,8 @@ import glob
 import gzip
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -253,3 +255,19 @@ def test_engine_says_which_check_refused_a_file_and_what_can_be_done(tokenizer_d
     assert engine.startswith("tokenizers (") and "its normalizer is Lowercase (only NFC can be applied exactly)" in engine
     assert "The tokens are the same either way" in engine and "tokenizer_json_from_ranks" in engine
     assert load_tokenizer(tokenizer_dirs["llama3-form"]).engine.startswith("tiktoken (exact fast path")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bpe_openai") is None, reason="bpe-openai is in the dev extra")
+def test_the_native_engine_starts_without_its_package_decoding_every_encoding(tokenizer_dirs):
+    """bpe-openai's package import decodes the ranks of every encoding it knows (seconds in
+    every process and Beam worker); the fast path loads its compiled module alone."""
+    script = (
+        "import sys; from beamtok import load_tokenizer; "
+        f"tok = load_tokenizer({tokenizer_dirs['cl100k']!r}); "
+        "assert tok.engine.startswith('bpe-openai'), tok.engine; "
+        "assert 'bpe_openai.compat' not in sys.modules, 'the package ran its __init__'; "
+        "print(tok.encode_batch(['hello world'])[0].tolist())"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(load_tokenizer(tokenizer_dirs["cl100k"]).encode_batch(["hello world"], backend="hf")[0].tolist())

@@ -225,14 +225,11 @@ def native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:
     encoding = {CL100K_PATTERN: "cl100k_base", O200K_PATTERN: "o200k_base"}.get(pattern)
     if encoding is None:
         return None
-    try:
-        with warnings.catch_warnings():  # its import calls a deprecated importlib.resources API
-            warnings.simplefilter("ignore", DeprecationWarning)
-            import bpe_openai
-            from bpe_openai import _bindings
-    except ImportError:
+    located = _bpe_openai_bindings()
+    if located is None:
         return None
-    data = Path(bpe_openai.__file__).parent / "data" / f"{encoding}.tiktoken.gz"
+    package, _bindings = located
+    data = package / "data" / f"{encoding}.tiktoken.gz"
     try:
         lines = gzip.decompress(data.read_bytes()).splitlines()
         theirs = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in lines if line)}
@@ -241,6 +238,43 @@ def native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:
     if theirs != ranks:
         return None
     return _bindings.tokenizer_for_encoding(encoding)
+
+
+def _bpe_openai_bindings() -> tuple[Path, Any] | None:
+    """bpe-openai's directory and its compiled module, loaded without running the package's
+    ``__init__``: that decodes the ranks of every encoding it knows (~2 s of start-up in every
+    process and Beam worker); the compiled module alone needs none of it."""
+    import importlib.util
+    import sys
+
+    try:
+        spec = importlib.util.find_spec("bpe_openai")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package = Path(next(iter(spec.submodule_search_locations)))
+    loaded = sys.modules.get("bpe_openai._bindings")
+    if loaded is not None:
+        return package, loaded
+    for path in sorted(package.glob("_bindings*.so")) + sorted(package.glob("_bindings*.pyd")):
+        try:
+            found = importlib.util.spec_from_file_location("bpe_openai._bindings", path)
+            if found is None or found.loader is None:
+                continue
+            module = importlib.util.module_from_spec(found)
+            found.loader.exec_module(module)
+        except ImportError:
+            continue
+        if hasattr(module, "tokenizer_for_encoding"):
+            return package, module
+    try:  # an install laid out otherwise: the package's own import
+        with warnings.catch_warnings():  # its import calls a deprecated importlib.resources API
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from bpe_openai import _bindings
+    except ImportError:
+        return None
+    return package, _bindings
 
 
 def _split_pattern(pre: dict[str, Any], refuse: Any) -> str:
