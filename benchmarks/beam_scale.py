@@ -12,6 +12,8 @@ start included; the tokenizer is loaded before). Once per round:
   worker) and ``multi_processing`` with 2 workers, both with the default ``--split-bytes``
   (16 MiB, so the file is tokenized in ranges); in-process with ``split_bytes=None`` too
   (what splitting costs on one worker);
+- the same amount of text as 8 files (``--mb``/8 MB each, split too where larger than 16 MiB),
+  default engine, in-process and on 2 workers;
 - ``--small-files`` files of about 1 KB, and one such file alone: the per-file overhead is
   the difference divided by the files added;
 - the raw Hugging Face ``tokenizers`` (``encode_batch_fast``, one Rayon thread) on 20 MB of
@@ -103,9 +105,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from common import build_jsonl, write_results
+    from common import build_jsonl, build_shards, write_results
 
     big = str(build_jsonl(f"one-file-{args.mb:g}mb", int(args.mb * 1e6)))
+    eight = build_shards("eight-files", args.mb, 8)
     many = small_files(args.small_files)
     runs: dict[str, list[dict[str, Any]]] = {}
 
@@ -119,6 +122,8 @@ def main() -> None:
             record(f"one file, {backend}, in-process", run("build", [big], backend, {}, "16MiB"))
             record(f"one file, {backend}, 2 workers", run("build", [big], backend, TWO_WORKERS, "16MiB"))
         record("one file, auto, in-process, unsplit", run("build", [big], "auto", {}, None))
+        record("8 files, auto, in-process", run("build", eight, "auto", {}, "16MiB"))
+        record("8 files, auto, 2 workers", run("build", eight, "auto", TWO_WORKERS, "16MiB"))
         record("raw tokenizers, 1 thread, 20 MB", run("raw", big, 20.0))
         record(f"{args.small_files} small files, auto, in-process", run("build", [str(Path(many[0]).parent / "doc-*.jsonl")], "auto", {}, "16MiB"))
         record("1 small file, auto, in-process", run("build", many[:1], "auto", {}, "16MiB"))
@@ -133,6 +138,7 @@ def main() -> None:
     ratios = {
         "one file, 2 workers / in-process (default engine)": paired("one file, auto, 2 workers", "one file, auto, in-process"),
         "one file, 2 workers / in-process (backend=hf)": paired("one file, hf, 2 workers", "one file, hf, in-process"),
+        "8 files, 2 workers / in-process (default engine)": paired("8 files, auto, 2 workers", "8 files, auto, in-process"),
         "one file in-process, split / unsplit": paired("one file, auto, in-process", "one file, auto, in-process, unsplit"),
         "build in-process (backend=hf) / raw tokenizers, per core": paired("one file, hf, in-process", "raw tokenizers, 1 thread, 20 MB"),
         "build in-process (default engine) / raw tokenizers, per core": paired("one file, auto, in-process", "raw tokenizers, 1 thread, 20 MB"),

@@ -15,6 +15,9 @@ pinned to one CPU (``taskset -c 0``) where taskset exists:
 - raw ``tokenizers`` ``encode_batch_fast`` on 1 and 2 Rayon threads (the baseline);
 - the fast path's engine alone (``encode_batch`` of the encoder ``backend="auto"`` builds, in
   batches of 64) on the same texts: the ceiling the pipeline is measured against;
+- the pipeline and its engine taking turns in one process (3 passes each, the engine built
+  first, its set-up time recorded apart): the pipeline's share of its engine, free of the
+  drift between processes that separate measurements carry on a shared machine;
 - beamtok on the fly (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> batch(8))
   with the fast path (``backend="auto"``) in-process (1 core) and with 2 workers (2 cores),
   and with ``backend="hf"`` in-process;
@@ -173,7 +176,46 @@ def measure_engine(paths: list[str], tokenizer: str) -> dict[str, Any]:
     return {"tokens": tokens, "seconds": time.perf_counter() - start, "engine": encoder.engine_name}
 
 
-MEASURES = {"raw": measure_raw, "engine": measure_engine, "ours": measure_ours, "epochraft": measure_epochraft}
+def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 3) -> dict[str, Any]:
+    """In one process, after the engine is built: the engine alone and the on-the-fly
+    pipeline over the same files, taking turns ``passes`` times. Pairs within one process
+    cancel the drift between processes that separate measurements carry on a shared machine."""
+    from beamtok import Dataset, load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    start = time.perf_counter()
+    encoder = tok.fast_path()
+    setup = time.perf_counter() - start
+    if encoder is None:
+        raise SystemExit(f"no fast path: {tok.engine}")
+    engine_rates, pipeline_rates = [], []
+    for _ in range(passes):
+        texts = texts_of(paths)  # parsed outside the timing: the engine's ceiling
+        start = time.perf_counter()
+        tokens = sum(len(ids) for lo in range(0, len(texts), 64) for ids in encoder.encode_batch(texts[lo : lo + 64]))
+        engine_rates.append(tokens / (time.perf_counter() - start))
+        ds = Dataset.from_files(paths).tokenize(tokenizer).ensure_bos_eos().concat_chunk(1024).batch(8)
+        start = time.perf_counter()  # reading and parsing the files are timed
+        tokens = sum(int((batch["segment_ids"] > 0).sum()) for batch in ds)
+        pipeline_rates.append(tokens / (time.perf_counter() - start))
+    return {
+        "engine_setup_s": setup,
+        "engine_tokens_per_s": engine_rates,
+        "pipeline_tokens_per_s": pipeline_rates,
+        "ratio": statistics.median(p / e for p, e in zip(pipeline_rates, engine_rates)),
+        # what run() reports as a rate: the pipeline's, per pass
+        "tokens": statistics.median(pipeline_rates),
+        "seconds": 1.0,
+    }
+
+
+MEASURES = {
+    "raw": measure_raw,
+    "engine": measure_engine,
+    "ours": measure_ours,
+    "epochraft": measure_epochraft,
+    "paired": measure_pipeline_vs_engine,
+}
 PIN = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 
 
@@ -234,12 +276,16 @@ def main() -> None:
     (RESULTS / args.out).write_text(json.dumps(results, indent=1) + "\n")
 
 
+PAIRED = "pipeline and engine taking turns in one process, 1 core"
+
+
 def measure_kind(kind: str, directory: str, shards: list[str], repeats: int, with_epochraft: bool, corpus: str) -> dict[str, Any]:
     measurements: dict[str, tuple[str, tuple[Any, ...], int, bool]] = {
         "raw tokenizers, 1 thread": ("raw", (shards, directory), 1, True),
         "raw tokenizers, 2 threads": ("raw", (shards, directory), 2, False),
         "fast path engine alone, 1 core": ("engine", (shards, directory), 1, True),
         "beamtok fast path, 1 core": ("ours", (shards, directory, 0, "auto"), 1, True),
+        "pipeline and engine taking turns in one process, 1 core": ("paired", (shards, directory), 1, True),
         "beamtok fast path, 2 workers": ("ours", (shards, directory, 2, "auto"), 1, False),
         "beamtok backend=hf, 1 core": ("ours", (shards, directory, 0, "hf"), 1, True),
     }
@@ -260,7 +306,10 @@ def measure_kind(kind: str, directory: str, shards: list[str], repeats: int, wit
     ratios = {
         "fast path / raw tokenizers, 1 core vs 1 thread": ratio("beamtok fast path, 1 core", "raw tokenizers, 1 thread"),
         "fast path / raw tokenizers, 2 workers vs 2 threads": ratio("beamtok fast path, 2 workers", "raw tokenizers, 2 threads"),
-        "fast path pipeline / its engine alone, 1 core": ratio("beamtok fast path, 1 core", "fast path engine alone, 1 core"),
+        "fast path pipeline / its engine alone, 1 core, separate processes": ratio("beamtok fast path, 1 core", "fast path engine alone, 1 core"),
+        "fast path pipeline / its engine alone, 1 core, one process": (
+            statistics.median(r["ratio"] for r in runs[PAIRED]) if runs[PAIRED] else None
+        ),
         "backend=hf / raw tokenizers, 1 core": ratio("beamtok backend=hf, 1 core", "raw tokenizers, 1 thread"),
         "fast path / epochraft, 1 core vs 1 thread": ratio("beamtok fast path, 1 core", "epochraft, 1 thread"),
         "fast path 2 workers / epochraft 2 Rayon threads (epochraft uses one core)": ratio(

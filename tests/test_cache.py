@@ -373,32 +373,51 @@ def test_batches_straight_from_a_cache_are_the_on_the_fly_batches(corpus, small_
     assert next(iter(small_groups[pack].batch(size)))["input_ids"][0, 0] != -1
 
 
-def test_closing_a_cache_iterator_stops_its_decoding_threads_and_it_reopens_at_its_cursor(corpus, small_groups):
+def test_closing_a_cache_iterator_releases_its_shards_and_it_reopens_at_its_cursor(corpus, small_groups):
+    """Closed or dropped half-read, a stream closes its shard files once the decoding it
+    started is done; the decoding threads are one small pool per process, however many
+    streams and shards are open."""
     import gc
     import threading
+
+    from beamtok.prefetch import shared_pool
+
+    shards = Path(small_groups["concat"].pipeline.root.origin.cache.directory) / "shards"
+
+    def open_shards() -> int:
+        fds = Path("/proc/self/fd")
+        return sum(1 for fd in fds.iterdir() if str(_link(fd)).startswith(str(shards)))
 
     def helpers() -> int:
         return sum(t.name.startswith("beamtok-prefetch") and t.is_alive() for t in threading.enumerate())
 
     gc.collect()  # iterators other tests dropped half-read close when collected
-    assert helpers() == 0
+    assert open_shards() == 0
     full = list(small_groups["concat"].batch(3))
     it = small_groups["concat"].batch(3).iter()
     head = [next(it) for _ in range(5)]
-    assert helpers() >= 1
+    assert open_shards() >= 1
     it.close()
-    assert helpers() == 0
+    assert open_shards() == 0
     assert_items_equal(head + list(it), full)
-    # a stream dropped half-read (not closed) takes its decoding threads along when collected
-    dropped = small_groups["concat"].batch(3).iter()
-    next(dropped)
-    assert helpers() >= 1
-    del dropped
+    # a stream dropped half-read (not closed) closes its files when collected
+    streams = [small_groups["concat"].batch(3).iter() for _ in range(8)]
+    for dropped in streams:
+        next(dropped)
+    assert open_shards() >= 8 and 1 <= helpers() <= shared_pool()._max_workers
+    del streams, dropped
     gc.collect()
     deadline = time.monotonic() + 30
-    while helpers() and time.monotonic() < deadline:
+    while open_shards() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert helpers() == 0
+    assert open_shards() == 0
+
+
+def _link(fd: Path) -> str:
+    try:
+        return os.readlink(fd)
+    except OSError:  # closed since it was listed
+        return ""
 
 
 def test_the_next_shards_are_decoded_while_the_stream_reads_the_current_one(built):
