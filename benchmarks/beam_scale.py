@@ -1,6 +1,6 @@
 """Cache builds at scale: one large file on two Beam workers, many small files, tokens per core.
 
-    python benchmarks/beam_scale.py [--mb 200] [--small-files 2000] [--rounds 2]
+    python benchmarks/beam_scale.py [--mb 200] [--small-files 2000] [--rounds 2] [--out beam_scale.json]
 
 Each build runs in its own interpreter (``files -> tokenize -> ensure_bos_eos ->
 concat_chunk(2048) -> cache``), timed around ``Dataset.cache`` (the Beam pipeline, worker
@@ -103,6 +103,7 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=200.0)
     parser.add_argument("--small-files", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", default="beam_scale.json", help="file name under benchmarks/results")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import build_jsonl, build_shards, write_results
@@ -146,7 +147,8 @@ def main() -> None:
     results = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),
-        "command": f"python benchmarks/beam_scale.py --mb {args.mb:g} --small-files {args.small_files} --rounds {args.rounds}",
+        "command": f"python benchmarks/beam_scale.py --mb {args.mb:g} --small-files {args.small_files} --rounds {args.rounds}"
+        + ("" if args.out == "beam_scale.json" else f" --out {args.out}"),
         "one_file_mb": os.path.getsize(big) / 1e6,
         "seconds": {k: statistics.median(x["seconds"] for x in v) for k, v in runs.items()},
         "tokens_per_s": {k: statistics.median(x["tokens_per_s"] for x in v) for k, v in runs.items()},
@@ -157,7 +159,7 @@ def main() -> None:
     for key, value in ratios.items():
         print(f"  {key:<62} {value:6.2f}x")
     print(f"  per-file overhead ({args.small_files} files of ~1 KB): {overhead_ms:.1f} ms")
-    write_results("beam_scale.json", results)
+    write_results(args.out, results)
 
 
 if __name__ == "__main__":

@@ -199,6 +199,7 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 3
         tokens = sum(int((batch["segment_ids"] > 0).sum()) for batch in ds)
         pipeline_rates.append(tokens / (time.perf_counter() - start))
     return {
+        "engine": encoder.engine_name,
         "engine_setup_s": setup,
         "engine_tokens_per_s": engine_rates,
         "pipeline_tokens_per_s": pipeline_rates,
@@ -237,6 +238,7 @@ def main() -> None:
     parser.add_argument("--tokenizers", default="gpt2,cl100k,o200k,llama3-form")
     parser.add_argument("--corpora", default="prose,code")
     parser.add_argument("--out", default="fast_path.json", help="file name under benchmarks/results")
+    parser.add_argument("--paired-only", action="store_true", help="only the pipeline and its engine taking turns in one process")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import CORPORA, build_shards
@@ -255,7 +257,9 @@ def main() -> None:
         "cores": os.cpu_count(),
         "pinned": "1-core and 1-thread rows on CPU 0 (taskset -c 0)" if PIN else "not pinned (no taskset)",
         "date": time.strftime("%Y-%m-%d"),
-        "command": f"python benchmarks/fast_path.py --mb {args.mb:g} --repeats {args.repeats} --tokenizers {args.tokenizers} --corpora {args.corpora}",
+        "command": f"python benchmarks/fast_path.py --mb {args.mb:g} --repeats {args.repeats} --tokenizers {args.tokenizers} --corpora {args.corpora}"
+        + (" --paired-only" if args.paired_only else "")
+        + ("" if args.out == "fast_path.json" else f" --out {args.out}"),
         "corpora": {},
     }
     for corpus in args.corpora.split(","):
@@ -271,7 +275,7 @@ def main() -> None:
         }
         results["corpora"][corpus] = about
         for kind in kinds:
-            about["tokenizers"][kind] = measure_kind(kind, dirs[kind], shards, args.repeats, with_epochraft, corpus)
+            about["tokenizers"][kind] = measure_kind(kind, dirs[kind], shards, args.repeats, with_epochraft, corpus, args.paired_only)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / args.out).write_text(json.dumps(results, indent=1) + "\n")
 
@@ -279,7 +283,9 @@ def main() -> None:
 PAIRED = "pipeline and engine taking turns in one process, 1 core"
 
 
-def measure_kind(kind: str, directory: str, shards: list[str], repeats: int, with_epochraft: bool, corpus: str) -> dict[str, Any]:
+def measure_kind(
+    kind: str, directory: str, shards: list[str], repeats: int, with_epochraft: bool, corpus: str, paired_only: bool = False
+) -> dict[str, Any]:
     measurements: dict[str, tuple[str, tuple[Any, ...], int, bool]] = {
         "raw tokenizers, 1 thread": ("raw", (shards, directory), 1, True),
         "raw tokenizers, 2 threads": ("raw", (shards, directory), 2, False),
@@ -289,7 +295,9 @@ def measure_kind(kind: str, directory: str, shards: list[str], repeats: int, wit
         "beamtok fast path, 2 workers": ("ours", (shards, directory, 2, "auto"), 1, False),
         "beamtok backend=hf, 1 core": ("ours", (shards, directory, 0, "hf"), 1, True),
     }
-    if with_epochraft:
+    if paired_only:
+        measurements = {PAIRED: measurements[PAIRED]}
+    elif with_epochraft:
         measurements["epochraft, 1 thread"] = ("epochraft", (shards, directory), 1, True)
         measurements["epochraft, 2 Rayon threads"] = ("epochraft", (shards, directory), 2, False)
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in measurements}
@@ -317,7 +325,7 @@ def measure_kind(kind: str, directory: str, shards: list[str], repeats: int, wit
         ),
     }
     rates = {k: statistics.median(r["tokens_per_s"] for r in v) for k, v in runs.items() if v}
-    engine = next((r["engine"] for r in runs["beamtok fast path, 1 core"]), "?")
+    engine = next((r["engine"] for r in runs.get("beamtok fast path, 1 core", []) + runs.get(PAIRED, [])), "?")
     print(f"\n{corpus} / {kind}: {engine}")
     for key, rate in rates.items():
         print(f"  {key:<34} {rate / 1e6:6.2f} M tokens/s")

@@ -135,13 +135,27 @@ def reader(cache: Any, part: int, parts: int, workers: int) -> Any:
     return ds.shard_by_rank(part, parts).batch(2)
 
 
+def peak_rss() -> int:
+    """This process's peak resident memory in bytes: VmHWM, which starts afresh at exec.
+    (``ru_maxrss`` does not: Linux carries the parent's high-water mark across fork and exec,
+    so a measuring process started by a large parent reported the parent's size.)"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def measure_open(cache: str, part: int, parts: int, workers: int) -> dict[str, Any]:
     """In a fresh process: imports, cache open, first batch; peak RSS."""
     start = time.perf_counter()
     import beamtok  # noqa: F401
 
     imported = time.perf_counter()
-    rss_imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss_imported = peak_rss()
     ds = reader(cache, part, parts, workers)
     opened = time.perf_counter()
     it = ds.iter()
@@ -153,7 +167,7 @@ def measure_open(cache: str, part: int, parts: int, workers: int) -> dict[str, A
         "open_s": opened - imported,
         "first_batch_s": first - opened,
         "open_and_first_batch_s": first - imported,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_rss_bytes": peak_rss(),
         "rss_after_import_bytes": rss_imported,
         "state_bytes": len(json.dumps(state)),
         "rows": [int(s) for s in batch["shard"]],
@@ -177,7 +191,7 @@ def measure_mix(caches: list[str], part: int, parts: int) -> dict[str, Any]:
         "build_s": built - start,
         "first_batch_s": first - built,
         "state_bytes": len(json.dumps(it.state_dict())),
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_rss_bytes": peak_rss(),
     }
 
 
@@ -292,7 +306,7 @@ if __name__ == "__main__":
         if name == "imports":
             import beamtok  # noqa: F401
 
-            print(json.dumps({"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+            print(json.dumps({"peak_rss_bytes": peak_rss()}))
         else:
             print(json.dumps({"open": measure_open, "mix": measure_mix}[name](*params)))
     else:
