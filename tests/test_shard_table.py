@@ -77,3 +77,23 @@ def test_a_damaged_cut_or_missing_table_is_named(two_caches):
     table.unlink()
     with pytest.raises(CacheError, match=r"shards\.arrow: missing"):
         Dataset.from_cache(str(directory))
+
+
+def test_a_large_cache_checks_each_shard_file_when_a_reader_first_opens_it(two_caches):
+    """A reader of a table cache checks the files it opens, not all of them at open; a missing or
+    cut file is still refused by name before any of its rows is read."""
+    _, _, _, directory = two_caches
+    files = sorted((directory / "shards").glob("shard-*.parquet"))
+    files[4].unlink()
+    blob = files[1].read_bytes()
+    files[1].write_bytes(blob[:-100])
+    reader = Dataset.from_cache(str(directory)).shard_by_rank(1, 3)  # owns shards 1 and 4
+    untouched = Dataset.from_cache(str(directory)).shard_by_rank(0, 3)  # owns shards 0 and 3: both whole
+    assert len(list(untouched)) > 0
+    with pytest.raises(CacheError, match=rf"{files[1].name}: {len(blob) - 100} bytes, but the manifest says {len(blob)} \(truncated or replaced\); run `beamtok verify`"):
+        next(iter(reader))
+    files[1].write_bytes(blob)
+    with pytest.raises(CacheError, match=rf"{files[4].name}: shard file is missing; re-run `beamtok cache` to rebuild it"):
+        list(reader)
+    report = verify_cache(str(directory), sample=0)
+    assert any(files[4].name in p for p in report.problems)

@@ -46,7 +46,11 @@ class Cache:
     def __init__(self, directory: str, *, fingerprint: str | None = None, check_files: bool = True) -> None:
         """Open ``directory``'s manifest; refuse it if it was built with another spec than
         ``fingerprint`` (when given) or, with ``check_files``, if a shard file is missing or
-        not the size the manifest says (at open, not where a training run would meet it)."""
+        not the size the manifest says: every file at open (not where a training run would
+        meet it), or, for a cache large enough to keep its entries in a shard table, each file
+        when this process first opens it. A reader of a 100,000-shard cache reads a few
+        dozen; listing all of them cost every rank over a second, and 8,192 ranks listing a
+        shared file system at once is a load of its own. ``beamtok verify`` checks all."""
         self.storage = Storage(directory)
         self.manifest: Manifest = read_manifest(self.storage)
         self.spec = Spec.from_json(self.manifest.spec)
@@ -57,15 +61,20 @@ class Cache:
             for entry in self.manifest.shards:
                 if entry.fingerprint and entry.fingerprint != self.manifest.fingerprint:
                     raise CacheError(f"{self.storage.display(entry.file)}: built with spec {entry.fingerprint}, not the manifest's {self.manifest.fingerprint}")
-        if check_files:
+        self._size_checked: set[int] | None = None  # a large cache's files checked so far; None: no check at first open
+        if check_files and self.manifest.shard_table is not None:
+            self._size_checked = set()
+        elif check_files:
             sizes = self.file_sizes()
             for i, (file, expected) in enumerate(zip(self.manifest.column("file"), self.manifest.column("bytes"))):
                 if sizes[file] != expected:
-                    entry = self.manifest.shards[i]
-                    problem = size_problem(entry, sizes[file])
-                    if problem is not None:
-                        hint = "re-run `beamtok cache` to rebuild it" if sizes[file] is None else "run `beamtok verify`"
-                        raise CacheError(f"{self.storage.display(entry.file)}: {problem}; {hint}")
+                    self._refuse_size(self.manifest.shards[i], sizes[file])
+
+    def _refuse_size(self, entry: ShardEntry, size: int | None) -> None:
+        problem = size_problem(entry, size)
+        if problem is not None:
+            hint = "re-run `beamtok cache` to rebuild it" if size is None else "run `beamtok verify`"
+            raise CacheError(f"{self.storage.display(entry.file)}: {problem}; {hint}")
 
     @classmethod
     def of_entries(cls, directory: str, spec: Spec, entries: list[ShardEntry]) -> Cache:
@@ -75,6 +84,7 @@ class Cache:
         cache.manifest = Manifest(spec.to_json(), spec.fingerprint, entries)
         cache.spec = spec
         cache.supervised = spec.supervised
+        cache._size_checked = None
         return cache
 
     def file_sizes(self) -> dict[str, int | None]:
@@ -204,9 +214,15 @@ class Cache:
 
     def _parquet(self, entry: ShardEntry) -> Any:
         """Open a shard file, checking its footer's SHA-256; its pages are checked against
-        their CRCs as they are read (sizes were checked when the cache was opened; a full
-        SHA-256 of every file is `beamtok verify`)."""
+        their CRCs as they are read (sizes were checked when the cache was opened, or are
+        checked here on a large cache's first open of the file; a full SHA-256 of every file
+        is `beamtok verify`)."""
         where = self.storage.display(entry.file)
+        if self._size_checked is not None and entry.index not in self._size_checked:
+            size = self.storage.size(entry.file)
+            if size != entry.bytes:
+                self._refuse_size(entry, size)
+            self._size_checked.add(entry.index)
         if entry.footer_sha256 and self.storage.parquet_footer_sha256(entry.file) != entry.footer_sha256:
             raise CacheError(f"{where}: Parquet footer checksum mismatch (the file was altered after it was written); run `beamtok verify`")
         source = self.storage.open_input(entry.file)
