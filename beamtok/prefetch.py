@@ -32,11 +32,12 @@ _pool_lock = threading.Lock()
 
 
 def shared_pool() -> ThreadPoolExecutor:
-    """This process's prefetch threads (as many as cores, at least 2), made when first asked."""
+    """This process's prefetch threads (as many as cores, 2 to 8: pyarrow decodes a row
+    group's columns on threads of its own), made when first asked."""
     global _pool, _pool_pid
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="beamtok-prefetch")
+            _pool = ThreadPoolExecutor(max_workers=min(8, max(2, os.cpu_count() or 1)), thread_name_prefix="beamtok-prefetch")
             _pool_pid = os.getpid()
         return _pool
 

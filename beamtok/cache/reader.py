@@ -37,7 +37,7 @@ from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 
 __all__ = ["Cache", "ReadAhead", "size_problem"]
 
-DECODING_AHEAD = 2  # row groups decoded at once ahead of the stream, each on its own thread (2 cores)
+DECODING_AHEAD = 2  # row groups decoded at once ahead of the stream, on the process's prefetch pool (beamtok.prefetch)
 
 
 class Cache:
