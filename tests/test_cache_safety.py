@@ -163,3 +163,28 @@ def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, m
     verify_cache(str(out), sample=1)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["totals"]["documents"]["read"] == 12 * sum(1 for p in SHAKESPEARE for _ in open(p))
+
+
+def test_local_worker_processes_leave_ctrl_c_to_the_launcher(tmp_path):
+    """A multi_processing worker that took the terminal's Ctrl-C printed its own traceback
+    before the launcher could silence it; started by beamtok, workers ignore SIGINT."""
+    import apache_beam as beam
+
+    from beamtok.beam.build import make_pipeline
+
+    def report_sigint(element: int, directory: str) -> int:  # nested: pickled by value, for the workers
+        import os
+        import signal
+
+        disposition = "ignored" if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else "raised"
+        with open(os.path.join(directory, f"{os.getpid()}-{element}"), "w") as f:
+            f.write(disposition)
+        return element
+
+    pipeline = make_pipeline(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    _ = pipeline | beam.Create(list(range(8))) | beam.Reshuffle() | beam.Map(report_sigint, str(tmp_path))
+    pipeline.run().wait_until_finish()
+    reports = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    assert len(reports) == 8 and all(int(name.split("-")[0]) != os.getpid() for name in reports)  # ran in worker processes
+    assert set(reports.values()) == {"ignored"}
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # the launcher still takes Ctrl-C

@@ -16,8 +16,9 @@ range order into the same rows. Order lives in shard numbers, range numbers and 
 never in the PCollection. The manifest is written last, by the final step.
 
 Local runs use Beam's FnApiRunner directly (in-process, or ``--direct_running_mode=
-multi_processing --direct_num_workers=N``), so the DirectRunner's Prism download is never
-tried. Any other ``--runner`` (DataflowRunner, PortableRunner, FlinkRunner, SparkRunner, ...)
+multi_processing --direct_num_workers=N``, its workers started by ``beam/local_worker.py`` so
+Ctrl-C is the launcher's alone: ``beam/local_runner.py``), so the DirectRunner's Prism
+download is never tried. Any other ``--runner`` (DataflowRunner, PortableRunner, FlinkRunner, SparkRunner, ...)
 is passed through with the rest of the Beam options.
 """
 
@@ -321,9 +322,9 @@ def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:
     """A Beam pipeline for these options; local runs are pinned to the FnApiRunner."""
     options = PipelineOptions(list(beam_args))
     if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+        from beamtok.beam.local_runner import LocalRunner
 
-        return beam.Pipeline(runner=FnApiRunner(), options=options)
+        return beam.Pipeline(runner=LocalRunner(), options=options)
     try:
         return beam.Pipeline(options=options)
     except ValueError as e:  # the runner's checks of its options (a project id, a region...)
