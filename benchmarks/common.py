@@ -156,6 +156,22 @@ def write_results(name: str, results: dict[str, Any]) -> None:
     (directory / name).write_text(json.dumps(results, indent=2) + "\n")
 
 
+def peak_rss() -> int:
+    """This process's peak resident memory in bytes: VmHWM, which starts afresh at exec.
+    (``ru_maxrss`` does not: Linux carries the parent's high-water mark across fork and exec,
+    so a measuring process started by a large parent reported the parent's size.)"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 class PeakTreeMemory:
     """Peak memory of this process and every process below it (tokenization workers), sampled
     on a thread: the sum of their proportional set sizes (PSS: a page shared by forked

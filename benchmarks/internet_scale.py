@@ -34,7 +34,6 @@ import argparse
 import json
 import multiprocessing
 import platform
-import resource
 import subprocess
 import sys
 import time
@@ -46,7 +45,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import ROOT, WORK  # noqa: E402
+from common import ROOT, WORK, peak_rss  # noqa: E402
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 RESULTS = HERE / "results"
@@ -133,20 +132,6 @@ def reader(cache: Any, part: int, parts: int, workers: int) -> Any:
 
     ds = Dataset.from_cache(cache) if isinstance(cache, str) else cache
     return ds.shard_by_rank(part, parts).batch(2)
-
-
-def peak_rss() -> int:
-    """This process's peak resident memory in bytes: VmHWM, which starts afresh at exec.
-    (``ru_maxrss`` does not: Linux carries the parent's high-water mark across fork and exec,
-    so a measuring process started by a large parent reported the parent's size.)"""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def measure_open(cache: str, part: int, parts: int, workers: int) -> dict[str, Any]:

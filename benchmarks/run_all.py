@@ -30,7 +30,6 @@ import json
 import os
 import pickle
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -86,7 +85,7 @@ def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: in
     if epochs > 1:
         ds = Dataset.from_files(paths).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(1024).repeat(epochs)
         ds = (ds.interleave(workers).parallel(workers) if workers else ds).batch(8)
-    from common import PeakTreeMemory
+    from common import PeakTreeMemory, peak_rss
 
     sampler = PeakTreeMemory() if memory else None
     start = time.perf_counter()  # worker start-up and reading the files are timed
@@ -97,7 +96,7 @@ def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: in
     seconds = time.perf_counter() - start
     found: dict[str, Any] = {"tokens": tokens, "seconds": seconds}
     if sampler is not None:
-        found["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the consumer alone
+        found["peak_rss_mb"] = peak_rss() / 2**20  # the consumer alone
         found["peak_tree_pss_mb"] = sampler.peak_mb  # the consumer and its worker processes
         found["processes"] = sampler.processes
     return found

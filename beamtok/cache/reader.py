@@ -219,9 +219,7 @@ class Cache:
         is `beamtok verify`)."""
         where = self.storage.display(entry.file)
         if self._size_checked is not None and entry.index not in self._size_checked:
-            size = self.storage.size(entry.file)
-            if size != entry.bytes:
-                self._refuse_size(entry, size)
+            self._refuse_size(entry, self.storage.size(entry.file))
             self._size_checked.add(entry.index)
         if entry.footer_sha256 and self.storage.parquet_footer_sha256(entry.file) != entry.footer_sha256:
             raise CacheError(f"{where}: Parquet footer checksum mismatch (the file was altered after it was written); run `beamtok verify`")
