@@ -71,7 +71,9 @@ class RowBlock:
     examples' key order), document counts per row, provenance. ``supervised`` adds
     ``labels`` and ``attention_mask`` to each example as the per-shard step does (for cache
     rows, which do not store them). A block of examples that are not token rows (raw records)
-    holds the examples themselves and no columns."""
+    holds the examples themselves and no columns. A ``fresh`` block was made for one reader
+    and its rows are handed out once (rows packed now, or received from a worker process), so
+    batches may be views of it; a cache's decoded or memory-mapped rows are never fresh."""
 
     def __init__(
         self,
@@ -81,8 +83,10 @@ class RowBlock:
         supervised: bool,
         examples: list[dict[str, Any]] | None = None,
         busy: list[int] | None = None,
+        fresh: bool = False,
     ) -> None:
         self.columns = columns
+        self.fresh = fresh
         self.counts = counts
         # the rows whose counts are not empty, in order (found from counts unless the caller has them)
         self.busy = busy if busy is not None else [i for i, c in enumerate(counts) if c]

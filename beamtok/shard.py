@@ -40,6 +40,7 @@ __all__ = [
     "ShardCursor",
     "ShardPacker",
     "ShardProcessor",
+    "check_token_offset",
     "with_training_fields",
 ]
 
@@ -209,7 +210,7 @@ class ShardPacker:
                 self._pending_counts.append((item.through, item.counts))
                 continue
             if first and self.start.token and getattr(self.packer, "TOKEN_OFFSETS", self.packer is not None):
-                self._check_token_offset(item)
+                check_token_offset(self.shard_index, self.start, item)
             first = False
             yield from self._pack(item)
         yield from self._finish()
@@ -251,14 +252,15 @@ class ShardPacker:
         example.update(shard=self.shard_index, index=index, doc=doc, token=token)
         return example
 
-    def _check_token_offset(self, first: DocItem) -> None:
-        """A cursor inside a document must name the first document read and a token in it."""
-        start = self.start
-        if first.cursor != start.doc or start.token >= len(first.value):
-            raise StateError(
-                f"shard {self.shard_index}: the cursor's token offset {start.token} in document {start.doc} does not exist "
-                f"(the first document here is {first.cursor}, {len(first.value)} tokens); the state does not match this data"
-            )
+
+
+def check_token_offset(shard_index: int, start: ShardCursor, first: DocItem) -> None:
+    """A cursor inside a document must name the first document read and a token in it."""
+    if first.cursor != start.doc or start.token >= len(first.value):
+        raise StateError(
+            f"shard {shard_index}: the cursor's token offset {start.token} in document {start.doc} does not exist "
+            f"(the first document here is {first.cursor}, {len(first.value)} tokens); the state does not match this data"
+        )
 
 
 class ShardProcessor:

@@ -161,11 +161,16 @@ def cache_without_beam(ds: Any, directory: str, **layout: Any) -> Any:
     """A finished cache of ``ds`` (per-shard stages only) written by cache_as_you_go, no Beam
     run: a shard whose writer fell behind the stream is written on a later pass."""
     from beamtok import Dataset
+    from beamtok.cache.as_you_go import QUEUE_ITEMS
 
     for _ in range(4):
         with ds.cache_as_you_go(directory, **layout).iter() as writing:
+            backend = writing.source.backend
             for _ in writing:
-                pass
+                # a training step leaves the writer thread time; a bare loop holds the GIL
+                # and outruns it (the shard is then given up: by design, never waited for)
+                while any(w.items.qsize() > QUEUE_ITEMS // 2 for w in backend.writers if w.is_alive()):
+                    time.sleep(0.001)
             writing.source.backend.wait(timeout=60)  # the last shard's file lands after its last example
         if (Path(directory) / "manifest.json").exists():
             return Dataset.from_cache(directory)

@@ -23,8 +23,8 @@ def reads(monkeypatch) -> list[str]:
     """Every shard the per-shard step opens in this process, and every batch of cache rows
     fetched by global row number."""
     seen: list[str] = []
-    run, rows = ShardProcessor.run, RowAccess.block
-    monkeypatch.setattr(ShardProcessor, "run", lambda self, shard, *a: (seen.append(shard.url), run(self, shard, *a))[1])
+    documents, rows = ShardProcessor.documents, RowAccess.block  # every shard run reads through documents()
+    monkeypatch.setattr(ShardProcessor, "documents", lambda self, shard, *a: (seen.append(shard.url), documents(self, shard, *a))[1])
     monkeypatch.setattr(RowAccess, "block", lambda self, wanted: (seen.append(f"rows {len(wanted)}"), rows(self, wanted))[1])
     return seen
 

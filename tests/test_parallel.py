@@ -246,8 +246,8 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
     the blocks of shard 0 met while stopping shard 1 are kept for shard 0's reader."""
     import numpy as np
 
+    from beamtok.backends.column_pack import shard_spans
     from beamtok.backends.parallel import ParallelShards
-    from beamtok.backends.wire import spans_of
     from beamtok.shard import ShardCursor, ShardProcessor
     from beamtok.sources.urls import Shard
 
@@ -273,7 +273,7 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
         got.extend(spans)
     finally:
         backend.close()
-    want = list(spans_of(ShardProcessor(spec).run(shard0, ShardCursor())))
+    want = list(shard_spans(ShardProcessor(spec), shard0, ShardCursor()))
 
     def ids(spans):
         return np.concatenate([s.block.columns["input_ids"].values for s in spans if s.block is not None])

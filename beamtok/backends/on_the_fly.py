@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from beamtok.backends.column_pack import packs_column_wise, shard_spans
 from beamtok.backends.parallel import ParallelShards
 from beamtok.backends.protocol import RowSource, SequentialBackend, ShardBackend
+from beamtok.backends.spans import RowSpan
 from beamtok.backends.workers import dataloader_worker
 from beamtok.shard import Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
@@ -15,13 +17,21 @@ __all__ = ["OnTheFly", "OnTheFlyOrigin"]
 
 
 class OnTheFly(SequentialBackend):
-    """Runs the per-shard step now, in this process."""
+    """Runs the per-shard step now, in this process. Rows of ``concat_chunk`` are cut in
+    blocks (``open_spans``, see ``beamtok.backends.column_pack``), the same rows ``open``
+    yields one at a time."""
 
     def __init__(self, spec: Spec) -> None:
         self.processor = ShardProcessor(spec)
+        self.has_spans = spec.tokenized and packs_column_wise(spec.pack)
 
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
         return self.processor.run(shard, cursor)
+
+    def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan] | None:
+        if not self.has_spans:
+            return None
+        return shard_spans(self.processor, shard, cursor)
 
 
 class OnTheFlyOrigin:

@@ -24,9 +24,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from beamtok.backends.column_pack import shard_spans
 from beamtok.backends.protocol import SequentialBackend
 from beamtok.backends.spans import RowSpan, SpanReader
-from beamtok.backends.wire import span_from_wire, span_to_wire, spans_of
+from beamtok.backends.wire import span_from_wire, span_to_wire
 from beamtok.errors import BeamtokError
 from beamtok.shard import Produced, ShardCursor, ShardProcessor
 from beamtok.sources.retrying import share_retry_counter
@@ -73,7 +74,7 @@ def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any, done: An
             return
         task_id, shard, cursor = message
         try:
-            for span in spans_of(processor.run(shard, cursor)):
+            for span in shard_spans(processor, shard, cursor):
                 if cancel.is_set():
                     break
                 send(("data", task_id, span_to_wire(span)))
@@ -303,7 +304,7 @@ class ParallelShards(SequentialBackend):
                     self.ran_here += 1
                     if self._local is None:
                         self._local = ShardProcessor(self.spec)
-                    yield from spans_of(self._local.run(task.shard, task.cursor))
+                    yield from shard_spans(self._local, task.shard, task.cursor)
                     return
                 if task.worker is not None:
                     self._receive(task)

@@ -170,15 +170,18 @@ class SpanReader:
 
 
 def stack_taken(pieces: list[Taken]) -> dict[str, np.ndarray] | None:
-    """The batch ``collate`` would make of these rows, stacked column-wise (fresh, writable
-    arrays); None unless every row has one length (then the caller collates their examples)."""
+    """The batch ``collate`` would make of these rows, stacked column-wise (writable arrays of
+    their own, or views of a fresh block's rows, which nobody else reads); None unless every
+    row has one length (then the caller collates their examples)."""
     first = pieces[0].block
     if first is None or first.width is None or any(p.block is None or p.block.width != first.width for p in pieces):
         return None
     blocks = [(p.block, p.lo, p.hi) for p in pieces]
+    view = len(blocks) == 1 and first.fresh
     out: dict[str, np.ndarray] = {}
     for name in first.columns:
-        out[name] = _joined([b.columns[name].matrix[lo:hi] for b, lo, hi in blocks])  # type: ignore[union-attr,index]
+        rows = [b.columns[name].matrix[lo:hi] for b, lo, hi in blocks]  # type: ignore[union-attr,index]
+        out[name] = rows[0] if view else _joined(rows)
     if first.supervised:
         out = with_training_fields(out)
     for name, attribute in (("shard", "shard"), ("index", "index_array"), ("doc", "doc_array"), ("token", "token_array")):

@@ -97,7 +97,7 @@ def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
     counts = [NO_COUNTS] * (len(offsets) - 1)
     for i, c in rows.items():
         counts[i] = c
-    return RowSpan(RowBlock(columns_of(fields, offsets), counts, provenance, False, busy=sorted(rows)), cursor)
+    return RowSpan(RowBlock(columns_of(fields, offsets), counts, provenance, False, busy=sorted(rows), fresh=True), cursor)
 
 
 # Fewer bytes through the pipe: integer fields travel in the narrowest type that holds their

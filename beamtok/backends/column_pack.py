@@ -1,0 +1,216 @@
+"""``concat_chunk`` packing done column-wise: many rows of a shard cut at once, as row blocks.
+
+The per-shard step packs one row at a time (``ShardPacker`` over ``ConcatChunker``): a
+``Row`` of four small arrays, a dict and a ``Produced`` per row. On a fast tokenizer that
+bookkeeping is a sizeable share of the stream's time, so the in-process backend cuts rows
+from a buffer of documents a block at a time instead: the ids of the buffered documents are
+joined once, segment and position ids come from a few whole-array operations, and the rows go
+out as a :class:`RowSpan` that ``batch()`` stacks without a dict per row.
+
+The rows, their provenance, the cursor after each row and the document counts each row
+carries are those of the per-row packer, which stays the definition (the cache writer uses
+it, and the tests hold the two to each other). Two rules make that so:
+
+- a row's cursor names where the next row starts, so a block is cut only while tokens remain
+  buffered after it (with ``remainder="drop"``: a whole row's worth, since a shorter tail may
+  never become a row) and the shard's last rows are cut when its documents end;
+- a document's counts go with the first row whose successor starts past the document, and
+  the shard's last row takes whatever is left (as ``ShardPacker`` does).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from beamtok.backends.spans import RowSpan
+from beamtok.backends.wire import spans_of
+from beamtok.rows import RowBlock, columns_of
+from beamtok.shard import END_OF_SHARD, NO_COUNTS, DocCounts, DocItem, ShardCursor, ShardProcessor, check_token_offset
+from beamtok.sources.urls import Shard
+from beamtok.spec import PackSpec
+
+__all__ = ["FIRST_ROWS", "MAX_ROWS", "ColumnChunker", "packs_column_wise", "shard_spans"]
+
+FIRST_ROWS = 8  # a (re)opened shard's first rows come quickly, in the blocks a worker process sends
+MAX_ROWS = 64  # blocks double up to this many rows
+
+
+def packs_column_wise(pack: PackSpec | None) -> bool:
+    """Whether ``pack`` is one the column-wise chunker makes (``concat_chunk``)."""
+    return pack is not None and pack.mode == "concat" and bool(pack.seq_len)
+
+
+def shard_spans(processor: ShardProcessor, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:
+    """``processor``'s rows of ``shard`` from ``cursor`` in blocks: cut column-wise where its
+    spec packs with ``concat_chunk``, else the per-row step's rows grouped."""
+    spec = processor.spec
+    if not (spec.tokenized and packs_column_wise(spec.pack)):
+        return spans_of(processor.run(shard, cursor))
+    if cursor.done:
+        return iter(())
+    assert spec.pack is not None
+    return ColumnChunker(shard.index, cursor, spec.pack, spec.supervised).spans(processor.documents(shard, cursor.doc))
+
+
+class _Piece:
+    """Buffered tokens of one document: its doc cursor, where they start in it, ids and mask."""
+
+    __slots__ = ("doc", "ids", "mask", "offset")
+
+    def __init__(self, doc: int, offset: int, ids: np.ndarray, mask: np.ndarray | None) -> None:
+        self.doc = doc
+        self.offset = offset
+        self.ids = ids
+        self.mask = mask
+
+
+class ColumnChunker:
+    """Cut one shard's documents, from ``start``, into rows of ``seq_len`` tokens, in blocks."""
+
+    def __init__(self, shard_index: int, start: ShardCursor, pack: PackSpec, supervised: bool = False) -> None:
+        assert packs_column_wise(pack) and pack.seq_len is not None
+        self.shard_index = shard_index
+        self.start = start
+        self.seq_len = pack.seq_len
+        self.pad_id = pack.pad_id
+        self.remainder = pack.remainder
+        self.supervised = supervised
+        self._pieces: deque[_Piece] = deque()
+        self._buffered = 0
+        self._pending: deque[tuple[int, DocCounts]] = deque()  # (through, counts) not yet given to a row
+        self._index = start.index  # the next row's index in the shard
+        self._target = FIRST_ROWS
+
+    def spans(self, docs: Iterable[DocItem]) -> Iterator[RowSpan]:
+        """The shard's rows in blocks, each with the cursor after its last row."""
+        keep = self.seq_len if self.remainder == "drop" else 1  # tokens that must stay buffered after a cut
+        first = True
+        for item in docs:
+            if item.value is not None:
+                if first and self.start.token:
+                    check_token_offset(self.shard_index, self.start, item)
+                first = False
+                offset = self.start.token if item.cursor == self.start.doc else 0
+                ids = item.value.ids
+                if offset < len(ids):
+                    mask = item.value.mask
+                    self._pieces.append(_Piece(item.cursor, offset, ids[offset:], None if mask is None else mask[offset:]))
+                    self._buffered += len(ids) - offset
+            self._pending.append((item.through, item.counts))
+            while self._buffered - keep >= self._target * self.seq_len:
+                yield self._block(self._target, more=True)
+                self._target = min(2 * self._target, MAX_ROWS)
+        yield from self._finish()
+
+    def _finish(self) -> Iterator[RowSpan]:
+        full, tail = divmod(self._buffered, self.seq_len)
+        if self.remainder == "drop" and tail:  # the tail stays in the buffer, unread
+            self._pending.append((END_OF_SHARD, DocCounts(dropped_tokens=tail)))
+        tail_row = tail > 0 and self.remainder != "drop"
+        if full == 0 and not tail_row:
+            yield RowSpan(None, ShardCursor(self._index, 0, 0, True), self._counts_left())
+            return
+        if full:
+            yield self._block(full, more=tail_row)
+        if tail_row:
+            yield self._block(1, more=False, width=tail)
+
+    def _block(self, rows: int, more: bool, width: int | None = None) -> RowSpan:
+        """The next ``rows`` rows (of ``width`` real tokens each, ``seq_len`` unless it is the
+        shard's short last row) as a span; ``more``: a row follows them in this shard."""
+        width = width or self.seq_len
+        shape = (rows, width)
+        used = self._take(rows * width)
+        lengths = [len(p.ids) for p in used]
+        piece_start = np.zeros(len(used), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=piece_start[1:])
+        row_start = np.arange(rows, dtype=np.int64) * width
+        first_piece = np.searchsorted(piece_start, row_start, side="right") - 1
+        ids = (np.concatenate([p.ids for p in used]) if len(used) > 1 else used[0].ids).astype(np.int32).reshape(shape)
+        # most rows lie inside one document: segment 1, positions 0..width-1; a document
+        # starting inside a row raises the segment and restarts the positions from there on
+        segments = np.ones(shape, dtype=np.int32)
+        counting = np.arange(width, dtype=np.int32)
+        positions = np.empty(shape, dtype=np.int32)
+        positions[:] = counting
+        for start in piece_start[1:].tolist():
+            row, column = divmod(start, width)
+            if column:
+                segments[row, column:] += 1
+                positions[row, column:] = counting[: width - column]
+        if any(p.mask is not None for p in used):
+            mask = np.concatenate([np.ones(n, np.int8) if p.mask is None else p.mask.astype(np.int8, copy=False) for p, n in zip(used, lengths)])
+            mask = mask.reshape(shape)
+        else:
+            mask = np.ones(shape, dtype=np.int8)
+        if width != self.seq_len and self.remainder == "pad":
+            ids, segments, positions, mask = self._padded(ids, segments, positions, mask)
+        docs = np.fromiter((p.doc for p in used), dtype=np.int64, count=len(used))[first_piece]
+        offsets = np.fromiter((p.offset for p in used), dtype=np.int64, count=len(used))
+        tokens = offsets[first_piece] + row_start - piece_start[first_piece]
+        index = np.arange(self._index, self._index + rows, dtype=np.int64)
+        self._index += rows
+        doc_list = docs.tolist()
+        if more:
+            following = self._pieces[0]
+            end = ShardCursor(self._index, following.doc, following.offset)
+            counts = self._counts_for([*doc_list[1:], following.doc], rows)
+        else:
+            end = ShardCursor(self._index, 0, 0, True)
+            counts = self._counts_for(doc_list[1:], rows)
+            counts[-1] = counts[-1] + self._counts_left()
+        width_out = int(ids.shape[1])
+        offsets_out = np.arange(rows + 1, dtype=np.int64) * width_out
+        fields = [("input_ids", ids.reshape(-1)), ("segment_ids", segments.reshape(-1)), ("position_ids", positions.reshape(-1)), ("loss_mask", mask.reshape(-1))]
+        shard = np.full(rows, self.shard_index, dtype=np.int64)
+        block = RowBlock(columns_of(fields, offsets_out), counts, (shard, index, docs, tokens), self.supervised, fresh=True)
+        return RowSpan(block, end)
+
+    def _padded(self, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The one short last row padded to ``seq_len``: pad id, segment 0, position 0, mask 0."""
+        extra = self.seq_len - columns[0].shape[1]
+        fills = (self.pad_id, 0, 0, 0)
+        return tuple(np.concatenate([c, np.full((1, extra), fill, dtype=c.dtype)], axis=1) for c, fill in zip(columns, fills))
+
+    def _take(self, tokens: int) -> list[_Piece]:
+        """The buffer's first ``tokens`` tokens as pieces (the last one split if need be)."""
+        used: list[_Piece] = []
+        need = tokens
+        while need:
+            piece = self._pieces[0]
+            n = len(piece.ids)
+            if n <= need:
+                used.append(self._pieces.popleft())
+                need -= n
+            else:
+                mask = piece.mask
+                used.append(_Piece(piece.doc, piece.offset, piece.ids[:need], None if mask is None else mask[:need]))
+                self._pieces[0] = _Piece(piece.doc, piece.offset + need, piece.ids[need:], None if mask is None else mask[need:])
+                need = 0
+        self._buffered -= tokens
+        return used
+
+    def _counts_for(self, next_docs: list[int], rows: int) -> list[DocCounts]:
+        """Each of ``rows`` rows' counts: a document's go to the first row whose successor
+        starts at a later document (``next_docs``: where each row's successor starts, for
+        the rows that have one)."""
+        counts = [NO_COUNTS] * rows
+        pending = self._pending
+        while pending:
+            through, item = pending[0]
+            row = bisect.bisect_right(next_docs, through)
+            if row >= len(next_docs):
+                break
+            counts[row] = counts[row] + item
+            pending.popleft()
+        return counts
+
+    def _counts_left(self) -> DocCounts:
+        total = NO_COUNTS
+        while self._pending:
+            total = total + self._pending.popleft()[1]
+        return total
