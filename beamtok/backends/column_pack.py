@@ -163,7 +163,7 @@ class ColumnChunker:
             end = ShardCursor(self._index, 0, 0, True)
             counts = self._counts_for(doc_list[1:], rows)
             counts[-1] = counts[-1] + self._counts_left()
-        width_out = int(ids.shape[1])
+        width_out = ids.size // rows  # the padded width where the short last row was padded
         offsets_out = np.arange(rows + 1, dtype=np.int64) * width_out
         fields = [("input_ids", ids.reshape(-1)), ("segment_ids", segments.reshape(-1)), ("position_ids", positions.reshape(-1)), ("loss_mask", mask.reshape(-1))]
         shard = np.full(rows, self.shard_index, dtype=np.int64)
