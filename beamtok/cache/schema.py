@@ -165,7 +165,11 @@ def examples_to_table(examples: list[dict[str, Any]], counts: list[DocCounts]) -
 
 def _mask_column(mask: np.ndarray, segments: np.ndarray, offsets: np.ndarray) -> pa.Array:
     """Null rows where the mask is exactly ``segments > 0``; the mask itself elsewhere."""
-    differs = np.concatenate([[0], np.cumsum(mask != (segments > 0))])
+    wrong = mask != (segments > 0)
+    if not wrong.any():  # pretraining rows: every mask is its row's real tokens, nothing is stored
+        rows = len(offsets) - 1
+        return _list_array(mask[:0], np.zeros(rows + 1, dtype=np.int64), pa.int8(), mask=np.ones(rows, dtype=bool))
+    differs = np.concatenate([[0], np.cumsum(wrong)])
     stored = differs[offsets[1:]] != differs[offsets[:-1]]
     lengths = np.where(stored, np.diff(offsets), 0)
     kept_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
