@@ -184,6 +184,6 @@ def test_cli_split_bytes(inputs, unsplit, tmp_path):
     assert done.returncode == 0, done.stderr
     same_cache(tmp_path / "c", unsplit)
     ranges = sum(len(plan_ranges(Shard(0, url), SourceSpec(), 20_000)) for url in inputs if not url.endswith((".zst", ".txt")))
-    assert f"Beam counters: shards_written 6, shards_reused 0, split_shards 4, ranges {ranges:,}, documents " in done.stdout
+    assert f"Beam counters: shards_written 6, shards_reused 0, split_shards 4, ranges {ranges:,}, pack_tasks 4, documents " in done.stdout
     bad = subprocess.run([*cmd, "--output", str(tmp_path / "d"), "--split-bytes", "lots"], capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and bad.stderr.strip() == "beamtok: error: --split-bytes: 'lots' is not a size (write e.g. 268435456, 256MB, 64MiB or 1GB)"

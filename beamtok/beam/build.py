@@ -4,15 +4,21 @@
 
     Create(shard numbers) | Reshuffle | Plan
         whole shards: | WriteShards
-        ranges:       | Reshuffle | TokenizeRanges | GroupByKey | PackSplitShards
+        ranges:       | Reshuffle | TokenizeRanges | GroupByKey | then, for concat_chunk:
+                        PlanPacking | Reshuffle | PackRows | GroupByKey | JoinParts
+                      and for other packers: PackSplitShards
         both:         | Flatten | ToList | WriteManifest
 
 One DoFn call of ``WriteShards`` runs the per-shard step over one whole shard, in order, and
 streams its rows into that shard's Parquet file: packing is stateful, so it never sees batch
 boundaries chosen by the runner. A file larger than ``split_bytes`` is planned as ranges
 (``cache/ranges.py``): each is tokenized on its own worker into a temporary file whose name
-is all that crosses the shuffle, and ``PackSplitShards`` packs the files of one shard in
-range order into the same rows. Order lives in shard numbers, range numbers and row indices,
+is all that crosses the shuffle, with its token count. ``concat_chunk`` rows are then packed
+in parallel too: each row group by the range holding its first token, from that token's
+cursor, into a Parquet file of its own; ``JoinParts`` copies the row groups into the shard's
+file under one footer, byte for byte the unsplit build's (``cache/range_pack.py``). Other
+packers carry state from document to document, so ``PackSplitShards`` packs the files of one
+shard in range order on one worker into the same rows. Order lives in shard numbers, range numbers and row indices,
 never in the PCollection. The manifest is written last, by the final step.
 
 Local runs use Beam's FnApiRunner directly (in-process, or ``--direct_running_mode=
@@ -38,6 +44,15 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beamtok.cache.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
 from beamtok.cache.progress import ShardReporter
+from beamtok.cache.range_pack import (
+    PackedPart,
+    PackTask,
+    RangeTokens,
+    join_parts,
+    pack_part,
+    packs_in_parallel,
+    plan_pack_tasks,
+)
 from beamtok.cache.ranges import (
     DEFAULT_SPLIT_BYTES,
     RANGES_DIR,
@@ -48,7 +63,7 @@ from beamtok.cache.ranges import (
     write_range_file,
 )
 from beamtok.cache.storage import Storage
-from beamtok.cache.writer import check_layout, completed_entry, write_rows, write_shard
+from beamtok.cache.writer import check_layout, completed_entry, rows_per_group, write_rows, write_shard
 from beamtok.errors import CacheError, ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard
@@ -192,8 +207,8 @@ class _TokenizeRangeFn(_ShardStepFn):
         if report is not None:
             documents = report.documents(documents)
         rel = range_file(part)
-        write_range_file(self.storage, rel, documents)
-        yield part.shard, (part.number, part.count, rel)
+        written = write_range_file(self.storage, rel, documents)
+        yield part.shard, RangeTokens(part.number, part.count, rel, written.tokens)
 
 
 class _PackShardFn(_ShardStepFn):
@@ -212,19 +227,63 @@ class _PackShardFn(_ShardStepFn):
 
     def process(self, element: tuple[int, Any]) -> Any:
         index, parts = element
-        parts = sorted(set(parts))  # a retried bundle may have reported a range twice
-        numbers = [number for number, _, _ in parts]
-        count = parts[0][1]
+        parts = sorted(set(parts), key=lambda r: r.number)  # a retried bundle may have reported a range twice
+        numbers = [r.number for r in parts]
+        count = parts[0].count
         if numbers != list(range(count)):
             raise CacheError(f"shard {index}: ranges {numbers} reached the packer, expected 0..{count - 1}")
         shard = self.shards[index]
-        files = [rel for _, _, rel in parts]
+        files = [r.file for r in parts]
         documents = itertools.chain.from_iterable(read_range_file(self.storage, rel) for rel in files)
         seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
         produced = self.processor.pack(index, documents)
         entry = write_rows(self.storage, shard, produced, self.spec.fingerprint, seq_len, **self.layout, report=None)
         for rel in files:
             self.storage.delete(rel)
+        self.counters.written(entry)
+        yield entry.to_json()
+
+
+class _PlanPackingFn(beam.DoFn):
+    """The pack tasks of one split shard whose rows are cut by token offset: one per range
+    holding the first token of a row group."""
+
+    def __init__(self, spec: Spec, group: int) -> None:
+        self.spec = spec
+        self.group = group
+        self.pack_tasks = Metrics.counter(METRICS_NAMESPACE, "pack_tasks")
+
+    def process(self, element: tuple[int, Any]) -> Any:
+        index, ranges = element
+        pack = self.spec.pack
+        assert pack is not None and pack.seq_len is not None  # packs_in_parallel(spec)
+        tasks = plan_pack_tasks(index, ranges, pack.seq_len, self.group, pack.remainder)
+        self.pack_tasks.inc(len(tasks))
+        yield from tasks
+
+
+class _PackRowsFn(_PackShardFn):
+    """Pack one task's rows of a split shard into a Parquet file of whole row groups."""
+
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, group: int) -> None:
+        super().__init__(spec, shards, output, {})
+        self.group = group
+
+    def process(self, element: PackTask) -> Any:  # type: ignore[override]
+        part = pack_part(self.storage, self.processor, element, self.group)
+        yield part.shard, part
+
+
+class _JoinPartsFn(_PackShardFn):
+    """Copy a split shard's packed row groups into its file, in row order; write its sidecar."""
+
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str) -> None:
+        super().__init__(spec, shards, output, {})
+
+    def process(self, element: tuple[int, Any]) -> Any:
+        index, parts = element
+        parts_list: list[PackedPart] = list(parts)
+        entry = join_parts(self.storage, self.shards[index], parts_list, self.spec.fingerprint)
         self.counters.written(entry)
         yield entry.to_json()
 
@@ -303,13 +362,24 @@ class BuildCache(beam.PTransform):
             | "Plan" >> beam.ParDo(_PlanFn(self.spec, self.shards, self.output, self.split_bytes)).with_outputs(_PlanFn.RANGES, main="whole")
         )
         whole = planned.whole | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.shipped, self.layout))
-        split = (
+        tokenized = (
             planned[_PlanFn.RANGES]
             | "SpreadRanges" >> beam.Reshuffle()
             | "TokenizeRanges" >> beam.ParDo(_TokenizeRangeFn(self.spec, self.shards, self.output, self.shipped))
             | "RangesOfShard" >> beam.GroupByKey()
-            | "PackSplitShards" >> beam.ParDo(_PackShardFn(self.spec, self.shards, self.output, self.layout))
         )
+        if packs_in_parallel(self.spec):
+            group = rows_per_group(self.spec.pack.seq_len if self.spec.pack is not None else None, self.layout["row_group_rows"], self.layout["row_group_bytes"])
+            split = (
+                tokenized
+                | "PlanPacking" >> beam.ParDo(_PlanPackingFn(self.spec, group))
+                | "SpreadPacking" >> beam.Reshuffle()
+                | "PackRows" >> beam.ParDo(_PackRowsFn(self.spec, self.shards, self.output, group))
+                | "PartsOfShard" >> beam.GroupByKey()
+                | "JoinParts" >> beam.ParDo(_JoinPartsFn(self.spec, self.shards, self.output))
+            )
+        else:
+            split = tokenized | "PackSplitShards" >> beam.ParDo(_PackShardFn(self.spec, self.shards, self.output, self.layout))
         return (
             (whole, split)
             | "Entries" >> beam.Flatten()

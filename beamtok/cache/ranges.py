@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_SPLIT_BYTES",
     "RANGES_DIR",
     "InputRange",
+    "RangeWritten",
     "parse_size",
     "plan_ranges",
     "range_file",
@@ -196,16 +197,26 @@ def _batch(items: list[DocItem]) -> pa.RecordBatch:
     )
 
 
-def write_range_file(storage: Storage, rel: str, documents: Iterable[DocItem]) -> int:
+@dataclass(frozen=True)
+class RangeWritten:
+    """What one range's tokenized file holds: documents (emitted or skipped) and tokens."""
+
+    documents: int
+    tokens: int
+
+
+def write_range_file(storage: Storage, rel: str, documents: Iterable[DocItem]) -> RangeWritten:
     """Write a range's tokenized documents (as the per-shard step reads them) to ``rel``;
-    return how many."""
-    count = 0
+    return how many documents and tokens."""
+    count = tokens = 0
     with storage.writing(rel) as sink, pa.ipc.new_stream(sink, RANGE_SCHEMA) as writer:
         pending: list[DocItem] = []
         for item in documents:
             if item.through != item.cursor or (item.value is None) != bool(item.counts.skipped):
                 raise AssertionError(f"document {item.cursor}: not a single document's item")
             pending.append(item)
+            if item.value is not None:
+                tokens += len(item.value.ids)
             if len(pending) >= BATCH_DOCS:
                 writer.write_batch(_batch(pending))
                 count += len(pending)
@@ -213,7 +224,7 @@ def write_range_file(storage: Storage, rel: str, documents: Iterable[DocItem]) -
         if pending:
             writer.write_batch(_batch(pending))
             count += len(pending)
-    return count
+    return RangeWritten(count, tokens)
 
 
 def read_range_file(storage: Storage, rel: str) -> Iterator[DocItem]:

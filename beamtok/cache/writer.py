@@ -9,6 +9,8 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -16,14 +18,14 @@ from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
 from beamtok.cache.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
 from beamtok.cache.storage import HashingWriter, Storage
 from beamtok.errors import ConfigError
-from beamtok.shard import NO_COUNTS, Produced, ShardCursor, ShardProcessor
+from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
 from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_ceiling, check_memory
 from beamtok.sources.urls import Shard, is_remote
 from beamtok.validate import check_optional_int
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ROW_GROUP_BYTES", "check_layout", "completed_entry", "write_rows", "write_shard"]
+__all__ = ["ROW_GROUP_BYTES", "WrittenRows", "check_layout", "completed_entry", "record_shard", "rows_per_group", "write_row_groups", "write_rows", "write_shard"]
 
 MAX_ROW_GROUP_BYTES = 1 << 31  # Parquet readers decode a row group at once
 ROW_GROUP_BYTES = 8 << 20  # tokens per row group: small enough to seek to, big enough to read fast
@@ -126,33 +128,16 @@ def write_rows(
     tokens, rows, documents read)`` is called after every example (see ``cache.progress``)."""
     group = rows_per_group(seq_len, row_group_rows, row_group_bytes)
     rel = shard_file(shard.index)
-    documents = NO_COUNTS
-    rows = tokens = pad_tokens = 0
     with storage.writing(rel) as sink:
         hashing = HashingWriter(sink)
-        writer = pq.ParquetWriter(hashing, cache_schema(), **PARQUET_OPTIONS)
-        try:
-            examples, counts = [], []
-            for produced in produced_rows:
-                documents = documents + produced.counts
-                if produced.example is None:
-                    continue
-                examples.append(produced.example)
-                counts.append(produced.counts)
-                real = int((produced.example["segment_ids"] > 0).sum())
-                tokens += real
-                pad_tokens += len(produced.example["input_ids"]) - real
-                if len(examples) >= group:
-                    writer.write_table(examples_to_table(examples, counts), row_group_size=group)
-                    rows += len(examples)
-                    examples, counts = [], []
-                if report is not None:
-                    report(produced.cursor, tokens, rows + len(examples), documents.read)
-            if examples or rows == 0:
-                writer.write_table(examples_to_table(examples, counts), row_group_size=group)
-                rows += len(examples)
-        finally:
-            writer.close()  # also on failure: an unclosed writer would flush into the discarded file later
+        written = write_row_groups(hashing, produced_rows, group, report=report)
+    return record_shard(storage, shard, hashing, written, fingerprint)
+
+
+def record_shard(storage: Storage, shard: Shard, hashing: HashingWriter, written: WrittenRows, fingerprint: str) -> ShardEntry:
+    """The entry of ``shard``'s file, just written through ``hashing``; its sidecar is written
+    (what marks the shard complete)."""
+    rel = shard_file(shard.index)
     entry = ShardEntry(
         index=shard.index,
         url=shard.url,
@@ -160,12 +145,68 @@ def write_rows(
         file=rel,
         bytes=hashing.bytes,
         sha256=hashing.sha256.hexdigest(),
-        rows=rows,
-        tokens=tokens,
-        pad_tokens=pad_tokens,
-        documents=documents.to_json(),
+        rows=written.rows,
+        tokens=written.tokens,
+        pad_tokens=written.pad_tokens,
+        documents=written.documents.to_json(),
         fingerprint=fingerprint,
         footer_sha256=storage.parquet_footer_sha256(rel),
     )
     storage.write_bytes(sidecar_file(shard.index), json.dumps(entry.to_json()).encode())
     return entry
+
+
+@dataclass(frozen=True)
+class WrittenRows:
+    """What :func:`write_row_groups` wrote: rows, real and pad tokens, and the counts of the
+    documents those rows carry."""
+
+    rows: int = 0
+    tokens: int = 0
+    pad_tokens: int = 0
+    documents: DocCounts = NO_COUNTS
+
+    def __add__(self, other: WrittenRows) -> WrittenRows:
+        return WrittenRows(self.rows + other.rows, self.tokens + other.tokens, self.pad_tokens + other.pad_tokens, self.documents + other.documents)
+
+
+def write_row_groups(
+    sink: Any,
+    produced_rows: Iterable[Produced],
+    group: int,
+    *,
+    report: Callable[[ShardCursor, int, int, int], None] | None = None,
+    empty_group: bool = True,
+) -> WrittenRows:
+    """Write examples to ``sink`` as one Parquet file of row groups of ``group`` rows (the
+    last may be shorter). With no example at all, one empty row group is written unless
+    ``empty_group`` is False (then nothing is written to ``sink``)."""
+    documents = NO_COUNTS
+    rows = tokens = pad_tokens = 0
+    writer: pq.ParquetWriter | None = None
+    try:
+        examples, counts = [], []
+        for produced in produced_rows:
+            documents = documents + produced.counts
+            if produced.example is None:
+                continue
+            examples.append(produced.example)
+            counts.append(produced.counts)
+            real = int((produced.example["segment_ids"] > 0).sum())
+            tokens += real
+            pad_tokens += len(produced.example["input_ids"]) - real
+            if len(examples) >= group:
+                writer = writer or pq.ParquetWriter(sink, cache_schema(), **PARQUET_OPTIONS)
+                writer.write_table(examples_to_table(examples, counts), row_group_size=group)
+                rows += len(examples)
+                examples, counts = [], []
+            if report is not None:
+                report(produced.cursor, tokens, rows + len(examples), documents.read)
+        if examples or (rows == 0 and empty_group):
+            writer = writer or pq.ParquetWriter(sink, cache_schema(), **PARQUET_OPTIONS)
+            writer.write_table(examples_to_table(examples, counts), row_group_size=group)
+            rows += len(examples)
+    finally:
+        if writer is not None:
+            writer.close()  # also on failure: an unclosed writer would flush into the discarded file later
+    return WrittenRows(rows, tokens, pad_tokens, documents)

@@ -203,5 +203,5 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         f"({totals['tokens'] / seconds / 1e6:.2f}M tokens/s), documents {json.dumps(totals['documents'])}, spec {manifest.fingerprint}"
     )
     if counters and not quiet:
-        shown = ("shards_written", "shards_reused", "split_shards", "ranges", "documents", "skipped_documents", "examples", "tokens")
+        shown = ("shards_written", "shards_reused", "split_shards", "ranges", "pack_tasks", "documents", "skipped_documents", "examples", "tokens")
         click.echo("Beam counters: " + ", ".join(f"{name} {counters.get(name, 0):,}" for name in shown))
