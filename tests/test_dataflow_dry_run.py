@@ -25,7 +25,7 @@ from conftest import CORPUS, ROOT
 pytest.importorskip("apache_beam")
 pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient", reason="the dataflow extra (apache-beam[gcp]) is not installed")
 TOKENIZER = ROOT / "data" / "tokenizers" / "gpt2"
-STEPS = {"Plan", "WriteShards", "TokenizeRanges", "PackSplitShards", "WriteManifest"}
+STEPS = {"Plan", "WriteShards", "TokenizeRanges", "PlanPacking", "PackRows", "JoinParts", "WriteManifest"}  # concat_chunk rows pack in parallel
 DATAFLOW = ["--runner=DataflowRunner", "--project=my-project", "--region=us-central1", "--temp_location=gs://my-bucket/tmp"]
 
 

@@ -6,6 +6,7 @@ groups spanning many ranges, and on two worker processes; the footer codec round
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_split_build import same_cache
 
 from beamtok import Dataset
 from beamtok.cache.parquet_join import GroupsOf, join_row_groups, read_footer
@@ -22,10 +24,8 @@ from beamtok.cache.schema import PARQUET_OPTIONS, cache_schema, examples_to_tabl
 from beamtok.cache.thrift_compact import decode_struct, encode_struct
 from beamtok.shard import DocCounts
 from beamtok.sources.urls import Shard
-from beamtok.spec import SourceSpec
 
 from conftest import CORPUS, ROOT
-from test_split_build import same_cache
 
 pytest.importorskip("apache_beam")
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
@@ -70,12 +70,12 @@ def test_many_pack_tasks_are_planned_for_a_split_file():
     tasks = plan_pack_tasks(0, reported, 64, 50, "pad")
     assert len(tasks) == len(ranges) > 20
     assert tasks[0].first_row == 0 and tasks[-1].stop_row is None
-    assert all(a.stop_row == b.first_row for a, b in zip(tasks, tasks[1:]))
+    assert all(a.stop_row == b.first_row for a, b in itertools.pairwise(tasks))
     assert all(t.first_row % 50 == 0 for t in tasks)
     total = sum(r.tokens for r in reported)
     for t in tasks:  # a task's first row starts inside its own range
         before = sum(r.tokens for r in reported[: t.number])
-        assert before == t.tokens_before and before <= t.first_row * 64 < before + reported[t.number].tokens or t.first_row == 0
+        assert (before == t.tokens_before and before <= t.first_row * 64 < before + reported[t.number].tokens) or t.first_row == 0
     assert (tasks[-1].first_row - 1) * 64 < total
 
 

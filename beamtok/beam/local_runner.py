@@ -3,7 +3,10 @@
 With ``--direct_running_mode=multi_processing`` the FnApiRunner starts each worker as
 ``python -m apache_beam.runners.worker.sdk_worker_main``; this runner starts the same worker
 through :mod:`beamtok.beam.local_worker`, which ignores the terminal's Ctrl-C, so an
-interrupted build prints one line, not the workers' tracebacks. Everything else is Beam's.
+interrupted build prints one line, not the workers' tracebacks; or, when the caller started a
+worker server before importing Beam (``beamtok.worker_server.start_early``), forked warm by
+that server. The runner owns that server from then on and stops it when the pipeline ends.
+Everything else is Beam's.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
+
+from beamtok.worker_server import take_early
 
 __all__ = ["LocalRunner", "worker_command"]
 
@@ -38,13 +43,17 @@ class LocalRunner(FnApiRunner):
             return super().run_pipeline(pipeline, options)
         # Beam picks its own worker command for this mode; the same subprocess environment
         # with our command is what "in_memory" keeps when it is set before the run.
-        self._default_environment = SubprocessSDKEnvironment.from_command_string(worker_command())
+        server = take_early()
+        command = server.worker_command() if server is not None else worker_command()
+        self._default_environment = SubprocessSDKEnvironment.from_command_string(command)
         direct.direct_running_mode = "in_memory"
         try:
             with _without_mode_warning():
                 return super().run_pipeline(pipeline, options)
         finally:
             direct.direct_running_mode = "multi_processing"
+            if server is not None:
+                server.close()
 
 
 class _ModeWarning(logging.Filter):

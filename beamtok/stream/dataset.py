@@ -45,6 +45,7 @@ from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.mix import MixRoot
 from beamtok.stream.roots.shards import ShardsRoot
 from beamtok.validate import check_choice, check_int
+from beamtok.worker_server import start_early
 
 __all__ = ["Dataset"]
 
@@ -375,13 +376,15 @@ class Dataset(PerShardStages, StreamStages):
             raise ConfigError("this dataset already reads a cache")
         root = self._pipeline.root.shard_root("cache()")
         require("cache()", "apache_beam")
+        args = beam_args(beam_options)
+        start_early(args)  # local worker processes import Beam while this process does
         from beamtok.beam.run import run_cache
 
         run_cache(
             root.spec,
             root.shards,
             output_dir,
-            beam_args(beam_options),
+            args,
             overwrite=overwrite,
             progress=progress,
             row_group_rows=row_group_rows,

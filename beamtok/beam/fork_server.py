@@ -1,0 +1,126 @@
+"""The worker server: imports Beam and beamtok once, then forks a local worker per request.
+
+Started by :class:`beamtok.worker_server.WorkerServer` as ``python -m beamtok.beam.fork_server
+FD``, FD the listening socket (bound by the launcher, so a worker's shim can connect from the
+start), with a pipe from the launcher as standard input. Each connection
+carries a shim's standard streams, environment, arguments and working directory
+(``worker_shim.py``); the forked worker takes them over, runs Beam's SDK worker and sends its
+exit status back before it leaves. The server keeps no thread, so forking it is safe. It ends
+when its standard input does (the launcher closed it, or died); Ctrl-C is the launcher's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+from typing import Any
+
+REQUEST_LIMIT = 1 << 24
+
+
+def preload() -> None:
+    """Import what every worker imports, so a forked one starts with it done."""
+    import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    import beamtok.beam.build
+    import beamtok.transforms.tiktoken_backend  # noqa: F401
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    header, fds, _, _ = socket.recv_fds(conn, 4, 3)
+    if len(header) != 4 or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("a worker request must start with its length and three file descriptors")
+    length = int.from_bytes(header, "little")
+    if length > REQUEST_LIMIT:
+        raise ValueError(f"a worker request of {length} bytes")
+    body = b""
+    while len(body) < length:
+        chunk = conn.recv(length - len(body))
+        if not chunk:
+            raise ValueError("a worker request ended early")
+        body += chunk
+    return json.loads(body), fds
+
+
+def _worker(conn: socket.socket, request: dict[str, Any], fds: list[int], close: list[Any]) -> None:
+    """In the forked child: become the shim's worker, run it, report its status, leave."""
+    status = 1
+    try:
+        for thing in close:
+            thing.close()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        from beamtok.beam.local_worker import run_sdk_worker
+
+        status = run_sdk_worker(["worker", *request["argv"]])
+    finally:
+        try:
+            conn.sendall(bytes([status & 0xFF]))
+        except OSError:
+            pass
+        os._exit(status)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def serve(listener: socket.socket) -> None:
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(sys.stdin.fileno(), selectors.EVENT_READ)
+    while True:
+        for key, _ in selector.select(timeout=1.0):
+            if key.fileobj != listener:
+                if not os.read(sys.stdin.fileno(), 4096):
+                    return  # the launcher closed its end, or is gone
+                continue
+            conn, _ = listener.accept()
+            try:
+                request, fds = _receive(conn)
+            except (OSError, ValueError) as e:
+                print(f"beamtok worker server: {e}", file=sys.stderr)
+                conn.close()
+                continue
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if os.fork() == 0:
+                _worker(conn, request, fds, [selector, listener])
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+        _reap()
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    listener = socket.socket(fileno=int(sys.argv[1]))
+    preload()
+    try:
+        serve(listener)
+    finally:
+        listener.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # nothing to tear down: skip unloading Beam (~0.4 s the launcher would wait)
+
+
+if __name__ == "__main__":
+    main()

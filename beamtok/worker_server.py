@@ -1,0 +1,117 @@
+"""Local Beam workers that start warm: forked by a process that has already imported Beam.
+
+A ``multi_processing`` build starts each worker as a new interpreter, which imports Beam and
+beamtok before it can take work: about a second a worker, after the launcher has spent the
+same second importing Beam itself. A build that asks for local worker processes therefore
+starts one *worker server* first (``python -m beamtok.beam.fork_server``), before the launcher
+imports Beam, so both imports run at once on separate cores. When Beam starts a worker, the
+command it runs is a stdlib-only shim (``beam/worker_shim.py``) that hands its environment,
+arguments and standard streams to the server; the server forks a worker with everything
+already imported, and the shim waits for it and exits with its status. Beam sees an ordinary
+worker process. If the server is gone, the shim starts the usual cold worker instead.
+
+The server holds no thread and no connection when it forks (it only imports and waits), so a
+fork is safe; it exits when the launcher closes its standard input, or dies.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+
+__all__ = ["WorkerServer", "asks_for_local_workers", "start_early", "take_early"]
+
+SOCKET_NAME = "workers.sock"
+_LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner")
+
+
+def _option(args: Sequence[str], name: str) -> str | None:
+    value = None
+    for i, arg in enumerate(args):
+        if arg.startswith(f"--{name}="):
+            value = arg.split("=", 1)[1]
+        elif arg == f"--{name}" and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def asks_for_local_workers(beam_args: Sequence[str]) -> bool:
+    """Whether these Beam options run a local build on worker processes (read from the flags
+    alone, without importing Beam: a guess that only decides whether to start warm)."""
+    runner = _option(beam_args, "runner")
+    workers = _option(beam_args, "direct_num_workers")
+    return (
+        (runner is None or runner in _LOCAL_RUNNERS)
+        and _option(beam_args, "direct_running_mode") == "multi_processing"
+        and (workers is None or not workers.isdigit() or int(workers) != 1)
+    )
+
+
+class WorkerServer:
+    """A running worker server: its process and the socket workers are asked for on."""
+
+    def __init__(self, process: subprocess.Popen[bytes], directory: str) -> None:
+        self.process = process
+        self.directory = directory
+        self.socket_path = os.path.join(directory, SOCKET_NAME)
+
+    @classmethod
+    def start(cls) -> WorkerServer:
+        """Bind the socket here (a shim can connect at once; it waits while the server
+        imports) and start the server process on it."""
+        directory = tempfile.mkdtemp(prefix="beamtok-workers-")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(os.path.join(directory, SOCKET_NAME))
+            listener.listen(64)
+            fd = listener.fileno()
+            process = subprocess.Popen([sys.executable, "-m", "beamtok.beam.fork_server", str(fd)], stdin=subprocess.PIPE, pass_fds=[fd])
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        finally:
+            listener.close()  # the server holds it now: once it is gone, a shim cannot connect
+        return cls(process, directory)
+
+    def worker_command(self) -> str:
+        """The shell command Beam runs for a worker: the shim, which asks this server."""
+        shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "beam", "worker_shim.py")
+        return " ".join(shlex.quote(part) for part in (sys.executable, "-I", "-S", shim, self.socket_path))
+
+    def close(self) -> None:
+        """Stop the server (workers it forked end with their control channels)."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_early: WorkerServer | None = None
+
+
+def start_early(beam_args: Sequence[str]) -> None:
+    """Start a worker server now if these options ask for local worker processes, for the
+    next local build of this process to use (:func:`take_early`)."""
+    global _early
+    if _early is None and asks_for_local_workers(beam_args):
+        _early = WorkerServer.start()
+
+
+def take_early() -> WorkerServer | None:
+    """The server :func:`start_early` started, now the caller's to close; None if none."""
+    global _early
+    server, _early = _early, None
+    if server is not None and server.process.poll() is not None:
+        server.close()
+        return None
+    return server

@@ -1,0 +1,132 @@
+"""Local Beam workers forked warm by the worker server: a build that asks for worker processes
+gets them from the server (their parent is it), they leave Ctrl-C to the launcher, the cache is
+the one in-process builds write, the server ends with the build (and with a killed launcher),
+and a shim that cannot reach a server starts the usual cold worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from test_split_build import same_cache
+
+from beamtok import Dataset, worker_server
+from beamtok.worker_server import WorkerServer, asks_for_local_workers, start_early, take_early
+
+from conftest import CORPUS, ROOT
+
+pytest.importorskip("apache_beam")
+TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
+TWO = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def run_reporting(tmp_path: Path) -> list[tuple[int, int, str]]:
+    """A 2-worker pipeline whose elements report (worker pid, its parent, SIGINT disposition)."""
+    import apache_beam as beam
+
+    from beamtok.beam.build import make_pipeline
+
+    def report(element: int, directory: str) -> int:  # nested: pickled by value, for the workers
+        import os
+        import signal
+
+        sigint = "ignored" if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else "raised"
+        with open(os.path.join(directory, f"{os.getpid()}-{element}"), "w") as f:
+            f.write(f"{os.getppid()} {sigint}")
+        return element
+
+    pipeline = make_pipeline(TWO)
+    _ = pipeline | beam.Create(list(range(8))) | beam.Reshuffle() | beam.Map(report, str(tmp_path))
+    pipeline.run().wait_until_finish()
+    out = []
+    for p in tmp_path.iterdir():
+        parent, sigint = p.read_text().split()
+        out.append((int(p.name.split("-")[0]), int(parent), sigint))
+    return out
+
+
+def test_which_options_ask_for_local_workers():
+    assert asks_for_local_workers(TWO)
+    assert asks_for_local_workers(["--direct_running_mode", "multi_processing"])
+    assert asks_for_local_workers([*TWO, "--runner=DirectRunner"])
+    assert not asks_for_local_workers([])
+    assert not asks_for_local_workers(["--direct_running_mode=multi_processing", "--direct_num_workers=1"])
+    assert not asks_for_local_workers([*TWO, "--runner=DataflowRunner"])
+    assert not asks_for_local_workers(["--direct_running_mode=in_memory", "--direct_num_workers=2"])
+
+
+def test_workers_are_forked_by_the_server_and_leave_ctrl_c_to_the_launcher(tmp_path):
+    start_early(TWO)
+    server = worker_server._early
+    assert server is not None
+    reports = run_reporting(tmp_path)
+    assert len(reports) == 8 and all(pid != os.getpid() for pid, _, _ in reports)
+    assert {parent for _, parent, _ in reports} == {server.process.pid}  # forked by the server, not started cold
+    assert {sigint for _, _, sigint in reports} == {"ignored"}
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    assert server.process.poll() is not None and not os.path.exists(server.directory)  # the runner stopped it
+    assert take_early() is None
+
+
+@pytest.mark.timeout(180)  # a shim that starts no worker leaves Beam waiting for one
+def test_a_shim_without_a_server_starts_a_cold_worker(tmp_path, monkeypatch):
+    dead = WorkerServer.start()
+    dead.process.kill()
+    dead.process.wait()
+    import beamtok.beam.local_runner as local_runner
+
+    monkeypatch.setattr(local_runner, "take_early", lambda: dead)  # the shims are told of a server that is gone
+    reports = run_reporting(tmp_path)
+    assert len(reports) == 8 and dead.process.pid not in {parent for _, parent, _ in reports}
+    assert {sigint for _, _, sigint in reports} == {"ignored"}
+    assert all("beamtok.beam.local_worker" in cmdline(pid) or not cmdline(pid) for pid, _, _ in reports)
+
+
+def test_a_warm_two_worker_build_writes_the_in_process_cache(tmp_path):
+    book = str(CORPUS / "shakespeare-00.jsonl")
+    make = lambda: Dataset.from_files(book).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(128)  # noqa: E731
+    make().cache(str(tmp_path / "in"), progress=False, split_bytes=100_000, row_group_rows=20)
+    make().cache(str(tmp_path / "warm"), progress=False, split_bytes=100_000, row_group_rows=20, direct_running_mode="multi_processing", direct_num_workers=2)
+    same_cache(tmp_path / "warm", tmp_path / "in")
+
+
+def test_the_server_ends_when_its_launcher_is_killed(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from beamtok.worker_server import start_early
+        import beamtok.worker_server as w
+        start_early({TWO!r})
+        print(w._early.process.pid, flush=True)
+        time.sleep(600)
+        """
+    )
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(launcher.stdout.readline())
+        deadline = time.monotonic() + 60  # /proc shows an empty command line while the process is being set up
+        while "beamtok.beam.fork_server" not in cmdline(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "beamtok.beam.fork_server" in cmdline(server_pid)
+        launcher.kill()
+        launcher.wait()
+        deadline = time.monotonic() + 60
+        while "beamtok.beam.fork_server" in cmdline(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "beamtok.beam.fork_server" not in cmdline(server_pid)  # gone (or a zombie awaiting init)
+    finally:
+        launcher.kill()
