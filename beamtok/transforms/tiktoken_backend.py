@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.errors import ConfigError
+from beamtok.transforms.id_arrays import int32_ids
 
 __all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder"]
 
@@ -166,17 +167,17 @@ class TiktokenEncoder:
         # one thread, like one Rust tokenizer per core: parallelism comes from worker processes
         batch = [unicodedata.normalize("NFC", t) for t in texts] if self.nfc else list(texts)
         native = self.native
-        if native is None:
-            encoded = self.encoding.encode_batch(batch, num_threads=1, allowed_special="all", disallowed_special=())
-            return [np.asarray(ids, dtype=np.int32) for ids in encoded]
+        encode = self.encoding.encode
+        if native is None:  # text by text: encode_batch hands each text to a thread pool, ~6% slower here
+            return [int32_ids(encode(text, allowed_special="all", disallowed_special=())) for text in batch]
         special = self._special
         out = []
         for text in batch:  # the native engine knows no added tokens: texts holding one go to tiktoken
             if special is not None and special.search(text):
-                ids = self.encoding.encode(text, allowed_special="all", disallowed_special=())
+                ids = encode(text, allowed_special="all", disallowed_special=())
             else:
                 ids = native.encode(text)
-            out.append(np.asarray(ids, dtype=np.int32))
+            out.append(int32_ids(ids))
         return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.errors import ConfigError
+from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
 
@@ -166,7 +167,7 @@ class Tokenizer:
         if backend == "auto" and self.fast_path() is not None:
             return self.tiktoken().encode_batch(texts)
         encodings = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
-        return [np.asarray(e.ids, dtype=np.int32) for e in encodings]
+        return [int32_ids(e.ids) for e in encodings]
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         return str(self.backend.decode([int(i) for i in ids], skip_special_tokens=False))
