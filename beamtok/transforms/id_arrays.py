@@ -25,9 +25,10 @@ def int32_ids(ids: list[int]) -> np.ndarray:
     if n < SHORT:
         return np.asarray(ids, dtype=np.int32)
     out = np.empty(n, dtype=np.int32)
+    buffer = out.data
     whole = n - n % CHUNK
     for start in range(0, whole, CHUNK):
-        _CHUNK_FORMAT.pack_into(out, 4 * start, *ids[start : start + CHUNK])
+        _CHUNK_FORMAT.pack_into(buffer, 4 * start, *ids[start : start + CHUNK])
     if whole < n:
-        struct.pack_into(f"{n - whole}i", out, 4 * whole, *ids[whole:])
+        struct.pack_into(f"{n - whole}i", buffer, 4 * whole, *ids[whole:])
     return out
