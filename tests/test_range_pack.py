@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_split_build import same_cache
+from test_split_build import bad_lines_file, same_cache
 
 from beamtok import Dataset
 from beamtok.cache.parquet_join import GroupsOf, join_row_groups, read_footer
@@ -98,11 +98,7 @@ def test_plan_pack_tasks_edges():
 
 
 def test_skipped_documents_on_range_bounds_are_counted_as_unsplit(tmp_path, paragraphs):
-    records = [json.dumps({"text": t}) for t in paragraphs(400)]
-    for i in range(0, 400, 9):
-        records[i] = '{"text": "unterminated' if i % 2 else json.dumps({"text": 7})
-    path = tmp_path / "bad.jsonl"
-    path.write_text("\n".join(records) + "\n", encoding="utf-8")
+    path = bad_lines_file(tmp_path / "bad.jsonl", paragraphs(400), range(0, 400, 9))
     split, whole = build_pair(lambda: concat(str(path), 32, on_error="skip"), tmp_path, 4, split=2000)
     same_cache(split, whole)
     assert json.loads((split / "manifest.json").read_text())["totals"]["documents"]["skipped"]
@@ -181,3 +177,26 @@ def test_join_refuses_parts_it_cannot_copy():
     assert pq.read_table(io.BytesIO(joined.getvalue())).num_rows == 40
     with pytest.raises(ValueError, match="not a Parquet file"):
         join_row_groups([GroupsOf(pa.BufferReader(b"PAR1 nothing"), None, "junk")], io.BytesIO())
+
+
+def test_a_retried_join_returns_the_shard_it_wrote(tmp_path):
+    """A bundle retried after the join removed its parts finds the shard written, not an error."""
+    from beamtok.beam.build import _JoinPartsFn
+    from beamtok.cache.range_pack import pack_part
+    from beamtok.cache.ranges import range_file, write_range_file
+    from beamtok.cache.storage import Storage
+    from beamtok.shard import ShardProcessor
+
+    ds = concat(BOOK)
+    storage, processor, shard = Storage(str(tmp_path)), ShardProcessor(ds.spec), ds.shards[0]
+    reported = []
+    for part in plan_ranges(shard, ds.spec.source, SPLIT):
+        written = write_range_file(storage, range_file(part), processor.documents(shard, part.start, part.stop))
+        reported.append(RangeTokens(part.number, part.count, range_file(part), written.tokens))
+    parts = [pack_part(storage, processor, task, 50) for task in plan_pack_tasks(0, reported, 64, 50, "pad")]
+    join = _JoinPartsFn(ds.spec, ds.shards, str(tmp_path))
+    join.setup()
+    first = list(join.process((0, parts)))
+    assert not any(storage.exists(p.file) for p in parts) and not storage.exists(reported[0].file)
+    assert list(join.process((0, parts))) == first
+    assert len(parts) > 20

@@ -124,12 +124,17 @@ def _documents(shard: Shard, start: int = 0, stop: int | None = None):
     return list(processor.documents(shard, start, stop))
 
 
-def test_bad_lines_inside_ranges_are_counted_as_unsplit(tmp_path, paragraphs):
-    records = [json.dumps({"text": t}) for t in paragraphs(300)]
-    for i in range(5, 300, 37):
+def bad_lines_file(path: Path, texts: list[str], bad: range) -> Path:
+    """JSONL of ``texts`` with lines ``bad`` broken: odd ones malformed, even ones of the wrong type."""
+    records = [json.dumps({"text": t}) for t in texts]
+    for i in bad:
         records[i] = '{"text": "unterminated' if i % 2 else json.dumps({"text": 7})
-    path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(records) + "\n", encoding="utf-8")
+    return path
+
+
+def test_bad_lines_inside_ranges_are_counted_as_unsplit(tmp_path, paragraphs):
+    path = bad_lines_file(tmp_path / "bad.jsonl", paragraphs(300), range(5, 300, 37))
     make = lambda: Dataset.from_files(str(path), on_error="skip").tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(128)  # noqa: E731
     whole = make().cache(str(tmp_path / "whole"), split_bytes=None, progress=False)
     make().cache(str(tmp_path / "split"), split_bytes=3000, progress=False)

@@ -282,8 +282,13 @@ class _JoinPartsFn(_PackShardFn):
 
     def process(self, element: tuple[int, Any]) -> Any:
         index, parts = element
+        shard = self.shards[index]
+        done = completed_entry(self.storage, shard, self.spec.fingerprint)
+        if done is not None:  # a retried bundle: the join ran, and removed its parts
+            yield done.to_json()
+            return
         parts_list: list[PackedPart] = list(parts)
-        entry = join_parts(self.storage, self.shards[index], parts_list, self.spec.fingerprint)
+        entry = join_parts(self.storage, shard, parts_list, self.spec.fingerprint)
         self.counters.written(entry)
         yield entry.to_json()
 
