@@ -101,9 +101,11 @@ _early: WorkerServer | None = None
 
 def start_early(beam_args: Sequence[str]) -> None:
     """Start a worker server now if these options ask for local worker processes, for the
-    next local build of this process to use (:func:`take_early`)."""
+    next local build of this process to use (:func:`take_early`). Linux only: elsewhere
+    forking a process that has loaded system libraries is not safe (macOS), or there is no
+    fork (Windows), and workers start cold."""
     global _early
-    if _early is None and asks_for_local_workers(beam_args):
+    if _early is None and sys.platform.startswith("linux") and asks_for_local_workers(beam_args):
         _early = WorkerServer.start()
 
 
