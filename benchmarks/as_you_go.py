@@ -30,7 +30,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-RESULTS = HERE / "results"
 WORK = ROOT / "build" / "bench-as-you-go"
 
 
@@ -63,7 +62,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from common import build_shards
+    from common import build_shards, write_results
 
     shards = build_shards("as-you-go", args.mb, 8)
     runs: dict[str, list[dict[str, Any]]] = {"on the fly": [], "caching, epoch 1": [], "cached, epoch 2": []}
@@ -95,8 +94,7 @@ def main() -> None:
         print(f"  {key:<20} {rate / 1e6:7.2f} M tokens/s")
     for key, value in results["ratios"].items():
         print(f"  {key:<48} {value:7.2f}x")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "as_you_go.json").write_text(json.dumps(results, indent=1) + "\n")
+    write_results("as_you_go.json", results)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -149,11 +151,22 @@ def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
-def write_results(name: str, results: dict[str, Any]) -> None:
-    """Write ``results`` as benchmarks/results/NAME (indented JSON)."""
+PROSE = "the shipped prose (data/corpus), repeated to the size asked for"
+
+
+def command_line() -> str:
+    """How this benchmark was run, as a command from the repository's root."""
+    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+
+
+def write_results(name: str, results: dict[str, Any], corpus: str = PROSE) -> None:
+    """Write ``results`` as benchmarks/results/NAME (indented JSON), with the date, the
+    command, the machine's core count and the corpus first (a script's own values win)."""
+    stamped: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command_line(), "cores": os.cpu_count(), "corpus": corpus}
+    stamped.update(results)
     directory = Path(__file__).resolve().parent / "results"
     directory.mkdir(exist_ok=True)
-    (directory / name).write_text(json.dumps(results, indent=2) + "\n")
+    (directory / name).write_text(json.dumps(stamped, indent=2) + "\n")
 
 
 def peak_rss() -> int:

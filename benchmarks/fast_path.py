@@ -46,7 +46,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-RESULTS = HERE / "results"
 BUILD = ROOT / "build" / "bench-tokenizers"
 SPECIALS = {
     "cl100k": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
@@ -249,7 +248,7 @@ def main() -> None:
     parser.add_argument("--paired-only", action="store_true", help="only the pipeline and its engine taking turns in one process")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from common import CORPORA, build_shards
+    from common import CORPORA, build_shards, write_results
 
     kinds = args.tokenizers.split(",")
     dirs = {kind: tokenizer_dir(kind) for kind in kinds}
@@ -284,8 +283,7 @@ def main() -> None:
         results["corpora"][corpus] = about
         for kind in kinds:
             about["tokenizers"][kind] = measure_kind(kind, dirs[kind], shards, args.repeats, with_epochraft, corpus, args.paired_only)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / args.out).write_text(json.dumps(results, indent=1) + "\n")
+    write_results(args.out, results, "prose: the shipped prose (data/corpus), repeated; code: the Python standard library's .py files and /usr/share/doc, built at benchmark time")
 
 
 PAIRED = "pipeline and engine taking turns in one process, 1 core"

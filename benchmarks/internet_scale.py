@@ -45,10 +45,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import ROOT, WORK, peak_rss  # noqa: E402
+from common import ROOT, WORK, peak_rss, write_results  # noqa: E402
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-RESULTS = HERE / "results"
 SEQ = 64
 ROWS = 2  # per shard
 
@@ -281,8 +280,7 @@ def main() -> None:
         "mix": {"sources": args.sources, "shards per source": args.shards_per_source, **mix},
         "world-size change": {"shards": args.elastic_shards, "from ranks": args.elastic_ranks, "to ranks": args.elastic_new_ranks, "workers": args.workers, **change},
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "internet_scale.json").write_text(json.dumps(results, indent=1) + "\n")
+    write_results("internet_scale.json", results, "synthetic: Parquet shards of GPT-2 concat_chunk(64) rows written by the cache writer")
 
 
 if __name__ == "__main__":

@@ -250,7 +250,7 @@ def main() -> None:
             figures["balance_ranks"] = balance(paths)
             print(corpus, "balance_ranks", figures["balance_ranks"], flush=True)
         results["corpora"][corpus] = figures
-    write_results("packing.json", results)
+    write_results("packing.json", results, "prose, code and docs (benchmarks/common.py CORPORA), two files each")
 
 
 if __name__ == "__main__":

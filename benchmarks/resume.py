@@ -15,15 +15,13 @@ import argparse
 import itertools
 import json
 import platform
-from pathlib import Path
 from typing import Any
 
 from beamtok import Dataset, load_tokenizer
 
-from common import ROOT, build_jsonl, median_seconds
+from common import ROOT, build_jsonl, median_seconds, write_results
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def pipeline(url: str) -> Dataset:
@@ -68,8 +66,7 @@ def main() -> None:
             r = results[kind][pct]
             print(f"{kind:<10}{pct:>5}{r['resume_s']:>11.3f}{r['replay_s']:>11.3f}{r['replay_s'] / r['resume_s']:>15.1f}{r['state_bytes']:>9}")
         print(f"{kind:<10} resume at 90% / resume at 10% = {results[kind]['ratio_90_to_10']:.2f}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "resume.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_results("resume.json", results)
 
 
 if __name__ == "__main__":

@@ -261,7 +261,7 @@ def main() -> None:
     parser.add_argument("--memory-only", action="store_true", help="only the peak memory runs (writes results/memory.json)")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from common import build_jsonl, build_shards
+    from common import build_jsonl, build_shards, write_results
 
     shards = build_shards("suite", args.mb, 8)
     if args.state_only:
@@ -341,8 +341,7 @@ def main() -> None:
         print(f"  state {name:<28} {size:>12,} bytes")
     for name, mb in results.get("peak_rss_mb", {}).items():
         print(f"  peak RSS {name:<16} {mb:8.1f} MB")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "run_all.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_results("run_all.json", results)
 
 
 if __name__ == "__main__":

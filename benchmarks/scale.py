@@ -29,16 +29,14 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from beamtok import Dataset
 from beamtok.cache import Cache, random_access
 
-from common import ROOT, WORK, build_shards
+from common import ROOT, WORK, build_shards, write_results
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def build_cache(name: str, paths: list[str]) -> Dataset:
@@ -144,8 +142,7 @@ def main() -> None:
         print(f"  {name:<48} {ratio:6.2f}x")
     for name, size in results["state_bytes"].items():
         print(f"  state bytes, {name:<42} {size:8d}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_results("scale.json", results)
 
 
 if __name__ == "__main__":

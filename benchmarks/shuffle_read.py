@@ -26,13 +26,11 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse
-import json
 import platform
 import shutil
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,10 +41,9 @@ from beamtok.cache.local_rows import local_rows
 from beamtok.cache.reader import Cache
 from beamtok.cache.shuffle_rows import decoded_bytes
 
-from common import ROOT, WORK, build_jsonl
+from common import ROOT, WORK, build_jsonl, write_results
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def tokens_per_s(ds: Dataset, seconds: float | None = None) -> tuple[float, int]:
@@ -161,8 +158,7 @@ def main() -> None:
             "cache order": {"consecutive rows from one row group": 1 - 1 / group_rows, "position/row correlation": 1.0},
         },
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "shuffle_read.json").write_text(json.dumps(results, indent=1) + "\n")
+    write_results("shuffle_read.json", results)
     shutil.rmtree(copies, ignore_errors=True)
 
 

@@ -33,10 +33,9 @@ from typing import Any
 
 import zstandard
 
-from common import ROOT, WORK, shipped_documents
+from common import ROOT, WORK, shipped_documents, write_results
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-RESULTS = Path(__file__).resolve().parent / "results"
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
 
 
@@ -170,8 +169,7 @@ def main() -> None:
         "seconds_with_kills": time.perf_counter() - started,
     }
     print(json.dumps(result, indent=2))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "soak.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_results("soak.json", result, "the shipped prose (data/corpus), 10 copies in rotating formats")
     if not same:
         sys.exit(f"MISMATCH: {len(got)} batches consumed vs {len(want)}; {lost} reference batches never seen")
     print(f"OK: {kills} kill/resume cycles, {len(got)} batches, identical to the uninterrupted run")

@@ -36,10 +36,9 @@ from typing import Any
 
 from soak import build_corpus
 
-from common import ROOT, WORK
+from common import ROOT, WORK, write_results
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-RESULTS = Path(__file__).resolve().parent / "results"
 WORLDS = (1, 2, 4)
 
 
@@ -166,8 +165,7 @@ def main() -> None:
         "seconds_with_kills": time.perf_counter() - started,
     }
     print(json.dumps(result, indent=2))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "soak_elastic.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_results("soak_elastic.json", result, "the shipped prose (data/corpus), copies in rotating formats, one set cached")
     if lost or repeated:
         sys.exit(f"MISMATCH: {result['lost']} examples lost, {result['repeated']} repeated")
     print(f"OK: {kills} kill/resume cycles, {result['world_size_changes']} world-size changes, none lost, none repeated")
