@@ -8,7 +8,8 @@ imports Beam, so both imports run at once on separate cores. When Beam starts a 
 command it runs is a stdlib-only shim (``beam/worker_shim.py``) that hands its environment,
 arguments and standard streams to the server; the server forks a worker with everything
 already imported, and the shim waits for it and exits with its status. Beam sees an ordinary
-worker process. If the server is gone, the shim starts the usual cold worker instead.
+worker process. If the server is gone, the shim starts the usual cold worker instead. The
+server stays up for the process's next builds.
 
 The server holds no thread and no connection when it forks (it only imports and waits), so a
 fork is safe; it exits when the launcher closes its standard input, or dies.
@@ -16,6 +17,7 @@ fork is safe; it exits when the launcher closes its standard input, or dies.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import shutil
@@ -25,7 +27,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-__all__ = ["WorkerServer", "asks_for_local_workers", "start_early", "take_early"]
+__all__ = ["WorkerServer", "asks_for_local_workers", "process_server", "start_early"]
 
 SOCKET_NAME = "workers.sock"
 _LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner")
@@ -96,24 +98,28 @@ class WorkerServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-_early: WorkerServer | None = None
+_server: WorkerServer | None = None
 
 
 def start_early(beam_args: Sequence[str]) -> None:
-    """Start a worker server now if these options ask for local worker processes, for the
-    next local build of this process to use (:func:`take_early`). Linux only: elsewhere
-    forking a process that has loaded system libraries is not safe (macOS), or there is no
-    fork (Windows), and workers start cold."""
-    global _early
-    if _early is None and sys.platform.startswith("linux") and asks_for_local_workers(beam_args):
-        _early = WorkerServer.start()
+    """Start this process's worker server now, before Beam is imported, if these options ask
+    for local worker processes (see :func:`process_server`)."""
+    if asks_for_local_workers(beam_args):
+        process_server()
 
 
-def take_early() -> WorkerServer | None:
-    """The server :func:`start_early` started, now the caller's to close; None if none."""
-    global _early
-    server, _early = _early, None
-    if server is not None and server.process.poll() is not None:
-        server.close()
+def process_server() -> WorkerServer | None:
+    """This process's worker server, started by the first local build that asks for worker
+    processes and kept for the next ones (a notebook's, a data config's datasets): it ends
+    when this process does. None where workers start cold: off Linux (forking a process
+    that has loaded system libraries is not safe on macOS; Windows has no fork)."""
+    global _server
+    if not sys.platform.startswith("linux"):
         return None
-    return server
+    if _server is not None and _server.process.poll() is not None:
+        _server.close()  # it died: workers would fall back to cold ones; start another
+        _server = None
+    if _server is None:
+        _server = WorkerServer.start()
+        atexit.register(_server.close)
+    return _server

@@ -1,7 +1,8 @@
 """Local Beam workers forked warm by the worker server: a build that asks for worker processes
-gets them from the server (their parent is it), they leave Ctrl-C to the launcher, the cache is
-the one in-process builds write, the server ends with the build (and with a killed launcher),
-and a shim that cannot reach a server starts the usual cold worker."""
+gets them from the server (their parent is it), they leave Ctrl-C to the launcher, the next
+build gets them from the same server, the cache is the one in-process builds write, the server
+ends with its launcher (even a killed one), and a shim that cannot reach a server starts the
+usual cold worker."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from test_split_build import same_cache
 
 from beamtok import Dataset, worker_server
-from beamtok.worker_server import WorkerServer, asks_for_local_workers, start_early, take_early
+from beamtok.worker_server import WorkerServer, asks_for_local_workers, process_server, start_early
 
 from conftest import CORPUS, ROOT
 
@@ -35,6 +36,7 @@ def cmdline(pid: int) -> str:
 
 def run_reporting(tmp_path: Path) -> list[tuple[int, int, str]]:
     """A 2-worker pipeline whose elements report (worker pid, its parent, SIGINT disposition)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     import apache_beam as beam
 
     from beamtok.beam.build import make_pipeline
@@ -70,15 +72,27 @@ def test_which_options_ask_for_local_workers():
 
 def test_workers_are_forked_by_the_server_and_leave_ctrl_c_to_the_launcher(tmp_path):
     start_early(TWO)
-    server = worker_server._early
+    server = worker_server._server
     assert server is not None
-    reports = run_reporting(tmp_path)
+    reports = run_reporting(tmp_path / "first")
     assert len(reports) == 8 and all(pid != os.getpid() for pid, _, _ in reports)
     assert {parent for _, parent, _ in reports} == {server.process.pid}  # forked by the server, not started cold
     assert {sigint for _, _, sigint in reports} == {"ignored"}
     assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-    assert server.process.poll() is not None and not os.path.exists(server.directory)  # the runner stopped it
-    assert take_early() is None
+    again = run_reporting(tmp_path / "second")  # the next build's workers come from the same server
+    assert {parent for _, parent, _ in again} == {server.process.pid} and server.process.poll() is None
+    assert process_server() is server
+
+
+def test_a_dead_server_is_replaced(tmp_path):
+    first = process_server()
+    assert first is not None
+    first.process.kill()
+    first.process.wait()
+    reports = run_reporting(tmp_path)
+    second = worker_server._server
+    assert second is not None and second is not first and not os.path.exists(first.directory)
+    assert {parent for _, parent, _ in reports} == {second.process.pid}
 
 
 @pytest.mark.timeout(180)  # a shim that starts no worker leaves Beam waiting for one
@@ -88,7 +102,7 @@ def test_a_shim_without_a_server_starts_a_cold_worker(tmp_path, monkeypatch):
     dead.process.wait()
     import beamtok.beam.local_runner as local_runner
 
-    monkeypatch.setattr(local_runner, "take_early", lambda: dead)  # the shims are told of a server that is gone
+    monkeypatch.setattr(local_runner, "process_server", lambda: dead)  # the shims are told of a server that is gone
     reports = run_reporting(tmp_path)
     assert len(reports) == 8 and dead.process.pid not in {parent for _, parent, _ in reports}
     assert {sigint for _, _, sigint in reports} == {"ignored"}
@@ -111,7 +125,7 @@ def test_the_server_ends_when_its_launcher_is_killed(tmp_path):
         from beamtok.worker_server import start_early
         import beamtok.worker_server as w
         start_early({TWO!r})
-        print(w._early.process.pid, flush=True)
+        print(w._server.process.pid, flush=True)
         time.sleep(600)
         """
     )

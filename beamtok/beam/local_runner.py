@@ -3,10 +3,10 @@
 With ``--direct_running_mode=multi_processing`` the FnApiRunner starts each worker as
 ``python -m apache_beam.runners.worker.sdk_worker_main``; this runner starts the same worker
 through :mod:`beamtok.beam.local_worker`, which ignores the terminal's Ctrl-C, so an
-interrupted build prints one line, not the workers' tracebacks; or, when the caller started a
-worker server before importing Beam (``beamtok.worker_server.start_early``), forked warm by
-that server. The runner owns that server from then on and stops it when the pipeline ends.
-Everything else is Beam's.
+interrupted build prints one line, not the workers' tracebacks; on Linux, forked warm by this
+process's worker server (``beamtok.worker_server``: started before Beam's import by
+``start_early`` where the caller could, else here, and kept for the next builds). Everything
+else is Beam's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
-from beamtok.worker_server import take_early
+from beamtok.worker_server import process_server
 
 __all__ = ["LocalRunner", "worker_command"]
 
@@ -43,7 +43,7 @@ class LocalRunner(FnApiRunner):
             return super().run_pipeline(pipeline, options)
         # Beam picks its own worker command for this mode; the same subprocess environment
         # with our command is what "in_memory" keeps when it is set before the run.
-        server = take_early()
+        server = process_server()
         command = server.worker_command() if server is not None else worker_command()
         self._default_environment = SubprocessSDKEnvironment.from_command_string(command)
         direct.direct_running_mode = "in_memory"
@@ -52,8 +52,6 @@ class LocalRunner(FnApiRunner):
                 return super().run_pipeline(pipeline, options)
         finally:
             direct.direct_running_mode = "multi_processing"
-            if server is not None:
-                server.close()
 
 
 class _ModeWarning(logging.Filter):

@@ -107,7 +107,7 @@ def _cache_data_config(path: str, beam_args: list[str], quiet: bool) -> None:
     """Build the cache of every dataset of a data config that names one."""
     from beamtok.worker_server import start_early
 
-    start_early(beam_args)  # for the first build; the others start their workers cold
+    start_early(beam_args)  # kept for every dataset's build
     from beamtok.beam.run import run_cache
     from beamtok.data_config import load_config
     from beamtok.errors import ConfigError
@@ -175,16 +175,13 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     configured = check_beam_args(options["beam_options"], where=f"{config_path}: beam_options: ")
     ds = build_cache_dataset(options)
     beam_args = [*configured, *passthrough]
-    from beamtok.worker_server import start_early, take_early
+    from beamtok.worker_server import start_early
 
     start_early(beam_args)  # local worker processes import Beam while this process does
     quiet_beam_logs()
     from beamtok.beam.dry_run import is_dry_run
 
     if is_dry_run(beam_args):
-        unused = take_early()
-        if unused is not None:
-            unused.close()
         show_job_plan(ds, options, beam_args)
         return
     from beamtok.beam.run import run_cache
