@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 
 __all__ = ["WorkerServer", "asks_for_local_workers", "process_server", "start_early"]
@@ -99,6 +100,7 @@ class WorkerServer:
 
 
 _server: WorkerServer | None = None
+_server_lock = threading.Lock()  # builds started from two threads share one server
 
 
 def start_early(beam_args: Sequence[str]) -> None:
@@ -116,10 +118,11 @@ def process_server() -> WorkerServer | None:
     global _server
     if not sys.platform.startswith("linux"):
         return None
-    if _server is not None and _server.process.poll() is not None:
-        _server.close()  # it died: workers would fall back to cold ones; start another
-        _server = None
-    if _server is None:
-        _server = WorkerServer.start()
-        atexit.register(_server.close)
-    return _server
+    with _server_lock:
+        if _server is not None and _server.process.poll() is not None:
+            _server.close()  # it died: workers would fall back to cold ones; start another
+            _server = None
+        if _server is None:
+            _server = WorkerServer.start()
+            atexit.register(_server.close)
+        return _server
