@@ -14,6 +14,7 @@ __all__ = [
     "BUILD_DEFAULTS",
     "CACHE_OPTIONS",
     "DATASET_OPTIONS",
+    "LOCAL_RUNNERS",
     "CacheOption",
     "beam_args",
     "defaults",
@@ -42,6 +43,7 @@ class CacheOption:
 
 
 PACKINGS = ("concat", "pad", "window", "none", "greedy", "first_fit", "best_fit")
+LOCAL_RUNNERS = (None, "DirectRunner", "FnApiRunner")  # --runner values a build runs on this machine (pinned to the FnApiRunner)
 
 CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("urls", "Input files or patterns.", scope="input", command_line=False),

@@ -28,10 +28,11 @@ import tempfile
 import threading
 from collections.abc import Sequence
 
+from beamtok.cache_options import LOCAL_RUNNERS
+
 __all__ = ["WorkerServer", "asks_for_local_workers", "process_server", "start_early"]
 
 SOCKET_NAME = "workers.sock"
-_LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner")
 
 
 def _option(args: Sequence[str], name: str) -> str | None:
@@ -50,7 +51,7 @@ def asks_for_local_workers(beam_args: Sequence[str]) -> bool:
     runner = _option(beam_args, "runner")
     workers = _option(beam_args, "direct_num_workers")
     return (
-        (runner is None or runner in _LOCAL_RUNNERS)
+        runner in LOCAL_RUNNERS
         and _option(beam_args, "direct_running_mode") == "multi_processing"
         and (workers is None or not workers.isdigit() or int(workers) != 1)
     )

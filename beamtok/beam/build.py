@@ -18,8 +18,8 @@ in parallel too: each row group by the range holding its first token, from that 
 cursor, into a Parquet file of its own; ``JoinParts`` copies the row groups into the shard's
 file under one footer, byte for byte the unsplit build's (``cache/range_pack.py``). Other
 packers carry state from document to document, so ``PackSplitShards`` packs the files of one
-shard in range order on one worker into the same rows. Order lives in shard numbers, range numbers and row indices,
-never in the PCollection. The manifest is written last, by the final step.
+shard in range order on one worker into the same rows. Order lives in shard numbers, range
+numbers and row indices, never in the PCollection. The manifest is written last, by the final step.
 
 Local runs use Beam's FnApiRunner directly (in-process, or ``--direct_running_mode=
 multi_processing --direct_num_workers=N``, its workers started by ``beam/local_worker.py`` so
@@ -49,6 +49,7 @@ from beamtok.cache.range_pack import (
     PackTask,
     RangeTokens,
     join_parts,
+    ordered_ranges,
     pack_part,
     packs_in_parallel,
     plan_pack_tasks,
@@ -64,6 +65,7 @@ from beamtok.cache.ranges import (
 )
 from beamtok.cache.storage import Storage
 from beamtok.cache.writer import check_layout, completed_entry, rows_per_group, write_rows, write_shard
+from beamtok.cache_options import LOCAL_RUNNERS
 from beamtok.errors import CacheError, ConfigError
 from beamtok.shard import ShardProcessor
 from beamtok.sources.urls import Shard
@@ -73,7 +75,6 @@ from beamtok.validate import check_optional_int
 
 __all__ = ["LOCAL_RUNNERS", "METRICS_NAMESPACE", "BuildCache", "beam_counters", "is_local", "make_pipeline", "versions"]
 
-LOCAL_RUNNERS = (None, "DirectRunner", "FnApiRunner")
 METRICS_NAMESPACE = "beamtok"
 
 
@@ -226,14 +227,9 @@ class _PackShardFn(_ShardStepFn):
         self.processor = ShardProcessor(self.spec)
 
     def process(self, element: tuple[int, Any]) -> Any:
-        index, parts = element
-        parts = sorted(set(parts), key=lambda r: r.number)  # a retried bundle may have reported a range twice
-        numbers = [r.number for r in parts]
-        count = parts[0].count
-        if numbers != list(range(count)):
-            raise CacheError(f"shard {index}: ranges {numbers} reached the packer, expected 0..{count - 1}")
+        index, ranges = element
         shard = self.shards[index]
-        files = [r.file for r in parts]
+        files = [r.file for r in ordered_ranges(index, ranges)]
         documents = itertools.chain.from_iterable(read_range_file(self.storage, rel) for rel in files)
         seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
         produced = self.processor.pack(index, documents)

@@ -122,9 +122,9 @@ def _moved(group: list[Field], shift: int, ordinal: int) -> list[Field]:
 
 
 def join_row_groups(parts: Sequence[GroupsOf], sink: Any) -> int:
-    """Write one Parquet file to ``sink``: the row groups of ``parts``, in order, under one
-    footer (``sink``: anything with ``write(bytes)``). Every part must come from a writer with the same schema and options (checked on
-    the footer's schema and metadata). Returns the rows written."""
+    """Write one Parquet file to ``sink`` (anything with ``write(bytes)``): the row groups of
+    ``parts``, in order, under one footer. Every part must come from a writer with the same
+    schema and options (checked on the footer's schema and metadata). Returns the rows written."""
     if not parts:
         raise ValueError("nothing to join")
     footers = [read_footer(p.file, p.name) for p in parts]

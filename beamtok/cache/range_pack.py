@@ -32,7 +32,7 @@ from beamtok.shard import DocItem, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 
-__all__ = ["PackTask", "PackedPart", "RangeTokens", "join_parts", "pack_part", "packs_in_parallel", "part_file", "plan_pack_tasks"]
+__all__ = ["PackTask", "PackedPart", "RangeTokens", "join_parts", "ordered_ranges", "pack_part", "packs_in_parallel", "part_file", "plan_pack_tasks"]
 
 
 def packs_in_parallel(spec: Spec) -> bool:
@@ -80,15 +80,22 @@ def part_file(shard: int, number: int) -> str:
     return f"{RANGES_DIR}/shard-{shard:05d}-rows-{number:05d}.parquet"
 
 
+def ordered_ranges(shard: int, ranges: Iterable[RangeTokens]) -> list[RangeTokens]:
+    """A split shard's tokenized ranges in order, each once (a retried bundle may report a
+    range twice); all of them, or CacheError."""
+    ordered = sorted(set(ranges), key=lambda r: r.number)
+    numbers = [r.number for r in ordered]
+    if not ordered or numbers != list(range(ordered[0].count)):
+        raise CacheError(f"shard {shard}: ranges {numbers} reached the packer, expected 0..{(ordered[0].count if ordered else 0) - 1}")
+    return ordered
+
+
 def plan_pack_tasks(
     shard: int, ranges: Iterable[RangeTokens], seq_len: int, group: int, remainder: str
 ) -> list[PackTask]:
     """One task per range holding the first token of one or more row groups (range 0 always
     packs group 0, from the shard's start, so a shard without a row still gets its file)."""
-    ranges = sorted(set(ranges), key=lambda r: r.number)  # a retried bundle may report a range twice
-    numbers = [r.number for r in ranges]
-    if not ranges or numbers != list(range(ranges[0].count)):
-        raise CacheError(f"shard {shard}: ranges {numbers} reached the packer, expected 0..{(ranges[0].count if ranges else 0) - 1}")
+    ranges = ordered_ranges(shard, ranges)
     files = tuple(r.file for r in ranges)
     before = list(itertools.accumulate((r.tokens for r in ranges[:-1]), initial=0))
     total = before[-1] + ranges[-1].tokens
@@ -107,14 +114,14 @@ def plan_pack_tasks(
     return tasks
 
 
-def _from_token(items: Iterator[DocItem], token: int, seen: int, where: str) -> tuple[ShardCursor, Iterator[DocItem]]:
-    """The doc cursor and offset of the shard's token ``token`` (``seen``: tokens before
-    ``items``), and the documents from that one on."""
+def _from_row(items: Iterator[DocItem], row: int, token: int, seen: int, where: str) -> tuple[ShardCursor, Iterator[DocItem]]:
+    """The cursor of row ``row``, which starts at the shard's token ``token`` (``seen``: tokens
+    before ``items``), and the documents from the one holding that token on."""
     for item in items:
         if item.value is None:
             continue
         if seen + len(item.value) > token:
-            return ShardCursor(0, item.cursor, token - seen), itertools.chain([item], items)
+            return ShardCursor(row, item.cursor, token - seen), itertools.chain([item], items)
         seen += len(item.value)
     raise CacheError(f"{where}: holds fewer tokens than its range reported (token {token} not found)")
 
@@ -126,8 +133,8 @@ def pack_part(storage: Storage, processor: ShardProcessor, task: PackTask, group
     if task.first_row == 0:
         start = ShardCursor()
     else:
-        found, items = _from_token(items, task.first_row * (seq_len or 0), task.tokens_before, storage.display(task.files[task.number]))
-        start = ShardCursor(task.first_row, found.doc, found.token)
+        where = storage.display(task.files[task.number])
+        start, items = _from_row(items, task.first_row, task.first_row * (seq_len or 0), task.tokens_before, where)
     produced: Iterable[Produced] = processor.pack(task.shard, items, start)
     if task.stop_row is not None:
         produced = itertools.islice(produced, task.stop_row - task.first_row)
