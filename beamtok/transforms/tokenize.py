@@ -183,6 +183,8 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
     """Load a tokenizer from a local directory or hub name, or wrap a loaded HF fast tokenizer."""
     if isinstance(tokenizer, Tokenizer):
         return _remember(tokenizer)
+    if isinstance(tokenizer, os.PathLike):
+        tokenizer = os.fspath(tokenizer)
     if not isinstance(tokenizer, str):
         name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
         return _remember(Tokenizer.from_hf(tokenizer, str(name)))
