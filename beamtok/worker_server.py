@@ -11,13 +11,17 @@ already imported, and the shim waits for it and exits with its status. Beam sees
 worker process. If the server is gone, the shim starts the usual cold worker instead. The
 server stays up for the process's next builds.
 
-The server holds no thread and no connection when it forks (it only imports and waits), so a
-fork is safe; it exits when the launcher closes its standard input, or dies.
+The launcher also hands the server its build's tokenizers (``WorkerServer.warm``), which it
+loads, with their fast-path encoders, before forking that build's workers: each would
+otherwise spend its first half second on them. The server holds no thread and no connection
+when it forks (it only imports, loads and waits), so a fork is safe; it exits when the
+launcher closes its standard input, or dies.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shlex
 import shutil
@@ -27,8 +31,12 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from beamtok.cache_options import LOCAL_RUNNERS
+
+if TYPE_CHECKING:
+    from beamtok.spec import Spec
 
 __all__ = ["WorkerServer", "asks_for_local_workers", "process_server", "start_early"]
 
@@ -64,6 +72,7 @@ class WorkerServer:
         self.process = process
         self.directory = directory
         self.socket_path = os.path.join(directory, SOCKET_NAME)
+        self.warmed: set[str] = set()  # fingerprints already sent to the server
 
     @classmethod
     def start(cls) -> WorkerServer:
@@ -88,6 +97,35 @@ class WorkerServer:
         shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "beam", "worker_shim.py")
         return " ".join(shlex.quote(part) for part in (sys.executable, "-I", "-S", shim, self.socket_path))
 
+    def warm(self, spec: Spec) -> None:
+        """Have the server load the tokenizers of ``spec`` (and build the fast-path encoder
+        where a step may use it) before it forks this build's workers. Sent through a file in
+        the server's directory, named on a line of its standard input; nothing waits for it."""
+        from beamtok.transforms.tokenize import resolve_tokenizer
+
+        items: dict[str, dict[str, Any]] = {}
+        for step in spec.steps:
+            ref = step.tokenizer_ref
+            if ref is None or ref.fingerprint in self.warmed:
+                continue
+            fast = getattr(step, "backend", "auto") != "hf"
+            if ref.fingerprint in items:
+                items[ref.fingerprint]["fast_path"] |= fast
+            else:
+                items[ref.fingerprint] = {"tokenizer": resolve_tokenizer(ref).serialize(), "fast_path": fast}
+        if not items or self.process.stdin is None:
+            return
+        handle, path = tempfile.mkstemp(prefix="warm-", suffix=".json", dir=self.directory)
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            json.dump(list(items.values()), f)
+        try:
+            self.process.stdin.write(f"warm {path}\n".encode())
+            self.process.stdin.flush()
+        except OSError:  # the server is gone: workers start cold and load them themselves
+            os.remove(path)
+            return
+        self.warmed.update(items)
+
     def close(self) -> None:
         """Stop the server (workers it forked end with their control channels)."""
         if self.process.stdin is not None:
@@ -104,11 +142,14 @@ _server: WorkerServer | None = None
 _server_lock = threading.Lock()  # builds started from two threads share one server
 
 
-def start_early(beam_args: Sequence[str]) -> None:
+def start_early(beam_args: Sequence[str], spec: Spec | None = None) -> None:
     """Start this process's worker server now, before Beam is imported, if these options ask
-    for local worker processes (see :func:`process_server`)."""
+    for local worker processes (see :func:`process_server`), and have it load the tokenizers
+    of ``spec`` for the workers it will fork."""
     if asks_for_local_workers(beam_args):
-        process_server()
+        server = process_server()
+        if server is not None and spec is not None:
+            server.warm(spec)
 
 
 def process_server() -> WorkerServer | None:

@@ -188,6 +188,10 @@ def _edited(directory: str, edit) -> str:
         (lambda s: s["pre_tokenizer"]["pretokenizers"][1].__setitem__("add_prefix_space", True), "prefix space"),
         (lambda s: s["added_tokens"][0].__setitem__("lstrip", True), "matching options tiktoken does not have"),
         (lambda s: s.__setitem__("pre_tokenizer", {"type": "Whitespace"}), "its pre-tokenizer is Whitespace"),
+        # characters no byte stands for in the byte-level alphabet: a raw newline, a soft hyphen, the euro sign
+        (lambda s: s["model"]["vocab"].__setitem__("a\n", 10**6), r"vocab entry 'a\\n' is not byte-level"),
+        (lambda s: s["model"]["vocab"].__setitem__("x\xad", 10**6), r"vocab entry 'x\\xad' is not byte-level"),
+        (lambda s: s["model"]["vocab"].__setitem__("€", 10**6), "vocab entry '€' is not byte-level"),
     ],
 )
 def test_what_the_fast_path_cannot_reproduce_is_refused(tokenizer_dirs, edit, reason):

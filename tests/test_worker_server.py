@@ -117,6 +117,52 @@ def test_a_warm_two_worker_build_writes_the_in_process_cache(tmp_path):
     same_cache(tmp_path / "warm", tmp_path / "in")
 
 
+def run_checking_tokenizer(tmp_path: Path, fingerprint: str) -> set[str]:
+    """A 2-worker pipeline whose elements report, before anything of theirs loads a tokenizer,
+    whether their worker holds this one and its fast-path encoder."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    import apache_beam as beam
+
+    from beamtok.beam.build import make_pipeline
+
+    def check(element: int, directory: str, fingerprint: str) -> int:
+        import os
+
+        from beamtok.transforms import tokenize
+
+        held = tokenize._CACHE.get(fingerprint)
+        state = "none" if held is None else "encoder" if held._tiktoken is not None else "tokenizer"
+        with open(os.path.join(directory, f"{os.getpid()}-{element}"), "w") as f:
+            f.write(state)
+        return element
+
+    pipeline = make_pipeline(TWO)
+    _ = pipeline | beam.Create(list(range(8))) | beam.Reshuffle() | beam.Map(check, str(tmp_path), fingerprint)
+    pipeline.run().wait_until_finish()
+    return {p.read_text() for p in tmp_path.iterdir()}
+
+
+def test_the_server_loads_a_builds_tokenizers_and_their_encoders_before_forking_its_workers(tmp_path):
+    ds = Dataset.from_files(str(CORPUS / "shakespeare-00.jsonl")).tokenize(TOKENIZER).concat_chunk(64)
+    (ref,) = [step.tokenizer_ref for step in ds.spec.steps if step.tokenizer_ref is not None]
+    start_early(TWO, ds.spec)
+    server = worker_server._server
+    assert server is not None and ref.fingerprint in server.warmed
+    assert run_checking_tokenizer(tmp_path / "warm", ref.fingerprint) == {"encoder"}
+    assert not list(Path(server.directory).glob("warm-*.json"))  # read, then removed
+
+
+def test_a_warm_file_the_server_cannot_read_leaves_it_serving(tmp_path):
+    server = process_server()
+    assert server is not None and server.process.stdin is not None
+    broken = Path(server.directory, "warm-broken.json")
+    broken.write_text("{not json")
+    server.process.stdin.write(f"warm {broken}\n".encode())
+    server.process.stdin.flush()
+    reports = run_reporting(tmp_path)  # workers still come from it
+    assert {parent for _, parent, _ in reports} == {server.process.pid} and not broken.exists()
+
+
 def test_the_server_ends_when_its_launcher_is_killed(tmp_path):
     script = textwrap.dedent(
         f"""

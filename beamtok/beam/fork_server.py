@@ -5,7 +5,9 @@ FD``, FD the listening socket (bound by the launcher, so a worker's shim can con
 start), with a pipe from the launcher as standard input. Each connection
 carries a shim's standard streams, environment, arguments and working directory
 (``worker_shim.py``); the forked worker takes them over, runs Beam's SDK worker and sends its
-exit status back before it leaves. The server keeps no thread, so forking it is safe. It ends
+exit status back before it leaves. A line ``warm PATH`` on standard input names a file of
+serialized tokenizers to load here first, so forked workers do not each load them and build
+their fast-path encoders (about half a second each, before their first bundle). The server keeps no thread, so forking it is safe. It ends
 when its standard input does (the launcher closed it, or died); Ctrl-C is the launcher's.
 """
 
@@ -82,15 +84,47 @@ def _reap() -> None:
             return
 
 
+def warm(path: str) -> None:
+    """Load the tokenizers a launcher listed in the file at ``path`` (and build the fast-path
+    encoder of those that use it), so the workers forked from here start with them; the file
+    is removed. Warming only saves time: what fails here is reported and left to the workers."""
+    try:
+        with open(path, "rb") as f:
+            items = json.load(f)
+        from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
+
+        for item in items:
+            tok = register_tokenizer(Tokenizer.from_serialized(item["tokenizer"]))
+            if item["fast_path"]:
+                tok.fast_path()
+    except Exception as e:  # any failure: the workers load the tokenizers themselves, as without a server
+        print(f"beamtok worker server: could not load the tokenizers in {path}: {type(e).__name__}: {e}", file=sys.stderr)
+    finally:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
 def serve(listener: socket.socket) -> None:
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
-    selector.register(sys.stdin.fileno(), selectors.EVENT_READ)
+    stdin = sys.stdin.fileno()
+    selector.register(stdin, selectors.EVENT_READ)
+    pending = b""
     while True:
-        for key, _ in selector.select(timeout=1.0):
+        # the launcher's lines first: tokenizers it asked to warm are loaded before a worker forks
+        for key, _ in sorted(selector.select(timeout=1.0), key=lambda event: event[0].fileobj == listener):
             if key.fileobj != listener:
-                if not os.read(sys.stdin.fileno(), 4096):
+                data = os.read(stdin, 4096)
+                if not data:
                     return  # the launcher closed its end, or is gone
+                pending += data
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    command, _, argument = line.decode().partition(" ")
+                    if command == "warm":
+                        warm(argument)
                 continue
             conn, _ = listener.accept()
             try:

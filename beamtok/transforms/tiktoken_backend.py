@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from beamtok.errors import ConfigError
 from beamtok.transforms.id_arrays import int32_ids
@@ -77,6 +78,15 @@ PROBES = (
 )
 
 
+def _byte_level_table() -> dict[int, str]:
+    """A ``str.translate`` table taking a byte-level token's characters to the characters
+    whose Latin-1 code is the byte each stands for; any other character is sent to U+FFFF,
+    which Latin-1 cannot encode (so a token that is not byte-level raises)."""
+    table: dict[int, str] = {c: "\uffff" for c in range(0x144)}
+    table.update({ord(ch): chr(b) for ch, b in _byte_decoder().items()})
+    return table
+
+
 def _byte_decoder() -> dict[str, int]:
     """The inverse of GPT-2's byte-to-printable-character table."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
@@ -93,14 +103,19 @@ def _byte_decoder() -> dict[str, int]:
 class TiktokenEncoder:
     """Encodes exactly like the given HF tokenizer (``encode_batch_fast``), through tiktoken."""
 
-    def __init__(self, tokenizer_json: str, name: str) -> None:
+    def __init__(self, tokenizer_json: str, name: str, reference: Any = None) -> None:
+        """``reference``: the ``tokenizers.Tokenizer`` of ``tokenizer_json``, when the caller
+        holds one (else it is built here), to encode the probe strings with."""
         try:
             import tiktoken
         except ImportError as e:
             raise ConfigError("the exact fast path needs the tiktoken package: pip install tiktoken") from e
-        spec = json.loads(tokenizer_json)
+        try:
+            spec = orjson.loads(tokenizer_json)
+        except orjson.JSONDecodeError:  # what orjson refuses (a lone surrogate escape) the standard library may read
+            spec = json.loads(tokenizer_json)
         pattern, self.nfc = self._check(spec, name)
-        decode = _byte_decoder()
+        to_bytes = _byte_level_table()
         # added tokens are split out of the text before BPE, by both libraries
         special = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
         ranks: dict[bytes, int] = {}
@@ -108,8 +123,8 @@ class TiktokenEncoder:
             if token in special:
                 continue
             try:
-                ranks[bytes(decode[ch] for ch in token)] = rank
-            except KeyError as e:
+                ranks[token.translate(to_bytes).encode("latin-1")] = rank
+            except UnicodeEncodeError as e:
                 raise ConfigError(f"tokenizer {name!r}: vocab entry {token!r} is not byte-level; tiktoken cannot reproduce it") from e
         try:
             self.encoding = tiktoken.Encoding(name=f"beamtok:{name}", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
@@ -119,14 +134,16 @@ class TiktokenEncoder:
         # texts holding one of these go to tiktoken: the native engines know no added tokens,
         # and kitoken leaves a few whitespace characters to tiktoken (see kitoken_engine)
         self._routed = _Needles([*special, *routed])
-        self._probe(tokenizer_json, name)
+        self._probe(tokenizer_json, name, reference)
 
-    def _probe(self, tokenizer_json: str, name: str) -> None:
+    def _probe(self, tokenizer_json: str, name: str, reference: Any) -> None:
         """Refuse unless the hard strings encode exactly as Hugging Face ``tokenizers`` does."""
-        from tokenizers import Tokenizer as RustTokenizer
+        if reference is None:
+            from tokenizers import Tokenizer as RustTokenizer
 
-        reference = RustTokenizer.from_str(tokenizer_json)
-        want = [e.ids for e in reference.encode_batch_fast(list(PROBES), add_special_tokens=True)]
+            reference = RustTokenizer.from_str(tokenizer_json)
+        # one text at a time, as the engines compared with it encode
+        want = [reference.encode(text, add_special_tokens=True).ids for text in PROBES]
         got = [ids.tolist() for ids in self.encode_batch(PROBES)]
         for text, a, b in zip(PROBES, want, got):
             if a != b:

@@ -132,7 +132,7 @@ class Tokenizer:
     def tiktoken(self) -> TiktokenEncoder:
         """An exact tiktoken encoder for this tokenizer (ConfigError where none can be exact)."""
         if self._tiktoken is None:
-            self._tiktoken = TiktokenEncoder(self.backend.to_str(), self.name)
+            self._tiktoken = TiktokenEncoder(self.backend.to_str(), self.name, reference=self.backend)
         return self._tiktoken
 
     def fast_path(self) -> TiktokenEncoder | None:
