@@ -30,13 +30,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from beamtok.cache_options import LOCAL_RUNNERS
-
-if TYPE_CHECKING:
-    from beamtok.spec import Spec
 
 __all__ = ["WorkerServer", "asks_for_local_workers", "process_server", "start_early"]
 
@@ -97,34 +94,24 @@ class WorkerServer:
         shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "beam", "worker_shim.py")
         return " ".join(shlex.quote(part) for part in (sys.executable, "-I", "-S", shim, self.socket_path))
 
-    def warm(self, spec: Spec) -> None:
-        """Have the server load the tokenizers of ``spec`` (and build the fast-path encoder
-        where a step may use it) before it forks this build's workers. Sent through a file in
-        the server's directory, named on a line of its standard input; nothing waits for it."""
-        from beamtok.transforms.tokenize import resolve_tokenizer
-
-        items: dict[str, dict[str, Any]] = {}
-        for step in spec.steps:
-            ref = step.tokenizer_ref
-            if ref is None or ref.fingerprint in self.warmed:
-                continue
-            fast = getattr(step, "backend", "auto") != "hf"
-            if ref.fingerprint in items:
-                items[ref.fingerprint]["fast_path"] |= fast
-            else:
-                items[ref.fingerprint] = {"tokenizer": resolve_tokenizer(ref).serialize(), "fast_path": fast}
-        if not items or self.process.stdin is None:
+    def warm(self, items: Sequence[dict[str, Any]]) -> None:
+        """Have the server load these tokenizers (``{"tokenizer": serialized, "fast_path":
+        bool}``, as ``tokenizers_to_warm`` lists them), and build the fast-path encoder where
+        asked, before it forks this build's workers. Sent through a file in the server's
+        directory, named on a line of its standard input; nothing waits for it."""
+        fresh = [item for item in items if item["tokenizer"]["fingerprint"] not in self.warmed]
+        if not fresh or self.process.stdin is None:
             return
         handle, path = tempfile.mkstemp(prefix="warm-", suffix=".json", dir=self.directory)
         with os.fdopen(handle, "w", encoding="utf-8") as f:
-            json.dump(list(items.values()), f)
+            json.dump(fresh, f)
         try:
             self.process.stdin.write(f"warm {path}\n".encode())
             self.process.stdin.flush()
         except OSError:  # the server is gone: workers start cold and load them themselves
             os.remove(path)
             return
-        self.warmed.update(items)
+        self.warmed.update(item["tokenizer"]["fingerprint"] for item in fresh)
 
     def close(self) -> None:
         """Stop the server (workers it forked end with their control channels)."""
@@ -142,14 +129,14 @@ _server: WorkerServer | None = None
 _server_lock = threading.Lock()  # builds started from two threads share one server
 
 
-def start_early(beam_args: Sequence[str], spec: Spec | None = None) -> None:
+def start_early(beam_args: Sequence[str], warm: Callable[[], Sequence[dict[str, Any]]] | None = None) -> None:
     """Start this process's worker server now, before Beam is imported, if these options ask
     for local worker processes (see :func:`process_server`), and have it load the tokenizers
-    of ``spec`` for the workers it will fork."""
+    ``warm`` lists (called only then) for the workers it will fork."""
     if asks_for_local_workers(beam_args):
         server = process_server()
-        if server is not None and spec is not None:
-            server.warm(spec)
+        if server is not None and warm is not None:
+            server.warm(warm())
 
 
 def process_server() -> WorkerServer | None:

@@ -18,6 +18,7 @@ import pytest
 from test_split_build import same_cache
 
 from beamtok import Dataset, worker_server
+from beamtok.transforms.tokenize import tokenizers_to_warm
 from beamtok.worker_server import WorkerServer, asks_for_local_workers, process_server, start_early
 
 from conftest import CORPUS, ROOT
@@ -145,7 +146,7 @@ def run_checking_tokenizer(tmp_path: Path, fingerprint: str) -> set[str]:
 def test_the_server_loads_a_builds_tokenizers_and_their_encoders_before_forking_its_workers(tmp_path):
     ds = Dataset.from_files(str(CORPUS / "shakespeare-00.jsonl")).tokenize(TOKENIZER).concat_chunk(64)
     (ref,) = [step.tokenizer_ref for step in ds.spec.steps if step.tokenizer_ref is not None]
-    start_early(TWO, ds.spec)
+    start_early(TWO, lambda: tokenizers_to_warm(ds.spec.steps))
     server = worker_server._server
     assert server is not None and ref.fingerprint in server.warmed
     assert run_checking_tokenizer(tmp_path / "warm", ref.fingerprint) == {"encoder"}

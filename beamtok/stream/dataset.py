@@ -44,6 +44,7 @@ from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.mix import MixRoot
 from beamtok.stream.roots.shards import ShardsRoot
+from beamtok.transforms.tokenize import tokenizers_to_warm
 from beamtok.validate import check_choice, check_int
 from beamtok.worker_server import start_early
 
@@ -377,7 +378,7 @@ class Dataset(PerShardStages, StreamStages):
         root = self._pipeline.root.shard_root("cache()")
         require("cache()", "apache_beam")
         args = beam_args(beam_options)
-        start_early(args, root.spec)  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
+        start_early(args, lambda: tokenizers_to_warm(root.spec.steps))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
         from beamtok.beam.run import run_cache
 
         run_cache(

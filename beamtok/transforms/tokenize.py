@@ -255,6 +255,22 @@ def serialize_tokenizers(refs: Sequence[TokenizerRef]) -> list[dict[str, Any]]:
     return [resolve_tokenizer(ref).serialize() for ref in refs]
 
 
+def tokenizers_to_warm(steps: Sequence[Any]) -> list[dict[str, Any]]:
+    """The tokenizers these pipeline steps use, serialized, each with whether a step may take
+    its fast path (any backend but "hf"): what a worker server loads before forking workers."""
+    items: dict[str, dict[str, Any]] = {}
+    for step in steps:
+        ref = step.tokenizer_ref
+        if ref is None:
+            continue
+        fast = getattr(step, "backend", "auto") != "hf"
+        if ref.fingerprint in items:
+            items[ref.fingerprint]["fast_path"] |= fast
+        else:
+            items[ref.fingerprint] = {"tokenizer": resolve_tokenizer(ref).serialize(), "fast_path": fast}
+    return list(items.values())
+
+
 def is_registered(fingerprint: str) -> bool:
     """Whether this process holds the tokenizer of this fingerprint."""
     with _LOCK:
