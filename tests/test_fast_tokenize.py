@@ -276,3 +276,16 @@ def test_the_native_engine_starts_without_its_package_decoding_every_encoding(to
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(load_tokenizer(tokenizer_dirs["cl100k"]).encode_batch(["hello world"], backend="hf")[0].tolist())
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "cl100k"])
+def test_a_tokenizer_whose_fast_path_is_built_pickles_and_encodes_the_same(tokenizer_dirs, kind):
+    """Its native engine (kitoken, bpe-openai) cannot be pickled; the copy builds its own."""
+    import pickle
+
+    tok = load_tokenizer(tokenizer_dirs[kind])
+    assert tok.fast_path() is not None
+    copy = pickle.loads(pickle.dumps(tok))
+    texts = ["hello  world\n\nx", "x\u2008追y", "don't <|endoftext|> stop"]
+    assert [a.tolist() for a in copy.encode_batch(texts)] == [a.tolist() for a in tok.encode_batch(texts)]
+    assert copy.engine == tok.engine and copy.fingerprint == tok.fingerprint

@@ -72,6 +72,13 @@ class Tokenizer:
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
         self.fingerprint = hashlib.sha256((serialized + specials).encode()).hexdigest()[:20]
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the fast path's native engines (kitoken, bpe-openai) cannot be pickled: a copy
+        # rebuilds its encoder, with the same checks, when it first encodes
+        state = self.__dict__.copy()
+        state["_tiktoken"] = None
+        return state
+
     @classmethod
     def from_hf(cls, hf_tokenizer: Any, name: str) -> Tokenizer:
         """Wrap a loaded ``transformers`` fast tokenizer."""
