@@ -146,7 +146,7 @@ def run_checking_tokenizer(tmp_path: Path, fingerprint: str) -> set[str]:
 def test_the_server_loads_a_builds_tokenizers_and_their_encoders_before_forking_its_workers(tmp_path):
     ds = Dataset.from_files(str(CORPUS / "shakespeare-00.jsonl")).tokenize(TOKENIZER).concat_chunk(64)
     (ref,) = [step.tokenizer_ref for step in ds.spec.steps if step.tokenizer_ref is not None]
-    start_early(TWO, lambda: tokenizers_to_warm(ds.spec.steps))
+    start_early(TWO, lambda: tokenizers_to_warm(ds.spec))
     server = worker_server._server
     assert server is not None and ref.fingerprint in server.warmed
     assert run_checking_tokenizer(tmp_path / "warm", ref.fingerprint) == {"encoder"}

@@ -91,10 +91,9 @@ def warm(path: str) -> None:
     try:
         with open(path, "rb") as f:
             items = json.load(f)
-        from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
+        from beamtok.transforms.tokenize import register_serialized
 
-        for item in items:
-            tok = register_tokenizer(Tokenizer.from_serialized(item["tokenizer"]))
+        for tok, item in zip(register_serialized([item["tokenizer"] for item in items]), items):
             if item["fast_path"]:
                 tok.fast_path()
     except Exception as e:  # any failure: the workers load the tokenizers themselves, as without a server

@@ -118,7 +118,7 @@ def _cache_data_config(path: str, beam_args: list[str], quiet: bool) -> None:
         raise ConfigError(f"{path}: no dataset names a cache directory (cache: DIR)")
     for name, directory in config.caches.items():
         ds = config.datasets[name]
-        start_early(beam_args, functools.partial(tokenizers_to_warm, ds.spec.steps))  # the server loads this dataset's tokenizers for its workers
+        start_early(beam_args, functools.partial(tokenizers_to_warm, ds.spec))  # the server loads this dataset's tokenizers for its workers
         started = time.perf_counter()
         with interrupted_build(directory):
             manifest = run_cache(ds.spec, ds.shards, directory, beam_args, progress=not quiet)
@@ -180,7 +180,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     from beamtok.transforms.tokenize import tokenizers_to_warm
     from beamtok.worker_server import start_early
 
-    start_early(beam_args, lambda: tokenizers_to_warm(ds.spec.steps))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
+    start_early(beam_args, lambda: tokenizers_to_warm(ds.spec))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
     quiet_beam_logs()
     from beamtok.beam.dry_run import is_dry_run
 

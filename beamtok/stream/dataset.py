@@ -378,7 +378,7 @@ class Dataset(PerShardStages, StreamStages):
         root = self._pipeline.root.shard_root("cache()")
         require("cache()", "apache_beam")
         args = beam_args(beam_options)
-        start_early(args, lambda: tokenizers_to_warm(root.spec.steps))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
+        start_early(args, lambda: tokenizers_to_warm(root.spec))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
         from beamtok.beam.run import run_cache
 
         run_cache(

@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from beamtok.errors import ConfigError
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
+
+if TYPE_CHECKING:
+    from beamtok.spec import Spec
 
 log = logging.getLogger(__name__)
 
@@ -262,20 +265,12 @@ def serialize_tokenizers(refs: Sequence[TokenizerRef]) -> list[dict[str, Any]]:
     return [resolve_tokenizer(ref).serialize() for ref in refs]
 
 
-def tokenizers_to_warm(steps: Sequence[Any]) -> list[dict[str, Any]]:
-    """The tokenizers these pipeline steps use, serialized, each with whether a step may take
-    its fast path (any backend but "hf"): what a worker server loads before forking workers."""
-    items: dict[str, dict[str, Any]] = {}
-    for step in steps:
-        ref = step.tokenizer_ref
-        if ref is None:
-            continue
-        fast = getattr(step, "backend", "auto") != "hf"
-        if ref.fingerprint in items:
-            items[ref.fingerprint]["fast_path"] |= fast
-        else:
-            items[ref.fingerprint] = {"tokenizer": resolve_tokenizer(ref).serialize(), "fast_path": fast}
-    return list(items.values())
+def tokenizers_to_warm(spec: Spec) -> list[dict[str, Any]]:
+    """The tokenizers of ``spec``, serialized, each with whether a step may take its fast path
+    (any backend but "hf"): what a worker server loads before forking workers."""
+    fast = {s.tokenizer_ref.fingerprint for s in spec.steps if s.tokenizer_ref is not None and getattr(s, "backend", "auto") != "hf"}
+    unique = list({ref.fingerprint: ref for ref in spec.tokenizers}.values())
+    return [{"tokenizer": blob, "fast_path": blob["fingerprint"] in fast} for blob in serialize_tokenizers(unique)]
 
 
 def is_registered(fingerprint: str) -> bool:
@@ -284,17 +279,19 @@ def is_registered(fingerprint: str) -> bool:
         return fingerprint in _CACHE
 
 
-def register_serialized(blobs: Sequence[dict[str, Any]]) -> None:
-    """Rebuild serialized tokenizers and make :func:`resolve_tokenizer` return them.
+def register_serialized(blobs: Sequence[dict[str, Any]]) -> list[Tokenizer]:
+    """Rebuild serialized tokenizers and make :func:`resolve_tokenizer` return them; return
+    the tokenizers this process holds for them, in order.
 
     Once per process: a tokenizer whose fingerprint this process already holds is not rebuilt,
     so every DoFn instance of a Beam worker (several per SDK process, one per bundle thread
     and stage) shares one tokenizer and its fast-path encoder."""
+    held = []
     for blob in blobs:
         with _LOCK:
-            known = blob.get("fingerprint") in _CACHE
-        if not known:
-            register_tokenizer(Tokenizer.from_serialized(blob))
+            known = _CACHE.get(blob["fingerprint"])
+        held.append(known if known is not None else register_tokenizer(Tokenizer.from_serialized(blob)))
+    return held
 
 
 def register_tokenizer(tok: Tokenizer) -> Tokenizer:
