@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "beamtok"
 
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("beamtok.errors", "beamtok.validate", "beamtok.lookahead", "beamtok.prefetch", "beamtok.progress", "beamtok.cache_options", "beamtok.sizes", "beamtok.extras", "beamtok.worker_server")),
+    ("base", ("beamtok.errors", "beamtok.validate", "beamtok.lookahead", "beamtok.prefetch", "beamtok.progress", "beamtok.cache_options", "beamtok.sizes", "beamtok.extras", "beamtok.worker_server", "beamtok.gc_pause")),
     ("core", ("beamtok.transforms", "beamtok.sources", "beamtok.spec", "beamtok.steps")),
     ("shards", ("beamtok.shard", "beamtok.rows")),
     ("backends", ("beamtok.backends",)),

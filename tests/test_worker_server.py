@@ -36,19 +36,21 @@ def cmdline(pid: int) -> str:
 
 
 def run_reporting(tmp_path: Path) -> list[tuple[int, int, str]]:
-    """A 2-worker pipeline whose elements report (worker pid, its parent, SIGINT disposition)."""
+    """A 2-worker pipeline whose elements report (worker pid, its parent, SIGINT disposition);
+    each worker's collector state is left in ``tmp_path`` for :func:`collector_states`."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     import apache_beam as beam
 
     from beamtok.beam.build import make_pipeline
 
     def report(element: int, directory: str) -> int:  # nested: pickled by value, for the workers
+        import gc
         import os
         import signal
 
         sigint = "ignored" if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else "raised"
         with open(os.path.join(directory, f"{os.getpid()}-{element}"), "w") as f:
-            f.write(f"{os.getppid()} {sigint}")
+            f.write(f"{os.getppid()} {sigint} {int(gc.isenabled())} {gc.get_freeze_count()}")
         return element
 
     pipeline = make_pipeline(TWO)
@@ -56,9 +58,18 @@ def run_reporting(tmp_path: Path) -> list[tuple[int, int, str]]:
     pipeline.run().wait_until_finish()
     out = []
     for p in tmp_path.iterdir():
-        parent, sigint = p.read_text().split()
+        parent, sigint, _, _ = p.read_text().split()
         out.append((int(p.name.split("-")[0]), int(parent), sigint))
     return out
+
+
+def collector_states(tmp_path: Path) -> set[tuple[bool, int]]:
+    """(collector on, objects frozen) of each worker of a :func:`run_reporting` run."""
+    states = set()
+    for p in tmp_path.iterdir():
+        _, _, enabled, frozen = p.read_text().split()
+        states.add((enabled == "1", int(frozen)))
+    return states
 
 
 def test_which_options_ask_for_local_workers():
@@ -80,6 +91,9 @@ def test_workers_are_forked_by_the_server_and_leave_ctrl_c_to_the_launcher(tmp_p
     assert {parent for _, parent, _ in reports} == {server.process.pid}  # forked by the server, not started cold
     assert {sigint for _, _, sigint in reports} == {"ignored"}
     assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    # each worker collects its own garbage, never walking what the server made (Beam's modules: frozen)
+    assert {enabled for enabled, _ in collector_states(tmp_path / "first")} == {True}
+    assert min(frozen for _, frozen in collector_states(tmp_path / "first")) > 100_000
     again = run_reporting(tmp_path / "second")  # the next build's workers come from the same server
     assert {parent for _, parent, _ in again} == {server.process.pid} and server.process.poll() is None
     assert process_server() is server
@@ -108,6 +122,7 @@ def test_a_shim_without_a_server_starts_a_cold_worker(tmp_path, monkeypatch):
     assert len(reports) == 8 and dead.process.pid not in {parent for _, parent, _ in reports}
     assert {sigint for _, _, sigint in reports} == {"ignored"}
     assert all("beamtok.beam.local_worker" in cmdline(pid) or not cmdline(pid) for pid, _, _ in reports)
+    assert {enabled for enabled, _ in collector_states(tmp_path)} == {True}
 
 
 def test_a_warm_two_worker_build_writes_the_in_process_cache(tmp_path):

@@ -27,6 +27,7 @@ from beamtok.cache.progress import PROGRESS_DIR_ENV, BuildProgress
 from beamtok.cache.ranges import DEFAULT_SPLIT_BYTES, split_bytes_option
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError, ConfigError
+from beamtok.gc_pause import gc_paused
 from beamtok.sources.urls import Shard, check_bucket_names
 from beamtok.spec import Spec
 
@@ -97,9 +98,10 @@ def run_cache(
     check_bucket_names([output, *beam_args, *(s.url for s in shards)])
     storage = Storage(output)
     check_output(storage)
-    transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes)
-    pipeline = make_pipeline(beam_args)
-    _ = pipeline | BuildCache.__name__ >> transform
+    with gc_paused():  # building the graph makes many lasting objects; collections then walk all of Beam
+        transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes)
+        pipeline = make_pipeline(beam_args)
+        _ = pipeline | BuildCache.__name__ >> transform
     local = is_local(pipeline)
     with BuildLock(storage), write_failures(output):
         prepare_output(storage, spec, shards, overwrite=overwrite)

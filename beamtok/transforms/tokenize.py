@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from beamtok.errors import ConfigError
+from beamtok.gc_pause import gc_paused
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
@@ -142,7 +143,8 @@ class Tokenizer:
     def tiktoken(self) -> TiktokenEncoder:
         """An exact tiktoken encoder for this tokenizer (ConfigError where none can be exact)."""
         if self._tiktoken is None:
-            self._tiktoken = TiktokenEncoder(self.backend.to_str(), self.name, reference=self.backend)
+            with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
+                self._tiktoken = TiktokenEncoder(self.backend.to_str(), self.name, reference=self.backend)
         return self._tiktoken
 
     def fast_path(self) -> TiktokenEncoder | None:
