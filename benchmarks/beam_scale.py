@@ -14,6 +14,8 @@ start included; the tokenizer is loaded before). Once per round:
   (what splitting costs on one worker);
 - the same amount of text as 8 files (``--mb``/8 MB each, split too where larger than 16 MiB),
   default engine, in-process and on 2 workers;
+- the same file through the ``beamtok cache`` command, in-process and on 2 workers, timed
+  from start to exit (tokenizer load and Beam import included, as a user waits for them);
 - ``--small-files`` files of about 1 KB, and one such file alone: the per-file overhead is
   the difference divided by the files added;
 - the raw Hugging Face ``tokenizers`` (``encode_batch_fast``, one Rayon thread) on 20 MB of
@@ -61,6 +63,19 @@ def build(paths: list[str], backend: str, options: dict[str, Any], split: str | 
     seconds = time.perf_counter() - start
     tokens = json.loads((out / "manifest.json").read_text())["totals"]["tokens"]
     return {"seconds": seconds, "tokens": tokens}
+
+
+def command(path: str, options: list[str]) -> dict[str, Any]:
+    """The whole ``beamtok cache`` command a user types for ``path`` (the same steps as
+    :func:`build`), timed from start to exit: interpreter start, tokenizer load, Beam import,
+    worker start and the build, as the user waits for them."""
+    out = WORK / "cli-cache"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = [sys.executable, "-m", "beamtok.cli", "cache", path, "--output", str(out), "--tokenizer", TOKENIZER, "--seq-len", "2048", "--split-bytes", "16MiB", "--quiet", *options]
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "tokens": json.loads((out / "manifest.json").read_text())["totals"]["tokens"]}
 
 
 def phases(path: str, backend: str, split: str) -> dict[str, Any]:
@@ -162,6 +177,8 @@ def main() -> None:
         for backend in ("auto", "hf"):
             record(f"one file, {backend}, in-process", run("build", [big], backend, {}, "16MiB"))
             record(f"one file, {backend}, 2 workers", run("build", [big], backend, TWO_WORKERS, "16MiB"))
+        record("one file, beamtok cache command, in-process", run("command", big, []))
+        record("one file, beamtok cache command, 2 workers", run("command", big, [f"--{k}={v}" for k, v in TWO_WORKERS.items()]))
         record("one file, auto, in-process, unsplit", run("build", [big], "auto", {}, None))
         record("8 files, auto, in-process", run("build", eight, "auto", {}, "16MiB"))
         record("8 files, auto, 2 workers", run("build", eight, "auto", TWO_WORKERS, "16MiB"))
@@ -181,6 +198,7 @@ def main() -> None:
         "one file, 2 workers / in-process (default engine)": paired("one file, auto, 2 workers", "one file, auto, in-process"),
         "one file, 2 workers / in-process (backend=hf)": paired("one file, hf, 2 workers", "one file, hf, in-process"),
         "8 files, 2 workers / in-process (default engine)": paired("8 files, auto, 2 workers", "8 files, auto, in-process"),
+        "one file, the beamtok cache command, 2 workers / in-process": paired("one file, beamtok cache command, 2 workers", "one file, beamtok cache command, in-process"),
         "one file in-process, split / unsplit": paired("one file, auto, in-process", "one file, auto, in-process, unsplit"),
         "build in-process (backend=hf) / raw tokenizers, per core": paired("one file, hf, in-process", "raw tokenizers, 1 thread, 20 MB"),
         "build in-process (default engine) / raw tokenizers, per core": paired("one file, auto, in-process", "raw tokenizers, 1 thread, 20 MB"),
@@ -231,7 +249,7 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "measure":
         kind, arguments = sys.argv[2], json.loads(sys.argv[3])
-        measure = {"build": build, "raw": raw_tokenizers, "phases": phases}[kind]
+        measure = {"build": build, "raw": raw_tokenizers, "phases": phases, "command": command}[kind]
         print(json.dumps(measure(*arguments)), flush=True)
     else:
         main()

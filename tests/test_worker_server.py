@@ -206,3 +206,38 @@ def test_the_server_ends_when_its_launcher_is_killed(tmp_path):
         assert "beamtok.beam.fork_server" not in cmdline(server_pid)  # gone (or a zombie awaiting init)
     finally:
         launcher.kill()
+
+
+def servers_marked(mark: str) -> set[int]:
+    """Worker servers alive whose environment carries ``BEAMTOK_TEST_MARK=mark``."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and "beamtok.beam.fork_server" in cmdline(int(entry.name)):
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"BEAMTOK_TEST_MARK={mark}".encode() in environ:
+                found.add(int(entry.name))
+    return found
+
+
+def test_the_cli_starts_the_server_before_loading_the_tokenizer_and_a_failure_leaves_none(tmp_path):
+    """``beamtok cache`` with worker processes starts the server first, so its Beam import runs
+    while the command loads the tokenizer; a tokenizer that cannot load is a one-line error,
+    and the server it started ends with the command."""
+    mark = f"{os.getpid()}-{time.monotonic_ns()}"
+    missing = tmp_path / "no-such-tokenizer"
+    command = [sys.executable, "-m", "beamtok.cli", "cache", str(CORPUS / "shakespeare-00.jsonl"), "--output", str(tmp_path / "out"), "--tokenizer", str(missing), "--seq-len", "64", *TWO]
+    cli = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "BEAMTOK_TEST_MARK": mark})
+    seen: set[int] = set()
+    while cli.poll() is None:
+        seen |= servers_marked(mark)
+        time.sleep(0.01)
+    _, err = cli.communicate()
+    assert cli.returncode != 0 and "Traceback" not in err and str(missing) in err
+    assert seen, "no worker server was started before the tokenizer failed to load"
+    deadline = time.monotonic() + 60
+    while servers_marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not servers_marked(mark)

@@ -175,12 +175,13 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     if positional or "urls" not in options:
         options["urls"] = positional
     configured = check_beam_args(options["beam_options"], where=f"{config_path}: beam_options: ")
-    ds = build_cache_dataset(options)
     beam_args = [*configured, *passthrough]
     from beamtok.transforms.tokenize import tokenizers_to_warm
     from beamtok.worker_server import start_early
 
-    start_early(beam_args, lambda: tokenizers_to_warm(ds.spec))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
+    start_early(beam_args)  # local worker processes import Beam while this process loads the tokenizer, then Beam
+    ds = build_cache_dataset(options)
+    start_early(beam_args, lambda: tokenizers_to_warm(ds.spec))  # and load the tokenizers before they fork
     quiet_beam_logs()
     from beamtok.beam.dry_run import is_dry_run
 
