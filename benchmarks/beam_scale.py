@@ -16,6 +16,8 @@ start included; the tokenizer is loaded before). Once per round:
   default engine, in-process and on 2 workers;
 - the same file through the ``beamtok cache`` command, in-process and on 2 workers, timed
   from start to exit (tokenizer load and Beam import included, as a user waits for them);
+- the fast-path engine alone on 40 MB of the text, in one process and in two at once: what
+  two busy processes get of this machine's two cores, with no Beam in between;
 - ``--small-files`` files of about 1 KB, and one such file alone: the per-file overhead is
   the difference divided by the files added;
 - the raw Hugging Face ``tokenizers`` (``encode_batch_fast``, one Rayon thread) on 20 MB of
@@ -130,6 +132,41 @@ def raw_tokenizers(path: str, mb: float) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - start, "tokens": tokens}
 
 
+def fast_path_engine(path: str, mb: float) -> dict[str, Any]:
+    """The build's engine alone (the fast path's ``encode_batch``) over the first ``mb`` MB of
+    ``path``, its encoder built before the clock starts."""
+    from beamtok import load_tokenizer
+
+    tok = load_tokenizer(TOKENIZER)
+    texts, size = [], 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            texts.append(json.loads(line)["text"])
+            size += len(line)
+            if size >= mb * 1e6:
+                break
+    tok.encode_batch(texts[:1])
+    start = time.perf_counter()
+    tokens = sum(len(ids) for ids in tok.encode_batch(texts))
+    return {"seconds": time.perf_counter() - start, "tokens": tokens}
+
+
+def side_by_side(path: str, mb: float) -> list[dict[str, Any]]:
+    """Two processes running :func:`fast_path_engine` at once: what two cores of this machine
+    give two busy processes (memory and caches shared), with no Beam in between."""
+    env = {**os.environ, "RAYON_NUM_THREADS": "1"}
+    argv = [sys.executable, __file__, "measure", "engine", json.dumps([path, mb])]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=HERE, env=env) for _ in range(2)]
+    results = []
+    for proc in procs:
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit("engine side by side: failed")
+        result = json.loads(out.strip().splitlines()[-1])
+        results.append({**result, "tokens_per_s": result["tokens"] / result["seconds"]})
+    return results
+
+
 def run(kind: str, *args: Any) -> dict[str, Any]:
     env = {**os.environ, "RAYON_NUM_THREADS": "1"}  # worker processes inherit it
     proc = subprocess.run([sys.executable, __file__, "measure", kind, json.dumps(args)], capture_output=True, text=True, cwd=HERE, env=env)
@@ -183,6 +220,9 @@ def main() -> None:
         record("8 files, auto, in-process", run("build", eight, "auto", {}, "16MiB"))
         record("8 files, auto, 2 workers", run("build", eight, "auto", TWO_WORKERS, "16MiB"))
         record("raw tokenizers, 1 thread, 20 MB", run("raw", big, 20.0))
+        record("fast-path engine alone, 40 MB", run("engine", big, 40.0))
+        pair = side_by_side(big, 40.0)
+        record("fast-path engine, 2 processes side by side, 40 MB (slower of the two)", min(pair, key=lambda r: r["tokens_per_s"]))
         record("one file, auto, its steps without Beam", run("phases", big, "auto", "16MiB"))
         record(f"{args.small_files} small files, auto, in-process", run("build", [str(Path(many[0]).parent / "doc-*.jsonl")], "auto", {}, "16MiB"))
         record("1 small file, auto, in-process", run("build", many[:1], "auto", {}, "16MiB"))
@@ -199,6 +239,9 @@ def main() -> None:
         "one file, 2 workers / in-process (backend=hf)": paired("one file, hf, 2 workers", "one file, hf, in-process"),
         "8 files, 2 workers / in-process (default engine)": paired("8 files, auto, 2 workers", "8 files, auto, in-process"),
         "one file, the beamtok cache command, 2 workers / in-process": paired("one file, beamtok cache command, 2 workers", "one file, beamtok cache command, in-process"),
+        "engine: one of 2 processes side by side / alone (what 2 cores give here)": paired(
+            "fast-path engine, 2 processes side by side, 40 MB (slower of the two)", "fast-path engine alone, 40 MB"
+        ),
         "one file in-process, split / unsplit": paired("one file, auto, in-process", "one file, auto, in-process, unsplit"),
         "build in-process (backend=hf) / raw tokenizers, per core": paired("one file, hf, in-process", "raw tokenizers, 1 thread, 20 MB"),
         "build in-process (default engine) / raw tokenizers, per core": paired("one file, auto, in-process", "raw tokenizers, 1 thread, 20 MB"),
@@ -249,7 +292,7 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "measure":
         kind, arguments = sys.argv[2], json.loads(sys.argv[3])
-        measure = {"build": build, "raw": raw_tokenizers, "phases": phases, "command": command}[kind]
+        measure = {"build": build, "raw": raw_tokenizers, "phases": phases, "command": command, "engine": fast_path_engine}[kind]
         print(json.dumps(measure(*arguments)), flush=True)
     else:
         main()
