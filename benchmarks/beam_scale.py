@@ -115,11 +115,8 @@ def phases(path: str, backend: str, split: str) -> dict[str, Any]:
     return {"seconds": tokenize + pack + join, "tokens": entry.tokens, "tokenize_s": tokenize, "pack_s": pack, "join_s": join, "ranges": len(parts), "pack_tasks": len(packed)}
 
 
-def raw_tokenizers(path: str, mb: float) -> dict[str, Any]:
-    """Raw ``tokenizers`` (one Rayon thread, as every measurement) over the first ``mb`` MB of ``path``."""
-    from beamtok import load_tokenizer
-
-    tok = load_tokenizer(TOKENIZER).backend  # the Rust tokenizer itself
+def first_texts(path: str, mb: float) -> list[str]:
+    """The texts of the first ``mb`` MB of the JSONL file ``path``."""
     texts, size = [], 0
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -127,6 +124,15 @@ def raw_tokenizers(path: str, mb: float) -> dict[str, Any]:
             size += len(line)
             if size >= mb * 1e6:
                 break
+    return texts
+
+
+def raw_tokenizers(path: str, mb: float) -> dict[str, Any]:
+    """Raw ``tokenizers`` (one Rayon thread, as every measurement) over the first ``mb`` MB of ``path``."""
+    from beamtok import load_tokenizer
+
+    tok = load_tokenizer(TOKENIZER).backend  # the Rust tokenizer itself
+    texts = first_texts(path, mb)
     start = time.perf_counter()
     tokens = sum(len(e.ids) for e in tok.encode_batch_fast(texts))
     return {"seconds": time.perf_counter() - start, "tokens": tokens}
@@ -138,13 +144,7 @@ def fast_path_engine(path: str, mb: float) -> dict[str, Any]:
     from beamtok import load_tokenizer
 
     tok = load_tokenizer(TOKENIZER)
-    texts, size = [], 0
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            texts.append(json.loads(line)["text"])
-            size += len(line)
-            if size >= mb * 1e6:
-                break
+    texts = first_texts(path, mb)
     tok.encode_batch(texts[:1])
     start = time.perf_counter()
     tokens = sum(len(ids) for ids in tok.encode_batch(texts))
