@@ -18,7 +18,7 @@ from test_split_build import bad_lines_file, same_cache
 
 from beamtok import Dataset
 from beamtok.cache.parquet_join import GroupsOf, join_row_groups, read_footer
-from beamtok.cache.range_pack import RangeTokens, plan_pack_tasks
+from beamtok.cache.range_pack import TASKS_PER_RANGE, RangeTokens, plan_pack_tasks
 from beamtok.cache.ranges import plan_ranges
 from beamtok.cache.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
 from beamtok.cache.thrift_compact import decode_struct, encode_struct
@@ -68,7 +68,8 @@ def test_many_pack_tasks_are_planned_for_a_split_file():
         for p in ranges
     ]
     tasks = plan_pack_tasks(0, reported, 64, 50, "pad")
-    assert len(tasks) == len(ranges) > 20
+    assert {t.number for t in tasks} == set(range(len(ranges))) and len(ranges) > 20  # every range packs
+    assert_even_tasks(tasks, 50, total_rows=-(-sum(r.tokens for r in reported) // 64))
     assert tasks[0].first_row == 0 and tasks[-1].stop_row is None
     assert all(a.stop_row == b.first_row for a, b in itertools.pairwise(tasks))
     assert all(t.first_row % 50 == 0 for t in tasks)
@@ -79,16 +80,35 @@ def test_many_pack_tasks_are_planned_for_a_split_file():
     assert (tasks[-1].first_row - 1) * 64 < total
 
 
+def assert_even_tasks(tasks: list, group: int, total_rows: int) -> None:
+    """Each range's tasks: a group each, or TASKS_PER_RANGE runs of groups differing by one at most."""
+    for _, run in itertools.groupby(tasks, key=lambda t: t.number):
+        sizes = [-(-((t.stop_row if t.stop_row is not None else total_rows) - t.first_row) // group) for t in run]
+        assert len(sizes) <= TASKS_PER_RANGE
+        assert set(sizes) == {1} or (len(sizes) == TASKS_PER_RANGE and max(sizes) - min(sizes) <= 1), sizes
+
+
+def test_a_range_of_many_groups_is_packed_by_a_few_even_tasks():
+    # rows of 10 tokens, groups of 1 row: range 0 holds the first tokens of 10 groups, range 1 of 1
+    ranges = [RangeTokens(0, 2, "a", 100), RangeTokens(1, 2, "b", 10)]
+    tasks = plan_pack_tasks(3, ranges, 10, 1, "pad")
+    assert [(t.number, t.first_row, t.stop_row) for t in tasks] == [(0, 0, 2), (0, 2, 5), (0, 5, 7), (0, 7, 10), (1, 10, None)]
+    assert_even_tasks(tasks, 1, total_rows=11)
+
+
 def test_plan_pack_tasks_edges():
     ranges = [RangeTokens(0, 4, "a", 0), RangeTokens(1, 4, "b", 100), RangeTokens(2, 4, "c", 0), RangeTokens(3, 4, "d", 30)]
     # rows of 10 tokens, groups of 2 rows: groups start at tokens 0, 20, ..., 120; range 1 holds [0, 100), range 3 [100, 130)
     tasks = plan_pack_tasks(7, ranges + ranges[:1], 10, 2, "pad")  # a range reported twice counts once
-    assert [(t.number, t.first_row, t.stop_row, t.tokens_before) for t in tasks] == [(0, 0, 2, 0), (1, 2, 10, 0), (3, 10, None, 100)]
+    # range 1 holds the first tokens of groups 1-4: a task each (range 3: groups 5 and 6)
+    assert [(t.number, t.first_row, t.stop_row, t.tokens_before) for t in tasks] == [
+        (0, 0, 2, 0), (1, 2, 4, 0), (1, 4, 6, 0), (1, 6, 8, 0), (1, 8, 10, 0), (3, 10, 12, 100), (3, 12, None, 100)
+    ]
     # groups of 3 rows start at tokens 0, 30, 60, 90, 120; the last row (tokens 120-129) is whole only with 130 tokens
     short = [*ranges[:3], RangeTokens(3, 4, "d", 29)]
-    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, ranges, 10, 3, "drop")] == [(0, 0, 3), (1, 3, 12), (3, 12, None)]
-    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, short, 10, 3, "drop")] == [(0, 0, 3), (1, 3, None)]
-    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, short, 10, 3, "keep")] == [(0, 0, 3), (1, 3, 12), (3, 12, None)]
+    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, ranges, 10, 3, "drop")] == [(0, 0, 3), (1, 3, 6), (1, 6, 9), (1, 9, 12), (3, 12, None)]
+    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, short, 10, 3, "drop")] == [(0, 0, 3), (1, 3, 6), (1, 6, 9), (1, 9, None)]
+    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, short, 10, 3, "keep")] == [(0, 0, 3), (1, 3, 6), (1, 6, 9), (1, 9, 12), (3, 12, None)]
     nothing = [RangeTokens(0, 2, "a", 0), RangeTokens(1, 2, "b", 0)]
     assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, nothing, 10, 2, "pad")] == [(0, 0, None)]
     from beamtok.errors import CacheError

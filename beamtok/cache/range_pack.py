@@ -3,8 +3,8 @@
 ``concat_chunk`` cuts a row every ``seq_len`` tokens of a shard's documents joined end to
 end, so row ``R`` starts at token ``R * seq_len``. Once every range of a file is tokenized
 and its token count known (:class:`RangeTokens`), each row group — ``group`` rows, as the
-writer lays them out — is packed by the range holding its first token, from that token's
-cursor: the cursor a resumed stream starts from, so the rows, their provenance, cursors and
+writer lays them out — is packed by a task that starts in the range holding its first token,
+from that token's cursor: the cursor a resumed stream starts from, so the rows, their provenance, cursors and
 document counts are the unsplit run's (:class:`beamtok.shard.ShardPacker`'s resume rule). A
 task reads on into the next ranges' files for its last rows, writes its complete row groups
 as a Parquet file of its own (:func:`pack_part`), and :func:`join_parts` copies those row
@@ -50,6 +50,13 @@ class RangeTokens:
     tokens: int
 
 
+# A range's row groups are packed by this many tasks at most, a group or more each. Tasks of
+# one group keep workers evenly loaded (a runner deals tasks out by count, and a range holds
+# 2-3 default groups, so tasks of a whole range's groups differed by a group); the cap bounds
+# the reading each task does from its range's start to its first row when groups are small.
+TASKS_PER_RANGE = 4
+
+
 @dataclass(frozen=True)
 class PackTask:
     """Pack rows ``[first_row, stop_row)`` of shard ``shard`` (``stop_row`` None: to its end),
@@ -76,8 +83,9 @@ class PackedPart:
     range_files: tuple[str, ...]
 
 
-def part_file(shard: int, number: int) -> str:
-    return f"{RANGES_DIR}/shard-{shard:05d}-rows-{number:05d}.parquet"
+def part_file(shard: int, first_row: int) -> str:
+    """Where the task packing shard ``shard`` from row ``first_row`` writes its row groups."""
+    return f"{RANGES_DIR}/shard-{shard:05d}-rows-from-{first_row:010d}.parquet"
 
 
 def ordered_ranges(shard: int, ranges: Iterable[RangeTokens]) -> list[RangeTokens]:
@@ -93,8 +101,10 @@ def ordered_ranges(shard: int, ranges: Iterable[RangeTokens]) -> list[RangeToken
 def plan_pack_tasks(
     shard: int, ranges: Iterable[RangeTokens], seq_len: int, group: int, remainder: str
 ) -> list[PackTask]:
-    """One task per range holding the first token of one or more row groups (range 0 always
-    packs group 0, from the shard's start, so a shard without a row still gets its file)."""
+    """The tasks of each range holding the first token of one or more row groups: one per
+    group, or :data:`TASKS_PER_RANGE` runs of its groups as even as can be where it holds
+    more (range 0 always packs group 0, from the shard's start, so a shard without a row
+    still gets its file)."""
     ranges = ordered_ranges(shard, ranges)
     files = tuple(r.file for r in ranges)
     before = list(itertools.accumulate((r.tokens for r in ranges[:-1]), initial=0))
@@ -109,8 +119,10 @@ def plan_pack_tasks(
     tasks = []
     for number, run in itertools.groupby(range(len(owners)), key=owners.__getitem__):
         groups = list(run)
-        stop = groups[-1] + 1
-        tasks.append(PackTask(shard, number, files, before[number], groups[0] * group, stop * group if stop < len(owners) else None))
+        count = min(len(groups), TASKS_PER_RANGE)
+        for k in range(count):
+            first, stop = groups[k * len(groups) // count], groups[(k + 1) * len(groups) // count - 1] + 1
+            tasks.append(PackTask(shard, number, files, before[number], first * group, stop * group if stop < len(owners) else None))
     return tasks
 
 
@@ -138,7 +150,7 @@ def pack_part(storage: Storage, processor: ShardProcessor, task: PackTask, group
     produced: Iterable[Produced] = processor.pack(task.shard, items, start)
     if task.stop_row is not None:
         produced = itertools.islice(produced, task.stop_row - task.first_row)
-    rel = part_file(task.shard, task.number)
+    rel = part_file(task.shard, task.first_row)
     with storage.writing(rel) as sink:
         written = write_row_groups(sink, produced, group, empty_group=task.first_row == 0)
     expected = None if task.stop_row is None else task.stop_row - task.first_row
@@ -150,7 +162,7 @@ def pack_part(storage: Storage, processor: ShardProcessor, task: PackTask, group
 def join_parts(storage: Storage, shard: Shard, parts: Sequence[PackedPart], fingerprint: str) -> ShardEntry:
     """Write ``shard``'s file from its packed parts (row groups copied in row order), its
     sidecar, and remove the parts and the range files."""
-    parts = sorted({p.number: p for p in parts}.values(), key=lambda p: p.first_row)
+    parts = sorted({p.first_row: p for p in parts}.values(), key=lambda p: p.first_row)  # a retried task's part once
     if not parts or parts[0].first_row != 0:
         raise CacheError(f"shard {shard.index}: no packed part starts at row 0")
     row = 0
