@@ -151,29 +151,31 @@ def fast_path_engine(path: str, mb: float) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - start, "tokens": tokens}
 
 
-def side_by_side(path: str, mb: float) -> list[dict[str, Any]]:
-    """Two processes running :func:`fast_path_engine` at once: what two cores of this machine
-    give two busy processes (memory and caches shared), with no Beam in between."""
-    env = {**os.environ, "RAYON_NUM_THREADS": "1"}
-    argv = [sys.executable, __file__, "measure", "engine", json.dumps([path, mb])]
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=HERE, env=env) for _ in range(2)]
-    results = []
-    for proc in procs:
-        out, _ = proc.communicate()
-        if proc.returncode != 0:
-            raise SystemExit("engine side by side: failed")
-        result = json.loads(out.strip().splitlines()[-1])
-        results.append({**result, "tokens_per_s": result["tokens"] / result["seconds"]})
-    return results
+def start(kind: str, *args: Any) -> subprocess.Popen[str]:
+    """One measurement in an interpreter of its own (``measure KIND ARGS``), started."""
+    env = {**os.environ, "RAYON_NUM_THREADS": "1"}  # worker processes inherit it
+    argv = [sys.executable, __file__, "measure", kind, json.dumps(args)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE, env=env)
+
+
+def result_of(proc: subprocess.Popen[str], kind: str) -> dict[str, Any]:
+    """What a :func:`start`-ed measurement printed last, with its tokens per second."""
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} {proc.args}: failed\n{err}")
+    result = json.loads(out.strip().splitlines()[-1])
+    return {**result, "tokens_per_s": result["tokens"] / result["seconds"]}
 
 
 def run(kind: str, *args: Any) -> dict[str, Any]:
-    env = {**os.environ, "RAYON_NUM_THREADS": "1"}  # worker processes inherit it
-    proc = subprocess.run([sys.executable, __file__, "measure", kind, json.dumps(args)], capture_output=True, text=True, cwd=HERE, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{kind} {args}: failed\n{proc.stderr}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {**result, "tokens_per_s": result["tokens"] / result["seconds"]}
+    return result_of(start(kind, *args), kind)
+
+
+def side_by_side(path: str, mb: float) -> list[dict[str, Any]]:
+    """Two processes running :func:`fast_path_engine` at once: what two cores of this machine
+    give two busy processes (memory and caches shared), with no Beam in between."""
+    procs = [start("engine", path, mb) for _ in range(2)]
+    return [result_of(proc, "engine") for proc in procs]
 
 
 def small_files(count: int) -> list[str]:
