@@ -145,6 +145,19 @@ def portable_job_service() -> Iterator[str]:
         service.wait(30)
 
 
+def run_group(command: list[str], *, timeout: float, **options: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in a process group of its own, as text; on timeout the whole group is
+    killed (a launcher's workers and their DataLoader workers too) and the test fails."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        out, err = process.communicate()
+        pytest.fail(f"{' '.join(command)} ran over {timeout} s:\n{out[-2000:]}\n{err[-4000:]}", pytrace=False)
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
 def shakespeare_copies(root: Path, count: int) -> list[str]:
     """``count`` JSONL files of 4 MB each (the four shipped Shakespeare files, concatenated):
     a build of a few seconds, one shard file a second."""

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cache", ("beamtok.cache",)),
     ("beam", ("beamtok.beam",)),
     ("stream", ("beamtok.stream",)),
-    ("top", ("beamtok", "beamtok.cli", "beamtok.data_config", "beamtok.dataset_options", "beamtok.data_stats", "beamtok.plots", "beamtok.row_pieces", "beamtok.trainer", "beamtok.attention", "beamtok.testing")),
+    ("top", ("beamtok", "beamtok.cli", "beamtok.data_config", "beamtok.dataset_options", "beamtok.data_stats", "beamtok.plots", "beamtok.row_pieces", "beamtok.trainer", "beamtok.attention", "beamtok.testing", "beamtok.distributed")),
 ]
 MAX_LINES = 500
 

@@ -1,0 +1,158 @@
+"""A data loader for ``torch.distributed`` jobs, saved in the job's own DCP checkpoint and
+resumed on any world size.
+
+:class:`DistributedLoader` reads this rank's part of a beamtok dataset through torchdata's
+``StatefulDataLoader`` (any ``num_workers``) and is a
+``torch.distributed.checkpoint.stateful.Stateful``: put it in the state dict handed to
+``dcp.save`` / ``dcp.load`` beside the model and the optimizer::
+
+    loader = DistributedLoader(ds, num_workers=2)           # rank and world from the process group
+    state = {"model": model, "optim": optimizer, "data": loader}
+    dcp.load(state, checkpoint_id=newest)                   # on a restart, at any world size
+    for batch in loader: ...
+    dcp.save(state, checkpoint_id=next_dir)                 # every rank calls it, as DCP requires
+
+Why the states are gathered at save time. DCP keeps one copy of a non-tensor value that several
+ranks save under one key (it takes them for replicas), so a per-rank state must live under a
+per-rank key; but a restart on another world size needs *every* old rank's state on every new
+rank, and DCP asks a ``Stateful`` which keys to read before it reads anything, when the old
+world size is not known yet. So ``state_dict()`` gathers every rank's state (one
+``all_gather_object`` on the loader's process group) into one value that is the same on every
+rank: DCP writes it once, every rank of any later world size reads it whole. A run on the same
+world size with the same ``num_workers`` resumes each rank from its own entry through
+``StatefulDataLoader.load_state_dict``: an exact continuation. Any other layout gathers the
+readers' states with ``beamtok.reader_states`` and each new rank (and worker) resumes its share
+of what the old readers left (``beamtok.stream.elastic``).
+
+The cost grows with the world: a rank's entry is its loader's state (about 1-2 KB of JSON per
+DataLoader worker for a plain stream, compressed about 3x). docs/architecture.md works out the
+figures at 1,024 and 8,192 ranks.
+
+What is refused, by name: a checkpoint without this loader's key (``dcp.load`` with
+``allow_partial_load=True`` would otherwise leave the loader at the start without a word), a
+value of another format, a rank missing or given twice, and (by the state checks of the stream
+itself) states of another pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from beamtok.extras import missing_extra
+
+try:
+    import torch.distributed as dist
+    from torch.distributed.checkpoint.stateful import Stateful
+    from torchdata.stateful_dataloader import StatefulDataLoader
+except ImportError as error:
+    raise ModuleNotFoundError(missing_extra("beamtok.distributed.torch_loader", "torch") or str(error)) from None
+
+from beamtok.distributed.rank_states import RankStates, pack_rank_states, unpack_rank_states
+from beamtok.errors import ConfigError, StateError
+from beamtok.stream.elastic import reader_states
+
+if TYPE_CHECKING:
+    from beamtok.stream.dataset import Dataset
+
+__all__ = ["DistributedLoader"]
+
+
+class DistributedLoader(Stateful):
+    """This rank's share of ``dataset`` through a ``StatefulDataLoader``; a DCP ``Stateful``
+    whose state holds every rank's position.
+
+    ``dataset``: a beamtok ``Dataset``, split here with ``shard_by_rank(rank, world_size,
+    split=split, even=even)``; or a function ``(rank, world_size) -> Dataset`` for pipelines
+    that take the rank themselves (``balance_ranks``). ``rank``/``world_size`` default to the
+    process group's; ``group`` is the group the states are gathered over (the default group;
+    pass the data-parallel group when other parallel axes read the same data). Other keyword
+    arguments go to the ``StatefulDataLoader`` (``batch_size=None`` is the default: beamtok
+    batches itself)."""
+
+    def __init__(
+        self,
+        dataset: Dataset | Callable[[int, int], Dataset],
+        *,
+        split: str = "shards",
+        even: str | None = None,
+        num_workers: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        group: Any = None,
+        **loader_options: Any,
+    ) -> None:
+        distributed = dist.is_available() and dist.is_initialized()
+        self.group = group
+        self.rank = rank if rank is not None else (dist.get_rank(group) if distributed else 0)
+        self.world_size = world_size if world_size is not None else (dist.get_world_size(group) if distributed else 1)
+        if callable(dataset) and not hasattr(dataset, "pipeline"):
+            self.dataset: Dataset = dataset(self.rank, self.world_size)
+        else:
+            self.dataset = dataset.shard_by_rank(self.rank, self.world_size, split=split, even=even)  # type: ignore[union-attr]
+        # every rank reads the whole stream and keeps its share (balance_ranks): any rank's state resumes all
+        self._replica = self.world_size > 1 and self.dataset.pipeline.reader.world_size == 1
+        if not isinstance(num_workers, int) or num_workers < 0:
+            raise ConfigError(f"num_workers must be a whole number >= 0, got {num_workers!r}")
+        self.num_workers = num_workers
+        self.loader_options = {"batch_size": None, **loader_options}
+        self._loader: StatefulDataLoader | None = None
+        self._loaded: RankStates | None = None  # a checkpoint's states, applied when the loader is built
+        self._returned: bytes | None = None  # the blob state_dict() last gave DCP (which loads into that dict in place)
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def loader(self) -> StatefulDataLoader:
+        """The ``StatefulDataLoader`` (built on first use, from the loaded state if any)."""
+        if self._loader is None:
+            self._loader = self._build()
+        return self._loader
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.loader)
+
+    def _build(self) -> StatefulDataLoader:
+        saved = self._loaded
+        if saved is not None and saved.same_layout(self.world_size, self.num_workers):
+            loader = StatefulDataLoader(self.dataset.to_torch(), num_workers=self.num_workers, **self.loader_options)
+            loader.load_state_dict(saved.entries[self.rank]["loader"])
+            return loader
+        resume = reader_states(*saved.loader_states) if saved is not None else None
+        return StatefulDataLoader(self.dataset.to_torch(resume_from=resume), num_workers=self.num_workers, **self.loader_options)
+
+    # ------------------------------------------------------------- checkpoints
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every rank's state, gathered (a collective: every rank of the group calls it, as
+        ``dcp.save`` does)."""
+        if self._loader is None and self._loaded is not None:
+            # loaded and not read since: the checkpoint's states still say where every reader is
+            packed = pack_rank_states(list(self._loaded.entries))
+        else:
+            own = {"rank": self.rank, "num_workers": self.num_workers, "replica": self._replica, "loader": self.loader.state_dict()}
+            packed = pack_rank_states(self._gather(own))
+        self._returned = packed["states"]
+        return packed
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Every old rank's state, from a checkpoint of any world size; applied when the loader
+        is next built (a loader already reading starts again from it)."""
+        # DCP loads into the dict state_dict() returned: a value it did not read is still the very object given
+        if self._returned is not None and isinstance(state_dict, dict) and state_dict.get("states") is self._returned:
+            raise StateError(
+                "the checkpoint holds no beamtok data state under this loader's key (dcp.load with allow_partial_load "
+                "left the loader's own value in place): resuming would restart the data; save the loader in the checkpoint "
+                "or leave it out of the state dict to start the data afresh"
+            )
+        self._loaded = unpack_rank_states(state_dict)
+        self._loader = None
+
+    def _gather(self, own: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.world_size == 1:
+            return [own]
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ConfigError(f"a loader of rank {self.rank} of {self.world_size} saves every rank's state, which needs torch.distributed initialized")
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, own, group=self.group)
+        return gathered
