@@ -17,8 +17,10 @@ EXTRAS = {  # module -> the beamtok extra that installs it
     "accelerate": "trainer",
     "datasets": "hf",
     "matplotlib": "plot",
+    "jax": "jax",
+    "orbax": "jax",
 }
-NAMES = {"apache_beam": "Apache Beam", "torch": "PyTorch", "torchdata": "torchdata", "accelerate": "accelerate", "datasets": "Hugging Face datasets", "matplotlib": "matplotlib"}
+NAMES = {"apache_beam": "Apache Beam", "torch": "PyTorch", "torchdata": "torchdata", "accelerate": "accelerate", "datasets": "Hugging Face datasets", "matplotlib": "matplotlib", "jax": "JAX", "orbax": "orbax-checkpoint"}
 
 
 def _installed(module: str) -> bool:

@@ -24,8 +24,10 @@ row's provenance ``[shard, index]`` as the pipeline numbers it (``[-1, -1]`` for
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import time
 from typing import Any
 
 import torch
@@ -107,11 +109,19 @@ def padded(batch: dict[str, torch.Tensor] | None, rows: int, seq_len: int, pad_i
     return {key: torch.cat([batch[key], value]) for key, value in pad.items()}
 
 
-def main() -> None:
-    args = parse_args()
-    dist.init_process_group("gloo")
+def init_distributed(restart: int) -> None:
+    """gloo over torchrun's store, under a key prefix of this restart's own: after
+    ``--max-restarts`` restarts the group, ``--standalone`` keeps the first attempt's store and
+    its keys, and a plain ``init_process_group`` would meet the stale ones and wait forever."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # then torchrun's agent hosts it
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=not agent_store and rank == 0)
+    dist.init_process_group("gloo", store=dist.PrefixStore(f"restart-{restart}", store), rank=rank, world_size=world)
+
+
+def train(args: argparse.Namespace, restart: int) -> None:
+    """Train to --max-steps or the end of the data, checkpointing as asked."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
     dataset = Dataset.from_files(args.data).tokenize(args.tokenizer).ensure_bos_eos().concat_chunk(args.seq_len)
     if args.shuffle_window:
@@ -123,16 +133,16 @@ def main() -> None:
     torch.manual_seed(args.seed)
     model = DistributedDataParallel(TinyLM(load_tokenizer(args.tokenizer).vocab_size, args.seq_len))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    train = TrainState(model, optimizer)
-    checkpoint = {"train": train, "data": loader}
+    progress = TrainState(model, optimizer)
+    checkpoint = {"train": progress, "data": loader}
     newest = newest_complete(args.ckpt)
     if newest is not None:
         dcp.load(checkpoint, checkpoint_id=str(newest[1]))
     if rank == 0:
-        print(f"rank 0 of {world}: " + (f"resumed at step {train.step} from {newest[1]}" if newest else "starting"), flush=True)
+        print(f"rank 0 of {world}: " + (f"resumed at step {progress.step} from {newest[1]}" if newest else "starting"), flush=True)
 
     def save() -> None:
-        directory = step_directory(args.ckpt, train.step)
+        directory = step_directory(args.ckpt, progress.step)
         dcp.save(checkpoint, checkpoint_id=str(directory))
         if rank == 0:  # dcp.save returns once every rank's files and the metadata are written
             mark_complete(directory)
@@ -140,8 +150,8 @@ def main() -> None:
 
     log = open(args.rows_log.replace("{rank}", str(rank)), "a")
     batches = iter(loader)
-    saved_at = train.step
-    while args.max_steps is None or train.step < args.max_steps:
+    saved_at = progress.step
+    while args.max_steps is None or progress.step < args.max_steps:
         batch = next(batches, None)
         have = torch.tensor([0 if batch is None else 1])
         dist.all_reduce(have, op=dist.ReduceOp.MAX)
@@ -158,21 +168,35 @@ def main() -> None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        train.step += 1
+        progress.step += 1
         reported = loss.detach() / world
         dist.all_reduce(reported)
         rows = torch.stack([batch["shard"], batch["index"]], dim=1).tolist()
-        line = {"step": train.step, "rank": rank, "world": world, "restart": restart, "loss": float(reported), "rows": rows}
+        line = {"step": progress.step, "rank": rank, "world": world, "restart": restart, "loss": float(reported), "rows": rows}
         log.write(json.dumps(line) + "\n")
         log.flush()
-        if train.step % args.save_every == 0:
+        if progress.step % args.save_every == 0:
             save()
-            saved_at = train.step
-    if saved_at != train.step:
+            saved_at = progress.step
+    if saved_at != progress.step:
         save()
     log.close()
     if rank == 0:
-        print(f"stopped at step {train.step} on {world} ranks", flush=True)
+        print(f"stopped at step {progress.step} on {world} ranks", flush=True)
+    dist.barrier()
+    time.sleep(0.2)  # gloo's threads free the last collectives' work objects, which takes the GIL
+
+
+def main() -> None:
+    args = parse_args()
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    init_distributed(restart)
+    train(args, restart)
+    # The model is freed (train returned) before the process group, with gloo's threads idle.
+    # Freed at exit instead, DDP's reducer can drop the last reference to the group while a
+    # gloo thread still frees a collective's tensors: the group's destructor joins that thread
+    # holding the GIL the thread waits for, and the rank hangs at exit (seen with torch 2.13).
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -46,7 +46,7 @@ try:
     from torch.distributed.checkpoint.stateful import Stateful
     from torchdata.stateful_dataloader import StatefulDataLoader
 except ImportError as error:
-    raise ModuleNotFoundError(missing_extra("beamtok.distributed.torch_loader", "torch") or str(error)) from None
+    raise ModuleNotFoundError(missing_extra("beamtok.distributed.torch_loader", "torch", "torchdata") or str(error)) from None
 
 from beamtok.distributed.rank_states import RankStates, pack_rank_states, unpack_rank_states
 from beamtok.errors import ConfigError, StateError

@@ -1,0 +1,107 @@
+"""beamtok's data position in an Orbax checkpoint, beside a JAX job's parameters, resumed on any
+number of processes.
+
+Each process saves its own iterator state (``it.state_dict()``) as a JSON file named for its
+process index and the process count; restoring reads *every* process's file from the
+checkpoint, so a restart on the same number of processes resumes each from its own state
+(exactly), and a restart on another number hands every new process the list of all old states
+(beamtok's elastic merge: nothing lost or repeated)::
+
+    import orbax.checkpoint as ocp
+    from beamtok.distributed.orbax_state import BeamtokRestore, BeamtokSave
+
+    ds = dataset.shard_by_rank(jax.process_index(), jax.process_count())
+    manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params), data=BeamtokSave(it.state_dict())))
+    restored = manager.restore(step, args=ocp.args.Composite(params=..., data=BeamtokRestore()))
+    it = ds.iter(state_dict=restored["data"])
+
+Here the states are read from the checkpoint, not gathered at save time (as the torch loader
+does): an Orbax handler runs on every process and writes where it likes, and JAX jobs run one
+process per host, so a restore reads as many small files as there were hosts. A file missing,
+two files of one process, or files of two process counts are refused by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+from beamtok.errors import StateError
+from beamtok.extras import missing_extra
+
+try:
+    import jax
+    import orbax.checkpoint as ocp
+    from etils import epath
+except ImportError as error:
+    raise ModuleNotFoundError(missing_extra("beamtok.distributed.orbax_state", "jax", "orbax") or str(error)) from None
+
+__all__ = ["BeamtokCheckpointHandler", "BeamtokRestore", "BeamtokSave"]
+
+_STATE_FILE = re.compile(r"^process_(\d+)-of-(\d+)\.json$")
+
+
+class BeamtokCheckpointHandler(ocp.handlers.CheckpointHandler):
+    """Saves this process's beamtok state; restores this process's, or every process's."""
+
+    def save(self, directory: epath.Path, *args: Any, **kwargs: Any) -> None:
+        save_args: BeamtokSave = kwargs["args"] if "args" in kwargs else args[0]
+        index, count = jax.process_index(), jax.process_count()
+        path = epath.Path(directory) / f"process_{index}-of-{count}.json"
+        path.write_text(json.dumps(save_args.state))
+
+    def restore(self, directory: epath.Path, *args: Any, **kwargs: Any) -> dict[str, Any] | list[dict[str, Any]]:
+        """This process's state when the process count is the saved one; otherwise every old
+        process's state, in process order (``iter(state_dict=...)`` takes either)."""
+        states = _read_states(epath.Path(directory))
+        if len(states) == jax.process_count():
+            return states[jax.process_index()]
+        return states
+
+    def metadata(self, directory: epath.Path) -> None:
+        return None
+
+
+def _read_states(directory: epath.Path) -> list[dict[str, Any]]:
+    found: dict[int, Any] = {}
+    counts: set[int] = set()
+    for path in directory.iterdir():
+        match = _STATE_FILE.match(path.name)
+        if not match:
+            continue
+        index, count = int(match.group(1)), int(match.group(2))
+        counts.add(count)
+        if index in found:
+            raise StateError(f"{directory}: two beamtok states of process {index}")
+        found[index] = path
+    if not found:
+        raise StateError(f"{directory}: no beamtok state in this checkpoint item (saved without BeamtokSave?)")
+    if len(counts) > 1:
+        raise StateError(f"{directory}: beamtok states of runs with {sorted(counts)} processes mixed in one checkpoint")
+    (count,) = counts
+    missing = sorted(set(range(count)) - set(found))
+    if missing:
+        raise StateError(f"{directory}: the beamtok states of processes {missing} of {count} are missing; resuming would lose their data")
+    states = []
+    for index in range(count):
+        try:
+            states.append(json.loads(found[index].read_text()))
+        except ValueError as error:
+            raise StateError(f"{found[index]}: not a beamtok state ({error})") from None
+    return states
+
+
+@ocp.args.register_with_handler(BeamtokCheckpointHandler, for_save=True)
+@dataclasses.dataclass
+class BeamtokSave(ocp.args.CheckpointArgs):
+    """This process's beamtok iterator state (``it.state_dict()``), to save."""
+
+    state: dict[str, Any]
+
+
+@ocp.args.register_with_handler(BeamtokCheckpointHandler, for_restore=True)
+@dataclasses.dataclass
+class BeamtokRestore(ocp.args.CheckpointArgs):
+    """Restore the beamtok state: this process's, or every old process's on another count."""

@@ -1,0 +1,82 @@
+"""examples/jax_train.py: JAX processes on CPU (jax.distributed on localhost) feeding a jitted
+step, the data state saved by Orbax beside the parameters (beamtok.distributed.orbax_state),
+resumed on another process count with every row trained exactly once, and on the same count
+exactly; the handler's refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from beamtok import Dataset, StateError
+
+from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, run_group, write_jsonl
+
+pytest.importorskip("jax")
+pytest.importorskip("orbax.checkpoint")
+
+from beamtok.distributed.torchrun_runs import read_rows_log, starts_of, trained_rows
+
+SCRIPT = str(ROOT / "examples" / "jax_train.py")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("jax-data")
+    paragraphs = real_paragraphs(120)
+    for i in range(6):
+        write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 20 : (i + 1) * 20]])
+    return str(root / "part-{0..5}.jsonl")
+
+
+def run(processes: int, data: str, root: Path, name: str, **options: int) -> list[dict]:
+    log = str(root / f"{name}-{{rank}}.jsonl")
+    command = [sys.executable, SCRIPT, "--num-processes", str(processes), "--data", data, "--tokenizer", str(TOKENIZER_DIR)]
+    command += ["--seq-len", "32", "--batch-size", "4", "--ckpt", str(root / "ckpt"), "--save-every", "3", "--rows-log", log]
+    for key, value in options.items():
+        command += [f"--{key.replace('_', '-')}", str(value)]
+    root.mkdir(parents=True, exist_ok=True)
+    done = run_group(command, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-5000:]
+    return read_rows_log(log.replace("{rank}", str(r)) for r in range(processes))
+
+
+def test_resumed_on_another_process_count_trains_every_row_once(tmp_path, data):
+    first = run(2, data, tmp_path, "first", max_steps=5)
+    second = run(3, data, tmp_path, "second")
+    assert {line["world"] for line in second} == {3} and min(line["step"] for line in second) == 6
+    trained = trained_rows(starts_of(first) + starts_of(second))
+    every = Counter((int(e["shard"]), int(e["index"])) for e in Dataset.from_files(data).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(32))
+    assert max(trained.values()) == 1 and set(trained) == set(every)
+
+
+def test_same_process_count_continues_exactly(tmp_path, data):
+    whole = run(2, data, tmp_path / "whole", "rows", max_steps=8)
+    run(2, data, tmp_path / "parts", "a", max_steps=4)
+    resumed = run(2, data, tmp_path / "parts", "b", max_steps=8)
+    key = lambda line: (line["step"], line["rank"])  # noqa: E731
+    expected = {key(line): (line["rows"], line["loss"]) for line in whole if line["step"] > 4}
+    assert {key(line): (line["rows"], line["loss"]) for line in resumed} == expected
+
+
+def test_the_handler_refuses_missing_doubled_and_mixed_states(tmp_path):
+    from beamtok.distributed.orbax_state import _read_states
+
+    item = tmp_path / "data"
+    item.mkdir()
+    with pytest.raises(StateError, match="no beamtok state"):
+        _read_states(item)
+    for index in (0, 2):
+        (item / f"process_{index}-of-3.json").write_text(json.dumps({"beamtok_state": index}))
+    with pytest.raises(StateError, match=r"processes \[1\] of 3 are missing"):
+        _read_states(item)
+    (item / "process_1-of-3.json").write_text(json.dumps({"beamtok_state": 1}))
+    assert [s["beamtok_state"] for s in _read_states(item)] == [0, 1, 2]
+    (item / "process_0-of-2.json").write_text("{}")
+    with pytest.raises(StateError, match=r"runs with \[2, 3\] processes"):
+        _read_states(item)

@@ -1,0 +1,151 @@
+"""examples/torchrun_train.py run as the README runs it, under torchrun (gloo, CPU): stopped
+and resumed on another number of ranks, a rank SIGKILLed mid-run and the job resumed on fewer
+and on more ranks, torchrun --max-restarts restarting it, a checkpoint cut off mid-write
+passed over; every row of the data trained exactly once, counting each start's steps up to
+the checkpoint the next start resumed from. On the same number of ranks a resume continues
+exactly: the same rows and the same loss at every step as an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from beamtok import Dataset
+
+from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
+
+pytest.importorskip("torch")
+pytest.importorskip("torchdata")
+
+from beamtok.distributed.torchrun_runs import TorchrunJob, read_rows_log, starts_of, trained_rows
+
+SCRIPT = str(ROOT / "examples" / "torchrun_train.py")
+SEQ_LEN = 32
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("torchrun-data")
+    paragraphs = real_paragraphs(160)
+    for i in range(8):
+        write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 20 : (i + 1) * 20]])
+    return str(root / "part-{0..7}.jsonl")
+
+
+@pytest.fixture(scope="module")
+def every_row(data) -> Counter:
+    ds = Dataset.from_files(data).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(SEQ_LEN)
+    return Counter((int(e["shard"]), int(e["index"])) for e in ds)
+
+
+class Runs:
+    """The runs of one training job (one checkpoint directory), each with its own rows logs."""
+
+    def __init__(self, root: Path, data: str) -> None:
+        self.root, self.data, self.count = root, data, 0
+        self.logs: list[tuple[str, int]] = []
+
+    def start(self, nproc: int, *, max_steps: int | None = None, save_every: int = 3, max_restarts: int = 0, workers: int = 1) -> TorchrunJob:
+        self.count += 1
+        log = str(self.root / f"run{self.count}-rows-{{rank}}.jsonl")
+        self.logs.append((log, nproc))
+        args = ["--data", self.data, "--tokenizer", str(TOKENIZER_DIR), "--seq-len", str(SEQ_LEN), "--batch-size", "4"]
+        args += ["--ckpt", str(self.root / "ckpt"), "--save-every", str(save_every), "--rows-log", log, "--num-workers", str(workers)]
+        args += ["--max-steps", str(max_steps)] if max_steps is not None else []
+        return TorchrunJob(nproc, SCRIPT, args, max_restarts=max_restarts, cwd=str(ROOT))
+
+    def run(self, nproc: int, **options) -> str:
+        done = self.start(nproc, **options).wait(timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-5000:]
+        return done.stdout
+
+    def lines(self, run: int) -> list[dict]:
+        log, nproc = self.logs[run]
+        return read_rows_log(log.replace("{rank}", str(r)) for r in range(nproc))
+
+    def trained(self) -> Counter:
+        starts = [start for run in range(len(self.logs)) for start in starts_of(self.lines(run))]
+        return trained_rows(starts)
+
+    def kill_when(self, job: TorchrunJob, step: int, rank_index: int) -> None:
+        """SIGKILL one rank once any rank has logged ``step``; the job then fails."""
+        deadline = time.monotonic() + 240
+        while not any(line["step"] >= step for line in self.lines(len(self.logs) - 1)):
+            assert job.process.poll() is None, "the job ended before the step to kill at"
+            assert time.monotonic() < deadline, "no progress"
+            time.sleep(0.05)
+        assert job.kill_rank(rank_index) is not None
+        done = job.wait(timeout=120)
+        assert done.returncode != 0
+
+
+def assert_exactly_once(trained: Counter, every_row: Counter) -> None:
+    repeated = [row for row, n in trained.items() if n > 1]
+    assert not repeated, f"trained twice: {repeated[:8]}"
+    assert set(trained) == set(every_row), f"lost: {sorted(set(every_row) - set(trained))[:8]}, unknown: {sorted(set(trained) - set(every_row))[:8]}"
+
+
+def test_stop_and_resume_on_another_number_of_ranks(tmp_path, data, every_row):
+    runs = Runs(tmp_path, data)
+    runs.run(2, max_steps=7)
+    assert "resumed at step 7" in runs.run(3)  # to the end of the epoch
+    assert_exactly_once(runs.trained(), every_row)
+    assert runs.lines(1)[-1]["world"] == 3
+
+
+def test_killed_ranks_resume_on_fewer_and_on_more_ranks(tmp_path, data, every_row):
+    runs = Runs(tmp_path, data)
+    runs.kill_when(runs.start(3, save_every=2), step=5, rank_index=1)
+    runs.kill_when(runs.start(2, save_every=2, workers=2), step=runs.lines(0)[-1]["step"] + 4, rank_index=0)
+    runs.run(4, save_every=2)
+    assert_exactly_once(runs.trained(), every_row)
+    assert max(line["step"] for line in runs.lines(0)) > 4  # the kills landed after checkpoints, with steps to redo
+
+
+def test_torchrun_max_restarts_resumes_a_killed_rank_from_the_last_checkpoint(tmp_path, data, every_row):
+    runs = Runs(tmp_path, data)
+    job = runs.start(2, save_every=3, max_restarts=1)
+    deadline = time.monotonic() + 240
+    while not any(line["step"] >= 5 for line in runs.lines(0)):
+        assert time.monotonic() < deadline and job.process.poll() is None
+        time.sleep(0.05)
+    job.kill_rank(1)
+    done = job.wait(timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    starts = starts_of(runs.lines(0))
+    assert len(starts) == 2 and starts[1].first_step in (4, 7)  # restarted from the checkpoint of step 3 or 6
+    assert_exactly_once(trained_rows(starts), every_row)
+
+
+def test_a_checkpoint_cut_off_mid_write_is_never_loaded(tmp_path, data, every_row):
+    runs = Runs(tmp_path, data)
+    runs.run(2, max_steps=6)
+    newest = tmp_path / "ckpt" / "step_00000006"
+    (newest / "COMPLETE").unlink()  # as a job killed inside dcp.save leaves it
+    for part in newest.glob("*.distcp"):
+        part.write_bytes(part.read_bytes()[:100])
+    out = runs.run(3)
+    assert "resumed at step 3" in out
+    assert_exactly_once(runs.trained(), every_row)
+
+
+def test_same_number_of_ranks_continues_exactly(tmp_path, data):
+    whole = Runs(tmp_path / "whole", data)
+    whole.run(2, max_steps=10, save_every=5, workers=2)
+    parts = Runs(tmp_path / "parts", data)
+    parts.run(2, max_steps=5, save_every=5, workers=2)
+    parts.run(2, max_steps=10, save_every=5, workers=2)
+
+    def by_step(lines):
+        return {(line["step"], line["rank"]): (line["rows"], line["loss"]) for line in lines}
+
+    uninterrupted, resumed = by_step(whole.lines(0)), by_step(parts.lines(1))
+    assert sorted(resumed) == [(s, r) for s in range(6, 11) for r in range(2)]
+    for key, (rows, loss) in resumed.items():
+        assert rows == uninterrupted[key][0], key
+        assert loss == uninterrupted[key][1], key  # the model and optimizer came back exactly too
+    assert json.loads(json.dumps(uninterrupted[(10, 0)]))  # a value, not a placeholder
