@@ -45,12 +45,13 @@ test: lint typecheck unit
 # are installed only for the benchmarks
 bench: setup
 	$(BIN)/pip install --quiet epochraft bpe-openai
-	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py && ../$(BIN)/python fast_path.py --mb 40 --tokenizers gpt2,cl100k,o200k,qwen2,llama3-form --corpora prose,code && ../$(BIN)/python engines.py --mb 10 && ../$(BIN)/python engines.py --mb 10 --corpus code --out engines_code.json && ../$(BIN)/python as_you_go.py --mb 100 && ../$(BIN)/python beam_scale.py --mb 160 --rounds 3 && ../$(BIN)/python beam_scale.py --mb 640 --rounds 1 --out beam_scale_640.json && ../$(BIN)/python shuffle_read.py --mb 40 && ../$(BIN)/python internet_scale.py && ../$(BIN)/python packing.py --mb 10 && ../$(BIN)/python step_access.py
+	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py && ../$(BIN)/python fast_path.py --mb 40 --tokenizers gpt2,cl100k,o200k,qwen2,llama3-form --corpora prose,code && ../$(BIN)/python engines.py --mb 10 && ../$(BIN)/python engines.py --mb 10 --corpus code --out engines_code.json && ../$(BIN)/python as_you_go.py --mb 100 && ../$(BIN)/python beam_scale.py --mb 160 --rounds 3 && ../$(BIN)/python beam_scale.py --mb 640 --rounds 1 --out beam_scale_640.json && ../$(BIN)/python shuffle_read.py --mb 40 && ../$(BIN)/python internet_scale.py && ../$(BIN)/python packing.py --mb 10 && ../$(BIN)/python step_access.py && ../$(BIN)/python rank_states.py
 
 # kill/resume soaks: 10x the shipped corpus, consumer SIGKILLed at random moments; then a mix
-# of 3 sources read by 1, 2 or 4 ranks, the world size changing at random restarts
+# of 3 sources read by 1, 2 or 4 ranks, the world size changing at random restarts; then the
+# torchrun example, a random rank SIGKILLed 30 times, restarted on 1-4 ranks
 soak: setup
-	cd benchmarks && ../$(BIN)/python soak.py && ../$(BIN)/python soak_elastic.py
+	cd benchmarks && ../$(BIN)/python soak.py && ../$(BIN)/python soak_elastic.py && ../$(BIN)/python soak_torchrun.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -15,10 +15,16 @@ is read, with the Trainer's own skipping turned off (the callback sets ``ignore_
 
 The state is the one after the examples the optimizer steps consumed, not after what the
 loader fetched ahead: the dataset keeps the state after each example it yielded and the
-callback picks the one for ``global_step x gradient_accumulation_steps x batch size``. One
-training process, ``dataloader_num_workers=0`` (tokenize in workers with ``ds.parallel(n)``),
-and a stream that does not end before ``max_steps`` (``repeat()``, or a mix with
-``stop="never"``) keep that count exact; other setups are refused by name.
+callback picks the one for the examples the steps since the start (or the resume) consumed,
+``per_device_train_batch_size x gradient_accumulation_steps x processes`` a step.
+
+On several processes (``accelerate launch --num_processes N``) give the Trainer the whole
+stream: accelerate reads it on process 0 and deals each global batch out (its default for an
+iterable dataset), so the one position the checkpoint holds is the whole job's, and a resume
+on another number of processes, or with another batch size, goes on from the next example.
+``dataloader_num_workers=0`` (tokenize in workers with ``ds.parallel(n)``) and a stream that
+does not end before ``max_steps`` (``repeat()``, or a mix with ``stop="never"``) keep the count
+exact; other setups are refused by name.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ class BeamtokCallback(TrainerCallback, ExportableState):
     def __init__(self, dataset: TorchIterableDataset | None = None) -> None:
         self.dataset = dataset
         self.saved: dict[str, Any] | None = None  # what the next checkpoint records
+        self.start = (0, 0)  # (global step, examples consumed) the run started or resumed at
         if dataset is not None:
             dataset.record_states()
 
@@ -63,10 +70,10 @@ class BeamtokCallback(TrainerCallback, ExportableState):
                 f"BeamtokCallback needs dataloader_num_workers=0 (got {args.dataloader_num_workers}): the loader's "
                 "workers hold the data position out of reach; tokenize in workers with ds.parallel(n) instead"
             )
-        if args.world_size > 1:
+        if args.world_size > 1 and self.dataset.dataset.pipeline.reader.world_size > 1:
             raise ConfigError(
-                f"BeamtokCallback supports one training process (this run has {args.world_size}); on several ranks use "
-                "ds.shard_by_rank(rank, world_size).to_torch() with torchdata's StatefulDataLoader"
+                f"on {args.world_size} processes, give the Trainer the whole stream, not shard_by_rank(...): accelerate "
+                "deals each global batch out to the processes itself"
             )
         if args.restore_callback_states_from_checkpoint:
             raise ConfigError(
@@ -78,6 +85,7 @@ class BeamtokCallback(TrainerCallback, ExportableState):
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         assert self.dataset is not None
+        self.start = (0, 0)
         if state.global_step == 0:
             return
         callbacks: Any = state.stateful_callbacks or {}  # a dict once loaded from a checkpoint
@@ -88,23 +96,37 @@ class BeamtokCallback(TrainerCallback, ExportableState):
                 f"the checkpoint at step {state.global_step} holds no beamtok state (it was saved without "
                 "BeamtokCallback); resuming would replay or lose data"
             )
-        if saved["examples"] != _consumed(args, state.global_step):
+        if saved.get("step", state.global_step) != state.global_step:
             raise StateError(
+                f"the checkpoint's beamtok state was saved at step {saved['step']}, the checkpoint is of step "
+                f"{state.global_step}: it was copied from another checkpoint"
+            )
+        if "step" not in saved and saved["examples"] != _per_step(args) * state.global_step:
+            raise StateError(  # a state of an earlier beamtok, which did not record the step
                 f"the checkpoint's beamtok state is after {saved['examples']} examples, but step {state.global_step} "
-                f"with this batch size and accumulation consumed {_consumed(args, state.global_step)}: resume with the "
+                f"with this batch size and accumulation consumed {_per_step(args) * state.global_step}: resume with the "
                 "per_device_train_batch_size and gradient_accumulation_steps of the saved run"
             )
         self.dataset.load_state_dict(saved["state"])
         self.dataset.start_count(saved["examples"])
+        self.start = (state.global_step, saved["examples"])
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         assert self.dataset is not None
-        examples = _consumed(args, state.global_step)
-        self.saved = {"examples": examples, "state": self.dataset.state_after(examples)}
+        if not state.is_world_process_zero and not self.dataset.recorded():
+            return  # accelerate dispatches batches read on process 0; this process never reads the data
+        step0, examples0 = self.start
+        examples = examples0 + (state.global_step - step0) * _per_step(args)
+        self.saved = {"examples": examples, "step": state.global_step, "state": self.dataset.state_after(examples)}
 
 
-def _consumed(args: TrainingArguments, step: int) -> int:
-    return step * args.gradient_accumulation_steps * args.per_device_train_batch_size
+def _per_step(args: TrainingArguments) -> int:
+    """Examples one optimizer step consumes from the stream, over every process: accelerate
+    reads a global batch of one per-device batch per process (or splits one batch of the
+    per-device size over them, with ``split_batches``)."""
+    split = bool(getattr(getattr(args, "accelerator_config", None), "split_batches", False))
+    processes = 1 if split else max(1, args.world_size)
+    return args.gradient_accumulation_steps * args.per_device_train_batch_size * processes
 
 
 class PackedCollator:

@@ -3,6 +3,7 @@ replaying a batch, and the batches after a resume equal those of the uninterrupt
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -94,10 +95,29 @@ def test_mistakes_are_refused_by_name(tmp_path):
     resumed, _ = trainer(tmp_path / "again")
     with pytest.raises(StateError, match="holds no beamtok state"):
         resumed.train(resume_from_checkpoint=str(tmp_path / "plain" / "checkpoint-4"))
-    other, _ = trainer(tmp_path / "other", per_device_train_batch_size=3)
     full, _ = trainer(tmp_path / "full", max_steps=4)
     full.train()
-    with pytest.raises(StateError, match="per_device_train_batch_size"):
-        other.train(resume_from_checkpoint=str(tmp_path / "full" / "checkpoint-4"))
+    checkpoint = tmp_path / "full" / "checkpoint-4"
+    stored = json.loads((checkpoint / "trainer_state.json").read_text())
+    stored["stateful_callbacks"]["BeamtokCallback"]["attributes"]["saved"]["step"] = 2  # copied from checkpoint-2
+    (checkpoint / "trainer_state.json").write_text(json.dumps(stored))
+    copied, _ = trainer(tmp_path / "copied")
+    with pytest.raises(StateError, match="copied from another checkpoint"):
+        copied.train(resume_from_checkpoint=str(checkpoint))
+
+
+def test_another_batch_size_goes_on_from_the_next_example(tmp_path):
+    full, _ = trainer(tmp_path / "full", max_steps=4)
+    full.train()
+    bigger, train = trainer(tmp_path / "bigger", max_steps=6, per_device_train_batch_size=3)
+    bigger.train(resume_from_checkpoint=str(tmp_path / "full" / "checkpoint-4"))
+    consumed = 4 * BATCH * ACCUMULATE
+    reference = [list(map(int, ex["input_ids"])) for ex in itertools.islice(data(), consumed + 2 * 3 * ACCUMULATE)]
+    trained = [row for micro in bigger.seen for row in _rows(micro, 128)]
+    assert trained == reference[consumed:]
     with pytest.raises(ConfigError, match=r"leave \.batch"):
         PackedCollator()([next(iter(data().batch(2)))])
+
+
+def _rows(flat: list[int], width: int) -> list[list[int]]:
+    return [flat[i : i + width] for i in range(0, len(flat), width)]

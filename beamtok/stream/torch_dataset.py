@@ -65,6 +65,11 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         if self._history is None:
             self._history = {}
 
+    def recorded(self) -> bool:
+        """Whether this process has recorded a state (it iterated the dataset since
+        :meth:`record_states`)."""
+        return bool(self._history)
+
     def start_count(self, count: int) -> None:
         """Number the next item yielded ``count + 1`` (after resuming at ``count`` consumed)."""
         self._count = count
