@@ -17,11 +17,12 @@ import copy
 import time
 
 import orjson
-from common import ROOT, write_results
 
 from beamtok import Dataset
 from beamtok.distributed.rank_states import pack_rank_states, unpack_rank_states
 from beamtok.distributed.torch_loader import DistributedLoader
+
+from common import ROOT, write_results
 
 
 def main() -> None:

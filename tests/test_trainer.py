@@ -109,7 +109,7 @@ def test_mistakes_are_refused_by_name(tmp_path):
 def test_another_batch_size_goes_on_from_the_next_example(tmp_path):
     full, _ = trainer(tmp_path / "full", max_steps=4)
     full.train()
-    bigger, train = trainer(tmp_path / "bigger", max_steps=6, per_device_train_batch_size=3)
+    bigger, _ = trainer(tmp_path / "bigger", max_steps=6, per_device_train_batch_size=3)
     bigger.train(resume_from_checkpoint=str(tmp_path / "full" / "checkpoint-4"))
     consumed = 4 * BATCH * ACCUMULATE
     reference = [list(map(int, ex["input_ids"])) for ex in itertools.islice(data(), consumed + 2 * 3 * ACCUMULATE)]
