@@ -27,6 +27,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +59,17 @@ def launch(args: argparse.Namespace) -> int:
         subprocess.Popen([sys.executable, *sys.argv, "--process-id", str(i), "--coordinator", f"localhost:{port}"])
         for i in range(args.num_processes)
     ]
-    codes = [child.wait() for child in children]
-    return next((code for code in codes if code), 0)
+    while True:
+        codes = [child.poll() for child in children]
+        failed = next((code for code in codes if code), None)
+        if failed is not None:  # the others would wait for it in the next collective for ever
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
+            return failed
+        if all(code == 0 for code in codes):
+            return 0
+        time.sleep(0.1)
 
 
 def train(args: argparse.Namespace) -> None:
@@ -160,7 +171,14 @@ def main() -> None:
     if args.process_id is None:
         raise SystemExit(launch(args))
     os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
-    train(args)
+    try:
+        train(args)
+    except BaseException:
+        # jax.distributed's exit waits for every process at a barrier, which the others, waiting
+        # for this one in a collective, never reach: a failed process leaves at once instead
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 if __name__ == "__main__":
