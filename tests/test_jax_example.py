@@ -77,6 +77,10 @@ def test_the_handler_refuses_missing_doubled_and_mixed_states(tmp_path):
         _read_states(item)
     (item / "process_1-of-3.json").write_text(json.dumps({"beamtok_state": 1}))
     assert [s["beamtok_state"] for s in _read_states(item)] == [0, 1, 2]
+    (item / "process_00-of-3.json").write_text("{}")
+    with pytest.raises(StateError, match="two beamtok states of process 0"):
+        _read_states(item)
+    (item / "process_00-of-3.json").unlink()
     (item / "process_0-of-2.json").write_text("{}")
     with pytest.raises(StateError, match=r"runs with \[2, 3\] processes"):
         _read_states(item)

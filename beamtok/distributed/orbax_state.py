@@ -65,21 +65,17 @@ class BeamtokCheckpointHandler(ocp.handlers.CheckpointHandler):
 
 
 def _read_states(directory: epath.Path) -> list[dict[str, Any]]:
-    found: dict[int, Any] = {}
-    counts: set[int] = set()
-    for path in directory.iterdir():
-        match = _STATE_FILE.match(path.name)
-        if not match:
-            continue
-        index, count = int(match.group(1)), int(match.group(2))
-        counts.add(count)
-        if index in found:
-            raise StateError(f"{directory}: two beamtok states of process {index}")
-        found[index] = path
-    if not found:
+    named = [(int(m.group(1)), int(m.group(2)), path) for path in directory.iterdir() if (m := _STATE_FILE.match(path.name))]
+    if not named:
         raise StateError(f"{directory}: no beamtok state in this checkpoint item (saved without BeamtokSave?)")
+    counts = {count for _, count, _ in named}
     if len(counts) > 1:
         raise StateError(f"{directory}: beamtok states of runs with {sorted(counts)} processes mixed in one checkpoint")
+    found: dict[int, Any] = {}
+    for index, _, path in named:
+        if index in found:
+            raise StateError(f"{directory}: two beamtok states of process {index} ({found[index].name}, {path.name})")
+        found[index] = path
     (count,) = counts
     missing = sorted(set(range(count)) - set(found))
     if missing:
