@@ -129,7 +129,9 @@ def train(args: argparse.Namespace) -> None:
         print(f"process 0 of {world}: " + (f"resumed at step {start}" if start is not None else "starting"), flush=True)
 
     iterator = dataset.iter(state_dict=state)
-    log = open(args.rows_log.replace("{rank}", str(rank)), "a")
+    log_path = Path(args.rows_log.replace("{rank}", str(rank)))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "a")
     saved_at = global_step
 
     def save() -> None:

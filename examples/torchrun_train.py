@@ -28,6 +28,7 @@ import gc
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -148,7 +149,9 @@ def train(args: argparse.Namespace, restart: int) -> None:
             mark_complete(directory)
         dist.barrier()
 
-    log = open(args.rows_log.replace("{rank}", str(rank)), "a")
+    log_path = Path(args.rows_log.replace("{rank}", str(rank)))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "a")
     batches = iter(loader)
     saved_at = progress.step
     while args.max_steps is None or progress.step < args.max_steps:

@@ -145,6 +145,20 @@ def portable_job_service() -> Iterator[str]:
         service.wait(30)
 
 
+@pytest.fixture
+def ctrl_c_taken() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt in this process for the test, whatever the runner was
+    started with (a shell starts background jobs with SIGINT ignored), restored after: so a
+    test can tell SIGINT ignored by beamtok from SIGINT ignored by the shell."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def run_group(command: list[str], *, timeout: float, **options: Any) -> subprocess.CompletedProcess[str]:
     """Run ``command`` in a process group of its own, as text; on timeout the whole group is
     killed (a launcher's workers and their DataLoader workers too) and the test fails."""

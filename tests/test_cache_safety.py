@@ -165,7 +165,7 @@ def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, m
     assert manifest["totals"]["documents"]["read"] == 12 * sum(1 for p in SHAKESPEARE for _ in open(p))
 
 
-def test_local_worker_processes_leave_ctrl_c_to_the_launcher(tmp_path):
+def test_local_worker_processes_leave_ctrl_c_to_the_launcher(tmp_path, ctrl_c_taken):
     """A multi_processing worker that took the terminal's Ctrl-C printed its own traceback
     before the launcher could silence it; started by beamtok, workers ignore SIGINT."""
     import apache_beam as beam

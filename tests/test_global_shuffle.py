@@ -136,3 +136,23 @@ def test_permutation_quality():
             counts[row, position] += 1
     expected = counts.sum() / counts.size
     assert counts.min() > 0 and ((counts - expected) ** 2 / expected).sum() < 110  # 49 dof
+
+
+def test_windowed_order_changes_inside_every_window_from_epoch_to_epoch():
+    """Each epoch orders the windows anew and, inside each window, the rows anew: an inner
+    order keyed without the epoch would replay every window's order every epoch."""
+    total, window = 1000, 50
+
+    def inner_orders(epoch: int) -> dict[int, list[int]]:
+        rows = GlobalOrder(total, seed=7, epoch=epoch, window=window).rows_at(np.arange(total))
+        orders: dict[int, list[int]] = {}
+        for row in rows.tolist():
+            orders.setdefault(row // window, []).append(row)
+        return orders
+
+    first, second = inner_orders(0), inner_orders(1)
+    assert sorted(first) == sorted(second) == list(range(total // window))
+    assert all(sorted(first[w]) == sorted(second[w]) for w in first)  # each window holds the same rows
+    assert sum(first[w] != second[w] for w in first) == len(first)  # in another order, in every window
+    windows_in_order = [GlobalOrder(total, seed=7, epoch=e, window=window).rows_at(np.arange(0, total, window)) // window for e in (0, 1)]
+    assert windows_in_order[0].tolist() != windows_in_order[1].tolist()

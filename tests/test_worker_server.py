@@ -82,7 +82,7 @@ def test_which_options_ask_for_local_workers():
     assert not asks_for_local_workers(["--direct_running_mode=in_memory", "--direct_num_workers=2"])
 
 
-def test_workers_are_forked_by_the_server_and_leave_ctrl_c_to_the_launcher(tmp_path):
+def test_workers_are_forked_by_the_server_and_leave_ctrl_c_to_the_launcher(tmp_path, ctrl_c_taken):
     start_early(TWO)
     server = worker_server._server
     assert server is not None
