@@ -138,3 +138,38 @@ def test_head_cuts_long_pieces_unless_told_not_to(tmp_path):
     assert result.exit_code == 0 and "… (+" in result.stdout and all(len(line) <= 500 + len("… (+99999 chars)") for line in texts)
     whole = CliRunner().invoke(main, ["head", directory, "--batches", "1", "--batch-size", "1", "--max-chars", "0"])
     assert whole.exit_code == 0 and "… (+" not in whole.stdout
+
+
+def test_reading_past_the_end_and_unclear_arguments_get_one_line_each():
+    short = Dataset.from_files(TEXT).tokenize(TOKENIZER).concat_chunk(1024).batch(8)
+    steps = sum(1 for _ in short)
+    with pytest.raises(ConfigError, match=rf"iter\(step=1000000000\): this reader's stream ends after step {steps}"):
+        short.iter(step=10**9)
+    with pytest.warns(UserWarning, match=rf"skip\(1000000000\): the stream ended after {steps} more item"):
+        assert short.iter().skip(10**9) == steps
+    assert len(list(short.iter(step=steps))) == 0  # the very end is a step that exists
+    with pytest.raises(ConfigError, match="tokenize\\(\\) takes a tokenizer directory, a hub name.*got int 42"):
+        Dataset.from_files(TEXT).tokenize(42)
+    mixed = Dataset.mix([tokens().concat_chunk(64), tokens().concat_chunk(64)], [1, 1])
+    with pytest.raises(ConfigError, match=r"one weight per source, in the order the mix was given its sources \(2 numbers\), not a dict"):
+        mixed.iter().set_weights({"web": 1})
+    it = short.iter()
+    next(it)
+    state = it.state_dict()
+    del state["pipeline"]
+    from beamtok import StateError
+
+    with pytest.raises(StateError, match=r"the state lacks \['pipeline'\]"):
+        short.iter(state_dict=state)
+
+
+def test_a_typo_in_a_local_tokenizer_path_that_reads_as_a_hub_name_gets_the_local_directory(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "gpt2").symlink_to(TOKENIZER_DIR, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # no network probe: the answer is the same
+    with pytest.raises(ConfigError, match=r"a local directory 'tok' exists but holds no 'gpt3'; did you mean 'tok/gpt2'\?"):
+        Dataset.from_files(TEXT).tokenize("tok/gpt3")
+    Dataset.from_files(TEXT).tokenize("tok/gpt2")  # the directory itself loads

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -335,7 +336,12 @@ class Dataset(PerShardStages, StreamStages):
             if state_dict is not None or start_example is not None:
                 raise ConfigError("pass one of state_dict, start_example and step")
             it = DatasetIterator(self._pipeline, split)
-            it.skip(check_int(step, "step"))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # said below, as an error
+                passed = it.skip(check_int(step, "step"))
+            if passed < step:
+                it.close()
+                raise ConfigError(f"iter(step={step}): this reader's stream ends after step {passed}, before the step asked for")
             return it
         if start_example is None:
             return DatasetIterator(self._pipeline, split, state_dict)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -249,6 +250,11 @@ class DatasetIterator:
         set_weights = getattr(self._source, "set_weights", None)
         if set_weights is None:
             raise ConfigError("set_weights() applies to a mix (Dataset.mix); this stream has one source")
+        if isinstance(weights, dict):
+            raise ConfigError(
+                f"set_weights takes one weight per source, in the order the mix was given its sources "
+                f"({len(self._source.sources)} numbers), not a dict: got {weights!r}"
+            )
         self._merge_now()
         return int(set_weights(list(weights)))
 
@@ -271,6 +277,11 @@ class DatasetIterator:
                 passed += 1
         if passed:
             self._skipped.append([first, passed])
+        if passed < items:
+            warnings.warn(
+                f"skip({items}): the stream ended after {passed} more item(s) (at step {first + passed}); nothing is left to read",
+                stacklevel=2,
+            )
         return passed
 
     def close(self) -> None:

@@ -198,6 +198,11 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
     if isinstance(tokenizer, os.PathLike):
         tokenizer = os.fspath(tokenizer)
     if not isinstance(tokenizer, str):
+        if not hasattr(tokenizer, "backend_tokenizer") and not hasattr(tokenizer, "is_fast"):
+            raise ConfigError(
+                f"tokenize() takes a tokenizer directory, a hub name, a beamtok Tokenizer or a loaded transformers "
+                f"fast tokenizer; got {type(tokenizer).__name__} {tokenizer!r}"[:300]
+            )
         name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
         return _remember(Tokenizer.from_hf(tokenizer, str(name)))
     with _LOCK:

@@ -39,12 +39,25 @@ def missing_directory_error(name: str) -> ConfigError:
     return ConfigError(f"tokenizer directory {name!r} does not exist{hint}")
 
 
+def _local_lookalike(name: str) -> str:
+    """For an ``owner/name`` whose owner is a local directory: the nearest directory in it, said
+    first (a typo in a local path reads as a hub name)."""
+    owner = name.split("/", 1)[0]
+    if "/" not in name or not os.path.isdir(owner):
+        return ""
+    siblings = [e for e in os.listdir(owner) if os.path.isdir(os.path.join(owner, e))]
+    close = difflib.get_close_matches(name.split("/", 1)[1], siblings, n=1)
+    found = f"; did you mean {os.path.join(owner, close[0])!r}?" if close else f"; it holds {sorted(siblings)[:5]}"
+    return f"a local directory {owner!r} exists but holds no {name.split('/', 1)[1]!r}{found} If a hub name was meant: "
+
+
 def check_hub_reachable(name: str) -> None:
     """Raise at once if ``name`` would need the Hugging Face Hub and the hub cannot be reached."""
     hint = (
         "download the tokenizer where there is network (AutoTokenizer.from_pretrained(...).save_pretrained(DIR)) "
         "and pass DIR, or fill the Hugging Face cache and set HF_HUB_OFFLINE=1"
     )
+    hint = _local_lookalike(name) + hint
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
