@@ -148,7 +148,7 @@ def test_reading_past_the_end_and_unclear_arguments_get_one_line_each():
     with pytest.warns(UserWarning, match=rf"skip\(1000000000\): the stream ended after {steps} more item"):
         assert short.iter().skip(10**9) == steps
     assert len(list(short.iter(step=steps))) == 0  # the very end is a step that exists
-    with pytest.raises(ConfigError, match="tokenize\\(\\) takes a tokenizer directory, a hub name.*got int 42"):
+    with pytest.raises(ConfigError, match=r"tokenize\(\) takes a tokenizer directory, a hub name.*got int 42"):
         Dataset.from_files(TEXT).tokenize(42)
     mixed = Dataset.mix([tokens().concat_chunk(64), tokens().concat_chunk(64)], [1, 1])
     with pytest.raises(ConfigError, match=r"one weight per source, in the order the mix was given its sources \(2 numbers\), not a dict"):
