@@ -66,13 +66,15 @@ def test_second_build_on_the_same_directory_is_refused(tmp_path, slow_inputs):
         # has asked for the lock, however loaded the machine is.
         first.send_signal(signal.SIGSTOP)
         try:
-            second = subprocess.run(cache_command(slow_inputs, out), capture_output=True, text=True, timeout=600)
+            # -X importtime lists every module the second run imported: it must stop before Beam
+            second = subprocess.run([sys.executable, "-X", "importtime", *cache_command(slow_inputs, out)[1:]], capture_output=True, text=True, timeout=600)
         finally:
             first.send_signal(signal.SIGCONT)
     finally:
         _, err_first = first.communicate(timeout=600)
     assert second.returncode == 2 and "Traceback" not in second.stderr
     assert f"is being written by another `beamtok cache` run (pid {first.pid} on {socket.gethostname()}" in second.stderr
+    assert "| apache_beam" not in second.stderr and "| tokenizers" not in second.stderr  # refused before Beam and the tokenizer
     assert first.returncode == 0, err_first
     assert not (out / LOCK_FILE).exists()
     verify_cache(str(out), sample=1)

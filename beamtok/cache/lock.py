@@ -32,7 +32,7 @@ from typing import Any
 from beamtok.cache.storage import Storage
 from beamtok.errors import CacheError
 
-__all__ = ["HEARTBEAT_SECONDS", "LOCK_FILE", "STALE_SECONDS", "BuildLock", "release_held_locks"]
+__all__ = ["HEARTBEAT_SECONDS", "LOCK_FILE", "STALE_SECONDS", "BuildLock", "refuse_if_building", "release_held_locks"]
 
 LOCK_FILE = "build.lock"
 HEARTBEAT_SECONDS = 30.0
@@ -194,3 +194,16 @@ def release_held_locks() -> None:
             lock.release()
         except Exception as e:  # the process is ending: say so, and go on with the others
             log.warning("%s: cannot release the build lock: %s", lock.storage.url, e)
+
+
+def refuse_if_building(output: str) -> None:
+    """Refuse at once when a live build holds ``output``'s lock, so a second ``beamtok cache``
+    learns it cannot start before importing Beam or loading tokenizers. It only reads the lock:
+    the build takes it when it starts (and refuses then too, should a build start meanwhile)."""
+    storage = Storage(output)
+    if storage.size(LOCK_FILE) is None:
+        return
+    probe = BuildLock(storage)
+    holder = probe._read()
+    if holder is not None and not holder.get("unreadable") and probe.stale_reason(holder) is None:
+        raise probe._refusal(holder)
