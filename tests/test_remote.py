@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
+import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
@@ -15,7 +18,7 @@ import pytest
 from beamtok import Dataset, InputError
 from beamtok.testing import check_resumption, items_equal
 
-from conftest import CORPUS
+from conftest import CORPUS, free_port
 
 
 class RangeHandler(SimpleHTTPRequestHandler):
@@ -175,3 +178,44 @@ def test_s3_shards_read_compressed_and_plain(s3_bucket, tokenizer_dir):
     with pytest.raises(InputError, match=r"s3://corpus/train/missing\.jsonl"):
         list(Dataset.from_files("s3://corpus/train/missing.jsonl"))
     assert os.environ["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1")
+
+
+def test_a_server_without_range_support_resumes_by_reading_forward_and_exits_quietly(tmp_path, make_shards, tokenizer_dir):
+    """``python -m http.server`` ignores Range requests: a resume reads forward to the cursor,
+    said once, and the process exits with nothing printed after it (a stream's generator
+    finalized at exit used to log through a torn-down logging module)."""
+    make_shards(2, docs_per_shard=8)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "http.server did not start"
+                time.sleep(0.05)
+        script = f"""
+import json, warnings
+from beamtok import Dataset
+ds = Dataset.from_files("http://127.0.0.1:{port}/part-{{00..01}}.jsonl").tokenize({tokenizer_dir!r}).concat_chunk(24)
+it = ds.iter()
+first = [next(it) for _ in range(5)]
+state = json.loads(json.dumps(it.state_dict()))
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    resumed = list(ds.iter(state_dict=state))
+rest = list(it)
+assert [r["index"] for r in resumed] == [r["index"] for r in rest], "resumed stream differs"
+print(len(resumed), sum("ignores HTTP Range requests" in str(w.message) for w in said))
+half = ds.iter()
+next(half)  # a generator left open: finalized at exit
+"""
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    finally:
+        server.kill()
+    assert done.returncode == 0, done.stderr
+    count, warned = map(int, done.stdout.split())
+    assert count > 0 and warned == 1
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -176,6 +176,10 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         options["urls"] = positional
     configured = check_beam_args(options["beam_options"], where=f"{config_path}: beam_options: ")
     beam_args = [*configured, *passthrough]
+    if options.get("output"):
+        from beamtok.cache.lock import refuse_if_building
+
+        refuse_if_building(options["output"])  # before Beam's import and the tokenizer's load
     from beamtok.transforms.tokenize import tokenizers_to_warm
     from beamtok.worker_server import start_early
 

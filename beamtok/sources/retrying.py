@@ -12,10 +12,13 @@ from __future__ import annotations
 import io
 import logging
 import multiprocessing
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from beamtok.errors import InputError
 
@@ -29,6 +32,7 @@ READ_BYTES = 1 << 18  # read in pieces: a connection cut mid-body loses at most 
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 _COUNTER: Any = None  # a multiprocessing.Value made before workers fork, or an int
+_NO_RANGES: set[str] = set()  # servers found to ignore Range requests (said once each)
 
 
 def share_retry_counter() -> None:
@@ -104,12 +108,39 @@ class RetryingReader(io.RawIOBase):
             try:
                 raw.close()
             except Exception:  # a broken connection may fail to close; it is dropped either way
-                log.debug("%s: closing a failed connection", self.url, exc_info=True)
+                if not sys.is_finalizing():  # at interpreter exit logging itself may be gone
+                    log.debug("%s: closing a failed connection", self.url, exc_info=True)
 
     def _read(self, size: int) -> bytes:
         if self._raw is None:
-            self._raw = self._open_at(self._position)
+            self._raw = self._reopen(self._position)
         return self._raw.read(size)
+
+    def _reopen(self, position: int) -> IO[bytes]:
+        """The object opened at ``position``; from a server that ignores Range requests, opened
+        at its start and read forward to ``position`` (said once per server)."""
+        try:
+            return self._open_at(position)
+        except io.UnsupportedOperation:
+            if position == 0:
+                raise
+        server = urlsplit(self.url).netloc
+        if server not in _NO_RANGES:
+            _NO_RANGES.add(server)
+            warnings.warn(
+                f"{server} ignores HTTP Range requests: resuming {self.url} reads it forward from its start to byte "
+                f"{position:,} (and so every later resume there); a server with Range support, or a local or object-store "
+                "copy, seeks instead",
+                stacklevel=2,
+            )
+        raw = self._open_at(0)
+        left = position
+        while left:
+            piece = raw.read(min(left, READ_BYTES))
+            if not piece:
+                raise InputError(f"{self.url}: the object ends before byte {position:,}, where the state says reading stopped")
+            left -= len(piece)
+        return raw
 
     def readinto(self, buffer: Any) -> int:
         data = self._attempt(lambda: self._read(min(len(buffer), READ_BYTES)))
