@@ -3,6 +3,7 @@ each is refused (or warned about) when it is typed, in one line naming what to c
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
@@ -173,3 +174,12 @@ def test_a_typo_in_a_local_tokenizer_path_that_reads_as_a_hub_name_gets_the_loca
     with pytest.raises(ConfigError, match=r"a local directory 'tok' exists but holds no 'gpt3'; did you mean 'tok/gpt2'\?"):
         Dataset.from_files(TEXT).tokenize("tok/gpt3")
     Dataset.from_files(TEXT).tokenize("tok/gpt2")  # the directory itself loads
+
+
+def test_a_token_budget_below_the_row_length_is_warned_about_once():
+    rows = Dataset.from_files(TEXT).tokenize(TOKENIZER).pack_power_of_two(1024)
+    with pytest.warns(UserWarning, match=r"batch_tokens\(100\): a row of 1,024 tokens is over the budget of one batch") as said:
+        list(itertools.islice(rows.batch_tokens(100), 20))
+    assert len([w for w in said if "over the budget" in str(w.message)]) == 1
+    cut = next(iter(rows.batch_tokens(100, max_len=100, min_len=4)))  # cut into pieces that fit
+    assert cut["input_ids"].size <= 128 and cut["input_ids"].shape[1] <= 100

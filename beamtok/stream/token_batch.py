@@ -23,6 +23,7 @@ window and a resume on another world size finishes old readers' windows first.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -124,6 +125,7 @@ class TokenBatchNode(WindowNode):
     def __init__(self, upstream: Node, config: BatchTokens, pad_id: int, rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None) -> None:
         self.config = config
         self.pad_id = pad_id
+        self._warned_over_budget = False
         super().__init__(upstream, config.window, rebuild)
 
     def arrange(self, items: list[Any], window: int) -> list[Any]:
@@ -134,6 +136,14 @@ class TokenBatchNode(WindowNode):
         for row in rows:
             if not isinstance(row, dict) or "input_ids" not in row:
                 raise ConfigError("batch_tokens() batches examples with input_ids: call it after tokenize() (and before batch())")
+            if len(row["input_ids"]) > config.max_tokens and not self._warned_over_budget:
+                self._warned_over_budget = True
+                warnings.warn(
+                    f"batch_tokens({config.max_tokens}): a row of {len(row['input_ids']):,} tokens is over the budget of one "
+                    "batch; such rows go in batches of their own, over the budget; raise max_tokens to the longest row, "
+                    f"or cut rows with max_len={config.max_tokens}",
+                    stacklevel=2,
+                )
             buckets.setdefault(bucket_of(len(row["input_ids"]), config.min_len), []).append(row)
         batches: list[tuple[int, list[dict[str, Any]]]] = []
         for length in sorted(buckets):
