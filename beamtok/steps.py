@@ -88,7 +88,8 @@ class StepContext:
             raise InputError(f"{self.url}: {doc.raw.location}: {message}")
 
     def fail_missing(self, doc: Doc, name: str) -> None:
-        self.fail(doc, SkipReason.MISSING_FIELD, f"no field {name!r} (fields: {sorted(doc.record)[:8]})")
+        why = getattr(doc.record, "left_out", {}).get(name)  # a reader that left the column out says why
+        self.fail(doc, SkipReason.MISSING_FIELD, f"no field {name!r} (fields: {sorted(doc.record)[:8]})" + (f": {why}" if why else ""))
 
     def text_field(self, doc: Doc, name: str, fallback: str | None = None) -> str | None:
         """The string in field ``name`` (or ``fallback``), or None after counting why not."""

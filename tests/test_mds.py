@@ -182,3 +182,17 @@ def test_sample_whose_column_sizes_do_not_fit_is_refused(tmp_path, texts):
         list(Dataset.from_mds(out))
     it = Dataset.from_mds(out, on_error="skip").iter()
     assert [r["text"] for r in it] == [texts[i] for i in (0, 1, 3, 4)]
+
+
+def test_an_unknown_encoding_is_named_where_its_column_is_needed_and_the_index_version_is_checked(tmp_path, texts):
+    out = write_mds(tmp_path / "d", texts[:4], size_limit=1 << 20)
+    index = json.loads((out / "index.json").read_text())
+    index["shards"][0]["column_encodings"][index["shards"][0]["column_names"].index("text")] = "str16"  # no decoder for it
+    (out / "index.json").write_text(json.dumps(index))
+    with pytest.raises(InputError, match=r"no field 'text' \(fields: .*\): column 'text' has MDS encoding 'str16', which beamtok does not decode"):
+        list(Dataset.from_mds(out).tokenize(TOKENIZER))
+    assert [r["source"] for r in Dataset.from_mds(out)] == [f"doc-{i}" for i in range(4)]  # the other columns read on
+    index["version"] = 3
+    (out / "index.json").write_text(json.dumps(index))
+    with pytest.raises(InputError, match=r"index\.json: MDS index version 3; beamtok reads index version 2"):
+        list(Dataset.from_mds(out))

@@ -139,6 +139,8 @@ def _parsed_index(index_url: str, stamp: tuple[int, int] | None) -> dict[str, tu
     entries = data.get("shards") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise InputError(f"{index_url}: not an MDS index (no 'shards' list)")
+    if data.get("version", 2) != 2:
+        raise InputError(f"{index_url}: MDS index version {data.get('version')!r}; beamtok reads index version 2 (MosaicML Streaming's)")
     shards: dict[str, tuple[MdsShardInfo, str]] = {}
     for i, entry in enumerate(entries):
         where = f"{index_url} shard {i}"
@@ -233,7 +235,22 @@ def _columns_to_decode(url: str, info: MdsShardInfo, columns: Sequence[str] | No
     return [name in columns for name in info.names]
 
 
-def _decode_sample(blob: bytes, info: MdsShardInfo, wanted: list[bool]) -> dict[str, Any] | ParseFailure:
+class MdsRecord(dict):
+    """A sample's decoded columns; ``left_out`` says, by column name, why a column is not
+    among them (an encoding beamtok does not decode), for the step that asks for it."""
+
+    left_out: dict[str, str] = {}  # noqa: RUF012  (set per shard, never mutated)
+
+
+def _left_out(info: MdsShardInfo, wanted: list[bool]) -> dict[str, str]:
+    return {
+        name: f"column {name!r} has MDS encoding {encoding!r}, which beamtok does not decode (it decodes {sorted(DECODERS)})"
+        for name, encoding, keep in zip(info.names, info.encodings, wanted)
+        if not keep and encoding not in DECODERS
+    }
+
+
+def _decode_sample(blob: bytes, info: MdsShardInfo, wanted: list[bool], left_out: dict[str, str] | None = None) -> dict[str, Any] | ParseFailure:
     sizes: list[int] = []
     at = 0
     for size in info.sizes:
@@ -243,7 +260,9 @@ def _decode_sample(blob: bytes, info: MdsShardInfo, wanted: list[bool]) -> dict[
         sizes.append(size)
     if at + sum(sizes) != len(blob):
         return ParseFailure(SkipReason.TRUNCATED, f"column sizes add up to {at + sum(sizes)} bytes, the sample holds {len(blob)}")
-    record: dict[str, Any] = {}
+    record = MdsRecord()
+    if left_out:
+        record.left_out = left_out
     for name, encoding, size, keep in zip(info.names, info.encodings, sizes, wanted):
         if keep:
             value = blob[at : at + size]
@@ -293,6 +312,7 @@ def read_mds(url: str, start: int, columns: Sequence[str] | None) -> Iterator[Ra
     """Samples of the MDS shard ``url`` from sample ``start`` on (seeking, not scanning)."""
     info = _shard_info(url)
     wanted = _columns_to_decode(url, info, columns)
+    left_out = _left_out(info, wanted)
     if start > info.samples:
         raise StateError(f"{url}: doc cursor (sample {start}) is past the end of the shard ({info.samples} samples)")
     data = _ShardBytes(url, info)
@@ -310,6 +330,6 @@ def read_mds(url: str, start: int, columns: Sequence[str] | None) -> Iterator[Ra
             if end < begin or len(blob) != end - begin:
                 yield RawDocument(i, f"sample {i}", ParseFailure(SkipReason.TRUNCATED, "shard is truncated or corrupt here"))
                 return
-            yield RawDocument(i, f"sample {i}", _decode_sample(blob, info, wanted))
+            yield RawDocument(i, f"sample {i}", _decode_sample(blob, info, wanted, left_out))
     finally:
         data.close()
