@@ -76,6 +76,14 @@ def write_jsonl(path: Path, records: list[Any], compression: str | None = None) 
     return path
 
 
+def paragraph_files(root: Path, files: int, per_file: int) -> str:
+    """``files`` JSONL files of ``per_file`` real paragraphs each under ``root``; their brace pattern."""
+    paragraphs = real_paragraphs(files * per_file)
+    for i in range(files):
+        write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * per_file : (i + 1) * per_file]])
+    return str(root / f"part-{{0..{files - 1}}}.jsonl")
+
+
 @pytest.fixture
 def make_shards(tmp_path: Path) -> Callable[..., list[str]]:
     """Write ``n`` small JSONL shards of real paragraphs; returns their paths."""

@@ -15,7 +15,7 @@ import pytest
 
 from beamtok import Dataset, StateError
 
-from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, run_group, write_jsonl
+from conftest import ROOT, TOKENIZER_DIR, paragraph_files, run_group
 
 pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
@@ -27,11 +27,7 @@ SCRIPT = str(ROOT / "examples" / "jax_train.py")
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("jax-data")
-    paragraphs = real_paragraphs(120)
-    for i in range(6):
-        write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 20 : (i + 1) * 20]])
-    return str(root / "part-{0..5}.jsonl")
+    return paragraph_files(tmp_path_factory.mktemp("jax-data"), 6, 20)
 
 
 def run(processes: int, data: str, root: Path, name: str, **options: int) -> list[dict]:

@@ -160,7 +160,7 @@ def test_reading_past_the_end_and_unclear_arguments_get_one_line_each():
     del state["pipeline"]
     from beamtok import StateError
 
-    with pytest.raises(StateError, match=r"the state lacks \['pipeline'\]"):
+    with pytest.raises(StateError, match=r"the state lacks keys \['pipeline'\]"):
         short.iter(state_dict=state)
 
 

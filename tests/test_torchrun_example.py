@@ -16,7 +16,7 @@ import pytest
 
 from beamtok import Dataset
 
-from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
+from conftest import ROOT, TOKENIZER_DIR, paragraph_files
 
 pytest.importorskip("torch")
 pytest.importorskip("torchdata")
@@ -29,11 +29,7 @@ SEQ_LEN = 32
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> str:
-    root = tmp_path_factory.mktemp("torchrun-data")
-    paragraphs = real_paragraphs(160)
-    for i in range(8):
-        write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 20 : (i + 1) * 20]])
-    return str(root / "part-{0..7}.jsonl")
+    return paragraph_files(tmp_path_factory.mktemp("torchrun-data"), 8, 20)
 
 
 @pytest.fixture(scope="module")

@@ -176,10 +176,13 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         options["urls"] = positional
     configured = check_beam_args(options["beam_options"], where=f"{config_path}: beam_options: ")
     beam_args = [*configured, *passthrough]
-    if options.get("output"):
+    output = options.get("output")
+    if output and ("://" not in output or output.startswith("file://")):
+        # a local output's lock is read before Beam's import and the tokenizer's load; a remote
+        # one is checked when the build takes it (a dry run for Dataflow must not reach a bucket)
         from beamtok.cache.lock import refuse_if_building
 
-        refuse_if_building(options["output"])  # before Beam's import and the tokenizer's load
+        refuse_if_building(output)
     from beamtok.transforms.tokenize import tokenizers_to_warm
     from beamtok.worker_server import start_early
 
