@@ -6,10 +6,13 @@ the rows it trained on to ``--log`` (``{rank}`` replaced) as JSON lines."""
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import time
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import transformers
 
 from beamtok import Dataset
@@ -39,6 +42,16 @@ class LoggingTrainer(transformers.Trainer):
 
 
 def main() -> None:
+    train_until_max_steps()
+    # The Trainer and its DDP model are freed (the function returned) before the process group,
+    # with gloo's threads idle: freed at interpreter exit instead, a gloo thread can be torn down
+    # while it still frees a collective's tensors ("terminate called without an active exception")
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def train_until_max_steps() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", required=True)
     parser.add_argument("--tokenizer", required=True)
@@ -59,6 +72,10 @@ def main() -> None:
         model=model, args=settings, train_dataset=train, data_collator=ProvenanceCollator(), callbacks=[BeamtokCallback(train)], log=args.rows_log
     )
     trainer.train(resume_from_checkpoint=args.resume)
+    trainer.rows_log.close()
+    if dist.is_initialized():
+        dist.barrier()
+        time.sleep(0.2)  # gloo's threads free the last collectives' work objects, which takes the GIL
 
 
 if __name__ == "__main__":
