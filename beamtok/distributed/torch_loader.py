@@ -114,12 +114,13 @@ class DistributedLoader(Stateful):
 
     def _build(self) -> StatefulDataLoader:
         saved = self._loaded
-        if saved is not None and saved.same_layout(self.world_size, self.num_workers):
-            loader = StatefulDataLoader(self.dataset.to_torch(), num_workers=self.num_workers, **self.loader_options)
-            loader.load_state_dict(saved.entries[self.rank]["loader"])
-            return loader
-        resume = reader_states(*saved.loader_states) if saved is not None else None
-        return StatefulDataLoader(self.dataset.to_torch(resume_from=resume), num_workers=self.num_workers, **self.loader_options)
+        exact = saved is not None and saved.same_layout(self.world_size, self.num_workers)
+        resume = reader_states(*saved.loader_states) if saved is not None and not exact else None
+        loader = StatefulDataLoader(self.dataset.to_torch(resume_from=resume), num_workers=self.num_workers, **self.loader_options)
+        if exact:
+            assert saved is not None
+            loader.load_state_dict(saved.entries[self.rank]["loader"])  # this rank's own state: exact
+        return loader
 
     # ------------------------------------------------------------- checkpoints
 
