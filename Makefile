@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.beamtok-installed
 
-.PHONY: setup demo test lint typecheck unit bench soak clean
+.PHONY: setup demo test lint typecheck unit floor bench soak clean
 
 setup: $(STAMP)
 
@@ -30,7 +30,7 @@ demo: setup
 	$(BIN)/beamtok verify build/demo-cache
 
 lint: setup
-	$(BIN)/ruff check beamtok pipelines tests benchmarks examples
+	$(BIN)/ruff check beamtok pipelines tests benchmarks examples floor
 
 typecheck: setup
 	$(BIN)/mypy beamtok pipelines examples
@@ -39,13 +39,28 @@ typecheck: setup
 unit: setup
 	$(BIN)/pytest -q -n auto tests
 
-test: lint typecheck unit
+# the declared minimum of each core dependency (pyproject.toml), in an environment of its own:
+# build a cache, verify and read it, stream and resume (floor/smoke.py)
+FLOOR_VENV ?= .venv-floor
+FLOOR_STAMP := $(FLOOR_VENV)/.beamtok-installed
+
+$(FLOOR_STAMP): pyproject.toml floor/constraints.py
+	$(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/pip install --quiet --upgrade pip
+	$(PYTHON) floor/constraints.py > $(FLOOR_VENV)/constraints.txt
+	$(FLOOR_VENV)/bin/pip install --quiet -c $(FLOOR_VENV)/constraints.txt -e '.[beam]'
+	touch $(FLOOR_STAMP)
+
+floor: $(FLOOR_STAMP)
+	$(FLOOR_VENV)/bin/python floor/smoke.py
+
+test: lint typecheck unit floor
 
 # epochraft (a peer we compare against) and bpe-openai (an engine measured by engines.py)
 # are installed only for the benchmarks
 bench: setup
 	$(BIN)/pip install --quiet epochraft bpe-openai
-	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py && ../$(BIN)/python fast_path.py --mb 40 --tokenizers gpt2,cl100k,o200k,qwen2,llama3-form --corpora prose,code && ../$(BIN)/python engines.py --mb 10 && ../$(BIN)/python engines.py --mb 10 --corpus code --out engines_code.json && ../$(BIN)/python as_you_go.py --mb 100 && ../$(BIN)/python beam_scale.py --mb 160 --rounds 3 && ../$(BIN)/python beam_scale.py --mb 640 --rounds 1 --out beam_scale_640.json && ../$(BIN)/python shuffle_read.py --mb 40 && ../$(BIN)/python internet_scale.py && ../$(BIN)/python packing.py --mb 10 && ../$(BIN)/python step_access.py && ../$(BIN)/python rank_states.py
+	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py && ../$(BIN)/python fast_path.py --mb 40 --tokenizers gpt2,cl100k,o200k,qwen2,llama3-form --corpora prose,code && ../$(BIN)/python engines.py --mb 10 && ../$(BIN)/python engines.py --mb 10 --corpus code --out engines_code.json && ../$(BIN)/python as_you_go.py --mb 100 && ../$(BIN)/python beam_scale.py --mb 160 --rounds 3 && ../$(BIN)/python beam_scale.py --mb 640 --rounds 1 --out beam_scale_640.json && ../$(BIN)/python shuffle_read.py --mb 40 && ../$(BIN)/python internet_scale.py && ../$(BIN)/python packing.py --mb 10 && ../$(BIN)/python step_access.py && ../$(BIN)/python rank_states.py && ../$(BIN)/python parquet_encoding.py
 
 # kill/resume soaks: 10x the shipped corpus, consumer SIGKILLed at random moments; then a mix
 # of 3 sources read by 1, 2 or 4 ranks, the world size changing at random restarts; then the
@@ -54,4 +69,4 @@ soak: setup
 	cd benchmarks && ../$(BIN)/python soak.py && ../$(BIN)/python soak_elastic.py && ../$(BIN)/python soak_torchrun.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FLOOR_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -76,6 +76,7 @@ CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("overwrite", "Replace a cache built with another spec.", False, flag=True, scope="build"),
     CacheOption("row_group_rows", "Rows per Parquet row group (small groups: cheaper random access).", type=int, scope="build"),
     CacheOption("row_group_bytes", "Bytes of tokens per Parquet row group. [default: 8388608]", type=int, scope="build"),
+    CacheOption("parquet_compat", "Write shard files every Parquet reader opens (snappy instead of zstd: fastparquet, Spark, BigQuery, Hive...).", False, flag=True, scope="build"),
     CacheOption("split_bytes", "Tokenize input files larger than this in ranges on several workers (uncompressed JSONL, Parquet); 'none' never splits. The cache is the same. [default: 16MiB]", "16MiB", scope="build"),
     CacheOption("beam_options", "Beam pipeline options: a mapping, or a list of --name=value strings.", (), scope="build", command_line=False),
 )  # fmt: skip

@@ -167,6 +167,25 @@ def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, m
     assert manifest["totals"]["documents"]["read"] == 12 * sum(1 for p in SHAKESPEARE for _ in open(p))
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_build_started_with_ctrl_c_ignored_runs_through_it(tmp_path, slow_inputs):
+    """Started as nohup or a shell's background job starts it (SIGINT ignored), the launcher
+    keeps ignoring SIGINT: the build completes."""
+    out = tmp_path / "cache"
+    command = cache_command(slow_inputs, out, "--direct_running_mode=multi_processing", "--direct_num_workers=2")
+    build = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_ignore_sigint)
+    wait_for(lambda: (out / "shards" / "shard-00000.json").exists() or build.poll() is not None)
+    assert build.poll() is None, "the build ended before the interrupt: make the inputs bigger"
+    os.killpg(build.pid, signal.SIGINT)
+    _, stderr = build.communicate(timeout=600)
+    assert build.returncode == 0, stderr
+    assert "interrupted" not in stderr
+    verify_cache(str(out), sample=1)
+
+
 def test_local_worker_processes_leave_ctrl_c_to_the_launcher(tmp_path, ctrl_c_taken):
     """A multi_processing worker that took the terminal's Ctrl-C printed its own traceback
     before the launcher could silence it; started by beamtok, workers ignore SIGINT."""

@@ -179,7 +179,7 @@ class _PlanFn(_ShardStepFn):
 class _WriteShardFn(_ShardStepFn):
     """Process one whole shard and write its Parquet file (or reuse a completed one)."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: ShippedTokenizers, layout: dict[str, int | None]) -> None:
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: ShippedTokenizers, layout: dict[str, Any]) -> None:
         super().__init__(spec, shards, output, tokenizers)
         self.layout = layout
         self.counters = _ShardCounters()
@@ -217,7 +217,7 @@ class _PackShardFn(_ShardStepFn):
     file: the rows of the unsplit build. The range files are removed afterwards. Packing
     needs no tokenizer, so none is shipped or loaded."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, layout: dict[str, int | None]) -> None:
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, layout: dict[str, Any]) -> None:
         super().__init__(spec, shards, output, ShippedTokenizers.of([]))
         self.layout = layout
         self.counters = _ShardCounters()
@@ -261,12 +261,12 @@ class _PlanPackingFn(beam.DoFn):
 class _PackRowsFn(_PackShardFn):
     """Pack one task's rows of a split shard into a Parquet file of whole row groups."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, group: int) -> None:
-        super().__init__(spec, shards, output, {})
+    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, group: int, parquet_compat: bool) -> None:
+        super().__init__(spec, shards, output, {"parquet_compat": parquet_compat})
         self.group = group
 
     def process(self, element: PackTask) -> Any:  # type: ignore[override]
-        part = pack_part(self.storage, self.processor, element, self.group)
+        part = pack_part(self.storage, self.processor, element, self.group, parquet_compat=self.layout["parquet_compat"])
         yield part.shard, part
 
 
@@ -311,7 +311,8 @@ class BuildCache(beam.PTransform):
     """Write the cache of ``shards`` under ``output`` with the per-shard step of ``spec``.
 
     Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens (default
-    8 MB); the layout never changes the rows. Files larger than ``split_bytes`` (uncompressed
+    8 MB); the layout never changes the rows, nor does ``parquet_compat`` (files every Parquet
+    reader opens: see ``beamtok.cache.schema.parquet_options``). Files larger than ``split_bytes`` (uncompressed
     JSONL, Parquet) are tokenized in ranges on several workers and packed in order after;
     None tokenizes every shard whole. Neither changes a byte of the cache. Workers read the
     tokenizer from the output's ``tokenizer.json``, written when the transform is applied
@@ -327,6 +328,7 @@ class BuildCache(beam.PTransform):
         tokenizer_file: str | None = None,
         row_group_rows: int | None = None,
         row_group_bytes: int | None = None,
+        parquet_compat: bool = False,
         split_bytes: int | None = DEFAULT_SPLIT_BYTES,
         write_tokenizer: bool = True,
     ) -> None:
@@ -335,7 +337,7 @@ class BuildCache(beam.PTransform):
             raise ConfigError("BuildCache needs at least one shard")
         if spec.tokenizer is None:
             raise ConfigError("a cache holds tokens: the spec needs a tokenize step")
-        layout = check_layout(row_group_rows, row_group_bytes, spec.pack.seq_len if spec.pack is not None else None)
+        layout = check_layout(row_group_rows, row_group_bytes, spec.pack.seq_len if spec.pack is not None else None, parquet_compat)
         check_optional_int(split_bytes, "split_bytes", minimum=1)
         self.spec = spec
         self.shards = list(shards)
@@ -375,7 +377,7 @@ class BuildCache(beam.PTransform):
                 tokenized
                 | "PlanPacking" >> beam.ParDo(_PlanPackingFn(self.spec, group))
                 | "SpreadPacking" >> beam.Reshuffle()
-                | "PackRows" >> beam.ParDo(_PackRowsFn(self.spec, self.shards, self.output, group))
+                | "PackRows" >> beam.ParDo(_PackRowsFn(self.spec, self.shards, self.output, group, self.layout["parquet_compat"]))
                 | "PartsOfShard" >> beam.GroupByKey()
                 | "JoinParts" >> beam.ParDo(_JoinPartsFn(self.spec, self.shards, self.output))
             )

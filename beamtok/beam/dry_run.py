@@ -57,6 +57,7 @@ def plan_job(
     split_bytes: int | None,
     row_group_rows: int | None = None,
     row_group_bytes: int | None = None,
+    parquet_compat: bool = False,
 ) -> JobPlan:
     """Run the cache build's pipeline as a dry run and describe the request it made."""
     from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
@@ -74,7 +75,7 @@ def plan_job(
     pipeline = make_pipeline(beam_args)
     if is_local(pipeline):
         raise ConfigError("--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)")
-    transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes)
+    transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, parquet_compat=parquet_compat, split_bytes=split_bytes)
     _ = pipeline | BuildCache.__name__ >> transform
     try:
         result = pipeline.run()

@@ -57,6 +57,7 @@ def cache_transform(
     *,
     row_group_rows: int | None = None,
     row_group_bytes: int | None = None,
+    parquet_compat: bool = False,
     split_bytes: int | str | None = DEFAULT_SPLIT_BYTES,
 ) -> BuildCache:
     """The Beam transform of a cache build, whose caller writes ``tokenizer.json`` (once the
@@ -68,6 +69,7 @@ def cache_transform(
         tokenizer_file=TOKENIZER_FILE,
         row_group_rows=row_group_rows,
         row_group_bytes=row_group_bytes,
+        parquet_compat=parquet_compat,
         split_bytes=split_bytes_option(split_bytes, "split_bytes"),
         write_tokenizer=False,
     )
@@ -83,6 +85,7 @@ def run_cache(
     progress: bool = True,
     row_group_rows: int | None = None,
     row_group_bytes: int | None = None,
+    parquet_compat: bool = False,
     split_bytes: int | str | None = DEFAULT_SPLIT_BYTES,
     on_counters: Callable[[dict[str, int]], None] | None = None,
 ) -> Manifest:
@@ -90,6 +93,7 @@ def run_cache(
 
     Files larger than ``split_bytes`` (a number of bytes or a size such as ``"256MB"``; None
     or ``"none"``: never) are tokenized in ranges by several workers; the cache is the same either way.
+    ``parquet_compat`` writes files every Parquet reader opens (snappy rather than zstd).
     ``on_counters`` receives the pipeline's Beam counters (documents, ranges, shards written
     and reused...) when the runner reports them."""
     if spec.tokenizer is None:
@@ -99,12 +103,12 @@ def run_cache(
     storage = Storage(output)
     check_output(storage)
     with gc_paused():  # building the graph makes many lasting objects; collections then walk all of Beam
-        transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, split_bytes=split_bytes)
+        transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, parquet_compat=parquet_compat, split_bytes=split_bytes)
         pipeline = make_pipeline(beam_args)
         _ = pipeline | BuildCache.__name__ >> transform
     local = is_local(pipeline)
     with BuildLock(storage), write_failures(output):
-        prepare_output(storage, spec, shards, overwrite=overwrite)
+        prepare_output(storage, spec, shards, overwrite=overwrite, parquet_compat=parquet_compat)
         transform.write_tokenizer_file()  # where the workers read it
         log.debug("running the build of %d shards into %s with Beam options %s (%s)", len(shards), output, list(beam_args), "local" if local else "remote")
         with contextlib.ExitStack() as stack:

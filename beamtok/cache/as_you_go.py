@@ -33,7 +33,7 @@ from typing import Any
 from beamtok.backends.on_the_fly import OnTheFlyOrigin
 from beamtok.backends.protocol import ShardBackend
 from beamtok.cache.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
-from beamtok.cache.output import other_cache
+from beamtok.cache.output import other_cache, other_parquet_form
 from beamtok.cache.reader import Cache
 from beamtok.cache.storage import Storage
 from beamtok.cache.writer import completed_entry, write_rows
@@ -73,7 +73,7 @@ def _settle_writers() -> None:
 class _ShardWriter(threading.Thread):
     """Writes one shard from the examples the stream hands it."""
 
-    def __init__(self, storage: Storage, shard: Shard, spec: Spec, layout: dict[str, int | None], on_written: Any) -> None:
+    def __init__(self, storage: Storage, shard: Shard, spec: Spec, layout: dict[str, Any], on_written: Any) -> None:
         super().__init__(name=f"beamtok-cache-shard-{shard.index}", daemon=True)
         self.storage = storage
         self.shard = shard
@@ -120,6 +120,7 @@ class _ShardWriter(threading.Thread):
                 seq_len,
                 row_group_rows=self.layout.get("row_group_rows"),
                 row_group_bytes=self.layout.get("row_group_bytes"),
+                parquet_compat=self.layout.get("parquet_compat", False),
             )
         except _GiveUp:
             return
@@ -137,7 +138,7 @@ class CachingBackend:
     spec: Spec
     shards: Sequence[Shard]
     inner: ShardBackend
-    layout: dict[str, int | None]
+    layout: dict[str, Any]
     writers: list[_ShardWriter] = field(default_factory=list)
     has_spans = False  # shards change source as they are cached: one example at a time
 
@@ -217,11 +218,11 @@ class CachingOrigin(OnTheFlyOrigin):
 
     directory: str = ""
     shards: tuple[Shard, ...] = ()
-    layout: dict[str, int | None] = field(default_factory=dict, compare=False)
+    layout: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def backend(self, spec: Spec, workers: int) -> ShardBackend:
         storage = Storage(self.directory)
-        problem = other_cache(storage, spec, self.shards)
+        problem = other_cache(storage, spec, self.shards) or other_parquet_form(storage, self.layout.get("parquet_compat", False))
         if problem is not None:
             raise CacheError(f"{storage.url} {problem}; cache_as_you_go() never replaces a cache: choose another directory")
         if not storage.exists(TOKENIZER_FILE):

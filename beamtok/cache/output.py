@@ -14,6 +14,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 
@@ -25,7 +26,7 @@ from beamtok.errors import CacheError
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec, json_differences
 
-__all__ = ["check_counters", "check_output", "other_cache", "out_of_room", "prepare_output", "write_failures"]
+__all__ = ["check_counters", "check_output", "other_cache", "other_parquet_form", "out_of_room", "prepare_output", "write_failures"]
 
 
 def check_output(storage: Storage, *, create: bool = True) -> None:
@@ -52,10 +53,11 @@ def check_output(storage: Storage, *, create: bool = True) -> None:
         raise CacheError(f"{path}: cannot create or write a directory there: {e.strerror or e}") from None
 
 
-def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, overwrite: bool) -> None:
-    """Refuse a directory holding another cache (unless ``overwrite``, which empties it);
-    mark it unfinished until the new manifest is written."""
-    problem = other_cache(storage, spec, shards)
+def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, overwrite: bool, parquet_compat: bool = False) -> None:
+    """Refuse a directory holding another cache, or shard files written with the other
+    ``parquet_compat`` choice (unless ``overwrite``, which empties it); mark it unfinished
+    until the new manifest is written."""
+    problem = other_cache(storage, spec, shards) or other_parquet_form(storage, parquet_compat)
     if problem is not None and not overwrite:
         raise CacheError(f"{storage.url} {problem}; pass --overwrite to replace it, or choose another --output")
     if overwrite:  # every file of the old cache, of this spec or another
@@ -67,6 +69,26 @@ def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, ove
     storage.delete_stale_temporaries(SHARDS_DIR)
     for name in storage.list(RANGES_DIR):  # tokenized ranges of a killed run: redone
         storage.delete(f"{RANGES_DIR}/{name}")
+
+
+def other_parquet_form(storage: Storage, parquet_compat: bool) -> str | None:
+    """What says the directory's shard files were written with the other ``parquet_compat``
+    choice, or None. One file tells: a build never adds files of the other form (it is
+    refused here), so the files of a directory share one form."""
+    written = next((name for name in storage.list(SHARDS_DIR) if re.fullmatch(r"shard-\d+\.parquet", name)), None)
+    if written is None:
+        return None
+    import pyarrow.parquet as pq
+
+    rel = f"{SHARDS_DIR}/{written}"
+    with storage.open_input(rel) as f:
+        meta = pq.ParquetFile(f).metadata
+    if meta.num_row_groups == 0 or meta.num_columns == 0:
+        return None
+    compat = meta.row_group(0).column(0).compression == "SNAPPY"
+    if compat == parquet_compat:
+        return None
+    return f"holds shard files written {'with' if compat else 'without'} --parquet-compat ({storage.display(rel)})"
 
 
 def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard]) -> str | None:

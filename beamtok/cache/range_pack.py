@@ -138,7 +138,7 @@ def _from_row(items: Iterator[DocItem], row: int, token: int, seen: int, where: 
     raise CacheError(f"{where}: holds fewer tokens than its range reported (token {token} not found)")
 
 
-def pack_part(storage: Storage, processor: ShardProcessor, task: PackTask, group: int) -> PackedPart:
+def pack_part(storage: Storage, processor: ShardProcessor, task: PackTask, group: int, *, parquet_compat: bool = False) -> PackedPart:
     """Pack ``task``'s rows into its own Parquet file of whole row groups."""
     seq_len = processor.spec.pack.seq_len if processor.spec.pack is not None else None
     items: Iterator[DocItem] = itertools.chain.from_iterable(read_range_file(storage, rel) for rel in task.files[task.number :])
@@ -152,7 +152,7 @@ def pack_part(storage: Storage, processor: ShardProcessor, task: PackTask, group
         produced = itertools.islice(produced, task.stop_row - task.first_row)
     rel = part_file(task.shard, task.first_row)
     with storage.writing(rel) as sink:
-        written = write_row_groups(sink, produced, group, empty_group=task.first_row == 0)
+        written = write_row_groups(sink, produced, group, empty_group=task.first_row == 0, parquet_compat=parquet_compat)
     expected = None if task.stop_row is None else task.stop_row - task.first_row
     if (written.rows == 0 and task.first_row > 0) or (expected is not None and written.rows != expected):
         raise CacheError(f"shard {task.shard}: range {task.number} packed {written.rows} rows from row {task.first_row}, expected {expected}")

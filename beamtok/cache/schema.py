@@ -5,7 +5,8 @@ An example carries four token fields (``input_ids`` int32, ``segment_ids`` int32
 stores only what cannot be derived, as lists whose elements are never null (no definition
 levels to decode per token):
 
-- ``input_ids`` (byte-stream-split encoded: smaller and faster to decode than a dictionary);
+- ``input_ids`` (plain, zstd: within 8% of byte-stream-split's size on the benchmark corpora,
+  and read by every Parquet reader; see ``PARQUET_OPTIONS``);
 - ``segment_ids`` (dictionary/RLE: long runs);
 - ``loss_mask``: null for a row whose mask is 1 exactly on its real tokens (``segment_ids > 0``),
   the mask itself otherwise (SFT rows);
@@ -32,12 +33,14 @@ from beamtok.rows import RowBlock, TokenColumn, columns_of, row_offsets
 from beamtok.shard import NO_COUNTS, DocCounts
 
 __all__ = [
+    "COMPAT_PARQUET_OPTIONS",
     "PARQUET_OPTIONS",
     "TOKEN_FIELDS",
     "batch_to_block",
     "cache_schema",
     "derive_positions",
     "examples_to_table",
+    "parquet_options",
 ]
 
 TOKEN_FIELDS: dict[str, pa.DataType] = {
@@ -59,14 +62,25 @@ COUNTS_TYPE = pa.struct(
         ("truncated_docs", pa.int32()),
     ]
 )
-# ParquetWriter options of a layout-2 shard file
+# ParquetWriter options of a layout-2 shard file. Token ids are PLAIN-encoded: BYTE_STREAM_SPLIT
+# (the default until 2026-11) made files 8% smaller on prose and 4% larger on code, and read
+# 1.04-1.14x faster, at over 70 M tokens/s either way, far beyond any training step
+# (benchmarks/results/parquet_encoding.json), while pyarrow < 16 and fastparquet cannot read
+# it. Files written with it are still read.
 PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
     "use_dictionary": ["segment_ids.list.element", "loss_mask.list.element", "doc_counts.skipped"],
-    "column_encoding": {"input_ids.list.element": "BYTE_STREAM_SPLIT"},
     "write_statistics": ["doc", "index"],
     "write_page_checksum": True,
 }
+# --parquet-compat: snappy, the one codec every Parquet reader has (older Spark, Hive and
+# Presto builds lack zstd); the encodings (PLAIN, RLE, RLE_DICTIONARY) are Parquet 1.0's
+COMPAT_PARQUET_OPTIONS: dict[str, Any] = {**PARQUET_OPTIONS, "compression": "snappy"}
+
+
+def parquet_options(compat: bool = False) -> dict[str, Any]:
+    """ParquetWriter options of a shard file: the default, or those of ``--parquet-compat``."""
+    return COMPAT_PARQUET_OPTIONS if compat else PARQUET_OPTIONS
 
 
 def _tokens_type(dtype: pa.DataType) -> pa.DataType:

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
-from beamtok.cache.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
+from beamtok.cache.schema import cache_schema, examples_to_table, parquet_options
 from beamtok.cache.storage import HashingWriter, Storage
 from beamtok.errors import ConfigError
 from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
@@ -39,9 +39,12 @@ def rows_per_group(seq_len: int | None, rows: int | None = None, nbytes: int | N
     return max(64, (nbytes or ROW_GROUP_BYTES) // (4 * (seq_len or 2048)))
 
 
-def check_layout(row_group_rows: int | None, row_group_bytes: int | None, seq_len: int | None) -> dict[str, int | None]:
-    """The row-group options, checked: whole numbers, one of them at most, and a row group a
-    writer can hold in memory (it is built whole before it is written)."""
+def check_layout(row_group_rows: int | None, row_group_bytes: int | None, seq_len: int | None, parquet_compat: bool = False) -> dict[str, Any]:
+    """The file layout options, checked: the row-group options (whole numbers, one of them at
+    most, and a row group a writer can hold in memory: it is built whole before it is written)
+    and whether files are written for every Parquet reader (``parquet_compat``)."""
+    if not isinstance(parquet_compat, bool):
+        raise ConfigError(f"parquet_compat must be true or false, not {parquet_compat!r}")
     check_optional_int(row_group_rows, "row_group_rows", minimum=1)
     check_optional_int(row_group_bytes, "row_group_bytes", minimum=1)
     if row_group_rows is not None and row_group_bytes is not None:
@@ -50,7 +53,7 @@ def check_layout(row_group_rows: int | None, row_group_bytes: int | None, seq_le
         check_ceiling(row_group_bytes, "row_group_bytes", MAX_ROW_GROUP_BYTES, "bytes")
     rows = rows_per_group(seq_len, row_group_rows, row_group_bytes)
     check_memory(f"a row group of {rows:,} rows of {seq_len or 2048:,} tokens", rows * (seq_len or 2048) * ROW_BYTES_PER_TOKEN * 2)
-    return {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes}
+    return {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes, "parquet_compat": parquet_compat}
 
 
 def completed_entry(storage: Storage, shard: Shard, fingerprint: str, *, check_file: bool = True) -> ShardEntry | None:
@@ -93,6 +96,7 @@ def write_shard(
     *,
     row_group_rows: int | None = None,
     row_group_bytes: int | None = None,
+    parquet_compat: bool = False,
     report: Callable[[ShardCursor, int, int, int], None] | None = None,
 ) -> ShardEntry:
     """Run the per-shard step over ``shard`` and write its rows (see :func:`write_rows`)."""
@@ -104,6 +108,7 @@ def write_shard(
         seq_len,
         row_group_rows=row_group_rows,
         row_group_bytes=row_group_bytes,
+        parquet_compat=parquet_compat,
         report=report,
     )
 
@@ -117,6 +122,7 @@ def write_rows(
     *,
     row_group_rows: int | None = None,
     row_group_bytes: int | None = None,
+    parquet_compat: bool = False,
     report: Callable[[ShardCursor, int, int, int], None] | None = None,
 ) -> ShardEntry:
     """Write a whole shard's examples (what the per-shard step yields for it, from its start)
@@ -124,13 +130,14 @@ def write_rows(
     at all: an exception from ``produced_rows`` discards it.
 
     Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens; the
-    layout never changes the rows, so it is not part of the spec. ``report(cursor after,
+    layout (and ``parquet_compat``: see ``parquet_options``) never changes the rows, so it is
+    not part of the spec. ``report(cursor after,
     tokens, rows, documents read)`` is called after every example (see ``cache.progress``)."""
     group = rows_per_group(seq_len, row_group_rows, row_group_bytes)
     rel = shard_file(shard.index)
     with storage.writing(rel) as sink:
         hashing = HashingWriter(sink)
-        written = write_row_groups(hashing, produced_rows, group, report=report)
+        written = write_row_groups(hashing, produced_rows, group, report=report, parquet_compat=parquet_compat)
     return record_shard(storage, shard, hashing, written, fingerprint)
 
 
@@ -177,10 +184,13 @@ def write_row_groups(
     *,
     report: Callable[[ShardCursor, int, int, int], None] | None = None,
     empty_group: bool = True,
+    parquet_compat: bool = False,
 ) -> WrittenRows:
     """Write examples to ``sink`` as one Parquet file of row groups of ``group`` rows (the
     last may be shorter). With no example at all, one empty row group is written unless
-    ``empty_group`` is False (then nothing is written to ``sink``)."""
+    ``empty_group`` is False (then nothing is written to ``sink``). ``parquet_compat``: the
+    options of :func:`~beamtok.cache.schema.parquet_options`."""
+    options = parquet_options(parquet_compat)
     documents = NO_COUNTS
     rows = tokens = pad_tokens = 0
     writer: pq.ParquetWriter | None = None
@@ -196,14 +206,14 @@ def write_row_groups(
             tokens += real
             pad_tokens += len(produced.example["input_ids"]) - real
             if len(examples) >= group:
-                writer = writer or pq.ParquetWriter(sink, cache_schema(), **PARQUET_OPTIONS)
+                writer = writer or pq.ParquetWriter(sink, cache_schema(), **options)
                 writer.write_table(examples_to_table(examples, counts), row_group_size=group)
                 rows += len(examples)
                 examples, counts = [], []
             if report is not None:
                 report(produced.cursor, tokens, rows + len(examples), documents.read)
         if examples or (rows == 0 and empty_group):
-            writer = writer or pq.ParquetWriter(sink, cache_schema(), **PARQUET_OPTIONS)
+            writer = writer or pq.ParquetWriter(sink, cache_schema(), **options)
             writer.write_table(examples_to_table(examples, counts), row_group_size=group)
             rows += len(examples)
     finally:

@@ -210,6 +210,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
             progress=not quiet,
             row_group_rows=options.get("row_group_rows"),
             row_group_bytes=options.get("row_group_bytes"),
+            parquet_compat=options["parquet_compat"],
             split_bytes=split_bytes_option(options.get("split_bytes")),
             on_counters=counters.update,
         )

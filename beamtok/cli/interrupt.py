@@ -19,14 +19,18 @@ def interrupted_build(output: str) -> Iterator[None]:
     worker processes (in the terminal's process group) print tracebacks of their own. So a
     thread watches the signal wakeup descriptor (whichever thread the signal lands on): it
     silences the workers' output, releases the build lock, prints the line and ends the
-    process at once."""
+    process at once.
+
+    A launcher started with SIGINT ignored (``nohup``, or a job a shell put in the background)
+    keeps ignoring it, as Python itself does: whoever started it asked that the build not be
+    stopped by Ctrl-C, and its workers ignore SIGINT anyway."""
     import signal
     import threading
 
     from beamtok.beam.worker_logs import mute_workers
     from beamtok.cache.lock import release_held_locks
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
     message = (

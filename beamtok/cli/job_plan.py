@@ -22,6 +22,7 @@ def show_job_plan(ds: Any, options: dict[str, Any], beam_args: list[str]) -> Non
         split_bytes=split_bytes_option(options.get("split_bytes")),
         row_group_rows=options.get("row_group_rows"),
         row_group_bytes=options.get("row_group_bytes"),
+        parquet_compat=options.get("parquet_compat", False),
     )
     click.echo(f"dry run: {plan.runner} job {plan.job_name} built and checked, not submitted; {options['output']} untouched")
     click.echo(f"  {len(ds.shards)} input files, spec {ds.spec_fingerprint}")

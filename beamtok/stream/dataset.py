@@ -359,6 +359,7 @@ class Dataset(PerShardStages, StreamStages):
         progress: bool = True,
         row_group_rows: int | None = None,
         row_group_bytes: int | None = None,
+        parquet_compat: bool = BUILD_DEFAULTS["parquet_compat"],
         split_bytes: int | str | None = BUILD_DEFAULTS["split_bytes"],
         **beam_options: Any,
     ) -> Dataset:
@@ -371,6 +372,7 @@ class Dataset(PerShardStages, StreamStages):
         refused unless ``overwrite``, which removes every file of the old cache.
         Parquet row groups hold ``row_group_rows`` rows or about ``row_group_bytes`` of tokens
         (default 8 MB): small groups make random access cheaper, large ones read faster.
+        ``parquet_compat`` writes files every Parquet reader opens (snappy instead of zstd).
         Input files larger than ``split_bytes`` (uncompressed JSONL by byte ranges, Parquet by
         row groups; None: never) are tokenized in ranges by several workers and packed in
         order: the cache is byte for byte the one an unsplit build writes.
@@ -396,13 +398,14 @@ class Dataset(PerShardStages, StreamStages):
             progress=progress,
             row_group_rows=row_group_rows,
             row_group_bytes=row_group_bytes,
+            parquet_compat=parquet_compat,
             split_bytes=split_bytes,
         )
         cached = Dataset.from_cache(output_dir, fingerprint=self.spec_fingerprint)
         cached_root = cached._pipeline.root.shard_root("cache()").with_options(**dataclasses.asdict(root.options))
         return Dataset(dataclasses.replace(self._pipeline, root=cached_root))
 
-    def cache_as_you_go(self, directory: str, *, row_group_rows: int | None = None, row_group_bytes: int | None = None) -> Dataset:
+    def cache_as_you_go(self, directory: str, *, row_group_rows: int | None = None, row_group_bytes: int | None = None, parquet_compat: bool = False) -> Dataset:
         """This dataset, streamed on the fly while every shard it reads whole is written into a
         cache at ``directory`` (the files, manifest and checksums a Beam build writes); shards
         already cached there are read from it instead of being tokenized again. The stream and
@@ -423,7 +426,7 @@ class Dataset(PerShardStages, StreamStages):
         from beamtok.cache.writer import check_layout
 
         check_output(Storage(directory), create=False)
-        layout = check_layout(row_group_rows, row_group_bytes, root.spec.pack.seq_len if root.spec.pack is not None else None)
+        layout = check_layout(row_group_rows, row_group_bytes, root.spec.pack.seq_len if root.spec.pack is not None else None, parquet_compat)
         return self._replace(root=root.with_origin(CachingOrigin(directory, root.shards, layout)))
 
     def __iter__(self) -> Iterator[Any]:
