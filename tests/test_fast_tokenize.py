@@ -155,9 +155,9 @@ def test_auto_takes_the_fast_path_where_it_qualifies_and_streams_are_identical(t
     calls = []
     real = TiktokenEncoder.encode_batch
 
-    def counting(self, texts):
+    def counting(self, texts, add_special_tokens=True):
         calls.append(len(texts))
-        return real(self, texts)
+        return real(self, texts, add_special_tokens)
 
     monkeypatch.setattr(TiktokenEncoder, "encode_batch", counting)
     files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]

@@ -7,11 +7,15 @@ faster still, behind the same checks and probes. It is exact for a
 Hugging Face tokenizer only when that tokenizer is plain byte-level BPE: no normalizer but
 NFC (applied here before encoding), a split pattern (the ByteLevel pre-tokenizer's own GPT-2
 split, or a ``Split`` regex followed by ByteLevel without its own split), no prefix space, a
-BPE model whose merges tiktoken's rank order reproduces (below), no byte fallback, no special
-tokens added around the text, and added tokens without strip options. Anything else is
-refused, never approximated. What passes these checks must then encode a set of hard strings
+BPE model whose merges tiktoken's rank order reproduces (below), no byte fallback, added
+tokens without strip options, and a post-processor that adds fixed tokens around a single
+text or none (TemplateProcessing as Llama-3 ships it, BERT's and RoBERTa's processors: the
+ids it adds are put around the engine's, as ``tokenizers`` does with ``add_special_tokens``).
+Anything else is refused, never approximated. What passes these checks must then encode a set of hard strings
 (whitespace runs, digits, CJK, emoji sequences, combining marks, control characters, added
-tokens inside text, very long words) exactly as ``tokenizers`` does, or it is refused.
+tokens inside text, very long words) exactly as ``tokenizers`` does, with and without the
+special tokens, or it is refused. A native engine whose own split pattern is spelled otherwise
+than the file's must first give the file's ids on ``split_patterns.split_sample()``.
 
 When the two merge orders agree. Both engines start from the bytes of a piece and merge one
 adjacent pair at a time. tiktoken merges the pair whose concatenation is the token of lowest
@@ -57,6 +61,7 @@ import orjson
 from beamtok.errors import ConfigError
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_engine import kitoken_engine
+from beamtok.transforms.split_patterns import as_oniguruma_reads_it, split_sample
 
 __all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder"]
 
@@ -115,6 +120,11 @@ class TiktokenEncoder:
         except orjson.JSONDecodeError:  # what orjson refuses (a lone surrogate escape) the standard library may read
             spec = json.loads(tokenizer_json)
         pattern, self.nfc = self._check(spec, name)
+        try:
+            pattern = as_oniguruma_reads_it(pattern)  # tiktoken's regex engine reads two spellings otherwise
+        except ValueError as e:
+            raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its split pattern has {e}, which beamtok does not translate") from None
+        self.prefix, self.suffix = _added_around(spec.get("post_processor") or {}, name)
         to_bytes = _byte_level_table()
         # added tokens are split out of the text before BPE, by both libraries
         special = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
@@ -130,27 +140,45 @@ class TiktokenEncoder:
             self.encoding = tiktoken.Encoding(name=f"beamtok:{name}", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
         except ValueError as e:
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: tiktoken refuses it ({e})") from e
-        self.native, self.engine_name, routed = _native_engine(tokenizer_json, pattern, ranks)
-        # texts holding one of these go to tiktoken: the native engines know no added tokens,
-        # and kitoken leaves a few whitespace characters to tiktoken (see kitoken_engine)
-        self._routed = _Needles([*special, *routed])
-        self._probe(tokenizer_json, name, reference)
-
-    def _probe(self, tokenizer_json: str, name: str, reference: Any) -> None:
-        """Refuse unless the hard strings encode exactly as Hugging Face ``tokenizers`` does."""
         if reference is None:
             from tokenizers import Tokenizer as RustTokenizer
 
             reference = RustTokenizer.from_str(tokenizer_json)
-        # one text at a time, as the engines compared with it encode
-        want = [reference.encode(text, add_special_tokens=True).ids for text in PROBES]
-        got = [ids.tolist() for ids in self.encode_batch(PROBES)]
-        for text, a, b in zip(PROBES, want, got):
-            if a != b:
-                raise ConfigError(
-                    f"tokenizer {name!r} cannot use the exact fast path: {text[:40]!r} encodes as {b[:8]}... "
-                    f"instead of {a[:8]}... (tokenizers)"
-                )
+        self.native, self.engine_name, routed, own_spelling = _native_engine(tokenizer_json, pattern, ranks)
+        # texts holding one of these go to tiktoken: the native engines know no added tokens,
+        # and kitoken leaves a few whitespace characters to tiktoken (see kitoken_engine)
+        self._routed = _Needles([*special, *routed])
+        self.native_refusal = ""
+        if self.native is not None and not own_spelling:
+            self.native_refusal = self._differs_on_sample(reference)
+            if self.native_refusal:
+                self.native, self.engine_name, self._routed = None, "tiktoken", _Needles(list(special))
+        self._probe(name, reference)
+
+    def _differs_on_sample(self, reference: Any) -> str:
+        """Where the native engine, chosen for a pattern spelled otherwise than its own, gives
+        other ids than ``tokenizers`` on the split sample ("" where it never does)."""
+        texts = [text for text in split_sample() if not self._routed.found_in(text)]
+        want = reference.encode_batch_fast(texts, add_special_tokens=False)
+        got = self.encode_batch(texts, add_special_tokens=False)
+        for text, a, b in zip(texts, want, got):
+            if a.ids != b.tolist():
+                return f"{self.engine_name} splits {text!r} otherwise than the file's pattern"
+        return ""
+
+    def _probe(self, name: str, reference: Any) -> None:
+        """Refuse unless the hard strings encode exactly as Hugging Face ``tokenizers`` does,
+        with the post-processor's tokens and without."""
+        for special in (True, False):
+            # one text at a time, as the engines compared with it encode
+            want = [reference.encode(text, add_special_tokens=special).ids for text in PROBES]
+            got = [ids.tolist() for ids in self.encode_batch(PROBES, add_special_tokens=special)]
+            for text, a, b in zip(PROBES, want, got):
+                if a != b:
+                    raise ConfigError(
+                        f"tokenizer {name!r} cannot use the exact fast path: {text[:40]!r} encodes as {b[:8]}... "
+                        f"instead of {a[:8]}... (tokenizers, add_special_tokens={special})"
+                    )
 
     @staticmethod
     def _check(spec: dict[str, Any], name: str) -> tuple[str, bool]:
@@ -168,23 +196,23 @@ class TiktokenEncoder:
             raise refuse("its model is not plain byte-level BPE (dropout, unk token or byte fallback)")
         if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
             raise refuse("its BPE model uses subword affixes")
-        post = spec.get("post_processor") or {}
-        if post.get("type") == "Sequence":
-            steps = post.get("processors", [])
-        else:
-            steps = [post] if post else []
-        for step in steps:
-            if step.get("type") not in ("ByteLevel", "TemplateProcessing") or step.get("special_tokens"):
-                raise refuse("its post-processor adds tokens around the text")
-            if step.get("type") == "TemplateProcessing" and step.get("single") != [{"Sequence": {"id": "A", "type_id": 0}}]:
-                raise refuse("its post-processor template adds tokens around the text")
         for added in spec.get("added_tokens", []):
             if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
                 raise refuse(f"added token {added['content']!r} has matching options tiktoken does not have")
         _check_merges(model, refuse)
         return pattern, normalizer is not None
 
-    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
+        """Token ids of each text; with ``add_special_tokens``, between the tokens the
+        post-processor puts around a single text."""
+        ids = self._encode_batch(texts)
+        if add_special_tokens and (self.prefix or self.suffix):
+            before = np.asarray(self.prefix, dtype=np.int32)
+            after = np.asarray(self.suffix, dtype=np.int32)
+            return [np.concatenate((before, one, after)) for one in ids]
+        return ids
+
+    def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         # one thread, like one Rust tokenizer per core: parallelism comes from worker processes
         batch = [unicodedata.normalize("NFC", t) for t in texts] if self.nfc else list(texts)
         native = self.native
@@ -219,18 +247,39 @@ class _Needles:
         return any(s in text for s in self.strings)
 
 
-def _native_engine(tokenizer_json: str, pattern: str, ranks: dict[bytes, int]) -> tuple[Any, str, frozenset[str]]:
+def _native_engine(tokenizer_json: str, pattern: str, ranks: dict[bytes, int]) -> tuple[Any, str, frozenset[str], bool]:
     """The engine that encodes texts tiktoken need not: kitoken for GPT-2's split pattern,
     bpe-openai for its own encodings, when installed and checked; else tiktoken itself
-    (None). Its name, and the characters it leaves to tiktoken."""
+    (None). Its name, the characters it leaves to tiktoken, and whether the file spells the
+    engine's split pattern as the engine's own (else the caller compares ids on the split
+    sample: see ``split_patterns``)."""
+    from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN
+
     if pattern == GPT2_PATTERN:
         engine = kitoken_engine(tokenizer_json, ranks)
         if engine is not None:
-            return engine, "kitoken", engine.routed
+            return engine, "kitoken", engine.routed, True
     bindings = native_encoder(pattern, ranks)
     if bindings is not None:
-        return bindings, "bpe-openai", frozenset()
-    return None, "tiktoken", frozenset()
+        return bindings, "bpe-openai", frozenset(), True
+    if pattern in (GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN):
+        return None, "tiktoken", frozenset(), True  # spelled as a known split no engine here takes with these ranks
+    encoding = _bpe_openai_encoding_of(ranks)
+    bindings = native_encoder(encoding, ranks) if encoding is not None else None
+    if bindings is not None:
+        return bindings, "bpe-openai", frozenset(), False
+    engine = kitoken_engine(tokenizer_json, ranks)
+    if engine is not None:
+        return engine, "kitoken", engine.routed, False
+    return None, "tiktoken", frozenset(), True
+
+
+def _bpe_openai_encoding_of(ranks: dict[bytes, int]) -> str | None:
+    """The pattern of the bpe-openai encoding whose size these ranks have (the ranks
+    themselves are compared by :func:`native_encoder`)."""
+    from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN
+
+    return {100_256: CL100K_PATTERN, 199_998: O200K_PATTERN}.get(len(ranks))
 
 
 def _check_merges(model: dict[str, Any], refuse: Any) -> None:
@@ -328,6 +377,53 @@ def _bpe_openai_bindings() -> tuple[Path, Any] | None:
     except ImportError:
         return None
     return package, _bindings
+
+
+def _added_around(post: dict[str, Any], name: str) -> tuple[list[int], list[int]]:
+    """The ids a post-processor puts before and after a single text's (with
+    ``add_special_tokens``); ConfigError naming a post-processor that does anything else."""
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its post-processor {why}")
+
+    steps = post.get("processors", []) if post.get("type") == "Sequence" else ([post] if post else [])
+    prefix: list[int] = []
+    suffix: list[int] = []
+    adding = 0
+    for step in steps:
+        kind = step.get("type")
+        before: list[int] = []
+        after: list[int] = []
+        if kind == "ByteLevel":
+            continue  # offsets only
+        if kind in ("BertProcessing", "RobertaProcessing"):
+            try:
+                before, after = [int(step["cls"][1])], [int(step["sep"][1])]
+            except (KeyError, IndexError, TypeError, ValueError) as e:
+                raise refuse(f"{kind} has no usable cls/sep ({e})") from None
+        elif kind == "TemplateProcessing":
+            single = step.get("single") or []
+            sequences = [i for i, item in enumerate(single) if "Sequence" in item]
+            if len(sequences) != 1 or single[sequences[0]]["Sequence"].get("id") != "A":
+                raise refuse("template for a single text does not hold the text once")
+            specials = step.get("special_tokens") or {}
+            pieces: list[list[int]] = [[], []]
+            for i, item in enumerate(single):
+                if i == sequences[0]:
+                    continue
+                token = (item.get("SpecialToken") or {}).get("id")
+                if token not in specials:
+                    raise refuse(f"template item {item!r} is not a special token it defines")
+                pieces[i > sequences[0]] += [int(x) for x in specials[token]["ids"]]
+            before, after = pieces
+        else:
+            raise refuse(f"is {kind}, which beamtok does not reproduce")
+        if before or after:
+            adding += 1
+            if adding > 1:
+                raise refuse("is a Sequence in which several processors add tokens")
+            prefix, suffix = before, after
+    return prefix, suffix
 
 
 def _split_pattern(pre: dict[str, Any], refuse: Any) -> str:

