@@ -16,6 +16,7 @@ import numpy as np
 from beamtok.errors import ConfigError
 from beamtok.gc_pause import gc_paused
 from beamtok.transforms.id_arrays import int32_ids
+from beamtok.transforms.kitoken_families import KitokenEncoder, family_of
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
 
@@ -70,7 +71,7 @@ class Tokenizer:
         self.eos_id = eos_id
         self.pad_id: int = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
         self.vocab_size: int = len(hf) if hf is not None else backend.get_vocab_size(with_added_tokens=True)
-        self._tiktoken: TiktokenEncoder | None = None
+        self._tiktoken: TiktokenEncoder | KitokenEncoder | None = None
         self._fast_refusal: str | None = None  # why the exact fast path is not used, once known
         serialized = self.backend.to_str()
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
@@ -140,16 +141,22 @@ class Tokenizer:
         ids = self.backend.encode("", add_special_tokens=True).ids
         return self.bos_id is not None and bool(ids) and ids[0] == self.bos_id
 
-    def tiktoken(self) -> TiktokenEncoder:
-        """An exact tiktoken encoder for this tokenizer (ConfigError where none can be exact)."""
+    def tiktoken(self) -> TiktokenEncoder | KitokenEncoder:
+        """The exact fast-path encoder of this tokenizer (ConfigError where none can be exact):
+        tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, kitoken for WordPiece
+        and SentencePiece-style BPE (``kitoken_families``)."""
         if self._tiktoken is None:
+            serialized = self.backend.to_str()
             with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
-                self._tiktoken = TiktokenEncoder(self.backend.to_str(), self.name, reference=self.backend)
+                if family_of(json.loads(serialized)) is not None:
+                    self._tiktoken = KitokenEncoder(serialized, self.name, reference=self.backend)
+                else:
+                    self._tiktoken = TiktokenEncoder(serialized, self.name, reference=self.backend)
         return self._tiktoken
 
-    def fast_path(self) -> TiktokenEncoder | None:
-        """The exact tiktoken encoder when this tokenizer qualifies (and tiktoken is
-        installed), else None; the reason is kept in :attr:`engine`."""
+    def fast_path(self) -> TiktokenEncoder | KitokenEncoder | None:
+        """The exact fast-path encoder when this tokenizer qualifies, else None; the reason
+        is kept in :attr:`engine`."""
         if self._tiktoken is None and self._fast_refusal is None:
             try:
                 self.tiktoken()
@@ -157,7 +164,7 @@ class Tokenizer:
                 self._fast_refusal = str(e)
                 log.debug("%s", e)
             else:
-                log.debug("tokenizer %r: the exact tiktoken fast path passed its checks and probes", self.name)
+                log.debug("tokenizer %r: the exact fast path passed its checks and probes", self.name)
         return self._tiktoken
 
     @property

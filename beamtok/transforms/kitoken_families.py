@@ -1,0 +1,152 @@
+"""kitoken as an exact engine for tokenizers that are not byte-level BPE: SentencePiece-style
+BPE with byte fallback (Llama-2, Mistral, Gemma's kind); WordPiece and Unigram are refused.
+
+kitoken reads a tokenizer.json whole (normalizer, pre-tokenizer, model) and encodes in native
+code without ``tokenizers``' per-word bookkeeping. What makes it exact here is not an argument
+about the split but the discipline of the byte-level path: a family is taken only where the
+file's parts are ones kitoken implements (below), and then kitoken must give ``tokenizers``'
+ids on the fast path's probe strings and on a slice of ``split_patterns.split_sample()``
+(strings of every character class, up to three characters, and random ones), with and
+without the special tokens; anything else is refused with the reason, and ``tokenizers``
+encodes. Texts holding an added token (``[CLS]`` or ``<s>`` written in the text) are encoded
+by ``tokenizers`` itself: kitoken does not split them out as ``tokenizers`` does. The tokens a
+post-processor puts around a text are put around kitoken's ids, as on the byte-level path.
+
+Families:
+
+- WordPiece (``BertNormalizer``, ``BertPreTokenizer``) is refused for now: kitoken gave the
+  ids of ``tokenizers`` on the whole shipped corpus (and ran 9x faster on one thread), but
+  hypothesis text found a character its Unicode tables treat as "other" and drop, where
+  ``tokenizers`` gives ``[UNK]``; until the texts to route are known, it is not exact;
+- BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (then the normalizers
+  ``Prepend``/``Replace`` do the SentencePiece spacing; kitoken is exact there but gains
+  little, as ``tokenizers`` then sees the whole text as one word);
+
+Unigram is refused: kitoken's Unigram gave other ids than ``tokenizers`` on 4 of the shipped
+documents for a tokenizer trained on them (2026-11), so no probe set could make it safe.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from beamtok.errors import ConfigError
+from beamtok.transforms.id_arrays import int32_ids
+from beamtok.transforms.split_patterns import split_sample
+
+__all__ = ["KitokenEncoder", "family_of"]
+
+SAMPLE_STRIDE = 8  # every 8th string of the split sample (~10,000) is probed at load
+
+
+def family_of(spec: dict[str, Any]) -> str | None:
+    """The family kitoken encodes this file as, or None where the file is none of them (the
+    byte-level path's checks then speak)."""
+    model = spec.get("model") or {}
+    if model.get("type") == "WordPiece":
+        return "WordPiece"
+    if model.get("type") == "BPE" and model.get("byte_fallback"):
+        return "SentencePiece-style BPE"
+    if model.get("type") == "Unigram":
+        return "Unigram"
+    return None
+
+
+class KitokenEncoder:
+    """Encodes exactly like the given HF tokenizer through kitoken, for the families above."""
+
+    def __init__(self, tokenizer_json: str, name: str, reference: Any = None) -> None:
+        from beamtok.transforms.tiktoken_backend import PROBES, _added_around, _Needles
+
+        spec = json.loads(tokenizer_json)
+        self.family = family_of(spec)
+        self._check(spec, name)
+        self.prefix, self.suffix = _added_around(spec.get("post_processor") or {}, name)
+        try:
+            from kitoken import Kitoken
+
+            self.encoder = Kitoken.from_tokenizers(tokenizer_json.encode())
+        except ImportError as e:
+            raise ConfigError("the exact fast path for this tokenizer needs the kitoken package: pip install kitoken") from e
+        except Exception as e:  # kitoken refuses a part of the file
+            raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: kitoken cannot read it ({e})") from None
+        if reference is None:
+            from tokenizers import Tokenizer as RustTokenizer
+
+            reference = RustTokenizer.from_str(tokenizer_json)
+        self.reference = reference
+        self.engine_name = "kitoken"
+        self.native_refusal = ""
+        self.nfc = False
+        self._routed = _Needles([t["content"] for t in spec.get("added_tokens", [])])
+        self._probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE]])
+
+    def _check(self, spec: dict[str, Any], name: str) -> None:
+        def refuse(why: str) -> ConfigError:
+            return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (kitoken, {self.family}): {why}")
+
+        if self.family is None:
+            raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its model is none of the families kitoken encodes here")
+        model = spec["model"]
+        normalizer = spec.get("normalizer") or {}
+        pre = spec.get("pre_tokenizer") or {}
+        for added in spec.get("added_tokens", []):
+            if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
+                raise refuse(f"added token {added['content']!r} has matching options (strip, single word, normalized) beamtok does not route")
+        if self.family == "Unigram":
+            raise refuse("kitoken's Unigram gave other ids than tokenizers on real text (see beamtok.transforms.kitoken_families)")
+        if self.family == "WordPiece":
+            raise refuse(
+                "kitoken's BertNormalizer drops characters tokenizers keeps (U+18CD6, unassigned in older Unicode "
+                "tables, is [UNK] in tokenizers and nothing in kitoken); which texts to route is not yet proven"
+            )
+        if self.family == "WordPiece":  # kept for when the routing is proven
+            if normalizer and normalizer.get("type") != "BertNormalizer":
+                raise refuse(f"its normalizer is {normalizer.get('type')}, not BertNormalizer")
+            if pre.get("type") != "BertPreTokenizer":
+                raise refuse(f"its pre-tokenizer is {pre.get('type')}, not BertPreTokenizer")
+            return
+        if model.get("dropout"):
+            raise refuse("its BPE model has dropout (random merges)")
+        if pre and pre.get("type") != "Metaspace":
+            raise refuse(f"its pre-tokenizer is {pre.get('type')}, not Metaspace or none")
+        steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else ([normalizer] if normalizer else [])
+        for step in steps:
+            if step.get("type") not in ("Prepend", "Replace", "NFC", "NFKC"):
+                raise refuse(f"its normalizer has a {step.get('type')} step")
+
+    def _probe(self, name: str, texts: Sequence[str]) -> None:
+        """Refuse unless ``texts`` encode exactly as ``tokenizers`` encodes them."""
+        for special in (True, False):
+            want = self.reference.encode_batch_fast(list(texts), add_special_tokens=special)
+            got = self.encode_batch(texts, add_special_tokens=special)
+            for text, a, b in zip(texts, want, got):
+                if a.ids != b.tolist():
+                    raise ConfigError(
+                        f"tokenizer {name!r} cannot use the exact fast path (kitoken, {self.family}): {text[:40]!r} encodes as "
+                        f"{b.tolist()[:8]}... instead of {a.ids[:8]}... (tokenizers, add_special_tokens={special})"
+                    )
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
+        """Token ids of each text; with ``add_special_tokens``, between the tokens the
+        post-processor puts around a single text."""
+        encode = self.encoder.encode
+        routed = self._routed
+        ids: list[np.ndarray] = []
+        for text in texts:
+            if routed.found_in(text):
+                ids.append(int32_ids(self.reference.encode(text, add_special_tokens=False).ids))
+            else:
+                ids.append(int32_ids(encode(text)))
+        if add_special_tokens and (self.prefix or self.suffix):
+            before = np.asarray(self.prefix, dtype=np.int32)
+            after = np.asarray(self.suffix, dtype=np.int32)
+            return [np.concatenate((before, one, after)) for one in ids]
+        return ids
+
+    def __getstate__(self) -> dict[str, Any]:
+        raise TypeError("a KitokenEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")

@@ -1,0 +1,139 @@
+"""The exact fast path for tokenizers that are not byte-level BPE: SentencePiece-style BPE
+runs on kitoken with the ids of ``tokenizers``; WordPiece, Unigram and what kitoken cannot
+reproduce are refused by name. The tokenizers are trained here with ``tokenizers`` on
+the shipped corpus."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from tokenizers import Tokenizer as RustTokenizer
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from beamtok import ConfigError, Dataset, load_tokenizer
+from beamtok.testing import assert_items_equal
+from beamtok.transforms.kitoken_families import KitokenEncoder
+from beamtok.transforms.tiktoken_backend import PROBES
+
+from conftest import CORPUS
+from test_fast_tokenize import ADVERSARIAL, shipped_texts
+
+pytest.importorskip("kitoken")
+VOCAB = 6000
+
+
+def corpus_texts() -> list[str]:
+    return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def wordpiece() -> RustTokenizer:
+    """BERT's kind: BertNormalizer (lowercase, accents stripped), BertPreTokenizer, [CLS] ... [SEP]."""
+    tok = RustTokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(corpus_texts(), trainers.WordPieceTrainer(vocab_size=VOCAB, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    tok.post_processor = processors.BertProcessing(("[SEP]", tok.token_to_id("[SEP]")), ("[CLS]", tok.token_to_id("[CLS]")))
+    return tok
+
+
+def sentencepiece_bpe(metaspace: bool) -> RustTokenizer:
+    """Llama-2's kind: BPE with byte fallback, "▁" for spaces (a Metaspace pre-tokenizer, or
+    Prepend + Replace normalizers and no pre-tokenizer), <s> before every text."""
+    tok = RustTokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    if metaspace:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    else:
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+        tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    alphabet = [f"<0x{b:02X}>" for b in range(256)]
+    tok.train_from_iterator(corpus_texts(), trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<unk>", "<s>", "</s>", *alphabet]))
+    # byte tokens belong to the model's vocabulary (as in Llama-2's file), not to the added tokens
+    spec = json.loads(tok.to_str())
+    spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] not in alphabet]
+    tok = RustTokenizer.from_str(json.dumps(spec))
+    assert tok.token_to_id("<0x09>") is not None
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
+    return tok
+
+
+def unigram() -> RustTokenizer:
+    tok = RustTokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.train_from_iterator(corpus_texts(), trainers.UnigramTrainer(vocab_size=VOCAB, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"))
+    return tok
+
+
+def save(tok: RustTokenizer, directory: Path, bos: str | None, eos: str | None) -> str:
+    directory.mkdir(parents=True)
+    tok.save(str(directory / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": bos, "eos_token": eos}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def families(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("families")
+    return {
+        "wordpiece": save(wordpiece(), root / "wordpiece", "[CLS]", "[SEP]"),
+        "sp-bpe-metaspace": save(sentencepiece_bpe(True), root / "sp-bpe-metaspace", "<s>", "</s>"),
+        "sp-bpe-prepend": save(sentencepiece_bpe(False), root / "sp-bpe-prepend", "<s>", "</s>"),
+        "unigram": save(unigram(), root / "unigram", None, "</s>"),
+    }
+
+
+KITOKEN = ["sp-bpe-metaspace", "sp-bpe-prepend"]
+
+
+@pytest.mark.parametrize("kind", KITOKEN)
+def test_kitoken_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(families, kind):
+    tok = load_tokenizer(families[kind])
+    assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
+    texts = [*shipped_texts(), *PROBES, "", "[CLS] inside [SEP] text", "<s> and </s> inside"]
+    for special in (True, False):
+        fast = tok.encode_batch(texts, add_special_tokens=special, backend="tiktoken")
+        want = tok.encode_batch(texts, add_special_tokens=special, backend="hf")
+        mismatched = [i for i, (a, b) in enumerate(zip(fast, want)) if a.tolist() != b.tolist()]
+        assert not mismatched, f"{kind} (add_special_tokens={special}): {len(mismatched)} differ, first {texts[mismatched[0]][:80]!r}"
+
+
+@pytest.mark.parametrize("kind", KITOKEN)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(text=ADVERSARIAL)
+def test_kitoken_gives_the_ids_of_tokenizers_on_adversarial_text(families, kind, text):
+    tok = load_tokenizer(families[kind])
+    assert tok.encode_batch([text], backend="tiktoken")[0].tolist() == tok.encode_batch([text], backend="hf")[0].tolist()
+
+
+@pytest.mark.parametrize(("kind", "reason"), [("unigram", "kitoken's Unigram gave other ids"), ("wordpiece", "kitoken's BertNormalizer drops characters")])
+def test_what_kitoken_does_not_reproduce_is_refused_by_name_and_encodes_through_tokenizers(families, kind, reason):
+    tok = load_tokenizer(families[kind])
+    assert tok.engine.startswith("tokenizers (") and reason in tok.engine, tok.engine
+    texts = [*shipped_texts()[:50], "\U00018cd6"]
+    assert [a.tolist() for a in tok.encode_batch(texts)] == [a.tolist() for a in tok.encode_batch(texts, backend="hf")]
+
+
+def test_a_sentencepiece_file_kitoken_cannot_follow_is_refused(families):
+    spec = json.loads(Path(families["sp-bpe-metaspace"], "tokenizer.json").read_text(encoding="utf-8"))
+    spec["pre_tokenizer"] = {"type": "Whitespace"}
+    with pytest.raises(ConfigError, match="its pre-tokenizer is Whitespace, not Metaspace or none"):
+        KitokenEncoder(json.dumps(spec), "edited")
+
+
+def test_the_pipeline_streams_the_same_and_a_pickled_tokenizer_rebuilds_its_engine(families):
+    files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
+    for kind in ("sp-bpe-metaspace",):
+        fast = list(Dataset.from_files(files).tokenize(families[kind]).ensure_bos_eos().concat_chunk(256))
+        slow = list(Dataset.from_files(files).tokenize(families[kind], backend="hf").ensure_bos_eos().concat_chunk(256))
+        assert_items_equal(fast, slow)
+        tok = load_tokenizer(families[kind])
+        assert tok.fast_path() is not None
+        copy = pickle.loads(pickle.dumps(tok))
+        assert [a.tolist() for a in copy.encode_batch(["Hello, World!"])] == [a.tolist() for a in tok.encode_batch(["Hello, World!"])]
+        assert copy.engine == tok.engine
