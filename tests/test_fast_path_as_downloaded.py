@@ -16,6 +16,7 @@ from tokenizers import Tokenizer as RustTokenizer
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok.testing import assert_items_equal
 from beamtok.transforms.ranks import QWEN2_PATTERN
+from beamtok.transforms.split_patterns import as_oniguruma_reads_it, split_sample
 from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
 
 from conftest import CORPUS, TOKENIZER_DIR
@@ -182,3 +183,20 @@ def test_a_split_that_gives_other_ids_keeps_tiktoken(downloaded):
     tok = load_tokenizer(downloaded["cl100k-qwen-split"])
     assert tok.engine.startswith("tiktoken (exact fast path") and "no native engine: bpe-openai splits" in tok.engine, tok.engine
     same_ids_as_tokenizers(downloaded["cl100k-qwen-split"], [*shipped_texts()[:300], *PROBES])
+
+
+# ``$`` after a quantifier that can back off: Oniguruma ends a piece before any newline
+LINE_ENDS = r"""\p{L}+|\s+$|\s+|[^\s\p{L}]+"""
+
+
+@pytest.mark.parametrize("pattern", [CL100K_TODAY, R50K_TODAY, QWEN2_PATTERN, LINE_ENDS], ids=["cl100k-today", "r50k-today", "qwen2", "line-ends"])
+def test_a_pattern_is_given_to_tiktoken_as_tokenizers_reads_it(pattern):
+    """The rewritten pattern cuts, in tiktoken's regex dialect, the pieces ``tokenizers`` cuts
+    with the original on every string of the split sample."""
+    import regex
+    from tokenizers import Regex, pre_tokenizers
+
+    original = pre_tokenizers.Split(Regex(pattern), "isolated")
+    rewritten = regex.compile(as_oniguruma_reads_it(pattern))
+    differ = [text for text in split_sample() if [p for p, _ in original.pre_tokenize_str(text)] != rewritten.findall(text)]
+    assert not differ, f"{len(differ)} strings split otherwise, first {differ[0]!r}"

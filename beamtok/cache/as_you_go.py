@@ -33,7 +33,7 @@ from typing import Any
 from beamtok.backends.on_the_fly import OnTheFlyOrigin
 from beamtok.backends.protocol import ShardBackend
 from beamtok.cache.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
-from beamtok.cache.output import other_cache, other_parquet_form
+from beamtok.cache.output import other_cache
 from beamtok.cache.reader import Cache
 from beamtok.cache.storage import Storage
 from beamtok.cache.writer import completed_entry, write_rows
@@ -222,7 +222,7 @@ class CachingOrigin(OnTheFlyOrigin):
 
     def backend(self, spec: Spec, workers: int) -> ShardBackend:
         storage = Storage(self.directory)
-        problem = other_cache(storage, spec, self.shards) or other_parquet_form(storage, self.layout.get("parquet_compat", False))
+        problem = other_cache(storage, spec, self.shards, parquet_compat=self.layout.get("parquet_compat", False))
         if problem is not None:
             raise CacheError(f"{storage.url} {problem}; cache_as_you_go() never replaces a cache: choose another directory")
         if not storage.exists(TOKENIZER_FILE):

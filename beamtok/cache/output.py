@@ -26,7 +26,7 @@ from beamtok.errors import CacheError
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec, json_differences
 
-__all__ = ["check_counters", "check_output", "other_cache", "other_parquet_form", "out_of_room", "prepare_output", "write_failures"]
+__all__ = ["check_counters", "check_output", "other_cache", "out_of_room", "prepare_output", "write_failures"]
 
 
 def check_output(storage: Storage, *, create: bool = True) -> None:
@@ -57,7 +57,7 @@ def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, ove
     """Refuse a directory holding another cache, or shard files written with the other
     ``parquet_compat`` choice (unless ``overwrite``, which empties it); mark it unfinished
     until the new manifest is written."""
-    problem = other_cache(storage, spec, shards) or other_parquet_form(storage, parquet_compat)
+    problem = other_cache(storage, spec, shards, parquet_compat=parquet_compat)
     if problem is not None and not overwrite:
         raise CacheError(f"{storage.url} {problem}; pass --overwrite to replace it, or choose another --output")
     if overwrite:  # every file of the old cache, of this spec or another
@@ -71,11 +71,11 @@ def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, ove
         storage.delete(f"{RANGES_DIR}/{name}")
 
 
-def other_parquet_form(storage: Storage, parquet_compat: bool) -> str | None:
-    """What says the directory's shard files were written with the other ``parquet_compat``
-    choice, or None. One file tells: a build never adds files of the other form (it is
-    refused here), so the files of a directory share one form."""
-    written = next((name for name in storage.list(SHARDS_DIR) if re.fullmatch(r"shard-\d+\.parquet", name)), None)
+def _other_parquet_form(storage: Storage, names: Sequence[str], parquet_compat: bool) -> str | None:
+    """What says the directory's shard files (``names``, listed) were written with the other
+    ``parquet_compat`` choice, or None. One file tells: a build never adds files of the other
+    form (it is refused here), so the files of a directory share one form."""
+    written = next((name for name in names if re.fullmatch(r"shard-\d+\.parquet", name)), None)
     if written is None:
         return None
     import pyarrow.parquet as pq
@@ -91,8 +91,9 @@ def other_parquet_form(storage: Storage, parquet_compat: bool) -> str | None:
     return f"holds shard files written {'with' if compat else 'without'} --parquet-compat ({storage.display(rel)})"
 
 
-def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard]) -> str | None:
-    """What makes the directory's cache another one than (spec, shards), or None."""
+def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard], *, parquet_compat: bool | None = None) -> str | None:
+    """What makes the directory's cache another one than (spec, shards), or None; with
+    ``parquet_compat`` given, shard files written with the other choice do too."""
     urls = [s.url for s in shards]
     if storage.exists(MANIFEST):
         try:
@@ -119,7 +120,7 @@ def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard]) -> str | 
     stray = sorted(n for n in names if n not in wanted and ".tmp-" not in n)
     if stray:
         return f"holds files of another cache ({SHARDS_DIR}/{stray[0]})"
-    return None
+    return None if parquet_compat is None else _other_parquet_form(storage, names, parquet_compat)
 
 
 def _first_difference(old: list[str], new: list[str]) -> str:

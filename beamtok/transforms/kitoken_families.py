@@ -35,37 +35,46 @@ from typing import Any
 import numpy as np
 
 from beamtok.errors import ConfigError
+from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
 
-__all__ = ["KitokenEncoder", "family_of"]
+__all__ = ["KitokenEncoder", "family_of", "family_of_backend"]
 
 SAMPLE_STRIDE = 8  # every 8th string of the split sample (~10,000) is probed at load
 
 
-def family_of(spec: dict[str, Any]) -> str | None:
-    """The family kitoken encodes this file as, or None where the file is none of them (the
+def family_of(model_type: str | None, byte_fallback: bool) -> str | None:
+    """The family a tokenizer with this model (its type, as tokenizer.json names it, and
+    whether a BPE falls back to bytes) belongs to here, or None where it is none of them (the
     byte-level path's checks then speak)."""
-    model = spec.get("model") or {}
-    if model.get("type") == "WordPiece":
-        return "WordPiece"
-    if model.get("type") == "BPE" and model.get("byte_fallback"):
-        return "SentencePiece-style BPE"
-    if model.get("type") == "Unigram":
-        return "Unigram"
-    return None
+    if model_type == "BPE":
+        return "SentencePiece-style BPE" if byte_fallback else None
+    return model_type if model_type in ("WordPiece", "Unigram") else None
 
 
-class KitokenEncoder:
+def family_of_backend(backend: Any) -> str | None:
+    """:func:`family_of` for a loaded ``tokenizers.Tokenizer``, read off its model object
+    (no parse of its JSON)."""
+    from tokenizers import models
+
+    model = backend.model
+    if isinstance(model, models.BPE):
+        return family_of("BPE", bool(model.byte_fallback))
+    return family_of(type(model).__name__, False)
+
+
+class KitokenEncoder(ExactEncoder):
     """Encodes exactly like the given HF tokenizer through kitoken, for the families above."""
 
     def __init__(self, tokenizer_json: str, name: str, reference: Any = None) -> None:
-        from beamtok.transforms.tiktoken_backend import PROBES, _added_around, _Needles
+        from beamtok.transforms.tiktoken_backend import PROBES
 
         spec = json.loads(tokenizer_json)
-        self.family = family_of(spec)
+        model = spec.get("model") or {}
+        self.family = family_of(model.get("type"), bool(model.get("byte_fallback")))
         self._check(spec, name)
-        self.prefix, self.suffix = _added_around(spec.get("post_processor") or {}, name)
+        self.prefix, self.suffix = added_around(spec.get("post_processor") or {}, name)
         try:
             from kitoken import Kitoken
 
@@ -80,9 +89,7 @@ class KitokenEncoder:
             reference = RustTokenizer.from_str(tokenizer_json)
         self.reference = reference
         self.engine_name = "kitoken"
-        self.native_refusal = ""
-        self.nfc = False
-        self._routed = _Needles([t["content"] for t in spec.get("added_tokens", [])])
+        self._routed = Needles([t["content"] for t in spec.get("added_tokens", [])])
         self._probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE]])
 
     def _check(self, spec: dict[str, Any], name: str) -> None:
@@ -104,12 +111,6 @@ class KitokenEncoder:
                 "kitoken's BertNormalizer drops characters tokenizers keeps (U+18CD6, unassigned in older Unicode "
                 "tables, is [UNK] in tokenizers and nothing in kitoken); which texts to route is not yet proven"
             )
-        if self.family == "WordPiece":  # kept for when the routing is proven
-            if normalizer and normalizer.get("type") != "BertNormalizer":
-                raise refuse(f"its normalizer is {normalizer.get('type')}, not BertNormalizer")
-            if pre.get("type") != "BertPreTokenizer":
-                raise refuse(f"its pre-tokenizer is {pre.get('type')}, not BertPreTokenizer")
-            return
         if model.get("dropout"):
             raise refuse("its BPE model has dropout (random merges)")
         if pre and pre.get("type") != "Metaspace":
@@ -131,22 +132,14 @@ class KitokenEncoder:
                         f"{b.tolist()[:8]}... instead of {a.ids[:8]}... (tokenizers, add_special_tokens={special})"
                     )
 
-    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
-        """Token ids of each text; with ``add_special_tokens``, between the tokens the
-        post-processor puts around a single text."""
+    def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode = self.encoder.encode
         routed = self._routed
-        ids: list[np.ndarray] = []
-        for text in texts:
-            if routed.found_in(text):
-                ids.append(int32_ids(self.reference.encode(text, add_special_tokens=False).ids))
-            else:
-                ids.append(int32_ids(encode(text)))
-        if add_special_tokens and (self.prefix or self.suffix):
-            before = np.asarray(self.prefix, dtype=np.int32)
-            after = np.asarray(self.suffix, dtype=np.int32)
-            return [np.concatenate((before, one, after)) for one in ids]
-        return ids
+        reference = self.reference
+        return [
+            int32_ids(reference.encode(text, add_special_tokens=False).ids) if routed.found_in(text) else int32_ids(encode(text))
+            for text in texts
+        ]
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a KitokenEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")

@@ -74,16 +74,8 @@ def _rewritten(pattern: str) -> list[str]:
     i = 0
     while i < len(pattern):
         c = pattern[i]
-        if c == "\\":
-            end = i + 2
-            if pattern[i + 1 : i + 2] in ("p", "P") and pattern[end : end + 1] == "{":
-                end = pattern.index("}", end) + 1
-            atom = len(out)
-            out.append(pattern[i:end])
-            i = end
-            continue
-        if c == "[":
-            end = _class_end(pattern, i)
+        if c in "\\[":  # an escape (``\\p{..}`` whole) or a character class: one atom, copied
+            end = _escape_end(pattern, i) if c == "\\" else _class_end(pattern, i)
             atom = len(out)
             out.append(pattern[i:end])
             i = end
@@ -121,6 +113,14 @@ def _rewritten(pattern: str) -> list[str]:
             out.append(c)
         i += 1
     return out
+
+
+def _escape_end(pattern: str, start: int) -> int:
+    """The index after the escape at ``start`` (a property ``\\p{...}`` whole)."""
+    end = start + 2
+    if pattern[start + 1 : end] in ("p", "P") and pattern[end : end + 1] == "{":
+        end = pattern.index("}", end) + 1
+    return end
 
 
 def _class_end(pattern: str, start: int) -> int:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import re
 import unicodedata
 import warnings
 from collections.abc import Sequence
@@ -59,6 +58,7 @@ import numpy as np
 import orjson
 
 from beamtok.errors import ConfigError
+from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_engine import kitoken_engine
 from beamtok.transforms.split_patterns import as_oniguruma_reads_it, split_sample
@@ -68,6 +68,8 @@ __all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder"]
 # GPT-2's pre-tokenization split, as the ByteLevel pre-tokenizer applies it.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
+
+SAMPLE_CHUNK = 4096  # split-sample strings compared per batch
 
 # Strings where byte-level BPE engines tend to part ways; each must encode identically.
 PROBES = (
@@ -105,7 +107,7 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(printable, chars)}
 
 
-class TiktokenEncoder:
+class TiktokenEncoder(ExactEncoder):
     """Encodes exactly like the given HF tokenizer (``encode_batch_fast``), through tiktoken."""
 
     def __init__(self, tokenizer_json: str, name: str, reference: Any = None) -> None:
@@ -124,7 +126,7 @@ class TiktokenEncoder:
             pattern = as_oniguruma_reads_it(pattern)  # tiktoken's regex engine reads two spellings otherwise
         except ValueError as e:
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its split pattern has {e}, which beamtok does not translate") from None
-        self.prefix, self.suffix = _added_around(spec.get("post_processor") or {}, name)
+        self.prefix, self.suffix = added_around(spec.get("post_processor") or {}, name)
         to_bytes = _byte_level_table()
         # added tokens are split out of the text before BPE, by both libraries
         special = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}
@@ -147,23 +149,25 @@ class TiktokenEncoder:
         self.native, self.engine_name, routed, own_spelling = _native_engine(tokenizer_json, pattern, ranks)
         # texts holding one of these go to tiktoken: the native engines know no added tokens,
         # and kitoken leaves a few whitespace characters to tiktoken (see kitoken_engine)
-        self._routed = _Needles([*special, *routed])
+        self._routed = Needles([*special, *routed])
         self.native_refusal = ""
         if self.native is not None and not own_spelling:
             self.native_refusal = self._differs_on_sample(reference)
             if self.native_refusal:
-                self.native, self.engine_name, self._routed = None, "tiktoken", _Needles(list(special))
+                self.native, self.engine_name, self._routed = None, "tiktoken", Needles(list(special))
         self._probe(name, reference)
 
     def _differs_on_sample(self, reference: Any) -> str:
         """Where the native engine, chosen for a pattern spelled otherwise than its own, gives
         other ids than ``tokenizers`` on the split sample ("" where it never does)."""
         texts = [text for text in split_sample() if not self._routed.found_in(text)]
-        want = reference.encode_batch_fast(texts, add_special_tokens=False)
-        got = self.encode_batch(texts, add_special_tokens=False)
-        for text, a, b in zip(texts, want, got):
-            if a.ids != b.tolist():
-                return f"{self.engine_name} splits {text!r} otherwise than the file's pattern"
+        for start in range(0, len(texts), SAMPLE_CHUNK):  # in chunks: an engine that differs stops early
+            chunk = texts[start : start + SAMPLE_CHUNK]
+            want = reference.encode_batch_fast(chunk, add_special_tokens=False)
+            got = self.encode_batch(chunk, add_special_tokens=False)
+            for text, a, b in zip(chunk, want, got):
+                if a.ids != b.tolist():
+                    return f"{self.engine_name} splits {text!r} otherwise than the file's pattern"
         return ""
 
     def _probe(self, name: str, reference: Any) -> None:
@@ -202,16 +206,6 @@ class TiktokenEncoder:
         _check_merges(model, refuse)
         return pattern, normalizer is not None
 
-    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
-        """Token ids of each text; with ``add_special_tokens``, between the tokens the
-        post-processor puts around a single text."""
-        ids = self._encode_batch(texts)
-        if add_special_tokens and (self.prefix or self.suffix):
-            before = np.asarray(self.prefix, dtype=np.int32)
-            after = np.asarray(self.suffix, dtype=np.int32)
-            return [np.concatenate((before, one, after)) for one in ids]
-        return ids
-
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         # one thread, like one Rust tokenizer per core: parallelism comes from worker processes
         batch = [unicodedata.normalize("NFC", t) for t in texts] if self.nfc else list(texts)
@@ -233,20 +227,6 @@ class TiktokenEncoder:
         return out
 
 
-class _Needles:
-    """Whether a text holds any of some strings: ``in`` per string when they are few (a
-    memchr-speed scan each), one regex when they are many."""
-
-    def __init__(self, strings: Sequence[str]) -> None:
-        self.strings = tuple(sorted(set(strings), key=len, reverse=True))
-        self.regex = re.compile("|".join(map(re.escape, self.strings))) if len(self.strings) > 8 else None
-
-    def found_in(self, text: str) -> bool:
-        if self.regex is not None:
-            return self.regex.search(text) is not None
-        return any(s in text for s in self.strings)
-
-
 def _native_engine(tokenizer_json: str, pattern: str, ranks: dict[bytes, int]) -> tuple[Any, str, frozenset[str], bool]:
     """The engine that encodes texts tiktoken need not: kitoken for GPT-2's split pattern,
     bpe-openai for its own encodings, when installed and checked; else tiktoken itself
@@ -264,8 +244,8 @@ def _native_engine(tokenizer_json: str, pattern: str, ranks: dict[bytes, int]) -
         return bindings, "bpe-openai", frozenset(), True
     if pattern in (GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN):
         return None, "tiktoken", frozenset(), True  # spelled as a known split no engine here takes with these ranks
-    encoding = _bpe_openai_encoding_of(ranks)
-    bindings = native_encoder(encoding, ranks) if encoding is not None else None
+    sized = _bpe_openai_pattern_of_size(ranks)
+    bindings = native_encoder(sized, ranks) if sized is not None else None
     if bindings is not None:
         return bindings, "bpe-openai", frozenset(), False
     engine = kitoken_engine(tokenizer_json, ranks)
@@ -274,7 +254,7 @@ def _native_engine(tokenizer_json: str, pattern: str, ranks: dict[bytes, int]) -
     return None, "tiktoken", frozenset(), True
 
 
-def _bpe_openai_encoding_of(ranks: dict[bytes, int]) -> str | None:
+def _bpe_openai_pattern_of_size(ranks: dict[bytes, int]) -> str | None:
     """The pattern of the bpe-openai encoding whose size these ranks have (the ranks
     themselves are compared by :func:`native_encoder`)."""
     from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN
@@ -377,53 +357,6 @@ def _bpe_openai_bindings() -> tuple[Path, Any] | None:
     except ImportError:
         return None
     return package, _bindings
-
-
-def _added_around(post: dict[str, Any], name: str) -> tuple[list[int], list[int]]:
-    """The ids a post-processor puts before and after a single text's (with
-    ``add_special_tokens``); ConfigError naming a post-processor that does anything else."""
-
-    def refuse(why: str) -> ConfigError:
-        return ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its post-processor {why}")
-
-    steps = post.get("processors", []) if post.get("type") == "Sequence" else ([post] if post else [])
-    prefix: list[int] = []
-    suffix: list[int] = []
-    adding = 0
-    for step in steps:
-        kind = step.get("type")
-        before: list[int] = []
-        after: list[int] = []
-        if kind == "ByteLevel":
-            continue  # offsets only
-        if kind in ("BertProcessing", "RobertaProcessing"):
-            try:
-                before, after = [int(step["cls"][1])], [int(step["sep"][1])]
-            except (KeyError, IndexError, TypeError, ValueError) as e:
-                raise refuse(f"{kind} has no usable cls/sep ({e})") from None
-        elif kind == "TemplateProcessing":
-            single = step.get("single") or []
-            sequences = [i for i, item in enumerate(single) if "Sequence" in item]
-            if len(sequences) != 1 or single[sequences[0]]["Sequence"].get("id") != "A":
-                raise refuse("template for a single text does not hold the text once")
-            specials = step.get("special_tokens") or {}
-            pieces: list[list[int]] = [[], []]
-            for i, item in enumerate(single):
-                if i == sequences[0]:
-                    continue
-                token = (item.get("SpecialToken") or {}).get("id")
-                if token not in specials:
-                    raise refuse(f"template item {item!r} is not a special token it defines")
-                pieces[i > sequences[0]] += [int(x) for x in specials[token]["ids"]]
-            before, after = pieces
-        else:
-            raise refuse(f"is {kind}, which beamtok does not reproduce")
-        if before or after:
-            adding += 1
-            if adding > 1:
-                raise refuse("is a Sequence in which several processors add tokens")
-            prefix, suffix = before, after
-    return prefix, suffix
 
 
 def _split_pattern(pre: dict[str, Any], refuse: Any) -> str:

@@ -15,8 +15,9 @@ import numpy as np
 
 from beamtok.errors import ConfigError
 from beamtok.gc_pause import gc_paused
+from beamtok.transforms.exact_encoder import ExactEncoder
 from beamtok.transforms.id_arrays import int32_ids
-from beamtok.transforms.kitoken_families import KitokenEncoder, family_of
+from beamtok.transforms.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
 
@@ -71,7 +72,7 @@ class Tokenizer:
         self.eos_id = eos_id
         self.pad_id: int = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
         self.vocab_size: int = len(hf) if hf is not None else backend.get_vocab_size(with_added_tokens=True)
-        self._tiktoken: TiktokenEncoder | KitokenEncoder | None = None
+        self._tiktoken: ExactEncoder | None = None
         self._fast_refusal: str | None = None  # why the exact fast path is not used, once known
         serialized = self.backend.to_str()
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
@@ -141,20 +142,20 @@ class Tokenizer:
         ids = self.backend.encode("", add_special_tokens=True).ids
         return self.bos_id is not None and bool(ids) and ids[0] == self.bos_id
 
-    def tiktoken(self) -> TiktokenEncoder | KitokenEncoder:
+    def tiktoken(self) -> ExactEncoder:
         """The exact fast-path encoder of this tokenizer (ConfigError where none can be exact):
         tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, kitoken for WordPiece
         and SentencePiece-style BPE (``kitoken_families``)."""
         if self._tiktoken is None:
             serialized = self.backend.to_str()
             with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
-                if family_of(json.loads(serialized)) is not None:
+                if family_of_backend(self.backend) is not None:
                     self._tiktoken = KitokenEncoder(serialized, self.name, reference=self.backend)
                 else:
                     self._tiktoken = TiktokenEncoder(serialized, self.name, reference=self.backend)
         return self._tiktoken
 
-    def fast_path(self) -> TiktokenEncoder | KitokenEncoder | None:
+    def fast_path(self) -> ExactEncoder | None:
         """The exact fast-path encoder when this tokenizer qualifies, else None; the reason
         is kept in :attr:`engine`."""
         if self._tiktoken is None and self._fast_refusal is None:

@@ -1,0 +1,101 @@
+"""What every exact fast-path encoder does with special tokens: put the ids a post-processor
+adds around a single text (``added_around``, ``ExactEncoder.encode_batch``) and find the texts
+that hold an added token, which the engines do not split out (``Needles``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from beamtok.errors import ConfigError
+
+__all__ = ["ExactEncoder", "Needles", "added_around"]
+
+
+class ExactEncoder:
+    """The base of the fast path's encoders (tiktoken's, kitoken's): the engine encodes a
+    text (``_encode_batch``); the ids the post-processor puts around a single text
+    (``prefix``, ``suffix``) are added here. ``engine_name`` says which engine encodes,
+    ``native_refusal`` why a faster one does not ("" where none was refused)."""
+
+    engine_name: str
+    native_refusal: str = ""
+    prefix: list[int]
+    suffix: list[int]
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
+        """Token ids of each text; with ``add_special_tokens``, between the tokens the
+        post-processor puts around a single text."""
+        ids = self._encode_batch(texts)
+        if add_special_tokens and (self.prefix or self.suffix):
+            before = np.asarray(self.prefix, dtype=np.int32)
+            after = np.asarray(self.suffix, dtype=np.int32)
+            return [np.concatenate((before, one, after)) for one in ids]
+        return ids
+
+    def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+
+class Needles:
+    """Whether a text holds any of some strings: ``in`` per string when they are few (a
+    memchr-speed scan each), one regex when they are many."""
+
+    def __init__(self, strings: Sequence[str]) -> None:
+        self.strings = tuple(sorted(set(strings), key=len, reverse=True))
+        self.regex = re.compile("|".join(map(re.escape, self.strings))) if len(self.strings) > 8 else None
+
+    def found_in(self, text: str) -> bool:
+        if self.regex is not None:
+            return self.regex.search(text) is not None
+        return any(s in text for s in self.strings)
+
+
+def added_around(post: dict[str, Any], name: str) -> tuple[list[int], list[int]]:
+    """The ids a post-processor puts before and after a single text's (with
+    ``add_special_tokens``); ConfigError naming a post-processor that does anything else."""
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its post-processor {why}")
+
+    steps = post.get("processors", []) if post.get("type") == "Sequence" else ([post] if post else [])
+    prefix: list[int] = []
+    suffix: list[int] = []
+    adding = 0
+    for step in steps:
+        kind = step.get("type")
+        before: list[int] = []
+        after: list[int] = []
+        if kind == "ByteLevel":
+            continue  # offsets only
+        if kind in ("BertProcessing", "RobertaProcessing"):
+            try:
+                before, after = [int(step["cls"][1])], [int(step["sep"][1])]
+            except (KeyError, IndexError, TypeError, ValueError) as e:
+                raise refuse(f"{kind} has no usable cls/sep ({e})") from None
+        elif kind == "TemplateProcessing":
+            single = step.get("single") or []
+            sequences = [i for i, item in enumerate(single) if "Sequence" in item]
+            if len(sequences) != 1 or single[sequences[0]]["Sequence"].get("id") != "A":
+                raise refuse("template for a single text does not hold the text once")
+            specials = step.get("special_tokens") or {}
+            pieces: list[list[int]] = [[], []]
+            for i, item in enumerate(single):
+                if i == sequences[0]:
+                    continue
+                token = (item.get("SpecialToken") or {}).get("id")
+                if token not in specials:
+                    raise refuse(f"template item {item!r} is not a special token it defines")
+                pieces[i > sequences[0]] += [int(x) for x in specials[token]["ids"]]
+            before, after = pieces
+        else:
+            raise refuse(f"is {kind}, which beamtok does not reproduce")
+        if before or after:
+            adding += 1
+            if adding > 1:
+                raise refuse("is a Sequence in which several processors add tokens")
+            prefix, suffix = before, after
+    return prefix, suffix
