@@ -23,7 +23,9 @@
 
 A dataset takes the options of ``beamtok cache`` (``format``, ``text_field``, ``pack``,
 ``max_length``, ``hf_dataset``, ``mds``...: the one table of ``beamtok.cache_options``) by the
-same names. The training mixture takes ``weights`` (a mapping of
+same names, its cache's build options too (``row_group_rows``, ``row_group_bytes``,
+``parquet_compat``, ``split_bytes``, ``overwrite``, ``beam_options``), which may also be given
+once at the top for every cache. The training mixture takes ``weights`` (a mapping of
 dataset names), ``seed``, ``stop``, ``block_size`` and ``schedule`` (a list of
 ``{start_example, weights}``) and ``max_epochs`` (one repetition cap, or a mapping of dataset
 names), then ``shuffle_shards`` (a seed), ``shuffle`` and ``batch`` or ``batch_tokens`` (a mapping
@@ -39,7 +41,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from beamtok.cache_options import defaults, names
+from beamtok.cache_options import BUILD_DEFAULTS, beam_args, defaults, names
 from beamtok.dataset_options import dataset_from_options
 from beamtok.errors import ConfigError
 
@@ -48,9 +50,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DataConfig", "load_config", "read_yaml"]
 
-DATASET_KEYS = names("input", "dataset", "config")
+BUILD_KEYS = tuple(name for name in names("build") if name != "output")  # a dataset's cache: DIR is its output
+DATASET_KEYS = (*names("input", "dataset", "config"), *BUILD_KEYS)
 DATASET_DEFAULTS = defaults("input", "dataset")
-SHARED_KEYS = ("tokenizer", "seq_len", "pack", "on_error")  # may be given once at the top
+SHARED_KEYS = ("tokenizer", "seq_len", "pack", "on_error", *BUILD_KEYS)  # may be given once at the top
 TOP_KEYS = ("datasets", "train", "validation", *SHARED_KEYS)
 TRAIN_KEYS = ("weights", "seed", "stop", "block_size", "schedule", "max_epochs", "shuffle_shards", "shuffle", "batch", "batch_tokens")
 BATCH_TOKENS_KEYS = ("max_tokens", "window", "order", "cycles", "seed", "min_len", "max_len")
@@ -60,12 +63,14 @@ VALIDATION_KEYS = ("sets", "batch")
 @dataclass(frozen=True)
 class DataConfig:
     """What a data config describes: the training stream, the validation streams by name,
-    every named dataset's per-shard stream (on the fly) and the cache directory each names."""
+    every named dataset's per-shard stream (on the fly), the cache directory each names and
+    how each of those caches is written (its build options, defaults filled in)."""
 
     train: Dataset
     validation: dict[str, Dataset]
     datasets: dict[str, Dataset]
     caches: dict[str, str]
+    builds: dict[str, dict[str, Any]]
 
 
 def load_config(path: str) -> DataConfig:
@@ -98,22 +103,48 @@ def config_from_mapping(data: Any, where: str, base: str | None = None) -> DataC
     shared = {k: mapping[k] for k in SHARED_KEYS if k in mapping}
     datasets: dict[str, Dataset] = {}
     caches: dict[str, str] = {}
+    builds: dict[str, dict[str, Any]] = {}
     for name, entry in named.items():
         options = {**DATASET_DEFAULTS, **shared, **_mapping(entry, f"{where}: datasets.{name}", DATASET_KEYS)}
         if isinstance(options.get("urls"), str):
             options["urls"] = [options["urls"]]
         if base is not None:
             options = _relative_to(base, options)
+        build = {**BUILD_DEFAULTS, **{k: options.pop(k) for k in BUILD_KEYS if k in options}}
         try:
             datasets[name] = dataset_from_options(options)
+            build = _build_options(build)
         except ConfigError as e:
             raise ConfigError(f"{where}: datasets.{name}: {e}") from None
         if options.get("cache"):
             caches[name] = str(options["cache"])
-    streams = {name: ds.cache_as_you_go(caches[name]) if name in caches else ds for name, ds in datasets.items()}
+            builds[name] = build
+    streams = {name: _cached_as_it_streams(ds, caches[name], builds[name]) if name in caches else ds for name, ds in datasets.items()}
     train = _train(_mapping(mapping.get("train"), f"{where}: train", TRAIN_KEYS), streams, f"{where}: train")
     validation = _validation(_mapping(mapping.get("validation") or {}, f"{where}: validation", VALIDATION_KEYS), streams, f"{where}: validation")
-    return DataConfig(train, validation, datasets, caches)
+    return DataConfig(train, validation, datasets, caches, builds)
+
+
+def _build_options(build: dict[str, Any]) -> dict[str, Any]:
+    """A dataset's build options checked as ``beamtok cache`` checks them (sizes parsed, Beam
+    options as flags)."""
+    from beamtok.cache.ranges import split_bytes_option
+
+    for key in ("row_group_rows", "row_group_bytes"):
+        if build.get(key) is not None:
+            build[key] = _whole(build[key], key)
+    for key in ("parquet_compat", "overwrite"):
+        if not isinstance(build[key], bool):
+            raise ConfigError(f"{key}: must be true or false, got {build[key]!r}")
+    build["split_bytes"] = split_bytes_option(build["split_bytes"], "split_bytes")
+    options = build["beam_options"]
+    build["beam_options"] = beam_args(options) if isinstance(options, dict) else [str(arg) for arg in options]
+    return build
+
+
+def _cached_as_it_streams(ds: Dataset, directory: str, build: dict[str, Any]) -> Dataset:
+    """``ds`` caching itself at ``directory`` with the Parquet layout its build options name."""
+    return ds.cache_as_you_go(directory, row_group_rows=build.get("row_group_rows"), row_group_bytes=build.get("row_group_bytes"), parquet_compat=build["parquet_compat"])
 
 
 def _relative_to(base: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -166,3 +166,51 @@ def test_a_value_of_the_wrong_kind_names_the_file_and_key(tmp_path, corpus, trai
     path = write_config(tmp_path, corpus, train={"weights": {"a": 0.5, "b": 0.5}, **train})
     with pytest.raises(ConfigError, match=re.escape(f"{path}: {message}")):
         load_config(path)
+
+
+def shard_layouts(directory):
+    """The codecs and the row-group sizes of every shard file of the cache at ``directory``."""
+    import pyarrow.parquet as pq
+
+    codecs, group_rows = set(), set()
+    for path in sorted((directory / "shards").glob("*.parquet")):
+        meta = pq.ParquetFile(path).metadata
+        for g in range(meta.num_row_groups):
+            codecs.update(meta.row_group(g).column(c).compression for c in range(meta.num_columns))
+            group_rows.add(meta.row_group(g).num_rows)
+    return codecs, group_rows
+
+
+def test_a_config_s_build_options_shape_its_caches(tmp_path, corpus):
+    """Build options at the top apply to every cache; a dataset's own win; command-line build
+    flags win over both, and the cache written as it streams takes the same layout."""
+    datasets = {
+        "a": {"urls": corpus["a"], "cache": str(tmp_path / "cache-a"), "row_group_rows": 4},
+        "b": {"urls": corpus["b"], "cache": str(tmp_path / "cache-b")},
+        "val": {"urls": corpus["val"]},
+    }
+    path = write_config(tmp_path, corpus, datasets=datasets, parquet_compat=True, row_group_rows=8, split_bytes="none", beam_options={"direct_num_workers": 1})
+    result = CliRunner().invoke(main, ["cache", "--config", path, "-q"])
+    assert result.exit_code == 0, result.output
+    codecs_a, rows_a = shard_layouts(tmp_path / "cache-a")
+    assert codecs_a == {"SNAPPY"} and max(rows_a) == 4
+    codecs_b, rows_b = shard_layouts(tmp_path / "cache-b")
+    assert codecs_b == {"SNAPPY"} and max(rows_b) == 8
+    assert_items_equal(list(Dataset.from_cache(str(tmp_path / "cache-a"))), list(packed(corpus["a"])))
+
+    flags = CliRunner().invoke(main, ["cache", "--config", path, "-q", "--row-group-rows", "2", "--overwrite"])
+    assert flags.exit_code == 0, flags.output
+    assert max(shard_layouts(tmp_path / "cache-b")[1]) == 2 and max(shard_layouts(tmp_path / "cache-a")[1]) == 2
+
+    streamed = tmp_path / "streamed"
+    datasets["a"]["cache"] = str(streamed)
+    config = load_config(write_config(tmp_path, corpus, datasets=datasets, parquet_compat=True))
+    assert config.builds["a"]["row_group_rows"] == 4 and config.builds["a"]["parquet_compat"] is True
+    list(itertools.islice(config.train, 60))
+    codecs, rows = shard_layouts(streamed)
+    assert codecs == {"SNAPPY"} and max(rows) == 4  # the cache written as it streams
+
+    with pytest.raises(ConfigError, match=r"datasets.a: row_group_rows: must be a whole number"):
+        load_config(write_config(tmp_path, corpus, datasets={**datasets, "a": {**datasets["a"], "row_group_rows": "many"}}))
+    with pytest.raises(ConfigError, match=r"datasets.a: parquet_compat: must be true or false"):
+        load_config(write_config(tmp_path, corpus, datasets=datasets, parquet_compat="yes"))

@@ -23,6 +23,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 CACHE_KEYS = names("input", "dataset", "build")  # what a --config YAML file may set
 CACHE_DEFAULTS = defaults("input", "dataset", "build")
+BUILD_FLAGS = tuple(name for name in names("build") if name != "output")  # what may be given beside a data config
 
 
 def build_cache_dataset(options: dict[str, Any]) -> Any:
@@ -103,8 +104,9 @@ def _is_data_config(path: str) -> bool:
     return isinstance(data, dict) and "datasets" in data
 
 
-def _cache_data_config(path: str, beam_args: list[str], quiet: bool) -> None:
-    """Build the cache of every dataset of a data config that names one."""
+def _cache_data_config(path: str, flags: dict[str, Any], beam_args: list[str], quiet: bool) -> None:
+    """Build the cache of every dataset of a data config that names one, with the build options
+    the config gives it; ``flags`` (build options from the command line) override them."""
     from beamtok.transforms.tokenize import tokenizers_to_warm
     from beamtok.worker_server import start_early
 
@@ -118,10 +120,23 @@ def _cache_data_config(path: str, beam_args: list[str], quiet: bool) -> None:
         raise ConfigError(f"{path}: no dataset names a cache directory (cache: DIR)")
     for name, directory in config.caches.items():
         ds = config.datasets[name]
-        start_early(beam_args, functools.partial(tokenizers_to_warm, ds.spec))  # the server loads this dataset's tokenizers for its workers
+        build = {**config.builds[name], **flags}
+        dataset_beam_args = [*build["beam_options"], *beam_args]
+        start_early(dataset_beam_args, functools.partial(tokenizers_to_warm, ds.spec))  # the server loads this dataset's tokenizers for its workers
         started = time.perf_counter()
         with interrupted_build(directory):
-            manifest = run_cache(ds.spec, ds.shards, directory, beam_args, progress=not quiet)
+            manifest = run_cache(
+                ds.spec,
+                ds.shards,
+                directory,
+                dataset_beam_args,
+                overwrite=build["overwrite"],
+                progress=not quiet,
+                row_group_rows=build.get("row_group_rows"),
+                row_group_bytes=build.get("row_group_bytes"),
+                parquet_compat=build["parquet_compat"],
+                split_bytes=build["split_bytes"],
+            )
         totals = manifest.totals
         click.echo(
             f"{name}: cache {directory}: {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens "
@@ -161,10 +176,19 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     if config_path is not None and _is_data_config(config_path):
         own = [name for param in ctx.command.params for name in param.opts if name.startswith("-")]
         positional, passthrough = split_command_line([*urls, *ctx.args], own)
-        given = [f"--{name.replace('_', '-')}" for name, value in flags.items() if value is not None] + (["URLS"] if positional else [])
-        if given:
-            raise ConfigError(f"{config_path} is a data config: it names every dataset's options; drop {', '.join(sorted(given))}")
-        _cache_data_config(config_path, passthrough, quiet)
+        given = {name: value for name, value in flags.items() if value is not None and value is not False}
+        build = {name: value for name, value in given.items() if name in BUILD_FLAGS}
+        dataset_flags = [f"--{name.replace('_', '-')}" for name in given if name not in build] + (["URLS"] if positional else [])
+        if dataset_flags:
+            raise ConfigError(
+                f"{config_path} is a data config: it names every dataset's options; drop {', '.join(sorted(dataset_flags))} "
+                "(build options such as --row-group-rows or --parquet-compat apply to every cache it names)"
+            )
+        if "split_bytes" in build:
+            from beamtok.cache.ranges import split_bytes_option
+
+            build["split_bytes"] = split_bytes_option(build["split_bytes"])
+        _cache_data_config(config_path, build, passthrough, quiet)
         return
     options = {**CACHE_DEFAULTS, **load_cache_config(config_path)}
     options.update({k: v for k, v in flags.items() if v is not None})
