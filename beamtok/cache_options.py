@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from beamtok.transforms.packing_modes import command_line_names
+
 __all__ = [
     "BUILD_DEFAULTS",
     "CACHE_OPTIONS",
@@ -42,7 +44,6 @@ class CacheOption:
         return "--" + self.name.replace("_", "-")
 
 
-PACKINGS = ("concat", "pad", "window", "none", "greedy", "first_fit", "best_fit")
 LOCAL_RUNNERS = (None, "DirectRunner", "FnApiRunner")  # --runner values a build runs on this machine (pinned to the FnApiRunner)
 
 CACHE_OPTIONS: tuple[CacheOption, ...] = (
@@ -53,10 +54,12 @@ CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("split", "The split to cache: with --hf-dataset [default: train], or the MDS dataset's split subdirectory.", scope="input"),
     CacheOption("input_format", "Input file format. [default: auto, from the file name]", "auto", choices=("auto", "jsonl", "parquet", "arrow", "text", "mds"), scope="input"),
     CacheOption("tokenizer", "Tokenizer directory or hub name."),
-    CacheOption("seq_len", "Tokens per row (concat, pad, window).", type=int),
+    CacheOption("seq_len", "Tokens per row (the longest row for pack_power_of_two).", type=int),
     CacheOption("format", "Records: text, prompt/completion, or chat messages. [default: pretrain]", "pretrain", choices=("pretrain", "sft", "chat")),
-    CacheOption("pack", "Packing. [default: concat for pretrain, greedy for sft/chat]", choices=PACKINGS),
-    CacheOption("stride", "Window stride for --pack window. [default: seq-len]", type=int),
+    CacheOption("pack", "Packing, named as the Dataset method (older names: concat, window, greedy, first_fit, best_fit, power_of_two). [default: concat_chunk for pretrain, pack_examples for sft/chat]", choices=command_line_names()),
+    CacheOption("pack_method", "pack_examples: greedy (in order) or first_fit (first-fit decreasing over --pack-window examples). [default: greedy]", choices=("greedy", "first_fit")),
+    CacheOption("stride", "Window stride for --pack sliding_window. [default: seq-len]", type=int),
+    CacheOption("min_len", "pack_power_of_two: the shortest row (a power of two). [default: 64]", type=int),
     CacheOption("remainder", "A shard's last partial concat row. [default: pad]", "pad", choices=("pad", "drop", "keep")),
     CacheOption("pack_window", "Examples per first_fit window, documents per best_fit window. [default: 64 first_fit, 256 best_fit]", type=int),
     CacheOption("long_docs", "best_fit: documents longer than seq-len are split into rows or truncated. [default: split]", "split", choices=("split", "truncate")),

@@ -216,7 +216,7 @@ def describe_stats(summary: dict[str, Any]) -> str:
         totals = summary["totals"]
         lines.append(f"cache {summary['path']} (spec {summary['spec']}): {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens")
         if summary.get("packing"):
-            from beamtok.stream.explain import packing_words
+            from beamtok.transforms.packing_modes import packing_words
 
             lines.append(f"packing: {packing_words(summary['packing'])}")
         if not read["complete"]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from beamtok.cache_options import PACKINGS
 from beamtok.errors import ConfigError
 from beamtok.stream.dataset import Dataset
+from beamtok.transforms.packing_modes import Greedy, mode_named
 
 __all__ = ["dataset_from_options", "in_a_file", "input_urls", "on_the_command_line"]
 
@@ -63,10 +63,9 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
     kind = options["format"]
     if kind not in ("pretrain", "sft", "chat"):
         raise ConfigError(f"{spell('format')} must be pretrain, sft or chat, got {kind!r}")
-    pack = options.get("pack") or ("concat" if kind == "pretrain" else "greedy")
-    if pack not in PACKINGS:
-        raise ConfigError(f"{spell('pack')} must be {', '.join(PACKINGS[:-1])} or {PACKINGS[-1]}, got {pack!r}")
-    if pack != "none" and options.get("seq_len") is None:
+    pack = options.get("pack") or ("concat_chunk" if kind == "pretrain" else Greedy.API)
+    mode = mode_named(pack, options.get("pack_method"), spell)
+    if mode.HAS_SEQ_LEN and options.get("seq_len") is None:
         raise ConfigError(f"{spell('seq_len')} is required with {spell('pack')} {pack}")
     ds = Dataset.from_files(list(options["urls"]), format=options["input_format"], text_field=options["text_field"], on_error=options["on_error"])
     sft = {"max_length": options.get("max_length"), "truncation": options["truncation"], "bos": options.get("bos")}
@@ -79,15 +78,4 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
         bos, eos = options.get("bos", True) is not False, options.get("eos", True) is not False
         if bos or eos:
             ds = ds.ensure_bos_eos(bos=bos, eos=eos)
-    if pack == "concat":
-        ds = ds.concat_chunk(options["seq_len"], remainder=options["remainder"])
-    elif pack == "pad":
-        ds = ds.pad(options["seq_len"])
-    elif pack == "window":
-        ds = ds.sliding_window(options["seq_len"], stride=options.get("stride"))
-    elif pack in ("greedy", "first_fit"):
-        ds = ds.pack_examples(options["seq_len"], method=pack, window=options.get("pack_window") or 64)
-    elif pack == "best_fit":
-        window = options.get("pack_window") or 256
-        ds = ds.pack_documents(options["seq_len"], window=window, long_docs=options["long_docs"], bos=bool(options.get("bos_rows")))
-    return ds
+    return mode.from_options(ds, options)

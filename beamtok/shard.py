@@ -27,7 +27,7 @@ from beamtok.sources.urls import Shard
 from beamtok.spec import Spec
 from beamtok.steps import Doc, StepContext
 from beamtok.transforms.pack import Packer
-from beamtok.transforms.packers import make_packer
+from beamtok.transforms.packing_modes import make_packer
 from beamtok.transforms.sft import ChatTemplate, TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
 

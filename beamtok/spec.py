@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from beamtok.errors import ConfigError
-from beamtok.sizes import MAX_SEQ_LEN, MAX_WINDOW, ROW_BYTES_PER_TOKEN, check_ceiling
+from beamtok.sizes import MAX_SEQ_LEN, ROW_BYTES_PER_TOKEN, check_ceiling
 from beamtok.steps import (
     BosEosStep,
     ChatStep,
@@ -29,8 +29,9 @@ from beamtok.steps import (
     TokenizeStep,
     step_from_json,
 )
+from beamtok.transforms.packing_modes import PACKING_MODES, PackingMode, packing_mode
 from beamtok.transforms.tokenize import TokenizerRef
-from beamtok.validate import check_choice, check_int, check_optional_int
+from beamtok.validate import check_choice, check_int
 
 __all__ = [
     "BosEosStep",
@@ -54,8 +55,7 @@ OnError = Literal["raise", "skip"]
 PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit", "best_fit", "power_of_two"]
 Remainder = Literal["pad", "drop", "keep"]
 SOURCE_FORMATS = ("auto", "jsonl", "parquet", "arrow", "text", "mds", "memory")
-PACK_MODES = ("concat", "pad", "window", "none", "greedy", "first_fit", "best_fit", "power_of_two")
-LONG_DOCUMENT_POLICIES = ("split", "truncate")
+PACK_MODES = tuple(PACKING_MODES)
 ON_ERROR = ("raise", "skip")
 
 
@@ -126,48 +126,21 @@ class PackSpec:
     bos_id: int | None = None  # best_fit only: every row starts with this token
 
     def __post_init__(self) -> None:
-        check_choice(self.mode, "packing mode", PACK_MODES)
-        if self.mode != "none":
+        mode = packing_mode(self.mode)
+        if mode.HAS_SEQ_LEN:
             check_int(self.seq_len, "seq_len", minimum=1)
             assert self.seq_len is not None
             check_ceiling(self.seq_len, "seq_len", MAX_SEQ_LEN, "tokens", bytes_each=ROW_BYTES_PER_TOKEN)
-        if self.mode == "window":
-            assert self.seq_len is not None
-            if not isinstance(self.stride, int) or not 0 < self.stride <= self.seq_len:
-                raise ConfigError(f"stride must be an integer in 1..seq_len ({self.seq_len}), got {self.stride!r}")
-        if self.mode in ("first_fit", "best_fit"):
-            unit = "examples" if self.mode == "first_fit" else "documents"
-            check_int(self.window, f"{self.mode} packing window ({unit})", minimum=1)
-            assert self.window is not None
-            check_ceiling(self.window, f"{self.mode} packing window", MAX_WINDOW, unit)
-        if self.mode == "power_of_two":
-            for name, value in (("max_len", self.seq_len), ("min_len", self.window)):
-                check_int(value, name, minimum=1)
-                if value & (value - 1):  # type: ignore[operator]
-                    raise ConfigError(f"{name} must be a power of two, got {value}")
-            if (self.window or 0) > (self.seq_len or 0):
-                raise ConfigError(f"min_len {self.window} is above max_len {self.seq_len}")
-        if self.mode == "best_fit":
-            check_choice(self.long_docs, "long_docs", LONG_DOCUMENT_POLICIES)
-            check_optional_int(self.bos_id, "bos_id")
-            if self.bos_id is not None and (self.seq_len or 0) < 2:
-                raise ConfigError(f"rows that start with BOS need seq_len >= 2, got {self.seq_len}")
-        elif self.long_docs is not None or self.bos_id is not None:
-            raise ConfigError(f"long_docs and bos_id apply to best_fit packing only, not {self.mode}")
+        mode.check(self)
         check_choice(self.remainder, "remainder", ("pad", "drop", "keep"))
 
+    @property
+    def packing(self) -> type[PackingMode]:
+        """The class of this spec's mode: its packer, checks, words and capabilities."""
+        return packing_mode(self.mode)
+
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "mode": self.mode,
-            "seq_len": self.seq_len,
-            "pad_id": self.pad_id,
-            "stride": self.stride,
-            "remainder": self.remainder,
-            "window": self.window,
-        }
-        if self.mode == "best_fit":  # only here, so the fingerprints of the older modes stay as they were
-            out.update(long_docs=self.long_docs, bos_id=self.bos_id)
-        return out
+        return self.packing.to_json(self)
 
 
 @dataclass(frozen=True)
@@ -186,7 +159,7 @@ class Spec:
             if step.NEEDS_TOKENS and not tokenized:
                 raise ConfigError(f"{step.OP}() needs tokens: call tokenize() before it")
             tokenized = tokenized or step.TOKENIZES
-        if self.pack is not None and self.pack.mode != "none" and not tokenized:
+        if self.pack is not None and self.pack.packing.HAS_SEQ_LEN and not tokenized:
             raise ConfigError("packing needs tokens: call tokenize() before it")
 
     @property
@@ -209,7 +182,7 @@ class Spec:
     def supervised(self) -> bool:
         """Whether examples carry ``labels`` and ``attention_mask``: SFT and chat data, and
         sliding windows (whose overlaps are masked)."""
-        return any(s.SUPERVISED for s in self.steps) or (self.pack is not None and self.pack.mode == "window")
+        return any(s.SUPERVISED for s in self.steps) or (self.pack is not None and self.pack.packing.SUPERVISED)
 
     @property
     def pad_id(self) -> int:

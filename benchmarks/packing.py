@@ -36,7 +36,7 @@ import numpy as np
 from beamtok import Dataset
 from beamtok.spec import PackSpec
 from beamtok.transforms.pack import TokenDoc
-from beamtok.transforms.packers import make_packer
+from beamtok.transforms.packing_modes import make_packer
 
 from common import ROOT, build_shards, write_results
 

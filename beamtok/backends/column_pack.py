@@ -41,7 +41,7 @@ MAX_ROWS = 64  # blocks double up to this many rows
 
 def packs_column_wise(pack: PackSpec | None) -> bool:
     """Whether ``pack`` is one the column-wise chunker makes (``concat_chunk``)."""
-    return pack is not None and pack.mode == "concat" and bool(pack.seq_len)
+    return pack is not None and pack.packing.CUTS_BY_TOKEN_OFFSET and bool(pack.seq_len)
 
 
 def shard_spans(processor: ShardProcessor, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:

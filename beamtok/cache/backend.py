@@ -20,7 +20,7 @@ from beamtok.errors import ConfigError
 from beamtok.shard import Produced, ShardCursor, ShardPacker
 from beamtok.sources.urls import Shard
 from beamtok.spec import PackSpec, Spec
-from beamtok.transforms.packers import make_packer
+from beamtok.transforms.packing_modes import make_packer
 
 __all__ = ["CacheOrigin", "PackedCache", "RepackedCache"]
 

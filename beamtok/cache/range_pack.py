@@ -37,7 +37,7 @@ __all__ = ["PackTask", "PackedPart", "RangeTokens", "join_parts", "ordered_range
 
 def packs_in_parallel(spec: Spec) -> bool:
     """Whether a split file's rows can be packed range by range (rows cut by token offset)."""
-    return spec.tokenized and spec.pack is not None and spec.pack.mode == "concat"
+    return spec.tokenized and spec.pack is not None and spec.pack.packing.CUTS_BY_TOKEN_OFFSET
 
 
 @dataclass(frozen=True)

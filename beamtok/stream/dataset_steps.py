@@ -16,6 +16,16 @@ from beamtok.spec import PackSpec, callable_name
 from beamtok.steps import BosEosStep, ChatStep, FilterStep, LengthFilterStep, MapStep, SftStep, Step, TokenizeStep
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.roots.shards import ShardsRoot
+from beamtok.transforms.packing_modes import (
+    BestFit,
+    ConcatChunk,
+    FirstFit,
+    Greedy,
+    PackingMode,
+    Pad,
+    PowerOfTwo,
+    Window,
+)
 from beamtok.transforms.sft import ChatTemplate, load_template_source
 from beamtok.transforms.tokenize import Tokenizer, TokenizerRef, load_tokenizer
 from beamtok.validate import check_choice
@@ -122,11 +132,11 @@ class PerShardStages:
         ``remainder`` says what happens to a shard's last partial row: ``pad`` it, ``drop`` it
         (its tokens are counted as dropped) or ``keep`` it shorter.
         """
-        return self._set_pack("concat_chunk", "concat", seq_len, remainder=remainder)
+        return self._set_pack(ConcatChunk, seq_len, remainder=remainder)
 
     def pad(self: D, seq_len: int) -> D:
         """One document (or SFT example) a row, truncated (counted) and padded to ``seq_len``."""
-        return self._set_pack("pad", "pad", seq_len)
+        return self._set_pack(Pad, seq_len)
 
     def pack_examples(self: D, seq_len: int, *, method: str = "greedy", window: int = 64) -> D:
         """Pack whole examples into padded rows of ``seq_len``, never splitting one.
@@ -138,14 +148,15 @@ class PerShardStages:
         holds when packing an unpacked cache at read time.
         """
         check_choice(method, "method", ("greedy", "first_fit"))
-        if not any(step.SUPERVISED for step in self._root_for_steps("pack_examples").spec.steps):
+        mode = FirstFit if method == "first_fit" else Greedy
+        if not any(step.SUPERVISED for step in self._root_for_steps(mode.API).spec.steps):
             warnings.warn(
                 "pack_examples() packs whole examples and skips every document longer than seq_len (counted as "
                 "too_long); pretraining documents are mostly longer: concat_chunk(seq_len) packs them without loss",
                 UserWarning,
                 stacklevel=2,
             )
-        return self._set_pack("pack_examples", method, seq_len, window=window if method == "first_fit" else None)
+        return self._set_pack(mode, seq_len, window=window if mode is FirstFit else None)
 
     def pack_documents(
         self: D, seq_len: int, *, method: str = "best_fit", window: int = 256, long_docs: str = "split", bos: bool = False
@@ -164,25 +175,25 @@ class PerShardStages:
         check_choice(long_docs, "long_docs", ("split", "truncate"))
         bos_id = None
         if bos:
-            ref = self._tokenizer_ref("pack_documents")
+            ref = self._tokenizer_ref(BestFit.API)
             if ref.bos_id is None:
                 raise ConfigError(f"tokenizer {ref.name!r} has no BOS token; call pack_documents(bos=False)")
             bos_id = ref.bos_id
-        return self._set_pack("pack_documents", method, seq_len, window=window, long_docs=long_docs, bos_id=bos_id)
+        return self._set_pack(BestFit, seq_len, window=window, long_docs=long_docs, bos_id=bos_id)
 
     def pack_power_of_two(self: D, max_len: int, *, min_len: int = 64) -> D:
         """Cut each document into unpadded rows of power-of-two lengths: ``max_len`` rows
         while the document lasts, then the binary form of the rest down to ``min_len`` (fewer
         tokens left over count as ``truncated_tokens``). No row crosses a document; batch them
         with ``batch_tokens(max_tokens)`` for variable sequence length training."""
-        return self._set_pack("pack_power_of_two", "power_of_two", max_len, window=min_len)
+        return self._set_pack(PowerOfTwo, max_len, window=min_len)
 
     def sliding_window(self: D, seq_len: int, *, stride: int | None = None) -> D:
         """Windows of ``seq_len`` tokens every ``stride`` tokens (default: no overlap).
 
         Overlapped tokens are masked out of the loss in every window but a document's first.
         """
-        return self._set_pack("sliding_window", "window", seq_len, stride=stride if stride is not None else seq_len)
+        return self._set_pack(Window, seq_len, stride=stride if stride is not None else seq_len)
 
     # -------------------------------------------------------------- helpers
 
@@ -204,13 +215,14 @@ class PerShardStages:
             raise ConfigError(f"{name}(): the documents are already tokenized by {done}(); tokenize once")
         return self._with_root(root.with_spec(dataclasses.replace(root.spec, steps=(*root.spec.steps, step))))
 
-    def _set_pack(self: D, name: str, mode: str, seq_len: int, **kwargs: Any) -> D:
+    def _set_pack(self: D, mode: type[PackingMode], seq_len: int, **kwargs: Any) -> D:
+        name = mode.API
         root = self._root_for_steps(name)
         root.origin.check_pack(name)
         if root.spec.pack is not None:
             raise ConfigError(f"{name}(): the dataset is already packed ({root.spec.pack.mode})")
         ref = self._tokenizer_ref(name)
-        pack = PackSpec(mode, seq_len, ref.pad_id, **kwargs)  # type: ignore[arg-type]
+        pack = PackSpec(mode.NAME, seq_len, ref.pad_id, **kwargs)  # type: ignore[arg-type]
         return self._with_root(root.with_spec(dataclasses.replace(root.spec, pack=pack)))
 
     def _tokenizer_ref(self, name: str) -> TokenizerRef:

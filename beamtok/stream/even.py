@@ -34,7 +34,7 @@ EVEN_MODES = ("drop", "pad")
 def pad_example(spec: Spec) -> dict[str, Any]:
     """A row of padding shaped like the rows of ``spec``: pad tokens, segment 0, no loss."""
     pack = spec.pack
-    if pack is None or pack.mode == "none" or pack.seq_len is None:
+    if pack is None or not pack.packing.HAS_SEQ_LEN or pack.seq_len is None:
         raise ConfigError("even='pad' adds padding rows, which needs rows of one width: pack the data (concat_chunk, pad...)")
     width = pack.seq_len
     row: dict[str, Any] = {

@@ -19,8 +19,9 @@ import beamtok.stream.dataset  # noqa: F401
 from beamtok.stream.node import Stage
 from beamtok.stream.pipeline import Pipeline, peel_even, state_split
 from beamtok.stream.roots.base import root_plan_named
+from beamtok.transforms.packing_modes import PACKING_MODES, packing_words
 
-__all__ = ["explain_state", "find_states", "packing_words"]
+__all__ = ["explain_state", "find_states"]
 
 
 def find_states(data: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
@@ -67,24 +68,10 @@ def _packing(about: Any) -> list[str]:
         pack = kept[0] if isinstance(kept, list) and len(kept) == 1 else kept  # parts are kept as one-item lists
         if (key == "packing" or key.endswith(" packing")) and isinstance(pack, dict) and pack.get("mode"):
             where = f" ({key[: -len(' packing')]})" if key != "packing" else ""
-            words = packing_words(pack)
-            if pack["mode"] in ("first_fit", "best_fit"):
-                words += "; a cursor's token offset is the number of the window's next row, its doc cursor the window's first document"
-            lines.append(f"packing{where}: {words}")
+            mode = PACKING_MODES.get(str(pack["mode"]))
+            cursor = mode.cursor_words() if mode is not None else None
+            lines.append(f"packing{where}: {packing_words(pack)}" + (f"; {cursor}" if cursor else ""))
     return lines
-
-
-def packing_words(pack: dict[str, Any]) -> str:
-    """A packing spec's JSON form in words."""
-    mode = pack.get("mode")
-    words = f"{mode}" + (f", rows of {pack['seq_len']} tokens" if pack.get("seq_len") else "")
-    if mode in ("first_fit", "best_fit"):
-        words += f", windows of {pack.get('window')} {'examples' if mode == 'first_fit' else 'documents'}"
-    if mode == "best_fit":
-        words += f", long documents {pack.get('long_docs')}"
-        if pack.get("bos_id") is not None:
-            words += f", every row starts with BOS (token {pack['bos_id']})"
-    return words
 
 
 def _declared(state: dict[str, Any]) -> list[str]:

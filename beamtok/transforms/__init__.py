@@ -2,7 +2,7 @@
 
 from beamtok.transforms.bos_eos import ensure_bos_eos
 from beamtok.transforms.pack import ConcatChunker, PadTruncate, Row, SlidingWindow, WholeDocument
-from beamtok.transforms.packers import make_packer
+from beamtok.transforms.packing_modes import make_packer
 from beamtok.transforms.tokenize import Tokenizer, load_tokenizer, resolve_tokenizer
 
 __all__ = [

@@ -85,7 +85,7 @@ class RootPlan(abc.ABC):
     def row_tokens(self) -> int | None:
         """Tokens in every row, where rows have one width (packed), else None."""
         pack = self.spec.pack
-        return pack.seq_len if pack is not None and pack.mode != "none" else None
+        return pack.seq_len if pack is not None and pack.packing.HAS_SEQ_LEN else None
 
     @property
     def spec(self) -> Spec:
