@@ -49,6 +49,9 @@ class Prefetcher(Generic[K, T]):
     their item is taken. ``close()`` cancels what has not started and waits for what has,
     so ``make`` never runs after the caller moved on (and closed what it reads from)."""
 
+    # held by the class: a reader closed at interpreter exit runs after module globals are gone
+    _wait_for = staticmethod(wait_for_futures)
+
     def __init__(self, make: Callable[[K], T], keys: Iterable[K], ahead: int = 1) -> None:
         self._make = make
         self._keys = iter(keys)
@@ -119,7 +122,7 @@ class Prefetcher(Generic[K, T]):
             self._queued.clear()
         running = [f for f in self._pending if not f.cancel()]
         self._pending.clear()
-        wait_for_futures(running)
+        self._wait_for(running)
 
 
 _END = object()

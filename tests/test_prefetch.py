@@ -92,3 +92,26 @@ def test_a_forked_process_gets_its_own_pool():
     child.start()
     child.join(timeout=60)
     assert child.exitcode == 0 and queue.get(timeout=5) == [1, 2, 3, 4]
+
+
+def test_a_cache_left_part_read_at_interpreter_exit_says_nothing(tmp_path):
+    """A reader still open when Python exits is closed after module globals are cleared; it
+    must close quietly (after a Beam build in the same process it printed "Exception ignored
+    ... 'NoneType' object is not callable" from the prefetcher's close)."""
+    import subprocess
+    import sys
+
+    from conftest import TOKENIZER_DIR, real_paragraphs, write_jsonl
+
+    files = [str(write_jsonl(tmp_path / f"in-{i}.jsonl", [{"text": p} for p in real_paragraphs(30, start=30 * i)])) for i in range(2)]
+    code = (
+        "from beamtok import Dataset\n"
+        f"ds = Dataset.from_files({files!r}).tokenize({str(TOKENIZER_DIR)!r}).concat_chunk(64)\n"
+        f"cached = ds.cache({str(tmp_path / 'cache')!r}, progress=False)\n"
+        "it = cached.shuffle(window=8, seed=0).batch(2).iter()\n"
+        "next(it)\n"
+        "print('read')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout == "read\n", proc.stderr
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
