@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.beamtok-installed
 
-.PHONY: setup demo test lint typecheck unit floor bench soak clean
+.PHONY: setup demo test test-fast lint typecheck unit docs floor bench soak clean
 
 setup: $(STAMP)
 
@@ -30,10 +30,15 @@ demo: setup
 	$(BIN)/beamtok verify build/demo-cache
 
 lint: setup
-	$(BIN)/ruff check beamtok pipelines tests benchmarks examples floor
+	$(BIN)/ruff check beamtok pipelines tests benchmarks examples floor docs/hooks
 
 typecheck: setup
 	$(BIN)/mypy beamtok pipelines examples
+
+# the docs site (mkdocs.yml): guides, the CLI reference made from the option table, the API
+# reference from docstrings, the performance page from benchmarks/results; any warning fails
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
 
 # the suite on every core (pytest-xdist); a run that collects no test fails (pytest exit 5)
 unit: setup
@@ -54,7 +59,7 @@ $(FLOOR_STAMP): pyproject.toml floor/constraints.py
 floor: $(FLOOR_STAMP)
 	$(FLOOR_VENV)/bin/python floor/smoke.py
 
-test: lint typecheck unit floor
+test: lint typecheck docs unit floor
 
 # epochraft (a peer we compare against) and bpe-openai (an engine measured by engines.py)
 # are installed only for the benchmarks

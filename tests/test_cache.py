@@ -193,7 +193,7 @@ def test_other_input_files_are_refused_and_overwrite_leaves_nothing_old(corpus, 
     assert len(list((out / "shards").glob("*.parquet"))) == 4 and (out / "manifest.json").exists()  # refused: untouched
     again = online(corpus[:2], seq_len=128).cache(str(out), overwrite=True)
     assert sorted(p.name for p in (out / "shards").iterdir()) == [f"shard-0000{i}.{e}" for i in range(2) for e in ("json", "parquet")]
-    files = [str(p) for p in sorted((out / "shards").glob("*.parquet"))]  # what the README's load_dataset recipe reads
+    files = [str(p) for p in sorted((out / "shards").glob("*.parquet"))]  # what the cache guide's load_dataset recipe reads (docs/cache.md)
     assert pq.ParquetDataset(files).read().num_rows == again.pipeline.root.origin.cache.manifest.totals["rows"]
     assert_items_equal(list(again), list(online(corpus[:2], seq_len=128)))
 

@@ -1,4 +1,4 @@
-"""The README's Dataflow command, proven before anyone pays for it: the job request is built
+"""The Dataflow command of the docs (docs/dataflow.md), proven before anyone pays for it: the job request is built
 offline (Beam's --dry_run), its graph holds the build's steps, the workers get beamtok from
 --setup_file (or the Dockerfile's image), and the tokenizer reaches them through the output
 directory, never a path of the launching machine, keeping the graph small."""

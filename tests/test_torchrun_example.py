@@ -1,4 +1,4 @@
-"""examples/torchrun_train.py run as the README runs it, under torchrun (gloo, CPU): stopped
+"""examples/torchrun_train.py run as the docs run it (docs/checkpoints.md), under torchrun (gloo, CPU): stopped
 and resumed on another number of ranks, a rank SIGKILLed mid-run and the job resumed on fewer
 and on more ranks, torchrun --max-restarts restarting it, a checkpoint cut off mid-write
 passed over; every row of the data trained exactly once, counting each start's steps up to

@@ -324,7 +324,7 @@ class Dataset(PerShardStages, StreamStages):
         step: int | None = None,
     ) -> DatasetIterator:
         """A fresh iterator, one resumed from ``state_dict`` (never mutated; a list: every
-        reader's state of a run on another world size, see the README), or one starting
+        reader's state of a run on another world size, see docs/checkpoints.md), or one starting
         at global example ``start_example`` of the source (packed caches only: it needs the
         row counts of the manifest), or one whose first item is the item of step ``step``
         of this reader (``skip(step)`` on a fresh iterator: without reading the steps before
