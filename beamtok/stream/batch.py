@@ -55,19 +55,17 @@ class BatchNode(StageNode):
         self.pad_id = pad_id
 
     def can_seek(self) -> bool:
-        can = getattr(self.upstream, "can_seek", None)
-        return bool(can is not None and can())
+        return self.upstream.can_seek()
 
     def seek(self, items: int) -> int:
         size = self.config.size
-        rows = self.upstream.seek(items * size)  # type: ignore[attr-defined]
+        rows = self.upstream.seek(items * size)
         whole, part = divmod(rows, size)
         return whole + (1 if part and not self.config.drop_last else 0)
 
     def __next__(self) -> dict[str, Any]:
         size = self.config.size
-        next_rows = getattr(self.upstream, "next_rows", None)
-        pieces = next_rows(size) if next_rows is not None else None
+        pieces = self.upstream.next_rows(size)
         if pieces is not None:  # decoded row blocks straight from the source: no dict per example
             rows = sum(p.rows for p in pieces)
             if not rows or (self.config.drop_last and rows < size):

@@ -42,11 +42,10 @@ class EnumerateNode(StageNode):
         self._count = self.start if state is None else check_int(state["count"], "count", self.NAME)
 
     def can_seek(self) -> bool:
-        can = getattr(self.upstream, "can_seek", None)
-        return bool(can is not None and can())
+        return self.upstream.can_seek()
 
     def seek(self, items: int) -> int:
-        passed: int = self.upstream.seek(items)  # type: ignore[attr-defined]
+        passed: int = self.upstream.seek(items)
         self._count += passed
         return passed
 

@@ -28,6 +28,7 @@ from beamtok.backends.spans import RowSpan, Taken
 from beamtok.errors import ConfigError, StateError
 from beamtok.rows import RowBlock
 from beamtok.shard import Produced, ShardCursor
+from beamtok.stream.node import RootSource
 from beamtok.stream.permutation import FeistelPermutation
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
@@ -74,7 +75,7 @@ class GlobalOrder:
         return out
 
 
-class GlobalShuffleSource:
+class GlobalShuffleSource(RootSource):
     """Yields a packed cache's rows in a keyed permutation, epoch after epoch."""
 
     KEYS = ("epoch", "position", "stats")

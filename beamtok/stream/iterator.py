@@ -131,9 +131,7 @@ class DatasetIterator:
         if olds[0].parts == self.split.parts and olds[0].mode == self.split.mode:
             self._root.reset(next(state for old, state in checked if old.part == self.split.part)["pipeline"])
             return
-        check_merge = getattr(self._root, "check_merge", None)
-        if check_merge is not None:
-            check_merge(olds)
+        self._root.check_merge(olds)
         self._root.reset(None)
         self._pending_merge = ([state["pipeline"] for _, state in checked], olds)
 
@@ -238,8 +236,7 @@ class DatasetIterator:
         order (``interleave(1)``), or a global shuffle, with only ``batch``, ``take`` and
         ``enumerate`` after it. Elsewhere ``skip`` reads the items and drops them."""
         self._merge_now()
-        can = getattr(self._root, "can_seek", None)
-        return bool(can is not None and can())
+        return self._root.can_seek()
 
     def set_weights(self, weights: list[float] | tuple[float, ...]) -> int:
         """A mix's new weights (one per source), from the first block boundary no reader has
@@ -247,16 +244,10 @@ class DatasetIterator:
         example index. The change is kept in the state, so a resume (on any world size)
         replays it. Call it in the process that iterates: with DataLoader workers, each
         worker's iterator is out of reach."""
-        set_weights = getattr(self._source, "set_weights", None)
-        if set_weights is None:
-            raise ConfigError("set_weights() applies to a mix (Dataset.mix); this stream has one source")
         if isinstance(weights, dict):
-            raise ConfigError(
-                f"set_weights takes one weight per source, in the order the mix was given its sources "
-                f"({len(self._source.sources)} numbers), not a dict: got {weights!r}"
-            )
+            raise ConfigError(f"set_weights takes one weight per source, in the order the mix was given its sources, not a dict: got {weights!r}")
         self._merge_now()
-        return int(set_weights(list(weights)))
+        return int(self._source.set_weights(list(weights)))
 
     def skip(self, items: int) -> int:
         """Pass the next ``items`` items (batches, when batched) as if read and dropped, e.g.
@@ -266,7 +257,7 @@ class DatasetIterator:
         items = check_option(items, "items to skip")
         first = self.step
         if self.seeks:
-            passed = int(self._root.seek(items))  # type: ignore[attr-defined]
+            passed = int(self._root.seek(items))
         else:
             passed = 0
             for _ in range(items):
@@ -308,20 +299,16 @@ class DatasetIterator:
         tokenization workers (all its streams). ``timing=True`` adds ``timing``, the live view of
         :meth:`timing` (left out by default: it differs run to run, the counts do not)."""
         self._merge_now()
-        catch_up = getattr(self._root, "catch_up", None)
-        if catch_up is not None:  # a restored shuffle window counts as read, as in the run that saved the state
-            catch_up()
+        self._root.catch_up()  # a restored shuffle window counts as read, as in the run that saved the state
         stats = self._source.stats_json()
         total = stats["tokens"] + stats["pad_tokens"]
         stats["padding_waste"] = stats["pad_tokens"] / total if total else 0.0
         stats["delivered"] = self._delivered.to_json()
         stats["remote_retries"] = remote_retries()
-        node: Any = self._root
+        node: Node | None = self._root
         while node is not None:  # figures stages keep of their own (a balanced split's imbalance)
-            stage_stats = getattr(node, "stage_stats", None)
-            if stage_stats is not None:
-                stats.update(stage_stats())
-            node = getattr(node, "upstream", None)
+            stats.update(node.stage_stats())
+            node = node.upstream
         if timing:
             stats["timing"] = self._timing.to_json()
         return stats

@@ -43,6 +43,7 @@ import numpy as np
 
 from beamtok.errors import ConfigError, InputError, StateError
 from beamtok.sizes import MAX_BLOCK, check_ceiling
+from beamtok.stream.node import RootSource
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.source import ShardSource
 from beamtok.stream.state import check_int, check_keys, copy_state
@@ -200,7 +201,7 @@ def _changes_of(saved: Any, sources: int) -> list[tuple[int, tuple[float, ...]]]
     return out
 
 
-class MixSource:
+class MixSource(RootSource):
     """Yields the mixed stream of several shard sources."""
 
     KEYS = ("index", "sources", "stopped")

@@ -14,31 +14,89 @@ import abc
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from beamtok.errors import StateError
+from beamtok.errors import ConfigError, StateError
 from beamtok.stream.state import check_keys, copy_state
 
 if TYPE_CHECKING:
+    from beamtok.backends.spans import Taken
     from beamtok.stream.reader_split import ReaderSplit  # a type only: the split module builds on this one
 
-__all__ = ["Node", "Stage", "StageNode", "StreamContext"]
+__all__ = ["Node", "RootSource", "Stage", "StageNode", "StreamContext"]
 
 
-class Node(Protocol):
-    """What every live stage (and the shard source) provides."""
+class Node(abc.ABC):
+    """A live node of a stream: an iterator with a JSON state. What a node can do beyond that
+    is declared here, each capability a method with the default of a node that cannot: the
+    stages above, the iterator and the timing wrapper call these methods, never look for them."""
 
-    def __iter__(self) -> Iterator[Any]: ...
+    upstream: Node | None = None  # the node this one reads (None: a root source)
 
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    @abc.abstractmethod
     def __next__(self) -> Any: ...
 
+    @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]: ...
 
+    @abc.abstractmethod
     def reset(self, state: dict[str, Any] | None) -> None: ...
 
+    @abc.abstractmethod
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
         """This reader's state from the states of every reader of another split."""
-        ...
+
+    def can_seek(self) -> bool:
+        """Whether :meth:`seek` can pass items without reading them."""
+        return False
+
+    def seek(self, items: int) -> int:
+        """Pass the next ``items`` items without reading (only when ``can_seek()``); returns
+        how many were passed (fewer at the end)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot pass items without reading them")
+
+    def next_rows(self, limit: int) -> list[Taken] | None:
+        """Up to ``limit`` next rows as decoded column blocks (an empty list at the end), for a
+        batch to stack without a dict per example; None: this node gives examples one by one."""
+        return None
+
+    def catch_up(self) -> None:
+        """Do the reading a restore deferred to the first ``next()`` (a shuffle's window), here
+        and below, so the source's stats count it (``stats()`` asks before any ``next()``)."""
+        return None
+
+    def check_merge(self, olds: list[ReaderSplit]) -> None:
+        """Refuse, before anything is read, a resume on another world size this node cannot
+        take (here and below)."""
+        return None
+
+    def stage_stats(self) -> dict[str, Any]:
+        """Figures this node keeps of its own, merged into ``stats()`` (a balanced split's imbalance)."""
+        return {}
+
+
+class RootSource(Node):
+    """The node a stream starts from (shards, a mix, a global shuffle): it also keeps the
+    source's counts, closes what it opened, and tells the state at an example number."""
+
+    @abc.abstractmethod
+    def stats_json(self) -> dict[str, Any]:
+        """What the source has read: documents, examples, tokens, epochs (per source in a mix)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop workers and close files now."""
+
+    @abc.abstractmethod
+    def state_at(self, example: int) -> dict[str, Any]:
+        """The state of this source after its first ``example`` examples."""
+
+    def set_weights(self, weights: list[float]) -> int:
+        """New mixture weights from the next block no reader has passed (a mix only)."""
+        raise ConfigError("set_weights() applies to a mix (Dataset.mix); this stream has one source")
 
 
 @dataclass(frozen=True)
@@ -90,20 +148,14 @@ class Stage(abc.ABC):
         return None
 
 
-class StageNode(abc.ABC):
+class StageNode(Node):
     """Common plumbing of live stages: an upstream node and strict restore of ``KEYS``."""
 
     KEYS: tuple[str, ...] = ("upstream",)
     NAME = "stage"
 
     def __init__(self, upstream: Node) -> None:
-        self.upstream = upstream
-
-    def __iter__(self) -> StageNode:
-        return self
-
-    @abc.abstractmethod
-    def __next__(self) -> Any: ...
+        self.upstream: Node = upstream
 
     def state_dict(self) -> dict[str, Any]:
         return {"upstream": self.upstream.state_dict(), **self._position()}
@@ -121,22 +173,10 @@ class StageNode(abc.ABC):
         self.upstream.reset(state["upstream"])
         self._restore(state)
 
-    def can_seek(self) -> bool:
-        """Whether :meth:`seek` can pass items without reading them: a stage says so only
-        when it knows how many upstream items each of its items takes."""
-        return False
-
-    def seek(self, items: int) -> int:
-        """Pass the next ``items`` items without reading (only when ``can_seek()``); returns
-        how many were passed (fewer at the end)."""
-        raise NotImplementedError(f"{self.NAME}() cannot pass items without reading them")
+    # can_seek() stays False unless a stage knows how many upstream items each of its items takes
 
     def catch_up(self) -> None:
-        """Do the reading a restore deferred to the first ``next()`` (a shuffle's window), here
-        and below, so the source's stats count it (``stats()`` asks before any ``next()``)."""
-        below = getattr(self.upstream, "catch_up", None)
-        if below is not None:
-            below()
+        self.upstream.catch_up()
 
     def check_merge(self, olds: list[ReaderSplit]) -> None:
         """Refuse, before anything is read, a resume on another world size through a stage whose
@@ -146,9 +186,7 @@ class StageNode(abc.ABC):
                 f"cannot resume on another world size through {self.NAME}(): its position belongs to one reader; "
                 f"resume with the old world size ({olds[0].world_size}) or move {self.NAME}() where every reader can restart it"
             )
-        below = getattr(self.upstream, "check_merge", None)
-        if below is not None:
-            below(olds)
+        self.upstream.check_merge(olds)
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
         """A stage without a position of its own passes the merge upstream; others refuse
@@ -157,5 +195,5 @@ class StageNode(abc.ABC):
         states = [check_keys(copy_state(s), self.KEYS, self.NAME) for s in states]
         return {"upstream": self.upstream.merge([s["upstream"] for s in states], olds, new)}
 
-    def _restore(self, state: dict[str, Any] | None) -> None:  # noqa: B027 - stages without a position keep it
+    def _restore(self, state: dict[str, Any] | None) -> None:
         """Set this stage's own position from ``state`` (None: the start)."""

@@ -23,6 +23,7 @@ from beamtok.shard import Produced, ShardCursor
 from beamtok.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
 from beamtok.sources.readers import cursor_words
 from beamtok.sources.urls import Shard
+from beamtok.stream.node import RootSource
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.shard_order import ShardOrder
 from beamtok.stream.state import check_int, check_keys, copy_state
@@ -76,7 +77,7 @@ class _Slot:
         self.examples: Iterator[Produced] | None = None  # a SpanReader where the backend decodes blocks
 
 
-class ShardSource:
+class ShardSource(RootSource):
     """Yields the examples of the shards this reader owns, epoch after epoch."""
 
     KEYS = ("epoch", "position", "slots", "turn", "stats")

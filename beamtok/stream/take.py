@@ -45,11 +45,10 @@ class TakeNode(StageNode):
             raise StateError(f"take: {self._taken} taken is more than the limit {self.count}")
 
     def can_seek(self) -> bool:
-        can = getattr(self.upstream, "can_seek", None)
-        return bool(can is not None and can())
+        return self.upstream.can_seek()
 
     def seek(self, items: int) -> int:
-        passed: int = self.upstream.seek(min(items, self.count - self._taken))  # type: ignore[attr-defined]
+        passed: int = self.upstream.seek(min(items, self.count - self._taken))
         self._taken += passed
         return passed
 

@@ -11,8 +11,13 @@ resumed iterator starts counting afresh.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from beamtok.stream.node import Node
+
+if TYPE_CHECKING:
+    from beamtok.backends.spans import Taken
+    from beamtok.stream.reader_split import ReaderSplit
 
 __all__ = ["StageTimer", "TimedNode", "Timing", "describe_timing"]
 
@@ -28,15 +33,14 @@ class StageTimer:
         self.items = 0
 
 
-class TimedNode:
-    """A node that times its ``next()`` and forwards everything else to the node it wraps."""
+class TimedNode(Node):
+    """A node that times its ``next()`` and ``next_rows()`` and passes every other declared
+    capability of :class:`~beamtok.stream.node.Node` to the node it wraps."""
 
-    def __init__(self, node: Any, timer: StageTimer) -> None:
+    def __init__(self, node: Node, timer: StageTimer) -> None:
         self._node = node
         self._timer = timer
-
-    def __iter__(self) -> TimedNode:
-        return self
+        self.upstream = node.upstream
 
     def __next__(self) -> Any:
         start = time.perf_counter()
@@ -47,24 +51,39 @@ class TimedNode:
         self._timer.items += 1
         return item
 
-    def __getattr__(self, name: str) -> Any:
-        found = getattr(self._node, name)
-        if name == "next_rows":  # the batch stage's fast path pulls rows through here, not next()
-            return self._timed_rows(found)
-        return found
+    def next_rows(self, limit: int) -> list[Taken] | None:
+        start = time.perf_counter()
+        try:
+            pieces = self._node.next_rows(limit)
+        finally:
+            self._timer.seconds += time.perf_counter() - start
+        if pieces:
+            self._timer.items += sum(p.rows for p in pieces)
+        return pieces
 
-    def _timed_rows(self, next_rows: Callable[[int], Any]) -> Callable[[int], Any]:
-        def timed(limit: int) -> Any:
-            start = time.perf_counter()
-            try:
-                pieces = next_rows(limit)
-            finally:
-                self._timer.seconds += time.perf_counter() - start
-            if pieces:
-                self._timer.items += sum(p.rows for p in pieces)
-            return pieces
+    def state_dict(self) -> dict[str, Any]:
+        return self._node.state_dict()
 
-        return timed
+    def reset(self, state: dict[str, Any] | None) -> None:
+        self._node.reset(state)
+
+    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+        return self._node.merge(states, olds, new)
+
+    def can_seek(self) -> bool:
+        return self._node.can_seek()
+
+    def seek(self, items: int) -> int:
+        return self._node.seek(items)
+
+    def catch_up(self) -> None:
+        self._node.catch_up()
+
+    def check_merge(self, olds: list[ReaderSplit]) -> None:
+        self._node.check_merge(olds)
+
+    def stage_stats(self) -> dict[str, Any]:
+        return self._node.stage_stats()
 
 
 class Timing:
@@ -77,7 +96,7 @@ class Timing:
         self.first_item = 0.0  # the first next(), opening files and starting workers
         self._returned_at: float | None = None
 
-    def timed(self, node: Any, name: str) -> TimedNode:
+    def timed(self, node: Node, name: str) -> TimedNode:
         timer = StageTimer(name)
         self.stages.append(timer)
         return TimedNode(node, timer)
