@@ -71,48 +71,38 @@ def inspect(state_file: str, pipeline: str | None, quiet: bool) -> None:
 
 
 def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
-    """The cache's dataset with the stream options and stages the state's ``about`` names
-    (epochs, shard order seed, open shards, global shuffle, each stage's options), so a state
-    saved by ``from_cache(DIR).shuffle(...).batch(...)`` (or its on-the-fly twin) is checked
-    whole; ``(cached, '')`` when the state does not keep them as values."""
+    """The cache's dataset with the stream options and stages the state's plan holds (epochs,
+    shard order seed, open shards, global shuffle, each stage's options), so a state saved by
+    ``from_cache(DIR).shuffle(...).batch(...)`` (or its on-the-fly twin) is checked whole;
+    ``(cached, '')`` when the state holds no plan that names them."""
+    from beamtok.errors import StateError
     from beamtok.stream.node import Stage
     from beamtok.stream.pipeline import Pipeline
+    from beamtok.stream.plan import plan_of, stage_configs
     from beamtok.stream.reader_split import ReaderSplit
     from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 
-    about = state.get("about")
     split = state.get("split")
-    if not isinstance(about, dict) or not isinstance(split, dict):
-        return cached, ""
-
-    def value(name: str) -> Any:
-        kept = about.get(name)
-        if not (isinstance(kept, list) and len(kept) == 1):
-            raise KeyError(name)
-        return kept[0]
-
     try:
-        root = cached.pipeline.root.with_options(
-            epochs=value("epochs"), shuffle_seed=value("shuffle_shards seed"), interleave=value("open shards (interleave)")
-        )
-        if "global_shuffle" in about:
-            shuffled = value("global_shuffle")
-            root = GlobalShuffleRoot(root, shuffled["seed"], shuffled["window"])
+        plan = plan_of(state)
+        if plan is None or not isinstance(split, dict):
+            return cached, ""
+        options = plan["root"]["options"]
+        root = cached.pipeline.root.with_options(epochs=options["epochs"], shuffle_seed=options["shuffle_seed"], interleave=options["interleave"])
+        if isinstance(options.get("global_shuffle"), dict):
+            root = GlobalShuffleRoot(root, options["global_shuffle"]["seed"], options["global_shuffle"]["window"])
         stages = []
-        for number in range(1, len(about) + 1):
-            key = next((k for k in about if k.startswith(f"stage {number} (")), None)
-            if key is None:
-                break
-            kind = Stage.named(key[len(f"stage {number} (") : -1])
-            if kind is None:
+        for name, config in stage_configs(plan):
+            kind = Stage.named(name)
+            if kind is None or config.get("unkept"):  # a state of an earlier version kept only a hash of it
                 return cached, ""
-            stages.append(kind(**value(key)))
-        reader = ReaderSplit(split["rank"], split["world_size"], mode=value("rank split"))
-    except (KeyError, TypeError, ValueError):
+            stages.append(kind(**config))
+        reader = ReaderSplit(split["rank"], split["world_size"], mode=options["split"])
+    except (KeyError, TypeError, ValueError, StateError):
         return cached, ""
     rebuilt = type(cached)(Pipeline(root, reader, tuple(stages)))
     shown = [f"{s.NAME}({', '.join(f'{k}={v!r}' for k, v in s.to_json().items() if k != 'stage')})" for s in stages]
-    return rebuilt, ", ".join([f"epochs={value('epochs')!r}", *shown])
+    return rebuilt, ", ".join([f"epochs={options['epochs']!r}", *shown])
 
 
 def load_pipeline(reference: str) -> Any:

@@ -1,10 +1,10 @@
 """What a state was saved by, part by part, so a refused resume names what changed.
 
 A state carries the stream and spec fingerprints; a mismatch alone says only that something
-differs. Beside them the state keeps each part those fingerprints cover (each stream option,
-each stream stage, the mix plan, the shard list, the input format, each per-shard step, the
-packing, the error policy): short parts as their values, long ones (a shard list) as a short
-hash, about a kilobyte in all. Comparing them with the current parts names what changed, old
+differs. Beside them the state keeps each part those fingerprints cover: the stream options
+and stages in its plan (``beamtok.stream.plan``), whole; the root's data in ``about`` (the mix
+plan, the shard list, the input format, each per-shard step, the packing, the error policy),
+short parts as their values, long ones (a shard list) as a short hash. Comparing them with the current parts names what changed, old
 and new, e.g. ``packing: seq_len 1024 → 2048`` or ``stage 1 (shuffle): seed 0 → 1``.
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
+
+from beamtok.stream.plan import plan_parts
 
 if TYPE_CHECKING:
     from beamtok.stream.pipeline import Pipeline
@@ -24,9 +26,10 @@ KEPT_CHARS = 160  # parts whose JSON is at most this long are kept as values, lo
 
 
 def describe(pipeline: Pipeline) -> dict[str, Any]:
-    """What a state keeps of each part: a short value itself (``[value]``), so a refusal can
-    say what it was, or a short hash of a long one (a shard list)."""
-    return {name: _kept(value) for name, value in pipeline.parts().items()}
+    """What a state keeps of each part of the root's data (the plan holds the options and
+    stages): a short value itself (``[value]``), so a refusal can say what it was, or a short
+    hash of a long one (a shard list)."""
+    return {name: _kept(value) for name, value in pipeline.root.content_parts().items()}
 
 
 def _kept(value: Any) -> Any:
@@ -44,11 +47,14 @@ def _same(saved: Any, value: Any) -> bool:
     return saved == _hash(value)
 
 
-def changes(saved: Any, pipeline: Pipeline) -> str:
+def changes(saved: Any, pipeline: Pipeline, plan: dict[str, Any] | None = None) -> str:
     """The parts of ``pipeline`` that differ from ``saved`` (``old → new`` where the state kept
-    the old value, else the current value), or ''."""
+    the old value, else the current value), or ''. A state's ``plan`` holds each stage's
+    options whole, so a stage is compared from it however long its JSON."""
     if not isinstance(saved, dict):
         return ""
+    if plan is not None and not plan.get("from_about"):
+        saved = {**saved, **{name: [value] for name, value in plan_parts(plan).items()}}
     current = pipeline.parts()
     lines = []
     for name, value in current.items():

@@ -4,8 +4,7 @@ Every node describes its own part of a state (``describe_state`` of each stage a
 of root), so a new stage cannot be mis-described. Given the pipeline a state belongs to, its
 stages and root are known, shards are named by file and cursors by what they count there
 (byte offset of uncompressed JSONL, line of compressed JSONL, row of Parquet and Arrow).
-Without it, the stages and the kind of root are read from the parts the state keeps
-(``about``). States are found wherever they sit in a JSON file: alone, as a list of readers'
+Without it, the stages and the kind of root are read from the plan the state keeps. States are found wherever they sit in a JSON file: alone, as a list of readers'
 states, or inside a checkpoint (a StatefulDataLoader's or a Trainer's ``trainer_state.json``).
 """
 
@@ -18,7 +17,8 @@ from typing import Any
 import beamtok.stream.dataset  # noqa: F401
 from beamtok.stream.node import Stage
 from beamtok.stream.pipeline import Pipeline, peel_even, state_split
-from beamtok.stream.roots.base import root_plan_named
+from beamtok.stream.plan import plan_of, stage_configs
+from beamtok.stream.roots.base import root_plan_of_kind
 from beamtok.transforms.packing_modes import PACKING_MODES, packing_words
 
 __all__ = ["explain_state", "find_states"]
@@ -48,7 +48,8 @@ def explain_state(state: dict[str, Any], pipeline: Pipeline | None = None) -> li
             f"reader: rank {split.get('rank')} of {split.get('world_size')}, DataLoader worker {split.get('worker')} "
             f"of {split.get('num_workers')}, data split by {split.get('mode')}"
         )
-    lines += _packing(state.get("about"))
+    plan = plan_of(state)
+    lines += _packing(plan)
     skipped = state.get("skipped")
     if isinstance(skipped, list) and skipped:
         ranges = ", ".join(f"{r[0]:,}-{r[0] + r[1] - 1:,}" for r in skipped if isinstance(r, list) and len(r) == 2)
@@ -56,52 +57,43 @@ def explain_state(state: dict[str, Any], pipeline: Pipeline | None = None) -> li
         lines.append(f"skipped with skip(): items {ranges} ({total:,} in all; counted in no stats)")
     if pipeline is not None:
         return lines + pipeline.explain(state)
-    return lines + _declared(state)
+    return lines + _declared(state, plan)
 
 
-def _packing(about: Any) -> list[str]:
-    """How the rows were packed, from the parts a state keeps (a mix keeps one per source)."""
-    if not isinstance(about, dict):
+def _packing(plan: dict[str, Any] | None) -> list[str]:
+    """How the rows were packed, from the state's plan (a mix: one line per source)."""
+    if plan is None:
         return []
+    root = plan["root"]
+    packings = [("", root.get("packing"))]
+    if isinstance(root.get("sources"), list):
+        packings = [(f" (mix source {i})", source.get("packing") if isinstance(source, dict) else None) for i, source in enumerate(root["sources"])]
     lines = []
-    for key, kept in about.items():
-        pack = kept[0] if isinstance(kept, list) and len(kept) == 1 else kept  # parts are kept as one-item lists
-        if (key == "packing" or key.endswith(" packing")) and isinstance(pack, dict) and pack.get("mode"):
-            where = f" ({key[: -len(' packing')]})" if key != "packing" else ""
+    for where, pack in packings:
+        if isinstance(pack, dict) and pack.get("mode"):
             mode = PACKING_MODES.get(str(pack["mode"]))
             cursor = mode.cursor_words() if mode is not None else None
             lines.append(f"packing{where}: {packing_words(pack)}" + (f"; {cursor}" if cursor else ""))
     return lines
 
 
-def _declared(state: dict[str, Any]) -> list[str]:
-    """The pipeline part of a state described from the parts it keeps (``about``)."""
-    saved = state.get("about")
-    about: dict[str, Any] = saved if isinstance(saved, dict) else {}
-    names = _stage_names(about)
+def _declared(state: dict[str, Any], plan: dict[str, Any] | None) -> list[str]:
+    """The pipeline part of a state described from its plan, without the pipeline."""
+    stages = stage_configs(plan)
     node = state.get("pipeline")
     chain = []
-    for _ in names:
+    for _ in stages:
         if not isinstance(node, dict) or "upstream" not in node:
             break
         chain.append(node)
         node = node["upstream"]
-    root = root_plan_named(about)
-    if root is None or len(chain) != len(names):
+    root = root_plan_of_kind(plan["root"].get("kind")) if plan is not None else None
+    if root is None or len(chain) != len(stages):
         return [f"pipeline (its parts were not saved with the state): {json.dumps(state.get('pipeline'))[:400]}"]
-    node, even = peel_even(node, "even" in about)
+    assert plan is not None
+    node, even = peel_even(node, plan.get("even") is not None)
     lines = root.describe_state(node, state_split(state), None) + even
-    for i, (name, own) in enumerate(zip(names, reversed(chain))):
+    for i, ((name, _), own) in enumerate(zip(stages, reversed(chain))):
         stage = Stage.named(name)
         lines.append(f"stage {i + 1} ({name}): {stage.describe_state(own) if stage is not None else Stage.describe_state(own)}")
     return lines
-
-
-def _stage_names(about: dict[str, Any]) -> list[str]:
-    named = []
-    for key in about:
-        if key.startswith("stage ") and " (" in key:
-            number, name = key[len("stage ") :].split(" (", 1)
-            if number.isdigit():
-                named.append((int(number), name.rstrip(")")))
-    return [name for _, name in sorted(named)]

@@ -17,6 +17,7 @@ from beamtok.stream.describe import changes, describe
 from beamtok.stream.elastic import check_readers
 from beamtok.stream.node import Node
 from beamtok.stream.pipeline import Pipeline
+from beamtok.stream.plan import plan_of
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.timing import Timing, describe_timing
@@ -84,7 +85,7 @@ class DatasetIterator:
     """
 
     KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline")
-    OPTIONAL_KEYS = ("about", "delivered", "skipped")  # states of earlier versions lack them and still resume
+    OPTIONAL_KEYS = ("about", "plan", "delivered", "skipped")  # states of earlier versions lack them and still resume
 
     def __init__(self, pipeline: Pipeline, split: ReaderSplit, state: dict[str, Any] | list[Any] | None = None) -> None:
         self.pipeline = pipeline
@@ -92,6 +93,7 @@ class DatasetIterator:
         self._spec_fp = pipeline.spec_fingerprint
         self._stream_fp = pipeline.stream_fingerprint
         self._about = describe(pipeline)
+        self._plan = pipeline.plan_json()
         self._timing = Timing()
         self._source, self._root = pipeline.build(split, timing=self._timing)  # the root source, and the last stage
         self._delivered = Delivered()
@@ -165,13 +167,13 @@ class DatasetIterator:
                     "(iter(state_dict=[state_0, state_1, ...]))"
                 )
         if state["spec"] == self._spec_fp and state["stream"] != stream_fp:
-            saved = self.pipeline.as_saved(state.get("about"))  # a batch of another size may resume
+            saved = self.pipeline.as_saved(plan_of(state))  # a batch of another size may resume
             world = self.split.world_size if split is None else split.world_size
             if saved is not None and state["stream"] == saved.stream_fingerprint_for(world):
                 stream_fp = state["stream"]
         if state["spec"] != self._spec_fp or state["stream"] != stream_fp:
             what = "spec" if state["spec"] != self._spec_fp else "stream"
-            changed = changes(state.get("about"), self.pipeline)
+            changed = changes(state.get("about"), self.pipeline, plan_of(state))
             raise StateError(
                 f"state was saved by another pipeline ({what} fingerprint {state[what]} there, "
                 f"{self._spec_fp if what == 'spec' else stream_fp} here); "
@@ -220,6 +222,7 @@ class DatasetIterator:
             "stream": self._stream_fp,
             "split": self.split.to_json(),
             "pipeline": self._root.state_dict(),
+            "plan": self._plan,
             "about": self._about,
             "delivered": self._delivered.to_json(),
             **({"skipped": [list(r) for r in self._skipped]} if self._skipped else {}),

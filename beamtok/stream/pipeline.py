@@ -18,6 +18,7 @@ from beamtok.errors import ConfigError
 from beamtok.spec import fingerprint_of
 from beamtok.stream.even import EvenNode
 from beamtok.stream.node import Node, Stage, StreamContext
+from beamtok.stream.plan import PLAN_VERSION, plan_parts, stage_configs
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.split import ExampleSplitNode
@@ -60,21 +61,26 @@ class Pipeline:
         even = {"even": self.even} if self.even is not None else {}
         return fingerprint_of({**self.root.fingerprint_json(reader), **even, "stages": [s.to_json() for s in self.stages]})
 
-    def as_saved(self, about: Any) -> Pipeline | None:
+    def plan_json(self) -> dict[str, Any]:
+        """This pipeline as data for a state (``beamtok.stream.plan``): the root's kind,
+        options and packing, ``even``, and every stage's configuration, whole."""
+        return {"version": PLAN_VERSION, "root": self.root.plan_json(self.reader), "even": self.even, "stages": [s.to_json() for s in self.stages]}
+
+    def as_saved(self, plan: dict[str, Any] | None) -> Pipeline | None:
         """This pipeline with the options a resume may change (``Stage.FREE_ON_RESUME``: a
-        batch's size) set back to the values a state's ``about`` kept, or None when none
-        differ, the state did not keep them, or a later stage re-reads what it held (a shuffle
-        after the batch holds batches of the old size)."""
-        if not isinstance(about, dict):
+        batch's size) set back to the values a state's plan holds, or None when none differ,
+        the plan does not hold them, or a later stage re-reads what it held (a shuffle after
+        the batch holds batches of the old size)."""
+        saved_stages = stage_configs(plan)
+        if len(saved_stages) != len(self.stages):
             return None
         stages = list(self.stages)
         changed = False
-        for i, stage in enumerate(self.stages):
+        for i, (stage, (name, saved)) in enumerate(zip(self.stages, saved_stages)):
             free = type(stage).FREE_ON_RESUME
-            saved = about.get(f"stage {i + 1} ({stage.NAME})")
-            if not free or not (isinstance(saved, list) and len(saved) == 1 and isinstance(saved[0], dict)):
+            if not free or name != stage.NAME:
                 continue
-            old = {k: saved[0][k] for k in free if k in saved[0] and saved[0][k] != getattr(stage, k)}
+            old = {k: saved[k] for k in free if k in saved and saved[k] != getattr(stage, k)}
             if not old:
                 continue
             if any(type(later).REREADS_ON_RESUME for later in self.stages[i + 1 :]):
@@ -89,13 +95,7 @@ class Pipeline:
     def parts(self) -> dict[str, Any]:
         """Each part of the stream (not the reader's rank or world size), by name, in the order
         a refused resume lists them: the root's options, the stages, the root's data."""
-        out = dict(self.root.option_parts(self.reader))
-        if self.even is not None:
-            out["even"] = self.even
-        for i, stage in enumerate(self.stages):
-            out[f"stage {i + 1} ({stage.NAME})"] = {k: v for k, v in stage.to_json().items() if k != "stage"}
-        out.update(self.root.content_parts())
-        return out
+        return {**plan_parts(self.plan_json()), **self.root.content_parts()}
 
     def reader_split(self) -> ReaderSplit:
         """This process's reader: the declared rank and split, and its DataLoader worker."""

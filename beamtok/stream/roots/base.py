@@ -3,7 +3,8 @@
 A stream is a root plan followed by stream stages. The plan (a :class:`RootPlan`) is frozen:
 it says where examples come from (shards read on the fly or from a cache, a mix of datasets,
 a global shuffle of a cache's rows), writes the JSON its stream fingerprint covers, lists its
-parts for the state's ``about`` (so a refused resume names what changed), describes a saved
+its data as parts for the state's ``about`` (so a refused resume names what changed) and its
+kind and options as the state's plan (data, read back by code), describes a saved
 state of its source in words, and builds the live source for one reader. The facade
 (``Dataset``) holds ``(root, reader, stages)`` and asks the root; it never asks what kind of
 root it holds. A new root is one plan module here (with its live source, or beside it) and
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from beamtok.spec import Spec
     from beamtok.stream.roots.shards import ShardsRoot
 
-__all__ = ["RootPlan", "root_plan_named"]
+__all__ = ["RootPlan", "root_plan_of_kind"]
 
 
 class RootPlan(abc.ABC):
@@ -49,8 +50,9 @@ class RootPlan(abc.ABC):
         """The fingerprint of the per-shard step(s) behind this root."""
 
     @abc.abstractmethod
-    def option_parts(self, reader: ReaderSplit) -> dict[str, Any]:
-        """The root's options as named parts of a state's ``about``."""
+    def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        """This root as data for a state's plan: ``kind`` (its ``KIND``), ``options`` (what
+        the stream fingerprint covers of its options) and ``packing``, every value whole."""
 
     @abc.abstractmethod
     def content_parts(self) -> dict[str, Any]:
@@ -59,11 +61,6 @@ class RootPlan(abc.ABC):
     @abc.abstractmethod
     def describe(self) -> str:
         """One line: what this root reads."""
-
-    @classmethod
-    @abc.abstractmethod
-    def declared_in(cls, about: dict[str, Any]) -> bool:
-        """Whether a state's ``about`` (its parts by name) was written by a root of this kind."""
 
     @classmethod
     @abc.abstractmethod
@@ -127,13 +124,12 @@ class RootPlan(abc.ABC):
         raise ConfigError(f"{', '.join(sorted(changes))}: not on a {self.KIND}")
 
 
-def root_plan_named(about: dict[str, Any]) -> type[RootPlan] | None:
-    """The kind of root whose parts a state's ``about`` lists (each kind's parts tell it
-    apart), or None."""
+def root_plan_of_kind(kind: Any) -> type[RootPlan] | None:
+    """The root class whose ``KIND`` a plan names (every root module imported so far), or None."""
     pending: list[type[RootPlan]] = list(RootPlan.__subclasses__())
     while pending:
-        kind = pending.pop()
-        pending.extend(kind.__subclasses__())
-        if not getattr(kind, "__abstractmethods__", None) and kind.declared_in(about):
-            return kind
+        found = pending.pop()
+        pending.extend(found.__subclasses__())
+        if found.__dict__.get("KIND") == kind:
+            return found
     return None

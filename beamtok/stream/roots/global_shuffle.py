@@ -16,7 +16,7 @@ from beamtok.stream.global_shuffle import GlobalShuffleSource
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
-from beamtok.stream.roots.shards import ShardsRoot, option_parts
+from beamtok.stream.roots.shards import ShardsRoot
 from beamtok.validate import check_int, check_optional_int
 
 __all__ = ["GlobalShuffleRoot"]
@@ -72,18 +72,14 @@ class GlobalShuffleRoot(RootPlan):
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
         return {**self.base.fingerprint_json(reader), "options": self._options_json(reader)}
 
-    def option_parts(self, reader: ReaderSplit) -> dict[str, Any]:
-        return option_parts(self._options_json(reader))
-
     def content_parts(self) -> dict[str, Any]:
         return self.base.content_parts()
 
     def describe(self) -> str:
         return f"global_shuffle(seed={self.seed}, window={self.window}) of {self.base.describe()}"
 
-    @classmethod
-    def declared_in(cls, about: dict[str, Any]) -> bool:
-        return "global_shuffle" in about
+    def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        return {**self.base.plan_json(reader), "kind": self.KIND, "options": self._options_json(reader)}
 
     @classmethod
     def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:

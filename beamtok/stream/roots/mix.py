@@ -15,7 +15,7 @@ from beamtok.stream.mix import MixPlan, MixSource
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
-from beamtok.stream.roots.shards import ShardsRoot, option_parts
+from beamtok.stream.roots.shards import ShardsRoot
 from beamtok.stream.source import ShardOptions, ShardSource
 from beamtok.stream.split import ExampleSplitNode
 
@@ -85,22 +85,22 @@ class MixRoot(RootPlan):
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
         return {"mix": [s.stream_fingerprint() for s in self.mixed], "options": ShardOptions().to_json(reader)}
 
-    def option_parts(self, reader: ReaderSplit) -> dict[str, Any]:
-        return option_parts(ShardOptions().to_json(reader))
-
     def content_parts(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mix": self.plan.to_json()}
-        for i, source in enumerate(self.mixed):
+        out: dict[str, Any] = {}
+        for i, source in enumerate(self.mixed):  # the mixing rule, each source's options and packing are in the plan
             out.update(source.content_parts(f"mix source {i} "))
-            out[f"mix source {i} options"] = source.options.to_json(ReaderSplit())
         return out
 
     def describe(self) -> str:
         return f"mix of {len(self.mixed)} ({'; '.join(s.describe() for s in self.mixed)})"
 
-    @classmethod
-    def declared_in(cls, about: dict[str, Any]) -> bool:
-        return "mix" in about
+    def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "options": ShardOptions().to_json(reader),
+            "mix": self.plan.to_json(),
+            "sources": [source.plan_json(ReaderSplit()) for source in self.mixed],
+        }
 
     @classmethod
     def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:

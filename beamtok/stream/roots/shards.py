@@ -26,10 +26,7 @@ from beamtok.stream.shard_order import ShardOrder
 from beamtok.stream.source import ShardOptions, ShardSource
 from beamtok.stream.split import ExampleSplitNode
 
-__all__ = ["OPTION_NAMES", "ShardsRoot", "option_parts"]
-
-# how the options read in a refused resume's message
-OPTION_NAMES = {"shuffle_seed": "shuffle_shards seed", "interleave": "open shards (interleave)", "split": "rank split"}
+__all__ = ["ShardsRoot"]
 
 
 @dataclass(frozen=True)
@@ -81,9 +78,6 @@ class ShardsRoot(RootPlan):
         """The stream fingerprint of this root alone, read by one reader with no stage."""
         return fingerprint_of({**self.fingerprint_json(ReaderSplit()), "stages": []})
 
-    def option_parts(self, reader: ReaderSplit) -> dict[str, Any]:
-        return option_parts(self.options.to_json(reader))
-
     def content_parts(self, prefix: str = "") -> dict[str, Any]:
         spec = self.step.to_json()
         out: dict[str, Any] = {f"{prefix}shard list": {"count": len(self.files), "urls": [s.url for s in self.files]}}
@@ -91,17 +85,15 @@ class ShardsRoot(RootPlan):
         for i, step in enumerate(spec["steps"]):
             out[f"{prefix}step {i + 1} ({step.get('op', '?')})"] = {k: v for k, v in step.items() if k != "op"}
         out[f"{prefix}steps"] = [step.get("op") for step in spec["steps"]]
-        out[f"{prefix}packing"] = spec["pack"]
-        out[f"{prefix}on_error"] = spec["on_error"]
+        out[f"{prefix}on_error"] = spec["on_error"]  # the packing is in the plan
         return out
 
     def describe(self) -> str:
         steps = [s.OP for s in self.step.steps] + ([self.step.pack.mode] if self.step.pack else [])
         return f"shards={len(self.files)}, steps={steps}"
 
-    @classmethod
-    def declared_in(cls, about: dict[str, Any]) -> bool:
-        return "shard list" in about and "global_shuffle" not in about
+    def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        return {"kind": self.KIND, "options": self.options.to_json(reader), "packing": self.step.to_json()["pack"]}
 
     @classmethod
     def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
@@ -134,8 +126,3 @@ class ShardsRoot(RootPlan):
 
     def with_origin(self, origin: ShardOrigin) -> ShardsRoot:
         return dataclasses.replace(self, origin=origin)
-
-
-def option_parts(options: dict[str, Any]) -> dict[str, Any]:
-    """A root's options JSON as named parts (the world size is checked on its own)."""
-    return {OPTION_NAMES.get(key, key): value for key, value in options.items() if key != "world_size"}
