@@ -320,7 +320,7 @@ def test_cli_cache_with_yaml_config_and_help(tmp_path, corpus):
     helped = subprocess.run([sys.executable, "-m", "beamtok.cli", "cache", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert "--runner=DataflowRunner" in helped.stdout and "--seq-len" in helped.stdout
     bad = subprocess.run([sys.executable, "-m", "beamtok.cli", "cache", corpus[0], "-o", str(tmp_path / "x"), "--tokenizer", TOKENIZER], capture_output=True, text=True, cwd=ROOT)
-    assert bad.returncode == 2 and bad.stderr.strip() == "beamtok: error: --seq-len is required with --pack concat"
+    assert bad.returncode == 2 and bad.stderr.strip() == "beamtok: error: --seq-len is required with --pack concat_chunk"
 
 
 def test_unfinished_and_foreign_directories_are_refused(tmp_path):

@@ -13,12 +13,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "beamtok"
 
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("beamtok.errors", "beamtok.validate", "beamtok.lookahead", "beamtok.prefetch", "beamtok.progress", "beamtok.cache_options", "beamtok.sizes", "beamtok.extras", "beamtok.worker_server", "beamtok.gc_pause")),
-    ("core", ("beamtok.transforms", "beamtok.sources", "beamtok.spec", "beamtok.steps")),
+    ("base", ("beamtok.errors", "beamtok.validate", "beamtok.lookahead", "beamtok.prefetch", "beamtok.progress", "beamtok.sizes", "beamtok.extras", "beamtok.gc_pause")),
+    ("core", ("beamtok.transforms", "beamtok.sources", "beamtok.spec", "beamtok.steps", "beamtok.cache_options")),
     ("shards", ("beamtok.shard", "beamtok.rows")),
     ("backends", ("beamtok.backends",)),
     ("cache", ("beamtok.cache",)),
-    ("beam", ("beamtok.beam",)),
+    ("beam", ("beamtok.beam", "beamtok.worker_server")),
     ("stream", ("beamtok.stream",)),
     ("top", ("beamtok", "beamtok.cli", "beamtok.data_config", "beamtok.dataset_options", "beamtok.data_stats", "beamtok.plots", "beamtok.row_pieces", "beamtok.trainer", "beamtok.attention", "beamtok.testing", "beamtok.distributed")),
 ]

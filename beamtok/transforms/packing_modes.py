@@ -12,7 +12,7 @@ the names the command line took before (``concat``, ``window``, ``greedy``...) s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from beamtok.errors import ConfigError
 from beamtok.sizes import MAX_WINDOW, check_ceiling
@@ -31,12 +31,25 @@ from beamtok.validate import check_choice, check_int, check_optional_int
 
 if TYPE_CHECKING:
     from beamtok.spec import PackSpec
-    from beamtok.stream.dataset import Dataset
 
 __all__ = ["PACKING_MODES", "PackingMode", "command_line_names", "make_packer", "mode_named", "packing_mode", "packing_words"]
 
 LONG_DOCUMENT_POLICIES = ("split", "truncate")
 Spell = Callable[[str], str]  # an option's name as the user wrote it (--seq-len, seq_len)
+
+
+class PackableDataset(Protocol):
+    """The packing stages of ``beamtok.Dataset`` (the stream layer, above this one)."""
+
+    def concat_chunk(self, seq_len: int, *, remainder: str = ...) -> Any: ...
+    def pad(self, seq_len: int) -> Any: ...
+    def sliding_window(self, seq_len: int, *, stride: int | None = ...) -> Any: ...
+    def pack_examples(self, seq_len: int, *, method: str = ..., window: int = ...) -> Any: ...
+    def pack_documents(self, seq_len: int, *, method: str = ..., window: int = ..., long_docs: str = ..., bos: bool = ...) -> Any: ...
+    def pack_power_of_two(self, max_len: int, *, min_len: int = ...) -> Any: ...
+
+
+D = TypeVar("D", bound=PackableDataset)
 
 
 class PackingMode:
@@ -82,7 +95,7 @@ class PackingMode:
         return None
 
     @classmethod
-    def from_options(cls, ds: Dataset, options: Mapping[str, Any]) -> Dataset:
+    def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         """``ds`` packed as the option table's entries ask (``seq_len``, ``stride``...)."""
         raise NotImplementedError
 
@@ -104,7 +117,7 @@ class WholeDocuments(PackingMode):
         return "none, one whole document a row"
 
     @classmethod
-    def from_options(cls, ds: Dataset, options: Mapping[str, Any]) -> Dataset:
+    def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         return ds
 
 
@@ -117,7 +130,7 @@ class ConcatChunk(PackingMode):
         return ConcatChunker(pack.seq_len or 0, pack.pad_id, pack.remainder)
 
     @classmethod
-    def from_options(cls, ds: Dataset, options: Mapping[str, Any]) -> Dataset:
+    def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         return ds.concat_chunk(options["seq_len"], remainder=options["remainder"])
 
 
@@ -129,7 +142,7 @@ class Pad(PackingMode):
         return PadTruncate(pack.seq_len or 0, pack.pad_id)
 
     @classmethod
-    def from_options(cls, ds: Dataset, options: Mapping[str, Any]) -> Dataset:
+    def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         return ds.pad(options["seq_len"])
 
 
@@ -153,7 +166,7 @@ class Window(PackingMode):
         return super().words(pack) + f", a window every {pack.get('stride')} tokens"
 
     @classmethod
-    def from_options(cls, ds: Dataset, options: Mapping[str, Any]) -> Dataset:
+    def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         return ds.sliding_window(options["seq_len"], stride=options.get("stride"))
 
 
@@ -165,7 +178,7 @@ class Greedy(PackingMode):
         return GreedyPacker(pack.seq_len or 0, pack.pad_id)
 
     @classmethod
-    def from_options(cls, ds: Dataset, options: Mapping[str, Any]) -> Dataset:
+    def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         return ds.pack_examples(options["seq_len"], method="greedy")
 
 
@@ -204,7 +217,7 @@ class FirstFit(_Windowed):
         return FirstFitPacker(pack.seq_len or 0, pack.pad_id, pack.window or 0)
 
     @classmethod
-    def from_options(cls, ds: Dataset, options: Mapping[str, Any]) -> Dataset:
+    def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         return ds.pack_examples(options["seq_len"], method="first_fit", window=options.get("pack_window") or cls.DEFAULT_WINDOW)
 
 
@@ -236,7 +249,7 @@ class BestFit(_Windowed):
         return words
 
     @classmethod
-    def from_options(cls, ds: Dataset, options: Mapping[str, Any]) -> Dataset:
+    def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         window = options.get("pack_window") or cls.DEFAULT_WINDOW
         return ds.pack_documents(options["seq_len"], window=window, long_docs=options["long_docs"], bos=bool(options.get("bos_rows")))
 
@@ -267,7 +280,7 @@ class PowerOfTwo(PackingMode):
         return f"power_of_two, unpadded rows of {pack.get('window')} to {pack.get('seq_len')} tokens"
 
     @classmethod
-    def from_options(cls, ds: Dataset, options: Mapping[str, Any]) -> Dataset:
+    def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         return ds.pack_power_of_two(options["seq_len"], min_len=options.get("min_len") or 64)
 
 
