@@ -44,6 +44,11 @@ docs: setup
 unit: setup
 	$(BIN)/pytest -q -n auto tests
 
+# the stage, format, state and error tests, without whole jobs (Beam builds, torchrun, DCP,
+# JAX, notebooks, whole-corpus tokenizer checks: tests/conftest.py SLOW_MODULES and @slow)
+test-fast: setup
+	$(BIN)/pytest -q -n auto -m "not slow" tests
+
 # the declared minimum of each core dependency (pyproject.toml), in an environment of its own:
 # build a cache, verify and read it, stream and resume (floor/smoke.py)
 FLOOR_VENV ?= .venv-floor

@@ -120,6 +120,7 @@ def test_empty_file_between_good_ones(tmp_path, tokenizer_dir):
         assert stats["documents"]["read"] == len(GOOD) and not stats["documents"]["skipped"]
 
 
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_fifty_megabyte_single_line(tmp_path, tokenizer_dir, gpt2):
     """One 50 MB document is one document: read, chunked, every token accounted for.
     (Tokenized through the exact tiktoken backend, proven identical to HF elsewhere, to keep
@@ -313,6 +314,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "beamtok.cli", *args], capture_output=True, text=True, cwd=ROOT)
 
 
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_cli_errors_are_one_line_before_any_work(tmp_path, tokenizer_dir):
     bad = write_jsonl(tmp_path / "bad.jsonl", [GOOD[0], '{"text": ', GOOD[1]])
     out = tmp_path / "cache"

@@ -89,6 +89,7 @@ def test_hub_data_files_become_https_urls():
     assert hub_url("/local/file.jsonl") == "/local/file.jsonl"
 
 
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_cli_caches_a_saved_dataset(saved, tmp_path):
     out = tmp_path / "cache"
     cmd = [sys.executable, "-m", "beamtok.cli", "cache", "--hf-dataset", str(saved / "dict"), "--split", "test"]

@@ -27,7 +27,10 @@ VOCAB = 6000
 
 
 def corpus_texts() -> list[str]:
-    return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The shipped documents' lines, to train on: a model with no pre-tokenizer takes a whole
+    text as one word, and trains 10x slower on whole documents for a vocabulary of the same kind."""
+    documents = [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [line for document in documents for line in document.split("\n") if line.strip()]
 
 
 def wordpiece() -> RustTokenizer:

@@ -105,6 +105,7 @@ def test_resume_seeks_to_the_sample(tmp_path, texts):
     assert len(list(skipping)) == 19 and skipping.stats()["documents"]["skipped"] == {"invalid_utf8": 1}
 
 
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_cli_cache_of_an_mds_dataset_is_the_stream(tmp_path, mds_dirs):
     out = tmp_path / "cache"
     cmd = [sys.executable, "-m", "beamtok.cli", "cache", "--mds", str(mds_dirs["zstd"]), "--output", str(out)]

@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 NO_TORCH = "import runpy, sys; sys.modules['torch'] = None; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
@@ -22,6 +24,7 @@ def losses(path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in map(json.loads, path.read_text().splitlines())}
 
 
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_resumed_run_has_the_uninterrupted_losses(tmp_path):
     run("--steps", "30", "--out", str(tmp_path / "full"))
     run("--steps", "15", "--out", str(tmp_path / "split"))  # stops mid-way: last checkpoint at step 10

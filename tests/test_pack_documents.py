@@ -192,6 +192,7 @@ def test_options_are_checked(corpus):
         packed(corpus).concat_chunk(128)
 
 
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_cli_cache_with_best_fit_equals_the_stream_and_inspect_names_it(corpus, tmp_path):
     pytest.importorskip("apache_beam")
     out = tmp_path / "cli"

@@ -94,6 +94,7 @@ def test_a_forked_process_gets_its_own_pool():
     assert child.exitcode == 0 and queue.get(timeout=5) == [1, 2, 3, 4]
 
 
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_a_cache_left_part_read_at_interpreter_exit_says_nothing(tmp_path):
     """A reader still open when Python exits is closed after module globals are cleared; it
     must close quietly (after a Beam build in the same process it printed "Exception ignored

@@ -212,6 +212,7 @@ def test_sft_and_chat_caches_equal_the_stream_and_resume_across_modes(tmp_path, 
         assert it_a.stats() == it_b.stats()
 
 
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_cli_builds_sft_and_chat_caches(tmp_path, tokenizer_dir):
     import subprocess
     import sys

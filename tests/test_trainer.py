@@ -56,6 +56,7 @@ def trainer(out: Path, **overrides) -> tuple[Recording, object]:
     return Recording(model=model, args=args, train_dataset=train, data_collator=PackedCollator(), callbacks=[callback]), train
 
 
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_resume_from_a_checkpoint_continues_without_replay(tmp_path):
     full, _ = trainer(tmp_path / "full")
     full.train()

@@ -248,7 +248,10 @@ class DatasetIterator:
         replays it. Call it in the process that iterates: with DataLoader workers, each
         worker's iterator is out of reach."""
         if isinstance(weights, dict):
-            raise ConfigError(f"set_weights takes one weight per source, in the order the mix was given its sources, not a dict: got {weights!r}")
+            raise ConfigError(
+                f"set_weights takes one weight per source, in the order the mix was given its sources "
+                f"({len(self.pipeline.root.sources)} numbers), not a dict: got {weights!r}"
+            )
         self._merge_now()
         return int(self._source.set_weights(list(weights)))
 
