@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from beamtok.errors import ConfigError
-from beamtok.sizes import MAX_SEQ_LEN, ROW_BYTES_PER_TOKEN, check_ceiling
 from beamtok.steps import (
     BosEosStep,
     ChatStep,
@@ -29,9 +28,9 @@ from beamtok.steps import (
     TokenizeStep,
     step_from_json,
 )
-from beamtok.transforms.packing_modes import PACKING_MODES, PackingMode, packing_mode
-from beamtok.transforms.tokenize import TokenizerRef
-from beamtok.validate import check_choice, check_int
+from beamtok.transforms.packing_modes import PACKING_MODES, PackSpec
+from beamtok.transforms.tokenize import TokenizerRef, serialize_tokenizers
+from beamtok.validate import check_choice
 
 __all__ = [
     "BosEosStep",
@@ -49,11 +48,10 @@ __all__ = [
     "callable_name",
     "fingerprint_of",
     "json_differences",
+    "tokenizers_to_warm",
 ]
 
 OnError = Literal["raise", "skip"]
-PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit", "best_fit", "power_of_two"]
-Remainder = Literal["pad", "drop", "keep"]
 SOURCE_FORMATS = ("auto", "jsonl", "parquet", "arrow", "text", "mds", "memory")
 PACK_MODES = tuple(PACKING_MODES)
 ON_ERROR = ("raise", "skip")
@@ -98,49 +96,6 @@ class SourceSpec:
     def from_json(cls, data: dict[str, Any]) -> SourceSpec:
         columns = data["columns"]
         return cls(data["format"], data["text_field"], tuple(columns) if columns is not None else None)
-
-
-@dataclass(frozen=True)
-class PackSpec:
-    """How token documents become rows.
-
-    ``concat``: concatenate documents and cut rows of ``seq_len``; ``pad``: one document a row,
-    truncated and padded to ``seq_len``; ``window``: one document cut into windows of
-    ``seq_len`` starting every ``stride`` tokens; ``none``: one whole document a row;
-    ``greedy`` / ``first_fit``: whole examples packed into padded rows of ``seq_len``, in order
-    or first-fit over windows of ``window`` examples (examples longer than ``seq_len`` are
-    skipped and counted as ``too_long``); ``best_fit``: whole documents packed best-fit
-    decreasing over windows of ``window`` documents, a longer one split into ``seq_len``
-    pieces or truncated (``long_docs``), every piece starting with ``bos_id`` when it is set;
-    ``power_of_two``: each document cut into rows of power-of-two lengths from ``window`` (the
-    shortest) to ``seq_len`` (the longest), unpadded.
-    """
-
-    mode: PackMode
-    seq_len: int | None
-    pad_id: int
-    stride: int | None = None
-    remainder: Remainder = "pad"
-    window: int | None = None
-    long_docs: str | None = None  # best_fit only: "split" or "truncate"
-    bos_id: int | None = None  # best_fit only: every row starts with this token
-
-    def __post_init__(self) -> None:
-        mode = packing_mode(self.mode)
-        if mode.HAS_SEQ_LEN:
-            check_int(self.seq_len, "seq_len", minimum=1)
-            assert self.seq_len is not None
-            check_ceiling(self.seq_len, "seq_len", MAX_SEQ_LEN, "tokens", bytes_each=ROW_BYTES_PER_TOKEN)
-        mode.check(self)
-        check_choice(self.remainder, "remainder", ("pad", "drop", "keep"))
-
-    @property
-    def packing(self) -> type[PackingMode]:
-        """The class of this spec's mode: its packer, checks, words and capabilities."""
-        return packing_mode(self.mode)
-
-    def to_json(self) -> dict[str, Any]:
-        return self.packing.to_json(self)
 
 
 @dataclass(frozen=True)
@@ -240,3 +195,11 @@ def _flatten(value: Any, path: str = "") -> dict[str, str]:
         return out
     text = json.dumps(value, sort_keys=True)
     return {path: text if len(text) <= 80 else text[:77] + "..."}
+
+
+def tokenizers_to_warm(spec: Spec) -> list[dict[str, Any]]:
+    """The tokenizers of ``spec``, serialized, each with whether a step may take its fast path
+    (any backend but "hf"): what a worker server loads before forking workers."""
+    fast = {s.tokenizer_ref.fingerprint for s in spec.steps if s.tokenizer_ref is not None and getattr(s, "backend", "auto") != "hf"}
+    unique = list({ref.fingerprint: ref for ref in spec.tokenizers}.values())
+    return [{"tokenizer": blob, "fast_path": blob["fingerprint"] in fast} for blob in serialize_tokenizers(unique)]

@@ -18,7 +18,7 @@ import pytest
 from test_split_build import same_cache
 
 from beamtok import Dataset, worker_server
-from beamtok.transforms.tokenize import tokenizers_to_warm
+from beamtok.spec import tokenizers_to_warm
 from beamtok.worker_server import WorkerServer, asks_for_local_workers, process_server, start_early
 
 from conftest import CORPUS, ROOT

@@ -107,7 +107,7 @@ def _is_data_config(path: str) -> bool:
 def _cache_data_config(path: str, flags: dict[str, Any], beam_args: list[str], quiet: bool) -> None:
     """Build the cache of every dataset of a data config that names one, with the build options
     the config gives it; ``flags`` (build options from the command line) override them."""
-    from beamtok.transforms.tokenize import tokenizers_to_warm
+    from beamtok.spec import tokenizers_to_warm
     from beamtok.worker_server import start_early
 
     start_early(beam_args)  # kept for every dataset's build
@@ -207,7 +207,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         from beamtok.cache.lock import refuse_if_building
 
         refuse_if_building(output)
-    from beamtok.transforms.tokenize import tokenizers_to_warm
+    from beamtok.spec import tokenizers_to_warm
     from beamtok.worker_server import start_early
 
     start_early(beam_args)  # local worker processes import Beam while this process loads the tokenizer, then Beam

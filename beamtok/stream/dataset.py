@@ -32,7 +32,7 @@ from beamtok.errors import ConfigError
 from beamtok.extras import require
 from beamtok.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok.sources.urls import Shard, expand_urls
-from beamtok.spec import SourceSpec, Spec
+from beamtok.spec import SourceSpec, Spec, tokenizers_to_warm
 from beamtok.stream.dataset_stages import StreamStages
 from beamtok.stream.dataset_steps import PerShardStages
 from beamtok.stream.even import EVEN_MODES
@@ -44,8 +44,7 @@ from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.mix import MixRoot
-from beamtok.stream.roots.shards import ShardsRoot
-from beamtok.transforms.tokenize import tokenizers_to_warm
+from beamtok.stream.roots.shards import ShardsRoot, shard_root
 from beamtok.validate import check_choice, check_int
 from beamtok.worker_server import start_early
 
@@ -157,7 +156,7 @@ class Dataset(PerShardStages, StreamStages):
                 raise ConfigError(f"mix source {i} has stream stages {[s.NAME for s in p.stages]}; add them to the mix instead")
             if p.reader != ReaderSplit() or p.even is not None:
                 raise ConfigError(f"mix source {i} is split by rank; call shard_by_rank() on the mix instead")
-            roots.append(p.root if isinstance(p.root, MixRoot) else p.root.shard_root(f"mix source {i}"))
+            roots.append(p.root if isinstance(p.root, MixRoot) else shard_root(p.root, f"mix source {i}"))
         if any(isinstance(r, MixRoot) for r in roots):
             roots, leaf_weights, leaf_caps = flattened_mixes(roots, weights, max_epochs)
             weights, max_epochs = leaf_weights, leaf_caps if any(c is not None for c in leaf_caps) else None
@@ -261,7 +260,7 @@ class Dataset(PerShardStages, StreamStages):
         to keep it in, else ``$BEAMTOK_LOCAL_ROWS`` or ``~/.cache/beamtok/local-rows``);
         ``False`` decodes row groups in memory (small row groups, ``--row-group-rows``, keep
         that cheap). See docs/scale.md."""
-        root = GlobalShuffleRoot(self._pipeline.root.shard_root("global_shuffle()"), seed, window, local_copy)
+        root = GlobalShuffleRoot(shard_root(self._pipeline.root, "global_shuffle()"), seed, window, local_copy)
         return self._replace(root=root)
 
     def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards", even: str | None = None) -> Dataset:
@@ -383,7 +382,7 @@ class Dataset(PerShardStages, StreamStages):
         """
         if self.is_cached:
             raise ConfigError("this dataset already reads a cache")
-        root = self._pipeline.root.shard_root("cache()")
+        root = shard_root(self._pipeline.root, "cache()")
         require("cache()", "apache_beam")
         args = beam_args(beam_options)
         start_early(args, lambda: tokenizers_to_warm(root.spec))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
@@ -402,7 +401,7 @@ class Dataset(PerShardStages, StreamStages):
             split_bytes=split_bytes,
         )
         cached = Dataset.from_cache(output_dir, fingerprint=self.spec_fingerprint)
-        cached_root = cached._pipeline.root.shard_root("cache()").with_options(**dataclasses.asdict(root.options))
+        cached_root = shard_root(cached._pipeline.root, "cache()").with_options(**dataclasses.asdict(root.options))
         return Dataset(dataclasses.replace(self._pipeline, root=cached_root))
 
     def cache_as_you_go(self, directory: str, *, row_group_rows: int | None = None, row_group_bytes: int | None = None, parquet_compat: bool = False) -> Dataset:
@@ -413,7 +412,7 @@ class Dataset(PerShardStages, StreamStages):
         the per-shard stages (tokenize, pack), before stream stages."""
         if self.is_cached:
             raise ConfigError("this dataset already reads a cache")
-        root = self._pipeline.root.shard_root("cache_as_you_go()")
+        root = shard_root(self._pipeline.root, "cache_as_you_go()")
         if self._pipeline.stages:
             raise ConfigError("cache_as_you_go() caches the per-shard step: call it before shuffle/batch/take/enumerate")
         if root.spec.tokenizer is None:

@@ -15,7 +15,7 @@ from beamtok.errors import ConfigError
 from beamtok.spec import PackSpec, callable_name
 from beamtok.steps import BosEosStep, ChatStep, FilterStep, LengthFilterStep, MapStep, SftStep, Step, TokenizeStep
 from beamtok.stream.pipeline import Pipeline
-from beamtok.stream.roots.shards import ShardsRoot
+from beamtok.stream.roots.shards import ShardsRoot, shard_root
 from beamtok.transforms.packing_modes import (
     BestFit,
     ConcatChunk,
@@ -199,7 +199,7 @@ class PerShardStages:
 
     def _root_for_steps(self, name: str) -> ShardsRoot:
         """The shard root a per-shard stage ``name`` changes, refusing it after stream stages."""
-        root = self._pipeline.root.shard_root(f"{name}()")
+        root = shard_root(self._pipeline.root, f"{name}()")
         if self._pipeline.stages:
             raise ConfigError(f"{name}() is a per-shard stage; call it before shuffle/batch/take/enumerate")
         return root

@@ -23,22 +23,29 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch.utils.data
 
 from beamtok.errors import ConfigError, StateError
 from beamtok.stream.collate import Batched
 from beamtok.stream.iterator import DatasetIterator
-
-if TYPE_CHECKING:
-    from beamtok.stream.dataset import Dataset
+from beamtok.stream.pipeline import Pipeline
 
 __all__ = ["TorchIterableDataset"]
 
 
+class Iterated(Protocol):
+    """What the adapter needs of a ``beamtok.Dataset``: iterators that start from a state."""
+
+    @property
+    def pipeline(self) -> Pipeline: ...
+
+    def iter(self, state_dict: dict[str, Any] | list[dict[str, Any]] | None = None) -> DatasetIterator: ...
+
+
 class TorchIterableDataset(torch.utils.data.IterableDataset):
-    def __init__(self, dataset: Dataset) -> None:
+    def __init__(self, dataset: Iterated) -> None:
         super().__init__()
         self.dataset = dataset
         self._iterator: DatasetIterator | None = None

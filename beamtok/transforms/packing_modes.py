@@ -12,10 +12,11 @@ the names the command line took before (``concat``, ``window``, ``greedy``...) s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from beamtok.errors import ConfigError
-from beamtok.sizes import MAX_WINDOW, check_ceiling
+from beamtok.sizes import MAX_SEQ_LEN, MAX_WINDOW, ROW_BYTES_PER_TOKEN, check_ceiling
 from beamtok.transforms.best_fit import BestFitPacker
 from beamtok.transforms.pack import (
     ConcatChunker,
@@ -29,12 +30,11 @@ from beamtok.transforms.pack import (
 from beamtok.transforms.power_of_two import PowerOfTwoRows
 from beamtok.validate import check_choice, check_int, check_optional_int
 
-if TYPE_CHECKING:
-    from beamtok.spec import PackSpec
-
-__all__ = ["PACKING_MODES", "PackingMode", "command_line_names", "make_packer", "mode_named", "packing_mode", "packing_words"]
+__all__ = ["PACKING_MODES", "PackSpec", "PackingMode", "command_line_names", "make_packer", "mode_named", "packing_mode", "packing_words"]
 
 LONG_DOCUMENT_POLICIES = ("split", "truncate")
+PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit", "best_fit", "power_of_two"]
+Remainder = Literal["pad", "drop", "keep"]
 Spell = Callable[[str], str]  # an option's name as the user wrote it (--seq-len, seq_len)
 
 
@@ -327,3 +327,46 @@ def packing_words(pack: Mapping[str, Any]) -> str:
     """A packing spec's JSON form in words (a mode this version does not know: its name)."""
     mode = PACKING_MODES.get(str(pack.get("mode")))
     return mode.words(pack) if mode is not None else str(pack.get("mode"))
+
+
+@dataclass(frozen=True)
+class PackSpec:
+    """How token documents become rows.
+
+    ``concat``: concatenate documents and cut rows of ``seq_len``; ``pad``: one document a row,
+    truncated and padded to ``seq_len``; ``window``: one document cut into windows of
+    ``seq_len`` starting every ``stride`` tokens; ``none``: one whole document a row;
+    ``greedy`` / ``first_fit``: whole examples packed into padded rows of ``seq_len``, in order
+    or first-fit over windows of ``window`` examples (examples longer than ``seq_len`` are
+    skipped and counted as ``too_long``); ``best_fit``: whole documents packed best-fit
+    decreasing over windows of ``window`` documents, a longer one split into ``seq_len``
+    pieces or truncated (``long_docs``), every piece starting with ``bos_id`` when it is set;
+    ``power_of_two``: each document cut into rows of power-of-two lengths from ``window`` (the
+    shortest) to ``seq_len`` (the longest), unpadded.
+    """
+
+    mode: PackMode
+    seq_len: int | None
+    pad_id: int
+    stride: int | None = None
+    remainder: Remainder = "pad"
+    window: int | None = None
+    long_docs: str | None = None  # best_fit only: "split" or "truncate"
+    bos_id: int | None = None  # best_fit only: every row starts with this token
+
+    def __post_init__(self) -> None:
+        mode = packing_mode(self.mode)
+        if mode.HAS_SEQ_LEN:
+            check_int(self.seq_len, "seq_len", minimum=1)
+            assert self.seq_len is not None
+            check_ceiling(self.seq_len, "seq_len", MAX_SEQ_LEN, "tokens", bytes_each=ROW_BYTES_PER_TOKEN)
+        mode.check(self)
+        check_choice(self.remainder, "remainder", ("pad", "drop", "keep"))
+
+    @property
+    def packing(self) -> type[PackingMode]:
+        """The class of this spec's mode: its packer, checks, words and capabilities."""
+        return packing_mode(self.mode)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.packing.to_json(self)

@@ -22,7 +22,7 @@ from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
 
 if TYPE_CHECKING:
-    from beamtok.spec import Spec
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -281,14 +281,6 @@ def resolve_tokenizer(ref: TokenizerRef) -> Tokenizer:
 def serialize_tokenizers(refs: Sequence[TokenizerRef]) -> list[dict[str, Any]]:
     """The tokenizers ``refs`` name, serialized for processes that cannot load them by name."""
     return [resolve_tokenizer(ref).serialize() for ref in refs]
-
-
-def tokenizers_to_warm(spec: Spec) -> list[dict[str, Any]]:
-    """The tokenizers of ``spec``, serialized, each with whether a step may take its fast path
-    (any backend but "hf"): what a worker server loads before forking workers."""
-    fast = {s.tokenizer_ref.fingerprint for s in spec.steps if s.tokenizer_ref is not None and getattr(s, "backend", "auto") != "hf"}
-    unique = list({ref.fingerprint: ref for ref in spec.tokenizers}.values())
-    return [{"tokenizer": blob, "fast_path": blob["fingerprint"] in fast} for blob in serialize_tokenizers(unique)]
 
 
 def is_registered(fingerprint: str) -> bool:

@@ -23,7 +23,6 @@ from beamtok.stream.reader_split import ReaderSplit
 if TYPE_CHECKING:
     from beamtok.sources.urls import Shard
     from beamtok.spec import Spec
-    from beamtok.stream.roots.shards import ShardsRoot
 
 __all__ = ["RootPlan", "root_plan_of_kind"]
 
@@ -113,10 +112,10 @@ class RootPlan(abc.ABC):
 
         return pad_example(self.spec)
 
-    def shard_root(self, what: str) -> ShardsRoot:
-        """The plain shard root behind this one, to add per-shard stages or cache it;
-        ``what`` names the call in the refusal."""
-        raise ConfigError(f"{what}: not on a {self.KIND}")
+    def shard_stage_refusal(self) -> str:
+        """Why per-shard stages, caching and mixing cannot start from this root (see
+        ``beamtok.stream.roots.shards.shard_root``)."""
+        return f"not on a {self.KIND}"
 
     def with_options(self, **changes: Any) -> RootPlan:
         """This root with other shard options (``epochs``, ``shuffle_seed``, ``interleave``,

@@ -94,8 +94,8 @@ class GlobalShuffleRoot(RootPlan):
         total = rows.total
         return [epochs * len(range(part, total, split.parts)) for part in range(split.parts)]
 
-    def shard_root(self, what: str) -> ShardsRoot:
-        raise ConfigError(f"{what}: call it before global_shuffle()")
+    def shard_stage_refusal(self) -> str:
+        return "call it before global_shuffle()"
 
     def with_options(self, **changes: Any) -> GlobalShuffleRoot:
         if set(changes) - {"epochs"}:

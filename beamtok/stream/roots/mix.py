@@ -131,8 +131,8 @@ class MixRoot(RootPlan):
     def pad_example(self) -> dict[str, Any]:
         return {**self.mixed[0].pad_example(), "source": -1}
 
-    def shard_root(self, what: str) -> ShardsRoot:
-        raise ConfigError(f"{what}: set it on each source of the mix, before Dataset.mix()")
+    def shard_stage_refusal(self) -> str:
+        return "set it on each source of the mix, before Dataset.mix()"
 
     def with_options(self, **changes: Any) -> MixRoot:
         raise ConfigError(f"{', '.join(sorted(changes))}: set it on each source of the mix, before Dataset.mix()")

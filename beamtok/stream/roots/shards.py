@@ -17,6 +17,7 @@ from typing import Any
 
 from beamtok.backends.on_the_fly import OnTheFlyOrigin
 from beamtok.backends.protocol import ShardOrigin
+from beamtok.errors import ConfigError
 from beamtok.sources.urls import Shard
 from beamtok.spec import Spec, fingerprint_of
 from beamtok.stream.node import Node
@@ -26,7 +27,7 @@ from beamtok.stream.shard_order import ShardOrder
 from beamtok.stream.source import ShardOptions, ShardSource
 from beamtok.stream.split import ExampleSplitNode
 
-__all__ = ["ShardsRoot"]
+__all__ = ["ShardsRoot", "shard_root"]
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,6 @@ class ShardsRoot(RootPlan):
             counts.append(sum(rows[shard] or 0 for epoch in range(self.options.epochs) for shard in order.owned(epoch)))
         return counts
 
-    def shard_root(self, what: str) -> ShardsRoot:
-        return self
-
     def with_options(self, **changes: Any) -> ShardsRoot:
         return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
 
@@ -126,3 +124,11 @@ class ShardsRoot(RootPlan):
 
     def with_origin(self, origin: ShardOrigin) -> ShardsRoot:
         return dataclasses.replace(self, origin=origin)
+
+
+def shard_root(root: RootPlan, what: str) -> ShardsRoot:
+    """``root`` as the plain shard root per-shard stages, caching and mixing start from, or
+    a ConfigError naming the call (``what``) and why that root cannot take it."""
+    if isinstance(root, ShardsRoot):
+        return root
+    raise ConfigError(f"{what}: {root.shard_stage_refusal()}")
