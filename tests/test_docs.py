@@ -82,7 +82,7 @@ def test_the_site_builds_strictly_with_generated_pages(tmp_path):
         assert f"<code>{result.name}</code>" in performance, result.name
 
 
-@pytest.mark.parametrize("module", ["beamtok.stream.dataset"])
+@pytest.mark.parametrize("module", ["beamtok.dataset.dataset"])
 def test_module_docstring_example_runs(module, monkeypatch):
     import importlib
 

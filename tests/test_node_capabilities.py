@@ -26,7 +26,7 @@ def test_the_timing_wrapper_passes_every_declared_capability_on():
 
 def test_every_live_node_is_a_node():
     """Stages and root sources inherit the capabilities' defaults rather than being probed for them."""
-    import beamtok.stream.dataset  # noqa: F401  (imports every stage and root module)
+    import beamtok.dataset.dataset  # noqa: F401  (imports every stage and root module)
 
     def subclasses(cls):
         for sub in cls.__subclasses__():

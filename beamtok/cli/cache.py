@@ -28,7 +28,7 @@ BUILD_FLAGS = tuple(name for name in names("build") if name != "output")  # what
 
 def build_cache_dataset(options: dict[str, Any]) -> Any:
     """The on-the-fly dataset whose per-shard step the cache stores."""
-    from beamtok.dataset_options import dataset_from_options, on_the_command_line
+    from beamtok.dataset.options import dataset_from_options, on_the_command_line
     from beamtok.errors import ConfigError
 
     if not options.get("output"):
@@ -57,7 +57,7 @@ def load_cache_config(path: str | None) -> dict[str, Any]:
     ``beam_options`` as a mapping or a list of ``--name=value`` strings."""
     if path is None:
         return {}
-    from beamtok.data_config import read_yaml
+    from beamtok.dataset.config import read_yaml
     from beamtok.errors import ConfigError
 
     data = read_yaml(path, "config")
@@ -112,7 +112,7 @@ def _cache_data_config(path: str, flags: dict[str, Any], beam_args: list[str], q
 
     start_early(beam_args)  # kept for every dataset's build
     from beamtok.beam.run import run_cache
-    from beamtok.data_config import load_config
+    from beamtok.dataset.config import load_config
     from beamtok.errors import ConfigError
 
     config = load_config(path)

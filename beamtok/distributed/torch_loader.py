@@ -53,7 +53,7 @@ from beamtok.errors import ConfigError, StateError
 from beamtok.stream.elastic import reader_states
 
 if TYPE_CHECKING:
-    from beamtok.stream.dataset import Dataset
+    from beamtok.dataset.dataset import Dataset
 
 __all__ = ["DistributedLoader"]
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# The facade imports every stage and root it offers, so Stage.named and root_plan_named know them.
-import beamtok.stream.dataset  # noqa: F401
+import beamtok.stream.kinds  # noqa: F401  (every stage and root, so Stage.named and root_plan_of_kind know them)
 from beamtok.stream.node import Stage
 from beamtok.stream.pipeline import Pipeline, peel_even, state_split
 from beamtok.stream.plan import plan_of, stage_configs

@@ -28,13 +28,13 @@ from typing import Any
 
 from beamtok.backends.parallel import default_workers
 from beamtok.cache_options import BUILD_DEFAULTS, beam_args
+from beamtok.dataset.per_shard_stages import PerShardStages
+from beamtok.dataset.stream_stages import StreamStages
 from beamtok.errors import ConfigError
 from beamtok.extras import require
 from beamtok.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.spec import SourceSpec, Spec, tokenizers_to_warm
-from beamtok.stream.dataset_stages import StreamStages
-from beamtok.stream.dataset_steps import PerShardStages
 from beamtok.stream.even import EVEN_MODES
 from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.mix import MixPlan

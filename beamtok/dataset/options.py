@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from beamtok.dataset.dataset import Dataset
 from beamtok.errors import ConfigError
-from beamtok.stream.dataset import Dataset
 from beamtok.transforms.packing_modes import Greedy, mode_named
 
 __all__ = ["dataset_from_options", "in_a_file", "input_urls", "on_the_command_line"]

@@ -42,11 +42,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from beamtok.cache_options import BUILD_DEFAULTS, beam_args, defaults, names
-from beamtok.dataset_options import dataset_from_options
+from beamtok.dataset.options import dataset_from_options
 from beamtok.errors import ConfigError
 
 if TYPE_CHECKING:
-    from beamtok.stream.dataset import Dataset
+    from beamtok.dataset.dataset import Dataset
 
 __all__ = ["DataConfig", "load_config", "read_yaml"]
 
@@ -209,7 +209,7 @@ def _weights(value: Any, names: list[str], where: str) -> list[float]:
 
 
 def _train(train: dict[str, Any], streams: dict[str, Dataset], where: str) -> Dataset:
-    from beamtok.stream.dataset import Dataset
+    from beamtok.dataset.dataset import Dataset
 
     names = list(_mapping(train.get("weights"), f"{where}: weights", None))
     for name in names:
