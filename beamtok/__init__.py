@@ -4,11 +4,11 @@ Both modes yield the same examples in the same order and share one resumable cur
 """
 
 from beamtok.backends.parallel import WorkerError
+from beamtok.base.errors import BeamtokError, CacheError, ConfigError, InputError, StateError
+from beamtok.core.spec import Spec
 from beamtok.dataset import DataConfig, Dataset, load_config
-from beamtok.errors import BeamtokError, CacheError, ConfigError, InputError, StateError
-from beamtok.shard import DocCounts, Produced, ShardCursor, ShardProcessor
+from beamtok.shards.processor import DocCounts, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, expand_urls
-from beamtok.spec import Spec
 from beamtok.stream.elastic import reader_states
 from beamtok.stream.iterator import STATE_VERSION, DatasetIterator
 from beamtok.transforms.bos_eos import ensure_bos_eos

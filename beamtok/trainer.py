@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from beamtok.extras import missing_extra
+from beamtok.base.extras import missing_extra
 
 try:
     import torch
@@ -42,7 +42,7 @@ except ImportError as error:
     raise ModuleNotFoundError(missing_extra("beamtok.trainer", "torch", "accelerate") or str(error)) from None
 
 from beamtok.attention import flatten_packed, packed_attention_mask, packed_labels
-from beamtok.errors import ConfigError, StateError
+from beamtok.base.errors import ConfigError, StateError
 from beamtok.stream.collate import collate
 from beamtok.stream.torch_dataset import TorchIterableDataset
 

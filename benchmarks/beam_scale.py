@@ -89,7 +89,7 @@ def phases(path: str, backend: str, split: str) -> dict[str, Any]:
     from beamtok.cache.ranges import parse_size, plan_ranges, range_file, write_range_file
     from beamtok.cache.storage import Storage
     from beamtok.cache.writer import rows_per_group
-    from beamtok.shard import ShardProcessor
+    from beamtok.shards.processor import ShardProcessor
 
     ds = Dataset.from_files([path]).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(2048)
     out = WORK / "phases"

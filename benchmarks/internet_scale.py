@@ -64,7 +64,7 @@ def _spec() -> Any:
 def _write_shards(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
     from beamtok.cache.storage import Storage
     from beamtok.cache.writer import write_rows
-    from beamtok.shard import DocCounts, Produced, ShardCursor
+    from beamtok.shards.processor import DocCounts, Produced, ShardCursor
     from beamtok.sources.urls import Shard
 
     directory, indices, fingerprint = args

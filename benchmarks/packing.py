@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from beamtok import Dataset
-from beamtok.spec import PackSpec
+from beamtok.core.spec import PackSpec
 from beamtok.transforms.pack import TokenDoc
 from beamtok.transforms.packing_modes import make_packer
 

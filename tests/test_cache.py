@@ -382,7 +382,7 @@ def test_closing_a_cache_iterator_releases_its_shards_and_it_reopens_at_its_curs
     import gc
     import threading
 
-    from beamtok.prefetch import shared_pool
+    from beamtok.base.prefetch import shared_pool
 
     shards = Path(small_groups["concat"].pipeline.root.origin.cache.directory) / "shards"
 

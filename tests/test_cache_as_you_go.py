@@ -12,7 +12,7 @@ import pytest
 
 from beamtok import CacheError, Dataset
 from beamtok.cache import as_you_go
-from beamtok.shard import ShardProcessor
+from beamtok.shards.processor import ShardProcessor
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl

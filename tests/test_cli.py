@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from beamtok import Dataset
+from beamtok.base.errors import ConfigError
 from beamtok.cli import main
-from beamtok.errors import ConfigError
 
 from conftest import CORPUS, TOKENIZER_DIR
 

@@ -14,9 +14,9 @@ from beamtok import Dataset
 from beamtok.backends.column_pack import ColumnChunker
 from beamtok.backends.on_the_fly import OnTheFly
 from beamtok.backends.spans import SpanReader
-from beamtok.errors import StateError
-from beamtok.shard import DocCounts, DocItem, Produced, ShardCursor, ShardPacker
-from beamtok.spec import PackSpec
+from beamtok.base.errors import StateError
+from beamtok.core.spec import PackSpec
+from beamtok.shards.processor import DocCounts, DocItem, Produced, ShardCursor, ShardPacker
 from beamtok.transforms.pack import ConcatChunker
 from beamtok.transforms.sft import TokenDoc
 

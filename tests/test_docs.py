@@ -69,7 +69,7 @@ def test_every_docs_page_is_on_the_site():
 def test_the_site_builds_strictly_with_generated_pages(tmp_path):
     """mkdocs build --strict: no broken link or anchor; the CLI page carries every option of
     the table, the performance page every results file."""
-    from beamtok.cache_options import CACHE_OPTIONS
+    from beamtok.core.cache_options import CACHE_OPTIONS
 
     mkdocs = os.path.join(os.path.dirname(sys.executable), "mkdocs")
     proc = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True, timeout=300)

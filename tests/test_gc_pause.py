@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from beamtok.gc_pause import gc_paused
+from beamtok.base.gc_pause import gc_paused
 
 from conftest import ROOT
 

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from beamtok import ConfigError, Dataset
+from beamtok.base.sizes import MAX_SEQ_LEN, memory_available
 from beamtok.cli import main
-from beamtok.sizes import MAX_SEQ_LEN, memory_available
 
 from conftest import CORPUS, TOKENIZER_DIR
 

@@ -51,7 +51,7 @@ def test_no_shell_no_eval_no_pickle_of_data_in_the_package():
     forbidden = re.compile(r"shell\s*=\s*True|os\.system\(|os\.popen\(|\beval\(|\bexec\(|yaml\.load\(|subprocess\.")
     # One process start is allowed: the worker server, a fixed argument list naming our own
     # module (no shell, nothing from data); every other use of subprocess stays forbidden.
-    server = ROOT / "beamtok" / "worker_server.py"
+    server = ROOT / "beamtok" / "backends" / "worker_server.py"
     starts = re.findall(r"subprocess\.\w+", sources[server])
     assert set(starts) <= {"subprocess.Popen", "subprocess.PIPE", "subprocess.TimeoutExpired"}, starts
     assert '[sys.executable, "-m", "beamtok.beam.fork_server", str(fd)]' in sources[server]

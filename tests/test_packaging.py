@@ -42,7 +42,7 @@ def test_setup_file_package_carries_the_pipeline(tmp_path):
     subprocess.run(cmd, shell=True, check=True, cwd=ROOT, capture_output=True)
     (wheel,) = tmp_path.glob("beamtok-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("beamtok/beam/build.py", "beamtok/beam/run.py", "beamtok/shard.py", "beamtok/cli/__init__.py", "beamtok/py.typed"):
+    for required in ("beamtok/beam/build.py", "beamtok/beam/run.py", "beamtok/shards/processor.py", "beamtok/cli/__init__.py", "beamtok/py.typed"):
         assert required in names
     assert not any(n.startswith("pipelines/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

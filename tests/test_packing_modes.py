@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from beamtok import ConfigError, Dataset
-from beamtok.cache_options import defaults
 from beamtok.cli import main
+from beamtok.core.cache_options import defaults
 from beamtok.dataset.options import dataset_from_options
 from beamtok.testing import assert_items_equal
 from beamtok.transforms.packing_modes import PACKING_MODES, command_line_names

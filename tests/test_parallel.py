@@ -184,7 +184,7 @@ def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
 
     from beamtok.backends.spans import SpanReader
     from beamtok.backends.wire import span_from_wire, span_to_wire, spans_of
-    from beamtok.shard import ShardProcessor
+    from beamtok.shards.processor import ShardProcessor
     from beamtok.sources.urls import Shard
 
     (path,) = make_shards(1, docs_per_shard=30)
@@ -221,7 +221,7 @@ def test_a_worker_starts_the_next_shard_once_it_has_produced_its_own(make_shards
     """A worker that has produced all of its shard gets the next one at once, while the
     consumer still reads the first one's last blocks from its queue (before, it waited idle
     until the consumer reached the end): same output."""
-    from beamtok.shard import ShardCursor
+    from beamtok.shards.processor import ShardCursor
 
     paths = make_shards(2, docs_per_shard=12)
     pipeline = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(8)
@@ -248,7 +248,7 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
 
     from beamtok.backends.column_pack import shard_spans
     from beamtok.backends.parallel import ParallelShards
-    from beamtok.shard import ShardCursor, ShardProcessor
+    from beamtok.shards.processor import ShardCursor, ShardProcessor
     from beamtok.sources.urls import Shard
 
     from conftest import real_paragraphs

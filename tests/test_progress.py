@@ -17,14 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamtok import Dataset
+from beamtok.base.progress import Progress
 from beamtok.cache.manifest import SHARDS_DIR
 from beamtok.cache.progress import BuildProgress, ShardReporter, shard_fraction
 from beamtok.cache.storage import Storage
 from beamtok.cache.writer import write_shard
-from beamtok.progress import Progress
-from beamtok.shard import ShardProcessor
+from beamtok.core.spec import SourceSpec
+from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard
-from beamtok.spec import SourceSpec
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
 
@@ -53,7 +53,7 @@ def test_bar_on_a_terminal():
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
     code = (
-        "import time\nfrom beamtok.progress import Progress\n"
+        "import time\nfrom beamtok.base.progress import Progress\n"
         "p = Progress(4, 'cache', 'shards', interval=0)\n"
         "for i in range(5):\n    p.set(i, tokens=i * 10)\n    time.sleep(0.15)\np.close()\n"
     )

@@ -22,7 +22,7 @@ from beamtok.cache.range_pack import TASKS_PER_RANGE, RangeTokens, plan_pack_tas
 from beamtok.cache.ranges import plan_ranges
 from beamtok.cache.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
 from beamtok.cache.thrift_compact import decode_struct, encode_struct
-from beamtok.shard import DocCounts
+from beamtok.shards.processor import DocCounts
 from beamtok.sources.urls import Shard
 
 from conftest import CORPUS, ROOT
@@ -60,7 +60,7 @@ def test_many_pack_tasks_are_planned_for_a_split_file():
     """The parallel path is really taken: every range holding a group's first token packs."""
     spec = concat(BOOK).spec
     ranges = plan_ranges(Shard(0, BOOK), spec.source, SPLIT)
-    from beamtok.shard import ShardProcessor
+    from beamtok.shards.processor import ShardProcessor
 
     processor = ShardProcessor(spec)
     reported = [
@@ -111,7 +111,7 @@ def test_plan_pack_tasks_edges():
     assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, short, 10, 3, "keep")] == [(0, 0, 3), (1, 3, 6), (1, 6, 9), (1, 9, 12), (3, 12, None)]
     nothing = [RangeTokens(0, 2, "a", 0), RangeTokens(1, 2, "b", 0)]
     assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, nothing, 10, 2, "pad")] == [(0, 0, None)]
-    from beamtok.errors import CacheError
+    from beamtok.base.errors import CacheError
 
     with pytest.raises(CacheError, match="ranges \\[0, 2\\] reached the packer"):
         plan_pack_tasks(7, [RangeTokens(0, 3, "a", 5), RangeTokens(2, 3, "c", 5)], 10, 2, "pad")
@@ -205,7 +205,7 @@ def test_a_retried_join_returns_the_shard_it_wrote(tmp_path):
     from beamtok.cache.range_pack import pack_part
     from beamtok.cache.ranges import range_file, write_range_file
     from beamtok.cache.storage import Storage
-    from beamtok.shard import ShardProcessor
+    from beamtok.shards.processor import ShardProcessor
 
     ds = concat(BOOK)
     storage, processor, shard = Storage(str(tmp_path)), ShardProcessor(ds.spec), ds.shards[0]

@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import ConfigError, InputError, Shard, StateError, expand_urls
-from beamtok.sources import ParseFailure, read_documents
-from beamtok.spec import SourceSpec
+from beamtok.core.spec import SourceSpec
+from beamtok.sources.documents import ParseFailure
+from beamtok.sources.readers import read_documents
 
 from conftest import CORPUS, write_jsonl
 
@@ -141,8 +142,8 @@ def test_local_files_open_without_the_remote_clients(tmp_path):
     script = (
         "import sys\n"
         "from beamtok import Shard\n"
-        "from beamtok.sources import read_documents\n"
-        "from beamtok.spec import SourceSpec\n"
+        "from beamtok.sources.readers import read_documents\n"
+        "from beamtok.core.spec import SourceSpec\n"
         f"for url in ({str(plain)!r}, {str(gz)!r}, {'file://' + str(plain)!r}):\n"
         "    assert next(read_documents(Shard(0, url), SourceSpec('auto'), 0)).payload\n"
         "print('smart_open' in sys.modules, 'botocore' in sys.modules)\n"

@@ -14,8 +14,8 @@ import pytest
 
 from beamtok import ConfigError, Dataset, InputError
 from beamtok.cache.ranges import RANGES_DIR, parse_size, plan_ranges
+from beamtok.core.spec import SourceSpec
 from beamtok.sources.urls import Shard
-from beamtok.spec import SourceSpec
 from beamtok.testing import assert_items_equal, check_equivalent
 
 from conftest import CORPUS, ROOT, portable_job_service, real_paragraphs
@@ -118,7 +118,7 @@ def test_ranges_are_of_equal_size(tmp_path):
 
 
 def _documents(shard: Shard, start: int = 0, stop: int | None = None):
-    from beamtok.shard import ShardProcessor
+    from beamtok.shards.processor import ShardProcessor
 
     processor = ShardProcessor(Dataset.from_files(shard.url).spec)
     return list(processor.documents(shard, start, stop))

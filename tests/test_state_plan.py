@@ -58,13 +58,15 @@ def test_a_resume_under_another_batch_size_reads_the_plan():
     assert list(rows) == [int(e["index"]) for e in expected]
 
 
-def earlier_pipeline() -> Dataset:
-    """The pipeline tests/data/states/before_plans.json was saved by (a version before plans), 3 items in."""
+def earlier_pipeline(batch: int = 2) -> Dataset:
+    """The pipeline tests/data/states/before_plans.json was saved by (a version before plans,
+    3 items in, run from the repository: a spec names its tokenizer as it was given)."""
     texts = real_paragraphs(60)
-    return Dataset.from_sequence(texts, shards=3).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(64).shuffle(window=8, seed=0).take(40).batch(2).enumerate()
+    return Dataset.from_sequence(texts, shards=3).tokenize("data/tokenizers/gpt2").ensure_bos_eos().concat_chunk(64).shuffle(window=8, seed=0).take(40).batch(batch).enumerate()
 
 
-def test_a_state_saved_before_plans_resumes_and_explains_as_a_new_one():
+def test_a_state_saved_before_plans_resumes_and_explains_as_a_new_one(monkeypatch):
+    monkeypatch.chdir(ROOT)
     earlier = json.loads((ROOT / "tests" / "data" / "states" / "before_plans.json").read_text())
     assert "plan" not in earlier and "stage 4 (enumerate)" in earlier["about"]
     resumed = list(earlier_pipeline().iter(state_dict=earlier))
@@ -74,9 +76,7 @@ def test_a_state_saved_before_plans_resumes_and_explains_as_a_new_one():
     now = saved(earlier_pipeline(), 3)
     assert explain_state(earlier)[1:] == explain_state(now)[1:]  # the first line names the fingerprints
     assert any(line.startswith("stage 4 (enumerate): the next number is 3") for line in explain_state(earlier))
-    texts = real_paragraphs(60)
-    regrouped = Dataset.from_sequence(texts, shards=3).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(64).shuffle(window=8, seed=0).take(40).batch(4).enumerate()
-    first = next(regrouped.iter(state_dict=earlier))  # its batch size read back from about, turned into a plan
+    first = next(earlier_pipeline(batch=4).iter(state_dict=earlier))  # its batch size read back from about, turned into a plan
     assert first[0] == 3 and (first[1]["input_ids"][:2] == uninterrupted[0][1]["input_ids"]).all()
 
 

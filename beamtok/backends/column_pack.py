@@ -28,10 +28,18 @@ import numpy as np
 
 from beamtok.backends.spans import RowSpan
 from beamtok.backends.wire import spans_of
-from beamtok.rows import RowBlock, columns_of
-from beamtok.shard import END_OF_SHARD, NO_COUNTS, DocCounts, DocItem, ShardCursor, ShardProcessor, check_token_offset
+from beamtok.core.spec import PackSpec
+from beamtok.shards.processor import (
+    END_OF_SHARD,
+    NO_COUNTS,
+    DocCounts,
+    DocItem,
+    ShardCursor,
+    ShardProcessor,
+    check_token_offset,
+)
+from beamtok.shards.rows import RowBlock, columns_of
 from beamtok.sources.urls import Shard
-from beamtok.spec import PackSpec
 
 __all__ = ["FIRST_ROWS", "MAX_ROWS", "ColumnChunker", "packs_column_wise", "shard_spans"]
 

@@ -9,9 +9,9 @@ from beamtok.backends.parallel import ParallelShards
 from beamtok.backends.protocol import RowSource, SequentialBackend, ShardBackend
 from beamtok.backends.spans import RowSpan
 from beamtok.backends.workers import dataloader_worker
-from beamtok.shard import Produced, ShardCursor, ShardProcessor
+from beamtok.core.spec import Spec
+from beamtok.shards.processor import Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
 
 __all__ = ["OnTheFly", "OnTheFlyOrigin"]
 

@@ -28,11 +28,11 @@ from beamtok.backends.column_pack import shard_spans
 from beamtok.backends.protocol import SequentialBackend
 from beamtok.backends.spans import RowSpan, SpanReader
 from beamtok.backends.wire import span_from_wire, span_to_wire
-from beamtok.errors import BeamtokError
-from beamtok.shard import Produced, ShardCursor, ShardProcessor
+from beamtok.base.errors import BeamtokError
+from beamtok.core.spec import Spec
+from beamtok.shards.processor import Produced, ShardCursor, ShardProcessor
 from beamtok.sources.retrying import share_retry_counter
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
 from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
 
 __all__ = ["ParallelShards", "WorkerError"]

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from beamtok.errors import ConfigError
-from beamtok.shard import Produced, ShardCursor
+from beamtok.base.errors import ConfigError
+from beamtok.core.spec import Spec
+from beamtok.shards.processor import Produced, ShardCursor
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
 
 if TYPE_CHECKING:
     from beamtok.backends.spans import RowSpan
-    from beamtok.rows import RowBlock
+    from beamtok.shards.rows import RowBlock
 
 __all__ = ["RowSource", "SequentialBackend", "ShardBackend", "ShardOrigin"]
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor, with_training_fields
+from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, with_training_fields
 
 if TYPE_CHECKING:
-    from beamtok.rows import RowBlock
+    from beamtok.shards.rows import RowBlock
 
 __all__ = ["RowSpan", "SpanReader", "Taken", "stack_taken"]
 

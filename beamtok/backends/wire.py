@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from beamtok.backends.spans import RowSpan
-from beamtok.rows import PROVENANCE, RowBlock, columns_of, row_offsets
-from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor
+from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor
+from beamtok.shards.rows import PROVENANCE, RowBlock, columns_of, row_offsets
 
 __all__ = ["FIRST_ROWS", "MAX_ROWS", "span_from_wire", "span_to_wire", "spans_of"]
 

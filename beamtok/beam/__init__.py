@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from beamtok.gc_pause import gc_paused
+from beamtok.base.gc_pause import gc_paused
 
 
 class _DropApitoolsWarning(logging.Filter):

@@ -42,6 +42,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from beamtok.base.errors import CacheError, ConfigError
+from beamtok.base.validate import check_optional_int
 from beamtok.cache.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
 from beamtok.cache.progress import ShardReporter
 from beamtok.cache.range_pack import (
@@ -65,13 +67,11 @@ from beamtok.cache.ranges import (
 )
 from beamtok.cache.storage import Storage
 from beamtok.cache.writer import check_layout, completed_entry, rows_per_group, write_rows, write_shard
-from beamtok.cache_options import LOCAL_RUNNERS
-from beamtok.errors import CacheError, ConfigError
-from beamtok.shard import ShardProcessor
+from beamtok.core.cache_options import LOCAL_RUNNERS
+from beamtok.core.spec import Spec
+from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
 from beamtok.transforms.tokenize import is_registered, register_serialized, serialize_tokenizers
-from beamtok.validate import check_optional_int
 
 __all__ = ["LOCAL_RUNNERS", "METRICS_NAMESPACE", "BuildCache", "beam_counters", "is_local", "make_pipeline", "versions"]
 

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
+from beamtok.core.spec import Spec
 from beamtok.sources.urls import Shard, check_bucket_names
-from beamtok.spec import Spec
 
 __all__ = ["JobPlan", "is_dry_run", "plan_job"]
 

@@ -15,7 +15,7 @@ import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 
 __all__ = ["beam_option_names", "check_beam_args", "split_command_line"]
 

@@ -17,6 +17,8 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 
+from beamtok.base.errors import CacheError, ConfigError
+from beamtok.base.gc_pause import gc_paused
 from beamtok.beam.build import BuildCache, beam_counters, is_local, make_pipeline
 from beamtok.beam.options import check_beam_args
 from beamtok.beam.worker_logs import quiet_worker_stderr
@@ -26,10 +28,8 @@ from beamtok.cache.output import check_counters, check_output, prepare_output, w
 from beamtok.cache.progress import PROGRESS_DIR_ENV, BuildProgress
 from beamtok.cache.ranges import DEFAULT_SPLIT_BYTES, split_bytes_option
 from beamtok.cache.storage import Storage
-from beamtok.errors import CacheError, ConfigError
-from beamtok.gc_pause import gc_paused
+from beamtok.core.spec import Spec
 from beamtok.sources.urls import Shard, check_bucket_names
-from beamtok.spec import Spec
 
 __all__ = ["cache_transform", "run_cache"]
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 from beamtok.backends.protocol import SequentialBackend, ShardBackend
 from beamtok.backends.spans import RowSpan
+from beamtok.base.errors import ConfigError
 from beamtok.cache.reader import Cache, ReadAhead
 from beamtok.cache.shuffle_rows import ShuffleRows
-from beamtok.errors import ConfigError
-from beamtok.shard import Produced, ShardCursor, ShardPacker
+from beamtok.core.spec import PackSpec, Spec
+from beamtok.shards.processor import Produced, ShardCursor, ShardPacker
 from beamtok.sources.urls import Shard
-from beamtok.spec import PackSpec, Spec
 from beamtok.transforms.packing_modes import make_packer
 
 __all__ = ["CacheOrigin", "PackedCache", "RepackedCache"]

@@ -35,11 +35,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from beamtok.base.errors import CacheError
 from beamtok.cache.reader import Cache
 from beamtok.cache.schema import TOKEN_DTYPES
-from beamtok.errors import CacheError
-from beamtok.rows import RowBlock, columns_of
-from beamtok.shard import NO_COUNTS, DocCounts
+from beamtok.shards.processor import NO_COUNTS, DocCounts
+from beamtok.shards.rows import RowBlock, columns_of
 
 __all__ = ["LOCAL_ROWS_ENV", "LocalRows", "default_root", "local_rows"]
 

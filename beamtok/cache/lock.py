@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
+from beamtok.base.errors import CacheError
 from beamtok.cache.storage import Storage
-from beamtok.errors import CacheError
 
 __all__ = ["HEARTBEAT_SECONDS", "LOCK_FILE", "STALE_SECONDS", "BuildLock", "refuse_if_building", "release_held_locks"]
 

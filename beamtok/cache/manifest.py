@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from beamtok.base.errors import CacheError
 from beamtok.cache.manifest_entry import ShardEntry
 from beamtok.cache.shard_table import INLINE_SHARDS, ShardTable, read_shard_table, write_shard_table
 from beamtok.cache.storage import Storage, check_relative
-from beamtok.errors import CacheError
 from beamtok.sources.urls import is_remote
 
 __all__ = ["MANIFEST", "MANIFEST_FORMAT", "Manifest", "ShardEntry", "read_manifest", "shard_file", "sidecar_file", "versions", "write_manifest"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from beamtok.base.errors import CacheError
 from beamtok.cache.storage import check_relative
-from beamtok.errors import CacheError
 
 __all__ = ["ShardEntry"]
 

@@ -18,13 +18,13 @@ import re
 import tempfile
 from collections.abc import Iterator, Sequence
 
+from beamtok.base.errors import CacheError
 from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
 from beamtok.cache.ranges import RANGES_DIR
 from beamtok.cache.shard_table import SHARD_TABLE
 from beamtok.cache.storage import Storage
-from beamtok.errors import CacheError
+from beamtok.core.spec import Spec, json_differences
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec, json_differences
 
 __all__ = ["check_counters", "check_output", "other_cache", "out_of_room", "prepare_output", "write_failures"]
 

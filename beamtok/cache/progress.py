@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
+from beamtok.base.progress import Progress
 from beamtok.cache.manifest import SHARDS_DIR
 from beamtok.cache.storage import Storage
-from beamtok.progress import Progress
-from beamtok.shard import DocItem, ShardCursor
+from beamtok.core.spec import SourceSpec
+from beamtok.shards.processor import DocItem, ShardCursor
 from beamtok.sources.readers import is_compressed, source_format
 from beamtok.sources.urls import Shard, is_remote
-from beamtok.spec import SourceSpec
 
 if TYPE_CHECKING:
     from beamtok.cache.ranges import InputRange

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.cache.reader import Cache
-from beamtok.rows import RowBlock, gather_rows
+from beamtok.shards.rows import RowBlock, gather_rows
 
 __all__ = ["RowAccess"]
 

@@ -5,7 +5,7 @@ end, so row ``R`` starts at token ``R * seq_len``. Once every range of a file is
 and its token count known (:class:`RangeTokens`), each row group — ``group`` rows, as the
 writer lays them out — is packed by a task that starts in the range holding its first token,
 from that token's cursor: the cursor a resumed stream starts from, so the rows, their provenance, cursors and
-document counts are the unsplit run's (:class:`beamtok.shard.ShardPacker`'s resume rule). A
+document counts are the unsplit run's (:class:`beamtok.shards.processor.ShardPacker`'s resume rule). A
 task reads on into the next ranges' files for its last rows, writes its complete row groups
 as a Parquet file of its own (:func:`pack_part`), and :func:`join_parts` copies those row
 groups one after another under one footer (``parquet_join``): byte for byte the file the
@@ -22,15 +22,15 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from beamtok.base.errors import CacheError
 from beamtok.cache.manifest import ShardEntry, shard_file
 from beamtok.cache.parquet_join import GroupsOf, join_row_groups
 from beamtok.cache.ranges import RANGES_DIR, read_range_file
 from beamtok.cache.storage import HashingWriter, Storage
 from beamtok.cache.writer import WrittenRows, record_shard, write_row_groups
-from beamtok.errors import CacheError
-from beamtok.shard import DocItem, Produced, ShardCursor, ShardProcessor
+from beamtok.core.spec import Spec
+from beamtok.shards.processor import DocItem, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
 
 __all__ = ["PackTask", "PackedPart", "RangeTokens", "join_parts", "ordered_ranges", "pack_part", "packs_in_parallel", "part_file", "plan_pack_tasks"]
 

@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from beamtok.base.errors import ConfigError, InputError
 from beamtok.cache.manifest import SHARDS_DIR
 from beamtok.cache.storage import Storage
-from beamtok.cache_options import BUILD_DEFAULTS
-from beamtok.errors import ConfigError, InputError
-from beamtok.shard import DocCounts, DocItem
+from beamtok.core.cache_options import BUILD_DEFAULTS
+from beamtok.core.spec import SourceSpec
+from beamtok.shards.processor import DocCounts, DocItem
 from beamtok.sources.readers import is_compressed, open_url, source_format
 from beamtok.sources.urls import Shard, is_remote
-from beamtok.spec import SourceSpec
 from beamtok.transforms.sft import TokenDoc
 
 __all__ = [

@@ -21,23 +21,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamtok.backends.spans import RowSpan, SpanReader
+from beamtok.base.errors import CacheError, StateError
+from beamtok.base.lookahead import lookahead
+from beamtok.base.prefetch import Prefetcher
 from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest
 from beamtok.cache.schema import batch_to_block
 from beamtok.cache.storage import Storage
-from beamtok.errors import CacheError, StateError
-from beamtok.lookahead import lookahead
-from beamtok.prefetch import Prefetcher
-from beamtok.rows import RowBlock
-from beamtok.shard import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
+from beamtok.core.spec import Spec
+from beamtok.shards.processor import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
+from beamtok.shards.rows import RowBlock
 from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
 from beamtok.transforms.sft import TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 
 __all__ = ["Cache", "ReadAhead", "size_problem"]
 
-DECODING_AHEAD = 2  # row groups decoded at once ahead of the stream, on the process's prefetch pool (beamtok.prefetch)
+DECODING_AHEAD = 2  # row groups decoded at once ahead of the stream, on the process's prefetch pool (beamtok.base.prefetch)
 
 
 class Cache:

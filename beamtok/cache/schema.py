@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beamtok.errors import CacheError
-from beamtok.rows import RowBlock, TokenColumn, columns_of, row_offsets
-from beamtok.shard import NO_COUNTS, DocCounts
+from beamtok.base.errors import CacheError
+from beamtok.shards.processor import NO_COUNTS, DocCounts
+from beamtok.shards.rows import RowBlock, TokenColumn, columns_of, row_offsets
 
 __all__ = [
     "COMPAT_PARQUET_OPTIONS",

@@ -16,7 +16,7 @@ from beamtok.cache.local_rows import local_rows
 from beamtok.cache.random_access import RowAccess
 from beamtok.cache.reader import Cache
 from beamtok.cache.schema import TOKEN_DTYPES
-from beamtok.rows import RowBlock
+from beamtok.shards.rows import RowBlock
 
 __all__ = ["ShuffleRows", "decoded_bytes"]
 

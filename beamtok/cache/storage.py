@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import pyarrow.fs as pafs
 
-from beamtok.errors import CacheError
+from beamtok.base.errors import CacheError
 
 __all__ = ["HashingWriter", "Storage", "check_relative"]
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow.parquet as pq
 
+from beamtok.base.errors import BeamtokError
+from beamtok.base.progress import Progress
 from beamtok.cache.reader import Cache, size_problem
 from beamtok.cache.shard_table import table_sha256
-from beamtok.errors import BeamtokError
-from beamtok.progress import Progress
-from beamtok.shard import ShardCursor, ShardProcessor
+from beamtok.shards.processor import ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
 
 __all__ = ["VerifyReport", "verify_cache"]

@@ -14,14 +14,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from beamtok.base.errors import ConfigError
+from beamtok.base.sizes import ROW_BYTES_PER_TOKEN, check_ceiling, check_memory
+from beamtok.base.validate import check_optional_int
 from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
 from beamtok.cache.schema import cache_schema, examples_to_table, parquet_options
 from beamtok.cache.storage import HashingWriter, Storage
-from beamtok.errors import ConfigError
-from beamtok.shard import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
-from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_ceiling, check_memory
+from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
-from beamtok.validate import check_optional_int
 
 log = logging.getLogger(__name__)
 

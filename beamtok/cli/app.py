@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from beamtok.errors import BeamtokError
+from beamtok.base.errors import BeamtokError
 
 __all__ = ["is_cache", "log_options", "main", "user_errors"]
 
@@ -27,7 +27,7 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 def configure_logging(verbose: int, quiet: bool, log_level: str | None) -> None:
     """beamtok's messages at INFO (WARNING with -q, DEBUG with -v); Beam's at ERROR (WARNING
     with -v, INFO with -vv); ``--log-level`` sets both."""
-    from beamtok.errors import ConfigError
+    from beamtok.base.errors import ConfigError
 
     if quiet and (verbose or log_level):
         raise ConfigError("-q cannot be combined with -v or --log-level")

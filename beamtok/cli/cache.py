@@ -1,5 +1,5 @@
 """``beamtok cache``: build (or complete) a Parquet cache with Apache Beam, from options of
-the one cache-option table (``beamtok.cache_options``), a YAML file of them, or a data config."""
+the one cache-option table (``beamtok.core.cache_options``), a YAML file of them, or a data config."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any, TypeVar
 
 import click
 
-from beamtok.cache_options import CACHE_OPTIONS, defaults, names
 from beamtok.cli.app import log_options, main, user_errors
 from beamtok.cli.beam_logs import quiet_beam_logs
 from beamtok.cli.interrupt import interrupted_build
 from beamtok.cli.job_plan import show_job_plan
+from beamtok.core.cache_options import CACHE_OPTIONS, defaults, names
 
 __all__ = ["cache", "load_cache_config", "named_chat_template_option"]
 
@@ -28,8 +28,8 @@ BUILD_FLAGS = tuple(name for name in names("build") if name != "output")  # what
 
 def build_cache_dataset(options: dict[str, Any]) -> Any:
     """The on-the-fly dataset whose per-shard step the cache stores."""
+    from beamtok.base.errors import ConfigError
     from beamtok.dataset.options import dataset_from_options, on_the_command_line
-    from beamtok.errors import ConfigError
 
     if not options.get("output"):
         raise ConfigError("missing --output")
@@ -57,8 +57,8 @@ def load_cache_config(path: str | None) -> dict[str, Any]:
     ``beam_options`` as a mapping or a list of ``--name=value`` strings."""
     if path is None:
         return {}
+    from beamtok.base.errors import ConfigError
     from beamtok.dataset.config import read_yaml
-    from beamtok.errors import ConfigError
 
     data = read_yaml(path, "config")
     if not isinstance(data, dict):
@@ -71,7 +71,7 @@ def load_cache_config(path: str | None) -> dict[str, Any]:
         config["urls"] = [config["urls"]]
     beam_options = config.get("beam_options", [])
     if isinstance(beam_options, dict):
-        from beamtok.cache_options import beam_args
+        from beamtok.core.cache_options import beam_args
 
         config["beam_options"] = beam_args(beam_options)
     elif not isinstance(beam_options, list):
@@ -107,13 +107,13 @@ def _is_data_config(path: str) -> bool:
 def _cache_data_config(path: str, flags: dict[str, Any], beam_args: list[str], quiet: bool) -> None:
     """Build the cache of every dataset of a data config that names one, with the build options
     the config gives it; ``flags`` (build options from the command line) override them."""
-    from beamtok.spec import tokenizers_to_warm
-    from beamtok.worker_server import start_early
+    from beamtok.backends.worker_server import start_early
+    from beamtok.core.spec import tokenizers_to_warm
 
     start_early(beam_args)  # kept for every dataset's build
+    from beamtok.base.errors import ConfigError
     from beamtok.beam.run import run_cache
     from beamtok.dataset.config import load_config
-    from beamtok.errors import ConfigError
 
     config = load_config(path)
     if not config.caches:
@@ -167,11 +167,11 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
       beamtok cache 'data/corpus/shakespeare-{00..03}.jsonl' --output build/cache \\
           --tokenizer data/tokenizers/gpt2 --seq-len 1024
     """
-    from beamtok.extras import require
+    from beamtok.base.extras import require
 
     require("beamtok cache", "apache_beam")
+    from beamtok.base.errors import ConfigError
     from beamtok.beam.options import check_beam_args, split_command_line
-    from beamtok.errors import ConfigError
 
     if config_path is not None and _is_data_config(config_path):
         own = [name for param in ctx.command.params for name in param.opts if name.startswith("-")]
@@ -207,8 +207,8 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         from beamtok.cache.lock import refuse_if_building
 
         refuse_if_building(output)
-    from beamtok.spec import tokenizers_to_warm
-    from beamtok.worker_server import start_early
+    from beamtok.backends.worker_server import start_early
+    from beamtok.core.spec import tokenizers_to_warm
 
     start_early(beam_args)  # local worker processes import Beam while this process loads the tokenizer, then Beam
     ds = build_cache_dataset(options)

@@ -38,9 +38,9 @@ def head(
     """Print a few batches of a cache, decoded: each row split into its pieces (where
     documents or examples begin), optionally with token ids and the loss mask."""
     from beamtok import Dataset
+    from beamtok.base.validate import check_int
     from beamtok.cache.reader import Cache
-    from beamtok.row_pieces import row_pieces
-    from beamtok.validate import check_int
+    from beamtok.cli.row_pieces import row_pieces
 
     check_int(batch_size, "--batch-size", minimum=1)
     check_int(batches, "--batches", minimum=1)

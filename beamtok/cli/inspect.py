@@ -26,7 +26,7 @@ def inspect(state_file: str, pipeline: str | None, quiet: bool) -> None:
     """What a saved state means: the reader that saved it, each stage's position, each open
     shard's file and position (byte, line or row; document; token offset), what was handed
     out. With --pipeline, whether it resumes that pipeline, naming what differs if not."""
-    from beamtok.errors import ConfigError, StateError
+    from beamtok.base.errors import ConfigError, StateError
     from beamtok.stream.explain import explain_state, find_states
 
     try:
@@ -75,7 +75,7 @@ def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
     shard order seed, open shards, global shuffle, each stage's options), so a state saved by
     ``from_cache(DIR).shuffle(...).batch(...)`` (or its on-the-fly twin) is checked whole;
     ``(cached, '')`` when the state holds no plan that names them."""
-    from beamtok.errors import StateError
+    from beamtok.base.errors import StateError
     from beamtok.stream.node import Stage
     from beamtok.stream.pipeline import Pipeline
     from beamtok.stream.plan import plan_of, stage_configs
@@ -113,7 +113,7 @@ def load_pipeline(reference: str) -> Any:
     import os
 
     from beamtok import Dataset
-    from beamtok.errors import ConfigError
+    from beamtok.base.errors import ConfigError
 
     if ":" not in reference or os.path.isdir(reference):
         if is_cache(reference):

@@ -50,9 +50,9 @@ def stats(
     """What is in a cache directory, or in input files (tokenized on the fly; needs
     --tokenizer): documents, tokens, rows, padding, skipped documents by reason, SFT prompt and
     completion lengths, distributions (percentiles) and a per-shard table."""
-    from beamtok.data_stats import cache_stats, describe_stats, files_stats
-    from beamtok.errors import ConfigError
-    from beamtok.validate import check_int
+    from beamtok.base.errors import ConfigError
+    from beamtok.base.validate import check_int
+    from beamtok.cli.data_stats import cache_stats, describe_stats, files_stats
 
     check_int(documents, "--documents", minimum=1)
     if limit is not None:
@@ -82,7 +82,7 @@ def stats(
 
         summary["tokenizer_engine"] = load_tokenizer(tokenizer).engine
     if plot is not None:
-        from beamtok.plots import plot_stats
+        from beamtok.cli.plots import plot_stats
 
         summary["plot"] = {"path": plot, "panels": plot_stats(gathered, plot, title=f"beamtok stats: {' '.join(paths)}")}
     if as_json:

@@ -22,7 +22,7 @@
       batch: 8
 
 A dataset takes the options of ``beamtok cache`` (``format``, ``text_field``, ``pack``,
-``max_length``, ``hf_dataset``, ``mds``...: the one table of ``beamtok.cache_options``) by the
+``max_length``, ``hf_dataset``, ``mds``...: the one table of ``beamtok.core.cache_options``) by the
 same names, its cache's build options too (``row_group_rows``, ``row_group_bytes``,
 ``parquet_compat``, ``split_bytes``, ``overwrite``, ``beam_options``), which may also be given
 once at the top for every cache. The training mixture takes ``weights`` (a mapping of
@@ -41,9 +41,9 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from beamtok.cache_options import BUILD_DEFAULTS, beam_args, defaults, names
+from beamtok.base.errors import ConfigError
+from beamtok.core.cache_options import BUILD_DEFAULTS, beam_args, defaults, names
 from beamtok.dataset.options import dataset_from_options
-from beamtok.errors import ConfigError
 
 if TYPE_CHECKING:
     from beamtok.dataset.dataset import Dataset

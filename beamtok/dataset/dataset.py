@@ -27,14 +27,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from beamtok.backends.parallel import default_workers
-from beamtok.cache_options import BUILD_DEFAULTS, beam_args
+from beamtok.backends.worker_server import start_early
+from beamtok.base.errors import ConfigError
+from beamtok.base.extras import require
+from beamtok.base.validate import check_choice, check_int
+from beamtok.core.cache_options import BUILD_DEFAULTS, beam_args
+from beamtok.core.spec import SourceSpec, Spec, tokenizers_to_warm
 from beamtok.dataset.per_shard_stages import PerShardStages
 from beamtok.dataset.stream_stages import StreamStages
-from beamtok.errors import ConfigError
-from beamtok.extras import require
 from beamtok.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok.sources.urls import Shard, expand_urls
-from beamtok.spec import SourceSpec, Spec, tokenizers_to_warm
 from beamtok.stream.even import EVEN_MODES
 from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.mix import MixPlan
@@ -45,8 +47,6 @@ from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.mix import MixRoot
 from beamtok.stream.roots.shards import ShardsRoot, shard_root
-from beamtok.validate import check_choice, check_int
-from beamtok.worker_server import start_early
 
 __all__ = ["Dataset"]
 
@@ -378,7 +378,7 @@ class Dataset(PerShardStages, StreamStages):
         ``progress`` shows a bar on a terminal (a line every 10 s and one at the end elsewhere)
         for local runs; Beam's worker chatter is hidden unless the ``apache_beam`` logger's
         level is set lower than ERROR. The options are those of ``beamtok cache`` (one table,
-        ``beamtok.cache_options``).
+        ``beamtok.core.cache_options``).
         """
         if self.is_cached:
             raise ConfigError("this dataset already reads a cache")

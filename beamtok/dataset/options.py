@@ -1,5 +1,5 @@
 """The on-the-fly dataset that options of the cache-option table describe (see
-``beamtok.cache_options``): which inputs (URLs, a Hugging Face dataset, an MDS dataset), the
+``beamtok.core.cache_options``): which inputs (URLs, a Hugging Face dataset, an MDS dataset), the
 record format, tokenizer, BOS/EOS and packing. ``beamtok cache`` and data configs both build
 their datasets here; they differ only in how an option is spelled in a message
 (``--seq-len`` on the command line, ``seq_len`` in a file).
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from beamtok.base.errors import ConfigError
 from beamtok.dataset.dataset import Dataset
-from beamtok.errors import ConfigError
 from beamtok.transforms.packing_modes import Greedy, mode_named
 
 __all__ = ["dataset_from_options", "in_a_file", "input_urls", "on_the_command_line"]

@@ -11,9 +11,10 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from beamtok.errors import ConfigError
-from beamtok.spec import PackSpec, callable_name
-from beamtok.steps import BosEosStep, ChatStep, FilterStep, LengthFilterStep, MapStep, SftStep, Step, TokenizeStep
+from beamtok.base.errors import ConfigError
+from beamtok.base.validate import check_choice
+from beamtok.core.spec import PackSpec, callable_name
+from beamtok.core.steps import BosEosStep, ChatStep, FilterStep, LengthFilterStep, MapStep, SftStep, Step, TokenizeStep
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.roots.shards import ShardsRoot, shard_root
 from beamtok.transforms.packing_modes import (
@@ -28,7 +29,6 @@ from beamtok.transforms.packing_modes import (
 )
 from beamtok.transforms.sft import ChatTemplate, load_template_source
 from beamtok.transforms.tokenize import Tokenizer, TokenizerRef, load_tokenizer
-from beamtok.validate import check_choice
 
 __all__ = ["PerShardStages"]
 

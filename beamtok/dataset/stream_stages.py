@@ -9,8 +9,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TypeVar
 
-from beamtok.errors import ConfigError
-from beamtok.sizes import ROW_BYTES_PER_TOKEN, check_memory
+from beamtok.base.errors import ConfigError
+from beamtok.base.sizes import ROW_BYTES_PER_TOKEN, check_memory
 from beamtok.stream.balance import BalanceRanks
 from beamtok.stream.batch import Batch
 from beamtok.stream.enumerate import Enumerate

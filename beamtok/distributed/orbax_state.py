@@ -28,8 +28,8 @@ import json
 import re
 from typing import Any
 
-from beamtok.errors import StateError
-from beamtok.extras import missing_extra
+from beamtok.base.errors import StateError
+from beamtok.base.extras import missing_extra
 
 try:
     import jax

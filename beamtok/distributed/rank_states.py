@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from beamtok.errors import StateError
+from beamtok.base.errors import StateError
 
 __all__ = ["RANK_STATES_FORMAT", "RANK_STATES_VERSION", "RankStates", "pack_rank_states", "unpack_rank_states"]
 

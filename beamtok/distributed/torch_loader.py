@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from beamtok.extras import missing_extra
+from beamtok.base.extras import missing_extra
 
 try:
     import torch.distributed as dist
@@ -48,8 +48,8 @@ try:
 except ImportError as error:
     raise ModuleNotFoundError(missing_extra("beamtok.distributed.torch_loader", "torch", "torchdata") or str(error)) from None
 
+from beamtok.base.errors import ConfigError, StateError
 from beamtok.distributed.rank_states import RankStates, pack_rank_states, unpack_rank_states
-from beamtok.errors import ConfigError, StateError
 from beamtok.stream.elastic import reader_states
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from beamtok.errors import ConfigError, InputError
+from beamtok.base.errors import ConfigError, InputError
 
 __all__ = ["HfFiles", "hf_dataset_files", "hub_url"]
 

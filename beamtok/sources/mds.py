@@ -28,7 +28,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError, InputError, StateError
+from beamtok.base.errors import ConfigError, InputError, StateError
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason
 from beamtok.sources.opening import open_url
 from beamtok.sources.urls import is_remote

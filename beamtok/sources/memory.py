@@ -8,9 +8,9 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
+from beamtok.base.validate import check_int
 from beamtok.sources.urls import Shard
-from beamtok.validate import check_int
 
 __all__ = ["HfIterableShard", "hf_iterable_shards", "iterable_shard", "sequence_shards"]
 

@@ -7,7 +7,7 @@ import io
 import lzma
 from typing import IO, cast
 
-from beamtok.errors import InputError
+from beamtok.base.errors import InputError
 from beamtok.sources.retrying import RetryingReader
 from beamtok.sources.urls import is_remote, local_path, nearest_name
 from beamtok.sources.zstd_stream import ZstdReader

@@ -13,13 +13,13 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
-from beamtok.errors import ConfigError, InputError, StateError
+from beamtok.base.errors import ConfigError, InputError, StateError
+from beamtok.core.spec import SourceSpec
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason, parse_json_line
 from beamtok.sources.mds import is_mds_url, read_mds
 from beamtok.sources.opening import COMPRESSED_SUFFIXES, is_compressed, open_url
 from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard, is_remote
-from beamtok.spec import SourceSpec
 
 __all__ = ["cursor_words", "detect_format", "is_compressed", "open_url", "read_documents", "source_format"]
 

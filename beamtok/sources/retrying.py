@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from beamtok.errors import InputError
+from beamtok.base.errors import InputError
 
 __all__ = ["RETRIES", "RetryingReader", "count_retry", "remote_retries", "share_retry_counter"]
 

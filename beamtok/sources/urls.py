@@ -13,7 +13,7 @@ from typing import Any
 
 from braceexpand import braceexpand
 
-from beamtok.errors import ConfigError, InputError
+from beamtok.base.errors import ConfigError, InputError
 
 __all__ = ["Shard", "check_bucket_names", "expand_urls", "is_remote", "local_path", "nearest_name"]
 

@@ -27,15 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError, StateError
-from beamtok.extras import require
-from beamtok.sizes import MAX_BATCH_ROWS, check_ceiling
+from beamtok.base.errors import ConfigError, StateError
+from beamtok.base.extras import require
+from beamtok.base.sizes import MAX_BATCH_ROWS, check_ceiling
+from beamtok.base.validate import check_choice, check_int
 from beamtok.stream.collate import Batched, collate
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int as check_state_int
 from beamtok.stream.window import WindowNode
-from beamtok.validate import check_choice, check_int
 
 __all__ = ["BalanceRanks", "BalancedNode", "attention_cost", "deal_rows"]
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.backends.spans import stack_taken
-from beamtok.extras import require
-from beamtok.sizes import MAX_BATCH_ROWS, check_ceiling
+from beamtok.base.extras import require
+from beamtok.base.sizes import MAX_BATCH_ROWS, check_ceiling
+from beamtok.base.validate import check_choice, check_int
 from beamtok.stream.collate import Batched, collate, to_tensors
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
-from beamtok.validate import check_choice, check_int
 
 __all__ = ["Batch", "BatchNode"]
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from beamtok.errors import StateError
+from beamtok.base.errors import StateError
 from beamtok.stream.reader_split import ReaderSplit
 
 __all__ = ["check_readers", "reader_states"]

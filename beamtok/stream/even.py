@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError, StateError
-from beamtok.shard import with_training_fields
-from beamtok.spec import Spec
+from beamtok.base.errors import ConfigError, StateError
+from beamtok.core.spec import Spec
+from beamtok.shards.processor import with_training_fields
 from beamtok.stream.node import Node, StageNode
 from beamtok.stream.state import check_int
 

@@ -25,16 +25,16 @@ import numpy as np
 
 from beamtok.backends.protocol import RowSource
 from beamtok.backends.spans import RowSpan, Taken
-from beamtok.errors import ConfigError, StateError
-from beamtok.rows import RowBlock
-from beamtok.shard import Produced, ShardCursor
+from beamtok.base.errors import ConfigError, StateError
+from beamtok.base.validate import check_int as check_option
+from beamtok.base.validate import check_optional_int
+from beamtok.shards.processor import Produced, ShardCursor
+from beamtok.shards.rows import RowBlock
 from beamtok.stream.node import RootSource
 from beamtok.stream.permutation import FeistelPermutation
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
-from beamtok.validate import check_int as check_option
-from beamtok.validate import check_optional_int
 
 __all__ = ["GlobalOrder", "GlobalShuffleSource"]
 

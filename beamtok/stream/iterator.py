@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError, StateError
+from beamtok.base.errors import ConfigError, StateError
+from beamtok.base.validate import check_int as check_option
 from beamtok.sources.retrying import remote_retries
 from beamtok.stream.describe import changes, describe
 from beamtok.stream.elastic import check_readers
@@ -21,7 +22,6 @@ from beamtok.stream.plan import plan_of
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.timing import Timing, describe_timing
-from beamtok.validate import check_int as check_option
 
 __all__ = ["STATE_VERSION", "DatasetIterator", "Delivered"]
 

@@ -41,15 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError, InputError, StateError
-from beamtok.sizes import MAX_BLOCK, check_ceiling
+from beamtok.base.errors import ConfigError, InputError, StateError
+from beamtok.base.sizes import MAX_BLOCK, check_ceiling
+from beamtok.base.validate import check_choice
+from beamtok.base.validate import check_int as check_option
 from beamtok.stream.node import RootSource
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.source import ShardSource
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.stats import StreamStats
-from beamtok.validate import check_choice
-from beamtok.validate import check_int as check_option
 
 __all__ = ["STOP_RULES", "MixPlan", "MixSource", "block_counts"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 from beamtok.stream.roots.mix import MixRoot
 
 __all__ = ["flattened_mixes"]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from beamtok.errors import ConfigError, StateError
+from beamtok.base.errors import ConfigError, StateError
 from beamtok.stream.state import check_keys, copy_state
 
 if TYPE_CHECKING:

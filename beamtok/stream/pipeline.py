@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.backends.workers import dataloader_worker
-from beamtok.errors import ConfigError
-from beamtok.spec import fingerprint_of
+from beamtok.base.errors import ConfigError
+from beamtok.core.spec import fingerprint_of
 from beamtok.stream.even import EvenNode
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.plan import PLAN_VERSION, plan_parts, stage_configs

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beamtok.errors import StateError
+from beamtok.base.errors import StateError
 
 __all__ = ["OPTION_NAMES", "PLAN_VERSION", "option_parts", "plan_of", "plan_parts", "stage_configs"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.errors import ConfigError
-from beamtok.validate import check_choice
+from beamtok.base.errors import ConfigError
+from beamtok.base.validate import check_choice
 
 __all__ = ["SPLIT_MODES", "ReaderSplit"]
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.sizes import MAX_WINDOW, check_ceiling
+from beamtok.base.sizes import MAX_WINDOW, check_ceiling
+from beamtok.base.validate import check_int as check_option
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.window import WindowNode, describe_window_state
-from beamtok.validate import check_int as check_option
 
 __all__ = ["Shuffle", "WindowShuffleNode"]
 

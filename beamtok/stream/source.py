@@ -18,9 +18,11 @@ from typing import Any
 
 from beamtok.backends.protocol import ShardBackend
 from beamtok.backends.spans import SpanReader, Taken
-from beamtok.errors import ConfigError, StateError
-from beamtok.shard import Produced, ShardCursor
-from beamtok.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
+from beamtok.base.errors import ConfigError, StateError
+from beamtok.base.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
+from beamtok.base.validate import check_int as check_option
+from beamtok.base.validate import check_optional_int
+from beamtok.shards.processor import Produced, ShardCursor
 from beamtok.sources.readers import cursor_words
 from beamtok.sources.urls import Shard
 from beamtok.stream.node import RootSource
@@ -28,8 +30,6 @@ from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.shard_order import ShardOrder
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
-from beamtok.validate import check_int as check_option
-from beamtok.validate import check_optional_int
 
 __all__ = ["ShardOptions", "ShardSource", "merge_shard_sources"]
 

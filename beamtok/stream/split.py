@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beamtok.errors import StateError
+from beamtok.base.errors import StateError
 from beamtok.stream.even import fresh_pad
 from beamtok.stream.node import Node, StageNode
 from beamtok.stream.reader_split import ReaderSplit

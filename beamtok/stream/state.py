@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from beamtok.errors import StateError
+from beamtok.base.errors import StateError
 
 __all__ = ["check_int", "check_keys", "copy_state"]
 

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from beamtok.backends.spans import Taken
-from beamtok.errors import StateError
-from beamtok.shard import NO_COUNTS, DocCounts, Produced
+from beamtok.base.errors import StateError
+from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced
 from beamtok.stream.state import check_int, check_keys
 
 __all__ = ["StreamStats", "describe_stats", "summed_stats"]

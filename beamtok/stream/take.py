@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.errors import StateError
+from beamtok.base.errors import StateError
+from beamtok.base.validate import check_int as check_option
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
 from beamtok.stream.state import check_int
-from beamtok.validate import check_int as check_option
 
 __all__ = ["Take", "TakeNode"]
 

@@ -30,15 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError
-from beamtok.extras import require
-from beamtok.sizes import MAX_SEQ_LEN, MAX_WINDOW, check_ceiling
+from beamtok.base.errors import ConfigError
+from beamtok.base.extras import require
+from beamtok.base.sizes import MAX_SEQ_LEN, MAX_WINDOW, check_ceiling
+from beamtok.base.validate import check_choice
+from beamtok.base.validate import check_int as check_option
 from beamtok.stream.collate import Batched, collate
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.window import WindowNode, describe_window_state
-from beamtok.validate import check_choice
-from beamtok.validate import check_int as check_option
 
 __all__ = ["ORDERS", "BatchTokens", "TokenBatchNode", "bucket_of"]
 

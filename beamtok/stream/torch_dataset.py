@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import torch.utils.data
 
-from beamtok.errors import ConfigError, StateError
+from beamtok.base.errors import ConfigError, StateError
 from beamtok.stream.collate import Batched
 from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.pipeline import Pipeline

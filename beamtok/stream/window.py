@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from beamtok.errors import ConfigError, StateError
+from beamtok.base.errors import ConfigError, StateError
 from beamtok.stream.node import Node, StageNode
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.state import check_int, check_keys, copy_state

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 
 __all__ = ["ExactEncoder", "Needles", "added_around"]
 

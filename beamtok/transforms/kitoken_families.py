@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from beamtok.errors import StateError
+from beamtok.base.errors import StateError
 from beamtok.transforms.sft import TokenDoc
 
 if TYPE_CHECKING:

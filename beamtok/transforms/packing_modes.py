@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
-from beamtok.errors import ConfigError
-from beamtok.sizes import MAX_SEQ_LEN, MAX_WINDOW, ROW_BYTES_PER_TOKEN, check_ceiling
+from beamtok.base.errors import ConfigError
+from beamtok.base.sizes import MAX_SEQ_LEN, MAX_WINDOW, ROW_BYTES_PER_TOKEN, check_ceiling
+from beamtok.base.validate import check_choice, check_int, check_optional_int
 from beamtok.transforms.best_fit import BestFitPacker
 from beamtok.transforms.pack import (
     ConcatChunker,
@@ -28,7 +29,6 @@ from beamtok.transforms.pack import (
     WholeDocument,
 )
 from beamtok.transforms.power_of_two import PowerOfTwoRows
-from beamtok.validate import check_choice, check_int, check_optional_int
 
 __all__ = ["PACKING_MODES", "PackSpec", "PackingMode", "command_line_names", "make_packer", "mode_named", "packing_mode", "packing_words"]
 

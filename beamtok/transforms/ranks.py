@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 
 __all__ = [
     "CL100K_PATTERN",

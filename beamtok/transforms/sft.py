@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 
 __all__ = ["ChatTemplate", "TokenDoc", "assemble_chat", "assemble_sft", "load_template_source", "truncate_to"]
 

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_engine import kitoken_engine

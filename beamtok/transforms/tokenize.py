@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError
-from beamtok.gc_pause import gc_paused
+from beamtok.base.errors import ConfigError
+from beamtok.base.gc_pause import gc_paused
 from beamtok.transforms.exact_encoder import ExactEncoder
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_families import KitokenEncoder, family_of_backend

@@ -12,7 +12,7 @@ import os
 import socket
 from urllib.parse import urlsplit
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 
 __all__ = ["check_hub_reachable", "is_path_like", "missing_directory_error"]
 

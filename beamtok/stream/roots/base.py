@@ -16,13 +16,13 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 
 if TYPE_CHECKING:
+    from beamtok.core.spec import Spec
     from beamtok.sources.urls import Shard
-    from beamtok.spec import Spec
 
 __all__ = ["RootPlan", "root_plan_of_kind"]
 

@@ -9,15 +9,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
+from beamtok.base.validate import check_int, check_optional_int
+from beamtok.core.spec import Spec
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
 from beamtok.stream.global_shuffle import GlobalShuffleSource
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.shards import ShardsRoot
-from beamtok.validate import check_int, check_optional_int
 
 __all__ = ["GlobalShuffleRoot"]
 

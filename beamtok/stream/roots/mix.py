@@ -8,9 +8,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
+from beamtok.core.spec import Spec, fingerprint_of
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec, fingerprint_of
 from beamtok.stream.mix import MixPlan, MixSource
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit

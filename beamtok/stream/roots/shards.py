@@ -17,9 +17,9 @@ from typing import Any
 
 from beamtok.backends.on_the_fly import OnTheFlyOrigin
 from beamtok.backends.protocol import ShardOrigin
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
+from beamtok.core.spec import Spec, fingerprint_of
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec, fingerprint_of
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan

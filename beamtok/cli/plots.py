@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from beamtok.data_stats import DataStats
-from beamtok.errors import ConfigError
-from beamtok.extras import require
+from beamtok.base.errors import ConfigError
+from beamtok.base.extras import require
+from beamtok.cli.data_stats import DataStats
 
 __all__ = ["plot_stats"]
 

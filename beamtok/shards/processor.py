@@ -19,13 +19,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from beamtok.errors import StateError
-from beamtok.lookahead import lookahead
+from beamtok.base.errors import StateError
+from beamtok.base.lookahead import lookahead
+from beamtok.core.spec import Spec
+from beamtok.core.steps import Doc, StepContext
 from beamtok.sources.documents import RawDocument, SkipReason
 from beamtok.sources.readers import read_documents
 from beamtok.sources.urls import Shard
-from beamtok.spec import Spec
-from beamtok.steps import Doc, StepContext
 from beamtok.transforms.pack import Packer
 from beamtok.transforms.packing_modes import make_packer
 from beamtok.transforms.sft import ChatTemplate, TokenDoc

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 
 __all__ = ["DataStats", "cache_stats", "describe_stats", "files_stats", "percentiles"]
 

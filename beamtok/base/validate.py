@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 
 __all__ = ["check_choice", "check_int", "check_optional_int"]
 

@@ -4,7 +4,7 @@ growing a process until the kernel kills it."""
 
 from __future__ import annotations
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 
 __all__ = [
     "MAX_BATCH_ROWS",

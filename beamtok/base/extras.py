@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from beamtok.errors import ConfigError
+from beamtok.base.errors import ConfigError
 
 __all__ = ["EXTRAS", "missing_extra", "require"]
 

@@ -1,7 +1,7 @@
 """The Spec: a frozen description of the per-shard step, and its fingerprint.
 
 A Spec says how one shard becomes examples: how documents are read, which per-document steps
-run (see :mod:`beamtok.steps`), how tokens are packed and what happens to bad input. It
+run (see :mod:`beamtok.core.steps`), how tokens are packed and what happens to bad input. It
 describes every pipeline, user ``map``/``filter`` steps included (recorded by name). Its JSON
 form is written into every cache manifest and its fingerprint into every state, so a state or
 a cache made by another spec is refused. ``Spec.from_json`` rebuilds any spec; user steps
@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from beamtok.errors import ConfigError
-from beamtok.steps import (
+from beamtok.base.errors import ConfigError
+from beamtok.base.validate import check_choice
+from beamtok.core.steps import (
     BosEosStep,
     ChatStep,
     FilterStep,
@@ -30,7 +31,6 @@ from beamtok.steps import (
 )
 from beamtok.transforms.packing_modes import PACKING_MODES, PackSpec
 from beamtok.transforms.tokenize import TokenizerRef, serialize_tokenizers
-from beamtok.validate import check_choice
 
 __all__ = [
     "BosEosStep",

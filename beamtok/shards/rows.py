@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.shard import DocCounts, with_training_fields
+from beamtok.shards.processor import DocCounts, with_training_fields
 
 __all__ = ["PROVENANCE", "RowBlock", "TokenColumn", "columns_of", "gather_rows", "row_offsets"]
 

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from beamtok.errors import ConfigError, InputError
-from beamtok.sizes import MAX_SEQ_LEN, ROW_BYTES_PER_TOKEN, check_ceiling
+from beamtok.base.errors import ConfigError, InputError
+from beamtok.base.sizes import MAX_SEQ_LEN, ROW_BYTES_PER_TOKEN, check_ceiling
+from beamtok.base.validate import check_choice, check_optional_int
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason
 from beamtok.transforms.bos_eos import ensure_bos_eos
 from beamtok.transforms.sft import ChatTemplate, TokenDoc, assemble_chat, assemble_sft
 from beamtok.transforms.tokenize import Tokenizer, TokenizerRef
-from beamtok.validate import check_choice, check_optional_int
 
 __all__ = [
     "STEP_TYPES",

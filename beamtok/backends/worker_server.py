@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from beamtok.cache_options import LOCAL_RUNNERS
+from beamtok.core.cache_options import LOCAL_RUNNERS
 
 __all__ = ["WorkerServer", "asks_for_local_workers", "process_server", "start_early"]
 
@@ -91,7 +91,7 @@ class WorkerServer:
 
     def worker_command(self) -> str:
         """The shell command Beam runs for a worker: the shim, which asks this server."""
-        shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "beam", "worker_shim.py")
+        shim = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "beam", "worker_shim.py")
         return " ".join(shlex.quote(part) for part in (sys.executable, "-I", "-S", shim, self.socket_path))
 
     def warm(self, items: Sequence[dict[str, Any]]) -> None:
