@@ -85,10 +85,10 @@ def phases(path: str, backend: str, split: str) -> dict[str, Any]:
     tokenizing its ranges, packing each range's row groups (both shared by workers), and
     joining the groups into the shard's file (one worker's). The rest of a build's time is Beam's."""
     from beamtok import Dataset
-    from beamtok.cache.range_pack import RangeTokens, join_parts, pack_part, plan_pack_tasks
-    from beamtok.cache.ranges import parse_size, plan_ranges, range_file, write_range_file
-    from beamtok.cache.storage import Storage
-    from beamtok.cache.writer import rows_per_group
+    from beamtok.cache.build.range_pack import RangeTokens, join_parts, pack_part, plan_pack_tasks
+    from beamtok.cache.build.ranges import parse_size, plan_ranges, range_file, write_range_file
+    from beamtok.cache.build.writer import rows_per_group
+    from beamtok.cache.format.storage import Storage
     from beamtok.shards.processor import ShardProcessor
 
     ds = Dataset.from_files([path]).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(2048)

@@ -62,8 +62,8 @@ def _spec() -> Any:
 
 
 def _write_shards(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
-    from beamtok.cache.storage import Storage
-    from beamtok.cache.writer import write_rows
+    from beamtok.cache.build.writer import write_rows
+    from beamtok.cache.format.storage import Storage
     from beamtok.shards.processor import DocCounts, Produced, ShardCursor
     from beamtok.sources.urls import Shard
 
@@ -94,9 +94,9 @@ def _write_shards(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
 
 def build_caches(directories: list[Path], shards: int) -> list[str]:
     """Caches of ``shards`` synthetic shards each in ``directories`` (those not built yet)."""
-    from beamtok.cache.manifest import MANIFEST, Manifest, ShardEntry, versions, write_manifest
-    from beamtok.cache.shard_table import INLINE_SHARDS
-    from beamtok.cache.storage import Storage
+    from beamtok.cache.format.manifest import MANIFEST, Manifest, ShardEntry, versions, write_manifest
+    from beamtok.cache.format.shard_table import INLINE_SHARDS
+    from beamtok.cache.format.storage import Storage
 
     for d in directories:  # a cache built before shard tables: its manifest rewritten as a build writes it now
         if (d / MANIFEST).exists() and shards > INLINE_SHARDS:
@@ -219,7 +219,7 @@ def elastic(cache: str, ranks: int, new_ranks: int, workers: int, steps: int) ->
             seen.update(zip(batch["shard"].tolist(), batch["index"].tolist()))
             batch = next(it, None)
     done = time.perf_counter()
-    from beamtok.cache.reader import Cache
+    from beamtok.cache.read.reader import Cache
 
     shards = Cache(cache).manifest.shards
     expected = {(e.index, r) for e in shards for r in range(e.rows)}

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from beamtok import Dataset
-from beamtok.cache import Cache, random_access
+from beamtok.cache import Cache
+from beamtok.cache.read import random_access
 
 from common import ROOT, WORK, build_shards, write_results
 

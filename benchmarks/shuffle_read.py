@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 
 from beamtok import Dataset
-from beamtok.cache import random_access
-from beamtok.cache.local_rows import local_rows
-from beamtok.cache.reader import Cache
-from beamtok.cache.shuffle_rows import decoded_bytes
+from beamtok.cache.read import random_access
+from beamtok.cache.read.local_rows import local_rows
+from beamtok.cache.read.reader import Cache
+from beamtok.cache.read.shuffle_rows import decoded_bytes
 
 from common import ROOT, WORK, build_jsonl, write_results
 

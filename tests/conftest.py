@@ -212,7 +212,7 @@ def cache_without_beam(ds: Any, directory: str, **layout: Any) -> Any:
     """A finished cache of ``ds`` (per-shard stages only) written by cache_as_you_go, no Beam
     run: a shard whose writer fell behind the stream is written on a later pass."""
     from beamtok import Dataset
-    from beamtok.cache.as_you_go import QUEUE_ITEMS
+    from beamtok.cache.build.as_you_go import QUEUE_ITEMS
 
     for _ in range(4):
         with ds.cache_as_you_go(directory, **layout).iter() as writing:

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import CacheError, ConfigError, Dataset
-from beamtok.cache.verify import verify_cache
+from beamtok.cache.read.verify import verify_cache
 from beamtok.testing import assert_items_equal, check_equivalent, check_resumption
 
 from conftest import CORPUS, ROOT, portable_job_service, real_paragraphs, write_jsonl
@@ -244,7 +244,7 @@ def test_verify_passes_then_catches_altered_rows(corpus, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     import hashlib
 
-    from beamtok.cache.storage import Storage
+    from beamtok.cache.format.storage import Storage
 
     footer = Storage(str(out)).parquet_footer_sha256("shards/shard-00001.parquet")
     manifest["shards"][1].update(bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest(), footer_sha256=footer)
@@ -294,7 +294,7 @@ def test_python_cache_build_prints_no_beam_import_warning(tmp_path):
 def test_cache_of_a_pipeline_with_a_map_step(corpus, tmp_path):
     """The spec records user steps by name: a cache built with .map(fn) reopens with its spec,
     states cross, and re-running the recorded step without its function is refused."""
-    from beamtok.cache.verify import verify_cache
+    from beamtok.cache.read.verify import verify_cache
 
     def shout(record):
         return {**record, "text": record["text"].upper()}

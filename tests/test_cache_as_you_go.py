@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from beamtok import CacheError, Dataset
-from beamtok.cache import as_you_go
+from beamtok.cache.build import as_you_go
 from beamtok.shards.processor import ShardProcessor
 from beamtok.testing import assert_items_equal, check_resumption
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamtok import CacheError, Dataset
-from beamtok.cache.schema import batch_to_block, examples_to_table
+from beamtok.cache.format.schema import batch_to_block, examples_to_table
 from beamtok.shards.processor import NO_COUNTS
 from beamtok.testing import assert_items_equal, check_resumption
 
@@ -138,7 +138,7 @@ def test_derived_positions_restart_at_every_run_and_are_zero_on_padding():
     ragged rows, equal a row-by-row count: restarting at each run, 0 on padding."""
     import numpy as np
 
-    from beamtok.cache.schema import derive_positions
+    from beamtok.cache.format.schema import derive_positions
 
     def by_hand(rows):
         out = []

@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import CacheError, Dataset
-from beamtok.cache.lock import LOCK_FILE, BuildLock
-from beamtok.cache.storage import Storage
-from beamtok.cache.verify import verify_cache
+from beamtok.cache.build.lock import LOCK_FILE, BuildLock
+from beamtok.cache.format.storage import Storage
+from beamtok.cache.read.verify import verify_cache
 from beamtok.testing import check_equivalent
 
 from conftest import CORPUS, ROOT, shakespeare_copies

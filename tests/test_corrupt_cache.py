@@ -187,7 +187,7 @@ def test_verify_compares_every_row_group(tmp_path, tokenizer_dir):
 
     import pyarrow.parquet as pq
 
-    from beamtok.cache.storage import Storage
+    from beamtok.cache.format.storage import Storage
 
     docs = [{"text": t} for t in real_paragraphs(60, start=300)]
     paths = [str(write_jsonl(tmp_path / "in.jsonl", docs))]

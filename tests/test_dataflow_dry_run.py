@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from beamtok import ConfigError, Dataset, load_tokenizer
-from beamtok.cache.manifest import TOKENIZER_FILE
-from beamtok.cache.storage import Storage
+from beamtok.cache.format.manifest import TOKENIZER_FILE
+from beamtok.cache.format.storage import Storage
 from beamtok.sources.urls import check_bucket_names
 
 from conftest import CORPUS, ROOT

@@ -111,6 +111,22 @@ def test_cache_never_imports_stream_or_beam():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_cache_is_format_then_read_then_build():
+    """cache/format says what a cache is on disk; cache/read reads it; cache/build writes it
+    (caching as the data streams reads what is cached): each imports only those before it."""
+    order = ["format", "read", "build"]
+    wrong = [
+        f"{module}:{line} imports {target}"
+        for module in MODULES
+        if module.startswith("beamtok.cache.") and module.count(".") >= 3
+        for target, line, _ in imports_of(module)
+        if target.startswith("beamtok.cache.") and target.count(".") >= 3
+        and order.index(target.split(".")[2]) > order.index(module.split(".")[2])
+    ]
+    assert not wrong, "\n".join(wrong)
+    assert sorted(p.name for p in (PACKAGE / "cache").glob("*.py")) == ["__init__.py"]
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One cycle of ``graph``, as the modules along it, or None."""
     state: dict[str, int] = {}
@@ -166,7 +182,7 @@ def test_the_cycle_finder_finds_a_planted_cycle():
     graph["beamtok.stream.node"].add("beamtok.dataset.dataset")  # the facade is built on nodes
     assert find_cycle(graph) is not None
     # the stream stands on the backends alone; the cache and Beam beside it; the facade over all
-    assert layer_of("beamtok.backends.protocol") < layer_of("beamtok.stream.node") < layer_of("beamtok.cache.reader") < layer_of("beamtok.dataset.dataset") < layer_of("beamtok.cli")
+    assert layer_of("beamtok.backends.protocol") < layer_of("beamtok.stream.node") < layer_of("beamtok.cache.read.reader") < layer_of("beamtok.dataset.dataset") < layer_of("beamtok.cli")
 
 
 def test_no_reference_to_a_design_document_outside_the_repository():

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from beamtok import Dataset, ShardProcessor
-from beamtok.cache.random_access import RowAccess
+from beamtok.cache.read.random_access import RowAccess
 
 from conftest import CORPUS, TOKENIZER_DIR, cache_without_beam
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from beamtok import CacheError, Dataset
-from beamtok.cache import random_access
-from beamtok.cache.local_rows import copy_key, local_rows
-from beamtok.cache.reader import Cache
+from beamtok.cache.read import random_access
+from beamtok.cache.read.local_rows import copy_key, local_rows
+from beamtok.cache.read.reader import Cache
 from beamtok.stream.collate import collate
 from beamtok.testing import assert_items_equal, check_resumption
 

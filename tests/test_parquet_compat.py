@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import Dataset
-from beamtok.cache import schema
+from beamtok.cache.format import schema
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, ROOT

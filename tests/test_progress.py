@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 
 from beamtok import Dataset
 from beamtok.base.progress import Progress
-from beamtok.cache.manifest import SHARDS_DIR
-from beamtok.cache.progress import BuildProgress, ShardReporter, shard_fraction
-from beamtok.cache.storage import Storage
-from beamtok.cache.writer import write_shard
+from beamtok.cache.build.progress import BuildProgress, ShardReporter, shard_fraction
+from beamtok.cache.build.writer import write_shard
+from beamtok.cache.format.manifest import SHARDS_DIR
+from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import SourceSpec
 from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard

@@ -17,11 +17,11 @@ import pytest
 from test_split_build import bad_lines_file, same_cache
 
 from beamtok import Dataset
-from beamtok.cache.parquet_join import GroupsOf, join_row_groups, read_footer
-from beamtok.cache.range_pack import TASKS_PER_RANGE, RangeTokens, plan_pack_tasks
-from beamtok.cache.ranges import plan_ranges
-from beamtok.cache.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
-from beamtok.cache.thrift_compact import decode_struct, encode_struct
+from beamtok.cache.build.parquet_join import GroupsOf, join_row_groups, read_footer
+from beamtok.cache.build.range_pack import TASKS_PER_RANGE, RangeTokens, plan_pack_tasks
+from beamtok.cache.build.ranges import plan_ranges
+from beamtok.cache.format.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
+from beamtok.cache.format.thrift_compact import decode_struct, encode_struct
 from beamtok.shards.processor import DocCounts
 from beamtok.sources.urls import Shard
 
@@ -202,9 +202,9 @@ def test_join_refuses_parts_it_cannot_copy():
 def test_a_retried_join_returns_the_shard_it_wrote(tmp_path):
     """A bundle retried after the join removed its parts finds the shard written, not an error."""
     from beamtok.beam.build import _JoinPartsFn
-    from beamtok.cache.range_pack import pack_part
-    from beamtok.cache.ranges import range_file, write_range_file
-    from beamtok.cache.storage import Storage
+    from beamtok.cache.build.range_pack import pack_part
+    from beamtok.cache.build.ranges import range_file, write_range_file
+    from beamtok.cache.format.storage import Storage
     from beamtok.shards.processor import ShardProcessor
 
     ds = concat(BOOK)

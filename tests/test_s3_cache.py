@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import Dataset
-from beamtok.cache.object_store import s3_filesystem
-from beamtok.cache.verify import verify_cache
+from beamtok.cache.format.object_store import s3_filesystem
+from beamtok.cache.read.verify import verify_cache
 from beamtok.testing import check_equivalent
 
 from conftest import CORPUS, ROOT, shakespeare_copies

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from beamtok import CacheError, Dataset
-from beamtok.cache import manifest as manifest_module
-from beamtok.cache.verify import verify_cache
+from beamtok.cache.format import manifest as manifest_module
+from beamtok.cache.read.verify import verify_cache
 from beamtok.testing import assert_items_equal
 
 from conftest import ROOT, real_paragraphs, write_jsonl
@@ -46,7 +46,7 @@ def test_the_table_cache_is_the_inline_cache(two_caches):
         a, b = make(inline).iter(), make(table).iter()
         assert_items_equal(list(b), list(a))
         assert a.stats() == b.stats()
-    from beamtok.cache.reader import Cache
+    from beamtok.cache.read.reader import Cache
 
     entries_inline, entries_table = Cache(str(directory.parent / "inline")).manifest.shards, Cache(str(directory)).manifest.shards
     assert [e.to_json() for e in entries_table] == [e.to_json() for e in entries_inline]  # every field, in order

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import ConfigError, Dataset, InputError
-from beamtok.cache.ranges import RANGES_DIR, parse_size, plan_ranges
+from beamtok.cache.build.ranges import RANGES_DIR, parse_size, plan_ranges
 from beamtok.core.spec import SourceSpec
 from beamtok.sources.urls import Shard
 from beamtok.testing import assert_items_equal, check_equivalent

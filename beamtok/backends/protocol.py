@@ -7,7 +7,7 @@ the per-shard step run now does not), which lets the source seek to a global exa
 stream never knows more: where rows come from is the backend's business. Implementations:
 ``OnTheFly`` (the per-shard step in this process, ``beamtok.backends.on_the_fly``),
 ``ParallelShards`` (in worker processes), and the packed and repacked cache backends of
-``beamtok.cache.backend``. This package sits below both the stream and the cache.
+``beamtok.cache.read.backend``. This package sits below both the stream and the cache.
 
 A :class:`ShardOrigin` is what a ``Dataset`` holds: it says which per-shard stages may still
 be added, and makes the backend for the final spec.

@@ -44,9 +44,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 
 from beamtok.base.errors import CacheError, ConfigError
 from beamtok.base.validate import check_optional_int
-from beamtok.cache.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
-from beamtok.cache.progress import ShardReporter
-from beamtok.cache.range_pack import (
+from beamtok.cache.build.progress import ShardReporter
+from beamtok.cache.build.range_pack import (
     PackedPart,
     PackTask,
     RangeTokens,
@@ -56,7 +55,7 @@ from beamtok.cache.range_pack import (
     packs_in_parallel,
     plan_pack_tasks,
 )
-from beamtok.cache.ranges import (
+from beamtok.cache.build.ranges import (
     DEFAULT_SPLIT_BYTES,
     RANGES_DIR,
     InputRange,
@@ -65,8 +64,9 @@ from beamtok.cache.ranges import (
     read_range_file,
     write_range_file,
 )
-from beamtok.cache.storage import Storage
-from beamtok.cache.writer import check_layout, completed_entry, rows_per_group, write_rows, write_shard
+from beamtok.cache.build.writer import check_layout, completed_entry, rows_per_group, write_rows, write_shard
+from beamtok.cache.format.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
+from beamtok.cache.format.storage import Storage
 from beamtok.core.cache_options import LOCAL_RUNNERS
 from beamtok.core.spec import Spec
 from beamtok.shards.processor import ShardProcessor
@@ -312,7 +312,7 @@ class BuildCache(beam.PTransform):
 
     Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens (default
     8 MB); the layout never changes the rows, nor does ``parquet_compat`` (files every Parquet
-    reader opens: see ``beamtok.cache.schema.parquet_options``). Files larger than ``split_bytes`` (uncompressed
+    reader opens: see ``beamtok.cache.format.schema.parquet_options``). Files larger than ``split_bytes`` (uncompressed
     JSONL, Parquet) are tokenized in ranges on several workers and packed in order after;
     None tokenizes every shard whole. Neither changes a byte of the cache. Workers read the
     tokenizer from the output's ``tokenizer.json``, written when the transform is applied

@@ -22,12 +22,12 @@ from beamtok.base.gc_pause import gc_paused
 from beamtok.beam.build import BuildCache, beam_counters, is_local, make_pipeline
 from beamtok.beam.options import check_beam_args
 from beamtok.beam.worker_logs import quiet_worker_stderr
-from beamtok.cache.lock import BuildLock
-from beamtok.cache.manifest import MANIFEST, TOKENIZER_FILE, Manifest, read_manifest
-from beamtok.cache.output import check_counters, check_output, prepare_output, write_failures
-from beamtok.cache.progress import PROGRESS_DIR_ENV, BuildProgress
-from beamtok.cache.ranges import DEFAULT_SPLIT_BYTES, split_bytes_option
-from beamtok.cache.storage import Storage
+from beamtok.cache.build.lock import BuildLock
+from beamtok.cache.build.output import check_counters, check_output, prepare_output, write_failures
+from beamtok.cache.build.progress import PROGRESS_DIR_ENV, BuildProgress
+from beamtok.cache.build.ranges import DEFAULT_SPLIT_BYTES, split_bytes_option
+from beamtok.cache.format.manifest import MANIFEST, TOKENIZER_FILE, Manifest, read_manifest
+from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import Spec
 from beamtok.sources.urls import Shard, check_bucket_names
 

@@ -5,8 +5,8 @@ Importing this package needs pyarrow but not Apache Beam; the Beam transform tha
 writer lives in ``beamtok.beam``, imported only when a cache is built.
 """
 
-from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest
-from beamtok.cache.reader import Cache
-from beamtok.cache.verify import VerifyReport, verify_cache
+from beamtok.cache.format.manifest import Manifest, ShardEntry, read_manifest
+from beamtok.cache.read.reader import Cache
+from beamtok.cache.read.verify import VerifyReport, verify_cache
 
 __all__ = ["Cache", "Manifest", "ShardEntry", "VerifyReport", "read_manifest", "verify_cache"]

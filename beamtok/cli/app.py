@@ -101,8 +101,8 @@ def main() -> None:
 
 def is_cache(path: str) -> bool:
     """Whether ``path`` holds a finished cache (its manifest)."""
-    from beamtok.cache.manifest import MANIFEST
-    from beamtok.cache.storage import Storage
+    from beamtok.cache.format.manifest import MANIFEST
+    from beamtok.cache.format.storage import Storage
 
     try:
         return Storage(path).exists(MANIFEST)

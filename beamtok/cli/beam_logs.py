@@ -21,7 +21,7 @@ BEAM_LOGGERS = (
 
 def _quiet_beam_logs(record: logging.LogRecord) -> bool:
     """Drop Beam's logged traceback of a user error, which the CLI reports in one line itself."""
-    from beamtok.cache.output import out_of_room
+    from beamtok.cache.build.output import out_of_room
 
     if record.name.startswith("apache_beam") and "KeyboardInterrupt" in record.getMessage():
         return False  # a local worker's own report of Ctrl-C: the interrupt is reported in one line

@@ -185,7 +185,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
                 "(build options such as --row-group-rows or --parquet-compat apply to every cache it names)"
             )
         if "split_bytes" in build:
-            from beamtok.cache.ranges import split_bytes_option
+            from beamtok.cache.build.ranges import split_bytes_option
 
             build["split_bytes"] = split_bytes_option(build["split_bytes"])
         _cache_data_config(config_path, build, passthrough, quiet)
@@ -204,7 +204,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     if output and ("://" not in output or output.startswith("file://")):
         # a local output's lock is read before Beam's import and the tokenizer's load; a remote
         # one is checked when the build takes it (a dry run for Dataflow must not reach a bucket)
-        from beamtok.cache.lock import refuse_if_building
+        from beamtok.cache.build.lock import refuse_if_building
 
         refuse_if_building(output)
     from beamtok.backends.worker_server import start_early
@@ -220,7 +220,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         show_job_plan(ds, options, beam_args)
         return
     from beamtok.beam.run import run_cache
-    from beamtok.cache.ranges import split_bytes_option
+    from beamtok.cache.build.ranges import split_bytes_option
 
     started = time.perf_counter()
     counters: dict[str, int] = {}

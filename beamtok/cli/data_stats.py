@@ -121,7 +121,7 @@ def cache_stats(directory: str, *, limit: int | None = None) -> tuple[dict[str, 
     """Figures of a cache: the manifest's totals and per-shard table, and distributions over
     its rows (the first ``limit`` rows in shard order, or all)."""
     from beamtok import Dataset
-    from beamtok.cache.reader import Cache
+    from beamtok.cache.read.reader import Cache
 
     cache = Cache(directory)
     manifest = cache.manifest

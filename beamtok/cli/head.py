@@ -39,7 +39,7 @@ def head(
     documents or examples begin), optionally with token ids and the loss mask."""
     from beamtok import Dataset
     from beamtok.base.validate import check_int
-    from beamtok.cache.reader import Cache
+    from beamtok.cache.read.reader import Cache
     from beamtok.cli.row_pieces import row_pieces
 
     check_int(batch_size, "--batch-size", minimum=1)

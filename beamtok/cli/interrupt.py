@@ -28,7 +28,7 @@ def interrupted_build(output: str) -> Iterator[None]:
     import threading
 
     from beamtok.beam.worker_logs import mute_workers
-    from beamtok.cache.lock import release_held_locks
+    from beamtok.cache.build.lock import release_held_locks
 
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield

@@ -12,7 +12,7 @@ __all__ = ["show_job_plan"]
 def show_job_plan(ds: Any, options: dict[str, Any], beam_args: list[str]) -> None:
     """Build the job request of a remote build without submitting it, and describe it."""
     from beamtok.beam.dry_run import plan_job
-    from beamtok.cache.ranges import split_bytes_option
+    from beamtok.cache.build.ranges import split_bytes_option
 
     plan = plan_job(
         ds.spec,

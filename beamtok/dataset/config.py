@@ -128,7 +128,7 @@ def config_from_mapping(data: Any, where: str, base: str | None = None) -> DataC
 def _build_options(build: dict[str, Any]) -> dict[str, Any]:
     """A dataset's build options checked as ``beamtok cache`` checks them (sizes parsed, Beam
     options as flags)."""
-    from beamtok.cache.ranges import split_bytes_option
+    from beamtok.cache.build.ranges import split_bytes_option
 
     for key in ("row_group_rows", "row_group_bytes"):
         if build.get(key) is not None:

@@ -111,7 +111,7 @@ class Dataset(PerShardStages, StreamStages):
         cursors, so states cross between the two. Pass ``fingerprint`` to insist on a spec.
         A cache built without packing can be packed here with ``.concat_chunk(n)`` etc.
         """
-        from beamtok.cache.backend import CacheOrigin  # pyarrow is imported only for caches
+        from beamtok.cache.read.backend import CacheOrigin  # pyarrow is imported only for caches
 
         origin = CacheOrigin.open(directory, fingerprint=fingerprint)
         return cls(Pipeline(ShardsRoot(tuple(origin.shards), origin.spec, origin)))
@@ -419,10 +419,10 @@ class Dataset(PerShardStages, StreamStages):
             raise ConfigError("a cache holds tokens: call tokenize() before cache_as_you_go()")
         if any(shard.data is not None for shard in root.shards):
             raise ConfigError("cache_as_you_go() caches files; in-memory data has no file a cache could stand for")
-        from beamtok.cache.as_you_go import CachingOrigin
-        from beamtok.cache.output import check_output
-        from beamtok.cache.storage import Storage
-        from beamtok.cache.writer import check_layout
+        from beamtok.cache.build.as_you_go import CachingOrigin
+        from beamtok.cache.build.output import check_output
+        from beamtok.cache.build.writer import check_layout
+        from beamtok.cache.format.storage import Storage
 
         check_output(Storage(directory), create=False)
         layout = check_layout(row_group_rows, row_group_bytes, root.spec.pack.seq_len if root.spec.pack is not None else None, parquet_compat)

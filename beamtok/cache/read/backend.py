@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from beamtok.backends.protocol import SequentialBackend, ShardBackend
 from beamtok.backends.spans import RowSpan
 from beamtok.base.errors import ConfigError
-from beamtok.cache.reader import Cache, ReadAhead
-from beamtok.cache.shuffle_rows import ShuffleRows
+from beamtok.cache.read.reader import Cache, ReadAhead
+from beamtok.cache.read.shuffle_rows import ShuffleRows
 from beamtok.core.spec import PackSpec, Spec
 from beamtok.shards.processor import Produced, ShardCursor, ShardPacker
 from beamtok.sources.urls import Shard

@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from beamtok.base.errors import CacheError
-from beamtok.cache.storage import Storage
+from beamtok.cache.format.storage import Storage
 
 __all__ = ["HEARTBEAT_SECONDS", "LOCK_FILE", "STALE_SECONDS", "BuildLock", "refuse_if_building", "release_held_locks"]
 

@@ -19,10 +19,10 @@ import tempfile
 from collections.abc import Iterator, Sequence
 
 from beamtok.base.errors import CacheError
-from beamtok.cache.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
-from beamtok.cache.ranges import RANGES_DIR
-from beamtok.cache.shard_table import SHARD_TABLE
-from beamtok.cache.storage import Storage
+from beamtok.cache.format.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
+from beamtok.cache.build.ranges import RANGES_DIR
+from beamtok.cache.format.shard_table import SHARD_TABLE
+from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import Spec, json_differences
 from beamtok.sources.urls import Shard
 

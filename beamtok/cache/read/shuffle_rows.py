@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from beamtok.backends.protocol import RowSource
-from beamtok.cache import random_access
-from beamtok.cache.local_rows import local_rows
-from beamtok.cache.random_access import RowAccess
-from beamtok.cache.reader import Cache
-from beamtok.cache.schema import TOKEN_DTYPES
+from beamtok.cache.format.schema import TOKEN_DTYPES
+from beamtok.cache.read import random_access
+from beamtok.cache.read.local_rows import local_rows
+from beamtok.cache.read.random_access import RowAccess
+from beamtok.cache.read.reader import Cache
 from beamtok.shards.rows import RowBlock
 
 __all__ = ["ShuffleRows", "decoded_bytes"]

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from beamtok.base.errors import CacheError
-from beamtok.cache.storage import check_relative
+from beamtok.cache.format.storage import check_relative
 
 __all__ = ["ShardEntry"]
 

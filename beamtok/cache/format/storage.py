@@ -38,7 +38,7 @@ class Storage:
     def __init__(self, root: str) -> None:
         self.url = root.rstrip("/")
         if "://" in root and not root.startswith("file://"):
-            from beamtok.cache.object_store import filesystem_for
+            from beamtok.cache.format.object_store import filesystem_for
 
             self.fs, self.root = filesystem_for(self.url)
             self.is_local = False

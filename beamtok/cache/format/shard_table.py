@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from beamtok.base.errors import CacheError
-from beamtok.cache.manifest_entry import ShardEntry
-from beamtok.cache.storage import Storage, check_relative
+from beamtok.cache.format.manifest_entry import ShardEntry
+from beamtok.cache.format.storage import Storage, check_relative
 
 __all__ = ["INLINE_SHARDS", "SHARD_TABLE", "ShardTable", "read_shard_table", "write_shard_table"]
 

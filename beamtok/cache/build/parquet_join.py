@@ -8,7 +8,7 @@ counts added — and the result is byte for byte the file one writer would have 
 the same row groups. That lets a split input file's rows be packed and encoded by many
 workers and still land in the one shard file of the unsplit build.
 
-The footer is decoded and re-encoded with :mod:`beamtok.cache.thrift_compact`. Files with a
+The footer is decoded and re-encoded with :mod:`beamtok.cache.format.thrift_compact`. Files with a
 page index or bloom filters (stored apart from their row groups) are refused: the cache's
 writer makes neither.
 """
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.cache.thrift_compact import Field, ThriftList, decode_struct, encode_struct, field_value, set_field
+from beamtok.cache.format.thrift_compact import Field, ThriftList, decode_struct, encode_struct, field_value, set_field
 
 __all__ = ["GroupsOf", "ParquetFooter", "join_row_groups", "read_footer"]
 

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 
 from beamtok.base.errors import BeamtokError
 from beamtok.base.progress import Progress
-from beamtok.cache.reader import Cache, size_problem
-from beamtok.cache.shard_table import table_sha256
+from beamtok.cache.format.shard_table import table_sha256
+from beamtok.cache.read.reader import Cache, size_problem
 from beamtok.shards.processor import ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
 

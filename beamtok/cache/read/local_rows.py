@@ -36,8 +36,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from beamtok.base.errors import CacheError
-from beamtok.cache.reader import Cache
-from beamtok.cache.schema import TOKEN_DTYPES
+from beamtok.cache.format.schema import TOKEN_DTYPES
+from beamtok.cache.read.reader import Cache
 from beamtok.shards.processor import NO_COUNTS, DocCounts
 from beamtok.shards.rows import RowBlock, columns_of
 

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 from beamtok.base.errors import ConfigError
 from beamtok.base.sizes import ROW_BYTES_PER_TOKEN, check_ceiling, check_memory
 from beamtok.base.validate import check_optional_int
-from beamtok.cache.manifest import ShardEntry, shard_file, sidecar_file
-from beamtok.cache.schema import cache_schema, examples_to_table, parquet_options
-from beamtok.cache.storage import HashingWriter, Storage
+from beamtok.cache.format.manifest import ShardEntry, shard_file, sidecar_file
+from beamtok.cache.format.schema import cache_schema, examples_to_table, parquet_options
+from beamtok.cache.format.storage import HashingWriter, Storage
 from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
 
@@ -189,7 +189,7 @@ def write_row_groups(
     """Write examples to ``sink`` as one Parquet file of row groups of ``group`` rows (the
     last may be shorter). With no example at all, one empty row group is written unless
     ``empty_group`` is False (then nothing is written to ``sink``). ``parquet_compat``: the
-    options of :func:`~beamtok.cache.schema.parquet_options`."""
+    options of :func:`~beamtok.cache.format.schema.parquet_options`."""
     options = parquet_options(parquet_compat)
     documents = NO_COUNTS
     rows = tokens = pad_tokens = 0

@@ -20,15 +20,15 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from beamtok.base.progress import Progress
-from beamtok.cache.manifest import SHARDS_DIR
-from beamtok.cache.storage import Storage
+from beamtok.cache.format.manifest import SHARDS_DIR
+from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import SourceSpec
 from beamtok.shards.processor import DocItem, ShardCursor
 from beamtok.sources.readers import is_compressed, source_format
 from beamtok.sources.urls import Shard, is_remote
 
 if TYPE_CHECKING:
-    from beamtok.cache.ranges import InputRange
+    from beamtok.cache.build.ranges import InputRange
 
 __all__ = ["PROGRESS_DIR_ENV", "BuildProgress", "ShardReporter", "shard_fraction"]
 

@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 
 from beamtok.base.errors import ConfigError, InputError
-from beamtok.cache.manifest import SHARDS_DIR
-from beamtok.cache.storage import Storage
+from beamtok.cache.format.manifest import SHARDS_DIR
+from beamtok.cache.format.storage import Storage
 from beamtok.core.cache_options import BUILD_DEFAULTS
 from beamtok.core.spec import SourceSpec
 from beamtok.shards.processor import DocCounts, DocItem

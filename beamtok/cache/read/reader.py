@@ -7,7 +7,7 @@ Parquet metadata, never by scanning). The cursor after a row is the next row's p
 
 A cache built without packing (one document a row) can be packed at read time: its rows are
 then documents (:meth:`Cache.documents`), fed to the same packer the on-the-fly step uses (see
-``beamtok.cache.backend``), and reopened by doc cursor (the row group is found from the
+``beamtok.cache.read.backend``), and reopened by doc cursor (the row group is found from the
 ``doc`` column's statistics).
 """
 
@@ -24,9 +24,9 @@ from beamtok.backends.spans import RowSpan, SpanReader
 from beamtok.base.errors import CacheError, StateError
 from beamtok.base.lookahead import lookahead
 from beamtok.base.prefetch import Prefetcher
-from beamtok.cache.manifest import Manifest, ShardEntry, read_manifest
-from beamtok.cache.schema import batch_to_block
-from beamtok.cache.storage import Storage
+from beamtok.cache.format.manifest import Manifest, ShardEntry, read_manifest
+from beamtok.cache.format.schema import batch_to_block
+from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import Spec
 from beamtok.shards.processor import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
 from beamtok.shards.rows import RowBlock

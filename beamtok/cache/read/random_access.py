@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.cache.reader import Cache
+from beamtok.cache.read.reader import Cache
 from beamtok.shards.rows import RowBlock, gather_rows
 
 __all__ = ["RowAccess"]

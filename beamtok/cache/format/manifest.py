@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beamtok.base.errors import CacheError
-from beamtok.cache.manifest_entry import ShardEntry
-from beamtok.cache.shard_table import INLINE_SHARDS, ShardTable, read_shard_table, write_shard_table
-from beamtok.cache.storage import Storage, check_relative
+from beamtok.cache.format.manifest_entry import ShardEntry
+from beamtok.cache.format.shard_table import INLINE_SHARDS, ShardTable, read_shard_table, write_shard_table
+from beamtok.cache.format.storage import Storage, check_relative
 from beamtok.sources.urls import is_remote
 
 __all__ = ["MANIFEST", "MANIFEST_FORMAT", "Manifest", "ShardEntry", "read_manifest", "shard_file", "sidecar_file", "versions", "write_manifest"]
 
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 2  # 2: shard files of layout 2 (see beamtok.cache.schema)
-TABLE_FORMAT = 3  # 3: format 2 with the shard entries in a table beside the manifest (beamtok.cache.shard_table)
+MANIFEST_FORMAT = 2  # 2: shard files of layout 2 (see beamtok.cache.format.schema)
+TABLE_FORMAT = 3  # 3: format 2 with the shard entries in a table beside the manifest (beamtok.cache.format.shard_table)
 READABLE_FORMATS = (1, 2, 3)
 SHARDS_DIR = "shards"
 TOKENIZER_FILE = "tokenizer.json"
@@ -48,7 +48,7 @@ class Manifest:
     created: str = ""
     format: int = MANIFEST_FORMAT
     input_root: str | None = None  # the directory relative local input paths were given in
-    shard_table: dict[str, Any] | None = None  # where the entries are, when not inline (beamtok.cache.shard_table)
+    shard_table: dict[str, Any] | None = None  # where the entries are, when not inline (beamtok.cache.format.shard_table)
     _columns: dict[str, Sequence[Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def input_path(self, url: str, source_root: str | None = None) -> str:
