@@ -14,11 +14,12 @@ import json
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ResumptionReport", "assert_items_equal", "check_equivalent", "check_resumption", "items_equal"]
+__all__ = ["FAMILIES", "ResumptionReport", "assert_items_equal", "check_equivalent", "check_resumption", "family_tokenizer", "items_equal"]
 
 
 @dataclass
@@ -124,3 +125,65 @@ def _stats_of(iterator: Any) -> Any:
 def _brief(item: Any) -> str:
     text = repr(item)
     return text if len(text) < 400 else text[:400] + "..."
+
+
+# -- small tokenizers of the families people download, trained with `tokenizers` (tests, benchmarks)
+
+FAMILIES = ("wordpiece", "sp-bpe-metaspace", "sp-bpe-prepend", "unigram")
+
+
+def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: int = 6000) -> str:
+    """A tokenizer of family ``kind`` trained on ``texts`` with ``tokenizers``, saved as a
+    directory (``tokenizer.json`` and ``tokenizer_config.json``), which is returned:
+
+    - ``wordpiece``: BERT's kind (BertNormalizer, BertPreTokenizer, [CLS] ... [SEP]);
+    - ``sp-bpe-metaspace`` / ``sp-bpe-prepend``: Llama-2's kind (BPE with byte fallback, "▁"
+      for spaces from a Metaspace pre-tokenizer, or from Prepend + Replace normalizers and no
+      pre-tokenizer; ``<s>`` before every text);
+    - ``unigram``: T5's kind (NFKC, Metaspace, Unigram).
+
+    It trains on the texts' lines: a model with no pre-tokenizer takes a whole text as one
+    word and trains ten times slower on whole documents, for a vocabulary of the same kind."""
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    lines = [line for text in texts for line in text.split("\n") if line.strip()]
+    bos: str | None = "<s>"
+    eos: str | None = "</s>"
+    if kind == "wordpiece":
+        tok = RustTokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.train_from_iterator(lines, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+        sep, cls = tok.token_to_id("[SEP]"), tok.token_to_id("[CLS]")
+        assert sep is not None and cls is not None
+        tok.post_processor = processors.BertProcessing(("[SEP]", sep), ("[CLS]", cls))
+        bos, eos = "[CLS]", "[SEP]"
+    elif kind in ("sp-bpe-metaspace", "sp-bpe-prepend"):
+        tok = RustTokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+        if kind == "sp-bpe-metaspace":
+            tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        else:
+            tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+            tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+        alphabet = [f"<0x{b:02X}>" for b in range(256)]
+        tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", *alphabet]))
+        spec = json.loads(tok.to_str())  # byte tokens belong to the model's vocabulary (as in Llama-2's file), not to the added tokens
+        spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] not in alphabet]
+        tok = RustTokenizer.from_str(json.dumps(spec))
+        start = tok.token_to_id("<s>")
+        assert start is not None
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", start)])
+    elif kind == "unigram":
+        tok = RustTokenizer(models.Unigram())
+        tok.normalizer = normalizers.NFKC()
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.train_from_iterator(lines, trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"))
+        bos = None
+    else:
+        raise ValueError(f"family {kind!r} is not one of {FAMILIES}")
+    directory.mkdir(parents=True, exist_ok=True)
+    tok.save(str(directory / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": bos, "eos_token": eos}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return str(directory)

@@ -9,7 +9,10 @@ reaches, one merge per token; ``llama3-form``: cl100k's ranks written by transfo
 ``ignore_merges``) in which Llama-3 and GPT-4-class tokenizers are distributed; ``llama3``:
 that file with Llama-3's post-processor (``<|begin_of_text|>`` before every text);
 ``cl100k-today``: cl100k's ranks through the converter with tiktoken's current spelling of
-the split (which ``tokenizers`` reads as another split: see ``split_patterns``). Corpora: the
+the split (which ``tokenizers`` reads as another split: see ``split_patterns``); the families
+that are not byte-level BPE (``wordpiece``, ``sp-bpe-metaspace``, ``sp-bpe-prepend``,
+``unigram``), trained here on the shipped corpus by ``beamtok.testing.family_tokenizer``. A
+tokenizer the fast path refuses has no engine rows: its pipeline runs on ``tokenizers``. Corpora: the
 shipped prose, and source code and technical documentation built at benchmark time from the
 Python standard library and /usr/share/doc (``common.code_documents``). On the same shards,
 each measurement in its own interpreter, once per round; every 1-core and 1-thread row runs
@@ -46,6 +49,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from beamtok.testing import FAMILIES, family_tokenizer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -123,6 +128,11 @@ def tokenizer_dir(kind: str) -> str:
         return str(directory)
     if kind == "cl100k-today":  # the converter given tiktoken's current cl100k spelling
         return str(directory) if (directory / "tokenizer.json").exists() else converted_dir(directory, CL100K_TODAY_PATTERN)
+    if kind in FAMILIES:  # trained here with `tokenizers` on the shipped corpus (beamtok.testing.family_tokenizer)
+        if not (directory / "tokenizer.json").exists():
+            shipped = sorted(str(p) for p in (ROOT / "data" / "corpus").glob("*.jsonl"))
+            family_tokenizer(kind, texts_of(shipped), directory)
+        return str(directory)
     if not (directory / "tokenizer.json").exists():
         import importlib.util
 

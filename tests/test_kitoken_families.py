@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from tokenizers import Tokenizer as RustTokenizer
-from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from beamtok import ConfigError, Dataset, load_tokenizer
-from beamtok.testing import assert_items_equal
+from beamtok.testing import FAMILIES, assert_items_equal, family_tokenizer
 from beamtok.transforms.kitoken_families import KitokenEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 
@@ -27,68 +25,16 @@ VOCAB = 6000
 
 
 def corpus_texts() -> list[str]:
-    """The shipped documents' lines, to train on: a model with no pre-tokenizer takes a whole
-    text as one word, and trains 10x slower on whole documents for a vocabulary of the same kind."""
-    documents = [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [line for document in documents for line in document.split("\n") if line.strip()]
-
-
-def wordpiece() -> RustTokenizer:
-    """BERT's kind: BertNormalizer (lowercase, accents stripped), BertPreTokenizer, [CLS] ... [SEP]."""
-    tok = RustTokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(corpus_texts(), trainers.WordPieceTrainer(vocab_size=VOCAB, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
-    tok.post_processor = processors.BertProcessing(("[SEP]", tok.token_to_id("[SEP]")), ("[CLS]", tok.token_to_id("[CLS]")))
-    return tok
-
-
-def sentencepiece_bpe(metaspace: bool) -> RustTokenizer:
-    """Llama-2's kind: BPE with byte fallback, "▁" for spaces (a Metaspace pre-tokenizer, or
-    Prepend + Replace normalizers and no pre-tokenizer), <s> before every text."""
-    tok = RustTokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
-    if metaspace:
-        tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    else:
-        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
-        tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
-    alphabet = [f"<0x{b:02X}>" for b in range(256)]
-    tok.train_from_iterator(corpus_texts(), trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=["<unk>", "<s>", "</s>", *alphabet]))
-    # byte tokens belong to the model's vocabulary (as in Llama-2's file), not to the added tokens
-    spec = json.loads(tok.to_str())
-    spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] not in alphabet]
-    tok = RustTokenizer.from_str(json.dumps(spec))
-    assert tok.token_to_id("<0x09>") is not None
-    bos = tok.token_to_id("<s>")
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
-    return tok
-
-
-def unigram() -> RustTokenizer:
-    tok = RustTokenizer(models.Unigram())
-    tok.normalizer = normalizers.NFKC()
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.train_from_iterator(corpus_texts(), trainers.UnigramTrainer(vocab_size=VOCAB, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"))
-    return tok
-
-
-def save(tok: RustTokenizer, directory: Path, bos: str | None, eos: str | None) -> str:
-    directory.mkdir(parents=True)
-    tok.save(str(directory / "tokenizer.json"))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": bos, "eos_token": eos}
-    (directory / "tokenizer_config.json").write_text(json.dumps(config))
-    return str(directory)
+    """The shipped documents, to train on (trained on their lines: a model with no
+    pre-tokenizer takes a whole text as one word, and trains 10x slower on whole documents)."""
+    return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")
 def families(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("families")
-    return {
-        "wordpiece": save(wordpiece(), root / "wordpiece", "[CLS]", "[SEP]"),
-        "sp-bpe-metaspace": save(sentencepiece_bpe(True), root / "sp-bpe-metaspace", "<s>", "</s>"),
-        "sp-bpe-prepend": save(sentencepiece_bpe(False), root / "sp-bpe-prepend", "<s>", "</s>"),
-        "unigram": save(unigram(), root / "unigram", None, "</s>"),
-    }
+    texts = corpus_texts()
+    return {kind: family_tokenizer(kind, texts, root / kind, vocab_size=VOCAB) for kind in FAMILIES}
 
 
 KITOKEN = ["sp-bpe-metaspace", "sp-bpe-prepend"]
