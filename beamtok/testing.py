@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FAMILIES", "ResumptionReport", "assert_items_equal", "check_equivalent", "check_resumption", "family_tokenizer", "items_equal"]
+__all__ = ["FAMILIES", "ResumptionReport", "assert_items_equal", "check_equivalent", "check_resumption", "family_tokenizer", "items_equal", "tiny_tokenizer"]
 
 
 @dataclass
@@ -187,3 +187,23 @@ def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: i
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": bos, "eos_token": eos}
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
     return str(directory)
+
+
+def tiny_tokenizer() -> Any:
+    """A byte tokenizer made in memory, for tests of stages (where what a token is does not
+    matter): one token per UTF-8 byte (byte-level BPE with no merges), ``<|endoftext|>`` as
+    BOS, EOS and padding. Loads in milliseconds, needs no file, and makes documents long in
+    tokens, so short texts fill many rows."""
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = RustTokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>"])
+    end = "<|endoftext|>"
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=end, eos_token=end, pad_token=end)
+    fast.name_or_path = "beamtok.testing.tiny_tokenizer"
+    return fast

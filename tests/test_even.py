@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from beamtok import ConfigError, Dataset
-from beamtok.testing import check_resumption
+from beamtok.testing import check_resumption, tiny_tokenizer
 
-from conftest import TOKENIZER_DIR, cache_without_beam, real_paragraphs, write_jsonl
+from conftest import cache_without_beam, real_paragraphs, write_jsonl
 
-TOKENIZER = str(TOKENIZER_DIR)
+TOKENIZER = tiny_tokenizer()  # a stage test: what a token is does not matter
 
 
 @pytest.fixture(scope="module")

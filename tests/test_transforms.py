@@ -173,3 +173,14 @@ def test_a_tokenizer_keeps_the_name_it_was_loaded_with(tokenizer_dir, tmp_path, 
     assert load_tokenizer("./gpt2") is again
     spec = Dataset.from_sequence(["x"]).tokenize("./gpt2").spec.to_json()
     assert spec["steps"][0]["tokenizer"]["name"] == "./gpt2"
+
+
+def test_the_tiny_test_tokenizer_gives_one_token_per_byte_and_round_trips():
+    from beamtok import load_tokenizer
+    from beamtok.testing import tiny_tokenizer
+
+    tok = load_tokenizer(tiny_tokenizer())
+    text = "héllo, wörld 🙂\n\tend"
+    ids = tok.encode_batch([text], add_special_tokens=False)[0].tolist()
+    assert len(ids) == len(text.encode("utf-8")) and tok.hf.decode(ids) == text
+    assert tok.bos_id == tok.eos_id == 256 and tok.engine.startswith("kitoken (exact fast path")
