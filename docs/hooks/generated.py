@@ -135,8 +135,8 @@ def _format(path: tuple[str, ...], value: Any) -> str:
 def cli_markdown() -> str:
     import click
 
-    from beamtok.core.cache_options import CACHE_OPTIONS
     from beamtok.cli import main
+    from beamtok.core.cache_options import CACHE_OPTIONS
 
     scopes = {"input": "which data", "dataset": "how it is read, tokenized and packed", "build": "how the cache is written", "config": "data configs"}
     lines = ["## The option table", ""]
