@@ -161,13 +161,6 @@ def tokenizer_dir(kind: str) -> str:
     return str(directory)
 
 
-def has_bos(tokenizer: str) -> bool:
-    """Whether the tokenizer has a BOS token (T5's Unigram kind has none: EOS only)."""
-    from beamtok import load_tokenizer
-
-    return load_tokenizer(tokenizer).bos_id is not None
-
-
 def texts_of(paths: list[str]) -> list[str]:
     return [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
 
@@ -189,7 +182,7 @@ def measure_ours(paths: list[str], tokenizer: str, workers: int, backend: str) -
 
     tok = load_tokenizer(tokenizer)
     engine = tok.engine if backend == "auto" else "tokenizers (backend='hf')"
-    ds = Dataset.from_files(paths).tokenize(tokenizer, backend=backend).ensure_bos_eos(bos=has_bos(tokenizer)).concat_chunk(1024)
+    ds = Dataset.from_files(paths).tokenize(tokenizer, backend=backend).ensure_bos_eos(bos=tok.bos_id is not None).concat_chunk(1024)
     if workers:
         ds = ds.interleave(workers).parallel(workers)
     ds = ds.batch(8)
@@ -259,7 +252,7 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 3
         start = time.perf_counter()
         tokens = engine_pass(encoder, texts)
         engine_rates.append(tokens / (time.perf_counter() - start))
-        ds = Dataset.from_files(paths).tokenize(tokenizer).ensure_bos_eos(bos=has_bos(tokenizer)).concat_chunk(1024).batch(8)
+        ds = Dataset.from_files(paths).tokenize(tokenizer).ensure_bos_eos(bos=tok.bos_id is not None).concat_chunk(1024).batch(8)
         start = time.perf_counter()  # reading and parsing the files are timed
         tokens = delivered_tokens(ds)
         pipeline_rates.append(tokens / (time.perf_counter() - start))

@@ -15,7 +15,7 @@ from beamtok.cli.app import log_options, main, user_errors
 from beamtok.cli.beam_logs import quiet_beam_logs
 from beamtok.cli.interrupt import interrupted_build
 from beamtok.cli.job_plan import show_job_plan
-from beamtok.core.cache_options import CACHE_OPTIONS, defaults, names
+from beamtok.core.cache_options import BUILD_SETTINGS, CACHE_OPTIONS, defaults, names
 
 __all__ = ["cache", "load_cache_config", "named_chat_template_option"]
 
@@ -23,7 +23,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 CACHE_KEYS = names("input", "dataset", "build")  # what a --config YAML file may set
 CACHE_DEFAULTS = defaults("input", "dataset", "build")
-BUILD_FLAGS = tuple(name for name in names("build") if name != "output")  # what may be given beside a data config
 
 
 def build_cache_dataset(options: dict[str, Any]) -> Any:
@@ -104,6 +103,20 @@ def _is_data_config(path: str) -> bool:
     return isinstance(data, dict) and "datasets" in data
 
 
+def written_as(build: dict[str, Any]) -> dict[str, Any]:
+    """``run_cache``'s keywords for how a cache is written, from build options (the table's
+    names; ``split_bytes`` as typed or already parsed)."""
+    from beamtok.cache.build.ranges import split_bytes_option
+
+    return {
+        "overwrite": build["overwrite"],
+        "row_group_rows": build.get("row_group_rows"),
+        "row_group_bytes": build.get("row_group_bytes"),
+        "parquet_compat": build["parquet_compat"],
+        "split_bytes": split_bytes_option(build.get("split_bytes")),
+    }
+
+
 def _cache_data_config(path: str, flags: dict[str, Any], beam_args: list[str], quiet: bool) -> None:
     """Build the cache of every dataset of a data config that names one, with the build options
     the config gives it; ``flags`` (build options from the command line) override them."""
@@ -130,12 +143,8 @@ def _cache_data_config(path: str, flags: dict[str, Any], beam_args: list[str], q
                 ds.shards,
                 directory,
                 dataset_beam_args,
-                overwrite=build["overwrite"],
                 progress=not quiet,
-                row_group_rows=build.get("row_group_rows"),
-                row_group_bytes=build.get("row_group_bytes"),
-                parquet_compat=build["parquet_compat"],
-                split_bytes=build["split_bytes"],
+                **written_as(build),
             )
         totals = manifest.totals
         click.echo(
@@ -177,7 +186,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         own = [name for param in ctx.command.params for name in param.opts if name.startswith("-")]
         positional, passthrough = split_command_line([*urls, *ctx.args], own)
         given = {name: value for name, value in flags.items() if value is not None and value is not False}
-        build = {name: value for name, value in given.items() if name in BUILD_FLAGS}
+        build = {name: value for name, value in given.items() if name in BUILD_SETTINGS}
         dataset_flags = [f"--{name.replace('_', '-')}" for name in given if name not in build] + (["URLS"] if positional else [])
         if dataset_flags:
             raise ConfigError(
@@ -220,7 +229,6 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         show_job_plan(ds, options, beam_args)
         return
     from beamtok.beam.run import run_cache
-    from beamtok.cache.build.ranges import split_bytes_option
 
     started = time.perf_counter()
     counters: dict[str, int] = {}
@@ -230,13 +238,9 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
             ds.shards,
             options["output"],
             beam_args,
-            overwrite=options["overwrite"],
             progress=not quiet,
-            row_group_rows=options.get("row_group_rows"),
-            row_group_bytes=options.get("row_group_bytes"),
-            parquet_compat=options["parquet_compat"],
-            split_bytes=split_bytes_option(options.get("split_bytes")),
             on_counters=counters.update,
+            **written_as(options),
         )
     totals = manifest.totals
     seconds = time.perf_counter() - started

@@ -14,6 +14,7 @@ from beamtok.transforms.packing_modes import command_line_names
 
 __all__ = [
     "BUILD_DEFAULTS",
+    "BUILD_SETTINGS",
     "CACHE_OPTIONS",
     "DATASET_OPTIONS",
     "LOCAL_RUNNERS",
@@ -98,6 +99,8 @@ def defaults(*scopes: str) -> dict[str, Any]:
 
 
 BUILD_DEFAULTS: Mapping[str, Any] = defaults("build")
+# how a cache is written, but not where: what a data config (whose ``cache`` is the output) takes
+BUILD_SETTINGS = tuple(name for name in names("build") if name != "output")
 
 
 def beam_args(options: Mapping[str, Any]) -> list[str]:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from beamtok.base.errors import ConfigError
-from beamtok.core.cache_options import BUILD_DEFAULTS, beam_args, defaults, names
+from beamtok.core.cache_options import BUILD_DEFAULTS, BUILD_SETTINGS, beam_args, defaults, names
 from beamtok.dataset.options import dataset_from_options
 
 if TYPE_CHECKING:
@@ -50,10 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DataConfig", "load_config", "read_yaml"]
 
-BUILD_KEYS = tuple(name for name in names("build") if name != "output")  # a dataset's cache: DIR is its output
-DATASET_KEYS = (*names("input", "dataset", "config"), *BUILD_KEYS)
+DATASET_KEYS = (*names("input", "dataset", "config"), *BUILD_SETTINGS)
 DATASET_DEFAULTS = defaults("input", "dataset")
-SHARED_KEYS = ("tokenizer", "seq_len", "pack", "on_error", *BUILD_KEYS)  # may be given once at the top
+SHARED_KEYS = ("tokenizer", "seq_len", "pack", "on_error", *BUILD_SETTINGS)  # may be given once at the top
 TOP_KEYS = ("datasets", "train", "validation", *SHARED_KEYS)
 TRAIN_KEYS = ("weights", "seed", "stop", "block_size", "schedule", "max_epochs", "shuffle_shards", "shuffle", "batch", "batch_tokens")
 BATCH_TOKENS_KEYS = ("max_tokens", "window", "order", "cycles", "seed", "min_len", "max_len")
@@ -110,7 +109,7 @@ def config_from_mapping(data: Any, where: str, base: str | None = None) -> DataC
             options["urls"] = [options["urls"]]
         if base is not None:
             options = _relative_to(base, options)
-        build = {**BUILD_DEFAULTS, **{k: options.pop(k) for k in BUILD_KEYS if k in options}}
+        build = {**BUILD_DEFAULTS, **{k: options.pop(k) for k in BUILD_SETTINGS if k in options}}
         try:
             datasets[name] = dataset_from_options(options)
             build = _build_options(build)

@@ -70,8 +70,8 @@ class PackingMode:
         cls._refuse_unused(pack)
 
     @classmethod
-    def _refuse_unused(cls, pack: PackSpec, *used: str) -> None:
-        if "long_docs" not in used and (pack.long_docs is not None or pack.bos_id is not None):
+    def _refuse_unused(cls, pack: PackSpec) -> None:
+        if pack.long_docs is not None or pack.bos_id is not None:
             raise ConfigError(f"long_docs and bos_id apply to best_fit packing only, not {cls.NAME}")
 
     @classmethod
