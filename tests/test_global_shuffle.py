@@ -92,7 +92,7 @@ def decoded_groups(ds: Dataset, budget_groups: int) -> tuple[int, int]:
     """(rows read, row groups decoded) with a decode cache of about ``budget_groups`` groups."""
     it = ds.iter()
     access = it.source.source.opened()
-    access.max_bytes = budget_groups * 8 * (128 * 4 + 400)  # row groups of 8 rows of 128 int32 tokens
+    access.pool.max_bytes = budget_groups * 8 * (128 * 4 + 400)  # row groups of 8 rows of 128 int32 tokens
     rows = len(list(it))
     return rows, access.groups_decoded
 

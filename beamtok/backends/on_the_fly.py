@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from beamtok.backends.column_pack import packs_column_wise, shard_spans
+from beamtok.backends.decode_pool import DecodePool
 from beamtok.backends.parallel import ParallelShards
 from beamtok.backends.protocol import RowSource, SequentialBackend, ShardBackend
 from beamtok.backends.spans import RowSpan
@@ -50,5 +51,5 @@ class OnTheFlyOrigin:
             return ParallelShards(spec, workers)
         return OnTheFly(spec)
 
-    def row_access(self, spec: Spec, local_copy: bool | str | None = None) -> RowSource | None:
+    def row_access(self, spec: Spec, local_copy: bool | str | None = None, pool: DecodePool | None = None) -> RowSource | None:
         return None

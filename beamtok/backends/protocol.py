@@ -26,6 +26,7 @@ from beamtok.shards.processor import Produced, ShardCursor
 from beamtok.sources.urls import Shard
 
 if TYPE_CHECKING:
+    from beamtok.backends.decode_pool import DecodePool
     from beamtok.backends.spans import RowSpan
     from beamtok.shards.rows import RowBlock
 
@@ -112,8 +113,10 @@ class ShardOrigin(Protocol):
         """The backend that yields ``spec``'s examples, with ``workers`` worker processes."""
         ...
 
-    def row_access(self, spec: Spec, local_copy: bool | str | None = None) -> RowSource | None:
+    def row_access(self, spec: Spec, local_copy: bool | str | None = None, pool: DecodePool | None = None) -> RowSource | None:
         """Random access to ``spec``'s examples by global row number, where the origin has it
         (a packed cache), else None. ``local_copy``: read them from a local memory-mapped copy
-        (True, or the directory to keep it in), decode row groups (False), or choose by size (None)."""
+        (True, or the directory to keep it in), decode row groups (False), or choose by size
+        (None). ``pool``: decode row groups into this pool, shared with other origins' row
+        accesses (the sources of a mix); implies no local copy."""
         ...

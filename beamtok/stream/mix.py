@@ -51,7 +51,7 @@ from beamtok.stream.source import ShardSource
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.stats import StreamStats
 
-__all__ = ["STOP_RULES", "MixPlan", "MixSource", "block_counts"]
+__all__ = ["STOP_RULES", "MixPlan", "MixSource", "block_counts", "changes_of"]
 
 STOP_RULES = ("never", "first_exhausted", "all_exhausted")
 DEFAULT_BLOCK = 4096
@@ -188,7 +188,7 @@ def _schedule(weights: Any, sources: int) -> tuple[tuple[int, tuple[float, ...]]
     return tuple(out)
 
 
-def _changes_of(saved: Any, sources: int) -> list[tuple[int, tuple[float, ...]]]:
+def changes_of(saved: Any, sources: int) -> list[tuple[int, tuple[float, ...]]]:
     """Weight changes ``[[start_example, weights], ...]`` from a state, checked."""
     if not isinstance(saved, list) or not all(isinstance(c, list) and len(c) == 2 and isinstance(c[1], list) for c in saved):
         raise StateError("mix: weight_changes must be a list of [start_example, weights] pairs")
@@ -204,8 +204,9 @@ def _changes_of(saved: Any, sources: int) -> list[tuple[int, tuple[float, ...]]]
 class MixSource(RootSource):
     """Yields the mixed stream of several shard sources."""
 
-    KEYS = ("index", "sources", "stopped")
+    KEYS: tuple[str, ...] = ("index", "sources", "stopped")
     CHANGES = "weight_changes"  # [start_example, weights] set while training; only when there are any
+    CARRIED = "stats"  # counts carried from a seeking mix's state (its sources' own are not kept); only then
 
     def __init__(self, sources: list[ShardSource], plan: MixPlan, split: ReaderSplit | None = None) -> None:
         self.sources = sources
@@ -234,14 +235,19 @@ class MixSource(RootSource):
         self._block = -1
         self._order = np.zeros(0, dtype=np.int64)
         self._changes: list[tuple[int, tuple[float, ...]]] = []
+        self._carried: StreamStats | None = None
+        self._read_through: list[int] | None = None  # each source's examples to read past at the first next()
         self.plan = self.declared
         if state is None:
             for source in self.sources:
                 source.reset(None)
             return
         state = copy_state(state)
-        state = check_keys(state, (*self.KEYS, self.CHANGES) if isinstance(state, dict) and self.CHANGES in state else self.KEYS, "mix")
-        self._set_changes(_changes_of(state.get(self.CHANGES, []), len(self.sources)))
+        if isinstance(state, dict) and "positions" in state:
+            state = self._from_seeking(state)
+        optional = tuple(k for k in (self.CHANGES, self.CARRIED) if isinstance(state, dict) and k in state)
+        state = check_keys(state, (*self.KEYS, *optional), "mix")
+        self._set_changes(changes_of(state.get(self.CHANGES, []), len(self.sources)))
         children = state["sources"]
         if not isinstance(children, list) or len(children) != len(self.sources):
             raise StateError(f"mix: the state holds {len(children) if isinstance(children, list) else '?'} sources, this mix has {len(self.sources)}")
@@ -251,9 +257,27 @@ class MixSource(RootSource):
         if not isinstance(state["stopped"], bool):
             raise StateError(f"mix: stopped must be a boolean, got {state['stopped']!r}")
         self._stopped = state["stopped"]
+        if self.CARRIED in state:
+            self._carried = StreamStats.from_json(state[self.CARRIED])
+
+    def _from_seeking(self, state: dict[str, Any]) -> dict[str, Any]:
+        """A seeking mix's state (beamtok.stream.mix_seek) in this mix's form: every source
+        starts over and reads through to its position at the first ``next()``; the counts
+        handed out are carried as totals."""
+        if self.parts > 1:
+            raise StateError("mix: a state of readers that split the mix by examples resumes only readers that split by examples")
+        positions = state.pop("positions")
+        if not isinstance(positions, list) or len(positions) != len(self.sources):
+            raise StateError(f"mix: the state holds {len(positions) if isinstance(positions, list) else '?'} source positions, this mix has {len(self.sources)}")
+        self._read_through = [check_int(p, "positions", "mix") for p in positions]
+        state[self.CARRIED] = state.pop("stats", StreamStats().to_json())
+        state["sources"] = [None] * len(self.sources)
+        return state
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"index": self._index, "sources": [s.state_dict() for s in self.sources], "stopped": self._stopped}
+        if self._carried is not None:
+            state[self.CARRIED] = self._carried.to_json()
         if self._changes:
             state[self.CHANGES] = [[start, list(ws)] for start, ws in self._changes]
         return state
@@ -270,7 +294,7 @@ class MixSource(RootSource):
         weights = tuple(weights)
         changes = [c for c in self._changes if c[0] != start] + [(start, weights)]
         try:
-            self._set_changes(_changes_of([[s, list(ws)] for s, ws in changes], len(self.sources)))
+            self._set_changes(changes_of([[s, list(ws)] for s, ws in changes], len(self.declared.schedule[0][1])))
         except StateError as e:
             raise ConfigError(str(e).replace("mix: weight_changes: ", "set_weights: ")) from None
         return start
@@ -304,7 +328,7 @@ class MixSource(RootSource):
         merged: dict[str, Any] = {"index": start, "sources": sources, "stopped": all(s["stopped"] is True for s in states)}
         changes: dict[int, tuple[float, ...]] = {}
         for state in states:  # every old reader was told the same changes; a conflict means they were not
-            for begin, ws in _changes_of(state.get(self.CHANGES, []), len(self.sources)):
+            for begin, ws in changes_of(state.get(self.CHANGES, []), len(self.sources)):
                 if changes.get(begin, ws) != ws:
                     raise StateError(f"mix: old readers disagree on the weights from example {begin}: {list(changes[begin])} and {list(ws)}")
                 changes[begin] = ws
@@ -315,7 +339,18 @@ class MixSource(RootSource):
     def __iter__(self) -> MixSource:
         return self
 
+    def _catch_up_sources(self) -> None:
+        """After a seeking mix's state: read each source past the examples drawn before."""
+        skips, self._read_through = self._read_through or [], None
+        for source, skip in zip(self.sources, skips):
+            for _ in range(skip):
+                if next(source, None) is None:
+                    break
+            source.stats = StreamStats()  # read through, not handed out
+
     def __next__(self) -> Any:
+        if self._read_through is not None:
+            self._catch_up_sources()
         while True:
             if self._stopped:
                 raise StopIteration
@@ -368,9 +403,12 @@ class MixSource(RootSource):
         total = StreamStats()
         for source in self.sources:
             total.add(source.stats)
+        if self._carried is not None:
+            total.add(self._carried)
         out = total.to_json()
         out["sources"] = [s.stats_json() for s in self.sources]
-        out["proportions"] = [s.stats.examples / total.examples if total.examples else 0.0 for s in self.sources]
+        seen = sum(s.stats.examples for s in self.sources)
+        out["proportions"] = [s.stats.examples / seen if seen else 0.0 for s in self.sources]
         out["weights"] = list(self.weights_now())
         if self._changes:
             out["weight_changes"] = [[start, list(ws)] for start, ws in self._changes]

@@ -69,6 +69,8 @@ class ExampleSplitNode(StageNode):
     def __next__(self) -> Any:
         if self._padded:
             raise StopIteration
+        if self.upstream.can_seek():
+            return self._next_by_seeking()
         while True:
             try:
                 item = next(self.upstream)
@@ -85,9 +87,35 @@ class ExampleSplitNode(StageNode):
                     raise StopIteration  # not every reader gets an example of this last round
                 return item
 
+    def _next_by_seeking(self) -> Any:
+        """The next example this reader keeps, passing the others' without reading them."""
+        while self._taken and self._taken[0] < self._seen:
+            self._taken.pop(0)
+        index = self._seen + (self.part - self._seen) % self.parts
+        while self._taken and self._taken[0] <= index:  # taken by old readers: the next owned one
+            if self._taken.pop(0) == index:
+                index += self.parts
+        passed = self.upstream.seek(index - self._seen)
+        self._seen += passed
+        if self._seen < index:
+            return self._end()
+        try:
+            item = next(self.upstream)
+        except StopIteration:
+            return self._end()
+        self._seen += 1
+        if self.even == "drop" and not self._round_complete(index):
+            raise StopIteration
+        return item
+
     def _round_complete(self, index: int) -> bool:
         """Read ahead (other readers' examples) to the end of ``index``'s round: whether it exists."""
         last = (index // self.parts + 1) * self.parts - 1
+        if self.upstream.can_seek():
+            wanted = last + 1 - self._seen
+            passed = self.upstream.seek(wanted) if wanted > 0 else 0
+            self._seen += passed
+            return passed == max(wanted, 0)
         while self._seen <= last:
             try:
                 next(self.upstream)

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from beamtok.backends.protocol import SequentialBackend, ShardBackend
+from beamtok.backends.decode_pool import DecodePool
+from beamtok.backends.protocol import RowSource, SequentialBackend, ShardBackend
 from beamtok.backends.spans import RowSpan
 from beamtok.base.errors import ConfigError
+from beamtok.cache.read.random_access import RowAccess
 from beamtok.cache.read.reader import Cache, ReadAhead
 from beamtok.cache.read.shuffle_rows import ShuffleRows
 from beamtok.core.spec import PackSpec, Spec
@@ -97,8 +99,10 @@ class CacheOrigin:
         if self.cache.spec.pack is not None:
             raise ConfigError(f"{name}(): the cache is already packed; build it with --pack none to pack at read time")
 
-    def row_access(self, spec: Spec, local_copy: bool | str | None = None) -> ShuffleRows | None:
-        return ShuffleRows(self.cache, local_copy) if spec.pack == self.cache.spec.pack else None
+    def row_access(self, spec: Spec, local_copy: bool | str | None = None, pool: DecodePool | None = None) -> RowSource | None:
+        if spec.pack != self.cache.spec.pack:
+            return None
+        return ShuffleRows(self.cache, local_copy) if pool is None else RowAccess(self.cache, pool=pool)
 
     def backend(self, spec: Spec, workers: int) -> ShardBackend:
         if spec.pack == self.cache.spec.pack:

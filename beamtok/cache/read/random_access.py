@@ -5,42 +5,45 @@ manifest). Rows are served a batch at a time: each row group the batch needs is 
 and kept in an LRU cache of decoded groups bounded in bytes (and of open files), so a
 permutation that revisits row groups reads each from disk once while they fit the budget; a
 cache smaller than the budget is decoded once per reader. Small row groups (``beamtok cache
---row-group-rows``) keep the cost of a random row low when the cache does not fit.
+--row-group-rows``) keep the cost of a random row low when the cache does not fit. Several
+caches read together (the sources of a mix) share one :class:`DecodePool`, so the budget
+and the open files are per reader, not per cache.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
+from beamtok.backends.decode_pool import DEFAULT_DECODE_BUDGET, ROW_OVERHEAD, DecodePool
 from beamtok.cache.read.reader import Cache
 from beamtok.shards.rows import RowBlock, gather_rows
 
-__all__ = ["RowAccess"]
+__all__ = ["ROW_OVERHEAD", "RowAccess"]
 
-OPEN_FILES = 16
-DECODE_BUDGET = 256 << 20  # bytes of decoded rows kept per reader
-ROW_OVERHEAD = 400  # bytes of Python objects per decoded row, beside its arrays
+DECODE_BUDGET = DEFAULT_DECODE_BUDGET  # bytes of decoded rows kept per reader (benchmarks set it)
 
 
 class RowAccess:
-    """Rows of a packed cache by global row number, through a bounded decode cache."""
+    """Rows of a packed cache by global row number, through a bounded decode cache (its own,
+    or a ``pool`` shared with other caches' row accesses)."""
 
-    def __init__(self, cache: Cache, max_bytes: int | None = None) -> None:
+    def __init__(self, cache: Cache, max_bytes: int | None = None, pool: DecodePool | None = None) -> None:
         self.cache = cache
-        self.max_bytes = DECODE_BUDGET if max_bytes is None else max_bytes
-        self._held = 0
+        self.pool = DecodePool(DECODE_BUDGET if max_bytes is None else max_bytes) if pool is None else pool
+        self._owns_pool = pool is None
+        self._key = next(_KEYS)  # this cache's entries in a shared pool
         rows = [int(n) for n in cache.manifest.column("rows")]
         self.starts = [0, *itertools.accumulate(rows)]
         self.total = self.starts[-1]
         self._group_ends: dict[int, list[int]] = {}
-        self._files: OrderedDict[int, Any] = OrderedDict()
-        self._groups: OrderedDict[tuple[int, int], tuple[RowBlock, int]] = OrderedDict()
-        self.groups_decoded = 0
+
+    @property
+    def groups_decoded(self) -> int:
+        return self.pool.groups_decoded
 
     def block(self, global_rows: np.ndarray) -> RowBlock:
         """These rows, in the order given, as one block."""
@@ -50,11 +53,8 @@ class RowAccess:
         return gather_rows([(blocks[(s, g)], i) for s, g, i in located])
 
     def close(self) -> None:
-        for pf in self._files.values():
-            pf.close()
-        self._files.clear()
-        self._groups.clear()
-        self._held = 0
+        if self._owns_pool:
+            self.pool.close()
 
     def _locate(self, row: int) -> tuple[int, int, int]:
         shard = bisect.bisect_right(self.starts, row) - 1
@@ -72,29 +72,10 @@ class RowAccess:
         return self._group_ends[shard]
 
     def _file(self, shard: int) -> Any:
-        if shard in self._files:
-            self._files.move_to_end(shard)
-            return self._files[shard]
-        pf = self.cache.open_shard_file(shard)
-        self._files[shard] = pf
-        if len(self._files) > OPEN_FILES:
-            self._files.popitem(last=False)[1].close()
-        return pf
+        return self.pool.file((self._key, shard), lambda: self.cache.open_shard_file(shard))
 
     def _block(self, shard: int, group: int) -> RowBlock:
-        key = (shard, group)
-        if key in self._groups:
-            self._groups.move_to_end(key)
-            return self._groups[key][0]
-        block = self.cache.decode_row_group(self._file(shard), shard, group)
-        self.groups_decoded += 1
-        size = _decoded_bytes(block)
-        self._groups[key] = (block, size)
-        self._held += size
-        while self._held > self.max_bytes and len(self._groups) > 1:
-            self._held -= self._groups.popitem(last=False)[1][1]
-        return block
+        return self.pool.group((self._key, shard, group), lambda: self.cache.decode_row_group(self._file(shard), shard, group))
 
 
-def _decoded_bytes(block: RowBlock) -> int:
-    return block.nbytes() + ROW_OVERHEAD * len(block)
+_KEYS = itertools.count()

@@ -8,10 +8,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from beamtok.backends.decode_pool import DEFAULT_DECODE_BUDGET, DecodePool
 from beamtok.base.errors import ConfigError
 from beamtok.core.spec import Spec, fingerprint_of
 from beamtok.sources.urls import Shard
 from beamtok.stream.mix import MixPlan, MixSource
+from beamtok.stream.mix_seek import SeekingMix
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
@@ -20,6 +22,8 @@ from beamtok.stream.source import ShardOptions, ShardSource
 from beamtok.stream.split import ExampleSplitNode
 
 __all__ = ["MixRoot"]
+
+MIX_OPEN_FILES = 64  # shard files a seeking mix keeps open, over all its sources
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class MixRoot(RootPlan):
     def build(self, split: ReaderSplit) -> tuple[MixSource, Node]:
         forever = self.plan.stop != "first_exhausted"  # exhausted sources restart, reshuffled by their epoch
         caps = self.plan.max_epochs or (None,) * len(self.mixed)
+        roots = [(root.with_options(epochs=caps[i]) if forever else root) for i, root in enumerate(self.mixed)]
+        if split.mode == "examples" and all(root.seekable for root in roots):
+            return self._seeking(roots, split)
         children = []
         for i, root in enumerate(self.mixed):
             try:
@@ -81,6 +88,13 @@ class MixRoot(RootPlan):
         source = MixSource(children, self.plan, split)
         node: Node = ExampleSplitNode(source, split.part, split.parts) if split.mode == "examples" else source
         return source, node
+
+    def _seeking(self, roots: list[ShardsRoot], split: ReaderSplit) -> tuple[MixSource, Node]:
+        """Readers splitting a mix of packed caches by examples seek each source to the
+        examples they keep (beamtok.stream.mix_seek) instead of reading the whole stream."""
+        pool = DecodePool(DEFAULT_DECODE_BUDGET, open_files=MIX_OPEN_FILES)
+        source = SeekingMix([root.source_rows(pool) for root in roots], self.plan, split.parts)
+        return source, ExampleSplitNode(source, split.part, split.parts)
 
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
         return {"mix": [s.stream_fingerprint() for s in self.mixed], "options": ShardOptions().to_json(reader)}

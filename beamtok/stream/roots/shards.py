@@ -15,6 +15,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from beamtok.backends.decode_pool import DecodePool
 from beamtok.backends.on_the_fly import OnTheFlyOrigin
 from beamtok.backends.protocol import ShardOrigin
 from beamtok.base.errors import ConfigError
@@ -25,6 +26,7 @@ from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.shard_order import ShardOrder
 from beamtok.stream.source import ShardOptions, ShardSource
+from beamtok.stream.source_rows import SourceRows
 from beamtok.stream.split import ExampleSplitNode
 
 __all__ = ["ShardsRoot", "shard_root"]
@@ -61,6 +63,22 @@ class ShardsRoot(RootPlan):
     def source(self, split: ReaderSplit) -> ShardSource:
         """The live shard source for reader ``split``."""
         return ShardSource(list(self.files), self.origin.backend(self.step, self.options.workers), self.options, split)
+
+    @property
+    def seekable(self) -> bool:
+        """Whether its examples can be read by number (:meth:`source_rows`): a packed cache
+        read with one open shard."""
+        return self.options.interleave == 1 and self.origin.row_access(self.step) is not None
+
+    def source_rows(self, pool: DecodePool) -> SourceRows:
+        """Its examples by number, as one reader taking every shard reads them (only when
+        :attr:`seekable`), decoded into ``pool``."""
+        rows = self.origin.row_access(self.step, pool=pool)
+        assert rows is not None and self.options.interleave == 1
+        backend = self.origin.backend(self.step, 0)
+        counts = [backend.rows(shard) or 0 for shard in self.files]
+        backend.close()
+        return SourceRows(rows, counts, ShardOrder(len(self.files), self.options.shuffle_seed, ReaderSplit(mode="examples")), self.options.epochs)
 
     def build(self, split: ReaderSplit) -> tuple[ShardSource, Node]:
         source = self.source(split)

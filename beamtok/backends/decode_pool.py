@@ -1,0 +1,68 @@
+"""A reader's decoded row groups and open shard files, bounded and shared.
+
+Random reads of a packed cache (the global shuffle, a mix that seeks its sources) decode a
+whole row group for any row of it; the pool keeps recently decoded groups up to a byte budget
+and a few files open, so rows read close together cost one decode. One pool serves every
+cache a reader reads at random (a mix's sources), so the budget is per reader.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from beamtok.shards.rows import RowBlock
+
+__all__ = ["DEFAULT_DECODE_BUDGET", "ROW_OVERHEAD", "DecodePool"]
+
+OPEN_FILES = 16
+DEFAULT_DECODE_BUDGET = 256 << 20  # bytes of decoded rows kept per reader
+ROW_OVERHEAD = 400  # bytes of Python objects per decoded row, beside its arrays
+
+
+class DecodePool:
+    """Decoded row groups (bounded in bytes, at least one kept) and open shard files (bounded
+    in number), least recently used first out, shared by the row accesses of one reader."""
+
+    def __init__(self, max_bytes: int = DEFAULT_DECODE_BUDGET, open_files: int = OPEN_FILES) -> None:
+        self.max_bytes = max_bytes
+        self.open_files = open_files
+        self.held = 0
+        self.files: OrderedDict[Any, Any] = OrderedDict()
+        self.groups: OrderedDict[Any, tuple[RowBlock, int]] = OrderedDict()
+        self.groups_decoded = 0
+
+    def file(self, key: Any, opener: Callable[[], Any]) -> Any:
+        if key in self.files:
+            self.files.move_to_end(key)
+            return self.files[key]
+        opened = opener()
+        self.files[key] = opened
+        if len(self.files) > self.open_files:
+            self.files.popitem(last=False)[1].close()
+        return opened
+
+    def group(self, key: Any, decode: Callable[[], RowBlock]) -> RowBlock:
+        if key in self.groups:
+            self.groups.move_to_end(key)
+            return self.groups[key][0]
+        block = decode()
+        self.groups_decoded += 1
+        size = _decoded_bytes(block)
+        self.groups[key] = (block, size)
+        self.held += size
+        while self.held > self.max_bytes and len(self.groups) > 1:
+            self.held -= self.groups.popitem(last=False)[1][1]
+        return block
+
+    def close(self) -> None:
+        for pf in self.files.values():
+            pf.close()
+        self.files.clear()
+        self.groups.clear()
+        self.held = 0
+
+
+def _decoded_bytes(block: RowBlock) -> int:
+    return block.nbytes() + ROW_OVERHEAD * len(block)

@@ -1,0 +1,62 @@
+"""One dataset's examples by example number, without reading the ones before.
+
+A packed cache read with one open shard gives its examples in a fixed order: each epoch's
+shard order (by the shard-order seed), every row of each shard in turn. Row counts come
+from the manifest, so example ``k`` is a row number in closed form: epoch ``k // L`` (``L``
+rows an epoch), then the shard holding offset ``k % L`` in that epoch's order, then the row.
+Exactly what the shard source would hand out as its example ``k`` (a reader that takes all
+shards), fetched by random access through a decode pool.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from beamtok.backends.protocol import RowSource
+from beamtok.shards.rows import RowBlock
+from beamtok.stream.shard_order import ShardOrder
+
+__all__ = ["SourceRows"]
+
+
+class SourceRows:
+    """Example ``k`` of a dataset read by one reader with one open shard, as a cache row."""
+
+    def __init__(self, rows: RowSource, shard_rows: list[int], order: ShardOrder, epochs: int | None) -> None:
+        self.rows = rows
+        self.shard_rows = np.asarray(shard_rows, dtype=np.int64)
+        self.shard_starts = np.concatenate([[0], np.cumsum(self.shard_rows)])  # global row of each shard's first row
+        self.order = order
+        self.epochs = epochs
+        self.epoch_length = int(self.shard_rows.sum())
+
+    @property
+    def total(self) -> int | None:
+        """How many examples the source gives before it ends (None: it repeats forever)."""
+        return None if self.epochs is None and self.epoch_length else self.epoch_length * (self.epochs or 0)
+
+    def global_rows(self, examples: np.ndarray) -> np.ndarray:
+        """The cache's global row numbers of these example numbers."""
+        epochs, offsets = np.divmod(np.asarray(examples, dtype=np.int64), self.epoch_length)
+        out = np.empty(len(offsets), dtype=np.int64)
+        for epoch in np.unique(epochs):
+            chosen = epochs == epoch
+            shards, ends = self._epoch(int(epoch))
+            slot = np.searchsorted(ends, offsets[chosen], side="right")
+            local = offsets[chosen] - (ends[slot] - self.shard_rows[shards[slot]])
+            out[chosen] = self.shard_starts[shards[slot]] + local
+        return out
+
+    def block(self, examples: np.ndarray) -> RowBlock:
+        """These examples, in the order given, as one block."""
+        return self.rows.block(self.global_rows(examples))
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - one per source, a few epochs at a time
+    def _epoch(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        shards = np.asarray(self.order.epoch(epoch), dtype=np.int64)
+        return shards, np.cumsum(self.shard_rows[shards])
+
+    def close(self) -> None:
+        self.rows.close()

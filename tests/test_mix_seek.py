@@ -1,0 +1,200 @@
+"""A mix of caches split by examples seeks its sources: the closed-form positions agree with
+walking the blocks; the seeking mix gives the reading mix's examples in its order under every
+stop rule, cap, schedule and weight change; it resumes at any point, across modes and on
+another world size; a reader reads only the rows it keeps; its state is one integer a source."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from beamtok import Dataset, StateError
+from beamtok.stream.mix import MixPlan
+from beamtok.stream.mix_positions import MixPositions
+from beamtok.stream.mix_seek import SeekingMix
+from beamtok.testing import assert_items_equal, check_resumption, tiny_tokenizer
+
+from conftest import CORPUS, cache_without_beam
+
+TOKENIZER = tiny_tokenizer()
+BLOCK = 32
+
+
+def on_the_fly() -> list[Dataset]:
+    """Three sources of different sizes (rows: ~190, ~150, ~75), two shards in the first."""
+    def source(pattern: str, seq_len: int) -> Dataset:
+        return Dataset.from_files(str(CORPUS / pattern)).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(seq_len)
+
+    return [source("shakespeare-{00..01}.jsonl", 512), source("pydocs-00.jsonl.zst", 1024), source("milton/allegro.txt", 128)]
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory) -> tuple[list[Dataset], list[Dataset]]:
+    """The sources on the fly, and the same as caches of small row groups (shard order shuffled
+    in the first, so an epoch's order matters)."""
+    fly = on_the_fly()
+    where = tmp_path_factory.mktemp("caches")
+    cached = [cache_without_beam(ds, str(where / f"source-{i}"), row_group_rows=8) for i, ds in enumerate(fly)]
+    fly[0], cached[0] = fly[0].shuffle_shards(7), cached[0].shuffle_shards(7)
+    return fly, cached
+
+
+def key(example) -> tuple[int, int, int]:
+    return int(example["source"]), int(example["shard"]), int(example["index"])
+
+
+def readers(sources: list[Dataset], parts: int, **mix) -> list[Dataset]:
+    weights = mix.pop("weights", [0.5, 0.3, 0.2])
+    mixed = Dataset.mix(sources, weights, seed=3, block_size=BLOCK, **mix)
+    return [mixed.shard_by_rank(r, parts, split="examples") for r in range(parts)]
+
+
+# ------------------------------------------------------------ closed-form positions
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    weights=st.lists(st.integers(0, 5), min_size=2, max_size=4).filter(lambda ws: sum(ws) > 0),
+    later=st.lists(st.integers(1, 5), min_size=4, max_size=4),
+    stage_block=st.integers(1, 4),
+    seed=st.integers(0, 1000),
+)
+def test_closed_form_positions_agree_with_walking_the_blocks(weights, later, stage_block, seed):
+    n = len(weights)
+    plan = MixPlan.make(n, [(0, weights), (stage_block * 16, later[:n])], seed=seed, stop="never", block_size=16)
+    walked = np.concatenate([plan.block_order(b) for b in range(12)])
+    positions = MixPositions(plan)
+    for g in range(0, 190, 7):
+        before = np.bincount(walked[:g], minlength=n)
+        assert positions.draws_before(g).tolist() == before.tolist()
+        assert positions.locate(g) == (int(walked[g]), int(before[walked[g]]))
+    for s in range(n):
+        drawn = np.flatnonzero(walked == s)
+        for d in range(0, len(drawn) - 20, 5):  # the last blocks walked may end inside a stage
+            assert positions.draw_position(s, d) == drawn[d]
+
+
+def test_a_source_without_weight_from_some_stage_is_never_drawn_again():
+    plan = MixPlan.make(2, [(0, [1, 1]), (32, [1, 0])], seed=0, stop="never", block_size=16)
+    assert MixPositions(plan).draw_position(1, 16) is None
+    assert MixPositions(plan).draw_position(1, 15) is not None
+
+
+# ------------------------------------------------------------ same examples, same order
+
+RULES = [
+    {},
+    {"stop": "first_exhausted"},
+    {"stop": "all_exhausted"},
+    {"max_epochs": [1, 2, 1]},
+    {"max_epochs": 1, "weights": [(0, [1, 1, 0]), (64, [0, 2, 1]), (160, [1, 0, 3])]},
+    {"stop": "all_exhausted", "weights": [(0, [1, 1, 1]), (96, [2, 0, 1])]},
+]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: ",".join(f"{k}={v}" for k, v in r.items()) or "never")
+@pytest.mark.parametrize("parts", [1, 3])
+def test_the_seeking_mix_is_the_reading_mix(twins, rule, parts):
+    fly, cached = twins
+    for rank, (reading, seeking) in enumerate(zip(readers(fly, parts, **dict(rule)), readers(cached, parts, **dict(rule)))):
+        it = seeking.iter()
+        assert isinstance(it.source, SeekingMix)
+        want = [key(e) for e in itertools.islice(reading, 1500)]
+        got = [key(e) for e in itertools.islice(it, 1500)]
+        assert got == want, f"reader {rank} of {parts}"
+
+
+def test_every_reader_keeps_its_turns_of_the_one_mix(twins):
+    _, cached = twins
+    (one,) = readers(cached, 1)
+    whole = [key(e) for e in itertools.islice(one, 600)]
+    turns = [[key(e) for e in itertools.islice(r, 200)] for r in readers(cached, 3)]
+    assert [x for trio in zip(*turns) for x in trio] == whole
+
+
+# ------------------------------------------------------------ resume
+
+def test_resumes_exactly_at_many_points(twins):
+    _, cached = twins
+    make = lambda: readers(cached, 3, max_epochs=1)[1].shuffle(8, seed=2).batch(3)  # noqa: E731
+    report = check_resumption(make, random_steps=8, seed=5)
+    assert len(report.steps_checked) >= 8 and report.total_items > 100
+
+
+@pytest.mark.parametrize("direction", ["cached to on the fly", "on the fly to cached"])
+def test_a_state_crosses_modes(twins, direction):
+    fly, cached = twins
+    first, second = (cached, fly) if direction == "cached to on the fly" else (fly, cached)
+    for step in (0, 5, 41):
+        it = readers(first, 3, stop="all_exhausted")[2].batch(2).iter()
+        list(itertools.islice(it, step))
+        state = json.loads(json.dumps(it.state_dict()))
+        rest = list(it)
+        resumed = readers(second, 3, stop="all_exhausted")[2].batch(2).iter(state_dict=state)
+        assert_items_equal(list(resumed), rest, f"{direction}, after {step} batches: ")
+
+
+def test_a_world_size_change_loses_and_repeats_nothing(twins):
+    _, cached = twins
+    seen: Counter[tuple[int, int, int]] = Counter()
+    old = [r.iter() for r in readers(cached, 3, max_epochs=1)]
+    for k in range(3 * 40 + 2):  # reader 0 and 1 one example ahead
+        seen[key(next(old[k % 3]))] += 1
+    states = [json.loads(json.dumps(it.state_dict())) for it in old]
+    new = [r.iter(state_dict=states) for r in readers(cached, 2, max_epochs=1)]
+    for it in new:
+        seen.update(key(e) for e in it)
+    (whole,) = readers(cached, 1, max_epochs=1)
+    assert seen == Counter(key(e) for e in whole)
+
+
+def test_weight_changes_while_training_match_the_reading_mix(twins):
+    fly, cached = twins
+    out = []
+    for sources in (fly, cached):
+        it = readers(sources, 2)[1].iter()
+        got = [key(e) for e in itertools.islice(it, 30)]
+        assert it.set_weights([1, 0, 4]) == 64  # 60 positions taken by two readers in step: the boundary is 64
+        got += [key(e) for e in itertools.islice(it, 100)]
+        state = json.loads(json.dumps(it.state_dict()))
+        resumed = readers(sources, 2)[1].iter(state_dict=state)
+        got += [key(e) for e in itertools.islice(resumed, 50)]
+        out.append(got)
+    assert out[0] == out[1]
+
+
+# ------------------------------------------------------------ what a reader reads and keeps
+
+def test_a_reader_decodes_only_the_row_groups_of_its_examples(twins):
+    _, cached = twins
+    parts = 40
+    it = readers(cached, parts)[7].iter()
+    kept = list(itertools.islice(it, 5))
+    assert len(kept) == 5
+    source = it.source
+    assert isinstance(source, SeekingMix)
+    assert source.rows[0].rows.pool.groups_decoded <= 5  # one row group per example kept, at most (the whole mix: 200 passed)
+    assert source.stats_json()["examples"] == 5
+
+
+def test_the_state_is_one_integer_a_source_and_is_checked(twins):
+    _, cached = twins
+    it = readers(cached, 4)[1].iter()
+    sizes = []
+    for n in (5, 400):
+        list(itertools.islice(it, n))
+        sizes.append(len(json.dumps(it.state_dict())))
+    assert sizes[1] < sizes[0] + 32
+    state = json.loads(json.dumps(it.state_dict()))
+    mix_state = state["pipeline"]["upstream"]
+    assert sorted(mix_state) == ["index", "positions", "stats", "stopped"]
+    assert len(mix_state["positions"]) == 3 and all(isinstance(p, int) for p in mix_state["positions"])
+    mix_state["positions"][0] += 1
+    with pytest.raises(StateError, match="do not follow from global position"):
+        next(readers(cached, 4)[1].iter(state_dict=state))
