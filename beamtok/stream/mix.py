@@ -26,7 +26,8 @@ made while training are kept in the state, so a resume replays the same schedule
 
 A repetition cap (``max_epochs``) lets a source be read at most that many times; once a
 capped source is spent, the positions drawn for it are passed over and the others fill the
-stream, which ends when every source with weight is spent.
+stream, which ends when every source that can still be drawn (with weight in the current
+weight stage or a later one) is spent.
 
 Stop rules: ``"never"`` (sources restart when exhausted, reshuffled by their own epoch),
 ``"first_exhausted"`` (the mix ends when any source ends), ``"all_exhausted"`` (sources that
@@ -129,6 +130,13 @@ class MixPlan:
         return MixPlan.make(
             len(self.schedule[0][1]), schedule, seed=self.seed, stop=self.stop, block_size=self.block_size, max_epochs=self.max_epochs
         )
+
+    def drawn_from(self, block: int) -> set[int]:
+        """The sources with weight in the stage of ``block`` or a later one: those a position
+        from ``block`` on can still draw."""
+        start = block * self.block_size
+        current = max(i for i, (first, _) in enumerate(self.schedule) if first <= start)
+        return {i for _, ws in self.schedule[current:] for i, w in enumerate(ws) if w > 0}
 
     def weights_at(self, block: int) -> tuple[float, ...]:
         start = block * self.block_size
@@ -379,11 +387,10 @@ class MixSource(RootSource):
         return {**example, "source": chosen} if isinstance(example, dict) else example
 
     def _all_spent(self, block: int) -> bool:
-        """Whether every source with weight at ``block`` (or after: later stages may give
-        weight back) has read its capped epochs."""
-        live = {i for _, ws in self.plan.schedule for i, w in enumerate(ws) if w > 0}
+        """Whether every source that can still be drawn (weight in the stage of ``block`` or a
+        later one) has read its capped epochs."""
         assert self.plan.max_epochs is not None
-        return all(self.plan.max_epochs[i] is not None and self._spent(i) for i in live)
+        return all(self.plan.max_epochs[i] is not None and self._spent(i) for i in self.plan.drawn_from(block))
 
     def _spent(self, i: int) -> bool:
         source = self.sources[i]

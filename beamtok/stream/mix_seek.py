@@ -17,7 +17,8 @@ by running into a source's end:
   repeats forever) is *exhausted* at its draw number ``T`` and every later one;
 - ``first_exhausted``: the stream ends at the first exhausted position;
 - repetition caps: exhausted positions are passed over; the stream ends at the first
-  position where every source with weight has been drawn past its end;
+  exhausted position where every source that can still be drawn (weight in this stage or a
+  later one) has been drawn past its end;
 - ``all_exhausted``: the stream ends at the first position whose source is past its first
   epoch while every source weighted in that block has been drawn past its first epoch.
 
@@ -130,12 +131,13 @@ class SeekingMix(MixSource):
     def _set_plan(self, plan: MixPlan) -> None:
         """The closed-form positions of ``plan`` and the positions where its stop rules act."""
         self._positions: MixPositions = positions_of(plan)
-        self._all_spent_at: int | None = None  # repetition caps: where every source with weight is drawn past its end
-        if plan.max_epochs is not None:
-            live = {i for _, ws in plan.schedule for i, w in enumerate(ws) if w > 0}
-            if all(plan.max_epochs[i] is not None for i in live):
-                ends = [self._positions.draw_position(i, int(self.totals[i])) for i in live]
-                self._all_spent_at = None if any(e is None for e in ends) else max(e for e in ends if e is not None)
+        # repetition caps, per weight stage: from where every source that can still be drawn is drawn past its end
+        self._all_spent_from: list[int | None] = []
+        caps = plan.max_epochs or ()
+        for first, _ in plan.schedule if caps else ():
+            live = plan.drawn_from(first // plan.block_size)
+            ends = [self._positions.draw_position(i, int(self.totals[i])) if caps[i] is not None else None for i in live]
+            self._all_spent_from.append(None if any(e is None for e in ends) else max([first, *(e for e in ends if e is not None)]))
         self._second_epoch_at: list[int | None] = []  # all_exhausted: where each source is first drawn past its first epoch
         if plan.stop == "all_exhausted":
             self._second_epoch_at = [self._positions.draw_position(i, int(n)) for i, n in enumerate(self.lengths)]
@@ -183,10 +185,13 @@ class SeekingMix(MixSource):
             if self.plan.max_epochs is None or (empty.any() and self.plan.stop != "first_exhausted"):
                 at = exhausted if self.plan.max_epochs is None else empty
                 stops.append(int(np.argmax(at)))  # a source ran out (first_exhausted), or an empty source is drawn
-            if self.plan.max_epochs is not None and self._all_spent_at is not None:
-                spent = np.flatnonzero(exhausted & (positions >= self._all_spent_at))
-                if len(spent):
-                    stops.append(int(spent[0]))
+            if self.plan.max_epochs is not None:
+                stage = max(i for i, (first, _) in enumerate(self.plan.schedule) if first <= block * self.plan.block_size)
+                spent_from = self._all_spent_from[stage]
+                if spent_from is not None:
+                    spent = np.flatnonzero(exhausted & (positions >= spent_from))
+                    if len(spent):
+                        stops.append(int(spent[0]))
         if self.plan.stop == "all_exhausted":
             later = draws >= self.lengths[sources]
             firsts = [self._second_epoch_at[i] for i, w in enumerate(self.plan.weights_at(block)) if w > 0]
