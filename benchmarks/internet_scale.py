@@ -18,8 +18,11 @@ manifest):
   the full 1,024 -> 768 over 100k shards is out of reach here): every old reader takes a few batches, saves its state; the new readers resume from
   all of them and read to the end; every (shard, row) must be read exactly once over both,
   checked on the rows' provenance;
-- a mix of ``--sources`` sources (the cache split into that many caches' worth of shards,
-  weights uneven): a reader's state size, time to its first batch.
+- a mix of ``--sources`` caches of ``--shards-per-source`` shards (weights uneven) split by
+  examples over the same readers: time to a reader's first batch, its memory, the shard files
+  it opened, its state; and a world-size change of that mix (to ``--mix-new-ranks`` ranks):
+  a new reader's merge of every old reader's state and first batch, checked against the
+  one mixed stream.
 Writes benchmarks/results/internet_scale.json.
 """
 
@@ -158,25 +161,107 @@ def measure_open(cache: str, part: int, parts: int, workers: int) -> dict[str, A
     }
 
 
-def measure_mix(caches: list[str], part: int, parts: int) -> dict[str, Any]:
-    """In a fresh process: a mix of these caches, uneven weights, one reader's first batch."""
+def mixed_readers(caches: list[str]) -> Any:
+    """The mix of these caches (uneven weights 1..7, seed 0): ``make(part, parts)`` is reader
+    ``part`` of ``parts`` splitting it by examples, taking batches of 2."""
     from beamtok import Dataset
 
+    opened = [Dataset.from_cache(c) for c in caches]
+    weights = [1.0 + (k % 7) for k in range(len(caches))]
+    mix = Dataset.mix(opened, [w / sum(weights) for w in weights], seed=0)
+    return lambda part, parts: mix.shard_by_rank(part, parts, split="examples").batch(2)
+
+
+def measure_mix(caches: list[str], part: int, parts: int) -> dict[str, Any]:
+    """In a fresh process: a mix of these caches, uneven weights, one reader's first batch:
+    time, memory, what it opened and decoded, its state."""
     start = time.perf_counter()
-    sources = len(caches)
-    parts_of = [Dataset.from_cache(c) for c in caches]
-    weights = [1.0 + (k % 7) for k in range(sources)]
-    ds = Dataset.mix(parts_of, [w / sum(weights) for w in weights], seed=0).shard_by_rank(part, parts, split="examples").batch(2)
+    import beamtok  # noqa: F401
+
+    imported = time.perf_counter()
+    rss_imported = peak_rss()
+    ds = mixed_readers(caches)(part, parts)
     built = time.perf_counter()
     it = ds.iter()
-    next(it)
+    batch = next(it)
     first = time.perf_counter()
+    pool = it.source.rows[0].rows.pool
+    state = it.state_dict()
+    for _ in range(20):
+        next(it)
+    steady = (time.perf_counter() - first) / 20
     return {
-        "build_s": built - start,
+        "import_s": imported - start,
+        "open_s": built - imported,
         "first_batch_s": first - built,
-        "state_bytes": len(json.dumps(it.state_dict())),
+        "open_and_first_batch_s": first - imported,
+        "next_batches_s_each": steady,
         "peak_rss_bytes": peak_rss(),
+        "rss_after_import_bytes": rss_imported,
+        "shard_files_opened_for_first_batch": pool.files_opened,
+        "row_groups_decoded_for_first_batch": pool.groups_decoded,
+        "state_bytes": len(json.dumps(state)),
+        "mix_state_bytes": len(json.dumps(state["pipeline"]["upstream"]["upstream"])),
+        "rows": [[int(s), int(sh)] for s, sh in zip(batch["source"], batch["shard"])],
     }
+
+
+def mix_world_size_change(caches: list[str], old_parts: int, new_parts: int, steps: int, samples: list[int]) -> dict[str, Any]:
+    """In a fresh process: ``old_parts`` readers of the mix each took ``steps`` batches in
+    step; new reader ``samples[k]`` of ``new_parts`` resumes from all their states (merge and
+    first batch timed, memory read). One process cannot run 8,192 readers, so the old states
+    are made from one old reader's real state with the position each reader would be at
+    (seek a single reader there); the made states of a few readers are checked equal to their
+    real ones. The resumed reader's first examples are checked against the one mixed stream."""
+    import copy
+
+    make = mixed_readers(caches)
+    real = {}
+    for part in (0, old_parts // 2 + 1, old_parts - 1):
+        it = make(part, old_parts).iter()
+        for _ in range(steps):
+            next(it)
+        real[part] = json.loads(json.dumps(it.state_dict()))
+    walker = make(0, 1).iter().source  # one reader of the whole stream, moved by seeks
+    template = real[0]
+
+    def made(part: int) -> dict[str, Any]:
+        seen = part + (steps * 2 - 1) * old_parts + 1  # one past the last example this reader kept
+        walker.seek(seen - walker._index)
+        state = copy.deepcopy(template)
+        state["split"]["rank"] = part
+        split_state = state["pipeline"]["upstream"]
+        split_state["seen"] = seen
+        mix_state = walker.state_dict()
+        mix_state["stats"] = split_state["upstream"]["stats"]  # every reader handed out the same 2 x steps rows of 64 tokens
+        split_state["upstream"] = mix_state
+        return state
+
+    states = []
+    for part in range(old_parts):
+        states.append(made(part))
+        if part in real and states[-1] != real[part]:
+            raise SystemExit(f"made state of old reader {part} differs from its real state")
+    passed_bytes = sum(len(json.dumps(s)) for s in states)
+    out: dict[str, Any] = {"old readers": old_parts, "new readers": new_parts, "batches per old reader": steps, "states passed, bytes": passed_bytes}
+    taken = steps * 2 * old_parts  # examples the old readers took, in step: the new readers go on from there
+    whole = make(0, 1).iter().source
+    for part in samples:
+        rss_before = peak_rss()
+        start = time.perf_counter()
+        it = make(part, new_parts).iter(state_dict=states)
+        batch = next(it)
+        elapsed = time.perf_counter() - start
+        whole.seek(taken + part - whole._index)
+        want = [next(whole)]
+        whole.seek(new_parts - 1)
+        want.append(next(whole))
+        got = list(zip(batch["source"].tolist(), batch["shard"].tolist(), batch["index"].tolist()))
+        if got != [(w["source"], w["shard"], w["index"]) for w in want]:
+            raise SystemExit(f"new reader {part}: {got} is not the stream's {[(w['source'], w['shard'], w['index']) for w in want]}")
+        out[f"new reader {part}: merge of all old states and first batch, s"] = elapsed
+        out[f"new reader {part}: peak RSS, bytes"] = max(rss_before, peak_rss())
+    return out
 
 
 def fresh(name: str, *args: Any) -> dict[str, Any]:
@@ -252,6 +337,7 @@ def main() -> None:
     parser.add_argument("--elastic-new-ranks", type=int, default=48)
     parser.add_argument("--elastic-shards", type=int, default=10_000, help="shards of the cache the change is checked on")
     parser.add_argument("--shards-per-source", type=int, default=10)
+    parser.add_argument("--mix-new-ranks", type=int, default=768, help="ranks after the mix's world-size change (x --workers readers)")
     args = parser.parse_args()
     (cache,) = build_caches([WORK / f"internet-scale-{args.shards}"], args.shards)
     mix_root = WORK / f"internet-scale-mix-{args.sources}x{args.shards_per_source}"
@@ -262,8 +348,13 @@ def main() -> None:
     baseline = fresh("imports")
     for name, figures in opens.items():
         print(f"  {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s, peak RSS {figures['peak_rss_bytes'] / 2**20:.0f} MiB, state {figures['state_bytes']} B")
-    mix = fresh("mix", sources, 5, parts)
-    print(f"  mix of {args.sources}: first batch {mix['first_batch_s']:.2f} s (after {mix['build_s']:.2f} s building), state {mix['state_bytes']} B, peak RSS {mix['peak_rss_bytes'] / 2**20:.0f} MiB")
+    mix = {f"reader {p} of {parts}": fresh("mix", sources, p, parts) for p in (5, parts // 2 + 1, parts - 1)}
+    for name, figures in mix.items():
+        print(f"  mix of {args.sources}, {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s "
+              f"({figures['shard_files_opened_for_first_batch']} shard files opened), state {figures['state_bytes']} B "
+              f"(mix {figures['mix_state_bytes']} B), peak RSS {figures['peak_rss_bytes'] / 2**20:.0f} MiB")
+    mix_change = fresh("mix_change", sources, parts, args.mix_new_ranks * args.workers, args.steps, [3, args.mix_new_ranks * args.workers - 1])
+    print(f"  mix, {parts} -> {args.mix_new_ranks * args.workers} readers: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in mix_change.items()))
     (elastic_cache,) = build_caches([WORK / f"internet-scale-{args.elastic_shards}"], args.elastic_shards)
     change = elastic(elastic_cache, args.elastic_ranks, args.elastic_new_ranks, args.workers, args.steps)
     print(f"  {args.elastic_ranks} -> {args.elastic_new_ranks} ranks: {change['lost']} lost, {change['repeated']} repeated of {change['rows']} rows; new reader's merge and first batch {change['new reader: merge of all old states and first batch, s (median)']:.3f} s")
@@ -277,7 +368,8 @@ def main() -> None:
         "readers": {"ranks": args.ranks, "workers": args.workers, "readers": parts},
         "open and first batch, fresh process each": opens,
         "a process that only imported beamtok": baseline,
-        "mix": {"sources": args.sources, "shards per source": args.shards_per_source, **mix},
+        "mix": {"sources": args.sources, "shards per source": args.shards_per_source, "split": "examples", "readers": mix},
+        "mix world-size change": {"sources": args.sources, **mix_change},
         "world-size change": {"shards": args.elastic_shards, "from ranks": args.elastic_ranks, "to ranks": args.elastic_new_ranks, "workers": args.workers, **change},
     }
     write_results("internet_scale.json", results, "synthetic: Parquet shards of GPT-2 concat_chunk(64) rows written by the cache writer")
@@ -291,6 +383,6 @@ if __name__ == "__main__":
 
             print(json.dumps({"peak_rss_bytes": peak_rss()}))
         else:
-            print(json.dumps({"open": measure_open, "mix": measure_mix}[name](*params)))
+            print(json.dumps({"open": measure_open, "mix": measure_mix, "mix_change": mix_world_size_change}[name](*params)))
     else:
         main()

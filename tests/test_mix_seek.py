@@ -206,3 +206,15 @@ def test_the_state_is_one_integer_a_source_and_is_checked(twins):
     mix_state["positions"][0] += 1
     with pytest.raises(StateError, match="do not follow from global position"):
         next(readers(cached, 4)[1].iter(state_dict=state))
+
+
+def test_a_state_grows_by_a_few_bytes_a_source(twins):
+    """A source adds its position and its weight to a state, not its plan or its shard list
+    (equal source plans are kept once; ``about`` names the first 16 sources one by one)."""
+    _, cached = twins
+    sizes = {}
+    for n in (20, 60):
+        it = Dataset.mix([cached[2]] * n, seed=1).shard_by_rank(3, 8, split="examples").batch(2).iter()
+        next(it)
+        sizes[n] = len(json.dumps(it.state_dict()))
+    assert (sizes[60] - sizes[20]) / 40 <= 16, sizes

@@ -12,6 +12,7 @@ import pytest
 from beamtok import Dataset, StateError
 from beamtok.stream.explain import explain_state
 from beamtok.stream.plan import PLAN_VERSION
+from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR, real_paragraphs
 
@@ -44,7 +45,7 @@ def test_the_plan_holds_every_stage_whole():
 def test_a_mix_plan_names_each_source_s_packing():
     mix = Dataset.mix([packed(), Dataset.from_files(FILES).tokenize(str(TOKENIZER_DIR)).pad(32)], [0.5, 0.5], seed=0)
     plan = saved(mix)["plan"]
-    assert plan["root"]["kind"] == "mix" and [s["packing"]["mode"] for s in plan["root"]["sources"]] == ["concat", "pad"]
+    assert plan["root"]["kind"] == "mix" and [s["packing"]["mode"] for _, s in plan["root"]["sources"]] == ["concat", "pad"]
     lines = explain_state(saved(mix))
     assert "packing (mix source 0): concat, rows of 64 tokens" in lines and "packing (mix source 1): pad, rows of 32 tokens" in lines
 
@@ -90,5 +91,19 @@ def test_a_refusal_names_the_change_inside_a_long_stage():
 def test_a_plan_of_another_version_is_refused_by_name():
     state = saved(packed().batch(4))
     state["plan"]["version"] = 99
-    with pytest.raises(StateError, match="not a version-1 plan"):
+    with pytest.raises(StateError, match="not a version-2 plan"):
         packed().batch(8).iter(state_dict=state)
+
+
+def test_a_version_1_plan_of_a_mix_still_loads_and_explains():
+    """Version 1 kept a mix's sources as a list of plans; version 2 keeps runs of equal ones."""
+    mix = lambda: Dataset.mix([packed(), packed(), Dataset.from_files(FILES).tokenize(str(TOKENIZER_DIR)).pad(32)], seed=0).batch(2)  # noqa: E731
+    state = saved(mix())
+    runs = state["plan"]["root"]["sources"]
+    assert [count for count, _ in runs] == [2, 1]
+    state["plan"]["version"] = 1
+    state["plan"]["root"]["sources"] = [plan for count, plan in runs for _ in range(count)]
+    want = list(itertools.islice(mix().iter(state_dict=saved(mix())), 5))
+    assert_items_equal(list(itertools.islice(mix().iter(state_dict=state), 5)), want)
+    lines = explain_state(state)
+    assert "packing (mix source 1): concat, rows of 64 tokens" in lines and "packing (mix source 2): pad, rows of 32 tokens" in lines

@@ -32,12 +32,14 @@ class DecodePool:
         self.files: OrderedDict[Any, Any] = OrderedDict()
         self.groups: OrderedDict[Any, tuple[RowBlock, int]] = OrderedDict()
         self.groups_decoded = 0
+        self.files_opened = 0
 
     def file(self, key: Any, opener: Callable[[], Any]) -> Any:
         if key in self.files:
             self.files.move_to_end(key)
             return self.files[key]
         opened = opener()
+        self.files_opened += 1
         self.files[key] = opened
         if len(self.files) > self.open_files:
             self.files.popitem(last=False)[1].close()

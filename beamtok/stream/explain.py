@@ -16,7 +16,7 @@ from typing import Any
 import beamtok.stream.kinds  # noqa: F401  (every stage and root, so Stage.named and root_plan_of_kind know them)
 from beamtok.stream.node import Stage
 from beamtok.stream.pipeline import Pipeline, peel_even, state_split
-from beamtok.stream.plan import plan_of, stage_configs
+from beamtok.stream.plan import mix_source_plans, plan_of, stage_configs
 from beamtok.stream.roots.base import root_plan_of_kind
 from beamtok.transforms.packing_modes import PACKING_MODES, packing_words
 
@@ -65,8 +65,9 @@ def _packing(plan: dict[str, Any] | None) -> list[str]:
         return []
     root = plan["root"]
     packings = [("", root.get("packing"))]
-    if isinstance(root.get("sources"), list):
-        packings = [(f" (mix source {i})", source.get("packing") if isinstance(source, dict) else None) for i, source in enumerate(root["sources"])]
+    sources = mix_source_plans(root)
+    if sources:
+        packings = [(f" (mix source {i})", source.get("packing")) for i, source in enumerate(sources)]
     lines = []
     for where, pack in packings:
         if isinstance(pack, dict) and pack.get("mode"):

@@ -6,6 +6,10 @@ Code that needs to know what a state's pipeline was (a resume under another batc
 plan. The state's ``about`` is made for people (each part by name, long data as a short hash)
 and is read by code only to turn a state of an earlier version, which has no plan, into one
 (:func:`plan_of`).
+
+Version 2 keeps a mix's sources as runs of equal plans (``[[count, plan], ...]``, read with
+:func:`mix_source_plans`): a mix of 1,000 caches packed alike holds one plan, not 1,000, in
+every reader's state. Version-1 plans still load (their list of plans becomes runs).
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from typing import Any
 
 from beamtok.base.errors import StateError
 
-__all__ = ["OPTION_NAMES", "PLAN_VERSION", "option_parts", "plan_of", "plan_parts", "stage_configs"]
+__all__ = ["OPTION_NAMES", "PLAN_VERSION", "mix_source_plans", "option_parts", "plan_of", "plan_parts", "source_runs", "stage_configs"]
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 
 # how a root's options read in a refused resume's message
 OPTION_NAMES = {"shuffle_seed": "shuffle_shards seed", "interleave": "open shards (interleave)", "split": "rank split"}
@@ -40,9 +44,33 @@ def plan_parts(plan: dict[str, Any]) -> dict[str, Any]:
         out["mix"] = root["mix"]
     if "packing" in root:
         out["packing"] = root["packing"]
-    for i, source in enumerate(root.get("sources", [])):
-        out[f"mix source {i} options"] = source["options"]
-        out[f"mix source {i} packing"] = source["packing"]
+    for i, source in enumerate(mix_source_plans(root)):
+        out[f"mix source {i} options"] = source.get("options")
+        out[f"mix source {i} packing"] = source.get("packing")
+    return out
+
+
+def source_runs(plans: list[dict[str, Any]]) -> list[list[Any]]:
+    """A mix's source plans as runs of equal consecutive plans: ``[[count, plan], ...]``."""
+    runs: list[list[Any]] = []
+    for plan in plans:
+        if runs and runs[-1][1] == plan:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, plan])
+    return runs
+
+
+def mix_source_plans(root: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each mixed source's plan, one per source, from a plan's root (none when not a mix)."""
+    runs = root.get("sources")
+    if not isinstance(runs, list):
+        return []
+    out: list[dict[str, Any]] = []
+    for run in runs:
+        if not (isinstance(run, list) and len(run) == 2 and isinstance(run[0], int) and isinstance(run[1], dict)):
+            raise StateError(f"the state's plan holds a mix source run that is not [count, plan]: {str(run)[:200]}")
+        out.extend([run[1]] * run[0])
     return out
 
 
@@ -51,8 +79,13 @@ def plan_of(state: dict[str, Any]) -> dict[str, Any] | None:
     states kept plans; None when neither is readable."""
     plan = state.get("plan")
     if plan is not None:
-        if not isinstance(plan, dict) or plan.get("version") != PLAN_VERSION or not isinstance(plan.get("stages"), list) or not isinstance(plan.get("root"), dict):
+        if not isinstance(plan, dict) or plan.get("version") not in (1, PLAN_VERSION) or not isinstance(plan.get("stages"), list) or not isinstance(plan.get("root"), dict):
             raise StateError(f"the state's plan is not a version-{PLAN_VERSION} plan: {str(plan)[:200]}")
+        if plan["version"] == 1:  # a mix's sources were a list of plans
+            root = plan["root"]
+            if isinstance(root.get("sources"), list):
+                root = {**root, "sources": source_runs(root["sources"])}
+            plan = {**plan, "version": PLAN_VERSION, "root": root}
         return plan
     about = state.get("about")
     return _plan_from_about(about) if isinstance(about, dict) else None
@@ -97,7 +130,7 @@ def _plan_from_about(about: dict[str, Any]) -> dict[str, Any]:
     packing = {label: kept(label) for label in about if label == "packing" or label.endswith(" packing")}
     root: dict[str, Any] = {"kind": kind, "options": options, "packing": packing.get("packing")}
     if kind == "mix":
-        root["sources"] = [
-            {"kind": "shard source", "packing": packing.get(f"mix source {i} packing")} for i in range(sum(1 for label in packing if label.startswith("mix source ")))
-        ]
+        root["sources"] = source_runs(
+            [{"kind": "shard source", "packing": packing.get(f"mix source {i} packing")} for i in range(sum(1 for label in packing if label.startswith("mix source ")))]
+        )
     return {"version": PLAN_VERSION, "root": root, "even": kept("even"), "stages": [config for _, config in sorted(stages, key=lambda pair: pair[0])], "from_about": True}

@@ -15,6 +15,7 @@ from beamtok.sources.urls import Shard
 from beamtok.stream.mix import MixPlan, MixSource
 from beamtok.stream.mix_seek import SeekingMix
 from beamtok.stream.node import Node
+from beamtok.stream.plan import source_runs
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.shards import ShardsRoot
@@ -23,6 +24,7 @@ from beamtok.stream.split import ExampleSplitNode
 
 __all__ = ["MixRoot"]
 
+ABOUT_SOURCES = 16  # sources a state's ``about`` names one by one
 MIX_OPEN_FILES = 64  # shard files a seeking mix keeps open, over all its sources
 
 
@@ -100,9 +102,16 @@ class MixRoot(RootPlan):
         return {"mix": [s.stream_fingerprint() for s in self.mixed], "options": ShardOptions().to_json(reader)}
 
     def content_parts(self) -> dict[str, Any]:
+        """Each source's data by name (the mixing rule, each source's options and packing are
+        in the plan); past ``ABOUT_SOURCES`` sources, the rest as one digest, so a state of a
+        mix of thousands of sources stays small."""
         out: dict[str, Any] = {}
-        for i, source in enumerate(self.mixed):  # the mixing rule, each source's options and packing are in the plan
+        for i, source in enumerate(self.mixed[:ABOUT_SOURCES]):
             out.update(source.content_parts(f"mix source {i} "))
+        rest = self.mixed[ABOUT_SOURCES:]
+        if rest:
+            name = f"mix sources {ABOUT_SOURCES}..{len(self.mixed) - 1}"
+            out[name] = {"count": len(rest), "content": fingerprint_of([source.content_parts() for source in rest])}
         return out
 
     def describe(self) -> str:
@@ -113,7 +122,7 @@ class MixRoot(RootPlan):
             "kind": self.KIND,
             "options": ShardOptions().to_json(reader),
             "mix": self.plan.to_json(),
-            "sources": [source.plan_json(ReaderSplit()) for source in self.mixed],
+            "sources": source_runs([source.plan_json(ReaderSplit()) for source in self.mixed]),
         }
 
     @classmethod
