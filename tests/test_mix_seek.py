@@ -155,9 +155,11 @@ def test_a_world_size_change_loses_and_repeats_nothing(twins):
         seen[key(next(old[0 if k >= 120 else k % 3]))] += 1
     states = [json.loads(json.dumps(it.state_dict())) for it in old]
     assert any(s["pipeline"].get("taken") for s in [*states, *(r.iter(state_dict=states).state_dict() for r in readers(cached, 2, max_epochs=1))])
+    pristine = json.loads(json.dumps(states))
     new = [r.iter(state_dict=states) for r in readers(cached, 2, max_epochs=1)]
     for it in new:
         seen.update(key(e) for e in it)
+    assert states == pristine  # merging reads the old states, never changes them
     (whole,) = readers(cached, 1, max_epochs=1)
     assert seen == Counter(key(e) for e in whole)
 

@@ -148,6 +148,14 @@ class MixPlan:
         sources = np.repeat(np.arange(len(counts)), counts)
         return sources[np.random.default_rng([self.seed, block]).permutation(self.block_size)]
 
+    def counts_json(self) -> dict[str, Any]:
+        """The rule as a state's plan keeps it: each weight stage as the examples of each
+        source in a block (what decides the order, in small integers: a mix of 1,000 sources
+        keeps its weights in a few KB however they were written), seed, stop rule, caps."""
+        out = {**self.to_json(), "schedule": [[start, block_counts(ws, self.block_size)] for start, ws in self.schedule]}
+        out["per_block"] = out.pop("schedule")
+        return out
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "schedule": [[start, list(ws)] for start, ws in self.schedule],

@@ -121,7 +121,7 @@ class MixRoot(RootPlan):
         return {
             "kind": self.KIND,
             "options": ShardOptions().to_json(reader),
-            "mix": self.plan.to_json(),
+            "mix": self.plan.counts_json(),
             "sources": source_runs([source.plan_json(ReaderSplit()) for source in self.mixed]),
         }
 
