@@ -1,6 +1,6 @@
 """Cache builds at scale: one large file on two Beam workers, many small files, tokens per core.
 
-    python benchmarks/beam_scale.py [--mb 200] [--small-files 2000] [--rounds 2] [--out beam_scale.json]
+    python benchmarks/beam_scale.py [--mb 200] [--small-files 2000] [--rounds 2] [--out beam_scale.json] [--min-ratio 1.7]
 
 Each build runs in its own interpreter (``files -> tokenize -> ensure_bos_eos ->
 concat_chunk(2048) -> cache``), timed around ``Dataset.cache`` (the Beam pipeline, worker
@@ -198,6 +198,7 @@ def main() -> None:
     parser.add_argument("--small-files", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", default="beam_scale.json", help="file name under benchmarks/results")
+    parser.add_argument("--min-ratio", type=float, default=None, help="exit 1 when 2 workers reach less than this over in-process (one file, 8 files)")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import build_jsonl, build_shards, write_results
@@ -267,7 +268,8 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),
         "command": f"python benchmarks/beam_scale.py --mb {args.mb:g} --small-files {args.small_files} --rounds {args.rounds}"
-        + ("" if args.out == "beam_scale.json" else f" --out {args.out}"),
+        + ("" if args.out == "beam_scale.json" else f" --out {args.out}")
+        + ("" if args.min_ratio is None else f" --min-ratio {args.min_ratio:g}"),
         "one_file_mb": os.path.getsize(big) / 1e6,
         "seconds": {k: statistics.median(x["seconds"] for x in v) for k, v in runs.items()},
         "tokens_per_s": {k: statistics.median(x["tokens_per_s"] for x in v) for k, v in runs.items()},
@@ -288,7 +290,13 @@ def main() -> None:
     print(f"  per-file overhead ({args.small_files} files of ~1 KB): {overhead_ms:.1f} ms")
     for key, value in bounds.items():
         print(f"  {key:<62} {value:6.2f}")
+    if args.min_ratio is not None:
+        checked = ["one file, 2 workers / in-process (default engine)", "8 files, 2 workers / in-process (default engine)"]
+        results["target"] = {"min_ratio": args.min_ratio, "met": {key: ratios[key] >= args.min_ratio for key in checked}}
     write_results(args.out, results, "the shipped prose (data/corpus), repeated: one file of --mb MB, the same text as 8 files, and small files of its paragraphs")
+    if args.min_ratio is not None and not all(results["target"]["met"].values()):
+        missed = {key: round(ratios[key], 2) for key, met in results["target"]["met"].items() if not met}
+        raise SystemExit(f"2 workers / in-process below {args.min_ratio}x: {missed}")
 
 
 if __name__ == "__main__":

@@ -186,6 +186,7 @@ def measure_mix(caches: list[str], part: int, parts: int) -> dict[str, Any]:
     batch = next(it)
     first = time.perf_counter()
     pool = it.source.rows[0].rows.pool
+    opened, decoded = pool.files_opened, pool.groups_decoded
     state = it.state_dict()
     for _ in range(20):
         next(it)
@@ -198,8 +199,8 @@ def measure_mix(caches: list[str], part: int, parts: int) -> dict[str, Any]:
         "next_batches_s_each": steady,
         "peak_rss_bytes": peak_rss(),
         "rss_after_import_bytes": rss_imported,
-        "shard_files_opened_for_first_batch": pool.files_opened,
-        "row_groups_decoded_for_first_batch": pool.groups_decoded,
+        "shard_files_opened_for_first_batch": opened,
+        "row_groups_decoded_for_first_batch": decoded,
         "state_bytes": len(json.dumps(state)),
         "mix_state_bytes": len(json.dumps(state["pipeline"]["upstream"]["upstream"])),
         "rows": [[int(s), int(sh)] for s, sh in zip(batch["source"], batch["shard"])],
@@ -249,7 +250,14 @@ def mix_world_size_change(caches: list[str], old_parts: int, new_parts: int, ste
             diff = {k: (states[-1][k], real[part][k]) for k in real[part] if states[-1].get(k) != real[part][k]}
             raise SystemExit(f"made state of old reader {part} differs from its real state: {str(diff)[:1500]}")
     passed_bytes = sum(len(json.dumps(s)) for s in states)
-    out: dict[str, Any] = {"old readers": old_parts, "new readers": new_parts, "batches per old reader": steps, "states passed, bytes": passed_bytes}
+    out: dict[str, Any] = {
+        "old readers": old_parts,
+        "new readers": new_parts,
+        "batches per old reader": steps,
+        "states passed, bytes": passed_bytes,
+        "one old state, bytes": len(json.dumps(states[0])),
+        "peak RSS holding every old state, before any new reader, bytes": peak_rss(),
+    }
     taken = steps * 2 * old_parts  # examples the old readers took, in step: the new readers go on from there
     for part in samples:
         rss_before = peak_rss()
