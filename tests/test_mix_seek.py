@@ -220,3 +220,15 @@ def test_a_state_grows_by_a_few_bytes_a_source(twins):
         next(it)
         sizes[n] = len(json.dumps(it.state_dict()))
     assert (sizes[60] - sizes[20]) / 40 <= 16, sizes
+
+
+def test_a_seeking_state_explains_itself(twins):
+    from beamtok.stream.explain import explain_state
+
+    _, cached = twins
+    it = readers(cached, 3)[1].batch(2).iter()
+    list(itertools.islice(it, 4))
+    state = json.loads(json.dumps(it.state_dict()))
+    positions = state["pipeline"]["upstream"]["upstream"]["positions"]
+    lines = explain_state(state)
+    assert any(f"each source's next example (read by seeking): 0: {positions[0]}, 1: {positions[1]}, 2: {positions[2]}" in line for line in lines), lines

@@ -141,6 +141,11 @@ class MixRoot(RootPlan):
             lines.append(f"{indent}{ExampleSplitNode.describe_state(state)}")
             state = state["upstream"]
         lines += MixSource.describe_state(state, indent)
+        positions = state.get("positions") if isinstance(state, dict) else None
+        if isinstance(positions, list):  # a seeking mix: each source's next example, by number
+            shown = ", ".join(f"{i}: {p}" for i, p in enumerate(positions[:ABOUT_SOURCES]))
+            more = f" (and {len(positions) - ABOUT_SOURCES} more)" if len(positions) > ABOUT_SOURCES else ""
+            lines.append(f"{indent}  each source's next example (read by seeking): {shown}{more}")
         children = state.get("sources") if isinstance(state, dict) else None
         for i, child in enumerate(children if isinstance(children, list) else []):
             shards = sources[i] if sources is not None and i < len(sources) else None
