@@ -12,9 +12,13 @@ once per round; ratios are medians of same-round pairs):
 - the global shuffle reading the local memory-mapped copy (``local_copy=DIR``), the copy made
   beforehand, and the time to make the copy (one sequential pass and a write), with the
   first epoch's rate counting the copy;
-- the locality-aware option (``window``: the rows of as many row groups as the budget holds) decoding in memory,
-  with two quality figures beside the full shuffle's: the share of consecutive rows from the
-  same row group, and the correlation of output position with cache row.
+- the locality-aware option (``window``: the rows of as many row groups as the budget holds) decoding in memory;
+- on the same text cached with small row groups (``--spread-group-rows``), a sequential read
+  and the spread shuffle (``spread=K``, K units of a row group each, K what the budget holds
+  at two groups a unit) decoding in memory, paired with that cache's sequential read;
+- the order's quality for each (no reading): the share of consecutive rows from the same row
+  group, document and input shard; the correlation of output position with cache row; how
+  far a row moves, as a share of the epoch.
 Writes benchmarks/results/shuffle_read.json with date, command, corpus and cores.
 """
 
@@ -58,14 +62,35 @@ def tokens_per_s(ds: Dataset, seconds: float | None = None) -> tuple[float, int]
     return tokens / (time.perf_counter() - start), rows
 
 
-def quality(cache: str, rows: int, group_rows: int, window: int | None) -> dict[str, float]:
-    """How far the order is from the cache's: consecutive rows in one row group, and the
-    correlation of output position with cache row (0: no trace of the cache's order)."""
+def provenance(cache_dir: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each cache row's (input shard, document) as arrays, in cache row order."""
+    shards, docs = [], []
+    for block in Cache(cache_dir).all_blocks():
+        shards.append(block.shard)
+        docs.append(block.doc_array)
+    return np.concatenate(shards), np.concatenate(docs)
+
+
+def quality(order: np.ndarray, group_rows: int, shard: np.ndarray, doc: np.ndarray) -> dict[str, float]:
+    """How far an epoch's order (cache rows by position) is from the cache's: the share of
+    consecutive rows from one row group, from one document, from one input shard; the
+    correlation of position with cache row (0: no trace of the cache's order); and how far a
+    row moves, as a share of the epoch (a uniform permutation: 1/3 on average)."""
+    rows = len(order)
+    same = lambda key: float(np.mean(key[order[1:]] == key[order[:-1]]))  # noqa: E731
+    return {
+        "consecutive rows from one row group": float(np.mean(order[1:] // group_rows == order[:-1] // group_rows)),
+        "consecutive rows from one document": float(np.mean((shard[order[1:]] == shard[order[:-1]]) & (doc[order[1:]] == doc[order[:-1]]))),
+        "consecutive rows from one input shard": same(shard),
+        "position/row correlation": float(np.corrcoef(np.arange(rows), order)[0, 1]),
+        "mean move, share of the epoch (uniform: 0.333)": float(np.mean(np.abs(np.arange(rows) - order)) / rows),
+    }
+
+
+def order_of(rows: int, **options: Any) -> np.ndarray:
     from beamtok.stream.global_shuffle import GlobalOrder
 
-    order = GlobalOrder(rows, seed=0, epoch=0, window=window).rows_at(np.arange(rows, dtype=np.int64))
-    same_group = float(np.mean(order[1:] // group_rows == order[:-1] // group_rows))
-    return {"consecutive rows from one row group": same_group, "position/row correlation": float(np.corrcoef(np.arange(rows), order)[0, 1])}
+    return GlobalOrder(rows, seed=0, epoch=0, **options).rows_at(np.arange(rows, dtype=np.int64))
 
 
 def main() -> None:
@@ -74,12 +99,18 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--decode-seconds", type=float, default=8.0)
+    parser.add_argument("--spread-group-rows", type=int, default=64, help="row groups of the cache the spread shuffle is measured on")
     args = parser.parse_args()
     text = build_jsonl(f"shuffle-read-{args.mb:g}mb", int(args.mb * 1e6))
     cache_dir = WORK / f"shuffle-read-{args.mb:g}mb-{args.seq_len}"
     if not (cache_dir / "manifest.json").exists():
         shutil.rmtree(cache_dir, ignore_errors=True)
         Dataset.from_files([str(text)]).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(args.seq_len).cache(str(cache_dir))
+    small_dir = WORK / f"shuffle-read-{args.mb:g}mb-{args.seq_len}-groups-{args.spread_group_rows}"
+    if not (small_dir / "manifest.json").exists():
+        shutil.rmtree(small_dir, ignore_errors=True)
+        Dataset.from_files([str(text)]).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(args.seq_len).cache(str(small_dir), row_group_rows=args.spread_group_rows)
+    small = Dataset.from_cache(str(small_dir))
     cache = Cache(str(cache_dir))
     totals = cache.manifest.totals
     decoded = decoded_bytes(cache)
@@ -100,11 +131,17 @@ def main() -> None:
     ds = Dataset.from_cache(str(cache_dir))
     budgets: dict[str, Any] = {}
     windows: dict[int, int] = {}
+    spreads: dict[int, int] = {}
+    small_group_bytes = decoded * args.spread_group_rows // totals["rows"]
     for fraction in (1, 8, 64):
         random_access.DECODE_BUDGET = max(1, decoded // fraction)
         window = max(1, random_access.DECODE_BUDGET // group_bytes) * group_rows  # the row groups the budget holds
         windows[fraction] = window
-        rounds: dict[str, list[float]] = {k: [] for k in ("sequential", "shuffle, decoding", "shuffle, local copy", "window, decoding")}
+        spread = max(1, random_access.DECODE_BUDGET // small_group_bytes // 2)  # units a unit may straddle two groups of
+        spreads[fraction] = spread
+        rounds: dict[str, list[float]] = {
+            k: [] for k in ("sequential", "shuffle, decoding", "shuffle, local copy", "window, decoding", "small groups: sequential", "small groups: spread, decoding")
+        }
         decoded_rows: list[int] = []
         for _ in range(args.repeats):
             rounds["sequential"].append(tokens_per_s(ds.batch(16))[0])
@@ -113,6 +150,9 @@ def main() -> None:
             decoded_rows.append(rows)
             rounds["shuffle, local copy"].append(tokens_per_s(ds.global_shuffle(seed=0, local_copy=str(copies)).batch(16))[0])
             rounds["window, decoding"].append(tokens_per_s(ds.global_shuffle(seed=0, window=window, local_copy=False).batch(16), args.decode_seconds)[0])
+            rounds["small groups: sequential"].append(tokens_per_s(small.batch(16))[0])
+            spread_ds = small.global_shuffle(seed=0, spread=spread, unit_rows=args.spread_group_rows).batch(16)
+            rounds["small groups: spread, decoding"].append(tokens_per_s(spread_ds, args.decode_seconds)[0])
         base = rounds["sequential"]
 
         def paired(name: str, rounds: dict[str, list[float]] = rounds, base: list[float] = base) -> float:
@@ -133,9 +173,14 @@ def main() -> None:
                 "global shuffle, local copy, first epoch counting the copy": statistics.median(
                     f / s for f, s in zip(first_epoch, base)
                 ),
+                f"spread shuffle ({spread} units of {args.spread_group_rows} rows), decoding, against a sequential read of that cache": statistics.median(
+                    x / y for x, y in zip(rounds["small groups: spread, decoding"], rounds["small groups: sequential"])
+                ),
             },
         }
         print(f"  {fraction:>2}x budget: " + ", ".join(f"{k} {v:.3f}x" for k, v in budgets[f'cache = {fraction}x the decode budget']["ratios to sequential"].items()))
+    rows = totals["rows"]
+    shard, doc = provenance(str(cache_dir))
     results = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}",
         "cores": os.cpu_count(),
@@ -153,9 +198,22 @@ def main() -> None:
         "local copy": {"bytes": copy_bytes, "build seconds": build_seconds, "build tokens_per_s": totals["tokens"] / statistics.median(build_seconds)},
         "budgets": budgets,
         "order quality": {
-            "full shuffle": quality(str(cache_dir), totals["rows"], group_rows, None),
-            **{f"window {w} rows": quality(str(cache_dir), totals["rows"], group_rows, w) for w in sorted(set(windows.values()))},
-            "cache order": {"consecutive rows from one row group": 1 - 1 / group_rows, "position/row correlation": 1.0},
+            f"row groups of {group_rows} rows": {
+                "full shuffle": quality(order_of(rows), group_rows, shard, doc),
+                **{f"window {w} rows": quality(order_of(rows, window=w), group_rows, shard, doc) for w in sorted(set(windows.values()))},
+                "cache order": quality(np.arange(rows), group_rows, shard, doc),
+            },
+            f"row groups of {args.spread_group_rows} rows": {
+                "full shuffle": quality(order_of(rows), args.spread_group_rows, shard, doc),
+                **{
+                    f"spread {k} units of {args.spread_group_rows} rows": quality(order_of(rows, spread=k, unit=args.spread_group_rows), args.spread_group_rows, shard, doc)
+                    for k in sorted(set(spreads.values()))
+                },
+                **{
+                    f"window {k * args.spread_group_rows} rows": quality(order_of(rows, window=k * args.spread_group_rows), args.spread_group_rows, shard, doc)
+                    for k in sorted(set(spreads.values()))
+                },
+            },
         },
     }
     write_results("shuffle_read.json", results)

@@ -156,3 +156,51 @@ def test_windowed_order_changes_inside_every_window_from_epoch_to_epoch():
     assert sum(first[w] != second[w] for w in first) == len(first)  # in another order, in every window
     windows_in_order = [GlobalOrder(total, seed=7, epoch=e, window=window).rows_at(np.arange(0, total, window)) // window for e in (0, 1)]
     assert windows_in_order[0].tolist() != windows_in_order[1].tolist()
+
+
+@pytest.mark.parametrize(("spread", "unit"), [(4, 8), (3, 5)])
+def test_spread_takes_whole_units_one_after_another(cached, in_order, spread, unit):
+    """A spread window is ``spread`` units of ``unit`` consecutive rows drawn anywhere in the
+    cache; its rows come one unit after another, so neighbours never share a unit; every row
+    once an epoch, a new order each epoch."""
+    out = rows_of(cached.global_shuffle(seed=3, spread=spread, unit_rows=unit).repeat(2))
+    n = len(in_order)
+    epochs = [out[:n], out[n:]]
+    assert all(sorted(e) == sorted(in_order) for e in epochs) and epochs[0] != epochs[1]
+    position = {row: i for i, row in enumerate(in_order)}
+    units = [position[r] // unit for r in epochs[0]]
+    whole = n // unit
+    for start in range(0, whole * unit, spread * unit):
+        window = units[start : min(start + spread * unit, whole * unit)]
+        held = min(spread, whole - start // unit)
+        assert sorted(set(window)) == sorted(set(window[:held])) and len(set(window)) == held  # whole units, each in one slot
+        assert all(window[i] == window[i % held] for i in range(len(window)))  # slot o mod K: one unit after another
+    assert sorted(units[whole * unit :]) == [whole] * (n - whole * unit)  # the rows past the last whole unit come last
+    first_window = [{position[r] // unit for r in e[: spread * unit]} for e in epochs]
+    assert first_window[0] != first_window[1]  # the units are drawn anew each epoch
+    inside = [[position[r] for r in epochs[0] if position[r] // unit == u] for u in range(whole)]
+    assert sum(rows != sorted(rows) for rows in inside) > 0.8 * whole  # a unit's rows are permuted too
+
+
+def test_spread_readers_share_the_order_and_read_only_their_units(cached, in_order):
+    spread, unit, readers = 6, 8, 3
+    shuffled = cached.global_shuffle(seed=5, spread=spread, unit_rows=unit)
+    one = rows_of(shuffled)
+    parts = [shuffled.shard_by_rank(r, readers, split="examples").iter() for r in range(readers)]
+    taken = [rows_of(it) for it in parts]
+    assert [row for trio in itertools.zip_longest(*taken) for row in trio if row is not None] == one
+    position = {row: i for i, row in enumerate(in_order)}
+    full_windows = len(in_order) // unit // spread * spread * unit  # output positions in windows of all 6 units
+    owned = [{position[row] // unit for j, row in enumerate(rows) if r + j * readers < full_windows} for r, rows in enumerate(taken)]
+    assert all(len(units) > 5 for units in owned) and all(not a & b for a, b in itertools.combinations(owned, 2))  # a unit is one reader's
+    decoded = [it.source.source.opened().groups_decoded for it in parts]
+    groups = sum(-(-e.rows // 8) for e in cached._pipeline.root.origin.cache.manifest.shards)
+    assert max(decoded) < 0.6 * groups, (decoded, groups)  # about a third each (units straddle groups at shard ends)
+
+
+def test_spread_resumes_exactly_and_refuses_a_window_beside_it(cached):
+    check_resumption(lambda: cached.global_shuffle(seed=2, spread=4, unit_rows=8).repeat(2).batch(5), random_steps=6, seed=1)
+    with pytest.raises(ConfigError, match="window= and spread="):
+        cached.global_shuffle(window=8, spread=4)
+    with pytest.raises(ConfigError, match="unit_rows= sizes the units of spread="):
+        cached.global_shuffle(unit_rows=8)

@@ -63,3 +63,12 @@ def check_memory(what: str, need: int) -> None:
     available = memory_available()
     if available is not None and need > available:
         raise ConfigError(f"{what} would need {human_bytes(need)} of memory; this machine has {human_bytes(available)} available")
+
+
+ROW_GROUP_BYTES = 8 << 20  # tokens per row group: small enough to seek to, big enough to read fast
+
+
+def default_group_rows(seq_len: int | None, nbytes: int | None = None) -> int:
+    """Rows in a cache's row group when the build is not told: as many rows as fit ``nbytes``
+    of int32 tokens (default ROW_GROUP_BYTES), at least 64."""
+    return max(64, (nbytes or ROW_GROUP_BYTES) // (4 * (seq_len or 2048)))

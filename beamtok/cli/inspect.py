@@ -90,7 +90,8 @@ def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
         options = plan["root"]["options"]
         root = cached.pipeline.root.with_options(epochs=options["epochs"], shuffle_seed=options["shuffle_seed"], interleave=options["interleave"])
         if isinstance(options.get("global_shuffle"), dict):
-            root = GlobalShuffleRoot(root, options["global_shuffle"]["seed"], options["global_shuffle"]["window"])
+            shuffle = options["global_shuffle"]
+            root = GlobalShuffleRoot(root, shuffle["seed"], shuffle["window"], None, shuffle.get("spread"), shuffle.get("unit_rows"))
         stages = []
         for name, config in stage_configs(plan):
             kind = Stage.named(name)

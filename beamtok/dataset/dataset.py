@@ -247,20 +247,36 @@ class Dataset(PerShardStages, StreamStages):
         """
         return self._with_root_options(workers=default_workers() if workers is None else workers)
 
-    def global_shuffle(self, seed: int = 0, *, window: int | None = None, local_copy: bool | str | None = None) -> Dataset:
+    def global_shuffle(
+        self,
+        seed: int = 0,
+        *,
+        window: int | None = None,
+        spread: int | None = None,
+        unit_rows: int | None = None,
+        local_copy: bool | str | None = None,
+    ) -> Dataset:
         """Every row of a packed cache once per epoch, in a keyed pseudo-random permutation
         over the whole cache (``window=None``) or within windows of ``window`` consecutive
         rows, reshuffled each epoch (``repeat``). Readers (``shard_by_rank``, DataLoader
         workers) take every k-th position of the one global order; the state is
         ``{epoch, position}``.
 
+        ``spread=K``: windows of K units of ``unit_rows`` consecutive rows (a default row
+        group's, unless given) drawn anywhere in the cache, their rows taken one unit after
+        another: each row group is decoded about once an epoch with no copy, and consecutive
+        rows never come from one unit. Make K a multiple of the number of readers, and K over
+        readers units fit the decode budget: each reader then decodes only its own units.
+
         ``local_copy`` says how rows are read, never which: a cache larger than a reader's
         decode budget is copied once per machine, at the first ``next()``, into a local
         uncompressed memory-mapped file (``None``, the default; ``True`` always; a directory
         to keep it in, else ``$BEAMTOK_LOCAL_ROWS`` or ``~/.cache/beamtok/local-rows``);
         ``False`` decodes row groups in memory (small row groups, ``--row-group-rows``, keep
-        that cheap). See docs/scale.md."""
-        root = GlobalShuffleRoot(shard_root(self._pipeline.root, "global_shuffle()"), seed, window, local_copy)
+        that cheap); with ``spread``, the default is ``False``. See docs/scale.md."""
+        if spread is not None and local_copy is None:
+            local_copy = False  # spread windows are read whole from decoded row groups: no copy needed
+        root = GlobalShuffleRoot(shard_root(self._pipeline.root, "global_shuffle()"), seed, window, local_copy, spread, unit_rows)
         return self._replace(root=root)
 
     def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards", even: str | None = None) -> Dataset:

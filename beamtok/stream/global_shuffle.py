@@ -6,6 +6,16 @@ windows of ``window`` consecutive rows followed by a permutation inside each win
 ``(seed, e, window)``): with windows, the rows read close together in time come from a few
 row groups, so a small decode cache serves them; without, any row may follow any other.
 
+With ``spread=K`` (and units of ``unit`` consecutive rows, a row group's worth), a window is
+instead K units drawn anywhere in the cache by a permutation of all units keyed by
+``(seed, e)``, and its rows are taken one unit after another: position ``o`` of a window is
+row ``o div K`` (permuted inside the unit) of its unit in slot ``o mod K``. Every unit is read
+whole within its window, so a reader holding K units decoded decodes each row group about
+once an epoch, while consecutive rows never come from the same unit. With K a multiple of the
+number of readers, reader ``part`` takes only the slots ``part mod parts`` and so decodes only
+its own K/parts units. Rows past the last whole unit (fewer than ``unit``) come last in the
+epoch, permuted.
+
 The permutation is computed, never stored. Readers split the positions, not the shards:
 reader ``part`` of ``parts`` takes positions ``part, part + parts, ...``, so the global order
 is the same for any number of readers. The state is ``{epoch, position, stats}``: the next
@@ -49,13 +59,19 @@ class GlobalOrder:
     seed: int
     epoch: int
     window: int | None = None
+    spread: int | None = None  # units per window
+    unit: int | None = None  # rows per unit (with spread)
 
     def __post_init__(self) -> None:
         check_option(self.seed, "seed")
         check_optional_int(self.window, "window", minimum=1)
+        check_optional_int(self.spread, "spread", minimum=1)
+        check_optional_int(self.unit, "unit_rows", minimum=1)
 
     def rows_at(self, positions: np.ndarray) -> np.ndarray:
         """The global rows at these positions of the epoch."""
+        if self.spread is not None and self.unit is not None:
+            return self._spread_rows(np.asarray(positions, dtype=np.int64))
         if self.window is None or self.window >= self.total:
             return FeistelPermutation(self.total, (self.seed, self.epoch))(positions)
         size = self.window
@@ -75,18 +91,48 @@ class GlobalOrder:
         return out
 
 
+    def _spread_rows(self, positions: np.ndarray) -> np.ndarray:
+        assert self.spread is not None and self.unit is not None
+        size, units = self.unit, self.total // self.unit
+        whole = units * size  # rows in whole units; the rest come last
+        out = np.empty(len(positions), dtype=np.int64)
+        tail = positions >= whole
+        if tail.any():
+            out[tail] = whole + FeistelPermutation(self.total - whole, (self.seed, self.epoch, 3))(positions[tail] - whole)
+        inner = ~tail
+        if inner.any():
+            p = positions[inner]
+            window = p // (self.spread * size)
+            in_window = np.minimum(self.spread, units - window * self.spread)  # the last window may hold fewer units
+            offset = p - window * self.spread * size
+            slot, row = offset % in_window, offset // in_window
+            unit = FeistelPermutation(units, (self.seed, self.epoch, 1))(window * self.spread + slot)
+            shifted = (row + (_spread_key(unit, self.seed, self.epoch) % size)) % size  # each unit its own order
+            out[inner] = unit * size + FeistelPermutation(size, (self.seed, self.epoch, 2))(shifted)
+        return out
+
+
+def _spread_key(units: np.ndarray, seed: int, epoch: int) -> np.ndarray:
+    """A well-spread number per unit, so units of one epoch take their rows in different orders."""
+    key = FeistelPermutation(1 << 62, (seed, epoch, 4))
+    return key(units.astype(np.int64))
+
+
 class GlobalShuffleSource(RootSource):
     """Yields a packed cache's rows in a keyed permutation, epoch after epoch."""
 
     KEYS = ("epoch", "position", "stats")
 
-    def __init__(self, rows: RowSource, *, seed: int, window: int | None, epochs: int | None, split: ReaderSplit) -> None:
+    def __init__(
+        self, rows: RowSource, *, seed: int, window: int | None, epochs: int | None, split: ReaderSplit, spread: tuple[int, int] | None = None
+    ) -> None:
         if rows.total == 0:
             raise ConfigError("global_shuffle(): the cache holds no rows")
         self.source = rows
         self.total = rows.total
         self.seed = seed
         self.window = window
+        self.spread = spread  # (units per window, rows per unit)
         self.epochs = epochs
         self.part, self.parts = split.part, split.parts
         self.reset(None)
@@ -204,10 +250,15 @@ class GlobalShuffleSource(RootSource):
         if not len(positions):
             self._block, self._positions = None, positions
             return False
-        order = GlobalOrder(self.total, self.seed, self._epoch, self.window)
+        order = self.order(self._epoch)
         self._block = self.source.block(order.rows_at(positions))
         self._positions = positions
         return True
+
+    def order(self, epoch: int) -> GlobalOrder:
+        """The permutation of ``epoch``."""
+        spread, unit = self.spread if self.spread is not None else (None, None)
+        return GlobalOrder(self.total, self.seed, epoch, self.window, spread, unit)
 
     def close(self) -> None:
         self.source.close()
@@ -219,7 +270,7 @@ class GlobalShuffleSource(RootSource):
         total, parts = self.total, olds[0].parts
         probes = []
         for state, old in zip(states, olds):
-            probe = GlobalShuffleSource(self.source, seed=self.seed, window=self.window, epochs=self.epochs, split=old)
+            probe = GlobalShuffleSource(self.source, seed=self.seed, window=self.window, epochs=self.epochs, split=old, spread=self.spread)
             probe.reset(state)
             probes.append(probe)
         taken_before = {i for probe in probes for i in probe._taken}

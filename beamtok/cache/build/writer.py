@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from beamtok.base.errors import ConfigError
-from beamtok.base.sizes import ROW_BYTES_PER_TOKEN, check_ceiling, check_memory
+from beamtok.base.sizes import ROW_BYTES_PER_TOKEN, ROW_GROUP_BYTES, check_ceiling, check_memory, default_group_rows
 from beamtok.base.validate import check_optional_int
 from beamtok.cache.format.manifest import ShardEntry, shard_file, sidecar_file
 from beamtok.cache.format.schema import cache_schema, examples_to_table, parquet_options
@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 __all__ = ["ROW_GROUP_BYTES", "WrittenRows", "check_layout", "completed_entry", "record_shard", "rows_per_group", "write_row_groups", "write_rows", "write_shard"]
 
 MAX_ROW_GROUP_BYTES = 1 << 31  # Parquet readers decode a row group at once
-ROW_GROUP_BYTES = 8 << 20  # tokens per row group: small enough to seek to, big enough to read fast
 
 
 def rows_per_group(seq_len: int | None, rows: int | None = None, nbytes: int | None = None) -> int:
@@ -36,7 +35,7 @@ def rows_per_group(seq_len: int | None, rows: int | None = None, nbytes: int | N
     int32 tokens (default ROW_GROUP_BYTES), at least 64 in that case."""
     if rows is not None:
         return rows
-    return max(64, (nbytes or ROW_GROUP_BYTES) // (4 * (seq_len or 2048)))
+    return default_group_rows(seq_len, nbytes)
 
 
 def check_layout(row_group_rows: int | None, row_group_bytes: int | None, seq_len: int | None, parquet_compat: bool = False) -> dict[str, Any]:

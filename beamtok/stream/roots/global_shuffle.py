@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.base.errors import ConfigError
+from beamtok.base.sizes import default_group_rows
 from beamtok.base.validate import check_int, check_optional_int
 from beamtok.core.spec import Spec
 from beamtok.sources.urls import Shard
@@ -32,10 +33,18 @@ class GlobalShuffleRoot(RootPlan):
     seed: int = 0
     window: int | None = None
     local_copy: bool | str | None = None  # how rows are read, not which: in no fingerprint
+    spread: int | None = None  # units per window (see beamtok.stream.global_shuffle)
+    unit_rows: int | None = None  # rows per unit with spread (default: a default row group's)
 
     def __post_init__(self) -> None:
         check_int(self.seed, "seed")
         check_optional_int(self.window, "window", minimum=1)
+        check_optional_int(self.spread, "spread", minimum=1)
+        check_optional_int(self.unit_rows, "unit_rows", minimum=1)
+        if self.spread is not None and self.window is not None:
+            raise ConfigError("global_shuffle(): window= and spread= are two kinds of window; pass one")
+        if self.unit_rows is not None and self.spread is None:
+            raise ConfigError("global_shuffle(): unit_rows= sizes the units of spread=; pass spread too")
         if self.local_copy is not None and not isinstance(self.local_copy, (bool, str)):
             raise ConfigError(f"local_copy must be True, False, None or a directory, not {self.local_copy!r}")
         o = self.base.options
@@ -63,11 +72,23 @@ class GlobalShuffleRoot(RootPlan):
     def build(self, split: ReaderSplit) -> tuple[GlobalShuffleSource, Node]:
         rows = self.base.origin.row_access(self.base.spec, self.local_copy)
         assert rows is not None  # checked when the plan was made
-        source = GlobalShuffleSource(rows, seed=self.seed, window=self.window, epochs=self.base.options.epochs, split=split)
+        source = GlobalShuffleSource(rows, seed=self.seed, window=self.window, epochs=self.base.options.epochs, split=split, spread=self.spread_units())
         return source, source
 
+    def spread_units(self) -> tuple[int, int] | None:
+        """(units per window, rows per unit) with spread, else None. Units default to the rows
+        of a row group a build writes by default for this packing."""
+        if self.spread is None:
+            return None
+        seq_len = self.base.spec.pack.seq_len if self.base.spec.pack is not None else None
+        return self.spread, self.unit_rows or default_group_rows(seq_len)
+
     def _options_json(self, reader: ReaderSplit) -> dict[str, Any]:
-        return {**self.base.options.to_json(reader), "global_shuffle": {"seed": self.seed, "window": self.window}}
+        shuffle: dict[str, Any] = {"seed": self.seed, "window": self.window}
+        spread = self.spread_units()
+        if spread is not None:  # only when set: the fingerprints of other shuffles stay as they were
+            shuffle["spread"], shuffle["unit_rows"] = spread
+        return {**self.base.options.to_json(reader), "global_shuffle": shuffle}
 
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
         return {**self.base.fingerprint_json(reader), "options": self._options_json(reader)}
@@ -76,7 +97,8 @@ class GlobalShuffleRoot(RootPlan):
         return self.base.content_parts()
 
     def describe(self) -> str:
-        return f"global_shuffle(seed={self.seed}, window={self.window}) of {self.base.describe()}"
+        how = f"spread={self.spread_units()}" if self.spread is not None else f"window={self.window}"
+        return f"global_shuffle(seed={self.seed}, {how}) of {self.base.describe()}"
 
     def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:
         return {**self.base.plan_json(reader), "kind": self.KIND, "options": self._options_json(reader)}
