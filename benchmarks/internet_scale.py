@@ -22,7 +22,10 @@ manifest):
   examples over the same readers: time to a reader's first batch, its memory, the shard files
   it opened, its state; and a world-size change of that mix (to ``--mix-new-ranks`` ranks):
   a new reader's merge of every old reader's state and first batch, checked against the
-  one mixed stream.
+  one mixed stream;
+- the global shuffle of the ``--shards`` cache read by those readers: spread windows of one
+  unit a reader (a shard's row group each) against the whole-cache permutation decoding row
+  groups: open, first batch, row groups decoded over 22 batches, state.
 Writes benchmarks/results/internet_scale.json.
 """
 
@@ -278,6 +281,39 @@ def mix_world_size_change(caches: list[str], old_parts: int, new_parts: int, ste
     return out
 
 
+def measure_shuffle(cache: str, part: int, parts: int, spread: int | None) -> dict[str, Any]:
+    """In a fresh process: reader ``part`` of ``parts`` of the cache's global shuffle (spread
+    windows of ``spread`` units of a row group, else the whole-cache permutation decoding row
+    groups, no copy): open, first batch, what it decoded, its state."""
+    start = time.perf_counter()
+    from beamtok import Dataset
+
+    imported = time.perf_counter()
+    ds = Dataset.from_cache(cache).repeat().global_shuffle(seed=0, spread=spread, unit_rows=ROWS if spread else None, local_copy=False)
+    it = ds.shard_by_rank(part, parts, split="examples").batch(2).iter()
+    opened = time.perf_counter()
+    batch = next(it)
+    first = time.perf_counter()
+    access = it.source.source.opened()
+    decoded, files = access.groups_decoded, access.pool.files_opened
+    for _ in range(20):
+        next(it)
+    steady = (time.perf_counter() - first) / 20
+    state = it.state_dict()
+    return {
+        "import_s": imported - start,
+        "open_s": opened - imported,
+        "first_batch_s": first - opened,
+        "next_batches_s_each": steady,
+        "row_groups_decoded_for_first_batch": decoded,
+        "shard_files_opened_for_first_batch": files,
+        "row_groups_decoded_for_22_batches": access.groups_decoded,
+        "peak_rss_bytes": peak_rss(),
+        "state_bytes": len(json.dumps(state)),
+        "rows": [[int(s), int(i)] for s, i in zip(batch["shard"], batch["index"])],
+    }
+
+
 def fresh(name: str, *args: Any) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, __file__, "measure", name, json.dumps(args)], capture_output=True, text=True, cwd=HERE)
     if proc.returncode:
@@ -367,6 +403,13 @@ def main() -> None:
         print(f"  mix of {args.sources}, {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s "
               f"({figures['shard_files_opened_for_first_batch']} shard files opened), state {figures['state_bytes']} B "
               f"(mix {figures['mix_state_bytes']} B), peak RSS {figures['peak_rss_bytes'] / 2**20:.0f} MiB")
+    shuffles = {
+        f"spread {parts} units of {ROWS} rows, reader {p} of {parts}": fresh("shuffle", cache, p, parts, parts) for p in (0, parts - 1)
+    }
+    shuffles[f"whole-cache permutation, decoding, reader 0 of {parts}"] = fresh("shuffle", cache, 0, parts, None)
+    for name, figures in shuffles.items():
+        print(f"  global shuffle, {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s, "
+              f"{figures['row_groups_decoded_for_22_batches']} row groups decoded for 22 batches of 2, state {figures['state_bytes']} B")
     mix_change = fresh("mix_change", sources, parts, args.mix_new_ranks * args.workers, args.steps, [3, args.mix_new_ranks * args.workers - 1])
     print(f"  mix, {parts} -> {args.mix_new_ranks * args.workers} readers: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in mix_change.items()))
     (elastic_cache,) = build_caches([WORK / f"internet-scale-{args.elastic_shards}"], args.elastic_shards)
@@ -384,6 +427,7 @@ def main() -> None:
         "a process that only imported beamtok": baseline,
         "mix": {"sources": args.sources, "shards per source": args.shards_per_source, "split": "examples", "readers": mix},
         "mix world-size change": {"sources": args.sources, **mix_change},
+        "global shuffle of the cache, split by examples (positions)": shuffles,
         "world-size change": {"shards": args.elastic_shards, "from ranks": args.elastic_ranks, "to ranks": args.elastic_new_ranks, "workers": args.workers, **change},
     }
     write_results("internet_scale.json", results, "synthetic: Parquet shards of GPT-2 concat_chunk(64) rows written by the cache writer")
@@ -397,6 +441,7 @@ if __name__ == "__main__":
 
             print(json.dumps({"peak_rss_bytes": peak_rss()}))
         else:
-            print(json.dumps({"open": measure_open, "mix": measure_mix, "mix_change": mix_world_size_change}[name](*params)))
+            measures = {"open": measure_open, "mix": measure_mix, "mix_change": mix_world_size_change, "shuffle": measure_shuffle}
+            print(json.dumps(measures[name](*params)))
     else:
         main()

@@ -176,6 +176,10 @@ def main() -> None:
                 f"spread shuffle ({spread} units of {args.spread_group_rows} rows), decoding, against a sequential read of that cache": statistics.median(
                     x / y for x, y in zip(rounds["small groups: spread, decoding"], rounds["small groups: sequential"])
                 ),
+                f"spread shuffle ({spread} units of {args.spread_group_rows} rows), decoding, against a sequential read of the default layout": paired(
+                    "small groups: spread, decoding"
+                ),
+                f"sequential read, row groups of {args.spread_group_rows} rows against the default layout": paired("small groups: sequential"),
             },
         }
         print(f"  {fraction:>2}x budget: " + ", ".join(f"{k} {v:.3f}x" for k, v in budgets[f'cache = {fraction}x the decode budget']["ratios to sequential"].items()))
