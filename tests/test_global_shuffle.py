@@ -204,3 +204,13 @@ def test_spread_resumes_exactly_and_refuses_a_window_beside_it(cached):
         cached.global_shuffle(window=8, spread=4)
     with pytest.raises(ConfigError, match="unit_rows= sizes the units of spread="):
         cached.global_shuffle(unit_rows=8)
+
+
+def test_spread_changes_world_size_losing_and_repeating_nothing(cached, in_order):
+    shuffled = cached.global_shuffle(seed=6, spread=6, unit_rows=8)
+    old = [shuffled.shard_by_rank(r, 3, split="examples").iter() for r in range(3)]
+    seen = [row for k in range(3 * 40 + 2) for row in rows_of([next(old[0 if k >= 120 else k % 3])])]
+    states = [json.loads(json.dumps(it.state_dict())) for it in old]
+    for r in range(2):
+        seen += rows_of(shuffled.shard_by_rank(r, 2, split="examples").iter(state_dict=states))
+    assert sorted(seen) == sorted(in_order)

@@ -148,8 +148,8 @@ class DatasetIterator:
         stream on another world size: its fingerprint is recomputed for that split)."""
         if isinstance(state, (str, bytes)):
             raise StateError("the state is a JSON string, not a dict: pass json.loads(text) (or json.load(file))")
-        if isinstance(state, dict) and split is None:  # the position is copied (restoring never changes the caller's state); the rest is only read
-            state = {**state, "pipeline": copy_state(state.get("pipeline"))}
+        if split is None:
+            state = copy_state(state)  # restoring never changes (or keeps) the caller's state
         # an old reader's state (split given) is only read: merges copy nothing, the merged state is copied when restored
         if not isinstance(state, dict) or "beamtok_state" not in state:
             raise StateError("not a beamtok state: it has no 'beamtok_state' version key")
