@@ -232,3 +232,15 @@ def test_a_seeking_state_explains_itself(twins):
     positions = state["pipeline"]["upstream"]["upstream"]["positions"]
     lines = explain_state(state)
     assert any(f"each source's next example (read by seeking): 0: {positions[0]}, 1: {positions[1]}, 2: {positions[2]}" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("even", ["drop", "pad"])
+def test_even_readers_of_a_finite_seeking_mix(twins, even):
+    """Readers passing each other's examples by seeking still end level: dropped to the
+    smallest share or padded to the largest, as the reading mix does."""
+    fly, cached = twins
+    counts = {}
+    for name, sources in (("reading", fly), ("seeking", cached)):
+        mixed = Dataset.mix(sources, [0.5, 0.3, 0.2], seed=3, block_size=BLOCK, stop="first_exhausted")
+        counts[name] = [sum(1 for _ in mixed.shard_by_rank(r, 4, split="examples", even=even)) for r in range(4)]
+    assert counts["seeking"] == counts["reading"] and len(set(counts["seeking"])) == 1
