@@ -244,3 +244,14 @@ def test_even_readers_of_a_finite_seeking_mix(twins, even):
         mixed = Dataset.mix(sources, [0.5, 0.3, 0.2], seed=3, block_size=BLOCK, stop="first_exhausted")
         counts[name] = [sum(1 for _ in mixed.shard_by_rank(r, 4, split="examples", even=even)) for r in range(4)]
     assert counts["seeking"] == counts["reading"] and len(set(counts["seeking"])) == 1
+
+
+def test_dataloader_workers_each_seek_their_share(twins):
+    pytest.importorskip("torchdata")
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    _, cached = twins
+    (one,) = readers(cached, 1)
+    whole = [key(e) for e in itertools.islice(one, 120)]
+    loader = StatefulDataLoader(one.to_torch(), batch_size=None, num_workers=2)
+    assert [key(e) for e in itertools.islice(loader, 120)] == whole  # workers take turns, each keeping every 2nd example
