@@ -255,3 +255,36 @@ def test_dataloader_workers_each_seek_their_share(twins):
     whole = [key(e) for e in itertools.islice(one, 120)]
     loader = StatefulDataLoader(one.to_torch(), batch_size=None, num_workers=2)
     assert [key(e) for e in itertools.islice(loader, 120)] == whole  # workers take turns, each keeping every 2nd example
+
+
+# ------------------------------------------------------------ a globally shuffled cache as a source
+
+
+def test_a_globally_shuffled_cache_is_a_mix_source(twins):
+    """A mix takes a cache's global shuffle as a source: its examples come in the shuffle's
+    own order, epoch after epoch; split by examples over caches the mix seeks it like any
+    cache, and gives what the reading mix gives with the other source on the fly."""
+    fly, cached = twins
+    shuffled = cached[2].global_shuffle(seed=4)
+    mixed = Dataset.mix([shuffled, fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK)
+    picked = [(int(e["shard"]), int(e["index"])) for e in itertools.islice(mixed, 600) if e["source"] == 0]
+    own = [(int(e["shard"]), int(e["index"])) for e in itertools.islice(shuffled.repeat(), len(picked))]
+    assert len(picked) > 2 * 128 and picked == own  # past its second epoch of 128 rows
+    for parts in (1, 3):
+        reading = [Dataset.mix([shuffled, fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(r, parts, split="examples") for r in range(parts)]
+        seeking = [Dataset.mix([shuffled, cached[1]], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(r, parts, split="examples") for r in range(parts)]
+        for rank, (a, b) in enumerate(zip(reading, seeking)):
+            it = b.iter()
+            assert isinstance(it.source, SeekingMix)
+            assert [key(e) for e in itertools.islice(it, 200)] == [key(e) for e in itertools.islice(a, 200)], f"reader {rank} of {parts}"
+
+
+def test_a_mix_with_a_global_shuffle_resumes_and_caps_it(twins):
+    fly, cached = twins
+    make = lambda: Dataset.mix([cached[2].global_shuffle(seed=4), fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK, max_epochs=[1, None]).batch(4)  # noqa: E731
+    report = check_resumption(make, random_steps=5, seed=3, limit=120)
+    assert len(report.steps_checked) >= 5
+    from_shuffle = [e for b in itertools.islice(make(), 120) for e in b["source"].tolist() if e == 0]
+    assert len(from_shuffle) == 128  # capped at one epoch of its 128 rows
+    both_capped = Dataset.mix([cached[2].global_shuffle(seed=4), fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK, max_epochs=1)
+    assert len(list(itertools.islice(both_capped, 1000))) == 128 + 248  # ends when both are spent

@@ -140,7 +140,8 @@ class Dataset(PerShardStages, StreamStages):
         source's positions are passed over and the mix ends when every source with weight is
         spent. ``it.set_weights(...)`` changes the weights while training. A mix may mix
         mixes of constant weights: it is the mix of their sources, each weighted by its share
-        of its mix times that mix's weight (``source`` numbers these leaves in order). Give each
+        of its mix times that mix's weight (``source`` numbers these leaves in order). A source
+        may be a cache's ``global_shuffle()``: its rows come in that order. Give each
         source its own per-shard stages and shard options (``shuffle_shards``, ``interleave``,
         ``parallel``); add stream stages (``shuffle``, ``batch``, ``shard_by_rank``...) to the mix.
         """
@@ -156,7 +157,7 @@ class Dataset(PerShardStages, StreamStages):
                 raise ConfigError(f"mix source {i} has stream stages {[s.NAME for s in p.stages]}; add them to the mix instead")
             if p.reader != ReaderSplit() or p.even is not None:
                 raise ConfigError(f"mix source {i} is split by rank; call shard_by_rank() on the mix instead")
-            roots.append(p.root if isinstance(p.root, MixRoot) else shard_root(p.root, f"mix source {i}"))
+            roots.append(p.root if isinstance(p.root, (MixRoot, GlobalShuffleRoot)) else shard_root(p.root, f"mix source {i}"))
         if any(isinstance(r, MixRoot) for r in roots):
             roots, leaf_weights, leaf_caps = flattened_mixes(roots, weights, max_epochs)
             weights, max_epochs = leaf_weights, leaf_caps if any(c is not None for c in leaf_caps) else None

@@ -255,6 +255,14 @@ class GlobalShuffleSource(RootSource):
         self._positions = positions
         return True
 
+    def finished(self) -> bool:
+        """Whether the last epoch has been read to its end (never, without a last epoch)."""
+        if self.epochs is None or self._epoch + 1 < self.epochs or self._next < len(self._positions):
+            return False
+        here = self._epoch * self.total + self._position
+        first = _first_owned(self._position, self.part, self.parts)
+        return first >= self.total and not any(i >= here for i in self._taken)
+
     def order(self, epoch: int) -> GlobalOrder:
         """The permutation of ``epoch``."""
         spread, unit = self.spread if self.spread is not None else (None, None)

@@ -46,6 +46,7 @@ from beamtok.base.errors import ConfigError, InputError, StateError
 from beamtok.base.sizes import MAX_BLOCK, check_ceiling
 from beamtok.base.validate import check_choice
 from beamtok.base.validate import check_int as check_option
+from beamtok.stream.global_shuffle import GlobalShuffleSource
 from beamtok.stream.node import RootSource
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.source import ShardSource
@@ -224,8 +225,8 @@ class MixSource(RootSource):
     CHANGES = "weight_changes"  # [start_example, weights] set while training; only when there are any
     CARRIED = "stats"  # counts carried from a seeking mix's state (its sources' own are not kept); only then
 
-    def __init__(self, sources: list[ShardSource], plan: MixPlan, split: ReaderSplit | None = None) -> None:
-        self.sources = sources
+    def __init__(self, sources: Sequence[ShardSource | GlobalShuffleSource], plan: MixPlan, split: ReaderSplit | None = None) -> None:
+        self.sources = list(sources)
         self.declared = plan
         self.plan = plan
         shared = split is not None and split.mode == "shards"  # an example split splits the mixed stream instead

@@ -42,7 +42,7 @@ from beamtok.shards.processor import Produced, ShardCursor
 from beamtok.stream.mix import MixPlan, MixSource, changes_of
 from beamtok.stream.mix_positions import MixPositions, positions_of
 from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.source_rows import SourceRows
+from beamtok.stream.source_rows import ShuffledRows, SourceRows
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.stats import StreamStats
 
@@ -56,7 +56,7 @@ class SeekingMix(MixSource):
 
     KEYS = ("index", "positions", "stopped", "stats")
 
-    def __init__(self, sources: Sequence[SourceRows], plan: MixPlan, example_parts: int) -> None:
+    def __init__(self, sources: Sequence[SourceRows | ShuffledRows], plan: MixPlan, example_parts: int) -> None:
         self.rows = list(sources)
         self.declared = plan
         self.plan = plan

@@ -5,20 +5,23 @@ shard order (by the shard-order seed), every row of each shard in turn. Row coun
 from the manifest, so example ``k`` is a row number in closed form: epoch ``k // L`` (``L``
 rows an epoch), then the shard holding offset ``k % L`` in that epoch's order, then the row.
 Exactly what the shard source would hand out as its example ``k`` (a reader that takes all
-shards), fetched by random access through a decode pool.
+shards), fetched by random access through a decode pool. A cache's global shuffle is the same
+in closed form: example ``k`` is position ``k % rows`` of epoch ``k // rows``'s permutation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 
 from beamtok.backends.protocol import RowSource
 from beamtok.shards.rows import RowBlock
+from beamtok.stream.global_shuffle import GlobalOrder
 from beamtok.stream.shard_order import ShardOrder
 
-__all__ = ["SourceRows"]
+__all__ = ["ShuffledRows", "SourceRows"]
 
 
 class SourceRows:
@@ -57,6 +60,32 @@ class SourceRows:
     def _epoch(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         shards = np.asarray(self.order.epoch(epoch), dtype=np.int64)
         return shards, np.cumsum(self.shard_rows[shards])
+
+    def close(self) -> None:
+        self.rows.close()
+
+
+class ShuffledRows:
+    """Example ``k`` of a cache's global shuffle read by one reader: position ``k % rows`` of
+    epoch ``k // rows``'s permutation."""
+
+    def __init__(self, rows: RowSource, order: GlobalOrder, epochs: int | None) -> None:
+        self.rows = rows
+        self.order = order  # epoch 0's; other epochs differ by the epoch alone
+        self.epochs = epochs
+        self.epoch_length = rows.total
+
+    @property
+    def total(self) -> int | None:
+        return None if self.epochs is None and self.epoch_length else self.epoch_length * (self.epochs or 0)
+
+    def block(self, examples: np.ndarray) -> RowBlock:
+        epochs, positions = np.divmod(np.asarray(examples, dtype=np.int64), self.epoch_length)
+        rows = np.empty(len(positions), dtype=np.int64)
+        for epoch in np.unique(epochs):
+            chosen = epochs == epoch
+            rows[chosen] = dataclasses.replace(self.order, epoch=int(epoch)).rows_at(positions[chosen])
+        return self.rows.block(rows)
 
     def close(self) -> None:
         self.rows.close()

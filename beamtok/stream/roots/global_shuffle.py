@@ -9,16 +9,19 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from beamtok.backends.decode_pool import DecodePool
 from beamtok.base.errors import ConfigError
 from beamtok.base.sizes import default_group_rows
 from beamtok.base.validate import check_int, check_optional_int
-from beamtok.core.spec import Spec
+from beamtok.core.spec import Spec, fingerprint_of
 from beamtok.sources.urls import Shard
-from beamtok.stream.global_shuffle import GlobalShuffleSource
+from beamtok.stream.global_shuffle import GlobalOrder, GlobalShuffleSource
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.shards import ShardsRoot
+from beamtok.stream.source import ShardOptions
+from beamtok.stream.source_rows import ShuffledRows
 
 __all__ = ["GlobalShuffleRoot"]
 
@@ -58,6 +61,31 @@ class GlobalShuffleRoot(RootPlan):
         return self.base.spec
 
     @property
+    def options(self) -> ShardOptions:
+        return self.base.options
+
+    @property
+    def seekable(self) -> bool:
+        """Always: a global shuffle reads rows by number (a mix seeks it, see ``source_rows``)."""
+        return True
+
+    def source(self, split: ReaderSplit) -> GlobalShuffleSource:
+        """The live source for reader ``split`` (a mix's child: the whole order when the mix
+        splits by examples itself)."""
+        return self.build(split if split.mode == "shards" else ReaderSplit())[0]
+
+    def source_rows(self, pool: DecodePool) -> ShuffledRows:
+        """Its examples by number (one reader, epoch after epoch), decoded into ``pool``."""
+        rows = self.base.origin.row_access(self.base.spec, pool=pool)
+        assert rows is not None  # checked when the plan was made
+        spread, unit = self.spread_units() or (None, None)
+        return ShuffledRows(rows, GlobalOrder(rows.total, self.seed, 0, self.window, spread, unit), self.base.options.epochs)
+
+    def stream_fingerprint(self) -> str:
+        """The stream fingerprint of this root alone, read by one reader with no stage."""
+        return fingerprint_of({**self.fingerprint_json(ReaderSplit()), "stages": []})
+
+    @property
     def shards(self) -> tuple[Shard, ...]:
         return self.base.shards
 
@@ -93,8 +121,8 @@ class GlobalShuffleRoot(RootPlan):
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
         return {**self.base.fingerprint_json(reader), "options": self._options_json(reader)}
 
-    def content_parts(self) -> dict[str, Any]:
-        return self.base.content_parts()
+    def content_parts(self, prefix: str = "") -> dict[str, Any]:
+        return self.base.content_parts(prefix)
 
     def describe(self) -> str:
         how = f"spread={self.spread_units()}" if self.spread is not None else f"window={self.window}"

@@ -12,12 +12,14 @@ from beamtok.backends.decode_pool import DEFAULT_DECODE_BUDGET, DecodePool
 from beamtok.base.errors import ConfigError
 from beamtok.core.spec import Spec, fingerprint_of
 from beamtok.sources.urls import Shard
+from beamtok.stream.global_shuffle import GlobalShuffleSource
 from beamtok.stream.mix import MixPlan, MixSource
 from beamtok.stream.mix_seek import SeekingMix
 from beamtok.stream.node import Node
 from beamtok.stream.plan import source_runs
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
+from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.shards import ShardsRoot
 from beamtok.stream.source import ShardOptions, ShardSource
 from beamtok.stream.split import ExampleSplitNode
@@ -34,7 +36,7 @@ class MixRoot(RootPlan):
 
     KIND = "mix"
 
-    mixed: tuple[ShardsRoot, ...]
+    mixed: tuple[ShardsRoot | GlobalShuffleRoot, ...]  # a source's shards, or a cache's global shuffle
     plan: MixPlan
 
     def __post_init__(self) -> None:
@@ -91,7 +93,7 @@ class MixRoot(RootPlan):
         node: Node = ExampleSplitNode(source, split.part, split.parts) if split.mode == "examples" else source
         return source, node
 
-    def _seeking(self, roots: list[ShardsRoot], split: ReaderSplit) -> tuple[MixSource, Node]:
+    def _seeking(self, roots: list[ShardsRoot | GlobalShuffleRoot], split: ReaderSplit) -> tuple[MixSource, Node]:
         """Readers splitting a mix of packed caches by examples seek each source to the
         examples they keep (beamtok.stream.mix_seek) instead of reading the whole stream."""
         pool = DecodePool(DEFAULT_DECODE_BUDGET, open_files=MIX_OPEN_FILES)
@@ -150,7 +152,10 @@ class MixRoot(RootPlan):
         for i, child in enumerate(children if isinstance(children, list) else []):
             shards = sources[i] if sources is not None and i < len(sources) else None
             lines.append(f"{indent}  mix source {i}:")
-            lines += ShardSource.describe_state(child, shards, indent + "    ")
+            if isinstance(child, dict) and "slots" not in child and "position" in child:  # a global shuffle's
+                lines += GlobalShuffleSource.describe_state(child, indent + "    ")
+            else:
+                lines += ShardSource.describe_state(child, shards, indent + "    ")
         return lines
 
     def explain(self, state: Any, split: ReaderSplit | None) -> list[str]:
