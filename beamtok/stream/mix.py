@@ -132,16 +132,18 @@ class MixPlan:
             len(self.schedule[0][1]), schedule, seed=self.seed, stop=self.stop, block_size=self.block_size, max_epochs=self.max_epochs
         )
 
+    def stage_of(self, block: int) -> int:
+        """The index in ``schedule`` of the weight stage ``block`` belongs to."""
+        start = block * self.block_size
+        return max(i for i, (first, _) in enumerate(self.schedule) if first <= start)
+
     def drawn_from(self, block: int) -> set[int]:
         """The sources with weight in the stage of ``block`` or a later one: those a position
         from ``block`` on can still draw."""
-        start = block * self.block_size
-        current = max(i for i, (first, _) in enumerate(self.schedule) if first <= start)
-        return {i for _, ws in self.schedule[current:] for i, w in enumerate(ws) if w > 0}
+        return {i for _, ws in self.schedule[self.stage_of(block) :] for i, w in enumerate(ws) if w > 0}
 
     def weights_at(self, block: int) -> tuple[float, ...]:
-        start = block * self.block_size
-        return next(ws for first, ws in reversed(self.schedule) if first <= start)
+        return self.schedule[self.stage_of(block)][1]
 
     def block_order(self, block: int) -> np.ndarray:
         """The source of each example of ``block``, in order."""

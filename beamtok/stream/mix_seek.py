@@ -42,7 +42,7 @@ from beamtok.shards.processor import Produced, ShardCursor
 from beamtok.stream.mix import MixPlan, MixSource, changes_of
 from beamtok.stream.mix_positions import MixPositions, positions_of
 from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.source_rows import ShuffledRows, SourceRows
+from beamtok.stream.source_rows import NumberedRows
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.stats import StreamStats
 
@@ -56,7 +56,7 @@ class SeekingMix(MixSource):
 
     KEYS = ("index", "positions", "stopped", "stats")
 
-    def __init__(self, sources: Sequence[SourceRows | ShuffledRows], plan: MixPlan, example_parts: int) -> None:
+    def __init__(self, sources: Sequence[NumberedRows], plan: MixPlan, example_parts: int) -> None:
         self.rows = list(sources)
         self.declared = plan
         self.plan = plan
@@ -64,7 +64,7 @@ class SeekingMix(MixSource):
         self.example_parts = example_parts
         self.lengths = np.array([s.epoch_length for s in self.rows], dtype=np.int64)
         self.totals = np.array([UNBOUNDED if s.total is None else s.total for s in self.rows], dtype=np.int64)
-        self.forever = [s.epochs is None for s in self.rows]
+        self.forever = np.array([s.epochs is None for s in self.rows])
         self.reset(None)
 
     # ------------------------------------------------------------------ state
@@ -181,13 +181,12 @@ class SeekingMix(MixSource):
         past them. An empty source that repeats forever stops it too (with an error)."""
         stops = []
         if exhausted.any():
-            empty = exhausted & (self.lengths[sources] == 0) & np.asarray(self.forever)[sources]
+            empty = exhausted & (self.lengths[sources] == 0) & self.forever[sources]
             if self.plan.max_epochs is None or (empty.any() and self.plan.stop != "first_exhausted"):
                 at = exhausted if self.plan.max_epochs is None else empty
                 stops.append(int(np.argmax(at)))  # a source ran out (first_exhausted), or an empty source is drawn
             if self.plan.max_epochs is not None:
-                stage = max(i for i, (first, _) in enumerate(self.plan.schedule) if first <= block * self.plan.block_size)
-                spent_from = self._all_spent_from[stage]
+                spent_from = self._all_spent_from[self.plan.stage_of(block)]
                 if spent_from is not None:
                     spent = np.flatnonzero(exhausted & (positions >= spent_from))
                     if len(spent):

@@ -11,6 +11,7 @@ in closed form: example ``k`` is position ``k % rows`` of epoch ``k // rows``'s 
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 
@@ -21,27 +22,45 @@ from beamtok.shards.rows import RowBlock
 from beamtok.stream.global_shuffle import GlobalOrder
 from beamtok.stream.shard_order import ShardOrder
 
-__all__ = ["ShuffledRows", "SourceRows"]
+__all__ = ["NumberedRows", "ShuffledRows", "SourceRows"]
 
 
-class SourceRows:
-    """Example ``k`` of a dataset read by one reader with one open shard, as a cache row."""
+class NumberedRows(abc.ABC):
+    """A source's examples by example number: ``epoch_length`` rows an epoch, ``epochs``
+    epochs (None: forever), read from ``rows`` by global row number (``block``)."""
 
-    def __init__(self, rows: RowSource, shard_rows: list[int], order: ShardOrder, epochs: int | None) -> None:
+    def __init__(self, rows: RowSource, epoch_length: int, epochs: int | None) -> None:
         self.rows = rows
-        self.shard_rows = np.asarray(shard_rows, dtype=np.int64)
-        self.shard_starts = np.concatenate([[0], np.cumsum(self.shard_rows)])  # global row of each shard's first row
-        self.order = order
+        self.epoch_length = epoch_length
         self.epochs = epochs
-        self.epoch_length = int(self.shard_rows.sum())
 
     @property
     def total(self) -> int | None:
         """How many examples the source gives before it ends (None: it repeats forever)."""
         return None if self.epochs is None and self.epoch_length else self.epoch_length * (self.epochs or 0)
 
+    @abc.abstractmethod
     def global_rows(self, examples: np.ndarray) -> np.ndarray:
         """The cache's global row numbers of these example numbers."""
+
+    def block(self, examples: np.ndarray) -> RowBlock:
+        """These examples, in the order given, as one block."""
+        return self.rows.block(self.global_rows(examples))
+
+    def close(self) -> None:
+        self.rows.close()
+
+
+class SourceRows(NumberedRows):
+    """Example ``k`` of a dataset read by one reader with one open shard, as a cache row."""
+
+    def __init__(self, rows: RowSource, shard_rows: list[int], order: ShardOrder, epochs: int | None) -> None:
+        self.shard_rows = np.asarray(shard_rows, dtype=np.int64)
+        self.shard_starts = np.concatenate([[0], np.cumsum(self.shard_rows)])  # global row of each shard's first row
+        self.order = order
+        super().__init__(rows, int(self.shard_rows.sum()), epochs)
+
+    def global_rows(self, examples: np.ndarray) -> np.ndarray:
         epochs, offsets = np.divmod(np.asarray(examples, dtype=np.int64), self.epoch_length)
         out = np.empty(len(offsets), dtype=np.int64)
         for epoch in np.unique(epochs):
@@ -52,40 +71,24 @@ class SourceRows:
             out[chosen] = self.shard_starts[shards[slot]] + local
         return out
 
-    def block(self, examples: np.ndarray) -> RowBlock:
-        """These examples, in the order given, as one block."""
-        return self.rows.block(self.global_rows(examples))
-
     @functools.lru_cache(maxsize=4)  # noqa: B019 - one per source, a few epochs at a time
     def _epoch(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         shards = np.asarray(self.order.epoch(epoch), dtype=np.int64)
         return shards, np.cumsum(self.shard_rows[shards])
 
-    def close(self) -> None:
-        self.rows.close()
 
-
-class ShuffledRows:
+class ShuffledRows(NumberedRows):
     """Example ``k`` of a cache's global shuffle read by one reader: position ``k % rows`` of
     epoch ``k // rows``'s permutation."""
 
     def __init__(self, rows: RowSource, order: GlobalOrder, epochs: int | None) -> None:
-        self.rows = rows
         self.order = order  # epoch 0's; other epochs differ by the epoch alone
-        self.epochs = epochs
-        self.epoch_length = rows.total
+        super().__init__(rows, rows.total, epochs)
 
-    @property
-    def total(self) -> int | None:
-        return None if self.epochs is None and self.epoch_length else self.epoch_length * (self.epochs or 0)
-
-    def block(self, examples: np.ndarray) -> RowBlock:
+    def global_rows(self, examples: np.ndarray) -> np.ndarray:
         epochs, positions = np.divmod(np.asarray(examples, dtype=np.int64), self.epoch_length)
         rows = np.empty(len(positions), dtype=np.int64)
         for epoch in np.unique(epochs):
             chosen = epochs == epoch
             rows[chosen] = dataclasses.replace(self.order, epoch=int(epoch)).rows_at(positions[chosen])
-        return self.rows.block(rows)
-
-    def close(self) -> None:
-        self.rows.close()
+        return rows

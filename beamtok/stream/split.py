@@ -91,7 +91,7 @@ class ExampleSplitNode(StageNode):
         """The next example this reader keeps, passing the others' without reading them."""
         while self._taken and self._taken[0] < self._seen:
             self._taken.pop(0)
-        index = self._seen + (self.part - self._seen) % self.parts
+        index = _first_owned_at_or_after(self._seen, self.part, self.parts)
         while self._taken and self._taken[0] <= index:  # taken by old readers: the next owned one
             if self._taken.pop(0) == index:
                 index += self.parts

@@ -84,9 +84,9 @@ class MixRoot(RootPlan):
         if split.mode == "examples" and all(root.seekable for root in roots):
             return self._seeking(roots, split)
         children = []
-        for i, root in enumerate(self.mixed):
+        for i, root in enumerate(roots):
             try:
-                children.append((root.with_options(epochs=caps[i]) if forever else root).source(split))
+                children.append(root.source(split))
             except ConfigError as error:
                 raise ConfigError(f"mix source {i}: {error}") from None
         source = MixSource(children, self.plan, split)
