@@ -126,6 +126,7 @@ class Dataset(PerShardStages, StreamStages):
         stop: str = "never",
         block_size: int | None = None,
         max_epochs: int | Sequence[int | None] | None = None,
+        flatten: bool | None = None,
     ) -> Dataset:
         """Mix the examples of several datasets (each on the fly or from a cache) by weight.
 
@@ -138,9 +139,12 @@ class Dataset(PerShardStages, StreamStages):
         reshuffled), ``"first_exhausted"`` or ``"all_exhausted"``. ``max_epochs`` caps how many
         times a source is read (one cap for all, or one per source, None for none): a spent
         source's positions are passed over and the mix ends when every source with weight is
-        spent. ``it.set_weights(...)`` changes the weights while training. A mix may mix
-        mixes of constant weights: it is the mix of their sources, each weighted by its share
-        of its mix times that mix's weight (``source`` numbers these leaves in order). A source
+        spent. ``it.set_weights(...)`` changes the weights while training. A source may be
+        another mix: nested, it keeps its own rule and each position drawn for it takes its
+        next example (a mix that ends is read once: ``max_epochs=1`` for it, or
+        ``stop="first_exhausted"``); ``flatten`` (None: where exact) makes a mix of constant
+        weights that never stops one mix of its sources instead, each weighted by its share of
+        it times its weight (``source`` then numbers these leaves in order). A source
         may be a cache's ``global_shuffle()``: its rows come in that order. Give each
         source its own per-shard stages and shard options (``shuffle_shards``, ``interleave``,
         ``parallel``); add stream stages (``shuffle``, ``batch``, ``shard_by_rank``...) to the mix.
@@ -149,8 +153,6 @@ class Dataset(PerShardStages, StreamStages):
         if not sources or not all(isinstance(d, Dataset) for d in sources):
             raise ConfigError("mix() takes a non-empty list of Datasets")
         roots: list[Any] = []
-        leaf_weights: list[Any] | None = None
-        leaf_caps: list[int | None] | None = None
         for i, d in enumerate(sources):
             p = d._pipeline
             if p.stages:
@@ -158,9 +160,8 @@ class Dataset(PerShardStages, StreamStages):
             if p.reader != ReaderSplit() or p.even is not None:
                 raise ConfigError(f"mix source {i} is split by rank; call shard_by_rank() on the mix instead")
             roots.append(p.root if isinstance(p.root, (MixRoot, GlobalShuffleRoot)) else shard_root(p.root, f"mix source {i}"))
-        if any(isinstance(r, MixRoot) for r in roots):
-            roots, leaf_weights, leaf_caps = flattened_mixes(roots, weights, max_epochs)
-            weights, max_epochs = leaf_weights, leaf_caps if any(c is not None for c in leaf_caps) else None
+        if flatten is not False:
+            roots, weights, max_epochs = flattened_mixes(roots, weights, max_epochs, required=flatten is True)
         plan = MixPlan.make(len(roots), weights, seed=seed, stop=stop, block_size=block_size, max_epochs=max_epochs)
         return cls(Pipeline(MixRoot(tuple(roots), plan)))
 

@@ -16,7 +16,8 @@ readers give the sources in exactly the order one reader would, so every block h
 exact counts over all readers for any number of ranks and workers (which examples fill the
 positions depends on how the shards are dealt out).
 
-Each mixed example carries ``source``, the index of the dataset it came from. The state is
+Each mixed example carries ``source``, the index of the dataset it came from (a mixed mix's
+sources numbered through, depth first). The state is
 the reader's next global position, each source's own state and a stop flag: O(1), no random
 generator dumped, no buffer. A source's state is its shard source's, so it crosses modes (a
 cached source resumes its on-the-fly twin). Weights may change at block boundaries: declared
@@ -53,7 +54,7 @@ from beamtok.stream.source import ShardSource
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.stats import StreamStats
 
-__all__ = ["STOP_RULES", "MixPlan", "MixSource", "block_counts", "changes_of"]
+__all__ = ["STOP_RULES", "MixPlan", "MixSource", "block_counts", "changes_of", "first_leaves"]
 
 STOP_RULES = ("never", "first_exhausted", "all_exhausted")
 DEFAULT_BLOCK = 4096
@@ -132,6 +133,11 @@ class MixPlan:
             len(self.schedule[0][1]), schedule, seed=self.seed, stop=self.stop, block_size=self.block_size, max_epochs=self.max_epochs
         )
 
+    @property
+    def never_ends(self) -> bool:
+        """Whether the mixed stream goes on forever: it never stops and caps no source."""
+        return self.stop == "never" and not any(cap is not None for cap in self.max_epochs or ())
+
     def stage_of(self, block: int) -> int:
         """The index in ``schedule`` of the weight stage ``block`` belongs to."""
         start = block * self.block_size
@@ -207,6 +213,16 @@ def _schedule(weights: Any, sources: int) -> tuple[tuple[int, tuple[float, ...]]
     return tuple(out)
 
 
+def first_leaves(leaves: Sequence[int]) -> list[int]:
+    """The ``source`` number of each source's first leaf, then the number of leaves: a mix's
+    examples are numbered by the sources that are not mixes, depth first (a mixed mix's
+    leaves take consecutive numbers), as a flattened mix numbers them."""
+    out = [0]
+    for n in leaves:
+        out.append(out[-1] + n)
+    return out
+
+
 def changes_of(saved: Any, sources: int) -> list[tuple[int, tuple[float, ...]]]:
     """Weight changes ``[[start_example, weights], ...]`` from a state, checked."""
     if not isinstance(saved, list) or not all(isinstance(c, list) and len(c) == 2 and isinstance(c[1], list) for c in saved):
@@ -227,13 +243,14 @@ class MixSource(RootSource):
     CHANGES = "weight_changes"  # [start_example, weights] set while training; only when there are any
     CARRIED = "stats"  # counts carried from a seeking mix's state (its sources' own are not kept); only then
 
-    def __init__(self, sources: Sequence[ShardSource | GlobalShuffleSource], plan: MixPlan, split: ReaderSplit | None = None) -> None:
+    def __init__(self, sources: Sequence[ShardSource | GlobalShuffleSource | MixSource], plan: MixPlan, split: ReaderSplit | None = None) -> None:
         self.sources = list(sources)
         self.declared = plan
         self.plan = plan
         shared = split is not None and split.mode == "shards"  # an example split splits the mixed stream instead
         self.part, self.parts = (split.part, split.parts) if shared and split is not None else (0, 1)
         self.example_parts = split.parts if split is not None and not shared else 1  # readers taking turns downstream
+        self.first_leaf = first_leaves([s.leaves if isinstance(s, MixSource) else 1 for s in self.sources])
         self.reset(None)
 
     @classmethod
@@ -395,7 +412,10 @@ class MixSource(RootSource):
             self._stopped = True  # the last source just ended its first epoch
             raise StopIteration
         self._index += self.parts
-        return {**example, "source": chosen} if isinstance(example, dict) else example
+        if not isinstance(example, dict):
+            return example
+        inner = example["source"] if isinstance(source, MixSource) else 0  # a mixed mix's own leaf
+        return {**example, "source": self.first_leaf[chosen] + inner}
 
     def _all_spent(self, block: int) -> bool:
         """Whether every source that can still be drawn (weight in the stage of ``block`` or a
@@ -415,15 +435,50 @@ class MixSource(RootSource):
         for source in self.sources:
             source.close()
 
-    def stats_json(self) -> dict[str, Any]:
-        """Totals over the sources, each source's own stats (with its epoch), and the realised
-        proportions of examples."""
+    # ------------------------------------------------------------------ as a source of another mix
+
+    @property
+    def leaves(self) -> int:
+        """How many sources that are not mixes it reads, its mixed mixes' counted through:
+        what ``source`` numbers."""
+        return int(self.first_leaf[-1])
+
+    @property
+    def epochs(self) -> int | None:
+        """As another mix's source: None when this mix never ends, else 1 (a mix that ends is
+        read once; the outer mix refuses to restart it)."""
+        return None if self.declared.never_ends else 1
+
+    @property
+    def epoch(self) -> int:
+        """1 once this mix has ended, else 0 (its one epoch)."""
+        return 1 if self._stopped else 0
+
+    def finished(self) -> bool:
+        """Whether this mix has ended."""
+        return self._stopped
+
+    @property
+    def stats(self) -> StreamStats:
+        """What this mix has handed out, over its sources (and counts carried from a state)."""
         total = StreamStats()
         for source in self.sources:
             total.add(source.stats)
         if self._carried is not None:
             total.add(self._carried)
-        out = total.to_json()
+        return total
+
+    @stats.setter
+    def stats(self, value: StreamStats) -> None:
+        # an outer mix reading this one through to a position: what was read counts as ``value``
+        for source in self.sources:
+            source.stats = StreamStats()
+        self._carried = value
+
+    def stats_json(self) -> dict[str, Any]:
+        """Totals over the sources, each source's own stats (with its epoch), and the realised
+        proportions of examples."""
+        out = self.stats.to_json()
         out["sources"] = [s.stats_json() for s in self.sources]
         seen = sum(s.stats.examples for s in self.sources)
         out["proportions"] = [s.stats.examples / seen if seen else 0.0 for s in self.sources]

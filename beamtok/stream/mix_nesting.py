@@ -1,9 +1,15 @@
-"""A mix of mixes as one mix of their sources, each weighted by its share.
+"""A mix of mixes: nested, or flattened into one mix of their sources where that is exact.
 
-``Dataset.mix([Dataset.mix([a, b], [3, 1]), c], [4, 1])`` mixes ``a``, ``b`` and ``c`` at
-3 : 1 : 1: a leaf's weight is its weight over its mix's total, times that mix's weight.
-Only mixes of constant weights that never stop nest: a schedule or a stop rule of an inner mix
-has no meaning once its sources join the outer one.
+Nested, a mixed mix is one source of the outer mix: each position the outer mix draws for it
+takes the inner mix's next example, and the inner mix keeps its own rule (weights or a
+schedule, seed, stop rule, caps). Flattened, ``Dataset.mix([Dataset.mix([a, b], [3, 1]), c],
+[4, 1])`` is one mix of ``a``, ``b`` and ``c`` at 3 : 1 : 1: a leaf's weight is its weight
+over its mix's total, times that mix's weight. Both give each source the same share; the
+flat mix holds each leaf's exact count in every block (the nested one holds each inner mix's
+count, then its leaves' counts in the inner mix's own blocks) and numbers its leaves in
+``source``. Only inner mixes of constant weights that never stop flatten (a schedule or stop
+rule has no meaning once their sources join the outer mix), and only under constant outer
+weights; ``flatten=None`` flattens those and nests the rest.
 """
 
 from __future__ import annotations
@@ -16,12 +22,26 @@ from beamtok.stream.roots.mix import MixRoot
 __all__ = ["flattened_mixes"]
 
 
-def flattened_mixes(roots: list[Any], weights: Any, max_epochs: Any) -> tuple[list[Any], list[float], list[int | None]]:
-    """A mix of mixes as one mix of their sources: each inner source weighted by its share of
-    its mix times that mix's weight, caps carried over. Inner mixes must have constant
-    weights and stop='never' (a schedule or stop rule has no meaning once flattened)."""
-    if weights is not None and weights and isinstance(weights[0], (tuple, list)):
-        raise ConfigError("a mix of mixes takes constant weights, not a schedule")
+def flattens(root: Any) -> bool:
+    """Whether ``root`` is a mix of constant weights that never stops (it may cap sources)."""
+    return isinstance(root, MixRoot) and len(root.plan.schedule) == 1 and root.plan.stop == "never"
+
+
+def flattened_mixes(
+    roots: list[Any], weights: Any, max_epochs: Any, *, required: bool
+) -> tuple[list[Any], Any, Any]:
+    """The outer mix's roots, weights and caps with each inner mix that can be flattened
+    replaced by its sources (weighted by their share of it times its weight, caps carried
+    over); ``required``: every inner mix must flatten (else a ConfigError names it).
+    Returns the arguments unchanged when nothing flattens."""
+    schedule = weights is not None and weights and isinstance(weights[0], (tuple, list))
+    if schedule or not any(flattens(root) for root in roots):
+        if required and any(isinstance(root, MixRoot) for root in roots):
+            if schedule:
+                raise ConfigError("flatten=True: a mix of mixes flattens under constant weights, not a schedule")
+            bad = next(i for i, root in enumerate(roots) if isinstance(root, MixRoot))
+            raise ConfigError(f"flatten=True: mix source {bad} is a mix with a weight schedule or stop={roots[bad].plan.stop!r}: only mixes of constant weights that never stop flatten")
+        return roots, weights, max_epochs
     outer = [1.0] * len(roots) if weights is None else list(weights)
     if len(outer) != len(roots):
         raise ConfigError(f"{len(outer)} weights for {len(roots)} sources")
@@ -34,14 +54,14 @@ def flattened_mixes(roots: list[Any], weights: Any, max_epochs: Any) -> tuple[li
     for i, (root, w, cap) in enumerate(zip(roots, outer, caps)):
         if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf"):
             raise ConfigError(f"weights must be finite, non-negative numbers, got {w!r}")
-        if not isinstance(root, MixRoot):
+        if not flattens(root):
+            if required and isinstance(root, MixRoot):
+                raise ConfigError(f"flatten=True: mix source {i} is a mix with a weight schedule or stop={root.plan.stop!r}: only mixes of constant weights that never stop flatten")
             leaves.append(root)
             leaf_weights.append(float(w))
             leaf_caps.append(cap)
             continue
         inner = root.plan
-        if len(inner.schedule) != 1 or inner.stop != "never":
-            raise ConfigError(f"mix source {i} is a mix with a weight schedule or stop={inner.stop!r}: only mixes of constant weights that never stop nest")
         inner_weights = inner.schedule[0][1]
         total = sum(inner_weights)
         inner_caps = inner.max_epochs or (None,) * len(root.mixed)
@@ -49,5 +69,4 @@ def flattened_mixes(roots: list[Any], weights: Any, max_epochs: Any) -> tuple[li
             leaves.append(leaf)
             leaf_weights.append(float(w) * lw / total)
             leaf_caps.append(lcap if cap is None else cap if lcap is None else min(cap, lcap))
-    return leaves, leaf_weights, leaf_caps
-
+    return leaves, leaf_weights, leaf_caps if any(c is not None for c in leaf_caps) else None

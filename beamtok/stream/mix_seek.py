@@ -39,7 +39,7 @@ import numpy as np
 
 from beamtok.base.errors import InputError, StateError
 from beamtok.shards.processor import Produced, ShardCursor
-from beamtok.stream.mix import MixPlan, MixSource, changes_of
+from beamtok.stream.mix import MixPlan, MixSource, changes_of, first_leaves
 from beamtok.stream.mix_positions import MixPositions, positions_of
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.source_rows import NumberedRows
@@ -65,6 +65,7 @@ class SeekingMix(MixSource):
         self.lengths = np.array([s.epoch_length for s in self.rows], dtype=np.int64)
         self.totals = np.array([UNBOUNDED if s.total is None else s.total for s in self.rows], dtype=np.int64)
         self.forever = np.array([s.epochs is None for s in self.rows])
+        self.first_leaf = first_leaves([s.leaves for s in self.rows])
         self.reset(None)
 
     # ------------------------------------------------------------------ state
@@ -205,11 +206,12 @@ class SeekingMix(MixSource):
         if not len(sources):
             raise StopIteration
         source = int(sources[0])
-        block = self.rows[source].block(draws[:1])
+        rows = self.rows[source]
+        block = rows.block(draws[:1])
         example = block.examples[0]
         produced = Produced(example, ShardCursor(), block.counts[0])
         self._stats.record(produced)
-        return {**example, "source": source}
+        return {**example, "source": self.first_leaf[source] + int(rows.leaf_of(draws[:1])[0])}
 
     def can_seek(self) -> bool:
         """Always: passing examples is arithmetic on the mix's plan and the sources' row counts."""

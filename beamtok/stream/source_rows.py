@@ -22,15 +22,14 @@ from beamtok.shards.rows import RowBlock
 from beamtok.stream.global_shuffle import GlobalOrder
 from beamtok.stream.shard_order import ShardOrder
 
-__all__ = ["NumberedRows", "ShuffledRows", "SourceRows"]
+__all__ = ["CacheRows", "NumberedRows", "ShuffledRows", "SourceRows"]
 
 
 class NumberedRows(abc.ABC):
-    """A source's examples by example number: ``epoch_length`` rows an epoch, ``epochs``
-    epochs (None: forever), read from ``rows`` by global row number (``block``)."""
+    """A source's examples by example number: ``epoch_length`` examples an epoch, ``epochs``
+    epochs (None: forever)."""
 
-    def __init__(self, rows: RowSource, epoch_length: int, epochs: int | None) -> None:
-        self.rows = rows
+    def __init__(self, epoch_length: int, epochs: int | None) -> None:
         self.epoch_length = epoch_length
         self.epochs = epochs
 
@@ -39,19 +38,40 @@ class NumberedRows(abc.ABC):
         """How many examples the source gives before it ends (None: it repeats forever)."""
         return None if self.epochs is None and self.epoch_length else self.epoch_length * (self.epochs or 0)
 
+    leaves = 1  # the sources (not mixes) it numbers its examples by: see ``leaf_of``
+
+    def leaf_of(self, examples: np.ndarray) -> np.ndarray:
+        """Which of its ``leaves`` each of these examples comes from (one source: 0)."""
+        return np.zeros(len(examples), dtype=np.int64)
+
+    @abc.abstractmethod
+    def block(self, examples: np.ndarray) -> RowBlock:
+        """These examples, in the order given, as one block."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the files it read."""
+
+
+class CacheRows(NumberedRows):
+    """Numbered examples that are rows of one cache, read from ``rows`` by global row number."""
+
+    def __init__(self, rows: RowSource, epoch_length: int, epochs: int | None) -> None:
+        self.rows = rows
+        super().__init__(epoch_length, epochs)
+
     @abc.abstractmethod
     def global_rows(self, examples: np.ndarray) -> np.ndarray:
         """The cache's global row numbers of these example numbers."""
 
     def block(self, examples: np.ndarray) -> RowBlock:
-        """These examples, in the order given, as one block."""
         return self.rows.block(self.global_rows(examples))
 
     def close(self) -> None:
         self.rows.close()
 
 
-class SourceRows(NumberedRows):
+class SourceRows(CacheRows):
     """Example ``k`` of a dataset read by one reader with one open shard, as a cache row."""
 
     def __init__(self, rows: RowSource, shard_rows: list[int], order: ShardOrder, epochs: int | None) -> None:
@@ -77,7 +97,7 @@ class SourceRows(NumberedRows):
         return shards, np.cumsum(self.shard_rows[shards])
 
 
-class ShuffledRows(NumberedRows):
+class ShuffledRows(CacheRows):
     """Example ``k`` of a cache's global shuffle read by one reader: position ``k % rows`` of
     epoch ``k // rows``'s permutation."""
 

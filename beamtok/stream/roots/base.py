@@ -78,6 +78,12 @@ class RootPlan(abc.ABC):
         return self.spec.pad_id
 
     @property
+    def seq_len(self) -> int | None:
+        """The length its packing makes rows (None: not packed)."""
+        pack = self.spec.pack
+        return pack.seq_len if pack is not None else None
+
+    @property
     def row_tokens(self) -> int | None:
         """Tokens in every row, where rows have one width (packed), else None."""
         pack = self.spec.pack

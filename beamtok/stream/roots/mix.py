@@ -14,6 +14,7 @@ from beamtok.core.spec import Spec, fingerprint_of
 from beamtok.sources.urls import Shard
 from beamtok.stream.global_shuffle import GlobalShuffleSource
 from beamtok.stream.mix import MixPlan, MixSource
+from beamtok.stream.mix_rows import MixRows
 from beamtok.stream.mix_seek import SeekingMix
 from beamtok.stream.node import Node
 from beamtok.stream.plan import source_runs
@@ -36,14 +37,17 @@ class MixRoot(RootPlan):
 
     KIND = "mix"
 
-    mixed: tuple[ShardsRoot | GlobalShuffleRoot, ...]  # a source's shards, or a cache's global shuffle
+    mixed: tuple[ShardsRoot | GlobalShuffleRoot | MixRoot, ...]  # a source's shards, a cache's global shuffle, or a mix
     plan: MixPlan
 
     def __post_init__(self) -> None:
+        caps = self.plan.max_epochs or (None,) * len(self.mixed)
         for i, source in enumerate(self.mixed):
-            if self.plan.stop != "first_exhausted" and source.options.epochs != 1:
+            if isinstance(source, MixRoot):
+                self._check_inner(i, source, caps[i])
+            elif self.plan.stop != "first_exhausted" and source.options.epochs != 1:
                 raise ConfigError(f"mix source {i} sets repeat(); with stop={self.plan.stop!r} the mix restarts exhausted sources itself")
-        widths = [source.spec.pack.seq_len if source.spec.pack is not None else None for source in self.mixed]
+        widths = [source.seq_len for source in self.mixed]
         if len(set(widths)) > 1:
             shown = ", ".join(f"source {i}: {w if w is not None else 'not packed'}" for i, w in enumerate(widths))
             warnings.warn(
@@ -52,13 +56,31 @@ class MixRoot(RootPlan):
                 UserWarning,
                 stacklevel=4,
             )
-        pads = {source.spec.pad_id for source in self.mixed}
+        pads = {source.pad_id for source in self.mixed}
         if len(pads) > 1:
             raise ConfigError(f"mix sources pad with different token ids {sorted(pads)}: they use different tokenizers")
 
+    def _check_inner(self, i: int, inner: MixRoot, cap: int | None) -> None:
+        """A mix mixed into this one keeps its own rule; it is read once if it ends (a mix
+        has no next epoch to restart into) and has no epochs to cap if it never does."""
+        if inner.plan.never_ends:
+            if cap is not None:
+                raise ConfigError(f"mix source {i} is a mix that never ends: max_epochs has no epochs of it to cap")
+            return
+        if self.plan.stop != "first_exhausted" and cap != 1:
+            raise ConfigError(
+                f"mix source {i} is a mix that ends (stop={inner.plan.stop!r}{', with max_epochs' if inner.plan.max_epochs else ''}) and "
+                f"this mix (stop={self.plan.stop!r}) would restart it when it does; a mix cannot be restarted: read it once "
+                f"(max_epochs=1 for it here) or stop this mix with it (stop='first_exhausted')"
+            )
+
     @property
     def pad_id(self) -> int:
-        return self.mixed[0].spec.pad_id
+        return self.mixed[0].pad_id
+
+    @property
+    def seq_len(self) -> int | None:
+        return self.mixed[0].seq_len  # one width for all: checked when made
 
     @property
     def spec(self) -> Spec:
@@ -77,42 +99,75 @@ class MixRoot(RootPlan):
         # the same for on-the-fly and cached twins of every source
         return fingerprint_of({"mix": self.plan.to_json(), "sources": [s.spec_fingerprint for s in self.mixed]})
 
-    def build(self, split: ReaderSplit) -> tuple[MixSource, Node]:
-        forever = self.plan.stop != "first_exhausted"  # exhausted sources restart, reshuffled by their epoch
+    def _roots(self) -> list[ShardsRoot | GlobalShuffleRoot | MixRoot]:
+        """The sources as this mix reads them: unless the mix stops with its first exhausted
+        source, each repeats (reshuffled by its epoch) up to its cap; a mixed mix as it is."""
+        if self.plan.stop == "first_exhausted":
+            return list(self.mixed)
         caps = self.plan.max_epochs or (None,) * len(self.mixed)
-        roots = [(root.with_options(epochs=caps[i]) if forever else root) for i, root in enumerate(self.mixed)]
-        if split.mode == "examples" and all(root.seekable for root in roots):
-            return self._seeking(roots, split)
-        children = []
-        for i, root in enumerate(roots):
+        return [root if isinstance(root, MixRoot) else root.with_options(epochs=caps[i]) for i, root in enumerate(self.mixed)]
+
+    def build(self, split: ReaderSplit) -> tuple[MixSource, Node]:
+        if split.mode == "examples" and self.seekable_here():
+            return self._seeking(split)
+        source = self.source(split)
+        node: Node = ExampleSplitNode(source, split.part, split.parts) if split.mode == "examples" else source
+        return source, node
+
+    def source(self, split: ReaderSplit) -> MixSource:
+        """The mix read (not seeked) by reader ``split``: by readers splitting by examples, the
+        whole mixed stream; as another mix's source, with that mix's split."""
+        children: list[Any] = []
+        for i, root in enumerate(self._roots()):
             try:
                 children.append(root.source(split))
             except ConfigError as error:
                 raise ConfigError(f"mix source {i}: {error}") from None
-        source = MixSource(children, self.plan, split)
-        node: Node = ExampleSplitNode(source, split.part, split.parts) if split.mode == "examples" else source
-        return source, node
+        return MixSource(children, self.plan, split)
 
-    def _seeking(self, roots: list[ShardsRoot | GlobalShuffleRoot], split: ReaderSplit) -> tuple[MixSource, Node]:
+    @property
+    def seekable(self) -> bool:
+        """Whether its examples can be read by number (:meth:`source_rows`): a mix that never
+        ends, of sources that can."""
+        return self.plan.never_ends and self.seekable_here()
+
+    def seekable_here(self) -> bool:
+        """Whether readers splitting this mix by examples can seek its sources instead of
+        reading the stream: every source seekable, and no mixed mix under ``all_exhausted``
+        (which watches each source's epochs; a mix that never ends has none)."""
+        if self.plan.stop == "all_exhausted" and any(isinstance(root, MixRoot) for root in self.mixed):
+            return False
+        return all(root.seekable for root in self._roots())
+
+    def source_rows(self, pool: DecodePool) -> MixRows:
+        """Its examples by number (only when :attr:`seekable`), decoded into ``pool``."""
+        return MixRows([root.source_rows(pool) for root in self._roots()], self.plan)
+
+    def _seeking(self, split: ReaderSplit) -> tuple[MixSource, Node]:
         """Readers splitting a mix of packed caches by examples seek each source to the
         examples they keep (beamtok.stream.mix_seek) instead of reading the whole stream."""
         pool = DecodePool(DEFAULT_DECODE_BUDGET, open_files=MIX_OPEN_FILES)
-        source = SeekingMix([root.source_rows(pool) for root in roots], self.plan, split.parts)
+        source = SeekingMix([root.source_rows(pool) for root in self._roots()], self.plan, split.parts)
         return source, ExampleSplitNode(source, split.part, split.parts)
+
+    def stream_fingerprint(self) -> str:
+        """The stream fingerprint of this mix alone (its rule included), read by one reader
+        with no stage: what an outer mix's fingerprint covers of it."""
+        return fingerprint_of({**self.fingerprint_json(ReaderSplit()), "rule": self.plan.to_json(), "stages": []})
 
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
         return {"mix": [s.stream_fingerprint() for s in self.mixed], "options": ShardOptions().to_json(reader)}
 
-    def content_parts(self) -> dict[str, Any]:
+    def content_parts(self, prefix: str = "") -> dict[str, Any]:
         """Each source's data by name (the mixing rule, each source's options and packing are
         in the plan); past ``ABOUT_SOURCES`` sources, the rest as one digest, so a state of a
         mix of thousands of sources stays small."""
         out: dict[str, Any] = {}
         for i, source in enumerate(self.mixed[:ABOUT_SOURCES]):
-            out.update(source.content_parts(f"mix source {i} "))
+            out.update(source.content_parts(f"{prefix}mix source {i} "))
         rest = self.mixed[ABOUT_SOURCES:]
         if rest:
-            name = f"mix sources {ABOUT_SOURCES}..{len(self.mixed) - 1}"
+            name = f"{prefix}mix sources {ABOUT_SOURCES}..{len(self.mixed) - 1}"
             out[name] = {"count": len(rest), "content": fingerprint_of([source.content_parts() for source in rest])}
         return out
 
@@ -152,7 +207,9 @@ class MixRoot(RootPlan):
         for i, child in enumerate(children if isinstance(children, list) else []):
             shards = sources[i] if sources is not None and i < len(sources) else None
             lines.append(f"{indent}  mix source {i}:")
-            if isinstance(child, dict) and "slots" not in child and "position" in child:  # a global shuffle's
+            if isinstance(child, dict) and "index" in child:  # a mixed mix's
+                lines += cls.describe_mix_state(child, None, None, indent + "    ")
+            elif isinstance(child, dict) and "slots" not in child and "position" in child:  # a global shuffle's
                 lines += GlobalShuffleSource.describe_state(child, indent + "    ")
             else:
                 lines += ShardSource.describe_state(child, shards, indent + "    ")

@@ -1,0 +1,75 @@
+"""A mix that never ends, as numbered examples: what lets a mix of mixes seek.
+
+Example ``n`` of a mix that never stops and caps no source is its global position ``n``
+(no position is passed over), so its source and that source's example number come in
+closed form (:mod:`beamtok.stream.mix_positions`); the example is then the source's own
+numbered example. An outer mix split by examples reads an inner mix this way, block by
+block, without reading the positions other readers keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from beamtok.shards.rows import RowBlock, gather_rows
+from beamtok.stream.mix import MixPlan, first_leaves
+from beamtok.stream.mix_positions import positions_of
+from beamtok.stream.source_rows import NumberedRows
+
+__all__ = ["MixRows"]
+
+
+class MixRows(NumberedRows):
+    """Example ``n`` of a mix of ``sources`` under ``plan`` (which never stops and caps
+    nothing): an endless source with no epochs."""
+
+    def __init__(self, sources: Sequence[NumberedRows], plan: MixPlan) -> None:
+        if not plan.never_ends:
+            raise ValueError("only a mix that never ends numbers its examples by position")
+        self.sources = list(sources)
+        self.positions = positions_of(plan)
+        self.first_leaf = np.array(first_leaves([s.leaves for s in self.sources]), dtype=np.int64)
+        self.leaves = int(self.first_leaf[-1])
+        super().__init__(0, None)
+
+    @property
+    def total(self) -> int | None:
+        return None
+
+    def locate(self, examples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The source of each example and its example number in that source."""
+        examples = np.asarray(examples, dtype=np.int64)
+        sources = np.empty(len(examples), dtype=np.int64)
+        draws = np.empty(len(examples), dtype=np.int64)
+        blocks, offsets = np.divmod(examples, self.positions.block_size)
+        for block in np.unique(blocks):
+            chosen = blocks == block
+            order = self.positions.block(int(block))
+            here = order.sources[offsets[chosen]]
+            sources[chosen] = here
+            draws[chosen] = self.positions.counts_before_block(int(block))[here] + order.within[offsets[chosen]]
+        return sources, draws
+
+    def leaf_of(self, examples: np.ndarray) -> np.ndarray:
+        sources, draws = self.locate(examples)
+        leaves = self.first_leaf[sources]
+        for source in np.unique(sources):
+            chosen = sources == source
+            leaves[chosen] += self.sources[int(source)].leaf_of(draws[chosen])
+        return leaves
+
+    def block(self, examples: np.ndarray) -> RowBlock:
+        sources, draws = self.locate(examples)
+        picks: list[tuple[RowBlock, int]] = [None] * len(sources)  # type: ignore[list-item]
+        for source in np.unique(sources):
+            chosen = np.flatnonzero(sources == source)
+            found = self.sources[int(source)].block(draws[chosen])
+            for row, at in enumerate(chosen.tolist()):
+                picks[at] = (found, row)
+        return gather_rows(picks)
+
+    def close(self) -> None:
+        for source in self.sources:
+            source.close()
