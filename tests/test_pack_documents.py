@@ -20,7 +20,7 @@ from beamtok.testing import assert_items_equal, check_equivalent, check_resumpti
 from beamtok.transforms.best_fit import best_fit_bins
 
 from conftest import CORPUS, ROOT, inspect_state, real_paragraphs, write_jsonl
-from test_elastic import check_elastic
+from test_world_size_change import check_elastic
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 BOS = 50256

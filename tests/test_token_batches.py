@@ -18,7 +18,7 @@ from beamtok.testing import check_equivalent, check_resumption, tiny_tokenizer
 from beamtok.transforms.power_of_two import power_of_two_cuts
 
 from conftest import CORPUS, inspect_state, real_paragraphs, write_jsonl
-from test_elastic import check_elastic
+from test_world_size_change import check_elastic
 
 TOKENIZER = tiny_tokenizer()  # a stage test: what a token is does not matter
 

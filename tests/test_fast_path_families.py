@@ -18,7 +18,7 @@ from beamtok.transforms.kitoken_families import KitokenEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 
 from conftest import CORPUS
-from test_fast_tokenize import ADVERSARIAL, shipped_texts
+from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
 
 pytest.importorskip("kitoken")
 VOCAB = 6000
