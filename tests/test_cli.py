@@ -111,7 +111,7 @@ def test_stats_of_sft_data_split_prompt_and_completion(tmp_path):
     records = [{"prompt": f"Question {i}: what follows {i}?\n", "completion": " the number " + "one " * (i % 7 + 1)} for i in range(40)]
     records.append("{broken")
     path = str(write_jsonl(tmp_path / "sft.jsonl", records))
-    code, out, err = run("stats", path, "--tokenizer", TOKENIZER, "--format", "sft", "--json")
+    code, out, err = run("stats", path, "--tokenizer", TOKENIZER, "--records", "sft", "--json")
     assert code == 0, err
     summary = json.loads(out)
     assert summary["documents"]["skipped"] == {"malformed_json": 1} and summary["documents"]["read"] == 41

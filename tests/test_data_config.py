@@ -107,6 +107,17 @@ def test_bad_configs_are_refused_by_name(tmp_path, corpus, changes, message):
         load_config(path)
 
 
+def test_records_is_the_kind_of_input_and_format_its_older_name(tmp_path, corpus):
+    datasets = lambda **a: {"a": {"urls": corpus["a"], **a}, "b": {"urls": corpus["b"]}, "val": {"urls": corpus["val"]}}  # noqa: E731
+    named = load_config(write_config(tmp_path, corpus, datasets=datasets(records="pretrain"))).train.stream_fingerprint
+    older = load_config(write_config(tmp_path, corpus, datasets=datasets(format="pretrain"))).train.stream_fingerprint
+    assert named == older == load_config(write_config(tmp_path, corpus, datasets=datasets())).train.stream_fingerprint
+    with pytest.raises(ConfigError, match=r"datasets.a: 'records' is given twice \('format' is its older name\)"):
+        load_config(write_config(tmp_path, corpus, datasets=datasets(records="pretrain", format="sft")))
+    with pytest.raises(ConfigError, match="records must be pretrain, sft or chat, got 'prose'"):
+        load_config(write_config(tmp_path, corpus, datasets=datasets(records="prose")))
+
+
 def test_beamtok_cache_builds_the_caches_a_config_names(tmp_path, corpus, monkeypatch):
     path = write_config(tmp_path, corpus)
     result = CliRunner().invoke(main, ["cache", "--config", path, "-q"])

@@ -219,7 +219,7 @@ def test_cli_builds_sft_and_chat_caches(tmp_path, tokenizer_dir):
 
     for fmt, data, extra in (("sft", SFT_DATA, []), ("chat", CHAT_DATA, ["--chat-template", TEMPLATE])):
         out = tmp_path / fmt
-        cmd = [sys.executable, "-m", "beamtok.cli", "cache", data, "--format", fmt, "--output", str(out), "--tokenizer", tokenizer_dir]
+        cmd = [sys.executable, "-m", "beamtok.cli", "cache", data, "--records", fmt, "--output", str(out), "--tokenizer", tokenizer_dir]
         cmd += ["--seq-len", "512", "--max-length", "300", "--pack", "first_fit", "-q", *extra]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         assert proc.returncode == 0, proc.stderr

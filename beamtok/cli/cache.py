@@ -15,7 +15,7 @@ from beamtok.cli.app import log_options, main, user_errors
 from beamtok.cli.beam_logs import quiet_beam_logs
 from beamtok.cli.interrupt import interrupted_build
 from beamtok.cli.job_plan import show_job_plan
-from beamtok.core.cache_options import BUILD_SETTINGS, CACHE_OPTIONS, defaults, names
+from beamtok.core.cache_options import BUILD_SETTINGS, CACHE_OPTIONS, defaults, names, with_option_names
 
 __all__ = ["cache", "load_cache_config", "named_chat_template_option"]
 
@@ -38,7 +38,7 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
 def cache_options(fn: F) -> F:
     """The command-line options of every command-line entry of the table."""
     for option in reversed([o for o in CACHE_OPTIONS if o.command_line]):
-        names_ = [option.cli_name] + (["-o"] if option.name == "output" else [])
+        names_ = [option.cli_name, *("--" + a.replace("_", "-") for a in option.aliases), option.name] + (["-o"] if option.name == "output" else [])
         if option.switch:
             decorator = click.option(f"{option.cli_name}/--no-{option.cli_name[2:]}", default=None, help=option.help)
         elif option.flag:
@@ -62,7 +62,7 @@ def load_cache_config(path: str | None) -> dict[str, Any]:
     data = read_yaml(path, "config")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a mapping of option names to values")
-    config = {str(k).replace("-", "_"): v for k, v in data.items()}
+    config = with_option_names({str(k).replace("-", "_"): v for k, v in data.items()}, path)
     unknown = sorted(set(config) - set(CACHE_KEYS))
     if unknown:
         raise ConfigError(f"{path}: unknown option(s) {unknown}; known: {list(CACHE_KEYS)}")

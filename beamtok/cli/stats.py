@@ -18,12 +18,12 @@ __all__ = ["stats"]
 @click.option("--tokenizer", help="Tokenizer for input files (a cache brings its own).")
 @click.option("--documents", default=1000, show_default=True, help="Input files: documents read from each file.")
 @click.option("--limit", type=int, help="Cache: rows read for the distributions. [default: all]")
-@click.option("--format", "format_", type=click.Choice(["pretrain", "sft", "chat"]), default="pretrain", show_default=True, help="Input files: record kind.")
+@click.option("--records", "--format", "records", type=click.Choice(["pretrain", "sft", "chat"]), default="pretrain", show_default=True, help="Input files: what the records hold, as for beamtok cache (older name: --format).")
 @click.option("--text-field", default="text", show_default=True, help="Input files: the text field.")
 @click.option("--prompt-field", default="prompt", show_default=True)
 @click.option("--completion-field", default="completion", show_default=True)
 @click.option("--messages-field", default="messages", show_default=True)
-@click.option("--chat-template", help="Input files, --format chat: Jinja chat template file (default: the tokenizer's).")
+@click.option("--chat-template", help="Input files, --records chat: Jinja chat template file (default: the tokenizer's).")
 @click.option("--input-format", type=click.Choice(["auto", "jsonl", "parquet", "arrow", "text"]), default="auto", show_default=True)
 @click.option("--on-error", type=click.Choice(["raise", "skip"]), default="skip", show_default=True, help="Input files: bad documents.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
@@ -35,7 +35,7 @@ def stats(
     tokenizer: str | None,
     documents: int,
     limit: int | None,
-    format_: str,
+    records: str,
     text_field: str,
     prompt_field: str,
     completion_field: str,
@@ -71,9 +71,9 @@ def stats(
         from beamtok import Dataset
 
         ds = Dataset.from_files(list(paths), format=input_format, text_field=text_field, on_error=on_error)
-        if format_ == "sft":
+        if records == "sft":
             ds = ds.tokenize_sft(tokenizer, prompt=prompt_field, completion=completion_field)
-        elif format_ == "chat":
+        elif records == "chat":
             ds = named_chat_template_option(ds.tokenize_chat)(tokenizer, template=chat_template, messages=messages_field)
         else:
             ds = ds.tokenize(tokenizer).ensure_bos_eos()

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from beamtok.base.errors import ConfigError
 from beamtok.transforms.packing_modes import command_line_names
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "beam_args",
     "defaults",
     "names",
+    "with_option_names",
 ]
 
 
@@ -39,6 +41,7 @@ class CacheOption:
     flag: bool = False  # --name alone sets it
     scope: str = "dataset"  # "input" (which data), "dataset" (how it is read), "build" (how the cache is written)
     command_line: bool = True  # False: YAML only (beam_options), or data config only (cache)
+    aliases: tuple[str, ...] = ()  # older names, still taken (on the command line and in files)
 
     @property
     def cli_name(self) -> str:
@@ -56,7 +59,7 @@ CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("input_format", "Input file format. [default: auto, from the file name]", "auto", choices=("auto", "jsonl", "parquet", "arrow", "text", "mds"), scope="input"),
     CacheOption("tokenizer", "Tokenizer directory or hub name."),
     CacheOption("seq_len", "Tokens per row (the longest row for pack_power_of_two).", type=int),
-    CacheOption("format", "Records: text, prompt/completion, or chat messages. [default: pretrain]", "pretrain", choices=("pretrain", "sft", "chat")),
+    CacheOption("records", "What the input records hold: text (pretrain), prompt/completion (sft) or chat messages (chat); the Dataset method is tokenize, tokenize_sft or tokenize_chat (older name: --format). [default: pretrain]", "pretrain", choices=("pretrain", "sft", "chat"), aliases=("format",)),
     CacheOption("pack", "Packing, named as the Dataset method (older names: concat, window, greedy, first_fit, best_fit, power_of_two). [default: concat_chunk for pretrain, pack_examples for sft/chat]", choices=command_line_names()),
     CacheOption("pack_method", "pack_examples: greedy (in order) or first_fit (first-fit decreasing over --pack-window examples). [default: greedy]", choices=("greedy", "first_fit")),
     CacheOption("stride", "Window stride for --pack sliding_window. [default: seq-len]", type=int),
@@ -86,6 +89,22 @@ CACHE_OPTIONS: tuple[CacheOption, ...] = (
 )  # fmt: skip
 
 DATASET_OPTIONS = tuple(o for o in CACHE_OPTIONS if o.scope in ("input", "dataset"))
+
+
+ALIASES: Mapping[str, str] = {alias: o.name for o in CACHE_OPTIONS for alias in o.aliases}
+
+
+def with_option_names(options: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``options`` with older option names (aliases) replaced by the table's; a ConfigError
+    (naming ``where``) when an option is given under both."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        name = ALIASES.get(key, key)
+        if name in out:
+            older = next(a for a in options if ALIASES.get(a) == name)
+            raise ConfigError(f"{where}: {name!r} is given twice ({older!r} is its older name); keep {name!r}")
+        out[name] = value
+    return out
 
 
 def names(*scopes: str) -> tuple[str, ...]:

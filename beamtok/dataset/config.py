@@ -21,7 +21,7 @@
       sets: [held_out]
       batch: 8
 
-A dataset takes the options of ``beamtok cache`` (``format``, ``text_field``, ``pack``,
+A dataset takes the options of ``beamtok cache`` (``records``, ``text_field``, ``pack``,
 ``max_length``, ``hf_dataset``, ``mds``...: the one table of ``beamtok.core.cache_options``) by the
 same names, its cache's build options too (``row_group_rows``, ``row_group_bytes``,
 ``parquet_compat``, ``split_bytes``, ``overwrite``, ``beam_options``), which may also be given
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from beamtok.base.errors import ConfigError
-from beamtok.core.cache_options import BUILD_DEFAULTS, BUILD_SETTINGS, beam_args, defaults, names
+from beamtok.core.cache_options import BUILD_DEFAULTS, BUILD_SETTINGS, beam_args, defaults, names, with_option_names
 from beamtok.dataset.options import dataset_from_options
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def config_from_mapping(data: Any, where: str, base: str | None = None) -> DataC
     caches: dict[str, str] = {}
     builds: dict[str, dict[str, Any]] = {}
     for name, entry in named.items():
-        options = {**DATASET_DEFAULTS, **shared, **_mapping(entry, f"{where}: datasets.{name}", DATASET_KEYS)}
+        options = {**DATASET_DEFAULTS, **shared, **_mapping(entry, f"{where}: datasets.{name}", DATASET_KEYS, aliases=True)}
         if isinstance(options.get("urls"), str):
             options["urls"] = [options["urls"]]
         if base is not None:
@@ -181,12 +181,14 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
-def _mapping(value: Any, where: str, known: tuple[str, ...] | None) -> dict[str, Any]:
+def _mapping(value: Any, where: str, known: tuple[str, ...] | None, *, aliases: bool = False) -> dict[str, Any]:
     if value is None:
         raise ConfigError(f"{where}: missing")
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: must be a mapping, got {type(value).__name__}")
     out = {str(k).replace("-", "_"): v for k, v in value.items()}
+    if aliases:  # a dataset's options: older option names are still taken
+        out = with_option_names(out, where)
     if known is not None:
         for key in out:
             if key not in known:

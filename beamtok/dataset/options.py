@@ -60,9 +60,9 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
     for required in ("urls", "tokenizer"):
         if not options.get(required):
             raise ConfigError(f"missing {spell(required)}" + (f" (or {spell('hf_dataset')} / {spell('mds')})" if required == "urls" and spell is not in_a_file else ""))
-    kind = options["format"]
+    kind = options["records"]
     if kind not in ("pretrain", "sft", "chat"):
-        raise ConfigError(f"{spell('format')} must be pretrain, sft or chat, got {kind!r}")
+        raise ConfigError(f"{spell('records')} must be pretrain, sft or chat, got {kind!r}")
     pack = options.get("pack") or ("concat_chunk" if kind == "pretrain" else Greedy.API)
     mode = mode_named(pack, options.get("pack_method"), spell)
     if mode.HAS_SEQ_LEN and options.get("seq_len") is None:
