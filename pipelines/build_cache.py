@@ -6,7 +6,7 @@
         --temp_location=gs://BUCKET/tmp --setup_file=./setup.py
 
 It takes exactly the options of ``beamtok cache`` (run it with ``--help``): beamtok's own
-options build the per-shard step, and every other ``--name=value`` goes to Beam as a pipeline
+options build the shard processing, and every other ``--name=value`` goes to Beam as a pipeline
 option, so this file works as the main program of a Dataflow, Flink or Spark job. The
 pipeline is ``beamtok.beam.BuildCache``; this program only checks the output directory
 around it. It is not installed with beamtok: workers get ``beamtok`` itself, through

@@ -36,7 +36,7 @@ def finish_writers(it) -> None:
 
 @pytest.fixture
 def tokenized_shards(monkeypatch):
-    """The URLs of the shards the per-shard step runs over (the real step runs)."""
+    """The URLs of the shards the shard processing runs over (the real processing runs)."""
     seen: list[str] = []
     real = ShardProcessor.run
 

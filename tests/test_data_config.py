@@ -125,7 +125,7 @@ def test_beamtok_cache_builds_the_caches_a_config_names(tmp_path, corpus, monkey
     assert result.stdout.startswith("a: cache ") and "2 shards" in result.stdout
     assert_items_equal(list(Dataset.from_cache(str(tmp_path / "cache-a"))), list(packed(corpus["a"])))
     tokenized: list[str] = []
-    real = ShardProcessor.documents  # every shard the per-shard step runs is read through documents()
+    real = ShardProcessor.documents  # every shard the shard processing runs is read through documents()
     monkeypatch.setattr(ShardProcessor, "documents", lambda self, shard, *a: (tokenized.append(shard.url), real(self, shard, *a))[1])
     list(itertools.islice(load_config(path).train, 30))
     assert tokenized and not set(tokenized) & set(corpus["a"])  # dataset a comes from its cache

@@ -20,7 +20,7 @@ TOKENIZER = str(TOKENIZER_DIR)
 
 @pytest.fixture
 def reads(monkeypatch) -> list[str]:
-    """Every shard the per-shard step opens in this process, and every batch of cache rows
+    """Every shard the shard processing opens in this process, and every batch of cache rows
     fetched by global row number."""
     seen: list[str] = []
     documents, rows = ShardProcessor.documents, RowAccess.block  # every shard run reads through documents()

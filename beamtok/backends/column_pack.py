@@ -1,6 +1,6 @@
 """``concat_chunk`` packing done column-wise: many rows of a shard cut at once, as row blocks.
 
-The per-shard step packs one row at a time (``ShardPacker`` over ``ConcatChunker``): a
+The shard processing packs one row at a time (``ShardPacker`` over ``ConcatChunker``): a
 ``Row`` of four small arrays, a dict and a ``Produced`` per row. On a fast tokenizer that
 bookkeeping is a sizeable share of the stream's time, so the in-process backend cuts rows
 from a buffer of documents a block at a time instead: the ids of the buffered documents are

@@ -18,7 +18,7 @@ __all__ = ["OnTheFly", "OnTheFlyOrigin"]
 
 
 class OnTheFly(SequentialBackend):
-    """Runs the per-shard step now, in this process. Rows of ``concat_chunk`` are cut in
+    """Runs the shard processing now, in this process. Rows of ``concat_chunk`` are cut in
     blocks (``open_spans``, see ``beamtok.backends.column_pack``), the same rows ``open``
     yields one at a time."""
 
@@ -36,7 +36,7 @@ class OnTheFly(SequentialBackend):
 
 
 class OnTheFlyOrigin:
-    """Files (or in-memory data) read and processed by the per-shard step as the stream runs."""
+    """Files (or in-memory data) read and processed shard by shard as the stream runs."""
 
     cached = False
 

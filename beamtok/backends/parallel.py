@@ -1,4 +1,4 @@
-r"""Run the per-shard step in worker processes, ahead of the consumer, in the same order.
+r"""Run the shard processing in worker processes, ahead of the consumer, in the same order.
 
 :class:`ParallelShards` is a shard backend (see ``beamtok.backends.protocol``): the shard source
 opens shards through it instead of running ``ShardProcessor.run`` itself. Nothing starts

@@ -3,9 +3,9 @@
 A :class:`ShardBackend` opens a shard at a cursor and yields its examples, each with the
 cursor after it (``Produced``); it may start upcoming shards early (``prefetch``), holds
 resources until ``close``, and knows each shard's row count when it can (a packed cache does;
-the per-shard step run now does not), which lets the source seek to a global example. The
+the shard processing run now does not), which lets the source seek to a global example. The
 stream never knows more: where rows come from is the backend's business. Implementations:
-``OnTheFly`` (the per-shard step in this process, ``beamtok.backends.on_the_fly``),
+``OnTheFly`` (the shard processing in this process, ``beamtok.backends.on_the_fly``),
 ``ParallelShards`` (in worker processes), and the packed and repacked cache backends of
 ``beamtok.cache.read.backend``. This package sits below both the stream and the cache.
 

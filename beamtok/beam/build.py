@@ -9,7 +9,7 @@
                       and for other packers: PackSplitShards
         both:         | Flatten | ToList | WriteManifest
 
-One DoFn call of ``WriteShards`` runs the per-shard step over one whole shard, in order, and
+One DoFn call of ``WriteShards`` runs the shard processing over one whole shard, in order, and
 streams its rows into that shard's Parquet file: packing is stateful, so it never sees batch
 boundaries chosen by the runner. A file larger than ``split_bytes`` is planned as ranges
 (``cache/ranges.py``): each is tokenized on its own worker into a temporary file whose name
@@ -133,7 +133,7 @@ class ShippedTokenizers:
 
 
 class _ShardStepFn(beam.DoFn):
-    """A DoFn that runs the per-shard step: the tokenizers it needs and the cache's storage."""
+    """A DoFn that runs the shard processing: the tokenizers it needs and the cache's storage."""
 
     def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: ShippedTokenizers) -> None:
         self.spec = spec
@@ -308,7 +308,7 @@ class _WriteManifestFn(beam.DoFn):
 
 
 class BuildCache(beam.PTransform):
-    """Write the cache of ``shards`` under ``output`` with the per-shard step of ``spec``.
+    """Write the cache of ``shards`` under ``output`` with the shard processing of ``spec``.
 
     Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens (default
     8 MB); the layout never changes the rows, nor does ``parquet_compat`` (files every Parquet

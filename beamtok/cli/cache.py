@@ -26,7 +26,7 @@ CACHE_DEFAULTS = defaults("input", "dataset", "build")
 
 
 def build_cache_dataset(options: dict[str, Any]) -> Any:
-    """The on-the-fly dataset whose per-shard step the cache stores."""
+    """The on-the-fly dataset whose shard processing the cache stores."""
     from beamtok.base.errors import ConfigError
     from beamtok.dataset.options import dataset_from_options, on_the_command_line
 

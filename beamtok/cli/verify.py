@@ -21,7 +21,7 @@ __all__ = ["verify"]
 @user_errors
 def verify(directory: str, sample: int, seed: int, fingerprint: str | None, source_root: str | None, quiet: bool) -> None:
     """Check a cache: every file against the manifest (present, size, checksum, rows), then
-    re-run the per-shard step on sampled shards and compare every row. Exit 0 when all agree."""
+    re-run the shard processing on sampled shards and compare every row. Exit 0 when all agree."""
     from beamtok.cache.read.verify import verify_cache
 
     report = verify_cache(directory, sample=sample, seed=seed, fingerprint=fingerprint, progress=not quiet, source_root=source_root)

@@ -1,4 +1,4 @@
-"""The Spec: a frozen description of the per-shard step, and its fingerprint.
+"""The Spec: a frozen description of the shard processing, and its fingerprint.
 
 A Spec says how one shard becomes examples: how documents are read, which per-document steps
 run (see :mod:`beamtok.core.steps`), how tokens are packed and what happens to bad input. It

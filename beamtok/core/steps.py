@@ -1,4 +1,4 @@
-"""Per-document steps of the per-shard step: map, filter, tokenize, SFT and chat, BOS/EOS,
+"""Per-document steps of the shard processing: map, filter, tokenize, SFT and chat, BOS/EOS,
 length filter.
 
 Each step is a frozen record that checks its options when it is made, writes its JSON form
@@ -399,7 +399,7 @@ STEP_TYPES: dict[str, type[Step]] = {
 def step_from_json(data: Any) -> Step:
     """Rebuild a step from its JSON form (user functions come back as names only)."""
     if not isinstance(data, dict) or data.get("op") not in STEP_TYPES:
-        raise ConfigError(f"unknown per-shard step {data!r}")
+        raise ConfigError(f"unknown per-document step {data!r}")
     try:
         return STEP_TYPES[data["op"]].from_json(data)
     except TypeError as e:

@@ -14,7 +14,7 @@ A Dataset is immutable: every method returns a new one. It holds a
 :class:`~beamtok.stream.pipeline.Pipeline`: a root plan (shards read on the fly or from a
 cache, a mix of datasets, a global shuffle of a cache's rows: ``beamtok.stream.roots``), how
 readers split it, and its stream stages (shuffle, batch, take, enumerate), which run after
-the per-shard step in both modes. The facade asks its root for what it needs and never
+the shard processing in both modes. The facade asks its root for what it needs and never
 branches on the root's kind; each constructor makes one kind of root.
 """
 
@@ -239,7 +239,7 @@ class Dataset(PerShardStages, StreamStages):
         return self._with_root_options(epochs=epochs)
 
     def parallel(self, workers: int | None = None) -> Dataset:
-        """Run the per-shard step in ``workers`` processes ahead of the consumer (None: one per
+        """Run the shard processing in ``workers`` processes ahead of the consumer (None: one per
         core; 0: in this process). The stream is identical for any count, states included.
 
         Each open shard (see :meth:`interleave`) and the next shards of the order run in their
@@ -302,7 +302,7 @@ class Dataset(PerShardStages, StreamStages):
 
     @property
     def spec(self) -> Spec:
-        """The per-shard step as a Spec (what the Beam pipeline runs, and what keys caches)."""
+        """The shard processing as a Spec (what the Beam pipeline runs, and what keys caches)."""
         return self._pipeline.root.spec
 
     @property
@@ -380,7 +380,7 @@ class Dataset(PerShardStages, StreamStages):
         split_bytes: int | str | None = BUILD_DEFAULTS["split_bytes"],
         **beam_options: Any,
     ) -> Dataset:
-        """Run the Beam pipeline over this dataset's per-shard step, writing a Parquet cache to
+        """Run the Beam pipeline over this dataset's shard processing, writing a Parquet cache to
         ``output_dir``; return the cached dataset with this dataset's stream stages.
 
         ``beam_options`` pass through as pipeline options (``runner="DataflowRunner"``,
@@ -432,7 +432,7 @@ class Dataset(PerShardStages, StreamStages):
             raise ConfigError("this dataset already reads a cache")
         root = shard_root(self._pipeline.root, "cache_as_you_go()")
         if self._pipeline.stages:
-            raise ConfigError("cache_as_you_go() caches the per-shard step: call it before shuffle/batch/take/enumerate")
+            raise ConfigError("cache_as_you_go() caches the shard processing: call it before shuffle/batch/take/enumerate")
         if root.spec.tokenizer is None:
             raise ConfigError("a cache holds tokens: call tokenize() before cache_as_you_go()")
         if any(shard.data is not None for shard in root.shards):

@@ -1,2 +1,2 @@
-"""The shards layer: the per-shard step (``ShardProcessor``: read, steps, pack, from a cursor)
+"""The shards layer: the shard processing (``ShardProcessor``: read, steps, pack, from a cursor)
 and rows in column blocks."""

@@ -1,4 +1,4 @@
-"""ShardProcessor: the per-shard step shared by the online iterator and the Beam pipeline.
+"""ShardProcessor: the shard processing shared by the online iterator and the Beam pipeline.
 
 ``ShardProcessor(spec).run(shard, start)`` reads the shard from a cursor, runs the spec's
 per-document steps in blocks (so tokenization is batched), packs the token documents and
@@ -264,7 +264,7 @@ def check_token_offset(shard_index: int, start: ShardCursor, first: DocItem) -> 
 
 
 class ShardProcessor:
-    """Run a spec's per-shard step over one shard, from any cursor."""
+    """Run a spec's shard processing over one shard, from any cursor."""
 
     def __init__(self, spec: Spec) -> None:
         self.spec = spec

@@ -69,7 +69,7 @@ def columns_of(fields: list[tuple[str, np.ndarray]], offsets: np.ndarray) -> dic
 class RowBlock:
     """Consecutive examples of one shard, column-wise: array fields (``columns``, in the
     examples' key order), document counts per row, provenance. ``supervised`` adds
-    ``labels`` and ``attention_mask`` to each example as the per-shard step does (for cache
+    ``labels`` and ``attention_mask`` to each example as the shard processing does (for cache
     rows, which do not store them). A block of examples that are not token rows (raw records)
     holds the examples themselves and no columns. A ``fresh`` block was made for one reader
     and its rows are handed out once (rows packed now, or received from a worker process), so

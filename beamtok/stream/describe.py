@@ -3,7 +3,7 @@
 A state carries the stream and spec fingerprints; a mismatch alone says only that something
 differs. Beside them the state keeps each part those fingerprints cover: the stream options
 and stages in its plan (``beamtok.stream.plan``), whole; the root's data in ``about`` (the mix
-plan, the shard list, the input format, each per-shard step, the packing, the error policy),
+plan, the shard list, the input format, each per-document step, the packing, the error policy),
 short parts as their values, long ones (a shard list) as a short hash. Comparing them with the current parts names what changed, old
 and new, e.g. ``packing: seq_len 1024 → 2048`` or ``stage 1 (shuffle): seed 0 → 1``.
 """

@@ -2,10 +2,10 @@
 
 ``Dataset.cache_as_you_go(directory)`` reads a shard from ``directory`` when an earlier pass
 (this run's previous epoch, an earlier run, another rank, or a Beam build) finished it, and
-otherwise runs the per-shard step as usual while a background thread writes the examples,
+otherwise runs the shard processing as usual while a background thread writes the examples,
 as they are handed out, into that shard's Parquet file: the same writer, so the same bytes
 a Beam build writes. The stream is the same in every case (a cache row is the example the
-per-shard step yields, with the same cursor), so states cross freely between caching,
+shard processing yields, with the same cursor), so states cross freely between caching,
 cached and on-the-fly runs.
 
 A shard is written only when it is read from its start to its end; a shard opened at a

@@ -2,7 +2,7 @@
 
 A build tokenizes each range of a file on its own worker and writes the range's tokenized
 documents to a temporary file; one worker then reads those files in range order and packs them,
-exactly as the unsplit per-shard step packs the file's documents. Tokenizing is per document,
+exactly as the unsplit shard processing packs the file's documents. Tokenizing is per document,
 so the documents, and the packed rows, cursors and counts, are those of the unsplit build.
 
 - Uncompressed JSONL: byte ranges. A line belongs to the range holding its first byte (as in
@@ -206,7 +206,7 @@ class RangeWritten:
 
 
 def write_range_file(storage: Storage, rel: str, documents: Iterable[DocItem]) -> RangeWritten:
-    """Write a range's tokenized documents (as the per-shard step reads them) to ``rel``;
+    """Write a range's tokenized documents (as the shard processing reads them) to ``rel``;
     return how many documents and tokens."""
     count = tokens = 0
     with storage.writing(rel) as sink, pa.ipc.new_stream(sink, RANGE_SCHEMA) as writer:

@@ -1,4 +1,4 @@
-"""Write one shard of a cache: run the per-shard step and stream its rows into Parquet.
+"""Write one shard of a cache: run the shard processing and stream its rows into Parquet.
 
 Used by the Beam DoFn (and nothing else), but kept free of Beam so it can be tested alone.
 """
@@ -98,7 +98,7 @@ def write_shard(
     parquet_compat: bool = False,
     report: Callable[[ShardCursor, int, int, int], None] | None = None,
 ) -> ShardEntry:
-    """Run the per-shard step over ``shard`` and write its rows (see :func:`write_rows`)."""
+    """Run the shard processing over ``shard`` and write its rows (see :func:`write_rows`)."""
     return write_rows(
         storage,
         shard,
@@ -124,7 +124,7 @@ def write_rows(
     parquet_compat: bool = False,
     report: Callable[[ShardCursor, int, int, int], None] | None = None,
 ) -> ShardEntry:
-    """Write a whole shard's examples (what the per-shard step yields for it, from its start)
+    """Write a whole shard's examples (what the shard processing yields for it, from its start)
     to its Parquet file, then its sidecar; return the entry. The file appears complete or not
     at all: an exception from ``produced_rows`` discards it.
 

@@ -295,7 +295,7 @@ def _counts_of(column: pa.StructArray) -> tuple[list[DocCounts], list[int]]:
 
 def batch_to_block(batch: pa.RecordBatch, supervised: bool = False) -> RowBlock:
     """Cache rows (of either layout) decoded into a :class:`RowBlock`; ``supervised`` makes
-    its examples carry ``labels`` and ``attention_mask`` as the per-shard step does."""
+    its examples carry ``labels`` and ``attention_mask`` as the shard processing does."""
     shard, index, doc, token = (_numpy(batch.column(name)) for name in PROVENANCE_FIELDS)
     counts, busy = _counts_of(batch.column("doc_counts"))
     block = RowBlock(_token_columns(batch), counts, (shard, index, doc, token), supervised, busy=busy)

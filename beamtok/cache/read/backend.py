@@ -1,7 +1,7 @@
 """Shard backends over a cache: its packed rows as they are, or its document rows packed at
 read time; and the origin a ``Dataset.from_cache`` holds.
 
-Both backends yield exactly what the per-shard step yields on the fly for the same spec,
+Both backends yield exactly what the shard processing yields on the fly for the same spec,
 with the same cursors, so states cross between the modes. The repacked backend feeds
 document rows to the very packer the on-the-fly step uses (``ShardPacker``), so packing
 counts (``too_long``, truncated and dropped tokens) agree as well.

@@ -3,7 +3,7 @@
 A cache shard's rows are its examples in order; row ``i`` is example ``i``, so a shard cursor
 ``(index, doc, token)`` reopens at row ``index`` by seeking to its row group (found from the
 Parquet metadata, never by scanning). The cursor after a row is the next row's provenance, or
-``done`` after the last row, exactly as the per-shard step reports it on the fly.
+``done`` after the last row, exactly as the shard processing reports it on the fly.
 
 A cache built without packing (one document a row) can be packed at read time: its rows are
 then documents (:meth:`Cache.documents`), fed to the same packer the on-the-fly step uses (see

@@ -1,4 +1,4 @@
-"""Check a cache against its manifest and against the per-shard step re-run on the fly."""
+"""Check a cache against its manifest and against the shard processing re-run on the fly."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def _compare_shard(cache: Cache, processor: ShardProcessor, shard: Shard, report
             if want.cursor != got.cursor:
                 return f"shard {shard.index} row {row}: cursor after it differs ({got.cursor} vs {want.cursor})"
     except BeamtokError as e:  # before ValueError: ConfigError and StateError are ValueErrors too
-        return f"shard {shard.index}: cannot re-run the per-shard step: {e}"
+        return f"shard {shard.index}: cannot re-run the shard processing: {e}"
     except ValueError:
         return f"shard {shard.index}: the cache has a different number of rows than the on-the-fly run (first {row + 1} agree)"
     return None

@@ -46,7 +46,7 @@ class RootPlan(abc.ABC):
     @property
     @abc.abstractmethod
     def spec_fingerprint(self) -> str:
-        """The fingerprint of the per-shard step(s) behind this root."""
+        """The fingerprint of the shard processing behind this root."""
 
     @abc.abstractmethod
     def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:
@@ -91,7 +91,7 @@ class RootPlan(abc.ABC):
 
     @property
     def spec(self) -> Spec:
-        """The per-shard step behind this root."""
+        """The shard processing behind this root."""
         raise ConfigError(f"a {self.KIND} has no single spec")
 
     @property

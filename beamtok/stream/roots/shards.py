@@ -2,7 +2,7 @@
 
 Its live source is :class:`~beamtok.stream.source.ShardSource`: the shards of each epoch in
 order (shuffled by seed), this reader's share of them, ``interleave`` open at once, through
-the backend its origin makes (the per-shard step run now, in worker processes, or a cache's
+the backend its origin makes (the shard processing run now, in worker processes, or a cache's
 rows). Readers that split by examples read the whole stream through an
 :class:`~beamtok.stream.split.ExampleSplitNode`.
 """
@@ -34,19 +34,19 @@ __all__ = ["ShardsRoot", "shard_root"]
 
 @dataclass(frozen=True)
 class ShardsRoot(RootPlan):
-    """Shards, the per-shard step that turns them into examples, where they are read from,
+    """Shards, the shard processing that turns them into examples, where they are read from,
     and how the source orders and opens them."""
 
     KIND = "shard source"
 
     files: tuple[Shard, ...]
-    step: Spec
+    shard_spec: Spec  # the shard processing: how each shard becomes examples
     origin: ShardOrigin = dataclasses.field(default_factory=OnTheFlyOrigin, compare=False)
     options: ShardOptions = dataclasses.field(default_factory=ShardOptions)
 
     @property
     def spec(self) -> Spec:
-        return self.step
+        return self.shard_spec
 
     @property
     def shards(self) -> tuple[Shard, ...]:
@@ -58,24 +58,24 @@ class ShardsRoot(RootPlan):
 
     @property
     def spec_fingerprint(self) -> str:
-        return self.step.fingerprint
+        return self.shard_spec.fingerprint
 
     def source(self, split: ReaderSplit) -> ShardSource:
         """The live shard source for reader ``split``."""
-        return ShardSource(list(self.files), self.origin.backend(self.step, self.options.workers), self.options, split)
+        return ShardSource(list(self.files), self.origin.backend(self.shard_spec, self.options.workers), self.options, split)
 
     @property
     def seekable(self) -> bool:
         """Whether its examples can be read by number (:meth:`source_rows`): a packed cache
         read with one open shard."""
-        return self.options.interleave == 1 and self.origin.row_access(self.step) is not None
+        return self.options.interleave == 1 and self.origin.row_access(self.shard_spec) is not None
 
     def source_rows(self, pool: DecodePool) -> SourceRows:
         """Its examples by number, as one reader taking every shard reads them (only when
         :attr:`seekable`), decoded into ``pool``."""
-        rows = self.origin.row_access(self.step, pool=pool)
+        rows = self.origin.row_access(self.shard_spec, pool=pool)
         assert rows is not None and self.options.interleave == 1
-        backend = self.origin.backend(self.step, 0)
+        backend = self.origin.backend(self.shard_spec, 0)
         counts = [backend.rows(shard) or 0 for shard in self.files]
         backend.close()
         return SourceRows(rows, counts, ShardOrder(len(self.files), self.options.shuffle_seed, ReaderSplit(mode="examples")), self.options.epochs)
@@ -98,7 +98,7 @@ class ShardsRoot(RootPlan):
         return fingerprint_of({**self.fingerprint_json(ReaderSplit()), "stages": []})
 
     def content_parts(self, prefix: str = "") -> dict[str, Any]:
-        spec = self.step.to_json()
+        spec = self.shard_spec.to_json()
         out: dict[str, Any] = {f"{prefix}shard list": {"count": len(self.files), "urls": [s.url for s in self.files]}}
         out[f"{prefix}input format"] = spec["source"]
         for i, step in enumerate(spec["steps"]):
@@ -108,11 +108,11 @@ class ShardsRoot(RootPlan):
         return out
 
     def describe(self) -> str:
-        steps = [s.OP for s in self.step.steps] + ([self.step.pack.mode] if self.step.pack else [])
+        steps = [s.OP for s in self.shard_spec.steps] + ([self.shard_spec.pack.mode] if self.shard_spec.pack else [])
         return f"shards={len(self.files)}, steps={steps}"
 
     def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:
-        return {"kind": self.KIND, "options": self.options.to_json(reader), "packing": self.step.to_json()["pack"]}
+        return {"kind": self.KIND, "options": self.options.to_json(reader), "packing": self.shard_spec.to_json()["pack"]}
 
     @classmethod
     def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
@@ -123,7 +123,7 @@ class ShardsRoot(RootPlan):
     def reader_counts(self, split: ReaderSplit) -> list[int] | None:
         if split.mode != "shards" or self.options.epochs is None:
             return None
-        backend = self.origin.backend(self.step, 0)
+        backend = self.origin.backend(self.shard_spec, 0)
         rows = [backend.rows(shard) for shard in self.files]
         backend.close()
         if any(count is None for count in rows):
@@ -138,7 +138,7 @@ class ShardsRoot(RootPlan):
         return dataclasses.replace(self, options=dataclasses.replace(self.options, **changes))
 
     def with_spec(self, spec: Spec) -> ShardsRoot:
-        return dataclasses.replace(self, step=spec)
+        return dataclasses.replace(self, shard_spec=spec)
 
     def with_origin(self, origin: ShardOrigin) -> ShardsRoot:
         return dataclasses.replace(self, origin=origin)
