@@ -5,14 +5,14 @@ that hold an added token, which the engines do not split out (``Needles``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from beamtok.base.errors import ConfigError
 
-__all__ = ["ExactEncoder", "Needles", "added_around"]
+__all__ = ["ExactEncoder", "Needles", "added_around", "refuse_unrouted_added_tokens"]
 
 
 class ExactEncoder:
@@ -23,6 +23,7 @@ class ExactEncoder:
 
     engine_name: str
     native_refusal: str = ""
+    reference: Any  # the file loaded by ``tokenizers``: what the probes compare with, and what encodes routed texts
     prefix: list[int]
     suffix: list[int]
 
@@ -39,6 +40,19 @@ class ExactEncoder:
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         raise NotImplementedError
 
+    def probe(self, name: str, texts: Sequence[str]) -> None:
+        """Refuse unless ``texts`` encode exactly as ``self.reference`` (the file loaded by
+        ``tokenizers``) encodes them, with the post-processor's tokens and without."""
+        for special in (True, False):
+            want = self.reference.encode_batch_fast(list(texts), add_special_tokens=special)
+            got = self.encode_batch(texts, add_special_tokens=special)
+            for text, a, b in zip(texts, want, got):
+                if a.ids != b.tolist():
+                    raise ConfigError(
+                        f"tokenizer {name!r} cannot use the exact fast path ({self.engine_name}): {text[:40]!r} encodes as "
+                        f"{b.tolist()[:8]}... instead of {a.ids[:8]}... (tokenizers, add_special_tokens={special})"
+                    )
+
 
 class Needles:
     """Whether a text holds any of some strings: ``in`` per string when they are few (a
@@ -52,6 +66,15 @@ class Needles:
         if self.regex is not None:
             return self.regex.search(text) is not None
         return any(s in text for s in self.strings)
+
+
+def refuse_unrouted_added_tokens(spec: dict[str, Any], refuse: Callable[[str], ConfigError]) -> None:
+    """Raise ``refuse(why)`` for an added token with matching options (strip, single word,
+    normalized): the fast paths send texts holding an added token to ``tokenizers``, and find
+    them by their exact text only."""
+    for added in spec.get("added_tokens", []):
+        if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
+            raise refuse(f"added token {added['content']!r} has matching options (strip, single word, normalized) beamtok does not route")
 
 
 def added_around(post: dict[str, Any], name: str) -> tuple[list[int], list[int]]:

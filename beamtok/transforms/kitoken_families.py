@@ -1,5 +1,6 @@
-"""kitoken as an exact engine for tokenizers that are not byte-level BPE: SentencePiece-style
-BPE with byte fallback (Llama-2, Mistral, Gemma's kind); WordPiece and Unigram are refused.
+"""kitoken as an exact engine for SentencePiece-style BPE with byte fallback (Llama-2,
+Mistral, Gemma's kind); Unigram is refused (WordPiece has its own engine:
+``beamtok.transforms.wordpiece_engine``).
 
 kitoken reads a tokenizer.json whole (normalizer, pre-tokenizer, model) and encodes in native
 code without ``tokenizers``' per-word bookkeeping. What makes it exact here is not an argument
@@ -14,10 +15,9 @@ post-processor puts around a text are put around kitoken's ids, as on the byte-l
 
 Families:
 
-- WordPiece (``BertNormalizer``, ``BertPreTokenizer``) is refused for now: kitoken gave the
-  ids of ``tokenizers`` on the whole shipped corpus (and ran 9x faster on one thread), but
-  hypothesis text found a character its Unicode tables treat as "other" and drop, where
-  ``tokenizers`` gives ``[UNK]``; until the texts to route are known, it is not exact;
+- WordPiece is not read through kitoken: hypothesis text found a character its Unicode tables
+  treat as "other" and drop, where ``tokenizers`` gives ``[UNK]``; its words are cut and cached
+  by ``beamtok.transforms.wordpiece_engine`` instead;
 - BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (then the normalizers
   ``Prepend``/``Replace`` do the SentencePiece spacing; kitoken is exact there but gains
   little, as ``tokenizers`` then sees the whole text as one word);
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around
+from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
 
@@ -90,7 +90,7 @@ class KitokenEncoder(ExactEncoder):
         self.reference = reference
         self.engine_name = "kitoken"
         self._routed = Needles([t["content"] for t in spec.get("added_tokens", [])])
-        self._probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE]])
+        self.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE]])
 
     def _check(self, spec: dict[str, Any], name: str) -> None:
         def refuse(why: str) -> ConfigError:
@@ -101,16 +101,11 @@ class KitokenEncoder(ExactEncoder):
         model = spec["model"]
         normalizer = spec.get("normalizer") or {}
         pre = spec.get("pre_tokenizer") or {}
-        for added in spec.get("added_tokens", []):
-            if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
-                raise refuse(f"added token {added['content']!r} has matching options (strip, single word, normalized) beamtok does not route")
+        refuse_unrouted_added_tokens(spec, refuse)
         if self.family == "Unigram":
             raise refuse("kitoken's Unigram gave other ids than tokenizers on real text (see beamtok.transforms.kitoken_families)")
         if self.family == "WordPiece":
-            raise refuse(
-                "kitoken's BertNormalizer drops characters tokenizers keeps (U+18CD6, unassigned in older Unicode "
-                "tables, is [UNK] in tokenizers and nothing in kitoken); which texts to route is not yet proven"
-            )
+            raise refuse("kitoken's BertNormalizer drops characters tokenizers keeps; WordPiece has its own engine (wordpiece_engine)")
         if model.get("dropout"):
             raise refuse("its BPE model has dropout (random merges)")
         if pre and pre.get("type") != "Metaspace":
@@ -119,18 +114,6 @@ class KitokenEncoder(ExactEncoder):
         for step in steps:
             if step.get("type") not in ("Prepend", "Replace", "NFC", "NFKC"):
                 raise refuse(f"its normalizer has a {step.get('type')} step")
-
-    def _probe(self, name: str, texts: Sequence[str]) -> None:
-        """Refuse unless ``texts`` encode exactly as ``tokenizers`` encodes them."""
-        for special in (True, False):
-            want = self.reference.encode_batch_fast(list(texts), add_special_tokens=special)
-            got = self.encode_batch(texts, add_special_tokens=special)
-            for text, a, b in zip(texts, want, got):
-                if a.ids != b.tolist():
-                    raise ConfigError(
-                        f"tokenizer {name!r} cannot use the exact fast path (kitoken, {self.family}): {text[:40]!r} encodes as "
-                        f"{b.tolist()[:8]}... instead of {a.ids[:8]}... (tokenizers, add_special_tokens={special})"
-                    )
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode = self.encoder.encode

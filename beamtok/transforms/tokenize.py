@@ -20,6 +20,7 @@ from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
+from beamtok.transforms.wordpiece_engine import WordPieceEncoder
 
 if TYPE_CHECKING:
     pass
@@ -144,12 +145,15 @@ class Tokenizer:
 
     def tiktoken(self) -> ExactEncoder:
         """The exact fast-path encoder of this tokenizer (ConfigError where none can be exact):
-        tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, kitoken for WordPiece
-        and SentencePiece-style BPE (``kitoken_families``)."""
+        tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, cached words for
+        WordPiece (``wordpiece_engine``), kitoken for SentencePiece-style BPE (``kitoken_families``)."""
         if self._tiktoken is None:
             serialized = self.backend.to_str()
             with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
-                if family_of_backend(self.backend) is not None:
+                family = family_of_backend(self.backend)
+                if family == "WordPiece":
+                    self._tiktoken = WordPieceEncoder(serialized, self.name, reference=self.backend)
+                elif family is not None:
                     self._tiktoken = KitokenEncoder(serialized, self.name, reference=self.backend)
                 else:
                     self._tiktoken = TiktokenEncoder(serialized, self.name, reference=self.backend)
