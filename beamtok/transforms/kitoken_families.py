@@ -1,6 +1,7 @@
 """kitoken as an exact engine for SentencePiece-style BPE with byte fallback (Llama-2,
-Mistral, Gemma's kind); Unigram is refused (WordPiece has its own engine:
-``beamtok.transforms.wordpiece_engine``).
+Mistral, Gemma's kind) where the cached-words engine (``beamtok.transforms.cached_words``,
+which takes WordPiece, Unigram and most of these files) cannot cut the text into words: no
+pre-tokenizer and a vocabulary with pieces across spaces.
 
 kitoken reads a tokenizer.json whole (normalizer, pre-tokenizer, model) and encodes in native
 code without ``tokenizers``' per-word bookkeeping. What makes it exact here is not an argument
@@ -16,8 +17,7 @@ post-processor puts around a text are put around kitoken's ids, as on the byte-l
 Families:
 
 - WordPiece is not read through kitoken: hypothesis text found a character its Unicode tables
-  treat as "other" and drop, where ``tokenizers`` gives ``[UNK]``; its words are cut and cached
-  by ``beamtok.transforms.wordpiece_engine`` instead;
+  treat as "other" and drop, where ``tokenizers`` gives ``[UNK]``;
 - BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (then the normalizers
   ``Prepend``/``Replace`` do the SentencePiece spacing; kitoken is exact there but gains
   little, as ``tokenizers`` then sees the whole text as one word);
@@ -105,7 +105,7 @@ class KitokenEncoder(ExactEncoder):
         if self.family == "Unigram":
             raise refuse("kitoken's Unigram gave other ids than tokenizers on real text (see beamtok.transforms.kitoken_families)")
         if self.family == "WordPiece":
-            raise refuse("kitoken's BertNormalizer drops characters tokenizers keeps; WordPiece has its own engine (wordpiece_engine)")
+            raise refuse("kitoken's BertNormalizer drops characters tokenizers keeps")
         if model.get("dropout"):
             raise refuse("its BPE model has dropout (random merges)")
         if pre and pre.get("type") != "Metaspace":

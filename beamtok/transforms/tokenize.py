@@ -15,12 +15,12 @@ import numpy as np
 
 from beamtok.base.errors import ConfigError
 from beamtok.base.gc_pause import gc_paused
+from beamtok.transforms.cached_words import CachedWordsEncoder
 from beamtok.transforms.exact_encoder import ExactEncoder
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
-from beamtok.transforms.wordpiece_engine import WordPieceEncoder
 
 if TYPE_CHECKING:
     pass
@@ -146,18 +146,30 @@ class Tokenizer:
     def tiktoken(self) -> ExactEncoder:
         """The exact fast-path encoder of this tokenizer (ConfigError where none can be exact):
         tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, cached words for
-        WordPiece (``wordpiece_engine``), kitoken for SentencePiece-style BPE (``kitoken_families``)."""
+        WordPiece, Unigram and SentencePiece-style BPE (``cached_words``), kitoken for a
+        SentencePiece-style BPE that cannot be cut into words (``kitoken_families``)."""
         if self._tiktoken is None:
             serialized = self.backend.to_str()
             with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
                 family = family_of_backend(self.backend)
-                if family == "WordPiece":
-                    self._tiktoken = WordPieceEncoder(serialized, self.name, reference=self.backend)
-                elif family is not None:
-                    self._tiktoken = KitokenEncoder(serialized, self.name, reference=self.backend)
+                if family is not None:
+                    self._tiktoken = self._family_encoder(serialized, family)
                 else:
                     self._tiktoken = TiktokenEncoder(serialized, self.name, reference=self.backend)
         return self._tiktoken
+
+    def _family_encoder(self, serialized: str, family: str) -> ExactEncoder:
+        """Cached words (``cached_words``) for a family whose model encodes word by word;
+        kitoken where a SentencePiece-style BPE cannot be cut into words (its refusal then
+        says why no faster engine runs)."""
+        try:
+            return CachedWordsEncoder(serialized, self.name, family, reference=self.backend)
+        except ConfigError as cut:
+            if family != "SentencePiece-style BPE":
+                raise
+            encoder = KitokenEncoder(serialized, self.name, reference=self.backend)
+            encoder.native_refusal = str(cut)
+            return encoder
 
     def fast_path(self) -> ExactEncoder | None:
         """The exact fast-path encoder when this tokenizer qualifies, else None; the reason

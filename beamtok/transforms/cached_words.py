@@ -1,0 +1,97 @@
+"""An exact fast path for tokenizers whose model encodes word by word — WordPiece (BERT's
+kind), Unigram (T5's, XLM-R's) and SentencePiece-style BPE with byte fallback (Llama-2's,
+Mistral's): the text cut into the words ``tokenizers`` would cut
+(``beamtok.transforms.word_cutters``, where each cut is stated and argued), each word's ids
+computed once by the file's own model (``model.tokenize``) and cached.
+
+Why a cache of words is exact: the model turns each word into pieces looking at that word
+alone (WordPiece's greedy longest match, Unigram's best segmentation, BPE's merges), so a
+word's ids depend on the word and nothing else; a cache miss asks the file's model, so no
+piece is ever computed here. Words are cached as the bytes of their int32 ids, and a text's
+ids are one ``bytes.join`` of its words', read as an array without a Python int per token.
+Texts holding an added token (``[CLS]`` or ``<s>`` written in the text) are encoded by
+``tokenizers`` itself; the tokens a post-processor puts around a text are put around the ids,
+as on the other fast paths. At load the encoder must give ``tokenizers``' ids on the probe
+strings and a slice of the split sample, with and without special tokens, or it is refused
+with the string that differs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from beamtok.base.errors import ConfigError
+from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around, refuse_unrouted_added_tokens
+from beamtok.transforms.id_arrays import int32_ids
+from beamtok.transforms.word_cutters import cutter_for
+
+__all__ = ["CachedWordsEncoder"]
+
+CACHED_WORDS = 1 << 20  # words kept before the cache starts over (a word's ids are a few bytes)
+PROBE_STRIDE = 8  # every 8th string of the split sample (~10,000) is probed at load
+
+
+class WordCache(dict[str, bytes]):
+    """Word -> the bytes of its int32 ids, computed by the file's model on a miss; starts over
+    when full."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def __missing__(self, word: str) -> bytes:
+        if len(self) >= CACHED_WORDS:
+            self.clear()
+        ids = np.array([token.id for token in self.model.tokenize(word)], dtype=np.int32).tobytes()
+        self[word] = ids
+        return ids
+
+
+class CachedWordsEncoder(ExactEncoder):
+    """Encodes exactly like the given tokenizer by cutting words and caching their ids (see
+    the module docstring)."""
+
+    engine_name = "beamtok cached words"
+
+    def __init__(self, tokenizer_json: str, name: str, family: str, reference: Any = None) -> None:
+        from beamtok.transforms.split_patterns import split_sample
+        from beamtok.transforms.tiktoken_backend import PROBES
+
+        self.family = family
+        spec = json.loads(tokenizer_json)
+
+        def refuse(why: str) -> ConfigError:
+            return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (cached words, {family}): {why}")
+
+        model = spec.get("model") or {}
+        if model.get("dropout"):
+            raise refuse("its BPE model has dropout (random merges)")
+        refuse_unrouted_added_tokens(spec, refuse)
+        self.prefix, self.suffix = added_around(spec.get("post_processor") or {}, name)
+        if reference is None:
+            from tokenizers import Tokenizer as RustTokenizer
+
+            reference = RustTokenizer.from_str(tokenizer_json)
+        self.reference = reference
+        self._cutter = cutter_for(spec, reference, refuse)
+        self._words = WordCache(reference.model)
+        self._routed = Needles([t["content"] for t in spec.get("added_tokens", [])])
+        self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
+
+    def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        ids_of = self._words.__getitem__
+        words = self._cutter.words
+        out = []
+        for text in texts:
+            if self._routed.found_in(text):
+                out.append(int32_ids(self.reference.encode(text, add_special_tokens=False).ids))
+            else:
+                out.append(np.frombuffer(b"".join(map(ids_of, words(text))), dtype=np.int32))
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        raise TypeError("a CachedWordsEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")

@@ -1,0 +1,144 @@
+"""How ``tokenizers`` cuts a text into the words its model encodes one by one, reproduced
+where that can be stated whole, for the cached-words engine (``beamtok.transforms.cached_words``).
+
+``tokenizers`` encodes in three parts: the normalizer maps the whole text, the pre-tokenizer
+cuts the normalized text into words, the model encodes each word looking at that word alone.
+A cutter gives the words of a text; the normalizer is always the file's own
+(``normalize_str``, native code), except one case stated below.
+
+- :class:`BertWords` (``BertPreTokenizer``). On an ASCII string it cuts at whitespace (tab,
+  newline, vertical tab, form feed, carriage return, space: Rust's ``char::is_whitespace`` on
+  ASCII) and isolates every ASCII punctuation character (``!`` to ``/``, ``:`` to ``@``,
+  ``[`` to `````, ``{`` to ``~``: ``is_ascii_punctuation``); any other run of characters
+  (letters, digits, the remaining controls) is a word: one regular expression. Under
+  ``BertNormalizer(clean_text=True)`` an ASCII text is normalized here too: NUL and the
+  ASCII controls other than tab, newline and carriage return are deleted, those three become
+  spaces, and A-Z are lowered when ``lowercase`` is set (accent stripping and the spacing of
+  Chinese characters do nothing to ASCII): one ``str.translate``. A normalized text that is
+  not ASCII is cut by the file's own pre-tokenizer (``pre_tokenize_str``).
+- :class:`MetaspaceWords` (``Metaspace``, ``split`` true): every space (U+0020 only) becomes
+  the replacement character ``▁``, which is put in front of a text that does not start with
+  it (``prepend_scheme`` ``always``, or ``first``: the same for a text that holds no added
+  token, and texts that do are encoded by ``tokenizers`` itself), and the text is cut before
+  each ``▁``: pure string operations, for any text.
+- :class:`SpaceMarkWords` (no pre-tokenizer: ``Prepend``/``Replace`` normalizers write the
+  ``▁`` themselves and the model sees the whole text as one word). The text is cut before
+  each ``▁`` that follows another character than ``▁``, which cannot change the model's
+  result when no piece of the vocabulary holds a character other than ``▁`` followed by
+  ``▁``: a BPE merge or a Unigram piece spanning a cut would be such a piece, so none spans
+  one; BPE then merges each part as it would alone (the pair of lowest rank in the whole
+  text is the lowest in its part) and Unigram's best segmentation is the best of each part.
+  A vocabulary with such a piece is refused (``check_vocabulary``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from beamtok.base.errors import ConfigError
+
+Refuse = Callable[[str], ConfigError]
+
+__all__ = ["BertWords", "MetaspaceWords", "SpaceMarkWords", "WordCutter", "cutter_for"]
+
+# BertPreTokenizer on ASCII: a run of characters that are neither whitespace nor punctuation, or one punctuation character
+ASCII_WORDS = re.compile(r"[^\t\n\x0b\x0c\r !-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
+CLEANED = {**{c: None for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)}, 0x09: " ", 0x0A: " ", 0x0D: " "}
+LOWERED = {c: chr(c + 32) for c in range(ord("A"), ord("Z") + 1)}
+MARK = "\u2581"  # ▁
+
+
+class WordCutter:
+    """Cuts a text into the words ``tokenizers`` would give its model."""
+
+    def __init__(self, reference: Any) -> None:
+        self.normalizer = reference.normalizer
+
+    def normalized(self, text: str) -> str:
+        return self.normalizer.normalize_str(text) if self.normalizer is not None else text
+
+    def words(self, text: str) -> list[str]:
+        raise NotImplementedError
+
+
+class BertWords(WordCutter):
+    """``BertPreTokenizer``'s words (see the module docstring)."""
+
+    def __init__(self, reference: Any, normalizer: dict[str, Any]) -> None:
+        super().__init__(reference)
+        self.pre_tokenizer = reference.pre_tokenizer
+        self.translate: dict[int, Any] | None = None
+        if normalizer.get("type") == "BertNormalizer" and normalizer.get("clean_text", True):
+            self.translate = {**CLEANED, **(LOWERED if normalizer.get("lowercase", True) else {})}
+
+    def words(self, text: str) -> list[str]:
+        if self.translate is not None and text.isascii():
+            return ASCII_WORDS.findall(text.translate(self.translate))
+        normalized = self.normalized(text)
+        if normalized.isascii():
+            return ASCII_WORDS.findall(normalized)
+        return [word for word, _ in self.pre_tokenizer.pre_tokenize_str(normalized)]
+
+
+class MetaspaceWords(WordCutter):
+    """``Metaspace``'s words (see the module docstring)."""
+
+    def __init__(self, reference: Any, replacement: str, prepend: bool) -> None:
+        super().__init__(reference)
+        self.replacement = replacement
+        self.prepend = prepend
+        self.cut = re.compile(f"{re.escape(replacement)}[^{re.escape(replacement)}]*|[^{re.escape(replacement)}]+").findall
+
+    def words(self, text: str) -> list[str]:
+        normalized = self.normalized(text)
+        if not normalized:
+            return []
+        marked = normalized.replace(" ", self.replacement)
+        if self.prepend and not marked.startswith(self.replacement):
+            marked = self.replacement + marked
+        return self.cut(marked)
+
+
+class SpaceMarkWords(WordCutter):
+    """Words of a text the normalizers mark with ``▁`` and no pre-tokenizer cuts (see the
+    module docstring)."""
+
+    cut = re.compile(f"{MARK}*[^{MARK}]+|{MARK}+").findall
+
+    def words(self, text: str) -> list[str]:
+        return self.cut(self.normalized(text))
+
+    @staticmethod
+    def check_vocabulary(pieces: Iterable[str], refuse: Refuse) -> None:
+        """Refuse a vocabulary with a piece holding another character followed by ``▁``."""
+        spanning = next((p for p in pieces if re.search(f"[^{MARK}]{MARK}", p)), None)
+        if spanning is not None:
+            raise refuse(f"its vocabulary holds {spanning!r}, a piece across a space: the text cannot be cut into words without changing the pieces")
+
+
+def cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutter:
+    """The cutter for a tokenizer.json's pre-tokenizer, or ``refuse(why)`` raised."""
+    pre = spec.get("pre_tokenizer") or {}
+    model = spec.get("model") or {}
+    kind = pre.get("type")
+    if kind == "BertPreTokenizer":
+        return BertWords(reference, spec.get("normalizer") or {})
+    if model.get("type") == "WordPiece":
+        raise refuse(f"its pre-tokenizer is {kind}, not BertPreTokenizer (the split this path reproduces on ASCII)")
+    if kind == "Metaspace":
+        if not pre.get("split", True):
+            raise refuse("its Metaspace pre-tokenizer does not split: the whole text is one word, nothing to cache")
+        scheme = pre.get("prepend_scheme", "always" if pre.get("add_prefix_space", True) else "never")
+        if scheme not in ("always", "first", "never"):
+            raise refuse(f"its Metaspace prepend_scheme is {scheme!r}")
+        return MetaspaceWords(reference, str(pre.get("replacement", MARK)), scheme != "never")
+    if not pre:
+        if model.get("ignore_merges"):
+            raise refuse("its BPE takes a word found whole in the vocabulary as one piece (ignore_merges), and with no pre-tokenizer the word is the whole text")
+        vocab = model.get("vocab")
+        pieces = vocab.keys() if isinstance(vocab, dict) else (entry[0] for entry in vocab or [])
+        SpaceMarkWords.check_vocabulary(pieces, refuse)
+        return SpaceMarkWords(reference)
+    raise refuse(f"its pre-tokenizer is {kind}, which this path does not reproduce")

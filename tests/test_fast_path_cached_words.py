@@ -1,0 +1,160 @@
+"""The cached-words fast path (WordPiece, Unigram, SentencePiece-style BPE): words cut as
+``tokenizers`` cuts them and cached give the ids of ``tokenizers`` on the shipped corpus,
+Python source, the probe strings and adversarial text, with and without special tokens, for
+every normalizer setting and pre-tokenizer form it takes; what it cannot follow is refused
+by name. The tokenizers are trained here with ``tokenizers`` on the shipped corpus."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sysconfig
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from beamtok import ConfigError, Dataset, load_tokenizer
+from beamtok.testing import assert_items_equal, family_tokenizer
+from beamtok.transforms import cached_words
+from beamtok.transforms.cached_words import CachedWordsEncoder
+from beamtok.transforms.tiktoken_backend import PROBES
+
+from conftest import CORPUS
+from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
+
+NORMALIZERS = {
+    "uncased": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": True},
+    "cased": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": False},
+    "no clean_text": {"type": "BertNormalizer", "clean_text": False, "handle_chinese_chars": False, "strip_accents": True, "lowercase": True},
+    "a sequence": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}]},
+}
+
+
+CACHED = ["wordpiece", "unigram", "sp-bpe-metaspace"]
+
+
+def corpus_texts() -> list[str]:
+    return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("families")
+    return {kind: Path(family_tokenizer(kind, corpus_texts(), root / kind, vocab_size=6000)) for kind in CACHED}
+
+
+@pytest.fixture(scope="module")
+def wordpiece(trained) -> Path:
+    return trained["wordpiece"]
+
+
+def variant(base: Path, tmp_path: Path, **parts) -> str:
+    spec = json.loads((base / "tokenizer.json").read_text(encoding="utf-8"))
+    spec.update(parts)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text((base / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return str(tmp_path)
+
+
+def python_source(limit: int = 150) -> list[str]:
+    """Real source code: the standard library's modules, in name order."""
+    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:limit]
+    return [f.read_text(encoding="utf-8", errors="replace") for f in files]
+
+
+def assert_same_ids(tok, texts: list[str], where: str) -> None:
+    for special in (True, False):
+        fast = tok.encode_batch(texts, add_special_tokens=special, backend="tiktoken")
+        want = tok.encode_batch(texts, add_special_tokens=special, backend="hf")
+        mismatched = [i for i, (a, b) in enumerate(zip(fast, want)) if a.tolist() != b.tolist()]
+        assert not mismatched, f"{where} (add_special_tokens={special}): {len(mismatched)} differ, first {texts[mismatched[0]][:80]!r}"
+
+
+@pytest.mark.parametrize("kind", CACHED)
+def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(trained, kind):
+    tok = load_tokenizer(str(trained[kind]))
+    assert tok.engine.startswith("beamtok cached words (exact fast path"), tok.engine
+    texts = [*shipped_texts(), *python_source(), *PROBES, "", "[CLS] inside [SEP] text", "<s> and </s> inside", "snake_case_name __dunder__", "\U00018cd6", "x" * 300]
+    assert_same_ids(tok, texts, kind)
+
+
+@pytest.mark.parametrize("name", [n for n in NORMALIZERS if n != "uncased"])
+def test_every_bert_normalizer_setting_gives_the_ids_of_tokenizers(wordpiece, tmp_path, name):
+    tok = load_tokenizer(variant(wordpiece, tmp_path, normalizer=NORMALIZERS[name]))
+    assert tok.engine.startswith("beamtok cached words"), tok.engine
+    assert_same_ids(tok, [*shipped_texts()[::4], *python_source(40), *PROBES, "Ünïcödé ÀÉÎ and\x0bvertical\x0cfeed\x1c\x1dgroup"], name)
+
+
+METASPACE = {
+    "prepend first": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
+    "never prepend": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": True},
+    "legacy add_prefix_space": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True},
+}
+
+
+@pytest.mark.parametrize("name", list(METASPACE))
+@pytest.mark.parametrize("kind", ["unigram", "sp-bpe-metaspace"])
+def test_every_metaspace_form_gives_the_ids_of_tokenizers(trained, tmp_path, kind, name):
+    extra = {"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}} if kind == "sp-bpe-metaspace" else {}
+    tok = load_tokenizer(variant(trained[kind], tmp_path, pre_tokenizer=METASPACE[name], **extra))
+    assert tok.engine.startswith("beamtok cached words"), tok.engine
+    assert_same_ids(tok, [*shipped_texts()[::6], *python_source(30), *PROBES, "  two  spaces  ", " lead", "trail "], f"{kind}, {name}")
+
+
+@pytest.mark.parametrize("kind", CACHED)
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(text=ADVERSARIAL)
+def test_adversarial_text_gives_the_ids_of_tokenizers(trained, kind, text):
+    tok = load_tokenizer(str(trained[kind]))
+    for special in (True, False):
+        assert tok.encode_batch([text], special, backend="tiktoken")[0].tolist() == tok.encode_batch([text], special, backend="hf")[0].tolist()
+
+
+def test_a_text_marked_by_normalizers_is_cut_before_its_spaces_where_no_piece_spans_one(trained, tmp_path):
+    """A Metaspace-trained BPE (no piece holds a character followed by a space mark) read
+    with Prepend + Replace normalizers and no pre-tokenizer: ``tokenizers`` merges the whole
+    text as one word, the engine cuts it; the ids agree (the argument in word_cutters)."""
+    marks = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+    model = json.loads((trained["sp-bpe-metaspace"] / "tokenizer.json").read_text(encoding="utf-8"))["model"]
+    runs = ["\u2581" * n for n in (2, 3, 4)]  # as Llama-2's vocabulary holds them: space runs merge (indentation)
+    vocab = {**model["vocab"], **{run: len(model["vocab"]) + i for i, run in enumerate(runs)}}
+    merges = [[run[:-1], "\u2581"] for run in runs] + model["merges"]
+    tok = load_tokenizer(variant(trained["sp-bpe-metaspace"], tmp_path, normalizer=marks, pre_tokenizer=None, model={**model, "vocab": vocab, "merges": merges}))
+    assert vocab["\u2581" * 2] in tok.encode_batch(["a    b"], add_special_tokens=False, backend="hf")[0].tolist()  # the runs are used
+    assert tok.engine.startswith("beamtok cached words"), tok.engine
+    assert_same_ids(tok, [*shipped_texts()[::5], *python_source(30), *PROBES, "  two  spaces  ", "\u2581already marked"], "Prepend + Replace")
+
+
+def test_a_cache_that_starts_over_keeps_the_ids(wordpiece, monkeypatch):
+    monkeypatch.setattr(cached_words, "CACHED_WORDS", 50)
+    tok = load_tokenizer(str(wordpiece))
+    tok.tiktoken()._words.clear()  # the tokenizer is loaded once a process: start from an empty cache
+    texts = shipped_texts()[:200]
+    assert_same_ids(tok, texts, "a cache of 50 words")
+    assert len(tok.tiktoken()._words) <= 50
+
+
+def test_what_it_cannot_follow_is_refused_by_name(trained):
+    spec = json.loads((trained["wordpiece"] / "tokenizer.json").read_text(encoding="utf-8"))
+    with pytest.raises(ConfigError, match="its pre-tokenizer is Whitespace, not BertPreTokenizer"):
+        CachedWordsEncoder(json.dumps({**spec, "pre_tokenizer": {"type": "Whitespace"}}), "edited", "WordPiece")
+    added = [{**t, "lstrip": True} if t["content"] == "[MASK]" else t for t in spec["added_tokens"]]
+    with pytest.raises(ConfigError, match=r"added token '\[MASK\]' has matching options"):
+        CachedWordsEncoder(json.dumps({**spec, "added_tokens": added}), "edited", "WordPiece")
+    unigram = json.loads((trained["unigram"] / "tokenizer.json").read_text(encoding="utf-8"))
+    with pytest.raises(ConfigError, match="does not split: the whole text is one word"):
+        CachedWordsEncoder(json.dumps({**unigram, "pre_tokenizer": {**unigram["pre_tokenizer"], "split": False}}), "edited", "Unigram")
+    with pytest.raises(ConfigError, match="its pre-tokenizer is Whitespace, which this path does not reproduce"):
+        CachedWordsEncoder(json.dumps({**unigram, "pre_tokenizer": {"type": "Whitespace"}}), "edited", "Unigram")
+
+
+def test_the_pipeline_streams_the_same_and_a_pickled_tokenizer_rebuilds_its_engine(wordpiece):
+    files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
+    fast = list(Dataset.from_files(files).tokenize(str(wordpiece)).ensure_bos_eos().concat_chunk(256))
+    slow = list(Dataset.from_files(files).tokenize(str(wordpiece), backend="hf").ensure_bos_eos().concat_chunk(256))
+    assert_items_equal(fast, slow)
+    tok = load_tokenizer(str(wordpiece))
+    copy = pickle.loads(pickle.dumps(tok))
+    assert [a.tolist() for a in copy.encode_batch(["Hello, World!"])] == [a.tolist() for a in tok.encode_batch(["Hello, World!"])]
+    assert copy.engine == tok.engine
