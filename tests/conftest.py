@@ -70,6 +70,45 @@ def real_paragraphs(count: int, *, start: int = 0) -> list[str]:
     return out[start:]
 
 
+FAMILY_CACHE = ROOT / "build" / "test-families"
+
+
+def corpus_texts() -> list[str]:
+    """The shipped JSONL documents, in file order (what the family tokenizers train on)."""
+    return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def trained_family(kind: str, vocab_size: int = 6000) -> Path:
+    """``beamtok.testing.family_tokenizer(kind)`` trained on the shipped corpus once per
+    machine, not once per test module and worker: kept under build/ by a key of the kind, the
+    size, the corpus, the training code and the ``tokenizers`` version, trained by one worker
+    while the others wait on a file lock, and moved into place whole."""
+    import fcntl
+    import hashlib
+    import inspect
+    import shutil
+    import tempfile
+
+    import tokenizers
+
+    from beamtok.testing import family_tokenizer
+
+    texts = corpus_texts()
+    key = hashlib.sha256(json.dumps([kind, vocab_size, tokenizers.__version__, inspect.getsource(family_tokenizer), texts]).encode()).hexdigest()[:16]
+    target = FAMILY_CACHE / f"{kind}-{key}"
+    if (target / "tokenizer.json").exists():
+        return target
+    FAMILY_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(FAMILY_CACHE / f"{kind}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "tokenizer.json").exists():
+            scratch = Path(tempfile.mkdtemp(dir=FAMILY_CACHE))
+            family_tokenizer(kind, texts, scratch, vocab_size=vocab_size)
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(scratch, target)
+    return target
+
+
 def inspect_state(state: dict[str, Any], directory: Path) -> str:
     """What ``beamtok inspect`` prints, in a fresh process, for ``state`` saved to a file in
     ``directory`` (it must succeed)."""

@@ -14,28 +14,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from beamtok import ConfigError, Dataset, load_tokenizer
-from beamtok.testing import assert_items_equal, family_tokenizer
+from beamtok.testing import assert_items_equal
 from beamtok.transforms.kitoken_families import KitokenEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 
-from conftest import CORPUS
+from conftest import CORPUS, trained_family
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
 
 pytest.importorskip("kitoken")
 VOCAB = 6000
 
 
-def corpus_texts() -> list[str]:
-    """The shipped documents, to train on (trained on their lines: a model with no
-    pre-tokenizer takes a whole text as one word, and trains 10x slower on whole documents)."""
-    return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 @pytest.fixture(scope="module")
-def families(tmp_path_factory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("families")
-    texts = corpus_texts()
-    return {kind: family_tokenizer(kind, texts, root / kind, vocab_size=VOCAB) for kind in (*KITOKEN, "sp-bpe-metaspace")}
+def families() -> dict[str, str]:
+    return {kind: str(trained_family(kind, VOCAB)) for kind in (*KITOKEN, "sp-bpe-metaspace")}
 
 
 KITOKEN = ["sp-bpe-prepend"]

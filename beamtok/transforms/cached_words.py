@@ -2,13 +2,14 @@
 kind), Unigram (T5's, XLM-R's) and SentencePiece-style BPE with byte fallback (Llama-2's,
 Mistral's): the text cut into the words ``tokenizers`` would cut
 (``beamtok.transforms.word_cutters``, where each cut is stated and argued), each word's ids
-computed once by the file's own model (``model.tokenize``) and cached.
+computed once by the file's own model and cached.
 
 Why a cache of words is exact: the model turns each word into pieces looking at that word
 alone (WordPiece's greedy longest match, Unigram's best segmentation, BPE's merges), so a
-word's ids depend on the word and nothing else; a cache miss asks the file's model, so no
-piece is ever computed here. Words are cached as the bytes of their int32 ids, and a text's
-ids are one ``bytes.join`` of its words', read as an array without a Python int per token.
+word's ids depend on the word and nothing else; the words a batch of texts misses are given
+to the file's model alone in one call, so no piece is ever computed here. Words are cached as
+the bytes of their int32 ids, and a text's ids are one ``bytes.join`` of its words', read as
+an array without a Python int per token.
 Texts holding an added token (``[CLS]`` or ``<s>`` written in the text) are encoded by
 ``tokenizers`` itself; the tokens a post-processor puts around a text are put around the ids,
 as on the other fast paths. At load the encoder must give ``tokenizers``' ids on the probe
@@ -32,23 +33,39 @@ from beamtok.transforms.word_cutters import cutter_for
 __all__ = ["CachedWordsEncoder"]
 
 CACHED_WORDS = 1 << 20  # words kept before the cache starts over (a word's ids are a few bytes)
+EMPTY = np.zeros(0, dtype=np.int32)
 PROBE_STRIDE = 8  # every 8th string of the split sample (~10,000) is probed at load
 
 
-class WordCache(dict[str, bytes]):
-    """Word -> the bytes of its int32 ids, computed by the file's model on a miss; starts over
-    when full."""
+class WordCache:
+    """Word -> the bytes of its int32 ids. Words missing from a batch of texts are encoded
+    together by the file's model alone (a ``tokenizers.Tokenizer`` of just that model: no
+    normalizer, no pre-tokenizer), given as pre-tokenized splits so each is one word to the
+    model, in one native call whose ``word_ids`` say which ids are whose; the cache starts
+    over when full (keeping the words of the batch at hand)."""
 
     def __init__(self, model: Any) -> None:
-        super().__init__()
-        self.model = model
+        from tokenizers import Tokenizer as RustTokenizer
 
-    def __missing__(self, word: str) -> bytes:
-        if len(self) >= CACHED_WORDS:
-            self.clear()
-        ids = np.array([token.id for token in self.model.tokenize(word)], dtype=np.int32).tobytes()
-        self[word] = ids
-        return ids
+        self.ids: dict[str, bytes] = {}
+        self.model_alone = RustTokenizer(model)
+
+    def learn(self, texts_words: list[list[str]]) -> None:
+        """Make every word of these texts known."""
+        ids = self.ids
+        missing = {word for words in texts_words for word in words if word not in ids}
+        if len(ids) + len(missing) > CACHED_WORDS:
+            ids.clear()
+            missing = {word for words in texts_words for word in words}
+        if not missing:
+            return
+        words = list(missing)
+        # one encoding of the words as given splits: each goes to the model alone, as one word
+        encoding = self.model_alone.encode(words, is_pretokenized=True, add_special_tokens=False)
+        blob = np.asarray(encoding.ids, dtype=np.int32).tobytes()
+        ends = np.cumsum(np.bincount(np.asarray(encoding.word_ids, dtype=np.int64), minlength=len(words))) * 4
+        starts = np.concatenate(([0], ends[:-1]))
+        ids.update(zip(words, (blob[a:b] for a, b in zip(starts.tolist(), ends.tolist()))))
 
 
 class CachedWordsEncoder(ExactEncoder):
@@ -83,14 +100,24 @@ class CachedWordsEncoder(ExactEncoder):
         self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
-        ids_of = self._words.__getitem__
-        words = self._cutter.words
-        out = []
+        ids_of = self._words.ids.__getitem__
+        cut = self._cutter.words
+        out: list[np.ndarray] = []
+        pending: list[tuple[int, list[str]]] = []  # texts with a word not yet known
         for text in texts:
             if self._routed.found_in(text):
                 out.append(int32_ids(self.reference.encode(text, add_special_tokens=False).ids))
-            else:
-                out.append(np.frombuffer(b"".join(map(ids_of, words(text))), dtype=np.int32))
+                continue
+            words = cut(text)
+            try:
+                out.append(np.frombuffer(b"".join(map(ids_of, words)), dtype=np.int32))
+            except KeyError:
+                pending.append((len(out), words))
+                out.append(EMPTY)
+        if pending:
+            self._words.learn([words for _, words in pending])
+            for i, words in pending:
+                out[i] = np.frombuffer(b"".join(map(ids_of, words)), dtype=np.int32)
         return out
 
     def __getstate__(self) -> dict[str, Any]:
