@@ -1,8 +1,7 @@
-"""kitoken's part of the fast path for tokenizers that are not byte-level BPE: a
-SentencePiece-style BPE that the cached-words engine cannot cut into words (no pre-tokenizer,
-pieces across spaces) runs on kitoken with the ids of ``tokenizers``; what kitoken cannot
-reproduce is refused by name. The tokenizers are trained here with ``tokenizers`` on the
-shipped corpus (the cached-words families: tests/test_fast_path_cached_words.py)."""
+"""kitoken's part of the fast path for tokenizers that are not byte-level BPE: SentencePiece-style
+BPE runs on kitoken with the ids of ``tokenizers``; a file kitoken refuses runs on cached words
+and says why; one both refuse names both reasons. The tokenizers are trained here with
+``tokenizers`` on the shipped corpus (cached words: tests/test_fast_path_cached_words.py)."""
 
 from __future__ import annotations
 
@@ -27,10 +26,10 @@ VOCAB = 6000
 
 @pytest.fixture(scope="module")
 def families() -> dict[str, str]:
-    return {kind: str(trained_family(kind, VOCAB)) for kind in (*KITOKEN, "sp-bpe-metaspace")}
+    return {kind: str(trained_family(kind, VOCAB)) for kind in KITOKEN}
 
 
-KITOKEN = ["sp-bpe-prepend"]
+KITOKEN = ["sp-bpe-metaspace", "sp-bpe-prepend"]
 
 
 @pytest.mark.parametrize("kind", KITOKEN)
@@ -53,9 +52,23 @@ def test_kitoken_gives_the_ids_of_tokenizers_on_adversarial_text(families, kind,
     assert tok.encode_batch([text], backend="tiktoken")[0].tolist() == tok.encode_batch([text], backend="hf")[0].tolist()
 
 
-def test_kitoken_says_why_the_cached_words_engine_does_not_run(families):
-    tok = load_tokenizer(families["sp-bpe-prepend"])
-    assert "no native engine: " in tok.engine and "a piece across a space" in tok.engine, tok.engine
+def test_a_sentencepiece_file_kitoken_refuses_runs_on_cached_words_and_says_why(families, tmp_path):
+    spec = json.loads(Path(families["sp-bpe-metaspace"], "tokenizer.json").read_text(encoding="utf-8"))
+    spec["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text(Path(families["sp-bpe-metaspace"], "tokenizer_config.json").read_text(encoding="utf-8"))
+    tok = load_tokenizer(str(tmp_path))
+    assert tok.engine.startswith("beamtok cached words") and "no native engine: " in tok.engine and "a Lowercase step" in tok.engine, tok.engine
+    spec["pre_tokenizer"] = None  # no pre-tokenizer and a piece across a space: cached words refuse it too
+    spec["model"]["vocab"]["e\u2581"] = len(spec["model"]["vocab"])
+    with pytest.raises(ConfigError, match=r"a Lowercase step.*and .*a piece across a space"):
+        load_tokenizer_from(spec, tmp_path / "both").tiktoken()
+
+
+def load_tokenizer_from(spec: dict, directory: Path):
+    directory.mkdir()
+    (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    return load_tokenizer(str(directory))
 
 
 def test_a_sentencepiece_file_kitoken_cannot_follow_is_refused(families):

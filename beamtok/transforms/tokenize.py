@@ -146,8 +146,8 @@ class Tokenizer:
     def tiktoken(self) -> ExactEncoder:
         """The exact fast-path encoder of this tokenizer (ConfigError where none can be exact):
         tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, cached words for
-        WordPiece, Unigram and SentencePiece-style BPE (``cached_words``), kitoken for a
-        SentencePiece-style BPE that cannot be cut into words (``kitoken_families``)."""
+        WordPiece and Unigram (``cached_words``), kitoken for SentencePiece-style BPE
+        (``kitoken_families``; cached words where kitoken refuses)."""
         if self._tiktoken is None:
             serialized = self.backend.to_str()
             with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
@@ -159,16 +159,20 @@ class Tokenizer:
         return self._tiktoken
 
     def _family_encoder(self, serialized: str, family: str) -> ExactEncoder:
-        """Cached words (``cached_words``) for a family whose model encodes word by word;
-        kitoken where a SentencePiece-style BPE cannot be cut into words (its refusal then
-        says why no faster engine runs)."""
-        try:
+        """Cached words (``cached_words``) for WordPiece and Unigram; for SentencePiece-style
+        BPE, kitoken (native: as fast on text it has not seen as on text it has, where the
+        cache pays only once words repeat), else cached words (the encoder then says why
+        kitoken does not run)."""
+        if family != "SentencePiece-style BPE":
             return CachedWordsEncoder(serialized, self.name, family, reference=self.backend)
-        except ConfigError as cut:
-            if family != "SentencePiece-style BPE":
-                raise
-            encoder = KitokenEncoder(serialized, self.name, reference=self.backend)
-            encoder.native_refusal = str(cut)
+        try:
+            return KitokenEncoder(serialized, self.name, reference=self.backend)
+        except ConfigError as native:
+            try:
+                encoder = CachedWordsEncoder(serialized, self.name, family, reference=self.backend)
+            except ConfigError as cut:
+                raise ConfigError(f"{native}; and {cut}") from None
+            encoder.native_refusal = str(native)
             return encoder
 
     def fast_path(self) -> ExactEncoder | None:
