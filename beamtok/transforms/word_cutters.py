@@ -15,7 +15,11 @@ A cutter gives the words of a text; the normalizer is always the file's own
   ASCII controls other than tab, newline and carriage return are deleted, those three become
   spaces, and A-Z are lowered when ``lowercase`` is set (accent stripping and the spacing of
   Chinese characters do nothing to ASCII): one ``str.translate``. A normalized text that is
-  not ASCII is cut by the file's own pre-tokenizer (``pre_tokenize_str``).
+  not ASCII is cut by the file's own pre-tokenizer (``pre_tokenize_str``). Under
+  ``BertNormalizer``, which maps each character on its own (deleting, spacing, lowering or
+  decomposing it; a newline is a starter, so decomposition does not reach across it), a text
+  that is not ASCII is taken line by line: a newline is whitespace to the normalizer and the
+  pre-tokenizer alike, so no word spans two lines, and each ASCII line takes the ASCII way.
 - :class:`MetaspaceWords` (``Metaspace``, ``split`` true): every space (U+0020 only) becomes
   the replacement character ``▁``, which is put in front of a text that does not start with
   it (``prepend_scheme`` ``always``, or ``first``: the same for a text that holds no added
@@ -74,9 +78,18 @@ class BertWords(WordCutter):
             self.translate = {**CLEANED, **(LOWERED if normalizer.get("lowercase", True) else {})}
 
     def words(self, text: str) -> list[str]:
-        if self.translate is not None and text.isascii():
+        if self.translate is None:
+            return self._cut(self.normalized(text))
+        if text.isascii():
             return ASCII_WORDS.findall(text.translate(self.translate))
-        normalized = self.normalized(text)
+        # BertNormalizer maps each character on its own, and a newline is whitespace to both
+        # parts: the text is cut line by line, so one accented name leaves the rest ASCII
+        words: list[str] = []
+        for line in text.split("\n"):
+            words += ASCII_WORDS.findall(line.translate(self.translate)) if line.isascii() else self._cut(self.normalized(line))
+        return words
+
+    def _cut(self, normalized: str) -> list[str]:
         if normalized.isascii():
             return ASCII_WORDS.findall(normalized)
         return [word for word, _ in self.pre_tokenizer.pre_tokenize_str(normalized)]
