@@ -31,13 +31,6 @@ SLOW_MODULES = {
 }  # fmt: skip
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: half again as many workers as cores. The whole-job tests spend much of
-    their time waiting on the processes they start (torchrun ranks, Beam workers, servers),
-    so a third worker fills the idle core time instead of adding to the run."""
-    return max(2, (os.cpu_count() or 1) * 3 // 2)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     missing = SLOW_MODULES - {path.stem for path in Path(__file__).parent.glob("test_*.py")}
     if missing:  # a renamed module would silently join make test-fast
