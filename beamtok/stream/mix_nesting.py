@@ -35,12 +35,13 @@ def flattened_mixes(
     over); ``required``: every inner mix must flatten (else a ConfigError names it).
     Returns the arguments unchanged when nothing flattens."""
     schedule = weights is not None and weights and isinstance(weights[0], (tuple, list))
-    if schedule or not any(flattens(root) for root in roots):
-        if required and any(isinstance(root, MixRoot) for root in roots):
-            if schedule:
+    if required:
+        for i, root in enumerate(roots):
+            if isinstance(root, MixRoot) and schedule:
                 raise ConfigError("flatten=True: a mix of mixes flattens under constant weights, not a schedule")
-            bad = next(i for i, root in enumerate(roots) if isinstance(root, MixRoot))
-            raise ConfigError(f"flatten=True: mix source {bad} is a mix with a weight schedule or stop={roots[bad].plan.stop!r}: only mixes of constant weights that never stop flatten")
+            if isinstance(root, MixRoot) and not flattens(root):
+                raise ConfigError(f"flatten=True: mix source {i} is a mix with a weight schedule or stop={root.plan.stop!r}: only mixes of constant weights that never stop flatten")
+    if schedule or not any(flattens(root) for root in roots):
         return roots, weights, max_epochs
     outer = [1.0] * len(roots) if weights is None else list(weights)
     if len(outer) != len(roots):
@@ -51,12 +52,10 @@ def flattened_mixes(
     leaves: list[Any] = []
     leaf_weights: list[float] = []
     leaf_caps: list[int | None] = []
-    for i, (root, w, cap) in enumerate(zip(roots, outer, caps)):
+    for root, w, cap in zip(roots, outer, caps):
         if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf"):
             raise ConfigError(f"weights must be finite, non-negative numbers, got {w!r}")
         if not flattens(root):
-            if required and isinstance(root, MixRoot):
-                raise ConfigError(f"flatten=True: mix source {i} is a mix with a weight schedule or stop={root.plan.stop!r}: only mixes of constant weights that never stop flatten")
             leaves.append(root)
             leaf_weights.append(float(w))
             leaf_caps.append(cap)

@@ -85,10 +85,22 @@ class MixPositions:
 
     def locate(self, position: int) -> tuple[int, int]:
         """The source of ``position`` and which of that source's draws it is."""
-        block, offset = divmod(position, self.block_size)
-        order = self.block(block)
-        source = int(order.sources[offset])
-        return source, int(self.counts_before_block(block)[source] + order.within[offset])
+        sources, draws = self.locate_all(np.array([position], dtype=np.int64))
+        return int(sources[0]), int(draws[0])
+
+    def locate_all(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`locate` for an array of positions: their sources and draw numbers."""
+        positions = np.asarray(positions, dtype=np.int64)
+        sources = np.empty(len(positions), dtype=np.int64)
+        draws = np.empty(len(positions), dtype=np.int64)
+        blocks, offsets = np.divmod(positions, self.block_size)
+        for block in np.unique(blocks):
+            chosen = blocks == block
+            order = self.block(int(block))
+            here = order.sources[offsets[chosen]]
+            sources[chosen] = here
+            draws[chosen] = self.counts_before_block(int(block))[here] + order.within[offsets[chosen]]
+        return sources, draws
 
     def draw_position(self, source: int, draw: int) -> int | None:
         """The position of ``source``'s draw number ``draw`` (0-based), or None when the plan

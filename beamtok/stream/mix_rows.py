@@ -38,22 +38,8 @@ class MixRows(NumberedRows):
     def total(self) -> int | None:
         return None
 
-    def locate(self, examples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The source of each example and its example number in that source."""
-        examples = np.asarray(examples, dtype=np.int64)
-        sources = np.empty(len(examples), dtype=np.int64)
-        draws = np.empty(len(examples), dtype=np.int64)
-        blocks, offsets = np.divmod(examples, self.positions.block_size)
-        for block in np.unique(blocks):
-            chosen = blocks == block
-            order = self.positions.block(int(block))
-            here = order.sources[offsets[chosen]]
-            sources[chosen] = here
-            draws[chosen] = self.positions.counts_before_block(int(block))[here] + order.within[offsets[chosen]]
-        return sources, draws
-
     def leaf_of(self, examples: np.ndarray) -> np.ndarray:
-        sources, draws = self.locate(examples)
+        sources, draws = self.positions.locate_all(examples)
         leaves = self.first_leaf[sources]
         for source in np.unique(sources):
             chosen = sources == source
@@ -61,7 +47,7 @@ class MixRows(NumberedRows):
         return leaves
 
     def block(self, examples: np.ndarray) -> RowBlock:
-        sources, draws = self.locate(examples)
+        sources, draws = self.positions.locate_all(examples)
         picks: list[tuple[RowBlock, int]] = [None] * len(sources)  # type: ignore[list-item]
         for source in np.unique(sources):
             chosen = np.flatnonzero(sources == source)

@@ -211,7 +211,8 @@ class SeekingMix(MixSource):
         example = block.examples[0]
         produced = Produced(example, ShardCursor(), block.counts[0])
         self._stats.record(produced)
-        return {**example, "source": self.first_leaf[source] + int(rows.leaf_of(draws[:1])[0])}
+        leaf = int(rows.leaf_of(draws[:1])[0]) if rows.leaves > 1 else 0  # a mixed mix's own leaf
+        return {**example, "source": self.first_leaf[source] + leaf}
 
     def can_seek(self) -> bool:
         """Always: passing examples is arithmetic on the mix's plan and the sources' row counts."""

@@ -17,6 +17,7 @@ import abc
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from beamtok.base.errors import ConfigError
+from beamtok.core.spec import fingerprint_of
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 
@@ -47,6 +48,11 @@ class RootPlan(abc.ABC):
     @abc.abstractmethod
     def spec_fingerprint(self) -> str:
         """The fingerprint of the shard processing behind this root."""
+
+    def stream_fingerprint(self) -> str:
+        """The stream fingerprint of this root alone, read by one reader with no stage (what a
+        mix's fingerprint covers of each of its sources)."""
+        return fingerprint_of({**self.fingerprint_json(ReaderSplit()), "stages": []})
 
     @abc.abstractmethod
     def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from beamtok.backends.decode_pool import DecodePool
 from beamtok.base.errors import ConfigError
 from beamtok.base.sizes import default_group_rows
 from beamtok.base.validate import check_int, check_optional_int
-from beamtok.core.spec import Spec, fingerprint_of
+from beamtok.core.spec import Spec
 from beamtok.sources.urls import Shard
 from beamtok.stream.global_shuffle import GlobalOrder, GlobalShuffleSource
 from beamtok.stream.node import Node
@@ -80,10 +80,6 @@ class GlobalShuffleRoot(RootPlan):
         assert rows is not None  # checked when the plan was made
         spread, unit = self.spread_units() or (None, None)
         return ShuffledRows(rows, GlobalOrder(rows.total, self.seed, 0, self.window, spread, unit), self.base.options.epochs)
-
-    def stream_fingerprint(self) -> str:
-        """The stream fingerprint of this root alone, read by one reader with no stage."""
-        return fingerprint_of({**self.fingerprint_json(ReaderSplit()), "stages": []})
 
     @property
     def shards(self) -> tuple[Shard, ...]:

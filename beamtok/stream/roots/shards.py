@@ -19,7 +19,7 @@ from beamtok.backends.decode_pool import DecodePool
 from beamtok.backends.on_the_fly import OnTheFlyOrigin
 from beamtok.backends.protocol import ShardOrigin
 from beamtok.base.errors import ConfigError
-from beamtok.core.spec import Spec, fingerprint_of
+from beamtok.core.spec import Spec
 from beamtok.sources.urls import Shard
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
@@ -92,10 +92,6 @@ class ShardsRoot(RootPlan):
 
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
         return {"shards": len(self.files), "urls": self._urls_digest, "options": self.options.to_json(reader)}
-
-    def stream_fingerprint(self) -> str:
-        """The stream fingerprint of this root alone, read by one reader with no stage."""
-        return fingerprint_of({**self.fingerprint_json(ReaderSplit()), "stages": []})
 
     def content_parts(self, prefix: str = "") -> dict[str, Any]:
         spec = self.shard_spec.to_json()
