@@ -109,6 +109,16 @@ def trained_family(kind: str, vocab_size: int = 6000) -> Path:
     return target
 
 
+def assert_same_ids(tok: Any, texts: list[str], where: str) -> None:
+    """``tok``'s fast path gives the ids of ``tokenizers`` on every text, with and without
+    special tokens; the message names the first text that differs."""
+    for special in (True, False):
+        fast = tok.encode_batch(texts, add_special_tokens=special, backend="tiktoken")
+        want = tok.encode_batch(texts, add_special_tokens=special, backend="hf")
+        mismatched = [i for i, (a, b) in enumerate(zip(fast, want)) if a.tolist() != b.tolist()]
+        assert not mismatched, f"{where} (add_special_tokens={special}): {len(mismatched)} differ, first {texts[mismatched[0]][:80]!r}"
+
+
 def inspect_state(state: dict[str, Any], directory: Path) -> str:
     """What ``beamtok inspect`` prints, in a fresh process, for ``state`` saved to a file in
     ``directory`` (it must succeed)."""

@@ -20,7 +20,7 @@ from beamtok.transforms import cached_words
 from beamtok.transforms.cached_words import CachedWordsEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 
-from conftest import CORPUS, trained_family
+from conftest import CORPUS, assert_same_ids, trained_family
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
 
 NORMALIZERS = {
@@ -80,14 +80,6 @@ class CachedWords:
 
 
 FAMILY = {"wordpiece": "WordPiece", "unigram": "Unigram", "sp-bpe-metaspace": "SentencePiece-style BPE"}
-
-
-def assert_same_ids(tok, texts: list[str], where: str) -> None:
-    for special in (True, False):
-        fast = tok.encode_batch(texts, add_special_tokens=special, backend="tiktoken")
-        want = tok.encode_batch(texts, add_special_tokens=special, backend="hf")
-        mismatched = [i for i, (a, b) in enumerate(zip(fast, want)) if a.tolist() != b.tolist()]
-        assert not mismatched, f"{where} (add_special_tokens={special}): {len(mismatched)} differ, first {texts[mismatched[0]][:80]!r}"
 
 
 @pytest.mark.parametrize("kind", CACHED)
