@@ -71,15 +71,17 @@ def provenance(cache_dir: str) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(shards), np.concatenate(docs)
 
 
-def quality(order: np.ndarray, group_rows: int, shard: np.ndarray, doc: np.ndarray) -> dict[str, float]:
+def quality(order: np.ndarray, group_rows: int | np.ndarray, shard: np.ndarray, doc: np.ndarray) -> dict[str, float]:
     """How far an epoch's order (cache rows by position) is from the cache's: the share of
     consecutive rows from one row group, from one document, from one input shard; the
     correlation of position with cache row (0: no trace of the cache's order); and how far a
-    row moves, as a share of the epoch (a uniform permutation: 1/3 on average)."""
+    row moves, as a share of the epoch (a uniform permutation: 1/3 on average). ``group_rows``:
+    the rows of a row group, or each row's row-group number."""
     rows = len(order)
+    group = np.arange(rows) // group_rows if isinstance(group_rows, int) else group_rows
     same = lambda key: float(np.mean(key[order[1:]] == key[order[:-1]]))  # noqa: E731
     return {
-        "consecutive rows from one row group": float(np.mean(order[1:] // group_rows == order[:-1] // group_rows)),
+        "consecutive rows from one row group": same(group),
         "consecutive rows from one document": float(np.mean((shard[order[1:]] == shard[order[:-1]]) & (doc[order[1:]] == doc[order[:-1]]))),
         "consecutive rows from one input shard": same(shard),
         "position/row correlation": float(np.corrcoef(np.arange(rows), order)[0, 1]),
@@ -87,10 +89,15 @@ def quality(order: np.ndarray, group_rows: int, shard: np.ndarray, doc: np.ndarr
     }
 
 
-def order_of(rows: int, **options: Any) -> np.ndarray:
+def order_of(rows: int, *, window: int | None = None, spread: int | None = None, unit: int | None = None) -> np.ndarray:
+    """Epoch 0's rows in order (a spread order's holes left out; the cache is one shard)."""
     from beamtok.stream.global_shuffle import GlobalOrder
+    from beamtok.stream.shard_units import ShardUnits
 
-    return GlobalOrder(rows, seed=0, epoch=0, **options).rows_at(np.arange(rows, dtype=np.int64))
+    units = ShardUnits([rows], unit) if spread is not None and unit is not None else None
+    order = GlobalOrder(rows, seed=0, epoch=0, window=window, spread=spread, units=units)
+    at = order.rows_at(np.arange(order.positions, dtype=np.int64))
+    return at[at >= 0]
 
 
 def main() -> None:

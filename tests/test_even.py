@@ -63,6 +63,11 @@ def test_readers_split_by_shards_of_a_cache_and_by_global_shuffle(uneven, tmp_pa
     check_resumption(lambda: cached.shard_by_rank(1, 2, even="pad").batch(8), random_steps=5)
     shuffled = [provenance(cached.global_shuffle(seed=1).repeat(2).shard_by_rank(r, 3, even="drop")) for r in range(3)]
     assert len({len(s) for s in shuffled}) == 1
+    # a spread shuffle's readers own different numbers of holes: the counts come from its order
+    spread = cached.global_shuffle(seed=1, spread=3, unit_rows=4).repeat(2)
+    uneven_counts = [len(provenance(spread.shard_by_rank(r, 3))) for r in range(3)]
+    for even, want in (("drop", min(uneven_counts)), ("pad", max(uneven_counts))):
+        assert [len(provenance(spread.shard_by_rank(r, 3, even=even))) for r in range(3)] == [want] * 3, uneven_counts
 
 
 def test_refused_where_the_counts_cannot_be_known(uneven):

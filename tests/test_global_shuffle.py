@@ -9,10 +9,13 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from beamtok import ConfigError, Dataset
 from beamtok.stream.global_shuffle import GlobalOrder
 from beamtok.stream.permutation import FeistelPermutation
+from beamtok.stream.shard_units import ShardUnits
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import CORPUS, ROOT
@@ -158,28 +161,57 @@ def test_windowed_order_changes_inside_every_window_from_epoch_to_epoch():
     assert windows_in_order[0].tolist() != windows_in_order[1].tolist()
 
 
+def shard_rows_of(in_order: list[tuple[int, int]]) -> list[int]:
+    return [sum(1 for shard, _ in in_order if shard == s) for s in range(1 + max(shard for shard, _ in in_order))]
+
+
 @pytest.mark.parametrize(("spread", "unit"), [(4, 8), (3, 5)])
-def test_spread_takes_whole_units_one_after_another(cached, in_order, spread, unit):
-    """A spread window is ``spread`` units of ``unit`` consecutive rows drawn anywhere in the
-    cache; its rows come one unit after another, so neighbours never share a unit; every row
-    once an epoch, a new order each epoch."""
+def test_spread_takes_whole_units_of_one_shard_one_after_another(cached, in_order, spread, unit):
+    """A spread window is ``spread`` units of ``unit`` consecutive rows of one shard drawn
+    anywhere in the cache; its rows come one unit after another, so neighbours never share a
+    unit; a short unit's missing rows are passed over; every row once an epoch, a new order
+    each epoch."""
     out = rows_of(cached.global_shuffle(seed=3, spread=spread, unit_rows=unit).repeat(2))
     n = len(in_order)
+    shard_rows = shard_rows_of(in_order)
+    assert len(shard_rows) == 3 and any(rows % unit for rows in shard_rows[:2])  # a short unit inside the cache, not only at its end
     epochs = [out[:n], out[n:]]
     assert all(sorted(e) == sorted(in_order) for e in epochs) and epochs[0] != epochs[1]
-    position = {row: i for i, row in enumerate(in_order)}
-    units = [position[r] // unit for r in epochs[0]]
-    whole = n // unit
-    for start in range(0, whole * unit, spread * unit):
-        window = units[start : min(start + spread * unit, whole * unit)]
-        held = min(spread, whole - start // unit)
-        assert sorted(set(window)) == sorted(set(window[:held])) and len(set(window)) == held  # whole units, each in one slot
-        assert all(window[i] == window[i % held] for i in range(len(window)))  # slot o mod K: one unit after another
-    assert sorted(units[whole * unit :]) == [whole] * (n - whole * unit)  # the rows past the last whole unit come last
-    first_window = [{position[r] // unit for r in e[: spread * unit]} for e in epochs]
+    order = GlobalOrder(n, 3, 0, None, spread, ShardUnits(shard_rows, unit))
+    at = order.rows_at(np.arange(order.positions))
+    assert [in_order[r] for r in at if r >= 0] == epochs[0]  # the source reads the order, holes passed over
+    assert (at < 0).sum() == order.positions - n
+    units_of = {}  # (window, slot) -> the rows read there
+    for p, r in enumerate(at.tolist()):
+        window, offset = divmod(p, spread * unit)
+        held = min(spread, order.units.units - window * spread)
+        if r >= 0:
+            units_of.setdefault((window, offset % held), []).append(in_order[r])
+    keys = [{(shard, index // unit) for shard, index in rows} for rows in units_of.values()]
+    assert all(len(k) == 1 for k in keys)  # a slot of a window reads one unit: rows of one shard's group of `unit`
+    assert sorted(k.pop() for k in keys) == sorted({(shard, index // unit) for shard, index in in_order})  # each unit once
+    present = [p for p, r in enumerate(at.tolist()) if r >= 0]
+    unit_at = {p: (in_order[at[p]][0], in_order[at[p]][1] // unit) for p in present}
+    assert sum(unit_at[a] == unit_at[b] for a, b in itertools.pairwise(present)) <= 2 * len(shard_rows)  # neighbours share a unit only where holes leave one slot
+    first_window = [{(shard, index // unit) for shard, index in e[: spread * unit // 2]} for e in epochs]
     assert first_window[0] != first_window[1]  # the units are drawn anew each epoch
-    inside = [[position[r] for r in epochs[0] if position[r] // unit == u] for u in range(whole)]
-    assert sum(rows != sorted(rows) for rows in inside) > 0.8 * whole  # a unit's rows are permuted too
+    inside = [[index for shard, index in rows] for rows in units_of.values() if len(rows) == unit]
+    assert sum(rows != sorted(rows) for rows in inside) > 0.8 * len(inside)  # a unit's rows are permuted too
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 30), min_size=1, max_size=6).filter(lambda rows: sum(rows) > 0),
+    st.integers(1, 7), st.integers(1, 5), st.integers(0, 3), st.integers(1, 7), st.data(),
+)
+def test_a_spread_order_counts_rows_and_readers_around_its_holes(shard_rows, unit, spread, epoch, parts, data):
+    order = GlobalOrder(sum(shard_rows), 5, epoch, None, spread, ShardUnits(shard_rows, unit))
+    at = order.rows_at(np.arange(order.positions))
+    assert sorted(at[at >= 0].tolist()) == list(range(sum(shard_rows)))  # every row once
+    present = np.flatnonzero(at >= 0)
+    numbers = np.array(data.draw(st.lists(st.integers(0, sum(shard_rows) - 1), min_size=1, max_size=20)))
+    assert order.positions_of(numbers).tolist() == present[numbers].tolist()  # the n-th row's position
+    assert order.rows_per_reader(parts).tolist() == np.bincount(present % parts, minlength=parts).tolist()
 
 
 def test_spread_readers_share_the_order_and_read_only_their_units(cached, in_order):
@@ -188,14 +220,21 @@ def test_spread_readers_share_the_order_and_read_only_their_units(cached, in_ord
     one = rows_of(shuffled)
     parts = [shuffled.shard_by_rank(r, readers, split="examples").iter() for r in range(readers)]
     taken = [rows_of(it) for it in parts]
-    assert [row for trio in itertools.zip_longest(*taken) for row in trio if row is not None] == one
-    position = {row: i for i, row in enumerate(in_order)}
-    full_windows = len(in_order) // unit // spread * spread * unit  # output positions in windows of all 6 units
-    owned = [{position[row] // unit for j, row in enumerate(rows) if r + j * readers < full_windows} for r, rows in enumerate(taken)]
-    assert all(len(units) > 5 for units in owned) and all(not a & b for a, b in itertools.combinations(owned, 2))  # a unit is one reader's
+    order = GlobalOrder(len(in_order), 5, 0, None, spread, ShardUnits(shard_rows_of(in_order), unit))
+    at = order.rows_at(np.arange(order.positions))
+    assert order.has_holes and sorted(one) == sorted(in_order)
+    for r in range(readers):  # reader r: the rows at positions r mod readers of the one order, holes passed over
+        assert taken[r] == [in_order[at[p]] for p in range(r, order.positions, readers) if at[p] >= 0]
+    owned = [{(shard, index // unit) for shard, index in rows} for rows in taken]
+    shared = set().union(*(a & b for a, b in itertools.combinations(owned, 2)))
+    assert all(len(u) > 5 for u in owned) and len(shared) < spread  # a unit is one reader's, but in the last window of fewer units
     decoded = [it.source.source.opened().groups_decoded for it in parts]
-    groups = sum(-(-e.rows // 8) for e in cached._pipeline.root.origin.cache.manifest.shards)
-    assert max(decoded) < 0.6 * groups, (decoded, groups)  # about a third each (units straddle groups at shard ends)
+    shards = cached._pipeline.root.origin.cache.manifest.shards
+    groups = sum(-(-e.rows // 8) for e in shards)
+    assert max(decoded) < 0.4 * groups, (decoded, groups)  # about a third each
+    # every group once (a unit is a row group), but the last window's (fewer units than
+    # readers' slots: readers take rows of each)
+    assert sum(decoded) <= groups + (spread - 1) * (readers - 1), (decoded, groups)
 
 
 def test_spread_resumes_exactly_and_refuses_a_window_beside_it(cached):
@@ -214,3 +253,61 @@ def test_spread_changes_world_size_losing_and_repeating_nothing(cached, in_order
     for r in range(2):
         seen += rows_of(shuffled.shard_by_rank(r, 2, split="examples").iter(state_dict=states))
     assert sorted(seen) == sorted(in_order)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=8).filter(lambda rows: sum(rows) > 0), st.integers(1, 9))
+def test_shard_units_cut_each_shard_into_units_and_holes(shard_rows, unit):
+    units = ShardUnits(shard_rows, unit)
+    starts = np.concatenate([[0], np.cumsum(shard_rows)[:-1]])
+    expected = []
+    for start, rows in zip(starts, shard_rows):
+        cut = -(-rows // unit) * unit
+        expected += [int(start) + k if k < rows else -1 for k in range(cut)]  # each shard padded to whole units
+    assert units.rows_of(np.arange(units.positions)).tolist() == expected
+    assert units.unit_lengths(np.arange(units.units)).tolist() == [sum(r >= 0 for r in expected[u * unit : (u + 1) * unit]) for u in range(units.units)]
+
+
+def test_the_permutation_inverts():
+    for n in (1, 2, 3, 100, 1001, 65_537):
+        perm = FeistelPermutation(n, (3, n))
+        assert perm.inverse(perm(np.arange(n))).tolist() == list(range(n))
+
+
+@pytest.mark.parametrize("readers", [1, 3])
+def test_a_spread_shuffle_skips_past_its_holes_to_where_reading_would_be(cached, readers):
+    shuffled = cached.global_shuffle(seed=9, spread=3, unit_rows=8).repeat(2)
+    for rank in range(readers):
+        reading = [ex for ex in shuffled.shard_by_rank(rank, readers, split="examples")]
+        for k in (1, 7, 8, 100, 255, 256, 257, len(reading) // 2 + 3, len(reading) - 5):
+            it = shuffled.shard_by_rank(rank, readers, split="examples").iter()
+            assert it.seeks and it.skip(k) == k
+            assert [(int(e["shard"]), int(e["index"])) for e in itertools.islice(it, 5)] == [(int(e["shard"]), int(e["index"])) for e in reading[k : k + 5]], k
+
+
+def test_a_spread_reader_needs_a_budget_of_one_windows_row_groups(cached):
+    """With the decode budget holding K row groups (and not 2K), each row group is decoded once
+    an epoch: a fetch never reaches into the next window, whose groups would evict rows the
+    same fetch needs."""
+    spread = 5
+    it = cached.global_shuffle(seed=2, spread=spread, unit_rows=8).iter()
+    access = it.source.source.opened()
+    access.block(np.zeros(1, dtype=np.int64))
+    access.pool.max_bytes = int((spread + 0.5) * access.pool.held)  # one decoded group of 8 rows, K and a half times
+    rows = [(int(e["shard"]), int(e["index"]) // 8) for e in it]
+    assert access.groups_decoded <= len(set(rows)) + 1, (access.groups_decoded, len(set(rows)))  # + the probe's group
+
+
+def test_a_spread_reader_decodes_its_next_window_ahead_within_the_budget(cached):
+    """With room for two windows' row groups, the next window's are decoded on a helper thread
+    while the reader reads on: the same rows, each group still decoded once."""
+    spread = 4
+    shuffled = cached.global_shuffle(seed=2, spread=spread, unit_rows=8)
+    it = shuffled.iter()
+    access = it.source.source.opened()
+    access.block(np.zeros(1, dtype=np.int64))
+    access.pool.max_bytes = int((2 * spread + 0.5) * access.pool.held)
+    rows = [(int(e["shard"]), int(e["index"])) for e in it]
+    assert rows == rows_of(shuffled)
+    assert access.pool.decoded_ahead > 0.8 * len({(s, i // 8) for s, i in rows})
+    assert access.groups_decoded <= len({(s, i // 8) for s, i in rows}) + 1

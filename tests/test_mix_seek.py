@@ -279,6 +279,29 @@ def test_a_globally_shuffled_cache_is_a_mix_source(twins):
             assert [key(e) for e in itertools.islice(it, 200)] == [key(e) for e in itertools.islice(a, 200)], f"reader {rank} of {parts}"
 
 
+def test_a_spread_global_shuffle_of_two_shards_is_a_mix_source(twins, tmp_path):
+    """The spread shuffle cuts its units within shards (the rows left at each shard's end come
+    after the whole units): the seeking mix numbers its examples the same way the live source
+    reads them."""
+    fly, _ = twins
+    two_shards = cache_without_beam(on_the_fly()[0], str(tmp_path / "two"), row_group_rows=8)
+    rows = [entry.rows for entry in two_shards._pipeline.root.origin.cache.manifest.shards]
+    assert len(rows) == 2 and rows[0] % 8, rows  # the first shard ends in a short unit
+    shuffled = two_shards.global_shuffle(seed=4, spread=3, unit_rows=8)
+    mixed = Dataset.mix([shuffled, fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK)
+    picked = [(int(e["shard"]), int(e["index"])) for e in itertools.islice(mixed, 900) if e["source"] == 0]
+    own = [(int(e["shard"]), int(e["index"])) for e in itertools.islice(shuffled.repeat(), len(picked))]
+    assert len(picked) > 246 and picked == own
+    other = cache_without_beam(fly[1], str(tmp_path / "one"), row_group_rows=8)
+    for parts in (1, 3):
+        reading = [Dataset.mix([shuffled, fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(r, parts, split="examples") for r in range(parts)]
+        seeking = [Dataset.mix([shuffled, other], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(r, parts, split="examples") for r in range(parts)]
+        for rank, (a, b) in enumerate(zip(reading, seeking)):
+            it = b.iter()
+            assert isinstance(it.source, SeekingMix)
+            assert [key(e) for e in itertools.islice(it, 300)] == [key(e) for e in itertools.islice(a, 300)], f"reader {rank} of {parts}"
+
+
 def test_a_mix_with_a_global_shuffle_resumes_and_caps_it(twins):
     fly, cached = twins
     make = lambda: Dataset.mix([cached[2].global_shuffle(seed=4), fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK, max_epochs=[1, None]).batch(4)  # noqa: E731

@@ -2,7 +2,9 @@
 
 Random reads of a packed cache (the global shuffle, a mix that seeks its sources) decode a
 whole row group for any row of it; the pool keeps recently decoded groups up to a byte budget
-and a few files open, so rows read close together cost one decode. One pool serves every
+and a few files open, so rows read close together cost one decode. A reader that knows which
+groups it needs next (the spread global shuffle's next window) has them decoded on a helper
+thread while it reads on, within the same budget. One pool serves every
 cache a reader reads at random (a mix's sources), so the budget is per reader.
 """
 
@@ -10,8 +12,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for_futures
 from typing import Any
 
+from beamtok.base.prefetch import shared_pool
 from beamtok.shards.rows import RowBlock
 
 __all__ = ["DEFAULT_DECODE_BUDGET", "ROW_OVERHEAD", "DecodePool"]
@@ -33,6 +38,8 @@ class DecodePool:
         self.groups: OrderedDict[Any, tuple[RowBlock, int]] = OrderedDict()
         self.groups_decoded = 0
         self.files_opened = 0
+        self.ahead: dict[Any, tuple[Future[RowBlock], int]] = {}  # decoding on a helper thread, with its size guessed
+        self.decoded_ahead = 0  # groups taken from the helper thread
 
     def file(self, key: Any, opener: Callable[[], Any]) -> Any:
         if key in self.files:
@@ -49,7 +56,12 @@ class DecodePool:
         if key in self.groups:
             self.groups.move_to_end(key)
             return self.groups[key][0]
-        block = decode()
+        if key in self.ahead:
+            future, _ = self.ahead.pop(key)
+            block = future.result()
+            self.decoded_ahead += 1
+        else:
+            block = decode()
         self.groups_decoded += 1
         size = _decoded_bytes(block)
         self.groups[key] = (block, size)
@@ -58,7 +70,29 @@ class DecodePool:
             self.held -= self.groups.popitem(last=False)[1][1]
         return block
 
+    def decode_ahead(self, key: Any, decode: Callable[[], RowBlock], keep: int) -> bool:
+        """Start decoding the group ``key`` on a helper thread (``decode`` must open its own
+        file: the pool's are the reader's) if it is not held or coming, making room in the
+        budget by dropping least recently used groups but the ``keep`` most recent (the ones
+        the reader still reads); returns whether it was started (not when the budget has no
+        room beside those). A group's size is guessed from those held. :meth:`group` takes it
+        when asked for it."""
+        if key in self.groups or key in self.ahead or not self.groups:
+            return False
+        guess = self.held // len(self.groups)
+        coming = sum(size for _, size in self.ahead.values())
+        while self.held + coming + guess > self.max_bytes and len(self.groups) > keep:
+            self.held -= self.groups.popitem(last=False)[1][1]
+        if self.held + coming + guess > self.max_bytes:
+            return False
+        self.ahead[key] = (shared_pool().submit(decode), guess)
+        return True
+
     def close(self) -> None:
+        for future, _ in self.ahead.values():
+            if not future.cancel():
+                wait_for_futures([future])  # it reads a file the caller may remove next
+        self.ahead.clear()
         for pf in self.files.values():
             pf.close()
         self.files.clear()

@@ -37,9 +37,15 @@ class RowSource(Protocol):
     """Random access to rows by global row number (a packed cache)."""
 
     total: int
+    shard_rows: tuple[int, ...]  # rows of each shard, in cache order (they sum to total)
 
     def block(self, global_rows: np.ndarray) -> RowBlock:
         """These rows, in the order given, as one block."""
+        ...
+
+    def decode_ahead(self, global_rows: np.ndarray, keep: int) -> None:
+        """A hint: these rows will be asked for next, and the ``keep`` row groups read last are
+        still being read (decode the rows' groups ahead where the budget allows, or not)."""
         ...
 
     def close(self) -> None: ...

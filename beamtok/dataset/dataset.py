@@ -264,10 +264,11 @@ class Dataset(PerShardStages, StreamStages):
         workers) take every k-th position of the one global order; the state is
         ``{epoch, position}``.
 
-        ``spread=K``: windows of K units of ``unit_rows`` consecutive rows (a default row
-        group's, unless given) drawn anywhere in the cache, their rows taken one unit after
-        another: each row group is decoded about once an epoch with no copy, and consecutive
-        rows never come from one unit. Make K a multiple of the number of readers, and K over
+        ``spread=K``: windows of K units of ``unit_rows`` consecutive rows of one shard (a
+        default row group's, unless given: pass the build's ``row_group_rows`` if it set one)
+        drawn anywhere in the cache, their rows taken one unit after another: each row group
+        is decoded about once an epoch with no copy, and consecutive rows never come from one
+        unit. The rows left at each shard's end after its whole units make the last units. Make K a multiple of the number of readers, and K over
         readers units fit the decode budget: each reader then decodes only its own units.
 
         ``local_copy`` says how rows are read, never which: a cache larger than a reader's

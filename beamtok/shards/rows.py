@@ -14,7 +14,7 @@ import numpy as np
 
 from beamtok.shards.processor import DocCounts, with_training_fields
 
-__all__ = ["PROVENANCE", "RowBlock", "TokenColumn", "columns_of", "gather_rows", "row_offsets"]
+__all__ = ["PROVENANCE", "RowBlock", "TokenColumn", "columns_of", "gather_from", "gather_rows", "row_offsets"]
 
 PROVENANCE = ("shard", "index", "doc", "token")
 
@@ -163,21 +163,66 @@ class RowBlock:
 def gather_rows(picks: list[tuple[RowBlock, int]]) -> RowBlock:
     """One block of the rows ``(block, row)``, in the order given (a global shuffle's rows
     from the row groups that hold them)."""
-    first = picks[0][0]
-    counts = [block.counts[row] for block, row in picks]
+    numbers: dict[int, int] = {}
+    blocks: list[RowBlock] = []
+    which = np.empty(len(picks), dtype=np.int64)
+    for i, (block, _) in enumerate(picks):
+        number = numbers.get(id(block))
+        if number is None:
+            number = numbers[id(block)] = len(blocks)
+            blocks.append(block)
+        which[i] = number
+    return gather_from(blocks, which, np.fromiter((row for _, row in picks), dtype=np.int64, count=len(picks)))
+
+
+def gather_from(blocks: list[RowBlock], which: np.ndarray, rows: np.ndarray) -> RowBlock:
+    """One block of row ``rows[i]`` of ``blocks[which[i]]`` for each ``i``, in that order: a
+    copy per block and column (fancy indexing), not per row. The block is fresh (its arrays
+    are its own), so batches of its rows may be views of it."""
+    first = blocks[0]
+    counts = [blocks[b].counts[r] for b, r in zip(which.tolist(), rows.tolist())]
     if not first.columns:
-        return RowBlock.of_examples([block.examples[row] for block, row in picks], counts)
-    pieces: dict[str, list[np.ndarray]] = {name: [] for name in first.columns}
-    for block, row in picks:
-        for name, column in block.columns.items():
-            lo, hi = column.offsets[row], column.offsets[row + 1]
-            pieces[name].append(column.values[lo:hi])
-    offsets = np.zeros(len(picks) + 1, dtype=np.int64)
-    any_column = next(iter(pieces.values()))
-    np.cumsum([len(p) for p in any_column], out=offsets[1:])
-    columns = columns_of([(name, np.concatenate(parts)) for name, parts in pieces.items()], offsets)
-    provenance = tuple(
-        np.array([getattr(block, attribute)[row] for block, row in picks], dtype=np.int64)
-        for attribute in ("shard", "index_array", "doc_array", "token_array")
-    )
-    return RowBlock(columns, counts, provenance, first.supervised)  # type: ignore[arg-type]
+        return RowBlock.of_examples([blocks[b].examples[r] for b, r in zip(which.tolist(), rows.tolist())], counts)
+    chosen = [(b, np.flatnonzero(which == b)) for b in range(len(blocks))]
+    widths = {next(iter(block.columns.values())).width for block in blocks}
+    width = widths.pop() if len(widths) == 1 else None
+    if width is not None:  # rows of one length (packed rows): whole-row copies
+        offsets = np.arange(len(rows) + 1, dtype=np.int64) * width
+        fields = []
+        for name, column in first.columns.items():
+            out = np.empty((len(rows), width), dtype=column.values.dtype)
+            for b, where in chosen:
+                matrix = blocks[b].columns[name].matrix
+                assert matrix is not None
+                out[where] = matrix[rows[where]]
+            fields.append((name, out.reshape(-1)))
+    else:
+        starts = np.empty(len(rows), dtype=np.int64)
+        lengths = np.empty(len(rows), dtype=np.int64)
+        for b, where in chosen:
+            row_offsets = next(iter(blocks[b].columns.values())).offsets
+            starts[where] = row_offsets[rows[where]]
+            lengths[where] = row_offsets[rows[where] + 1] - starts[where]
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        spans = [(b, _spans(offsets[where], lengths[where]), _spans(starts[where], lengths[where])) for b, where in chosen]
+        fields = []
+        for name, column in first.columns.items():
+            out = np.empty(int(offsets[-1]), dtype=column.values.dtype)
+            for b, into, taken in spans:
+                out[into] = blocks[b].columns[name].values[taken]
+            fields.append((name, out))
+    provenance = []
+    for attribute in ("shard", "index_array", "doc_array", "token_array"):
+        values = np.empty(len(rows), dtype=np.int64)
+        for b, where in chosen:
+            values[where] = getattr(blocks[b], attribute)[rows[where]]
+        provenance.append(values)
+    return RowBlock(columns_of(fields, offsets), counts, tuple(provenance), first.supervised, fresh=True)  # type: ignore[arg-type]
+
+
+def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices ``starts[i] .. starts[i] + lengths[i] - 1`` for every ``i``, concatenated."""
+    before = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=before[1:])
+    return np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)

@@ -6,27 +6,29 @@ windows of ``window`` consecutive rows followed by a permutation inside each win
 ``(seed, e, window)``): with windows, the rows read close together in time come from a few
 row groups, so a small decode cache serves them; without, any row may follow any other.
 
-With ``spread=K`` (and units of ``unit`` consecutive rows, a row group's worth), a window is
-instead K units drawn anywhere in the cache by a permutation of all units keyed by
-``(seed, e)``, and its rows are taken one unit after another: position ``o`` of a window is
-row ``o div K`` (permuted inside the unit) of its unit in slot ``o mod K``. Every unit is read
-whole within its window, so a reader holding K units decoded decodes each row group about
-once an epoch, while consecutive rows never come from the same unit. With K a multiple of the
-number of readers, reader ``part`` takes only the slots ``part mod parts`` and so decodes only
-its own K/parts units. Rows past the last whole unit (fewer than ``unit``) come last in the
-epoch, permuted.
+With ``spread=K``, the rows are cut into units of ``unit`` rows within each shard (one row
+group each; :class:`~beamtok.stream.shard_units.ShardUnits`), and a window is K units drawn
+anywhere in the cache by a permutation of all units keyed by ``(seed, e)``; its rows are taken
+one unit after another: position ``o`` of a window is row ``o div K`` (permuted inside the
+unit) of its unit in slot ``o mod K``. Every unit is read whole within its window, so a
+reader holding K row groups decoded decodes each about once an epoch, while consecutive rows
+never come from the same unit. With K a multiple of the number of readers, reader ``part``
+takes only the slots ``part mod parts`` and so decodes only its own K/parts units. A shard's
+last unit may be short: its missing rows are holes, positions that yield nothing, which their
+reader passes over (so readers' row counts may differ by up to the holes they own).
 
 The permutation is computed, never stored. Readers split the positions, not the shards:
 reader ``part`` of ``parts`` takes positions ``part, part + parts, ...``, so the global order
 is the same for any number of readers. The state is ``{epoch, position, stats}``: the next
 position of the epoch to consider, whatever the corpus size. After a resume on another
-number of readers it also lists ``taken``: positions (numbered ``epoch * rows + position``)
+number of readers it also lists ``taken``: positions (numbered ``epoch * positions + position``)
 faster old readers had taken beyond the slowest one's, which are skipped. Rows are fetched in
 batches of the next positions, each row group decoded once per batch at most.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +45,7 @@ from beamtok.shards.rows import RowBlock
 from beamtok.stream.node import RootSource
 from beamtok.stream.permutation import FeistelPermutation
 from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.shard_units import ShardUnits
 from beamtok.stream.state import check_int, check_keys, copy_state
 from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
 
@@ -53,24 +56,35 @@ FETCH = 256  # positions fetched together
 
 @dataclass(frozen=True)
 class GlobalOrder:
-    """The permutation of one epoch over ``total`` rows."""
+    """The permutation of one epoch over ``total`` rows (with ``spread``, over the positions of
+    ``units``, holes included: see :class:`~beamtok.stream.shard_units.ShardUnits`)."""
 
     total: int
     seed: int
     epoch: int
     window: int | None = None
     spread: int | None = None  # units per window
-    unit: int | None = None  # rows per unit (with spread)
+    units: ShardUnits | None = None  # with spread: the units, cut within shards
 
     def __post_init__(self) -> None:
         check_option(self.seed, "seed")
         check_optional_int(self.window, "window", minimum=1)
         check_optional_int(self.spread, "spread", minimum=1)
-        check_optional_int(self.unit, "unit_rows", minimum=1)
+        if self.spread is not None and self.units is None:
+            raise ValueError("a spread order needs its units")
+
+    @property
+    def positions(self) -> int:
+        """Positions in the epoch: its rows, and with spread the holes of short units too."""
+        return self.units.positions if self.spread is not None and self.units is not None else self.total
+
+    @property
+    def has_holes(self) -> bool:
+        return self.spread is not None and self.units is not None and self.units.has_holes
 
     def rows_at(self, positions: np.ndarray) -> np.ndarray:
-        """The global rows at these positions of the epoch."""
-        if self.spread is not None and self.unit is not None:
+        """The global rows at these positions of the epoch (-1 at a hole)."""
+        if self.spread is not None:
             return self._spread_rows(np.asarray(positions, dtype=np.int64))
         if self.window is None or self.window >= self.total:
             return FeistelPermutation(self.total, (self.seed, self.epoch))(positions)
@@ -90,26 +104,59 @@ class GlobalOrder:
             out[chosen] = w * size + inner
         return out
 
-
     def _spread_rows(self, positions: np.ndarray) -> np.ndarray:
-        assert self.spread is not None and self.unit is not None
-        size, units = self.unit, self.total // self.unit
-        whole = units * size  # rows in whole units; the rest come last
-        out = np.empty(len(positions), dtype=np.int64)
-        tail = positions >= whole
-        if tail.any():
-            out[tail] = whole + FeistelPermutation(self.total - whole, (self.seed, self.epoch, 3))(positions[tail] - whole)
-        inner = ~tail
-        if inner.any():
-            p = positions[inner]
-            window = p // (self.spread * size)
-            in_window = np.minimum(self.spread, units - window * self.spread)  # the last window may hold fewer units
-            offset = p - window * self.spread * size
-            slot, row = offset % in_window, offset // in_window
-            unit = FeistelPermutation(units, (self.seed, self.epoch, 1))(window * self.spread + slot)
-            shifted = (row + (_spread_key(unit, self.seed, self.epoch) % size)) % size  # each unit its own order
-            out[inner] = unit * size + FeistelPermutation(size, (self.seed, self.epoch, 2))(shifted)
+        units, spread = self.units, self.spread
+        assert units is not None and spread is not None
+        size = units.unit
+        window = positions // (spread * size)
+        in_window = np.minimum(spread, units.units - window * spread)  # the last window may hold fewer units
+        offset = positions - window * spread * size
+        slot, row = offset % in_window, offset // in_window
+        unit = FeistelPermutation(units.units, (self.seed, self.epoch, 1))(window * spread + slot)
+        length = units.unit_lengths(unit)
+        out = np.full(len(positions), -1, dtype=np.int64)
+        present = np.flatnonzero(row < length)  # the rest are holes of short units
+        key = _spread_key(unit[present], self.seed, self.epoch)
+        inner = np.empty(len(present), dtype=np.int64)
+        for n in np.unique(length[present]).tolist():  # one permutation per unit length: each unit its own rotation of it
+            same = length[present] == n
+            shifted = (row[present][same] + key[same] % n) % n
+            inner[same] = FeistelPermutation(n, (self.seed, self.epoch, 2))(shifted)
+        out[present] = units.rows_of(unit[present] * size + inner)
         return out
+
+    def positions_of(self, rows: np.ndarray) -> np.ndarray:
+        """The positions of the epoch's rows number ``rows`` (counting rows, holes passed over)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not self.has_holes:
+            return rows
+        holes = self._holes
+        assert self.spread is not None and self.units is not None
+        span = self.spread * self.units.unit
+        i = np.searchsorted(holes.rows_before, rows, side="right") - 1
+        out = rows.copy()
+        after = i >= 0
+        ii = i[after]
+        inside = rows[after] - holes.rows_before[ii] < holes.window_rows[ii]
+        out[np.flatnonzero(after)[~inside]] = rows[after][~inside] + holes.before[ii[~inside]] + holes.count[ii[~inside]]
+        for k in np.flatnonzero(after)[inside].tolist():
+            w = int(i[k])
+            out[k] = int(holes.windows[w]) * span + holes.select(w, int(rows[k] - holes.rows_before[w]))
+        return out
+
+    def rows_per_reader(self, parts: int) -> np.ndarray:
+        """The rows each of ``parts`` readers takes in the epoch (reader ``r``: positions
+        ``r, r + parts, ...``, holes not counted)."""
+        per = np.full(parts, self.positions // parts, dtype=np.int64)
+        per[: self.positions % parts] += 1
+        if self.has_holes:
+            per -= self._holes.owned(parts)
+        return per
+
+    @functools.cached_property
+    def _holes(self) -> EpochHoles:
+        assert self.spread is not None and self.units is not None
+        return EpochHoles(self.units, self.spread, FeistelPermutation(self.units.units, (self.seed, self.epoch, 1)))
 
 
 def _spread_key(units: np.ndarray, seed: int, epoch: int) -> np.ndarray:
@@ -118,13 +165,79 @@ def _spread_key(units: np.ndarray, seed: int, epoch: int) -> np.ndarray:
     return key(units.astype(np.int64))
 
 
+class EpochHoles:
+    """Where one epoch's holes lie: the short units' windows and slots, found by inverting the
+    permutation of units (O(shards)), and the rows before each window that holds one."""
+
+    def __init__(self, units: ShardUnits, spread: int, order: FeistelPermutation) -> None:
+        self.units, self.spread = units, spread
+        at = order.inverse(units.short_units)
+        window, slot, length = at // spread, at % spread, units.short_lengths
+        by_window = np.argsort(window, kind="stable")
+        window, slot, length = window[by_window], slot[by_window], length[by_window]
+        self.windows, first = np.unique(window, return_index=True)
+        holes = units.unit - length
+        self.count = np.add.reduceat(holes, first) if len(first) else np.zeros(0, dtype=np.int64)  # holes in each such window
+        self.before = np.concatenate([[0], np.cumsum(self.count)[:-1]]).astype(np.int64)  # holes in the windows before it
+        span = spread * units.unit
+        self.rows_before = self.windows * span - self.before
+        self.held = np.minimum(spread, units.units - self.windows * spread)  # units in each such window
+        self.window_rows = self.held * units.unit - self.count
+        self.short = [(slot[a:b], length[a:b]) for a, b in zip(first, [*first[1:], len(window)])]
+        self._window, self._slot, self._length = window, slot, length
+
+    def select(self, w: int, m: int) -> int:
+        """The offset, in the ``w``-th window with holes, of its ``m``-th row: the row level
+        ``r`` by bisection on the rows before it, then the slot among those still holding rows."""
+        slots, lengths = self.short[w]
+        held = int(self.held[w])
+
+        def before(r: int) -> int:
+            return r * held - int(np.maximum(0, r - lengths).sum())
+
+        lo, hi = 0, self.units.unit - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if before(mid) <= m:
+                lo = mid
+            else:
+                hi = mid - 1
+        slot = m - before(lo)
+        for s in sorted(slots[lengths <= lo].tolist()):  # the slots out of rows by level lo
+            if s <= slot:
+                slot += 1
+        return lo * held + slot
+
+    def owned(self, parts: int) -> np.ndarray:
+        """Holes per reader of ``parts`` (reader ``r`` takes positions ``= r`` mod ``parts``)."""
+        out = np.zeros(parts, dtype=np.int64)
+        size, span = self.units.unit, self.spread * self.units.unit
+        held = np.minimum(self.spread, self.units.units - self._window * self.spread)
+        for lo in range(0, len(self._window), 4096):  # a bounded batch of short units at a time
+            window, slot, length, n = (a[lo : lo + 4096] for a in (self._window, self._slot, self._length, held))
+            count = size - length
+            first = window * span + length * n + slot  # the first hole of each: row level = its length
+            step = np.repeat(n, count)
+            level = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+            out += np.bincount((np.repeat(first, count) + level * step) % parts, minlength=parts)
+        return out
+
+
 class GlobalShuffleSource(RootSource):
     """Yields a packed cache's rows in a keyed permutation, epoch after epoch."""
 
     KEYS = ("epoch", "position", "stats")
 
     def __init__(
-        self, rows: RowSource, *, seed: int, window: int | None, epochs: int | None, split: ReaderSplit, spread: tuple[int, int] | None = None
+        self,
+        rows: RowSource,
+        *,
+        seed: int,
+        window: int | None,
+        epochs: int | None,
+        split: ReaderSplit,
+        spread: tuple[int, int] | None = None,
+        units: ShardUnits | None = None,
     ) -> None:
         if rows.total == 0:
             raise ConfigError("global_shuffle(): the cache holds no rows")
@@ -133,6 +246,10 @@ class GlobalShuffleSource(RootSource):
         self.seed = seed
         self.window = window
         self.spread = spread  # (units per window, rows per unit)
+        if spread is not None and units is None:
+            units = ShardUnits(rows.shard_rows, spread[1])
+        self.units = units  # with spread (made once: a merge's probes share it)
+        self.positions = units.positions if spread is not None and units is not None else self.total  # an epoch's, holes included
         self.epochs = epochs
         self.part, self.parts = split.part, split.parts
         self.reset(None)
@@ -153,10 +270,11 @@ class GlobalShuffleSource(RootSource):
         self.stats = StreamStats()
         self._epoch = 0
         self._position = 0  # the next position of this epoch to consider
-        self._taken: list[int] = []  # linear numbers (epoch * total + position) to skip
+        self._taken: list[int] = []  # linear numbers (epoch * positions + position) to skip
         self._block: RowBlock | None = None  # the rows of the positions fetched last
         self._positions = np.zeros(0, dtype=np.int64)
         self._next = 0
+        self._ahead_window = -1  # the spread window whose row groups were last asked ahead for
         if state is None:
             return
         state = copy_state(state)
@@ -165,8 +283,8 @@ class GlobalShuffleSource(RootSource):
         if self.epochs is not None and self._epoch >= self.epochs:
             raise StateError(f"global shuffle: epoch {self._epoch} is past the last epoch ({self.epochs})")
         self._position = check_int(state["position"], "position", "global shuffle")
-        if self._position > self.total:
-            raise StateError(f"global shuffle: position {self._position} is past the cache's {self.total} rows")
+        if self._position > self.positions:
+            raise StateError(f"global shuffle: position {self._position} is past the epoch's {self.positions} positions")
         taken = state.get("taken", [])
         if not isinstance(taken, list):
             raise StateError("global shuffle: taken must be a list of positions")
@@ -175,7 +293,7 @@ class GlobalShuffleSource(RootSource):
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"epoch": self._epoch, "position": self._position, "stats": self.stats.to_json()}
-        here = self._epoch * self.total + self._position
+        here = self._epoch * self.positions + self._position
         taken = [i for i in self._taken if i >= here]
         if taken:
             state["taken"] = taken
@@ -238,35 +356,85 @@ class GlobalShuffleSource(RootSource):
         return True
 
     def _fetch(self) -> bool:
-        """Read the rows of this reader's next FETCH positions of the epoch; False at its end."""
-        first = _first_owned(self._position, self.part, self.parts)
-        base = self._epoch * self.total
-        skip = {i - base for i in self._taken if base + first <= i < base + self.total}
-        positions = np.arange(first, self.total, self.parts, dtype=np.int64)[: FETCH + len(skip)]
-        if skip:
-            positions = positions[~np.isin(positions, np.fromiter(skip, dtype=np.int64))]
-        positions = positions[:FETCH]
-        self._next = 0
-        if not len(positions):
-            self._block, self._positions = None, positions
-            return False
+        """Read the rows of this reader's next FETCH positions of the epoch (holes passed
+        over); False at its end."""
         order = self.order(self._epoch)
-        self._block = self.source.block(order.rows_at(positions))
-        self._positions = positions
-        return True
+        while True:
+            positions = self._owned_positions(self._position, FETCH, within_window=True)
+            self._next = 0
+            if not len(positions):
+                self._block, self._positions = None, positions
+                return False
+            rows = order.rows_at(positions)
+            present = rows >= 0
+            if present.any():
+                self._block = self.source.block(rows[present])
+                self._positions = positions[present]
+                self._decode_next_window(order, int(positions[-1]))  # once this window's groups are held
+                return True
+            self._position = int(positions[-1]) + 1  # only holes: passed over
+
+    def _decode_next_window(self, order: GlobalOrder, position: int) -> None:
+        """With spread, once per window: have the row groups of this reader's units in the next
+        window decoded ahead (the decode budget permitting), as a sequential read decodes its
+        next groups while the current one is read."""
+        if self.spread is None or self.units is None:
+            return
+        spread, size = self.spread[0], self.units.unit
+        window = position // (spread * size) + 1
+        if window == self._ahead_window or window * spread >= self.units.units:
+            return
+        self._ahead_window = window
+        now = self._slots(window - 1)
+        rows = order.rows_at(window * spread * size + self._slots(window))  # each unit's first row of the window
+        self.source.decode_ahead(rows[rows >= 0], keep=len(now))
+
+    def _slots(self, window: int) -> np.ndarray:
+        """The slots of spread window ``window`` this reader takes rows from."""
+        assert self.spread is not None and self.units is not None
+        held = min(self.spread[0], self.units.units - window * self.spread[0])
+        every = math.gcd(held, self.parts)  # position o: slot o mod held, taken by reader o mod parts
+        return np.arange(self.part % every, held, every, dtype=np.int64)
+
+    def _owned_positions(self, start: int, count: int, within_window: bool = False) -> np.ndarray:
+        """This reader's next ``count`` positions of the epoch from ``start`` (fewer at its end),
+        without those faster old readers took. ``within_window``: none past the end of a spread
+        window, so one fetch never needs the row groups of two windows at once (a decode budget
+        that holds one window's would otherwise evict rows the same fetch needs)."""
+        base = self._epoch * self.positions
+        while True:
+            first = _first_owned(start, self.part, self.parts)
+            end = self.positions
+            if within_window and self.spread is not None and self.units is not None:
+                span = self.spread[0] * self.units.unit
+                end = min(end, (first // span + 1) * span)
+            skip = {i - base for i in self._taken if base + first <= i < base + end}
+            positions = np.arange(first, end, self.parts, dtype=np.int64)[: count + len(skip)]
+            if skip:
+                positions = positions[~np.isin(positions, np.fromiter(skip, dtype=np.int64))]
+            if len(positions) or end >= self.positions:
+                return positions[:count]
+            start = end  # a window whose positions here were all taken
 
     def finished(self) -> bool:
         """Whether the last epoch has been read to its end (never, without a last epoch)."""
         if self.epochs is None or self._epoch + 1 < self.epochs or self._next < len(self._positions):
             return False
-        here = self._epoch * self.total + self._position
-        first = _first_owned(self._position, self.part, self.parts)
-        return first >= self.total and not any(i >= here for i in self._taken)
+        order = self.order(self._epoch)
+        start = self._position
+        while True:  # past the holes this reader still owns, if any
+            positions = self._owned_positions(start, FETCH)
+            if not len(positions):
+                return True
+            if (order.rows_at(positions) >= 0).any():
+                return False
+            start = int(positions[-1]) + 1
 
     def order(self, epoch: int) -> GlobalOrder:
         """The permutation of ``epoch``."""
-        spread, unit = self.spread if self.spread is not None else (None, None)
-        return GlobalOrder(self.total, self.seed, epoch, self.window, spread, unit)
+        if self.spread is None:
+            return GlobalOrder(self.total, self.seed, epoch, self.window)
+        return GlobalOrder(self.total, self.seed, epoch, None, self.spread[0], self.units)
 
     def close(self) -> None:
         self.source.close()
@@ -274,11 +442,11 @@ class GlobalShuffleSource(RootSource):
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
         """Reader ``new``'s state from every old reader's: from the first position no old
         reader has taken, skipping the ones faster readers took beyond it. Positions are
-        numbered ``epoch * rows + position`` across epochs."""
-        total, parts = self.total, olds[0].parts
+        numbered ``epoch * positions + position`` across epochs."""
+        total, parts = self.positions, olds[0].parts
         probes = []
         for state, old in zip(states, olds):
-            probe = GlobalShuffleSource(self.source, seed=self.seed, window=self.window, epochs=self.epochs, split=old, spread=self.spread)
+            probe = GlobalShuffleSource(self.source, seed=self.seed, window=self.window, epochs=self.epochs, split=old, spread=self.spread, units=self.units)
             probe.reset(state)
             probes.append(probe)
         taken_before = {i for probe in probes for i in probe._taken}
@@ -296,7 +464,7 @@ class GlobalShuffleSource(RootSource):
         start = min(nexts)
         taken = {i for i in taken_before if i >= start}
         for end, old in zip(nexts, olds):
-            if old.part >= total:  # more readers than rows: this one owns none
+            if old.part >= total:  # more readers than positions: this one owns none
                 continue
             linear = next_owned(start, old.part)
             while linear < end:
@@ -316,7 +484,7 @@ class GlobalShuffleSource(RootSource):
     def can_seek(self) -> bool:
         """Whether :meth:`seek` can move without reading: always, but right after a resume on
         another world size (positions faster old readers took are skipped one by one)."""
-        here = self._epoch * self.total + self._position
+        here = self._epoch * self.positions + self._position
         return not any(i >= here for i in self._taken)
 
     def seek(self, rows: int) -> int:
@@ -331,20 +499,42 @@ class GlobalShuffleSource(RootSource):
             passed = here
         self._block, self._positions, self._next = None, np.zeros(0, dtype=np.int64), 0
         while passed < rows:
-            first = _first_owned(self._position, self.part, self.parts)
-            left_in_epoch = max(0, -(-(self.total - first) // self.parts))
-            if rows - passed <= left_in_epoch:
-                self._position = first + (rows - passed - 1) * self.parts + 1
+            passed += self._pass_in_epoch(rows - passed)
+            if passed == rows:
                 return rows
-            passed += left_in_epoch
-            if left_in_epoch:
-                self._position = first + (left_in_epoch - 1) * self.parts + 1
             if self.epochs is not None and self._epoch + 1 >= self.epochs:
                 return passed
-            if self.part >= self.total:  # more readers than rows: this one owns none, ever
+            if self.part >= self.positions:  # more readers than positions: this one owns none, ever
                 return passed
             self._epoch += 1
             self._position = 0
+        return passed
+
+    def _pass_in_epoch(self, rows: int) -> int:
+        """Pass up to ``rows`` of this reader's rows in this epoch (all it has left if fewer);
+        returns how many were passed. Closed form without holes; with them, counted a few
+        thousand positions at a time."""
+        order = self.order(self._epoch)
+        if not order.has_holes:
+            first = _first_owned(self._position, self.part, self.parts)
+            left = max(0, -(-(self.positions - first) // self.parts))
+            step = min(rows, left)
+            if step:
+                self._position = first + (step - 1) * self.parts + 1
+            return step
+        passed, start = 0, self._position
+        while passed < rows:
+            positions = np.arange(_first_owned(start, self.part, self.parts), self.positions, self.parts, dtype=np.int64)[: max(4 * FETCH, rows - passed)]
+            if not len(positions):
+                break
+            present = np.flatnonzero(order.rows_at(positions) >= 0)
+            if len(present) >= rows - passed:  # the last row to pass lies in this stretch
+                self._position = int(positions[present[rows - passed - 1]]) + 1
+                return rows
+            if len(present):
+                self._position = int(positions[present[-1]]) + 1  # where reading them would leave it
+            passed += len(present)
+            start = int(positions[-1]) + 1
         return passed
 
 

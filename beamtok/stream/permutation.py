@@ -59,3 +59,21 @@ class FeistelPermutation:
             x[todo] = self._once(x[todo])
             todo = todo[x[todo] >= np.uint64(self.n)]
         return x.astype(np.int64)
+
+    def inverse(self, images: np.ndarray | int) -> np.ndarray:
+        """The positions whose images are ``images`` (each in ``0..n-1``): the rounds undone in
+        reverse order, walking the cycle back while the value is ``>= n``."""
+        x = np.atleast_1d(np.asarray(images, dtype=np.uint64)).copy()
+        todo = np.arange(len(x))
+        while len(todo):
+            x[todo] = self._undo(x[todo])
+            todo = todo[x[todo] >= np.uint64(self.n)]
+        return x.astype(np.int64)
+
+    def _undo(self, x: np.ndarray) -> np.ndarray:
+        shift = np.uint64(self.half)
+        left, right = x >> shift, x & self.mask
+        with np.errstate(over="ignore"):
+            for k in reversed(self.round_keys):
+                left, right = right ^ (_mix(left ^ k) & self.mask), left
+        return (left << shift) | right

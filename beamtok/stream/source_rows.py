@@ -98,17 +98,18 @@ class SourceRows(CacheRows):
 
 
 class ShuffledRows(CacheRows):
-    """Example ``k`` of a cache's global shuffle read by one reader: position ``k % rows`` of
-    epoch ``k // rows``'s permutation."""
+    """Example ``k`` of a cache's global shuffle read by one reader: row ``k % rows`` of epoch
+    ``k // rows``'s permutation (its position, but for the holes of a spread order)."""
 
     def __init__(self, rows: RowSource, order: GlobalOrder, epochs: int | None) -> None:
         self.order = order  # epoch 0's; other epochs differ by the epoch alone
         super().__init__(rows, rows.total, epochs)
 
     def global_rows(self, examples: np.ndarray) -> np.ndarray:
-        epochs, positions = np.divmod(np.asarray(examples, dtype=np.int64), self.epoch_length)
-        rows = np.empty(len(positions), dtype=np.int64)
+        epochs, numbers = np.divmod(np.asarray(examples, dtype=np.int64), self.epoch_length)
+        rows = np.empty(len(numbers), dtype=np.int64)
         for epoch in np.unique(epochs):
             chosen = epochs == epoch
-            rows[chosen] = dataclasses.replace(self.order, epoch=int(epoch)).rows_at(positions[chosen])
+            order = dataclasses.replace(self.order, epoch=int(epoch))
+            rows[chosen] = order.rows_at(order.positions_of(numbers[chosen]))  # a spread order's holes passed over
         return rows

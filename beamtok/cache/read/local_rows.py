@@ -71,7 +71,7 @@ def local_rows(cache: Cache, root: str | None = None) -> LocalRows:
         with _turn(base / f"{target.name}.lock"):
             if not (target / "rows.json").exists():  # another process may have built it meanwhile
                 _build(cache, target)
-    return LocalRows(str(target))
+    return LocalRows(str(target), tuple(int(n) for n in cache.manifest.column("rows")))
 
 
 @contextlib.contextmanager
@@ -166,8 +166,9 @@ def _write(cache: Cache, directory: Path) -> dict[str, Any]:
 class LocalRows:
     """Rows of a local copy by global row number, read through memory maps."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, shard_rows: tuple[int, ...]) -> None:
         self.directory = directory
+        self.shard_rows = shard_rows  # the cache's, in shard order
         about = json.loads(Path(directory, "rows.json").read_text())
         if about.get("format") != FORMAT:
             raise CacheError(f"{directory}: a local copy of format {about.get('format')}, not {FORMAT}; delete it to rebuild")
@@ -186,6 +187,9 @@ class LocalRows:
         if path.stat().st_size == 0:
             return np.zeros(0, dtype=dtype)
         return np.memmap(path, dtype=dtype, mode="r")
+
+    def decode_ahead(self, global_rows: np.ndarray, keep: int) -> None:
+        """Nothing to decode: the copy is memory-mapped."""
 
     def block(self, global_rows: np.ndarray) -> RowBlock:
         """These rows, in the order given, as one block."""

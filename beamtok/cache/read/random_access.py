@@ -12,7 +12,7 @@ and the open files are per reader, not per cache.
 
 from __future__ import annotations
 
-import bisect
+import functools
 import itertools
 from typing import Any
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from beamtok.backends.decode_pool import DEFAULT_DECODE_BUDGET, ROW_OVERHEAD, DecodePool
 from beamtok.cache.read.reader import Cache
-from beamtok.shards.rows import RowBlock, gather_rows
+from beamtok.shards.rows import RowBlock, gather_from
 
 __all__ = ["ROW_OVERHEAD", "RowAccess"]
 
@@ -36,10 +36,10 @@ class RowAccess:
         self.pool = DecodePool(DECODE_BUDGET if max_bytes is None else max_bytes) if pool is None else pool
         self._owns_pool = pool is None
         self._key = next(_KEYS)  # this cache's entries in a shared pool
-        rows = [int(n) for n in cache.manifest.column("rows")]
-        self.starts = [0, *itertools.accumulate(rows)]
-        self.total = self.starts[-1]
-        self._group_ends: dict[int, list[int]] = {}
+        self.shard_rows = tuple(int(n) for n in cache.manifest.column("rows"))
+        self._starts = np.concatenate([[0], np.cumsum(self.shard_rows, dtype=np.int64)])
+        self.total = int(self._starts[-1])
+        self._group_ends: dict[int, np.ndarray] = {}
 
     @property
     def groups_decoded(self) -> int:
@@ -47,28 +47,47 @@ class RowAccess:
 
     def block(self, global_rows: np.ndarray) -> RowBlock:
         """These rows, in the order given, as one block."""
-        located = [self._locate(int(g)) for g in global_rows]
-        needed = sorted(set((shard, group) for shard, group, _ in located))
-        blocks = {key: self._block(*key) for key in needed}
-        return gather_rows([(blocks[(s, g)], i) for s, g, i in located])
+        blocks: list[RowBlock] = []
+        rows = np.asarray(global_rows, dtype=np.int64)
+        which = np.empty(len(rows), dtype=np.int64)
+        in_group = np.empty(len(rows), dtype=np.int64)
+        for shard, group, chosen, local in self._groups_of(rows):
+            which[chosen] = len(blocks)
+            in_group[chosen] = local
+            blocks.append(self._block(shard, group))
+        return gather_from(blocks, which, in_group)
+
+    def decode_ahead(self, global_rows: np.ndarray, keep: int) -> None:
+        """Start decoding the row groups of these rows on a helper thread, as far as the decode
+        budget has room beside the ``keep`` groups read last (see :meth:`DecodePool.decode_ahead`)."""
+        for shard, group, _, _ in self._groups_of(np.asarray(global_rows, dtype=np.int64)):
+            self._ends(shard)  # the footer read here, not on the helper thread
+            self.pool.decode_ahead((self._key, shard, group), functools.partial(_decode_alone, self.cache, shard, group), keep)
+
+    def _groups_of(self, rows: np.ndarray) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+        """(shard, row group, which of ``rows`` lie in it, their rows within it) per group."""
+        shards = np.searchsorted(self._starts, rows, side="right") - 1
+        local = rows - self._starts[shards]
+        out = []
+        for shard in np.unique(shards).tolist():
+            chosen = np.flatnonzero(shards == shard)
+            ends = self._ends(shard)
+            groups = np.searchsorted(ends, local[chosen], side="right")
+            group_starts = np.concatenate([[0], ends])[groups]
+            for group in np.unique(groups).tolist():
+                mine = groups == group
+                out.append((shard, group, chosen[mine], local[chosen[mine]] - group_starts[mine]))
+        return out
 
     def close(self) -> None:
         if self._owns_pool:
             self.pool.close()
 
-    def _locate(self, row: int) -> tuple[int, int, int]:
-        shard = bisect.bisect_right(self.starts, row) - 1
-        local = row - self.starts[shard]
-        ends = self._ends(shard)
-        group = bisect.bisect_right(ends, local)
-        return shard, group, local - (ends[group - 1] if group else 0)
-
-    def _ends(self, shard: int) -> list[int]:
+    def _ends(self, shard: int) -> np.ndarray:
+        """The row after each row group of ``shard``, counted from the shard's first row."""
         if shard not in self._group_ends:
             meta = self._file(shard).metadata
-            self._group_ends[shard] = list(
-                itertools.accumulate(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
-            )
+            self._group_ends[shard] = np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)], dtype=np.int64)
         return self._group_ends[shard]
 
     def _file(self, shard: int) -> Any:
@@ -79,3 +98,12 @@ class RowAccess:
 
 
 _KEYS = itertools.count()
+
+
+def _decode_alone(cache: Cache, shard: int, group: int) -> RowBlock:
+    """Row group ``group`` of ``shard`` through a file of its own (a helper thread's)."""
+    parquet_file = cache.open_shard_file(shard)
+    try:
+        return cache.decode_row_group(parquet_file, shard, group)
+    finally:
+        parquet_file.close()

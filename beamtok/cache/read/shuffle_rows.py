@@ -36,7 +36,8 @@ class ShuffleRows:
     def __init__(self, cache: Cache, local_copy: bool | str | None = None) -> None:
         self.cache = cache
         self.local_copy = local_copy
-        self.total = int(sum(cache.manifest.column("rows")))
+        self.shard_rows = tuple(int(n) for n in cache.manifest.column("rows"))
+        self.total = sum(self.shard_rows)
         self._rows: RowSource | None = None
 
     @property
@@ -52,6 +53,9 @@ class ShuffleRows:
 
     def block(self, global_rows: np.ndarray) -> RowBlock:
         return self.opened().block(global_rows)
+
+    def decode_ahead(self, global_rows: np.ndarray, keep: int) -> None:
+        self.opened().decode_ahead(global_rows, keep)
 
     def _open(self) -> RowSource:
         choice = self.local_copy

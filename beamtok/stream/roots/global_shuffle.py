@@ -9,7 +9,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from beamtok.backends.decode_pool import DecodePool
+from beamtok.backends.protocol import RowSource
 from beamtok.base.errors import ConfigError
 from beamtok.base.sizes import default_group_rows
 from beamtok.base.validate import check_int, check_optional_int
@@ -20,6 +23,7 @@ from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.shards import ShardsRoot
+from beamtok.stream.shard_units import ShardUnits
 from beamtok.stream.source import ShardOptions
 from beamtok.stream.source_rows import ShuffledRows
 
@@ -78,8 +82,14 @@ class GlobalShuffleRoot(RootPlan):
         """Its examples by number (one reader, epoch after epoch), decoded into ``pool``."""
         rows = self.base.origin.row_access(self.base.spec, pool=pool)
         assert rows is not None  # checked when the plan was made
-        spread, unit = self.spread_units() or (None, None)
-        return ShuffledRows(rows, GlobalOrder(rows.total, self.seed, 0, self.window, spread, unit), self.base.options.epochs)
+        return ShuffledRows(rows, self.order(rows), self.base.options.epochs)
+
+    def order(self, rows: RowSource) -> GlobalOrder:
+        """Epoch 0's permutation of ``rows`` (other epochs differ by the epoch alone)."""
+        spread = self.spread_units()
+        if spread is None:
+            return GlobalOrder(rows.total, self.seed, 0, self.window)
+        return GlobalOrder(rows.total, self.seed, 0, None, spread[0], ShardUnits(rows.shard_rows, spread[1]))
 
     @property
     def shards(self) -> tuple[Shard, ...]:
@@ -112,6 +122,7 @@ class GlobalShuffleRoot(RootPlan):
         spread = self.spread_units()
         if spread is not None:  # only when set: the fingerprints of other shuffles stay as they were
             shuffle["spread"], shuffle["unit_rows"] = spread
+            shuffle["units"] = "within shards"  # since 2026-11-26 (see ShardUnits): states of the older order are refused
         return {**self.base.options.to_json(reader), "global_shuffle": shuffle}
 
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
@@ -137,8 +148,11 @@ class GlobalShuffleRoot(RootPlan):
             return None
         rows = self.base.origin.row_access(self.base.spec)
         assert rows is not None
-        total = rows.total
-        return [epochs * len(range(part, total, split.parts)) for part in range(split.parts)]
+        first = self.order(rows)
+        if not first.has_holes:  # every epoch alike
+            return [epochs * len(range(part, rows.total, split.parts)) for part in range(split.parts)]
+        per_epoch = [dataclasses.replace(first, epoch=e).rows_per_reader(split.parts) for e in range(epochs)]
+        return [int(n) for n in np.sum(per_epoch, axis=0)]
 
     def shard_stage_refusal(self) -> str:
         return "call it before global_shuffle()"
