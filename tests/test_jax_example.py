@@ -42,22 +42,18 @@ def run(processes: int, data: str, root: Path, name: str, **options: int) -> lis
     return read_rows_log(log.replace("{rank}", str(r)) for r in range(processes))
 
 
-def test_resumed_on_another_process_count_trains_every_row_once(tmp_path, data):
-    first = run(2, data, tmp_path, "first", max_steps=5)
-    second = run(3, data, tmp_path, "second")
-    assert {line["world"] for line in second} == {3} and min(line["step"] for line in second) == 6
-    trained = trained_rows(starts_of(first) + starts_of(second))
-    every = Counter((int(e["shard"]), int(e["index"])) for e in Dataset.from_files(data).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(32))
-    assert max(trained.values()) == 1 and set(trained) == set(every)
-
-
-def test_same_process_count_continues_exactly(tmp_path, data):
+def test_resumed_exactly_on_the_same_process_count_and_on_another_training_every_row_once(tmp_path, data):
     whole = run(2, data, tmp_path / "whole", "rows", max_steps=8)
-    run(2, data, tmp_path / "parts", "a", max_steps=4)
+    first = run(2, data, tmp_path / "parts", "a", max_steps=4)
     resumed = run(2, data, tmp_path / "parts", "b", max_steps=8)
     key = lambda line: (line["step"], line["rank"])  # noqa: E731
     expected = {key(line): (line["rows"], line["loss"]) for line in whole if line["step"] > 4}
-    assert {key(line): (line["rows"], line["loss"]) for line in resumed} == expected
+    assert {key(line): (line["rows"], line["loss"]) for line in resumed} == expected  # the same rows and loss at every step
+    last = run(3, data, tmp_path / "parts", "c")  # to the end of the epoch on another process count
+    assert {line["world"] for line in last} == {3} and min(line["step"] for line in last) == 9
+    trained = trained_rows(starts_of(first) + starts_of(resumed) + starts_of(last))
+    every = Counter((int(e["shard"]), int(e["index"])) for e in Dataset.from_files(data).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(32))
+    assert max(trained.values()) == 1 and set(trained) == set(every)
 
 
 def test_the_handler_refuses_missing_doubled_and_mixed_states(tmp_path):
