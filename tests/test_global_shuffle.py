@@ -307,6 +307,7 @@ def test_a_spread_reader_decodes_its_next_window_ahead_within_the_budget(cached)
     access = it.source.source.opened()
     access.block(np.zeros(1, dtype=np.int64))
     access.pool.max_bytes = int((2 * spread + 0.5) * access.pool.held)
+    access.pool.ahead_min_bytes = 0  # these groups are small enough not to be decoded ahead otherwise
     rows = [(int(e["shard"]), int(e["index"])) for e in it]
     assert rows == rows_of(shuffled)
     assert access.pool.decoded_ahead > 0.8 * len({(s, i // 8) for s, i in rows})

@@ -177,16 +177,25 @@ def gather_rows(picks: list[tuple[RowBlock, int]]) -> RowBlock:
 
 def gather_from(blocks: list[RowBlock], which: np.ndarray, rows: np.ndarray) -> RowBlock:
     """One block of row ``rows[i]`` of ``blocks[which[i]]`` for each ``i``, in that order: a
-    copy per block and column (fancy indexing), not per row. The block is fresh (its arrays
+    copy per block and column (fancy indexing), or per row where blocks give a few rows each.
+    The block is fresh (its arrays
     are its own), so batches of its rows may be views of it."""
     first = blocks[0]
     counts = [blocks[b].counts[r] for b, r in zip(which.tolist(), rows.tolist())]
     if not first.columns:
         return RowBlock.of_examples([blocks[b].examples[r] for b, r in zip(which.tolist(), rows.tolist())], counts)
-    chosen = [(b, np.flatnonzero(which == b)) for b in range(len(blocks))]
+    by_block = np.argsort(which, kind="stable")
+    bounds = np.searchsorted(which[by_block], np.arange(len(blocks) + 1))
+    chosen = [(b, by_block[bounds[b] : bounds[b + 1]]) for b in range(len(blocks))]
     widths = {next(iter(block.columns.values())).width for block in blocks}
     width = widths.pop() if len(widths) == 1 else None
-    if width is not None:  # rows of one length (packed rows): whole-row copies
+    if width is not None and 4 * len(blocks) > len(rows):  # a few rows a block: a copy per row is cheaper
+        offsets = np.arange(len(rows) + 1, dtype=np.int64) * width
+        fields = []
+        for name in first.columns:
+            matrices = [block.columns[name].matrix for block in blocks]
+            fields.append((name, np.concatenate([matrices[b][r] for b, r in zip(which.tolist(), rows.tolist())])))
+    elif width is not None:  # rows of one length (packed rows): whole-row copies, per block
         offsets = np.arange(len(rows) + 1, dtype=np.int64) * width
         fields = []
         for name, column in first.columns.items():

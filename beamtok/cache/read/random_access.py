@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
-from beamtok.backends.decode_pool import DEFAULT_DECODE_BUDGET, ROW_OVERHEAD, DecodePool
+from beamtok.backends.decode_pool import DEFAULT_DECODE_BUDGET, OPEN_FILES, ROW_OVERHEAD, DecodePool
 from beamtok.cache.read.reader import Cache
 from beamtok.shards.rows import RowBlock, gather_from
 
@@ -40,6 +42,8 @@ class RowAccess:
         self._starts = np.concatenate([[0], np.cumsum(self.shard_rows, dtype=np.int64)])
         self.total = int(self._starts[-1])
         self._group_ends: dict[int, np.ndarray] = {}
+        self._helper_files: dict[int, OrderedDict[int, Any]] = {}  # per helper thread: its open shard files
+        self._helper_lock = threading.Lock()
 
     @property
     def groups_decoded(self) -> int:
@@ -62,7 +66,7 @@ class RowAccess:
         budget has room beside the ``keep`` groups read last (see :meth:`DecodePool.decode_ahead`)."""
         for shard, group, _, _ in self._groups_of(np.asarray(global_rows, dtype=np.int64)):
             self._ends(shard)  # the footer read here, not on the helper thread
-            self.pool.decode_ahead((self._key, shard, group), functools.partial(_decode_alone, self.cache, shard, group), keep)
+            self.pool.decode_ahead((self._key, shard, group), functools.partial(self._decode_on_helper, shard, group), keep)
 
     def _groups_of(self, rows: np.ndarray) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
         """(shard, row group, which of ``rows`` lie in it, their rows within it) per group."""
@@ -80,8 +84,28 @@ class RowAccess:
         return out
 
     def close(self) -> None:
+        self.pool.finish_ahead(lambda key: key[0] == self._key)  # nothing of ours runs after this
+        with self._helper_lock:
+            for files in self._helper_files.values():
+                for parquet_file in files.values():
+                    parquet_file.close()
+            self._helper_files.clear()
         if self._owns_pool:
             self.pool.close()
+
+    def _decode_on_helper(self, shard: int, group: int) -> RowBlock:
+        """Row group ``group`` of ``shard``, decoded on a helper thread through that thread's
+        own open files (the pool's are the reader's; a file is never read by two threads)."""
+        with self._helper_lock:
+            files = self._helper_files.setdefault(threading.get_ident(), OrderedDict())
+            parquet_file = files.pop(shard, None)
+        if parquet_file is None:
+            parquet_file = self.cache.open_shard_file(shard)
+        with self._helper_lock:
+            files[shard] = parquet_file
+            while len(files) > OPEN_FILES:
+                files.popitem(last=False)[1].close()
+        return self.cache.decode_row_group(parquet_file, shard, group)
 
     def _ends(self, shard: int) -> np.ndarray:
         """The row after each row group of ``shard``, counted from the shard's first row."""
@@ -99,11 +123,3 @@ class RowAccess:
 
 _KEYS = itertools.count()
 
-
-def _decode_alone(cache: Cache, shard: int, group: int) -> RowBlock:
-    """Row group ``group`` of ``shard`` through a file of its own (a helper thread's)."""
-    parquet_file = cache.open_shard_file(shard)
-    try:
-        return cache.decode_row_group(parquet_file, shard, group)
-    finally:
-        parquet_file.close()
