@@ -19,7 +19,7 @@ import numpy as np
 
 from beamtok.backends.protocol import RowSource
 from beamtok.shards.rows import RowBlock
-from beamtok.stream.global_shuffle import GlobalOrder
+from beamtok.stream.global_order import GlobalOrder
 from beamtok.stream.shard_order import ShardOrder
 
 __all__ = ["CacheRows", "NumberedRows", "ShuffledRows", "SourceRows"]

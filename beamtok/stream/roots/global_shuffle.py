@@ -18,7 +18,8 @@ from beamtok.base.sizes import default_group_rows
 from beamtok.base.validate import check_int, check_optional_int
 from beamtok.core.spec import Spec
 from beamtok.sources.urls import Shard
-from beamtok.stream.global_shuffle import GlobalOrder, GlobalShuffleSource
+from beamtok.stream.global_order import GlobalOrder
+from beamtok.stream.global_shuffle import GlobalShuffleSource
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
