@@ -288,13 +288,19 @@ def test_a_spread_shuffle_skips_past_its_holes_to_where_reading_would_be(cached,
 def test_a_spread_reader_needs_a_budget_of_one_windows_row_groups(cached):
     """With the decode budget holding K row groups (and not 2K), each row group is decoded once
     an epoch: a fetch never reaches into the next window, whose groups would evict rows the
-    same fetch needs."""
-    spread = 5
+    same fetch needs, and decoding ahead never drops this window's groups (a window of 40
+    units of 8 rows takes two fetches)."""
+    spread = 40
     it = cached.global_shuffle(seed=2, spread=spread, unit_rows=8).iter()
     access = it.source.source.opened()
     access.block(np.zeros(1, dtype=np.int64))
     access.pool.max_bytes = int((spread + 0.5) * access.pool.held)  # one decoded group of 8 rows, K and a half times
-    rows = [(int(e["shard"]), int(e["index"]) // 8) for e in it]
+    access.pool.ahead_min_bytes = 0  # no room to decode the next window ahead: it must not make room from this one
+    rows = []
+    for e in it:
+        rows.append((int(e["shard"]), int(e["index"]) // 8))
+        coming = sum(size for _, size in access.pool.ahead.values())
+        assert access.pool.held + coming <= access.pool.max_bytes  # decoding ahead stays within the budget
     assert access.groups_decoded <= len(set(rows)) + 1, (access.groups_decoded, len(set(rows)))  # + the probe's group
 
 
