@@ -91,6 +91,17 @@ def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(
     assert_same_ids(tok, texts, kind)
 
 
+@pytest.mark.parametrize("kind", CACHED)
+def test_a_text_holding_any_added_token_goes_to_the_file_itself(trained, kind):
+    """Every added token of the file, inside a text, alone, and twice: such texts go to
+    ``tokenizers`` whole (the engines know no added tokens), whichever engine the file takes."""
+    added = [t["content"] for t in json.loads(Path(trained[kind], "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]]
+    assert len(added) >= 2, added
+    texts = [text for token in added for text in (f"a {token} b", token, f"{token}{token}x")]
+    assert_same_ids(CachedWords(trained[kind], FAMILY[kind]), texts, kind)
+    assert_same_ids(load_tokenizer(str(trained[kind])), texts, kind)
+
+
 @pytest.mark.parametrize("name", [n for n in NORMALIZERS if n != "uncased"])
 def test_every_bert_normalizer_setting_gives_the_ids_of_tokenizers(wordpiece, tmp_path, name):
     tok = load_tokenizer(variant(wordpiece, tmp_path, normalizer=NORMALIZERS[name]))

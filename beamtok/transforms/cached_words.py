@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around, refuse_unrouted_added_tokens
-from beamtok.transforms.id_arrays import int32_ids
+from beamtok.transforms.exact_encoder import ExactEncoder, refuse_unrouted_added_tokens
 from beamtok.transforms.word_cutters import cutter_for
 
 __all__ = ["CachedWordsEncoder"]
@@ -88,15 +87,9 @@ class CachedWordsEncoder(ExactEncoder):
         if model.get("dropout"):
             raise refuse("its BPE model has dropout (random merges)")
         refuse_unrouted_added_tokens(spec, refuse)
-        self.prefix, self.suffix = added_around(spec.get("post_processor") or {}, name)
-        if reference is None:
-            from tokenizers import Tokenizer as RustTokenizer
-
-            reference = RustTokenizer.from_str(tokenizer_json)
-        self.reference = reference
-        self._cutter = cutter_for(spec, reference, refuse)
-        self._words = WordCache(reference.model)
-        self._routed = Needles([t["content"] for t in spec.get("added_tokens", [])])
+        self._take_file(spec, tokenizer_json, name, reference)
+        self._cutter = cutter_for(spec, self.reference, refuse)
+        self._words = WordCache(self.reference.model)
         self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -106,7 +99,7 @@ class CachedWordsEncoder(ExactEncoder):
         pending: list[tuple[int, list[str]]] = []  # texts with a word not yet known
         for text in texts:
             if self._routed.found_in(text):
-                out.append(int32_ids(self.reference.encode(text, add_special_tokens=False).ids))
+                out.append(self._by_reference(text))
                 continue
             words = cut(text)
             try:

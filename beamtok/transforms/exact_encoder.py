@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
+from beamtok.transforms.id_arrays import int32_ids
 
 __all__ = ["ExactEncoder", "Needles", "added_around", "refuse_unrouted_added_tokens"]
 
@@ -24,6 +25,7 @@ class ExactEncoder:
     engine_name: str
     native_refusal: str = ""
     reference: Any  # the file loaded by ``tokenizers``: what the probes compare with, and what encodes routed texts
+    _routed: Needles  # texts holding one of these go to ``reference``
     prefix: list[int]
     suffix: list[int]
 
@@ -39,6 +41,22 @@ class ExactEncoder:
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         raise NotImplementedError
+
+    def _take_file(self, spec: dict[str, Any], tokenizer_json: str, name: str, reference: Any) -> None:
+        """What an engine that knows no added tokens keeps of its file: the ids the
+        post-processor puts around a text, the file loaded by ``tokenizers`` (the caller's,
+        when it has one), and the added tokens, whose texts go to that file (``_routed``)."""
+        self.prefix, self.suffix = added_around(spec.get("post_processor") or {}, name)
+        if reference is None:
+            from tokenizers import Tokenizer as RustTokenizer
+
+            reference = RustTokenizer.from_str(tokenizer_json)
+        self.reference = reference
+        self._routed = Needles([t["content"] for t in spec.get("added_tokens", [])])
+
+    def _by_reference(self, text: str) -> np.ndarray:
+        """``text`` encoded by the file itself (a text holding an added token)."""
+        return int32_ids(self.reference.encode(text, add_special_tokens=False).ids)
 
     def probe(self, name: str, texts: Sequence[str]) -> None:
         """Refuse unless ``texts`` encode exactly as ``self.reference`` (the file loaded by

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around, refuse_unrouted_added_tokens
+from beamtok.transforms.exact_encoder import ExactEncoder, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
 
@@ -74,7 +74,6 @@ class KitokenEncoder(ExactEncoder):
         model = spec.get("model") or {}
         self.family = family_of(model.get("type"), bool(model.get("byte_fallback")))
         self._check(spec, name)
-        self.prefix, self.suffix = added_around(spec.get("post_processor") or {}, name)
         try:
             from kitoken import Kitoken
 
@@ -83,13 +82,8 @@ class KitokenEncoder(ExactEncoder):
             raise ConfigError("the exact fast path for this tokenizer needs the kitoken package: pip install kitoken") from e
         except Exception as e:  # kitoken refuses a part of the file
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: kitoken cannot read it ({e})") from None
-        if reference is None:
-            from tokenizers import Tokenizer as RustTokenizer
-
-            reference = RustTokenizer.from_str(tokenizer_json)
-        self.reference = reference
+        self._take_file(spec, tokenizer_json, name, reference)
         self.engine_name = "kitoken"
-        self._routed = Needles([t["content"] for t in spec.get("added_tokens", [])])
         self.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE]])
 
     def _check(self, spec: dict[str, Any], name: str) -> None:
@@ -118,11 +112,7 @@ class KitokenEncoder(ExactEncoder):
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode = self.encoder.encode
         routed = self._routed
-        reference = self.reference
-        return [
-            int32_ids(reference.encode(text, add_special_tokens=False).ids) if routed.found_in(text) else int32_ids(encode(text))
-            for text in texts
-        ]
+        return [self._by_reference(text) if routed.found_in(text) else int32_ids(encode(text)) for text in texts]
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a KitokenEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")
