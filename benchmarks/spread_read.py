@@ -32,7 +32,7 @@ import statistics
 import time
 
 import numpy as np
-from shuffle_read import provenance, quality
+from shuffle_read import provenance, quality, tokens_per_s
 
 from beamtok import Dataset
 from beamtok.cache.read import random_access
@@ -57,18 +57,6 @@ def build_cache(mb: float, files: int) -> str:
         Dataset.from_files(texts).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(SEQ_LEN).cache(str(cache_dir), direct_num_workers=2)
         print(f"  cache built in {time.perf_counter() - start:.0f} s")
     return str(cache_dir)
-
-
-def timed_read(ds: Dataset, seconds: float | None = None) -> tuple[float, int]:
-    """Real tokens per second over one pass (or over ``seconds``), and rows read."""
-    start = time.perf_counter()
-    tokens = rows = 0
-    for batch in ds:
-        tokens += int(np.count_nonzero(batch["segment_ids"]))
-        rows += len(batch["segment_ids"])
-        if seconds is not None and time.perf_counter() - start > seconds:
-            break
-    return tokens / (time.perf_counter() - start), rows
 
 
 def spread_read(ds: Dataset, spread: int, unit: int, seconds: float) -> tuple[float, float]:
@@ -124,7 +112,7 @@ def main() -> None:
         rounds: dict[str, list[float]] = {"sequential": [], **{name: [] for name in kinds}}
         decodes: dict[str, list[float]] = {name: [] for name in kinds}
         for _ in range(args.repeats):
-            rounds["sequential"].append(timed_read(ds.batch(16))[0])
+            rounds["sequential"].append(tokens_per_s(ds.batch(16))[0])
             for name, spread in kinds.items():
                 rate, per_group = spread_read(ds, spread, unit, args.decode_seconds)
                 rounds[name].append(rate)

@@ -178,32 +178,28 @@ def gather_rows(picks: list[tuple[RowBlock, int]]) -> RowBlock:
 def gather_from(blocks: list[RowBlock], which: np.ndarray, rows: np.ndarray) -> RowBlock:
     """One block of row ``rows[i]`` of ``blocks[which[i]]`` for each ``i``, in that order: a
     copy per block and column (fancy indexing), or per row where blocks give a few rows each.
-    The block is fresh (its arrays
-    are its own), so batches of its rows may be views of it."""
+    The block is fresh (its arrays are its own), so batches of its rows may be views of it."""
     first = blocks[0]
-    counts = [blocks[b].counts[r] for b, r in zip(which.tolist(), rows.tolist())]
+    pairs = list(zip(which.tolist(), rows.tolist()))
+    counts = [blocks[b].counts[r] for b, r in pairs]
     if not first.columns:
-        return RowBlock.of_examples([blocks[b].examples[r] for b, r in zip(which.tolist(), rows.tolist())], counts)
+        return RowBlock.of_examples([blocks[b].examples[r] for b, r in pairs], counts)
     by_block = np.argsort(which, kind="stable")
     bounds = np.searchsorted(which[by_block], np.arange(len(blocks) + 1))
     chosen = [(b, by_block[bounds[b] : bounds[b + 1]]) for b in range(len(blocks))]
     widths = {next(iter(block.columns.values())).width for block in blocks}
     width = widths.pop() if len(widths) == 1 else None
-    if width is not None and 4 * len(blocks) > len(rows):  # a few rows a block: a copy per row is cheaper
+    fields = []
+    if width is not None:  # rows of one length (packed rows): whole-row copies
         offsets = np.arange(len(rows) + 1, dtype=np.int64) * width
-        fields = []
-        for name in first.columns:
-            matrices = [block.columns[name].matrix for block in blocks]
-            fields.append((name, np.concatenate([matrices[b][r] for b, r in zip(which.tolist(), rows.tolist())])))
-    elif width is not None:  # rows of one length (packed rows): whole-row copies, per block
-        offsets = np.arange(len(rows) + 1, dtype=np.int64) * width
-        fields = []
         for name, column in first.columns.items():
+            matrices = [block.columns[name].matrix for block in blocks]
+            if 4 * len(blocks) > len(rows):  # a few rows a block: a copy per row is cheaper
+                fields.append((name, np.concatenate([matrices[b][r] for b, r in pairs])))
+                continue
             out = np.empty((len(rows), width), dtype=column.values.dtype)
             for b, where in chosen:
-                matrix = blocks[b].columns[name].matrix
-                assert matrix is not None
-                out[where] = matrix[rows[where]]
+                out[where] = matrices[b][rows[where]]  # type: ignore[index]
             fields.append((name, out.reshape(-1)))
     else:
         starts = np.empty(len(rows), dtype=np.int64)
@@ -215,7 +211,6 @@ def gather_from(blocks: list[RowBlock], which: np.ndarray, rows: np.ndarray) -> 
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         spans = [(b, _spans(offsets[where], lengths[where]), _spans(starts[where], lengths[where])) for b, where in chosen]
-        fields = []
         for name, column in first.columns.items():
             out = np.empty(int(offsets[-1]), dtype=column.values.dtype)
             for b, into, taken in spans:

@@ -10,6 +10,8 @@ block of positions costs a few array operations.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 __all__ = ["FeistelPermutation"]
@@ -53,20 +55,19 @@ class FeistelPermutation:
 
     def __call__(self, positions: np.ndarray | int) -> np.ndarray:
         """The images of ``positions`` (each in ``0..n-1``)."""
-        x = np.atleast_1d(np.asarray(positions, dtype=np.uint64)).copy()
-        todo = np.arange(len(x))
-        while len(todo):
-            x[todo] = self._once(x[todo])
-            todo = todo[x[todo] >= np.uint64(self.n)]
-        return x.astype(np.int64)
+        return self._walk(positions, self._once)
 
     def inverse(self, images: np.ndarray | int) -> np.ndarray:
         """The positions whose images are ``images`` (each in ``0..n-1``): the rounds undone in
         reverse order, walking the cycle back while the value is ``>= n``."""
-        x = np.atleast_1d(np.asarray(images, dtype=np.uint64)).copy()
+        return self._walk(images, self._undo)
+
+    def _walk(self, values: np.ndarray | int, step: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``step`` applied to each value, again while the result is ``>= n`` (cycle walking)."""
+        x = np.atleast_1d(np.asarray(values, dtype=np.uint64)).copy()
         todo = np.arange(len(x))
         while len(todo):
-            x[todo] = self._undo(x[todo])
+            x[todo] = step(x[todo])
             todo = todo[x[todo] >= np.uint64(self.n)]
         return x.astype(np.int64)
 

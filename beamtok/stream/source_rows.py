@@ -103,6 +103,7 @@ class ShuffledRows(CacheRows):
 
     def __init__(self, rows: RowSource, order: GlobalOrder, epochs: int | None) -> None:
         self.order = order  # epoch 0's; other epochs differ by the epoch alone
+        self._latest = order  # the epoch read last (a spread order keeps where its holes lie)
         super().__init__(rows, rows.total, epochs)
 
     def global_rows(self, examples: np.ndarray) -> np.ndarray:
@@ -110,6 +111,8 @@ class ShuffledRows(CacheRows):
         rows = np.empty(len(numbers), dtype=np.int64)
         for epoch in np.unique(epochs):
             chosen = epochs == epoch
-            order = dataclasses.replace(self.order, epoch=int(epoch))
+            if self._latest.epoch != epoch:
+                self._latest = dataclasses.replace(self.order, epoch=int(epoch))
+            order = self._latest
             rows[chosen] = order.rows_at(order.positions_of(numbers[chosen]))  # a spread order's holes passed over
         return rows

@@ -64,8 +64,7 @@ class RowAccess:
     def decode_ahead(self, global_rows: np.ndarray, keep: int) -> None:
         """Start decoding the row groups of these rows on a helper thread, as far as the decode
         budget has room beside the ``keep`` groups read last (see :meth:`DecodePool.decode_ahead`)."""
-        for shard, group, _, _ in self._groups_of(np.asarray(global_rows, dtype=np.int64)):
-            self._ends(shard)  # the footer read here, not on the helper thread
+        for shard, group, _, _ in self._groups_of(np.asarray(global_rows, dtype=np.int64)):  # footers read here, not on the helper
             self.pool.decode_ahead((self._key, shard, group), functools.partial(self._decode_on_helper, shard, group), keep)
 
     def _groups_of(self, rows: np.ndarray) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
@@ -122,4 +121,3 @@ class RowAccess:
 
 
 _KEYS = itertools.count()
-
