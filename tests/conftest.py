@@ -41,6 +41,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # whole jobs first: on two workers, a long job started last leaves the other worker idle at the end
     items.sort(key=lambda item: not item.get_closest_marker("slow"))
 TOKENIZER_DIR = ROOT / "data" / "tokenizers" / "gpt2"
+# tokenizers loaded through transformers are kept per machine, as users' are under ~/.cache
+# (beamtok.transforms.loaded_tokenizers); the suite keeps its own, which its processes inherit
+os.environ.setdefault("BEAMTOK_TOKENIZER_CACHE", str(ROOT / "build" / "test-tokenizers"))
 CORPUS = ROOT / "data" / "corpus"
 
 

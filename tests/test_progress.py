@@ -115,13 +115,15 @@ def test_worker_reports_reach_the_build_display(tmp_path):
     assert BuildProgress(storage, 3, str(progress_dir), enabled=False).figures() == (0.75, 12)
 
 
-def _cache_cli(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+def _cache_cli(tmp_path: Path, *flags: str, workers: bool = True) -> subprocess.CompletedProcess[str]:
+    """``beamtok cache`` of 60 paragraphs with ``flags``; on two Beam worker processes (which
+    log on their own) unless ``workers`` is false."""
     data = tmp_path / "in.jsonl"
     if not data.exists():
         write_jsonl(data, [{"text": p} for p in real_paragraphs(60)])
     out = tmp_path / f"cache{len(list(tmp_path.iterdir()))}"
     command = [sys.executable, "-m", "beamtok.cli", "cache", str(data), "-o", str(out), "--tokenizer", TOKENIZER, "--seq-len", "64"]
-    multi = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    multi = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"] if workers else []
     return subprocess.run([*command, *multi, *flags], capture_output=True, text=True, cwd=ROOT)
 
 
@@ -130,11 +132,12 @@ def test_cli_log_levels_and_quiet_beam_workers(tmp_path):
     assert default.returncode == 0, default.stderr
     assert default.stderr.splitlines() == [line for line in default.stderr.splitlines() if line.startswith("beamtok: cache: 1/1 shards (100%)")]
     assert len(default.stderr.splitlines()) == 1  # Beam's worker processes log ~40 lines at INFO/WARNING
-    quiet = _cache_cli(tmp_path, "-q")
-    assert quiet.returncode == 0 and quiet.stderr == "" and "1 shards" in quiet.stdout
     chatty = _cache_cli(tmp_path, "-vv")
     assert chatty.returncode == 0 and "INFO:" in chatty.stderr and "sdk_worker" in chatty.stderr
-    debug = _cache_cli(tmp_path, "--log-level", "debug")
+    # the levels themselves, in one process: the workers' quieting is shown by the two above
+    quiet = _cache_cli(tmp_path, "-q", workers=False)
+    assert quiet.returncode == 0 and quiet.stderr == "" and "1 shards" in quiet.stdout
+    debug = _cache_cli(tmp_path, "--log-level", "debug", workers=False)
     assert "beamtok: running the build of 1 shards" in debug.stderr and "Beam counters" in debug.stderr
     both = _cache_cli(tmp_path, "-q", "-v")
     assert both.returncode == 2 and both.stderr.strip() == "beamtok: error: -q cannot be combined with -v or --log-level"

@@ -19,6 +19,7 @@ from beamtok.transforms.cached_words import CachedWordsEncoder
 from beamtok.transforms.exact_encoder import ExactEncoder
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_families import KitokenEncoder, family_of_backend
+from beamtok.transforms.loaded_tokenizers import LoadedTokenizer, keep, kept
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
 
@@ -65,14 +66,31 @@ class Tokenizer:
     :meth:`from_serialized` (what remote Beam workers and cache readers do).
     """
 
-    def __init__(self, backend: Any, name: str, bos_id: int | None, eos_id: int | None, pad_id: int | None, hf: Any = None) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        name: str,
+        bos_id: int | None,
+        eos_id: int | None,
+        pad_id: int | None,
+        hf: Any = None,
+        *,
+        vocab_size: int | None = None,
+        chat_template: str | None = None,
+        directory: str | None = None,
+    ) -> None:
         self.name = name
         self.backend = backend
-        self.hf = hf
+        self._hf = hf
+        self._directory = directory  # where ``hf`` is loaded from when first asked for
         self.bos_id = bos_id
         self.eos_id = eos_id
         self.pad_id: int = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
-        self.vocab_size: int = len(hf) if hf is not None else backend.get_vocab_size(with_added_tokens=True)
+        if vocab_size is None:
+            vocab_size = len(hf) if hf is not None else backend.get_vocab_size(with_added_tokens=True)
+        self.vocab_size: int = vocab_size
+        template = getattr(hf, "chat_template", None) if hf is not None else chat_template
+        self._chat_template = template if isinstance(template, str) else None
         self._tiktoken: ExactEncoder | None = None
         self._fast_refusal: str | None = None  # why the exact fast path is not used, once known
         serialized = self.backend.to_str()
@@ -85,6 +103,34 @@ class Tokenizer:
         state = self.__dict__.copy()
         state["_tiktoken"] = None
         return state
+
+    @classmethod
+    def from_loaded(cls, loaded: LoadedTokenizer, name: str, directory: str) -> Tokenizer:
+        """The tokenizer ``transformers`` made of ``directory`` when it was kept on this machine
+        (:mod:`beamtok.transforms.loaded_tokenizers`), without importing ``transformers``."""
+        from tokenizers import Tokenizer as RustTokenizer
+
+        backend = RustTokenizer.from_str(loaded.backend_json)
+        return cls(
+            backend,
+            name,
+            loaded.bos_id,
+            loaded.eos_id,
+            loaded.pad_id,
+            vocab_size=loaded.vocab_size,
+            chat_template=loaded.chat_template,
+            directory=directory,
+        )
+
+    @property
+    def hf(self) -> Any:
+        """The ``transformers`` tokenizer, or None for one rebuilt from its serialized form; one
+        read back from this machine's kept tokenizers loads it from its directory when asked."""
+        if self._hf is None and self._directory is not None:
+            from transformers import AutoTokenizer
+
+            self._hf = AutoTokenizer.from_pretrained(self._directory)
+        return self._hf
 
     @classmethod
     def from_hf(cls, hf_tokenizer: Any, name: str) -> Tokenizer:
@@ -135,8 +181,7 @@ class Tokenizer:
 
     @property
     def chat_template(self) -> str | None:
-        template = getattr(self.hf, "chat_template", None)
-        return template if isinstance(template, str) else None
+        return self._chat_template
 
     def adds_bos(self) -> bool:
         """Whether the tokenizer's own post-processor starts every text with its BOS token."""
@@ -240,22 +285,37 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
         known = _BY_NAME.get(tokenizer)
     if known is not None:
         return known
-    hf = _from_local_files(tokenizer, trust_remote_code)
-    try:
-        from transformers import AutoTokenizer
-
-        if hf is None:
-            hf = AutoTokenizer.from_pretrained(tokenizer, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, json.JSONDecodeError) as e:
-        raise ConfigError(f"cannot load tokenizer {tokenizer!r}: {e}") from e
-    except Exception as e:
-        raise ConfigError(f"cannot load tokenizer {tokenizer!r}: {type(e).__name__}: {e}") from e
-    tok = Tokenizer.from_hf(hf, tokenizer)
+    tok = _from_kept_or_loaded(tokenizer, trust_remote_code)
     # The same files under another name (a relative and an absolute path) keep their own name:
     # the spec records it, and it must not depend on what this process loaded first.
     with _LOCK:
         _CACHE.setdefault(tok.fingerprint, tok)
         return _BY_NAME.setdefault(tokenizer, tok)
+
+
+def _from_kept_or_loaded(name: str, trust_remote_code: bool) -> Tokenizer:
+    """A directory's tokenizer as this machine kept it, else loaded through ``transformers``
+    (and kept: :mod:`beamtok.transforms.loaded_tokenizers`)."""
+    hf = _from_local_files(name, trust_remote_code)
+    directory = os.path.expanduser(name)
+    local = hf is None and os.path.isdir(directory) and not trust_remote_code
+    if local:
+        loaded = kept(directory)
+        if loaded is not None:
+            return Tokenizer.from_loaded(loaded, name, directory)
+    try:
+        from transformers import AutoTokenizer
+
+        if hf is None:
+            hf = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, json.JSONDecodeError) as e:
+        raise ConfigError(f"cannot load tokenizer {name!r}: {e}") from e
+    except Exception as e:
+        raise ConfigError(f"cannot load tokenizer {name!r}: {type(e).__name__}: {e}") from e
+    tok = Tokenizer.from_hf(hf, name)
+    if local:
+        keep(directory, LoadedTokenizer.of(hf))
+    return tok
 
 
 # the files one of which a saved fast tokenizer's directory holds

@@ -1,0 +1,119 @@
+"""What ``transformers`` made of a local tokenizer directory, kept on this machine.
+
+Loading a directory through ``AutoTokenizer`` imports ``transformers`` and, through it, torch:
+~2.6 s of every process that loads a tokenizer by its directory (each ``beamtok`` command,
+each training rank, each JAX process). What beamtok takes from the loaded tokenizer is small
+and plain: the Rust backend as JSON, the BOS, EOS and PAD ids, the vocabulary size with added
+tokens and the chat template. That is written once under ``$BEAMTOK_TOKENIZER_CACHE`` (default
+``~/.cache/beamtok/tokenizers``), keyed by
+
+- the bytes of every file directly in the directory (model weights left out by their
+  extension: they do not make the tokenizer and can be gigabytes),
+- the ``transformers`` and ``tokenizers`` versions (another version may build another backend
+  from the same files: transformers 5 builds GPT-2's from ``vocab.json`` and ``merges.txt``).
+
+A later process with the same files and the same libraries reads it back without importing
+``transformers``. A file edited, added or removed, or another library version, is another key,
+so a kept entry is never used for files it was not made from. Directories loaded with
+``trust_remote_code`` are never kept (their code may make a different tokenizer every run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TOKENIZER_CACHE_ENV", "LoadedTokenizer", "cache_root", "keep", "kept"]
+
+TOKENIZER_CACHE_ENV = "BEAMTOK_TOKENIZER_CACHE"
+FORMAT = 1
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".gguf", ".tflite", ".ot")
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoadedTokenizer:
+    """What beamtok keeps of a tokenizer ``transformers`` loaded from a directory."""
+
+    backend_json: str
+    bos_id: int | None
+    eos_id: int | None
+    pad_id: int | None
+    vocab_size: int
+    chat_template: str | None
+
+    @classmethod
+    def of(cls, hf: Any) -> LoadedTokenizer:
+        template = getattr(hf, "chat_template", None)
+        return cls(
+            hf.backend_tokenizer.to_str(),
+            hf.bos_token_id,
+            hf.eos_token_id,
+            hf.pad_token_id,
+            len(hf),
+            template if isinstance(template, str) else None,
+        )
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(TOKENIZER_CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "beamtok", "tokenizers"))
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def directory_key(directory: str) -> str:
+    """Names the tokenizer ``transformers`` makes of exactly these files, with these libraries."""
+    digest = hashlib.sha256(f"format {FORMAT}\ntransformers {_version('transformers')}\ntokenizers {_version('tokenizers')}\n".encode())
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        if not entry.is_file() or entry.name.endswith(WEIGHT_SUFFIXES):
+            continue
+        content = hashlib.sha256()
+        with open(entry.path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                content.update(block)
+        digest.update(f"{entry.name}\0{content.hexdigest()}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def kept(directory: str) -> LoadedTokenizer | None:
+    """The kept tokenizer of ``directory``'s files, or None (none kept, or unreadable)."""
+    try:
+        path = cache_root() / f"{directory_key(directory)}.json"
+        blob = json.loads(path.read_text(encoding="utf-8"))
+        return LoadedTokenizer(**{k: blob[k] for k in LoadedTokenizer.__dataclass_fields__})
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:  # a broken entry is loaded anew and rewritten
+        log.debug("kept tokenizer of %s unreadable (%s); loading it through transformers", directory, e)
+        return None
+
+
+def keep(directory: str, loaded: LoadedTokenizer) -> None:
+    """Keep ``loaded`` for ``directory``'s files; a cache that cannot be written is passed over."""
+    try:
+        root = cache_root()
+        root.mkdir(parents=True, exist_ok=True)
+        target = root / f"{directory_key(directory)}.json"
+        fd, scratch = tempfile.mkstemp(dir=root, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(loaded.__dict__, f)
+            os.replace(scratch, target)  # whole or not at all: a reader never sees half an entry
+        finally:
+            if os.path.exists(scratch):
+                os.unlink(scratch)
+    except OSError as e:
+        log.debug("cannot keep the tokenizer of %s under %s: %s", directory, cache_root(), e)
