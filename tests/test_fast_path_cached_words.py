@@ -71,6 +71,7 @@ class CachedWords:
 
     def __init__(self, path: str | Path, family: str) -> None:
         self.tok = load_tokenizer(str(path))
+        self.backend = self.tok.backend
         self.engine = CachedWordsEncoder(self.tok.backend.to_str(), str(path), family, reference=self.tok.backend)
 
     def encode_batch(self, texts, add_special_tokens=True, backend="auto"):
