@@ -86,7 +86,7 @@ FAMILY = {"wordpiece": "WordPiece", "unigram": "Unigram", "sp-bpe-metaspace": "S
 @pytest.mark.parametrize("kind", CACHED)
 def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(trained, kind):
     engine = load_tokenizer(str(trained[kind])).engine
-    assert engine.startswith("kitoken (" if kind == "sp-bpe-metaspace" else "beamtok cached words (exact fast path"), engine
+    assert engine.startswith("beamtok cached words (exact fast path" if kind == "unigram" else "kitoken ("), engine
     tok = CachedWords(trained[kind], FAMILY[kind])
     texts = [*shipped_texts(), *python_source(), *PROBES, *MIXED_LINES, "", "[CLS] inside [SEP] text", "<s> and </s> inside", "snake_case_name __dunder__", "\U00018cd6", "x" * 300]
     assert_same_ids(tok, texts, kind)
@@ -105,9 +105,14 @@ def test_a_text_holding_any_added_token_goes_to_the_file_itself(trained, kind):
 
 @pytest.mark.parametrize("name", [n for n in NORMALIZERS if n != "uncased"])
 def test_every_bert_normalizer_setting_gives_the_ids_of_tokenizers(wordpiece, tmp_path, name):
-    tok = load_tokenizer(variant(wordpiece, tmp_path, normalizer=NORMALIZERS[name]))
-    assert tok.engine.startswith("beamtok cached words"), tok.engine
-    assert_same_ids(tok, [*shipped_texts()[::4], *python_source(40), *PROBES, *MIXED_LINES, "Ünïcödé ÀÉÎ and\x0bvertical\x0cfeed\x1c\x1dgroup"], name)
+    """On cached words, and on kitoken where the file is BERT's kind (the tokenizer's own choice)."""
+    path = variant(wordpiece, tmp_path, normalizer=NORMALIZERS[name])
+    tok = load_tokenizer(path)
+    bert = NORMALIZERS[name]["type"] == "BertNormalizer"
+    assert tok.engine.startswith("kitoken (exact fast path" if bert else "beamtok cached words"), tok.engine
+    texts = [*shipped_texts()[::4], *python_source(40), *PROBES, *MIXED_LINES, "Ünïcödé ÀÉÎ and\x0bvertical\x0cfeed\x1c\x1dgroup", "\u0378 unassigned"]
+    for encoder in (tok, CachedWords(path, "WordPiece")) if bert else (tok,):
+        assert_same_ids(encoder, texts, name)
 
 
 METASPACE = {
@@ -157,8 +162,7 @@ def test_a_text_marked_by_normalizers_is_cut_before_its_spaces_where_no_piece_sp
 def test_a_cache_that_starts_over_keeps_the_ids(wordpiece, monkeypatch):
     monkeypatch.setattr(cached_words, "CACHED_WORDS", 50)
     tok = load_tokenizer(str(wordpiece))
-    encoder = tok.tiktoken()
-    encoder._words.ids.clear()  # the tokenizer is loaded once a process: start from an empty cache
+    encoder = CachedWords(wordpiece, "WordPiece").engine  # a new engine: its cache starts empty
     texts = shipped_texts()[:200]
     for start in range(0, len(texts), 4):  # batches of 4 texts: the cache starts over many times
         batch = texts[start : start + 4]

@@ -1,5 +1,6 @@
 """kitoken's part of the fast path for tokenizers that are not byte-level BPE: SentencePiece-style
-BPE runs on kitoken with the ids of ``tokenizers``; a file kitoken refuses runs on cached words
+BPE and BERT-style WordPiece run on kitoken with the ids of ``tokenizers`` (texts holding a
+character kitoken reads otherwise go to ``tokenizers``); a file kitoken refuses runs on cached words
 and says why; one both refuse names both reasons. The tokenizers are trained here with
 ``tokenizers`` on the shipped corpus (cached words: tests/test_fast_path_cached_words.py)."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok.testing import assert_items_equal
+from beamtok.transforms import wordpiece_chars
 from beamtok.transforms.kitoken_families import KitokenEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 
@@ -29,7 +32,7 @@ def families() -> dict[str, str]:
     return {kind: str(trained_family(kind, VOCAB)) for kind in KITOKEN}
 
 
-KITOKEN = ["sp-bpe-metaspace", "sp-bpe-prepend"]
+KITOKEN = ["sp-bpe-metaspace", "sp-bpe-prepend", "wordpiece"]
 
 
 @pytest.mark.parametrize("kind", KITOKEN)
@@ -85,3 +88,42 @@ def test_the_pipeline_streams_the_same_and_a_pickled_tokenizer_rebuilds_its_engi
         copy = pickle.loads(pickle.dumps(tok))
         assert [a.tolist() for a in copy.encode_batch(["Hello, World!"])] == [a.tolist() for a in tok.encode_batch(["Hello, World!"])]
         assert copy.engine == tok.engine
+
+
+def table_characters() -> set[int]:
+    table = json.loads(wordpiece_chars.TABLE.read_text(encoding="utf-8"))
+    return {c for lo, hi in table["ranges"] for c in range(lo, hi + 1)}
+
+
+def test_texts_holding_a_character_kitoken_reads_otherwise_are_encoded_by_tokenizers(families):
+    """Characters of the table (unassigned, and assigned ones kitoken's tables read otherwise)
+    inside words, alone and between spaces: kitoken alone gives other ids, the fast path those
+    of ``tokenizers``."""
+    tok = load_tokenizer(families["wordpiece"])
+    engine = tok.tiktoken()
+    odd = sorted(table_characters())
+    assigned = [c for c in odd if unicodedata.category(chr(c)) != "Cn"]
+    chosen = [0x378, 0xE01EF + 1, *assigned[:: max(1, len(assigned) // 40)]]
+    texts = [form.format(chr(c)) for c in chosen for form in ("word{}word", "a {} b", "{}")]
+    alone = [list(engine.encoder.encode(t)) for t in texts]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    assert sum(a != w for a, w in zip(alone, want)) > len(texts) // 4  # what the routing is for
+    assert_same_ids(tok, texts, "characters read otherwise")
+
+
+@pytest.mark.parametrize("setting", [0, 17])  # uncased and cleaned as BERT; cased, accents stripped, not cleaned
+def test_the_table_holds_every_character_kitoken_reads_otherwise_on_a_sample_of_code_points(setting):
+    points = wordpiece_chars.code_points()[setting::11]
+    missing = wordpiece_chars.differing_chars(wordpiece_chars.SETTINGS[setting], points) - table_characters()
+    assert not missing, f"{len(missing)} characters not in the table, first {[hex(c) for c in sorted(missing)[:8]]}"
+
+
+def test_a_table_made_with_other_versions_is_refused_by_name_and_cached_words_encode(families, monkeypatch):
+    monkeypatch.setattr(wordpiece_chars, "versions", lambda: {"kitoken": "0.0.1", "tokenizers": "0.0.1"})
+    wordpiece_chars.routed_chars.cache_clear()
+    try:
+        tok = load_tokenizer(families["wordpiece"] + "/")
+        assert tok.engine.startswith("beamtok cached words") and "python -m beamtok.transforms.wordpiece_chars" in tok.engine, tok.engine
+        assert_same_ids(tok, [*PROBES, "\u0378 unassigned"], "cached words")
+    finally:
+        wordpiece_chars.routed_chars.cache_clear()

@@ -16,8 +16,11 @@ post-processor puts around a text are put around kitoken's ids, as on the byte-l
 
 Families:
 
-- WordPiece is not read through kitoken: hypothesis text found a character its Unicode tables
-  treat as "other" and drop, where ``tokenizers`` gives ``[UNK]``;
+- WordPiece with ``BertNormalizer`` (any setting) and ``BertPreTokenizer`` (BERT's kind):
+  kitoken's Unicode tables read some characters otherwise than ``tokenizers`` (it drops the
+  ones it holds unassigned, where ``tokenizers`` gives ``[UNK]``); those characters were found
+  once for all settings (``beamtok.transforms.wordpiece_chars``) and a text holding one is
+  encoded by ``tokenizers``;
 - BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (then the normalizers
   ``Prepend``/``Replace`` do the SentencePiece spacing; kitoken is exact there but gains
   little, as ``tokenizers`` then sees the whole text as one word);
@@ -38,6 +41,7 @@ from beamtok.base.errors import ConfigError
 from beamtok.transforms.exact_encoder import ExactEncoder, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
+from beamtok.transforms.wordpiece_chars import routed_chars
 
 __all__ = ["KitokenEncoder", "family_of", "family_of_backend"]
 
@@ -83,6 +87,7 @@ class KitokenEncoder(ExactEncoder):
         except Exception as e:  # kitoken refuses a part of the file
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: kitoken cannot read it ({e})") from None
         self._take_file(spec, tokenizer_json, name, reference)
+        self._read_otherwise = routed_chars() if self.family == "WordPiece" else None
         self.engine_name = "kitoken"
         self.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE]])
 
@@ -99,7 +104,13 @@ class KitokenEncoder(ExactEncoder):
         if self.family == "Unigram":
             raise refuse("kitoken's Unigram gave other ids than tokenizers on real text (see beamtok.transforms.kitoken_families)")
         if self.family == "WordPiece":
-            raise refuse("kitoken's BertNormalizer drops characters tokenizers keeps")
+            if normalizer.get("type") != "BertNormalizer" or pre.get("type") != "BertPreTokenizer":
+                raise refuse(f"its normalizer is {normalizer.get('type')} and its pre-tokenizer {pre.get('type')}, not BertNormalizer and BertPreTokenizer")
+            try:
+                routed_chars()
+            except ConfigError as e:
+                raise refuse(str(e)) from None
+            return
         if model.get("dropout"):
             raise refuse("its BPE model has dropout (random merges)")
         if pre and pre.get("type") != "Metaspace":
@@ -112,7 +123,11 @@ class KitokenEncoder(ExactEncoder):
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode = self.encoder.encode
         routed = self._routed
-        return [self._by_reference(text) if routed.found_in(text) else int32_ids(encode(text)) for text in texts]
+        otherwise = self._read_otherwise
+        if otherwise is None:
+            return [self._by_reference(text) if routed.found_in(text) else int32_ids(encode(text)) for text in texts]
+        odd = otherwise.found_in
+        return [self._by_reference(text) if routed.found_in(text) or odd(text) else int32_ids(encode(text)) for text in texts]
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a KitokenEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")

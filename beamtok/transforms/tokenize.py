@@ -191,7 +191,7 @@ class Tokenizer:
     def tiktoken(self) -> ExactEncoder:
         """The exact fast-path encoder of this tokenizer (ConfigError where none can be exact):
         tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, cached words for
-        WordPiece and Unigram (``cached_words``), kitoken for SentencePiece-style BPE
+        Unigram (``cached_words``), kitoken for SentencePiece-style BPE and WordPiece
         (``kitoken_families``; cached words where kitoken refuses)."""
         if self._tiktoken is None:
             serialized = self.backend.to_str()
@@ -204,11 +204,11 @@ class Tokenizer:
         return self._tiktoken
 
     def _family_encoder(self, serialized: str, family: str) -> ExactEncoder:
-        """Cached words (``cached_words``) for WordPiece and Unigram; for SentencePiece-style
-        BPE, kitoken (native: as fast on text it has not seen as on text it has, where the
-        cache pays only once words repeat), else cached words (the encoder then says why
+        """Cached words (``cached_words``) for Unigram; for SentencePiece-style BPE and
+        WordPiece, kitoken (native: as fast on text it has not seen as on text it has, where
+        the cache pays only once words repeat), else cached words (the encoder then says why
         kitoken does not run)."""
-        if family != "SentencePiece-style BPE":
+        if family == "Unigram":
             return CachedWordsEncoder(serialized, self.name, family, reference=self.backend)
         try:
             return KitokenEncoder(serialized, self.name, reference=self.backend)
