@@ -47,6 +47,7 @@ def with_chat_template(tmp_path: Path) -> str:
     return str(directory)
 
 
+@pytest.mark.slow  # new processes and the trained families: make test-fast leaves it out
 def test_a_kept_tokenizer_is_what_transformers_loads_and_a_new_process_reads_it_without_transformers(tmp_path: Path) -> None:
     directories = [str(TOKENIZER_DIR), with_chat_template(tmp_path), *(str(trained_family(kind)) for kind in ("wordpiece", "unigram", "sp-bpe-metaspace"))]
     cache = tmp_path / "kept"
