@@ -102,3 +102,21 @@ def test_a_cache_that_cannot_be_written_and_remote_code_keep_nothing(tmp_path: P
     monkeypatch.setenv(TOKENIZER_CACHE_ENV, str(tmp_path / "kept"))
     load_tokenizer(str(directory) + "/", trust_remote_code=True)
     assert not (tmp_path / "kept").exists()
+
+
+def test_a_hub_name_in_the_hugging_face_cache_is_kept_by_its_snapshot(tmp_path: Path) -> None:
+    """A hub name whose files are in the Hugging Face cache (laid out as the hub client lays
+    them out: refs/main naming a snapshot) is kept by that snapshot's files, under its name."""
+    repo = tmp_path / "hub" / "models--local--gpt2"
+    snapshot = repo / "snapshots" / "0123abc"
+    shutil.copytree(TOKENIZER_DIR, snapshot)
+    (snapshot / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abc")
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1", TOKENIZER_CACHE_ENV: str(tmp_path / "kept")}
+    runs = [subprocess.run([sys.executable, "-c", LOAD, "local/gpt2"], capture_output=True, text=True, cwd=ROOT, env=env) for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr[-2000:] + runs[1].stderr[-2000:]
+    first, second = (json.loads(run.stdout.splitlines()[-1]) for run in runs)
+    assert first["transformers"] and not second["transformers"]
+    assert second["loaded"] == first["loaded"] and second["loaded"][0][0]["name"] == "local/gpt2"
+    assert second["loaded"][0][0]["fingerprint"] == load_tokenizer(str(TOKENIZER_DIR)).fingerprint

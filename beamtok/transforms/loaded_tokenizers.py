@@ -1,4 +1,5 @@
-"""What ``transformers`` made of a local tokenizer directory, kept on this machine.
+"""What ``transformers`` made of a local tokenizer directory (or of the snapshot a hub name
+names in the Hugging Face cache), kept on this machine.
 
 Loading a directory through ``AutoTokenizer`` imports ``transformers`` and, through it, torch:
 ~2.6 s of every process that loads a tokenizer by its directory (each ``beamtok`` command,

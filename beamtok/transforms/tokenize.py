@@ -296,13 +296,12 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
 def _from_kept_or_loaded(name: str, trust_remote_code: bool) -> Tokenizer:
     """A directory's tokenizer as this machine kept it, else loaded through ``transformers``
     (and kept: :mod:`beamtok.transforms.loaded_tokenizers`)."""
-    hf = _from_local_files(name, trust_remote_code)
-    directory = os.path.expanduser(name)
-    local = hf is None and os.path.isdir(directory) and not trust_remote_code
-    if local:
+    directory = None if trust_remote_code else _files_of(name)
+    if directory is not None:
         loaded = kept(directory)
         if loaded is not None:
             return Tokenizer.from_loaded(loaded, name, directory)
+    hf = _from_local_files(name, trust_remote_code)
     try:
         from transformers import AutoTokenizer
 
@@ -313,9 +312,25 @@ def _from_kept_or_loaded(name: str, trust_remote_code: bool) -> Tokenizer:
     except Exception as e:
         raise ConfigError(f"cannot load tokenizer {name!r}: {type(e).__name__}: {e}") from e
     tok = Tokenizer.from_hf(hf, name)
-    if local:
+    if directory is not None:
         keep(directory, LoadedTokenizer.of(hf))
     return tok
+
+
+def _files_of(name: str) -> str | None:
+    """The directory whose files make the tokenizer ``name`` names: a local directory, or the
+    Hugging Face cache's snapshot of a hub name (None when it is not cached)."""
+    path = os.path.expanduser(name)
+    if os.path.isdir(path):
+        return path
+    if is_path_like(name) or os.path.exists(path):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return str(snapshot_download(name, local_files_only=True))
+    except Exception:  # not cached, or not a repository id: transformers speaks for it below
+        return None
 
 
 # the files one of which a saved fast tokenizer's directory holds
