@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from beamtok.base.errors import ConfigError
 from beamtok.transforms.id_arrays import int32_ids
 
-__all__ = ["ExactEncoder", "Needles", "added_around", "refuse_unrouted_added_tokens"]
+__all__ = ["EitherFound", "ExactEncoder", "Needles", "TextFinder", "added_around", "refuse_unrouted_added_tokens"]
+
+
+class TextFinder(Protocol):
+    """Finds the texts an engine must leave to the file itself."""
+
+    def found_in(self, text: str) -> bool: ...
 
 
 class ExactEncoder:
@@ -25,7 +31,7 @@ class ExactEncoder:
     engine_name: str
     native_refusal: str = ""
     reference: Any  # the file loaded by ``tokenizers``: what the probes compare with, and what encodes routed texts
-    _routed: Needles  # texts holding one of these go to ``reference``
+    _routed: TextFinder  # texts it finds go to ``reference``
     prefix: list[int]
     suffix: list[int]
 
@@ -42,17 +48,19 @@ class ExactEncoder:
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def _take_file(self, spec: dict[str, Any], tokenizer_json: str, name: str, reference: Any) -> None:
+    def _take_file(self, spec: dict[str, Any], tokenizer_json: str, name: str, reference: Any, routed_too: TextFinder | None = None) -> None:
         """What an engine that knows no added tokens keeps of its file: the ids the
         post-processor puts around a text, the file loaded by ``tokenizers`` (the caller's,
-        when it has one), and the added tokens, whose texts go to that file (``_routed``)."""
+        when it has one), and the added tokens, whose texts go to that file (``_routed``), as
+        do the texts ``routed_too`` finds."""
         self.prefix, self.suffix = added_around(spec.get("post_processor") or {}, name)
         if reference is None:
             from tokenizers import Tokenizer as RustTokenizer
 
             reference = RustTokenizer.from_str(tokenizer_json)
         self.reference = reference
-        self._routed = Needles([t["content"] for t in spec.get("added_tokens", [])])
+        added = Needles([t["content"] for t in spec.get("added_tokens", [])])
+        self._routed = added if routed_too is None else EitherFound(added, routed_too)
 
     def _by_reference(self, text: str) -> np.ndarray:
         """``text`` encoded by the file itself (a text holding an added token)."""
@@ -84,6 +92,16 @@ class Needles:
         if self.regex is not None:
             return self.regex.search(text) is not None
         return any(s in text for s in self.strings)
+
+
+class EitherFound:
+    """Whether a text holds what either of two finders finds."""
+
+    def __init__(self, first: TextFinder, second: TextFinder) -> None:
+        self.first, self.second = first, second
+
+    def found_in(self, text: str) -> bool:
+        return self.first.found_in(text) or self.second.found_in(text)
 
 
 def refuse_unrouted_added_tokens(spec: dict[str, Any], refuse: Callable[[str], ConfigError]) -> None:

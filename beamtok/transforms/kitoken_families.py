@@ -86,8 +86,7 @@ class KitokenEncoder(ExactEncoder):
             raise ConfigError("the exact fast path for this tokenizer needs the kitoken package: pip install kitoken") from e
         except Exception as e:  # kitoken refuses a part of the file
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: kitoken cannot read it ({e})") from None
-        self._take_file(spec, tokenizer_json, name, reference)
-        self._read_otherwise = routed_chars() if self.family == "WordPiece" else None
+        self._take_file(spec, tokenizer_json, name, reference, routed_too=routed_chars() if self.family == "WordPiece" else None)
         self.engine_name = "kitoken"
         self.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE]])
 
@@ -123,11 +122,7 @@ class KitokenEncoder(ExactEncoder):
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode = self.encoder.encode
         routed = self._routed
-        otherwise = self._read_otherwise
-        if otherwise is None:
-            return [self._by_reference(text) if routed.found_in(text) else int32_ids(encode(text)) for text in texts]
-        odd = otherwise.found_in
-        return [self._by_reference(text) if routed.found_in(text) or odd(text) else int32_ids(encode(text)) for text in texts]
+        return [self._by_reference(text) if routed.found_in(text) else int32_ids(encode(text)) for text in texts]
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a KitokenEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")

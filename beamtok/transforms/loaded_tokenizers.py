@@ -29,9 +29,8 @@ import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
-__all__ = ["TOKENIZER_CACHE_ENV", "LoadedTokenizer", "cache_root", "keep", "kept"]
+__all__ = ["TOKENIZER_CACHE_ENV", "LoadedTokenizer", "cache_root", "directory_key", "keep", "kept"]
 
 TOKENIZER_CACHE_ENV = "BEAMTOK_TOKENIZER_CACHE"
 FORMAT = 1
@@ -51,18 +50,6 @@ class LoadedTokenizer:
     vocab_size: int
     chat_template: str | None
 
-    @classmethod
-    def of(cls, hf: Any) -> LoadedTokenizer:
-        template = getattr(hf, "chat_template", None)
-        return cls(
-            hf.backend_tokenizer.to_str(),
-            hf.bos_token_id,
-            hf.eos_token_id,
-            hf.pad_token_id,
-            len(hf),
-            template if isinstance(template, str) else None,
-        )
-
 
 def cache_root() -> Path:
     return Path(os.environ.get(TOKENIZER_CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "beamtok", "tokenizers"))
@@ -75,8 +62,17 @@ def _version(package: str) -> str:
         return "absent"
 
 
-def directory_key(directory: str) -> str:
-    """Names the tokenizer ``transformers`` makes of exactly these files, with these libraries."""
+def directory_key(directory: str) -> str | None:
+    """Names the tokenizer ``transformers`` makes of exactly these files, with these libraries
+    (None when a file cannot be read: nothing is kept, and transformers says what is wrong)."""
+    try:
+        return _digest_of(directory)
+    except OSError as e:
+        log.debug("cannot read %s to key its tokenizer: %s", directory, e)
+        return None
+
+
+def _digest_of(directory: str) -> str:
     digest = hashlib.sha256(f"format {FORMAT}\ntransformers {_version('transformers')}\ntokenizers {_version('tokenizers')}\n".encode())
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         if not entry.is_file() or entry.name.endswith(WEIGHT_SUFFIXES):
@@ -89,25 +85,26 @@ def directory_key(directory: str) -> str:
     return digest.hexdigest()[:32]
 
 
-def kept(directory: str) -> LoadedTokenizer | None:
-    """The kept tokenizer of ``directory``'s files, or None (none kept, or unreadable)."""
+def kept(key: str) -> LoadedTokenizer | None:
+    """The tokenizer kept under ``key`` (:func:`directory_key`), or None (none kept, or unreadable)."""
+    path = cache_root() / f"{key}.json"
     try:
-        path = cache_root() / f"{directory_key(directory)}.json"
         blob = json.loads(path.read_text(encoding="utf-8"))
         return LoadedTokenizer(**{k: blob[k] for k in LoadedTokenizer.__dataclass_fields__})
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as e:  # a broken entry is loaded anew and rewritten
-        log.debug("kept tokenizer of %s unreadable (%s); loading it through transformers", directory, e)
+        log.debug("kept tokenizer %s unreadable (%s); loading it through transformers", path, e)
         return None
 
 
-def keep(directory: str, loaded: LoadedTokenizer) -> None:
-    """Keep ``loaded`` for ``directory``'s files; a cache that cannot be written is passed over."""
+def keep(key: str, loaded: LoadedTokenizer) -> None:
+    """Keep ``loaded`` under ``key`` (:func:`directory_key`); a cache that cannot be written is
+    passed over."""
+    root = cache_root()
     try:
-        root = cache_root()
         root.mkdir(parents=True, exist_ok=True)
-        target = root / f"{directory_key(directory)}.json"
+        target = root / f"{key}.json"
         fd, scratch = tempfile.mkstemp(dir=root, suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -117,4 +114,4 @@ def keep(directory: str, loaded: LoadedTokenizer) -> None:
             if os.path.exists(scratch):
                 os.unlink(scratch)
     except OSError as e:
-        log.debug("cannot keep the tokenizer of %s under %s: %s", directory, cache_root(), e)
+        log.debug("cannot keep tokenizer %s under %s: %s", key, root, e)

@@ -19,7 +19,7 @@ from beamtok.transforms.cached_words import CachedWordsEncoder
 from beamtok.transforms.exact_encoder import ExactEncoder
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_families import KitokenEncoder, family_of_backend
-from beamtok.transforms.loaded_tokenizers import LoadedTokenizer, keep, kept
+from beamtok.transforms.loaded_tokenizers import LoadedTokenizer, directory_key, keep, kept
 from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
 
@@ -86,11 +86,8 @@ class Tokenizer:
         self.bos_id = bos_id
         self.eos_id = eos_id
         self.pad_id: int = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
-        if vocab_size is None:
-            vocab_size = len(hf) if hf is not None else backend.get_vocab_size(with_added_tokens=True)
-        self.vocab_size: int = vocab_size
-        template = getattr(hf, "chat_template", None) if hf is not None else chat_template
-        self._chat_template = template if isinstance(template, str) else None
+        self.vocab_size: int = vocab_size if vocab_size is not None else backend.get_vocab_size(with_added_tokens=True)
+        self._chat_template = chat_template
         self._tiktoken: ExactEncoder | None = None
         self._fast_refusal: str | None = None  # why the exact fast path is not used, once known
         serialized = self.backend.to_str()
@@ -137,6 +134,7 @@ class Tokenizer:
         """Wrap a loaded ``transformers`` fast tokenizer."""
         if not getattr(hf_tokenizer, "is_fast", False):
             raise ConfigError(f"tokenizer {name!r} is not a fast (Rust) tokenizer")
+        template = getattr(hf_tokenizer, "chat_template", None)
         return cls(
             hf_tokenizer.backend_tokenizer,
             name,
@@ -144,7 +142,13 @@ class Tokenizer:
             hf_tokenizer.eos_token_id,
             hf_tokenizer.pad_token_id,
             hf_tokenizer,
+            vocab_size=len(hf_tokenizer),
+            chat_template=template if isinstance(template, str) else None,
         )
+
+    def kept_form(self) -> LoadedTokenizer:
+        """What :mod:`beamtok.transforms.loaded_tokenizers` keeps of this tokenizer."""
+        return LoadedTokenizer(self.backend.to_str(), self.bos_id, self.eos_id, self.pad_id, self.vocab_size, self._chat_template)
 
     def serialize(self) -> dict[str, Any]:
         """Everything needed to rebuild this tokenizer exactly, as JSON."""
@@ -297,10 +301,10 @@ def _from_kept_or_loaded(name: str, trust_remote_code: bool) -> Tokenizer:
     """A directory's tokenizer as this machine kept it, else loaded through ``transformers``
     (and kept: :mod:`beamtok.transforms.loaded_tokenizers`)."""
     directory = None if trust_remote_code else _files_of(name)
-    if directory is not None:
-        loaded = kept(directory)
-        if loaded is not None:
-            return Tokenizer.from_loaded(loaded, name, directory)
+    key = None if directory is None else directory_key(directory)
+    loaded = None if key is None else kept(key)
+    if loaded is not None and directory is not None:
+        return Tokenizer.from_loaded(loaded, name, directory)
     hf = _from_local_files(name, trust_remote_code)
     try:
         from transformers import AutoTokenizer
@@ -312,8 +316,8 @@ def _from_kept_or_loaded(name: str, trust_remote_code: bool) -> Tokenizer:
     except Exception as e:
         raise ConfigError(f"cannot load tokenizer {name!r}: {type(e).__name__}: {e}") from e
     tok = Tokenizer.from_hf(hf, name)
-    if directory is not None:
-        keep(directory, LoadedTokenizer.of(hf))
+    if key is not None:
+        keep(key, tok.kept_form())
     return tok
 
 
