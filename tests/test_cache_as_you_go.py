@@ -109,7 +109,8 @@ def test_a_killed_run_leaves_no_complete_looking_cache_and_beam_finishes_it(file
         "from beamtok import Dataset\n"
         f"ds = Dataset.from_files({files!r}).tokenize({TOKENIZER!r}).ensure_bos_eos().concat_chunk(48).cache_as_you_go({str(directory)!r})\n"
         f"it = ds.iter()\nfor _ in range({first_shard} + 7): next(it)\n"
-        "it.source.backend.wait(timeout=30)\n"  # shard 0's writer is done; shard 1's is mid-way
+        # shard 0's writer finishes (shard 1's waits for rows that never come: not joined)
+        "[w.join(timeout=30) for w in it.source.backend.writers if w.shard.index == 0]\n"
         "os._exit(9)\n"
     )
     killed = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
