@@ -49,7 +49,7 @@ def groups_of(cache: Path) -> int:
 
 
 @pytest.mark.parametrize("remainder", ["pad", "drop", "keep"])
-@pytest.mark.parametrize("rows", [3, 50, 700])  # a group inside a range, a few per range, one across several ranges
+@pytest.mark.parametrize("rows", [16, 50, 700])  # many groups inside a range, a few per range, one across several ranges
 def test_parallel_packing_writes_the_unsplit_file(tmp_path, remainder, rows):
     split, whole = build_pair(lambda: concat(BOOK, remainder=remainder), tmp_path, rows)
     same_cache(split, whole)
