@@ -73,7 +73,7 @@ def real_paragraphs(count: int, *, start: int = 0) -> list[str]:
     return out[start:]
 
 
-FAMILY_CACHE = ROOT / "build" / "test-families"
+BUILT_ONCE = ROOT / "build" / "test-built"
 
 
 def corpus_texts() -> list[str]:
@@ -81,35 +81,44 @@ def corpus_texts() -> list[str]:
     return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def trained_family(kind: str, vocab_size: int = 6000) -> Path:
-    """``beamtok.testing.family_tokenizer(kind)`` trained on the shipped corpus once per
-    machine, not once per test module and worker: kept under build/ by a key of the kind, the
-    size, the corpus, the training code and the ``tokenizers`` version, trained by one worker
+def built_once(name: str, key: Any, build: Callable[[Path], None]) -> Path:
+    """The directory ``build`` fills, made once per machine rather than once per test module
+    and xdist worker: kept under build/ by ``name`` and a hash of ``key`` (everything the
+    result depends on: inputs, the code that makes it, library versions), made by one worker
     while the others wait on a file lock, and moved into place whole."""
     import fcntl
     import hashlib
-    import inspect
     import shutil
     import tempfile
+
+    digest = hashlib.sha256(json.dumps([name, key], default=str).encode()).hexdigest()[:16]
+    target = BUILT_ONCE / f"{name}-{digest}"
+    if (target / "tokenizer.json").exists():
+        return target
+    BUILT_ONCE.mkdir(parents=True, exist_ok=True)
+    with open(BUILT_ONCE / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "tokenizer.json").exists():
+            scratch = Path(tempfile.mkdtemp(dir=BUILT_ONCE))
+            build(scratch)
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(scratch, target)
+    return target
+
+
+def trained_family(kind: str, vocab_size: int = 6000) -> Path:
+    """``beamtok.testing.family_tokenizer(kind)`` trained on the shipped corpus, once per
+    machine (:func:`built_once`, keyed by the kind, the size, the corpus, the training code and
+    the ``tokenizers`` version)."""
+    import inspect
 
     import tokenizers
 
     from beamtok.testing import family_tokenizer
 
     texts = corpus_texts()
-    key = hashlib.sha256(json.dumps([kind, vocab_size, tokenizers.__version__, inspect.getsource(family_tokenizer), texts]).encode()).hexdigest()[:16]
-    target = FAMILY_CACHE / f"{kind}-{key}"
-    if (target / "tokenizer.json").exists():
-        return target
-    FAMILY_CACHE.mkdir(parents=True, exist_ok=True)
-    with open(FAMILY_CACHE / f"{kind}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / "tokenizer.json").exists():
-            scratch = Path(tempfile.mkdtemp(dir=FAMILY_CACHE))
-            family_tokenizer(kind, texts, scratch, vocab_size=vocab_size)
-            shutil.rmtree(target, ignore_errors=True)
-            os.replace(scratch, target)
-    return target
+    key = [vocab_size, tokenizers.__version__, inspect.getsource(family_tokenizer), texts]
+    return built_once(kind, key, lambda directory: family_tokenizer(kind, texts, directory, vocab_size=vocab_size))
 
 
 def assert_same_ids(tok: Any, texts: list[str], where: str) -> None:

