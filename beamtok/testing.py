@@ -69,6 +69,10 @@ def check_resumption(
     seeded random sample plus the first and last step). ``resume_dataset`` builds the dataset
     the state is restored into (default: ``make_dataset``), for checks across modes. ``limit``
     caps how many items the reference run takes.
+
+    The states are taken in one run, as a trainer takes them, which must itself be the
+    uninterrupted run (taking a state changes nothing that follows); each is then restored
+    into a new pipeline, whose remainder and final ``stats()`` must be the reference's.
     """
     reference = make_dataset().iter()
     full = list(itertools.islice(reference, limit))
@@ -80,14 +84,17 @@ def check_resumption(
             steps = sorted({0, n, *(rng.randint(0, n) for _ in range(random_steps))})
         else:
             steps = range(n + 1)
+    states: list[tuple[int, str]] = []
+    run = make_dataset().iter()
+    taken = 0
+    for k in sorted(steps):
+        chunk = list(itertools.islice(run, k - taken))
+        assert_items_equal(chunk, full[taken:k], f"step {k}, the run taking states (from item {taken}, states taken at {[s for s, _ in states]}): ")
+        taken = k
+        states.append((k, json.dumps(run.state_dict())))
     checked: list[int] = []
     max_bytes = 0
-    for k in steps:
-        it = make_dataset().iter()
-        head = list(itertools.islice(it, k))
-        assert_items_equal(head, full[:k], f"step {k}, before the checkpoint: ")
-        state = it.state_dict()
-        blob = json.dumps(state)
+    for k, blob in states:
         max_bytes = max(max_bytes, len(blob))
         restored_state = json.loads(blob)
         pristine = copy.deepcopy(restored_state)
