@@ -146,13 +146,13 @@ def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: i
     - ``wordpiece``: BERT's kind (BertNormalizer, BertPreTokenizer, [CLS] ... [SEP]);
     - ``sp-bpe-metaspace`` / ``sp-bpe-prepend``: Llama-2's kind (BPE with byte fallback, "▁"
       for spaces from a Metaspace pre-tokenizer, or from Prepend + Replace normalizers and no
-      pre-tokenizer; ``<s>`` before every text);
+      pre-tokenizer, trained on words as SentencePiece trains; ``<s>`` before every text);
     - ``unigram``: T5's kind (NFKC, Metaspace, Unigram).
 
     It trains on the texts' lines: a model with no pre-tokenizer takes a whole text as one
     word and trains ten times slower on whole documents, for a vocabulary of the same kind."""
+    from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from tokenizers import Tokenizer as RustTokenizer
-    from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     lines = [line for text in texts for line in text.split("\n") if line.strip()]
     bos: str | None = "<s>"
@@ -172,11 +172,16 @@ def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: i
             tok.pre_tokenizer = pre_tokenizers.Metaspace()
         else:
             tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+            # trained on words, as SentencePiece trains (a run of "▁" may be a piece, as in
+            # Llama-2's vocabulary), and saved without the split, as Llama-2's file is
+            tok.pre_tokenizer = pre_tokenizers.Split(Regex("\u2581*[^\u2581]+|\u2581+"), "isolated")
             tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
         alphabet = [f"<0x{b:02X}>" for b in range(256)]
         tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", *alphabet]))
         spec = json.loads(tok.to_str())  # byte tokens belong to the model's vocabulary (as in Llama-2's file), not to the added tokens
         spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] not in alphabet]
+        if kind == "sp-bpe-prepend":
+            spec["pre_tokenizer"] = None
         tok = RustTokenizer.from_str(json.dumps(spec))
         start = tok.token_to_id("<s>")
         assert start is not None

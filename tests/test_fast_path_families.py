@@ -39,8 +39,38 @@ KITOKEN = ["sp-bpe-metaspace", "sp-bpe-prepend", "wordpiece"]
 def test_kitoken_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(families, kind):
     tok = load_tokenizer(families[kind])
     assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
+    assert tok.tiktoken().cuts_words == (kind == "sp-bpe-prepend")  # words cut at "▁", not the whole text one word
     texts = [*shipped_texts(), *PROBES, "", "[CLS] inside [SEP] text", "<s> and </s> inside"]
     assert_same_ids(tok, texts, kind)
+
+
+def across_a_space(spec: dict) -> dict:
+    """A piece "▁of▁the" the BPE makes first wherever "▁of" meets "▁the"."""
+    vocab = spec["model"]["vocab"]
+    vocab["\u2581of\u2581the"] = len(vocab)
+    spec["model"]["merges"].insert(0, ["\u2581of", "\u2581the"])
+    return spec
+
+
+def taking_whole_words(spec: dict) -> dict:
+    spec["model"]["ignore_merges"] = True
+    return spec
+
+
+@pytest.mark.parametrize("edit", [across_a_space, taking_whole_words])
+def test_a_file_whose_words_cannot_be_cut_keeps_the_whole_text_one_word(families, tmp_path, edit):
+    """With no pre-tokenizer, kitoken cuts words at "▁" only where that cannot change the ids:
+    not where a piece spans a space, nor where the BPE takes a word found whole in the
+    vocabulary as one piece; there it encodes the text whole, exactly."""
+    spec = edit(json.loads(Path(families["sp-bpe-prepend"], "tokenizer.json").read_text(encoding="utf-8")))
+    tok = load_tokenizer_from(spec, tmp_path / "edited")
+    assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
+    assert not tok.tiktoken().cuts_words
+    texts = shipped_texts()[:150]
+    assert_same_ids(tok, texts, edit.__name__)
+    if edit is across_a_space:  # the piece is made: a cut would have changed these ids
+        made = spec["model"]["vocab"]["\u2581of\u2581the"]
+        assert any(made in ids for ids in tok.encode_batch(texts, backend="hf"))
 
 
 @pytest.mark.parametrize("kind", KITOKEN)

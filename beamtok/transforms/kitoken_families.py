@@ -22,8 +22,16 @@ Families:
   once for all settings (``beamtok.transforms.wordpiece_chars``) and a text holding one is
   encoded by ``tokenizers``;
 - BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (then the normalizers
-  ``Prepend``/``Replace`` do the SentencePiece spacing; kitoken is exact there but gains
-  little, as ``tokenizers`` then sees the whole text as one word);
+  ``Prepend``/``Replace`` do the SentencePiece spacing, as in Llama-2's and Mistral's files,
+  and ``tokenizers`` sees the whole text as one word). With none, kitoken is given the file
+  with a ``Split`` pre-tokenizer added that cuts the normalized text before each ``▁``
+  following another character (``word_cutters.SpaceMarkWords``: the cut cannot change the
+  result when no vocabulary piece holds another character followed by ``▁``, as none does in
+  a vocabulary trained on text split at spaces, which SentencePiece does by default) and BPE
+  then runs on words instead of the whole text. Where a piece does span a space, or the BPE
+  takes words found whole in the vocabulary as one piece (``ignore_merges``, which would then
+  apply to words instead of the text), kitoken encodes the whole text as one word, as
+  ``tokenizers`` does;
 
 Unigram is refused: kitoken's Unigram gave other ids than ``tokenizers`` on 4 of the shipped
 documents for a tokenizer trained on them (2026-11), so no probe set could make it safe.
@@ -41,6 +49,7 @@ from beamtok.base.errors import ConfigError
 from beamtok.transforms.exact_encoder import ExactEncoder, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
+from beamtok.transforms.word_cutters import SpaceMarkWords
 from beamtok.transforms.wordpiece_chars import routed_chars
 
 __all__ = ["KitokenEncoder", "family_of", "family_of_backend"]
@@ -78,10 +87,12 @@ class KitokenEncoder(ExactEncoder):
         model = spec.get("model") or {}
         self.family = family_of(model.get("type"), bool(model.get("byte_fallback")))
         self._check(spec, name)
+        engine_json = self._cut_at_space_marks(spec) or tokenizer_json
+        self.cuts_words = engine_json is not tokenizer_json
         try:
             from kitoken import Kitoken
 
-            self.encoder = Kitoken.from_tokenizers(tokenizer_json.encode())
+            self.encoder = Kitoken.from_tokenizers(engine_json.encode())
         except ImportError as e:
             raise ConfigError("the exact fast path for this tokenizer needs the kitoken package: pip install kitoken") from e
         except Exception as e:  # kitoken refuses a part of the file
@@ -118,6 +129,21 @@ class KitokenEncoder(ExactEncoder):
         for step in steps:
             if step.get("type") not in ("Prepend", "Replace", "NFC", "NFKC"):
                 raise refuse(f"its normalizer has a {step.get('type')} step")
+
+    def _cut_at_space_marks(self, spec: dict[str, Any]) -> str | None:
+        """The file with a pre-tokenizer that cuts words as ``SpaceMarkWords`` does, for
+        SentencePiece-style BPE with none, where the cut cannot change the ids (see the module
+        docstring); None where the whole text stays one word."""
+        model = spec["model"]
+        if self.family != "SentencePiece-style BPE" or spec.get("pre_tokenizer") or model.get("ignore_merges"):
+            return None
+        vocab = model.get("vocab") or {}
+        try:
+            SpaceMarkWords.check_vocabulary(vocab, ConfigError)
+        except ConfigError:
+            return None
+        split = {"type": "Split", "pattern": {"Regex": SpaceMarkWords.PATTERN}, "behavior": "Isolated", "invert": False}
+        return json.dumps({**spec, "pre_tokenizer": split})
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode = self.encoder.encode

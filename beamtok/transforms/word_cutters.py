@@ -118,7 +118,8 @@ class SpaceMarkWords(WordCutter):
     """Words of a text the normalizers mark with ``▁`` and no pre-tokenizer cuts (see the
     module docstring)."""
 
-    cut = re.compile(f"{MARK}*[^{MARK}]+|{MARK}+").findall
+    PATTERN = f"{MARK}*[^{MARK}]+|{MARK}+"
+    cut = re.compile(PATTERN).findall
 
     def words(self, text: str) -> list[str]:
         return self.cut(self.normalized(text))
