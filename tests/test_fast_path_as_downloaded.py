@@ -166,14 +166,15 @@ def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
     """In ``tokenizers`` (Oniguruma) tiktoken's current cl100k spelling keeps whole digit runs
     (``\\p{N}{1,3}+`` is a repetition there, possessive in tiktoken) and ends lines at ``$``:
     so the file is not cl100k, no cl100k engine may take it, and tiktoken, given the pattern as
-    Oniguruma reads it, gives the file's ids."""
+    Oniguruma reads it, gives the file's ids; with bpe-openai installed, its cl100k engine
+    encodes all but the runs of four or more number characters (``whole_numbers``)."""
     tok = load_tokenizer(downloaded["cl100k-today"])
-    assert tok.engine.startswith("tiktoken (exact fast path"), tok.engine
-    if HAS_BPE_OPENAI:
-        assert "no native engine: bpe-openai splits" in tok.engine
+    expected = "bpe-openai (numbers of 4 or more digits by tiktoken) (exact fast path" if HAS_BPE_OPENAI else "tiktoken (exact fast path"
+    assert tok.engine.startswith(expected) and "no native engine" not in tok.engine, tok.engine
     digits = tok.encode_batch(["1234567890"], add_special_tokens=False)[0].tolist()
     assert digits != load_tokenizer(downloaded["cl100k"]).encode_batch(["1234567890"])[0].tolist()
-    same_ids_as_tokenizers(downloaded["cl100k-today"], [*shipped_texts(), *PROBES, "end\n ", "x\r\n\t", "a\n \n", "12345 678901234"])
+    numbers = ["12345 678901234", "a  12345", "x\n  1234\n", " 1234", "1234 ", "v1.2345.67890", "½½½½½ and ٣٣٣٣٣", "year 1999, 2024-11-26\t\t31415926535"]
+    same_ids_as_tokenizers(downloaded["cl100k-today"], [*shipped_texts(), *PROBES, "end\n ", "x\r\n\t", "a\n \n", *numbers])
 
 
 @pytest.mark.skipif(not HAS_BPE_OPENAI, reason="bpe-openai is in the dev extra")

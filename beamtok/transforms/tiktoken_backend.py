@@ -62,6 +62,7 @@ from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_engine import kitoken_engine
 from beamtok.transforms.split_patterns import as_oniguruma_reads_it, split_sample
+from beamtok.transforms.whole_numbers import WholeNumbers, keeps_numbers_whole
 
 __all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder"]
 
@@ -152,6 +153,11 @@ class TiktokenEncoder(ExactEncoder):
         self._routed = Needles([*special, *routed])
         self.native_refusal = ""
         if self.native is not None and not own_spelling:
+            if self.engine_name == "bpe-openai" and keeps_numbers_whole(reference):
+                # tiktoken's cl100k spelling as tokenizers reads it: long numbers whole (whole_numbers)
+                ordinary = self.encoding.encode_ordinary
+                self.native = WholeNumbers(self.native.encode, ordinary)
+                self.engine_name = "bpe-openai (numbers of 4 or more digits by tiktoken)"
             self.native_refusal = self._differs_on_sample(reference)
             if self.native_refusal:
                 self.native, self.engine_name, self._routed = None, "tiktoken", Needles(list(special))
