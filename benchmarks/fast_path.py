@@ -31,6 +31,10 @@ pinned to one CPU (``taskset -c 0``) where taskset exists:
   epochraft tokenizes on the calling thread: its "2 threads" rate is its 1-thread rate, so the
   2-vs-2 ratio measures our scaling against a tool that has none, not equal work per core.
 
+``--scaling-only``: one process against ``.interleave(2).parallel(2)`` in turns, neither
+pinned, over whole runs and from each run's first batch on (worker start-up, each worker's
+engine and probes, is paid once a run: on a few megabytes it is most of the run).
+
 Ratios are medians over rounds of rates measured in the same round. The file records the
 date, the command, the machine and its cores, and each corpus (size, documents, source).
 Writes benchmarks/results/fast_path.json (``--out``).
@@ -191,6 +195,35 @@ def measure_ours(paths: list[str], tokenizer: str, workers: int, backend: str) -
     return {"tokens": tokens, "seconds": time.perf_counter() - start, "engine": engine}
 
 
+def measure_scaling(paths: list[str], tokenizer: str, workers: int) -> dict[str, Any]:
+    """The on-the-fly pipeline in one process (``workers`` 0) or on ``workers`` worker
+    processes: its whole run (start-up, the workers' engines and probes included) and its
+    rate from its first batch on (what a long run sees)."""
+    from beamtok import Dataset, load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    ds = Dataset.from_files(paths).tokenize(tokenizer).ensure_bos_eos(bos=tok.bos_id is not None).concat_chunk(1024)
+    if workers:
+        ds = ds.interleave(workers).parallel(workers)
+    ds = ds.batch(8)
+    start = time.perf_counter()
+    with ds.iter() as it:
+        next(it)
+        first = time.perf_counter()
+        first_tokens = int(it.stats()["delivered"]["tokens"])
+        for _ in it:
+            pass
+        end = time.perf_counter()
+        tokens = int(it.stats()["delivered"]["tokens"])
+    return {
+        "tokens": tokens,
+        "seconds": end - start,
+        "first_batch_s": first - start,
+        "steady_tokens_per_s": (tokens - first_tokens) / (end - first),
+        "engine": tok.engine,
+    }
+
+
 def delivered_tokens(ds: Any) -> int:
     """Run ``ds`` to its end; the real tokens its iterator delivered (counted by the iterator
     itself, so the measure adds no pass of its own over every batch)."""
@@ -272,6 +305,7 @@ MEASURES = {
     "ours": measure_ours,
     "epochraft": measure_epochraft,
     "paired": measure_pipeline_vs_engine,
+    "scaling": measure_scaling,
 }
 PIN = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 
@@ -295,6 +329,7 @@ def main() -> None:
     parser.add_argument("--corpora", default="prose,code")
     parser.add_argument("--out", default="fast_path.json", help="file name under benchmarks/results")
     parser.add_argument("--paired-only", action="store_true", help="only the pipeline and its engine taking turns in one process")
+    parser.add_argument("--scaling-only", action="store_true", help="only one process against .parallel(2), neither pinned")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import CORPORA, build_shards, write_results
@@ -315,6 +350,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "command": f"python benchmarks/fast_path.py --mb {args.mb:g} --repeats {args.repeats} --tokenizers {args.tokenizers} --corpora {args.corpora}"
         + (" --paired-only" if args.paired_only else "")
+        + (" --scaling-only" if args.scaling_only else "")
         + ("" if args.out == "fast_path.json" else f" --out {args.out}"),
         "corpora": {},
     }
@@ -331,7 +367,10 @@ def main() -> None:
         }
         results["corpora"][corpus] = about
         for kind in kinds:
-            about["tokenizers"][kind] = measure_kind(kind, dirs[kind], shards, args.repeats, with_epochraft, corpus, args.paired_only)
+            if args.scaling_only:
+                about["tokenizers"][kind] = measure_scaling_of(kind, dirs[kind], shards, args.repeats, corpus)
+            else:
+                about["tokenizers"][kind] = measure_kind(kind, dirs[kind], shards, args.repeats, with_epochraft, corpus, args.paired_only)
     write_results(args.out, results, "prose: the shipped prose (data/corpus), repeated; code: the Python standard library's .py files and /usr/share/doc, built at benchmark time")
 
 
@@ -388,6 +427,27 @@ def measure_kind(
     for key, value in kept.items():
         print(f"  {key:<72} {value:6.2f}x")
     return {"engine": engine, "tokens_per_s": rates, "ratios": kept, "runs": runs}
+
+
+def measure_scaling_of(kind: str, directory: str, shards: list[str], repeats: int, corpus: str) -> dict[str, Any]:
+    """One process against 2 worker processes (``.interleave(2).parallel(2)``), in turns,
+    neither pinned: ratios of whole runs and of rates from the first batch, paired by round."""
+    runs: dict[str, list[dict[str, Any]]] = {"1 process": [], "2 workers": []}
+    for _ in range(repeats):
+        for key, workers in (("1 process", 0), ("2 workers", 2)):
+            found = run("scaling", shards, directory, workers)
+            if found is not None:
+                runs[key].append(found)
+    pairs = list(zip(runs["2 workers"], runs["1 process"]))
+    ratios = {
+        "2 workers / 1 process, whole run (start-up included)": statistics.median(a["tokens_per_s"] / b["tokens_per_s"] for a, b in pairs),
+        "2 workers / 1 process, from the first batch": statistics.median(a["steady_tokens_per_s"] / b["steady_tokens_per_s"] for a, b in pairs),
+    }
+    engine = runs["1 process"][0]["engine"] if runs["1 process"] else "?"
+    print(f"\n{corpus} / {kind}: {engine}")
+    for key, value in ratios.items():
+        print(f"  {key:<60} {value:6.2f}x")
+    return {"engine": engine, "ratios": ratios, "runs": runs}
 
 
 if __name__ == "__main__":
