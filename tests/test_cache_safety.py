@@ -36,8 +36,8 @@ SHAKESPEARE = [CORPUS / f"shakespeare-0{i}.jsonl" for i in range(4)]
 
 @pytest.fixture(scope="module")
 def slow_inputs(tmp_path_factory) -> list[str]:
-    """Twelve 4 MB files: a build of several seconds."""
-    return shakespeare_copies(tmp_path_factory.mktemp("slow"), 12)
+    """Six 4 MB files: a build of a few seconds, five shards still to write when the first lands."""
+    return shakespeare_copies(tmp_path_factory.mktemp("slow"), 6)
 
 
 def cache_command(inputs: list[str], output: Path, *extra: str) -> list[str]:
@@ -165,7 +165,7 @@ def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, m
     assert rerun.returncode == 0, rerun.stderr
     verify_cache(str(out), sample=1)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["totals"]["documents"]["read"] == 12 * sum(1 for p in SHAKESPEARE for _ in open(p))
+    assert manifest["totals"]["documents"]["read"] == len(slow_inputs) * sum(1 for p in SHAKESPEARE for _ in open(p))
 
 
 def _ignore_sigint() -> None:

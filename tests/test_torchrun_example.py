@@ -6,6 +6,7 @@ counting each start's steps up to the checkpoint the next start resumed from."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -84,22 +85,22 @@ def assert_exactly_once(trained: Counter, every_row: Counter) -> None:
 
 
 def test_resumed_exactly_on_the_same_ranks_then_on_another_number_past_a_checkpoint_cut_off_mid_write(tmp_path, data, every_row):
-    whole = Runs(tmp_path / "whole", data)
-    whole.run(2, max_steps=7, save_every=3, workers=2)
-    runs = Runs(tmp_path / "parts", data)
-    runs.run(2, max_steps=3, save_every=3, workers=2)
-    assert "resumed at step 3" in runs.run(2, max_steps=7, save_every=3, workers=2)  # checkpoints at 6 and 7 (the last step)
+    runs = Runs(tmp_path, data)
+    runs.run(2, max_steps=7, save_every=3, workers=2)  # checkpoints at 3, 6 and 7 (the last step)
+    for later in ("step_00000006", "step_00000007"):  # as a job killed after step 3's checkpoint leaves it
+        shutil.rmtree(tmp_path / "ckpt" / later)
+    assert "resumed at step 3" in runs.run(2, max_steps=7, save_every=3, workers=2)  # from a checkpoint taken mid-run
 
     def by_step(lines):
         return {(line["step"], line["rank"]): (line["rows"], line["loss"]) for line in lines}
 
-    uninterrupted, resumed = by_step(whole.lines(0)), by_step(runs.lines(1))
+    uninterrupted, resumed = by_step(runs.lines(0)), by_step(runs.lines(1))
     assert sorted(resumed) == [(s, r) for s in range(4, 8) for r in range(2)]
     for key, (rows, loss) in resumed.items():
         assert rows == uninterrupted[key][0], key
         assert loss == uninterrupted[key][1], key  # the model and optimizer came back exactly too
 
-    newest = tmp_path / "parts" / "ckpt" / "step_00000007"
+    newest = tmp_path / "ckpt" / "step_00000007"
     (newest / "COMPLETE").unlink()  # as a job killed inside dcp.save leaves it
     for part in newest.glob("*.distcp"):
         part.write_bytes(part.read_bytes()[:100])
