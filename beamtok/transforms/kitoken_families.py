@@ -134,13 +134,7 @@ class KitokenEncoder(ExactEncoder):
         """The file with a pre-tokenizer that cuts words as ``SpaceMarkWords`` does, for
         SentencePiece-style BPE with none, where the cut cannot change the ids (see the module
         docstring); None where the whole text stays one word."""
-        model = spec["model"]
-        if self.family != "SentencePiece-style BPE" or spec.get("pre_tokenizer") or model.get("ignore_merges"):
-            return None
-        vocab = model.get("vocab") or {}
-        try:
-            SpaceMarkWords.check_vocabulary(vocab, ConfigError)
-        except ConfigError:
+        if self.family != "SentencePiece-style BPE" or spec.get("pre_tokenizer") or SpaceMarkWords.why_not(spec["model"]) is not None:
             return None
         split = {"type": "Split", "pattern": {"Regex": SpaceMarkWords.PATTERN}, "behavior": "Isolated", "invert": False}
         return json.dumps({**spec, "pre_tokenizer": split})

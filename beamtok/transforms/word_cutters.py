@@ -32,13 +32,15 @@ A cutter gives the words of a text; the normalizer is always the file's own
   ``▁``: a BPE merge or a Unigram piece spanning a cut would be such a piece, so none spans
   one; BPE then merges each part as it would alone (the pair of lowest rank in the whole
   text is the lowest in its part) and Unigram's best segmentation is the best of each part.
-  A vocabulary with such a piece is refused (``check_vocabulary``).
+  A vocabulary with such a piece is refused (``SpaceMarkWords.why_not``), as is a BPE that
+  takes a word found whole in the vocabulary as one piece (``ignore_merges``: it would then
+  apply to parts instead of the whole text).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from beamtok.base.errors import ConfigError
@@ -52,6 +54,7 @@ ASCII_WORDS = re.compile(r"[^\t\n\x0b\x0c\r !-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
 CLEANED = {**{c: None for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)}, 0x09: " ", 0x0A: " ", 0x0D: " "}
 LOWERED = {c: chr(c + 32) for c in range(ord("A"), ord("Z") + 1)}
 MARK = "\u2581"  # ▁
+SPANNING = re.compile(f"[^{MARK}]{MARK}")  # another character followed by ▁
 
 
 class WordCutter:
@@ -125,11 +128,17 @@ class SpaceMarkWords(WordCutter):
         return self.cut(self.normalized(text))
 
     @staticmethod
-    def check_vocabulary(pieces: Iterable[str], refuse: Refuse) -> None:
-        """Refuse a vocabulary with a piece holding another character followed by ``▁``."""
-        spanning = next((p for p in pieces if re.search(f"[^{MARK}]{MARK}", p)), None)
+    def why_not(model: dict[str, Any]) -> str | None:
+        """Why a model given no pre-tokenizer cannot have its text cut into these words without
+        changing the pieces (None: it can)."""
+        if model.get("ignore_merges"):
+            return "its BPE takes a word found whole in the vocabulary as one piece (ignore_merges), and with no pre-tokenizer the word is the whole text"
+        vocab = model.get("vocab")
+        pieces = vocab.keys() if isinstance(vocab, dict) else (entry[0] for entry in vocab or [])
+        spanning = next((p for p in pieces if SPANNING.search(p)), None)
         if spanning is not None:
-            raise refuse(f"its vocabulary holds {spanning!r}, a piece across a space: the text cannot be cut into words without changing the pieces")
+            return f"its vocabulary holds {spanning!r}, a piece across a space: the text cannot be cut into words without changing the pieces"
+        return None
 
 
 def cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutter:
@@ -149,10 +158,8 @@ def cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutt
             raise refuse(f"its Metaspace prepend_scheme is {scheme!r}")
         return MetaspaceWords(reference, str(pre.get("replacement", MARK)), scheme != "never")
     if not pre:
-        if model.get("ignore_merges"):
-            raise refuse("its BPE takes a word found whole in the vocabulary as one piece (ignore_merges), and with no pre-tokenizer the word is the whole text")
-        vocab = model.get("vocab")
-        pieces = vocab.keys() if isinstance(vocab, dict) else (entry[0] for entry in vocab or [])
-        SpaceMarkWords.check_vocabulary(pieces, refuse)
+        why = SpaceMarkWords.why_not(model)
+        if why is not None:
+            raise refuse(why)
         return SpaceMarkWords(reference)
     raise refuse(f"its pre-tokenizer is {kind}, which this path does not reproduce")
