@@ -181,15 +181,23 @@ def measure_raw(paths: list[str], tokenizer: str) -> dict[str, Any]:
     return {"tokens": tokens, "seconds": time.perf_counter() - start}
 
 
-def measure_ours(paths: list[str], tokenizer: str, workers: int, backend: str) -> dict[str, Any]:
-    from beamtok import Dataset, load_tokenizer
+def pipeline(paths: list[str], tokenizer: str, tok: Any, workers: int = 0, backend: str = "auto") -> Any:
+    """The measured pipeline: files -> tokenize -> ensure_bos_eos (BOS where ``tok`` has one)
+    -> concat_chunk(1024) -> batch(8), on ``workers`` worker processes (0: in this process)."""
+    from beamtok import Dataset
 
-    tok = load_tokenizer(tokenizer)
-    engine = tok.engine if backend == "auto" else "tokenizers (backend='hf')"
     ds = Dataset.from_files(paths).tokenize(tokenizer, backend=backend).ensure_bos_eos(bos=tok.bos_id is not None).concat_chunk(1024)
     if workers:
         ds = ds.interleave(workers).parallel(workers)
-    ds = ds.batch(8)
+    return ds.batch(8)
+
+
+def measure_ours(paths: list[str], tokenizer: str, workers: int, backend: str) -> dict[str, Any]:
+    from beamtok import load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    engine = tok.engine if backend == "auto" else "tokenizers (backend='hf')"
+    ds = pipeline(paths, tokenizer, tok, workers, backend)
     start = time.perf_counter()  # worker start-up (and their probe) and reading the files are timed
     tokens = delivered_tokens(ds)
     return {"tokens": tokens, "seconds": time.perf_counter() - start, "engine": engine}
@@ -199,13 +207,10 @@ def measure_scaling(paths: list[str], tokenizer: str, workers: int) -> dict[str,
     """The on-the-fly pipeline in one process (``workers`` 0) or on ``workers`` worker
     processes: its whole run (start-up, the workers' engines and probes included) and its
     rate from its first batch on (what a long run sees)."""
-    from beamtok import Dataset, load_tokenizer
+    from beamtok import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
-    ds = Dataset.from_files(paths).tokenize(tokenizer).ensure_bos_eos(bos=tok.bos_id is not None).concat_chunk(1024)
-    if workers:
-        ds = ds.interleave(workers).parallel(workers)
-    ds = ds.batch(8)
+    ds = pipeline(paths, tokenizer, tok, workers)
     start = time.perf_counter()
     with ds.iter() as it:
         next(it)
@@ -271,7 +276,7 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 3
     """In one process, after the engine is built: the engine alone and the on-the-fly
     pipeline over the same files, taking turns ``passes`` times. Pairs within one process
     cancel the drift between processes that separate measurements carry on a shared machine."""
-    from beamtok import Dataset, load_tokenizer
+    from beamtok import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
     start = time.perf_counter()
@@ -285,7 +290,7 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 3
         start = time.perf_counter()
         tokens = engine_pass(encoder, texts)
         engine_rates.append(tokens / (time.perf_counter() - start))
-        ds = Dataset.from_files(paths).tokenize(tokenizer).ensure_bos_eos(bos=tok.bos_id is not None).concat_chunk(1024).batch(8)
+        ds = pipeline(paths, tokenizer, tok)
         start = time.perf_counter()  # reading and parsing the files are timed
         tokens = delivered_tokens(ds)
         pipeline_rates.append(tokens / (time.perf_counter() - start))
