@@ -121,13 +121,14 @@ def trained_family(kind: str, vocab_size: int = 6000) -> Path:
     return built_once(kind, key, lambda directory: family_tokenizer(kind, texts, directory, vocab_size=vocab_size))
 
 
-def assert_same_ids(tok: Any, texts: list[str], where: str) -> None:
-    """``tok``'s fast path gives the ids of ``tokenizers`` on every text, with and without
-    special tokens; the message names the first text that differs. ``tokenizers`` encodes each
-    text once: its ids with special tokens are its own post-processor applied to that encoding
-    (what its ``encode`` does when asked for them)."""
-    plain = tok.backend.encode_batch_fast(list(texts), add_special_tokens=False)
-    references = {True: [tok.backend.post_process(e, None, True).ids for e in plain], False: [e.ids for e in plain]}
+def assert_same_ids(tok: Any, texts: list[str], where: str, reference: Any = None) -> None:
+    """``tok``'s fast path gives the ids of ``tokenizers`` (``reference``, else ``tok``'s own
+    backend) on every text, with and without special tokens; the message names the first text
+    that differs. ``tokenizers`` encodes each text once: its ids with special tokens are its
+    own post-processor applied to that encoding (what its ``encode`` does when asked for them)."""
+    reference = tok.backend if reference is None else reference
+    plain = reference.encode_batch_fast(list(texts), add_special_tokens=False)
+    references = {True: [reference.post_process(e, None, True).ids for e in plain], False: [e.ids for e in plain]}
     for special, want in references.items():
         fast = tok.encode_batch(texts, add_special_tokens=special, backend="tiktoken")
         mismatched = [i for i, (a, b) in enumerate(zip(fast, want, strict=True)) if a.tolist() != b]
