@@ -19,6 +19,10 @@ import pytest
 import zstandard
 
 ROOT = Path(__file__).resolve().parent.parent
+# one OpenMP thread per process (torch reads this at import, and every subprocess inherits it):
+# the suite already runs a process per core, and OpenMP threads that spin-wait for a core
+# another worker holds doubled the CPU of the tests that train a model
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # modules whose tests run whole jobs: Beam builds and their failures, torchrun, DCP, JAX and
 # accelerate jobs, notebooks, the docs' examples, tokenizers checked over the whole corpus.
