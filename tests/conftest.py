@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # the suite already runs a process per core, and OpenMP threads that spin-wait for a core
 # another worker holds doubled the CPU of the tests that train a model
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# compiled bytecode kept, whatever the environment says (PYTHONDONTWRITEBYTECODE): hundreds of
+# subprocesses (CLI runs, Beam workers, torchrun ranks) import beamtok, and each would compile
+# it again, as each xdist worker would rewrite the test modules' asserts again
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # modules whose tests run whole jobs: Beam builds and their failures, torchrun, DCP, JAX and
 # accelerate jobs, notebooks, the docs' examples, tokenizers checked over the whole corpus.
