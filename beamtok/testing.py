@@ -201,6 +201,39 @@ def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: i
     return str(directory)
 
 
+SENTENCEPIECE_KINDS = {"t5": ("unigram", "T5Tokenizer"), "llama2": ("bpe", "LlamaTokenizer")}
+
+
+def sentencepiece_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: int = 4000) -> str:
+    """A SentencePiece model trained on the lines of ``texts`` with SentencePiece's defaults
+    (its ``nmt_nfkc`` normalization, a precompiled character map), saved as a directory the
+    way a hub repository holds one (``tokenizer.model``, ``tokenizer_config.json``) and then
+    converted by ``transformers``, which writes ``tokenizer.json`` beside it. ``kind``:
+
+    - ``t5``: a Unigram model under ``T5Tokenizer`` (Precompiled normalizer, WhitespaceSplit then
+      Metaspace, ``</s>`` after every text, 100 ``<extra_id_N>`` tokens);
+    - ``llama2``: a BPE model with byte fallback under ``LlamaTokenizer`` (Metaspace that does
+      not split, ``<s>`` before every text).
+
+    Needs ``sentencepiece`` (the dev extra)."""
+    import io
+
+    import sentencepiece
+    import transformers
+
+    model_type, tokenizer_class = SENTENCEPIECE_KINDS[kind]
+    lines = [line for text in texts for line in text.split("\n") if line.strip()]
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size, model_type=model_type, byte_fallback=model_type == "bpe", minloglevel=2
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tokenizer.model").write_bytes(model.getvalue())
+    (directory / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": tokenizer_class}))
+    transformers.AutoTokenizer.from_pretrained(str(directory)).save_pretrained(str(directory))
+    return str(directory)
+
+
 def tiny_tokenizer() -> Any:
     """A byte tokenizer made in memory, for tests of stages (where what a token is does not
     matter): one token per UTF-8 byte (byte-level BPE with no merges), ``<|endoftext|>`` as

@@ -11,7 +11,9 @@ that file with Llama-3's post-processor (``<|begin_of_text|>`` before every text
 ``cl100k-today``: cl100k's ranks through the converter with tiktoken's current spelling of
 the split (which ``tokenizers`` reads as another split: see ``split_patterns``); the families
 that are not byte-level BPE (``wordpiece``, ``sp-bpe-metaspace``, ``sp-bpe-prepend``,
-``unigram``), trained here on the shipped corpus by ``beamtok.testing.family_tokenizer``. A
+``unigram``), trained here on the shipped corpus by ``beamtok.testing.family_tokenizer``;
+``t5`` and ``llama2``: SentencePiece models trained on it and converted by ``transformers``
+(``beamtok.testing.sentencepiece_tokenizer``: T5's Unigram form, Llama-2's BPE form). A
 tokenizer the fast path refuses has no engine rows: its pipeline runs on ``tokenizers``. Corpora: the
 shipped prose, and source code and technical documentation built at benchmark time from the
 Python standard library and /usr/share/doc (``common.code_documents``). On the same shards,
@@ -54,7 +56,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from beamtok.testing import FAMILIES, family_tokenizer
+from beamtok.testing import FAMILIES, SENTENCEPIECE_KINDS, family_tokenizer, sentencepiece_tokenizer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -136,6 +138,11 @@ def tokenizer_dir(kind: str) -> str:
         if not (directory / "tokenizer.json").exists():
             shipped = sorted(str(p) for p in (ROOT / "data" / "corpus").glob("*.jsonl"))
             family_tokenizer(kind, texts_of(shipped), directory)
+        return str(directory)
+    if kind in SENTENCEPIECE_KINDS:  # trained with SentencePiece, converted by transformers (beamtok.testing.sentencepiece_tokenizer)
+        if not (directory / "tokenizer.json").exists():
+            shipped = sorted(str(p) for p in (ROOT / "data" / "corpus").glob("*.jsonl"))
+            sentencepiece_tokenizer(kind, texts_of(shipped), directory)
         return str(directory)
     if not (directory / "tokenizer.json").exists():
         import importlib.util

@@ -25,6 +25,15 @@ A cutter gives the words of a text; the normalizer is always the file's own
   it (``prepend_scheme`` ``always``, or ``first``: the same for a text that holds no added
   token, and texts that do are encoded by ``tokenizers`` itself), and the text is cut before
   each ``▁``: pure string operations, for any text.
+- :class:`WhitespaceMetaspaceWords` (a ``Sequence`` of ``WhitespaceSplit`` then ``Metaspace``
+  with ``split`` true, T5's form, as its files ship and as ``transformers`` writes them):
+  ``WhitespaceSplit`` cuts the normalized text at every run of whitespace, which it drops
+  (Rust's ``char::is_whitespace``: the Unicode White_Space characters, listed in
+  ``WHITE_SPACE``; not Python's ``str.split``, which also cuts at U+001C to U+001F), then
+  ``Metaspace`` takes each part alone as above: it holds no U+0020 left to replace, gets ``▁``
+  in front unless it starts with it (``prepend_scheme`` ``always``; ``never`` leaves it), and
+  is cut before each ``▁``. ``first`` is refused: whether a part counts as first depends on
+  offsets this cut does not keep.
 - :class:`SpaceMarkWords` (no pre-tokenizer: ``Prepend``/``Replace`` normalizers write the
   ``▁`` themselves and the model sees the whole text as one word). The text is cut before
   each ``▁`` that follows another character than ``▁``, which cannot change the model's
@@ -47,7 +56,7 @@ from beamtok.base.errors import ConfigError
 
 Refuse = Callable[[str], ConfigError]
 
-__all__ = ["BertWords", "MetaspaceWords", "SpaceMarkWords", "WordCutter", "cutter_for"]
+__all__ = ["BertWords", "MetaspaceWords", "SpaceMarkWords", "WhitespaceMetaspaceWords", "WordCutter", "cutter_for"]
 
 # BertPreTokenizer on ASCII: a run of characters that are neither whitespace nor punctuation, or one punctuation character
 ASCII_WORDS = re.compile(r"[^\t\n\x0b\x0c\r !-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
@@ -55,6 +64,9 @@ CLEANED = {**{c: None for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x2
 LOWERED = {c: chr(c + 32) for c in range(ord("A"), ord("Z") + 1)}
 MARK = "\u2581"  # ▁
 SPANNING = re.compile(f"[^{MARK}]{MARK}")  # another character followed by ▁
+# Unicode White_Space, what Rust's char::is_whitespace (WhitespaceSplit's cut) answers true for
+INFORMATION_SEPARATORS = re.compile("[\x1c-\x1f]")  # whitespace to str.split(), not to Rust
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
 class WordCutter:
@@ -117,6 +129,32 @@ class MetaspaceWords(WordCutter):
         return self.cut(marked)
 
 
+class WhitespaceMetaspaceWords(WordCutter):
+    """``WhitespaceSplit`` then ``Metaspace``'s words (see the module docstring). Python's
+    ``str.split()`` cuts at White_Space and at U+001C to U+001F: on a text without those four it
+    gives ``WhitespaceSplit``'s parts, which are joined by single spaces so that one pass of
+    string operations marks and cuts them all; a text with one is cut by ``WHITE_SPACE``."""
+
+    def __init__(self, reference: Any, replacement: str, prepend: bool) -> None:
+        super().__init__(reference)
+        mark = re.escape(replacement)
+        self.replacement = replacement
+        self.prepend = prepend
+        self.cut = re.compile(f"{mark}[^ {mark}]*" if prepend else f"[^ {mark}]+|{mark}[^ {mark}]*").findall
+        self.parts = re.compile(f"[^{WHITE_SPACE}]+").findall
+
+    def words(self, text: str) -> list[str]:
+        normalized = self.normalized(text)
+        parts = self.parts(normalized) if INFORMATION_SEPARATORS.search(normalized) else normalized.split()
+        if not parts:
+            return []
+        joined = " ".join(parts)
+        if self.prepend:  # every part gets the mark in front unless it starts with it
+            mark = self.replacement
+            joined = (" " + joined).replace(" " + mark, mark).replace(" ", mark)
+        return self.cut(joined)
+
+
 class SpaceMarkWords(WordCutter):
     """Words of a text the normalizers mark with ``▁`` and no pre-tokenizer cuts (see the
     module docstring)."""
@@ -153,13 +191,34 @@ def cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutt
     if kind == "Metaspace":
         if not pre.get("split", True):
             raise refuse("its Metaspace pre-tokenizer does not split: the whole text is one word, nothing to cache")
-        scheme = pre.get("prepend_scheme", "always" if pre.get("add_prefix_space", True) else "never")
+        scheme = _prepend_scheme(pre)
         if scheme not in ("always", "first", "never"):
             raise refuse(f"its Metaspace prepend_scheme is {scheme!r}")
         return MetaspaceWords(reference, str(pre.get("replacement", MARK)), scheme != "never")
+    if kind == "Sequence":
+        return _sequence_cutter(pre, reference, refuse)
     if not pre:
         why = SpaceMarkWords.why_not(model)
         if why is not None:
             raise refuse(why)
         return SpaceMarkWords(reference)
     raise refuse(f"its pre-tokenizer is {kind}, which this path does not reproduce")
+
+
+def _sequence_cutter(pre: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutter:
+    """T5's pre-tokenizer, ``WhitespaceSplit`` then ``Metaspace``, or ``refuse(why)`` raised."""
+    steps = pre.get("pretokenizers") or []
+    kinds = [step.get("type") for step in steps]
+    if kinds != ["WhitespaceSplit", "Metaspace"]:
+        raise refuse(f"its pre-tokenizer is a Sequence of {kinds}; of sequences this path reproduces WhitespaceSplit then Metaspace only")
+    metaspace = steps[1]
+    if not metaspace.get("split", True):
+        raise refuse("its Metaspace pre-tokenizer does not split")
+    scheme = _prepend_scheme(metaspace)
+    if scheme not in ("always", "never"):
+        raise refuse(f"its Metaspace after WhitespaceSplit prepends {scheme!r}: which part is first depends on offsets this path does not keep")
+    return WhitespaceMetaspaceWords(reference, str(metaspace.get("replacement", MARK)), scheme == "always")
+
+
+def _prepend_scheme(metaspace: dict[str, Any]) -> str:
+    return str(metaspace.get("prepend_scheme", "always" if metaspace.get("add_prefix_space", True) else "never"))
