@@ -59,6 +59,9 @@ def test_a_converted_sentencepiece_file_gives_the_ids_of_tokenizers_on_the_shipp
         assert [step["type"] for step in spec["pre_tokenizer"]["pretokenizers"]] == ["WhitespaceSplit", "Metaspace"]
     tok = load_tokenizer(str(files[kind]))
     assert tok.engine.startswith(engine), tok.engine
+    if kind == "llama2":  # one word to tokenizers (a Metaspace that does not split); cut at "▁" for kitoken
+        assert spec["pre_tokenizer"] == {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}
+        assert tok.tiktoken().cuts_words
     texts = [*shipped_texts(), *python_source(), *PROBES, *SPACES, "", "<extra_id_0> inside", "</s> and <s>", "x" * 300]
     assert_same_ids(tok, texts, kind, reference(files[kind]))
 

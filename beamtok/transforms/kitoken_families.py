@@ -23,8 +23,9 @@ Families:
   encoded by ``tokenizers``;
 - BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (then the normalizers
   ``Prepend``/``Replace`` do the SentencePiece spacing, as in Llama-2's and Mistral's files,
-  and ``tokenizers`` sees the whole text as one word). With none, kitoken is given the file
-  with a ``Split`` pre-tokenizer added that cuts the normalized text before each ``▁``
+  and ``tokenizers`` sees the whole text as one word; so it does under a Metaspace that does
+  not split, Llama-2's form as ``transformers`` writes it). Then kitoken is given the file
+  with a ``Split`` pre-tokenizer added (after that Metaspace, where there is one) that cuts the normalized text before each ``▁``
   following another character (``word_cutters.SpaceMarkWords``: the cut cannot change the
   result when no vocabulary piece holds another character followed by ``▁``, as none does in
   a vocabulary trained on text split at spaces, which SentencePiece does by default) and BPE
@@ -132,12 +133,16 @@ class KitokenEncoder(ExactEncoder):
 
     def _cut_at_space_marks(self, spec: dict[str, Any]) -> str | None:
         """The file with a pre-tokenizer that cuts words as ``SpaceMarkWords`` does, for
-        SentencePiece-style BPE with none, where the cut cannot change the ids (see the module
-        docstring); None where the whole text stays one word."""
-        if self.family != "SentencePiece-style BPE" or spec.get("pre_tokenizer") or SpaceMarkWords.why_not(spec["model"]) is not None:
+        SentencePiece-style BPE whose whole text is one word (no pre-tokenizer, or a Metaspace
+        that does not split, Llama-2's form as ``transformers`` writes it: then after it),
+        where the cut cannot change the ids (see the module docstring); None where the whole
+        text stays one word."""
+        pre = spec.get("pre_tokenizer")
+        one_word = not pre or (pre.get("type") == "Metaspace" and not pre.get("split", True))
+        if self.family != "SentencePiece-style BPE" or not one_word or SpaceMarkWords.why_not(spec["model"]) is not None:
             return None
         split = {"type": "Split", "pattern": {"Regex": SpaceMarkWords.PATTERN}, "behavior": "Isolated", "invert": False}
-        return json.dumps({**spec, "pre_tokenizer": split})
+        return json.dumps({**spec, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [pre, split]} if pre else split})
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode = self.encoder.encode
