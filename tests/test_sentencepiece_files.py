@@ -115,3 +115,28 @@ def test_what_the_t5_cut_cannot_follow_is_refused_by_name(files, tmp_path, edit,
     engine = load_tokenizer(path).engine
     assert engine.startswith("tokenizers (") and "cached words" in engine, engine
     assert re.search(reason, engine), engine
+
+
+ASCII = st.text(st.characters(max_codepoint=127), max_size=40) | st.lists(st.sampled_from(["\r", "\n", "\r\n", "\t", "\x00", "\x7f", "a", " "]), max_size=12).map("".join)
+
+
+@pytest.mark.parametrize("normalizer", ["t5's Precompiled", "NFKC"])
+def test_an_ascii_text_is_normalized_by_table_as_the_normalizer_does(files, normalizer):
+    """Every ASCII character alone and ``\\r\\n`` (one grapheme, which T5's map makes one
+    space where its characters alone make two) decide an ASCII text's normalization."""
+    from tokenizers import normalizers
+
+    from beamtok.transforms.word_cutters import AsciiTable
+
+    ref = reference(files["t5"]).normalizer if normalizer != "NFKC" else normalizers.NFKC()
+    assert AsciiTable.takes(ref)
+    table = AsciiTable(ref)
+    if normalizer != "NFKC":
+        assert table.crlf == " " and ref.normalize_str("\r") + ref.normalize_str("\n") == "  "
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(ASCII)
+    def same(text: str) -> None:
+        assert table(text) == ref.normalize_str(text), text
+
+    same()

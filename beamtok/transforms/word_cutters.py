@@ -4,7 +4,13 @@ where that can be stated whole, for the cached-words engine (``beamtok.transform
 ``tokenizers`` encodes in three parts: the normalizer maps the whole text, the pre-tokenizer
 cuts the normalized text into words, the model encodes each word looking at that word alone.
 A cutter gives the words of a text; the normalizer is always the file's own
-(``normalize_str``, native code), except one case stated below.
+(``normalize_str``, native code), except two cases stated here and below. An ASCII text under
+a ``Precompiled`` normalizer (SentencePiece's character map: T5's, XLM-R's) or one of the
+Unicode normal forms is mapped by a table of what the normalizer makes of each ASCII character
+alone (``AsciiTable``): ``Precompiled`` maps each grapheme on its own (the whole grapheme if
+the map holds it, else each character), an ASCII text's graphemes are its characters but for
+``\r\n``, which is one, and a normal form leaves ASCII as it is; so the text is cut at
+``\r\n``, its parts translated and joined by what the normalizer makes of ``\r\n``.
 
 - :class:`BertWords` (``BertPreTokenizer``). On an ASCII string it cuts at whitespace (tab,
   newline, vertical tab, form feed, carriage return, space: Rust's ``char::is_whitespace`` on
@@ -56,7 +62,7 @@ from beamtok.base.errors import ConfigError
 
 Refuse = Callable[[str], ConfigError]
 
-__all__ = ["BertWords", "MetaspaceWords", "SpaceMarkWords", "WhitespaceMetaspaceWords", "WordCutter", "cutter_for"]
+__all__ = ["AsciiTable", "BertWords", "MetaspaceWords", "SpaceMarkWords", "WhitespaceMetaspaceWords", "WordCutter", "cutter_for"]
 
 # BertPreTokenizer on ASCII: a run of characters that are neither whitespace nor punctuation, or one punctuation character
 ASCII_WORDS = re.compile(r"[^\t\n\x0b\x0c\r !-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
@@ -69,13 +75,37 @@ INFORMATION_SEPARATORS = re.compile("[\x1c-\x1f]")  # whitespace to str.split(),
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
+class AsciiTable:
+    """What a normalizer that maps ASCII character by character (see the module docstring)
+    makes of an ASCII text, without calling it."""
+
+    def __init__(self, normalizer: Any) -> None:
+        changed = {c: normalizer.normalize_str(chr(c)) for c in range(128)}
+        self.table = {c: to for c, to in changed.items() if to != chr(c)}
+        self.crlf = normalizer.normalize_str("\r\n")
+
+    def __call__(self, text: str) -> str:
+        if "\r\n" not in text:
+            return text.translate(self.table)
+        return self.crlf.join(part.translate(self.table) for part in text.split("\r\n"))
+
+    @staticmethod
+    def takes(normalizer: Any) -> bool:
+        from tokenizers import normalizers
+
+        return isinstance(normalizer, normalizers.Precompiled | normalizers.NFC | normalizers.NFD | normalizers.NFKC | normalizers.NFKD)
+
+
 class WordCutter:
     """Cuts a text into the words ``tokenizers`` would give its model."""
 
     def __init__(self, reference: Any) -> None:
         self.normalizer = reference.normalizer
+        self.ascii = AsciiTable(self.normalizer) if AsciiTable.takes(self.normalizer) else None
 
     def normalized(self, text: str) -> str:
+        if self.ascii is not None and text.isascii():
+            return self.ascii(text)
         return self.normalizer.normalize_str(text) if self.normalizer is not None else text
 
     def words(self, text: str) -> list[str]:

@@ -33,11 +33,11 @@ from typing import Any
 from beamtok.backends.on_the_fly import OnTheFlyOrigin
 from beamtok.backends.protocol import ShardBackend
 from beamtok.base.errors import CacheError
-from beamtok.cache.format.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
 from beamtok.cache.build.output import other_cache
-from beamtok.cache.read.reader import Cache
-from beamtok.cache.format.storage import Storage
 from beamtok.cache.build.writer import completed_entry, write_rows
+from beamtok.cache.format.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
+from beamtok.cache.format.storage import Storage
+from beamtok.cache.read.reader import Cache
 from beamtok.core.spec import Spec
 from beamtok.shards.processor import Produced, ShardCursor
 from beamtok.sources.urls import Shard

@@ -19,8 +19,8 @@ import tempfile
 from collections.abc import Iterator, Sequence
 
 from beamtok.base.errors import CacheError
-from beamtok.cache.format.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
 from beamtok.cache.build.ranges import RANGES_DIR
+from beamtok.cache.format.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
 from beamtok.cache.format.shard_table import SHARD_TABLE
 from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import Spec, json_differences

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from beamtok.base.errors import CacheError
-from beamtok.cache.format.manifest import ShardEntry, shard_file
 from beamtok.cache.build.parquet_join import GroupsOf, join_row_groups
 from beamtok.cache.build.ranges import RANGES_DIR, read_range_file
-from beamtok.cache.format.storage import HashingWriter, Storage
 from beamtok.cache.build.writer import WrittenRows, record_shard, write_row_groups
+from beamtok.cache.format.manifest import ShardEntry, shard_file
+from beamtok.cache.format.storage import HashingWriter, Storage
 from beamtok.core.spec import Spec
 from beamtok.shards.processor import DocItem, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
