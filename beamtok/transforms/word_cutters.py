@@ -1,4 +1,4 @@
-"""How ``tokenizers`` cuts a text into the words its model encodes one by one, reproduced
+r"""How ``tokenizers`` cuts a text into the words its model encodes one by one, reproduced
 where that can be stated whole, for the cached-words engine (``beamtok.transforms.cached_words``).
 
 ``tokenizers`` encodes in three parts: the normalizer maps the whole text, the pre-tokenizer
@@ -70,8 +70,8 @@ CLEANED = {**{c: None for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x2
 LOWERED = {c: chr(c + 32) for c in range(ord("A"), ord("Z") + 1)}
 MARK = "\u2581"  # ▁
 SPANNING = re.compile(f"[^{MARK}]{MARK}")  # another character followed by ▁
-# Unicode White_Space, what Rust's char::is_whitespace (WhitespaceSplit's cut) answers true for
 INFORMATION_SEPARATORS = re.compile("[\x1c-\x1f]")  # whitespace to str.split(), not to Rust
+# Unicode White_Space, what Rust's char::is_whitespace (WhitespaceSplit's cut) answers true for
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
