@@ -20,7 +20,9 @@ the map holds it, else each character), an ASCII text's graphemes are its charac
   ``BertNormalizer(clean_text=True)`` an ASCII text is normalized here too: NUL and the
   ASCII controls other than tab, newline and carriage return are deleted, those three become
   spaces, and A-Z are lowered when ``lowercase`` is set (accent stripping and the spacing of
-  Chinese characters do nothing to ASCII): one ``str.translate``. A normalized text that is
+  Chinese characters do nothing to ASCII): one ``str.translate``, by the table of what the
+  normalizer makes of each ASCII character alone (``AsciiTable``; BertNormalizer maps
+  character by character, ``\r\n`` included). A normalized text that is
   not ASCII is cut by the file's own pre-tokenizer (``pre_tokenize_str``). Under
   ``BertNormalizer``, which maps each character on its own (deleting, spacing, lowering or
   decomposing it; a newline is a starter, so decomposition does not reach across it), a text
@@ -66,8 +68,6 @@ __all__ = ["AsciiTable", "BertWords", "MetaspaceWords", "SpaceMarkWords", "White
 
 # BertPreTokenizer on ASCII: a run of characters that are neither whitespace nor punctuation, or one punctuation character
 ASCII_WORDS = re.compile(r"[^\t\n\x0b\x0c\r !-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
-CLEANED = {**{c: None for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)}, 0x09: " ", 0x0A: " ", 0x0D: " "}
-LOWERED = {c: chr(c + 32) for c in range(ord("A"), ord("Z") + 1)}
 MARK = "\u2581"  # ▁
 SPANNING = re.compile(f"[^{MARK}]{MARK}")  # another character followed by ▁
 INFORMATION_SEPARATORS = re.compile("[\x1c-\x1f]")  # whitespace to str.split(), not to Rust
@@ -118,9 +118,9 @@ class BertWords(WordCutter):
     def __init__(self, reference: Any, normalizer: dict[str, Any]) -> None:
         super().__init__(reference)
         self.pre_tokenizer = reference.pre_tokenizer
-        self.translate: dict[int, Any] | None = None
+        self.translate: dict[int, str] | None = None
         if normalizer.get("type") == "BertNormalizer" and normalizer.get("clean_text", True):
-            self.translate = {**CLEANED, **(LOWERED if normalizer.get("lowercase", True) else {})}
+            self.translate = AsciiTable(reference.normalizer).table
 
     def words(self, text: str) -> list[str]:
         if self.translate is None:
