@@ -134,15 +134,13 @@ def tokenizer_dir(kind: str) -> str:
         return str(directory)
     if kind == "cl100k-today":  # the converter given tiktoken's current cl100k spelling
         return str(directory) if (directory / "tokenizer.json").exists() else converted_dir(directory, CL100K_TODAY_PATTERN)
-    if kind in FAMILIES:  # trained here with `tokenizers` on the shipped corpus (beamtok.testing.family_tokenizer)
+    if kind in FAMILIES or kind in SENTENCEPIECE_KINDS:
+        # trained here on the shipped corpus: with `tokenizers` (beamtok.testing.family_tokenizer),
+        # or with SentencePiece and converted by transformers (beamtok.testing.sentencepiece_tokenizer)
         if not (directory / "tokenizer.json").exists():
             shipped = sorted(str(p) for p in (ROOT / "data" / "corpus").glob("*.jsonl"))
-            family_tokenizer(kind, texts_of(shipped), directory)
-        return str(directory)
-    if kind in SENTENCEPIECE_KINDS:  # trained with SentencePiece, converted by transformers (beamtok.testing.sentencepiece_tokenizer)
-        if not (directory / "tokenizer.json").exists():
-            shipped = sorted(str(p) for p in (ROOT / "data" / "corpus").glob("*.jsonl"))
-            sentencepiece_tokenizer(kind, texts_of(shipped), directory)
+            train = family_tokenizer if kind in FAMILIES else sentencepiece_tokenizer
+            train(kind, texts_of(shipped), directory)
         return str(directory)
     if not (directory / "tokenizer.json").exists():
         import importlib.util
