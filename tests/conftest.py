@@ -23,6 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # the suite already runs a process per core, and OpenMP threads that spin-wait for a core
 # another worker holds doubled the CPU of the tests that train a model
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# glibc hands every allocation above its mmap threshold (32 MB at most, by default) fresh pages
+# from the kernel and returns them on free: the tiny models' logits over GPT-2's 50,257 tokens
+# (25-50 MB a step) page-faulted in and out at every step, a third of the training tests' CPU
+# in system time. Read when a process starts, so it reaches the xdist workers (started after
+# this file is loaded) and every subprocess; other C libraries ignore it.
+os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=536870912")
 # compiled bytecode kept, whatever the environment says (PYTHONDONTWRITEBYTECODE): hundreds of
 # subprocesses (CLI runs, Beam workers, torchrun ranks) import beamtok, and each would compile
 # it again, as each xdist worker would rewrite the test modules' asserts again
