@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 import transformers
 
-from beamtok import Dataset
+from beamtok import Dataset, load_tokenizer
 from beamtok.trainer import BeamtokCallback, PackedCollator
 
 
@@ -63,7 +63,7 @@ def train_until_max_steps() -> None:
     ds = Dataset.from_files(args.data).tokenize(args.tokenizer).ensure_bos_eos().concat_chunk(32).repeat()
     train = ds.to_torch()
     torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=50257, n_layer=1, n_head=2, n_embd=16, n_positions=32))
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=load_tokenizer(args.tokenizer).vocab_size, n_layer=1, n_head=2, n_embd=16, n_positions=32))
     settings = transformers.TrainingArguments(
         output_dir=args.out, max_steps=args.max_steps, per_device_train_batch_size=2, save_steps=3, report_to=[],
         use_cpu=True, logging_steps=1000, dataloader_num_workers=0, seed=0,

@@ -136,6 +136,14 @@ def trained_family(kind: str, vocab_size: int = 6000) -> Path:
     return built_once(kind, key, lambda directory: family_tokenizer(kind, texts, directory, vocab_size=vocab_size))
 
 
+def small_vocab_tokenizer() -> str:
+    """A tokenizer of 6,000 tokens (``trained_family("sp-bpe-metaspace")``) for the jobs that
+    train a model under torchrun, accelerate and JAX: what they prove (rows, states and
+    checkpoints across processes) does not depend on the vocabulary, and a model's output
+    layer over GPT-2's 50,257 tokens was most of each of their steps."""
+    return str(trained_family("sp-bpe-metaspace"))
+
+
 def assert_same_ids(tok: Any, texts: list[str], where: str, reference: Any = None) -> None:
     """``tok``'s fast path gives the ids of ``tokenizers`` (``reference``, else ``tok``'s own
     backend) on every text, with and without special tokens; the message names the first text

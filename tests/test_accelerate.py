@@ -15,7 +15,7 @@ import pytest
 
 from beamtok import Dataset
 
-from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, run_group, write_jsonl
+from conftest import ROOT, real_paragraphs, run_group, small_vocab_tokenizer, write_jsonl
 
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")
@@ -30,7 +30,7 @@ def launch(processes: int, data: str, root: Path, name: str, max_steps: int, res
     # --multi_gpu is accelerate's multi-process launcher; with no GPU and use_cpu=True it runs gloo on CPU
     multi = ["--multi_gpu"] if processes > 1 else ["--cpu"]
     command = [shutil.which("accelerate") or str(Path(sys.executable).parent / "accelerate"), "launch", *multi, "--num_processes", str(processes)]
-    command += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", JOB, "--data", data, "--tokenizer", str(TOKENIZER_DIR)]
+    command += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", JOB, "--data", data, "--tokenizer", small_vocab_tokenizer()]
     command += ["--out", str(root / "out"), "--max-steps", str(max_steps), "--rows-log", str(root / f"{name}-{{rank}}.jsonl")]
     command += ["--resume", resume] if resume else []
     done = run_group(command, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -49,7 +49,7 @@ def test_exactly_once_across_restarts_on_other_process_counts(tmp_path):
     assert {line["world"] for line in second} == {3} and min(line["step"] for line in second) == 7
     assert min(line["step"] for line in third) == 10
     trained = trained_rows(starts_of(first) + starts_of(second) + starts_of(third))
-    stream = Dataset.from_files(data).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(32)
+    stream = Dataset.from_files(data).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(32)
     expected = [(int(e["shard"]), int(e["index"])) for e, _ in zip(stream, range(2 * 6 * 2 + 3 * 3 * 2 + 1 * 5 * 2))]
     assert len(set(expected)) == len(expected)  # within one epoch: provenance names a row once
     assert max(trained.values()) == 1 and Counter(trained) == Counter(expected)

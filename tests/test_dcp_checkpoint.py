@@ -16,18 +16,17 @@ import pytest
 
 from beamtok import Dataset, StateError
 
-from conftest import ROOT, TOKENIZER_DIR, cache_without_beam, real_paragraphs, run_group, write_jsonl
+from conftest import ROOT, cache_without_beam, real_paragraphs, run_group, small_vocab_tokenizer, write_jsonl
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchdata")
 
 JOB = str(Path(__file__).resolve().parent / "dcp_job.py")
-TOKENIZER = str(TOKENIZER_DIR)
 KINDS = ["shards", "examples_even", "balance", "mix", "global_shuffle"]
 
 
 def packed(files: list[str]) -> Dataset:
-    return Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(32)
+    return Dataset.from_files(files).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(32)
 
 
 def torchrun(nproc: int, *args: str) -> None:
@@ -70,7 +69,7 @@ def reference(root: Path, kind: str) -> list[tuple[int, int, int]]:
 @pytest.mark.parametrize(("fsdp", "old", "new"), [(True, (2, 2), (3, 1)), (False, (3, 1), (2, 0))])
 def test_saved_in_dcp_and_resumed_on_another_world_size_and_worker_count(root, fsdp, old, new):
     (old_world, old_workers), (new_world, new_workers) = old, new
-    common = ["--root", str(root), "--tokenizer", TOKENIZER, "--kinds", *KINDS] + (["--fsdp"] if fsdp else [])
+    common = ["--root", str(root), "--tokenizer", small_vocab_tokenizer(), "--kinds", *KINDS] + (["--fsdp"] if fsdp else [])
     torchrun(old_world, *common, "--phase", "save", "--workers", str(old_workers), "--steps", "3")
     torchrun(new_world, *common, "--phase", "resume", "--workers", str(new_workers))
     for kind in KINDS:
@@ -126,7 +125,7 @@ def test_a_state_of_another_pipeline_is_refused_by_name(root, tmp_path):
     saving = DistributedLoader(packed(files).batch(4))
     next(iter(saving))
     dcp.save({"data": saving}, checkpoint_id=str(tmp_path / "c"), no_dist=True)
-    other = DistributedLoader(Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(48).batch(4))
+    other = DistributedLoader(Dataset.from_files(files).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(48).batch(4))
     dcp.load({"data": other}, checkpoint_id=str(tmp_path / "c"), no_dist=True)
     with pytest.raises(StateError, match=r"concat_chunk|seq_len|pipeline"):
         next(iter(other))

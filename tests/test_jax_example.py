@@ -16,7 +16,7 @@ import pytest
 
 from beamtok import Dataset, StateError
 
-from conftest import ROOT, TOKENIZER_DIR, paragraph_files, run_group
+from conftest import ROOT, paragraph_files, run_group, small_vocab_tokenizer
 
 pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
@@ -33,7 +33,7 @@ def data(tmp_path_factory) -> str:
 
 def run(processes: int, data: str, root: Path, name: str, **options: int) -> list[dict]:
     log = str(root / f"{name}-{{rank}}.jsonl")
-    command = [sys.executable, SCRIPT, "--num-processes", str(processes), "--data", data, "--tokenizer", str(TOKENIZER_DIR)]
+    command = [sys.executable, SCRIPT, "--num-processes", str(processes), "--data", data, "--tokenizer", small_vocab_tokenizer()]
     command += ["--seq-len", "32", "--batch-size", "4", "--ckpt", str(root / "ckpt"), "--save-every", "3", "--rows-log", log]
     for key, value in options.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
@@ -54,7 +54,7 @@ def test_resumed_exactly_on_the_same_process_count_and_on_another_training_every
     last = run(3, data, tmp_path, "c")  # to the end of the epoch on another process count
     assert {line["world"] for line in last} == {3} and min(line["step"] for line in last) == 9
     trained = trained_rows(starts_of(whole) + starts_of(resumed) + starts_of(last))
-    every = Counter((int(e["shard"]), int(e["index"])) for e in Dataset.from_files(data).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(32))
+    every = Counter((int(e["shard"]), int(e["index"])) for e in Dataset.from_files(data).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(32))
     assert max(trained.values()) == 1 and set(trained) == set(every)
 
 

@@ -1,4 +1,5 @@
-"""examples/torchrun_train.py run as the docs run it (docs/checkpoints.md), under torchrun (gloo, CPU): on the
+"""examples/torchrun_train.py run as the docs run it (docs/checkpoints.md; a 6,000-token tokenizer for GPT-2's, see
+conftest.small_vocab_tokenizer), under torchrun (gloo, CPU): on the
 same number of ranks a resume continues exactly (the same rows and the same loss at every step as an uninterrupted run);
 then resumed on another number of ranks past a checkpoint cut off mid-write; a rank SIGKILLed mid-run and the job resumed
 on fewer ranks, torchrun --max-restarts restarting it, then resumed on more; every row of the data trained exactly once,
@@ -15,7 +16,7 @@ import pytest
 
 from beamtok import Dataset
 
-from conftest import ROOT, TOKENIZER_DIR, paragraph_files
+from conftest import ROOT, paragraph_files, small_vocab_tokenizer
 
 pytest.importorskip("torch")
 pytest.importorskip("torchdata")
@@ -33,7 +34,7 @@ def data(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def every_row(data) -> Counter:
-    ds = Dataset.from_files(data).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(SEQ_LEN)
+    ds = Dataset.from_files(data).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(SEQ_LEN)
     return Counter((int(e["shard"]), int(e["index"])) for e in ds)
 
 
@@ -48,7 +49,7 @@ class Runs:
         self.count += 1
         log = str(self.root / f"run{self.count}-rows-{{rank}}.jsonl")
         self.logs.append((log, nproc))
-        args = ["--data", self.data, "--tokenizer", str(TOKENIZER_DIR), "--seq-len", str(SEQ_LEN), "--batch-size", "4"]
+        args = ["--data", self.data, "--tokenizer", small_vocab_tokenizer(), "--seq-len", str(SEQ_LEN), "--batch-size", "4"]
         args += ["--ckpt", str(self.root / "ckpt"), "--save-every", str(save_every), "--rows-log", log, "--num-workers", str(workers)]
         args += ["--max-steps", str(max_steps)] if max_steps is not None else []
         return TorchrunJob(nproc, SCRIPT, args, max_restarts=max_restarts, cwd=str(ROOT))
