@@ -91,6 +91,20 @@ def test_other_fingerprint_than_requested(cache, tokenizer_dir):
         online(paths, tokenizer_dir, seq_len=48).cache(str(cache_dir))
 
 
+def test_a_refused_build_leaves_nothing_in_the_temporary_directory(cache, tokenizer_dir, tmp_path, monkeypatch):
+    """Beam makes a temporary directory for each pipeline it builds and removes it when the
+    pipeline runs: a build refused before that (here, another spec on a finished cache) removes it too."""
+    import tempfile
+
+    paths, cache_dir = cache
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    with pytest.raises(CacheError, match="pass --overwrite"):
+        online(paths, tokenizer_dir, seq_len=48).cache(str(cache_dir))
+    assert list(scratch.iterdir()) == []
+
+
 def test_missing_shard_file(cache):
     _, cache_dir = cache
     shard_file(cache_dir).unlink()

@@ -30,10 +30,12 @@ is passed through with the rest of the Beam options.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
-from collections.abc import Sequence
+import shutil
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +75,7 @@ from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.transforms.tokenize import is_registered, register_serialized, serialize_tokenizers
 
-__all__ = ["LOCAL_RUNNERS", "METRICS_NAMESPACE", "BuildCache", "beam_counters", "is_local", "make_pipeline", "versions"]
+__all__ = ["LOCAL_RUNNERS", "METRICS_NAMESPACE", "BuildCache", "beam_counters", "is_local", "make_pipeline", "pipeline_for", "versions"]
 
 METRICS_NAMESPACE = "beamtok"
 
@@ -389,6 +391,19 @@ class BuildCache(beam.PTransform):
             | "Collect" >> beam.combiners.ToList()
             | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file, self.input_root))
         )
+
+
+@contextlib.contextmanager
+def pipeline_for(beam_args: Sequence[str]) -> Iterator[beam.Pipeline]:
+    """:func:`make_pipeline`'s pipeline, whose local temporary directory goes with it: Beam
+    makes one for every pipeline it builds and removes it only when the pipeline runs, so each
+    build refused before its run (an output to overwrite, a held lock, a local runner given to
+    a dry run) would leave one in the temporary directory."""
+    pipeline = make_pipeline(beam_args)
+    try:
+        yield pipeline
+    finally:
+        shutil.rmtree(pipeline.local_tempdir, ignore_errors=True)
 
 
 def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:

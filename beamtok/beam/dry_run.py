@@ -63,7 +63,7 @@ def plan_job(
     from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
     from apache_beam.portability.api import beam_runner_api_pb2
 
-    from beamtok.beam.build import BuildCache, is_local, make_pipeline
+    from beamtok.beam.build import BuildCache, is_local, pipeline_for
     from beamtok.beam.run import cache_transform
 
     check_bucket_names([output, *beam_args, *(s.url for s in shards)])
@@ -72,17 +72,17 @@ def plan_job(
     if options.view_as(StandardOptions).runner == "DataflowRunner" and not (cloud.temp_location or cloud.staging_location):
         # without one, Beam looks for (or creates) a default bucket: network calls in a dry run
         raise ConfigError("DataflowRunner needs --temp_location=gs://my-bucket/tmp (where Dataflow stages the job and its files)")
-    pipeline = make_pipeline(beam_args)
-    if is_local(pipeline):
-        raise ConfigError("--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)")
-    transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, parquet_compat=parquet_compat, split_bytes=split_bytes)
-    _ = pipeline | BuildCache.__name__ >> transform
-    try:
-        result = pipeline.run()
-    except ImportError as e:
-        raise ConfigError(f"the {pipeline.options.view_as(StandardOptions).runner} needs its extra: pip install 'beamtok[dataflow]' ({e})") from e
-    except ValueError as e:  # Beam's checks of the options (a missing --project, --temp_location...)
-        raise ConfigError(f"the job request is not valid: {e}") from e
+    with pipeline_for(beam_args) as pipeline:
+        if is_local(pipeline):
+            raise ConfigError("--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)")
+        transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, parquet_compat=parquet_compat, split_bytes=split_bytes)
+        _ = pipeline | BuildCache.__name__ >> transform
+        try:
+            result = pipeline.run()
+        except ImportError as e:
+            raise ConfigError(f"the {pipeline.options.view_as(StandardOptions).runner} needs its extra: pip install 'beamtok[dataflow]' ({e})") from e
+        except ValueError as e:  # Beam's checks of the options (a missing --project, --temp_location...)
+            raise ConfigError(f"the job request is not valid: {e}") from e
     job = getattr(result, "job", None)
     proto = getattr(job, "proto_pipeline", None)
     if proto is None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from beamtok.base.errors import CacheError, ConfigError
 from beamtok.base.gc_pause import gc_paused
-from beamtok.beam.build import BuildCache, beam_counters, is_local, make_pipeline
+from beamtok.beam.build import BuildCache, beam_counters, is_local, pipeline_for
 from beamtok.beam.options import check_beam_args
 from beamtok.beam.worker_logs import quiet_worker_stderr
 from beamtok.cache.build.lock import BuildLock
@@ -102,32 +102,33 @@ def run_cache(
     check_bucket_names([output, *beam_args, *(s.url for s in shards)])
     storage = Storage(output)
     check_output(storage)
-    with gc_paused():  # building the graph makes many lasting objects; collections then walk all of Beam
-        transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, parquet_compat=parquet_compat, split_bytes=split_bytes)
-        pipeline = make_pipeline(beam_args)
-        _ = pipeline | BuildCache.__name__ >> transform
-    local = is_local(pipeline)
-    with BuildLock(storage), write_failures(output):
-        prepare_output(storage, spec, shards, overwrite=overwrite, parquet_compat=parquet_compat)
-        transform.write_tokenizer_file()  # where the workers read it
-        log.debug("running the build of %d shards into %s with Beam options %s (%s)", len(shards), output, list(beam_args), "local" if local else "remote")
-        with contextlib.ExitStack() as stack:
-            monitor = None
-            if local:
-                stream = stack.enter_context(quiet_worker_stderr())
-                directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="beamtok-progress-"))
-                stack.enter_context(_environment(PROGRESS_DIR_ENV, directory))
-                monitor = BuildProgress(storage, len(shards), directory, enabled=progress, stream=stream)
-                monitor.start()
-            try:
-                result = pipeline.run()
-                result.wait_until_finish()
-            finally:
-                if monitor is not None:
-                    monitor.stop()
-        if not storage.exists(MANIFEST):
-            raise CacheError(f"{output}: the pipeline finished but wrote no {MANIFEST}")
-        manifest = read_manifest(storage)
+    with contextlib.ExitStack() as cleanup:
+        with gc_paused():  # building the graph makes many lasting objects; collections then walk all of Beam
+            transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, parquet_compat=parquet_compat, split_bytes=split_bytes)
+            pipeline = cleanup.enter_context(pipeline_for(beam_args))
+            _ = pipeline | BuildCache.__name__ >> transform
+        local = is_local(pipeline)
+        with BuildLock(storage), write_failures(output):
+            prepare_output(storage, spec, shards, overwrite=overwrite, parquet_compat=parquet_compat)
+            transform.write_tokenizer_file()  # where the workers read it
+            log.debug("running the build of %d shards into %s with Beam options %s (%s)", len(shards), output, list(beam_args), "local" if local else "remote")
+            with contextlib.ExitStack() as stack:
+                monitor = None
+                if local:
+                    stream = stack.enter_context(quiet_worker_stderr())
+                    directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="beamtok-progress-"))
+                    stack.enter_context(_environment(PROGRESS_DIR_ENV, directory))
+                    monitor = BuildProgress(storage, len(shards), directory, enabled=progress, stream=stream)
+                    monitor.start()
+                try:
+                    result = pipeline.run()
+                    result.wait_until_finish()
+                finally:
+                    if monitor is not None:
+                        monitor.stop()
+            if not storage.exists(MANIFEST):
+                raise CacheError(f"{output}: the pipeline finished but wrote no {MANIFEST}")
+            manifest = read_manifest(storage)
     counters = beam_counters(result)
     log.debug("Beam counters %s", json.dumps(counters, sort_keys=True))
     check_counters(counters, manifest)
