@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -149,8 +150,13 @@ def test_file_size_limit_mid_write_fails_clearly_and_a_rerun_completes(tmp_path,
 @pytest.mark.parametrize("mode", [[], ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]], ids=["in_process", "two_workers"])
 def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, mode):
     out = tmp_path / "cache"
+    # the build's temporary directory, nothing left in it; short, so the worker server's socket lies there too
+    scratch = Path(tempfile.mkdtemp(prefix="ctrl-c-", dir="/tmp"))
     # started as from a terminal (SIGINT not ignored), whatever this run was started with
-    build = subprocess.Popen(cache_command(slow_inputs, out, *mode), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_sigint)
+    build = subprocess.Popen(
+        cache_command(slow_inputs, out, *mode), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_default_sigint, env={**os.environ, "TMPDIR": str(scratch)},
+    )  # fmt: skip
     wait_for(lambda: (out / "shards" / "shard-00000.json").exists() or build.poll() is not None)
     assert build.poll() is None, "the build ended before the interrupt: make the inputs bigger"
     os.killpg(build.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
@@ -161,6 +167,8 @@ def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, m
     ), stderr
     assert not (out / "manifest.json").exists() and not (out / LOCK_FILE).exists()
     time.sleep(0.5)
+    assert sorted(p.name for p in scratch.iterdir()) == []  # progress files, the worker server's socket, Beam's own
+    scratch.rmdir()
     rerun = subprocess.run(cache_command(slow_inputs, out, *mode), capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr
     verify_cache(str(out), sample=1)

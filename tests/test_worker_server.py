@@ -7,6 +7,7 @@ usual cold worker."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -242,3 +243,41 @@ def test_the_cli_starts_the_server_before_loading_the_tokenizer_and_a_failure_le
     while servers_marked(mark) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not servers_marked(mark)
+
+
+def test_a_temporary_directory_too_deep_for_a_socket_puts_it_in_a_short_one(tmp_path, monkeypatch):
+    """A Unix socket's path holds at most 107 bytes: under a deep ``TMPDIR`` the server's
+    directory goes to /tmp instead of failing the build (it did, with a traceback)."""
+    import socket
+    import tempfile
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    directory = worker_server.socket_directory()
+    try:
+        assert Path(directory).parent == Path(worker_server.SHORT_TEMP_ROOT) and oct(os.stat(directory).st_mode & 0o777) == "0o700"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(os.path.join(directory, worker_server.SOCKET_NAME))
+        assert list(deep.iterdir()) == []  # the first try, too deep, was removed
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    short = Path(tempfile.mkdtemp(prefix="s-", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(short))  # short enough: there
+    try:
+        assert Path(worker_server.socket_directory()).parent == short
+    finally:
+        shutil.rmtree(short)
+
+
+def test_no_room_for_the_socket_anywhere_leaves_workers_to_start_cold(tmp_path, monkeypatch, caplog):
+    import tempfile
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    monkeypatch.setattr(worker_server, "SHORT_TEMP_ROOT", str(tmp_path / "missing"))
+    monkeypatch.setattr(worker_server, "_server", None)
+    with caplog.at_level("WARNING", logger=worker_server.__name__):
+        assert process_server() is None
+    assert "local workers start without it" in caplog.text

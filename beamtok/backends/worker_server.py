@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -33,11 +33,26 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from beamtok.base.scratch import hold_directory, release_directory
 from beamtok.core.cache_options import LOCAL_RUNNERS
 
 __all__ = ["WorkerServer", "asks_for_local_workers", "process_server", "start_early"]
 
 SOCKET_NAME = "workers.sock"
+MAX_SOCKET_PATH = 107  # bytes of a Unix socket's path on Linux (sun_path holds 108, NUL included)
+SHORT_TEMP_ROOT = "/tmp"  # where the socket goes when the temporary directory's path is too long for one
+
+log = logging.getLogger(__name__)
+
+
+def socket_directory() -> str:
+    """A new private directory for the server's socket (and the files it is sent), under the
+    temporary directory unless the socket's path would be too long there (a deep ``TMPDIR``)."""
+    directory = tempfile.mkdtemp(prefix="beamtok-workers-")
+    if len(os.fsencode(os.path.join(directory, SOCKET_NAME))) <= MAX_SOCKET_PATH:
+        return directory
+    os.rmdir(directory)
+    return tempfile.mkdtemp(prefix="beamtok-workers-", dir=SHORT_TEMP_ROOT)
 
 
 def _option(args: Sequence[str], name: str) -> str | None:
@@ -75,7 +90,7 @@ class WorkerServer:
     def start(cls) -> WorkerServer:
         """Bind the socket here (a shim can connect at once; it waits while the server
         imports) and start the server process on it."""
-        directory = tempfile.mkdtemp(prefix="beamtok-workers-")
+        directory = hold_directory(socket_directory())
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(os.path.join(directory, SOCKET_NAME))
@@ -83,7 +98,7 @@ class WorkerServer:
             fd = listener.fileno()
             process = subprocess.Popen([sys.executable, "-m", "beamtok.beam.fork_server", str(fd)], stdin=subprocess.PIPE, pass_fds=[fd])
         except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)
+            release_directory(directory)
             raise
         finally:
             listener.close()  # the server holds it now: once it is gone, a shim cannot connect
@@ -122,7 +137,7 @@ class WorkerServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        release_directory(self.directory)
 
 
 _server: WorkerServer | None = None
@@ -152,6 +167,10 @@ def process_server() -> WorkerServer | None:
             _server.close()  # it died: workers would fall back to cold ones; start another
             _server = None
         if _server is None:
-            _server = WorkerServer.start()
+            try:
+                _server = WorkerServer.start()
+            except OSError as e:  # no socket here (a full or read-only temporary directory...): workers start cold
+                log.warning("beamtok: cannot start the worker server (%s); local workers start without it", e)
+                return None
             atexit.register(_server.close)
         return _server

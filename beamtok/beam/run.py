@@ -14,11 +14,11 @@ import contextlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 
 from beamtok.base.errors import CacheError, ConfigError
 from beamtok.base.gc_pause import gc_paused
+from beamtok.base.scratch import scratch_directory
 from beamtok.beam.build import BuildCache, beam_counters, is_local, pipeline_for
 from beamtok.beam.options import check_beam_args
 from beamtok.beam.worker_logs import quiet_worker_stderr
@@ -116,7 +116,7 @@ def run_cache(
                 monitor = None
                 if local:
                     stream = stack.enter_context(quiet_worker_stderr())
-                    directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="beamtok-progress-"))
+                    directory = stack.enter_context(scratch_directory("beamtok-progress-"))
                     stack.enter_context(_environment(PROGRESS_DIR_ENV, directory))
                     monitor = BuildProgress(storage, len(shards), directory, enabled=progress, stream=stream)
                     monitor.start()

@@ -27,6 +27,7 @@ def interrupted_build(output: str) -> Iterator[None]:
     import signal
     import threading
 
+    from beamtok.base.scratch import remove_held_directories
     from beamtok.beam.worker_logs import mute_workers
     from beamtok.cache.build.lock import release_held_locks
 
@@ -52,6 +53,7 @@ def interrupted_build(output: str) -> Iterator[None]:
             if signal.SIGINT in data:
                 mute_workers()
                 release_held_locks()
+                remove_held_directories()  # os._exit runs no finally: the build's scratch goes now
                 with contextlib.suppress(Exception):
                     sys.stdout.flush()
                 os.write(stderr, message)
