@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import importlib
 import json
@@ -146,6 +147,7 @@ def trained_family(kind: str, vocab_size: int = 6000) -> Path:
     return built_once(kind, key, lambda directory: family_tokenizer(kind, texts, directory, vocab_size=vocab_size))
 
 
+@functools.cache  # called for every job and reference stream: read the corpus and hash it once
 def small_vocab_tokenizer() -> str:
     """A tokenizer of 6,000 tokens (``trained_family("sp-bpe-metaspace")``) for the jobs that
     train a model under torchrun, accelerate and JAX: what they prove (rows, states and
