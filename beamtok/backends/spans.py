@@ -21,7 +21,7 @@ from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor
 if TYPE_CHECKING:
     from beamtok.shards.rows import RowBlock
 
-__all__ = ["RowSpan", "SpanReader", "Taken", "stack_taken"]
+__all__ = ["RowSpan", "SpanReader", "Taken", "in_turns", "stack_taken"]
 
 
 class RowSpan:
@@ -121,6 +121,13 @@ class SpanReader:
         example = None if taken.block is None else taken.block.examples[taken.lo]
         return Produced(example, taken.cursor, taken.counts)
 
+    def ready(self) -> int:
+        """Rows left in the block at hand: how many ``take`` gives without looking for a span."""
+        span = self._span
+        if span is None or span.block is None:
+            return 0
+        return len(span.block) - self._pos
+
     def take(self, limit: int) -> Taken | None:
         """Up to ``limit`` next rows of the current span (fewer where it ends), a piece with no
         rows for a shard without rows, or None after the last span."""
@@ -167,6 +174,52 @@ class SpanReader:
         span = self._peek()
         self._next, self._looked = None, False
         return span
+
+
+def in_turns(pieces: list[Taken]) -> Taken:
+    """One piece of the rows of ``pieces`` taken in turns: the first row of each piece in
+    order, then the second of each, and so on (the rows of shards open side by side, as
+    ``interleave`` hands them out). Each piece holds as many rows as the one after it, or one
+    more. The rows are copied column by column into a fresh block; the piece's cursor means
+    nothing (each shard's cursor is its own piece's)."""
+    from beamtok.shards.rows import RowBlock, TokenColumn, gather_from
+
+    if len(pieces) == 1:
+        return pieces[0]
+    turns = len(pieces)
+    rows = sum(p.rows for p in pieces)
+    blocks = [p.block for p in pieces]
+    assert all(b is not None for b in blocks) and pieces[0].rows - pieces[-1].rows in (0, 1)
+    counts = pieces[0].counts
+    for piece in pieces[1:]:
+        counts = counts + piece.counts
+    first = pieces[0].block
+    assert first is not None
+    widths = {None if b is None else b.width for b in blocks}
+    if not first.columns or widths != {first.width} or first.width is None:  # raw records, or rows of several lengths
+        order = np.arange(rows)
+        which = order % turns
+        picked = np.array([p.lo for p in pieces], dtype=np.int64)[which] + order // turns
+        return Taken(gather_from(blocks, which, picked), 0, rows, ShardCursor(), counts)  # type: ignore[arg-type]
+    width = first.width
+    offsets = np.arange(rows + 1, dtype=np.int64) * width
+    columns = {}
+    for name, column in first.columns.items():
+        out = np.empty((rows, width), dtype=column.values.dtype)
+        for turn, piece in enumerate(pieces):
+            out[turn::turns] = piece.block.columns[name].matrix[piece.lo : piece.hi]  # type: ignore[union-attr,index]
+        columns[name] = TokenColumn(out.reshape(-1), offsets, width)
+    provenance = np.empty((4, rows), dtype=np.int64)
+    row_counts: list[DocCounts] = [NO_COUNTS] * rows
+    for turn, piece in enumerate(pieces):
+        block = piece.block
+        assert block is not None
+        for i, attribute in enumerate((block.shard, block.index_array, block.doc_array, block.token_array)):
+            provenance[i, turn::turns] = attribute[piece.lo : piece.hi]
+        for row in block.busy[bisect.bisect_left(block.busy, piece.lo) : bisect.bisect_left(block.busy, piece.hi)]:
+            row_counts[turn + (row - piece.lo) * turns] = block.counts[row]
+    block = RowBlock(columns, row_counts, tuple(provenance), first.supervised, fresh=True)  # type: ignore[arg-type]
+    return Taken(block, 0, rows, ShardCursor(), counts)
 
 
 def stack_taken(pieces: list[Taken]) -> dict[str, np.ndarray] | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.backends.protocol import ShardBackend
-from beamtok.backends.spans import SpanReader, Taken
+from beamtok.backends.spans import SpanReader, Taken, in_turns
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
 from beamtok.base.validate import check_int as check_option
@@ -291,10 +291,12 @@ class ShardSource(RootSource):
 
     def next_rows(self, limit: int) -> list[Taken] | None:
         """The next ``limit`` examples (fewer at the end) as pieces of decoded row blocks:
-        what ``limit`` calls of ``next()`` would return, with the same cursors and counts,
-        without a dict per example. None when this source hands out one example at a time
-        (several open shards take turns, or the backend does not decode blocks)."""
-        if self.interleave != 1 or not self.backend.has_spans:
+        what ``limit`` calls of ``next()`` would return, with the same cursors, turn and
+        counts, without a dict per example. Where several open shards take turns, the rows
+        each block at hand holds are taken in rounds and laid out in turn order column-wise
+        (``in_turns``); a shard whose block is spent gives its turn's row alone, as
+        ``next()`` would. None when the backend does not decode blocks."""
+        if not self.backend.has_spans:
             return None
         if not self._hinted:
             self._hint()
@@ -303,21 +305,50 @@ class ShardSource(RootSource):
         while need > 0:
             if not self._slots and not self._fill():
                 break
-            slot = self._slots[0]
+            slots = self._slots
+            turns = len(slots)
+            if turns > 1 and need > 1:
+                ready = min(slot.examples.ready() if isinstance(slot.examples, SpanReader) else 0 for slot in slots)
+                if ready:
+                    rows = min(need, turns * ready)
+                    pieces.append(self._take_round(rows))
+                    need -= rows
+                    continue
+            turn = self._turn
+            slot = slots[turn]
             if slot.examples is None:
                 self._open_slot(slot)
             assert isinstance(slot.examples, SpanReader)
-            taken = slot.examples.take(need)
+            taken = slot.examples.take(need if turns == 1 else 1)
             if taken is None:
-                self._replace(0)
+                self._replace(turn)
                 continue
             slot.cursor = taken.cursor
             self.stats.record_taken(taken)
             if taken.rows:
                 pieces.append(taken)
                 need -= taken.rows
+                self._turn = (turn + 1) % turns
                 self._yielded_in_epoch = True
         return pieces
+
+    def _take_round(self, rows: int) -> Taken:
+        """``rows`` rows from the open shards in turns, starting at the shard whose turn it
+        is; every shard's block at hand holds its share."""
+        turns = len(self._slots)
+        first = self._turn
+        pieces = []
+        for i in range(min(rows, turns)):
+            slot = self._slots[(first + i) % turns]
+            assert isinstance(slot.examples, SpanReader)
+            taken = slot.examples.take((rows - i + turns - 1) // turns)
+            assert taken is not None and taken.rows == (rows - i + turns - 1) // turns
+            slot.cursor = taken.cursor
+            self.stats.record_taken(taken)
+            pieces.append(taken)
+        self._turn = (first + rows) % turns
+        self._yielded_in_epoch = True
+        return in_turns(pieces)
 
     def _open_slot(self, slot: _Slot) -> None:
         shard = self.shards[slot.shard]
