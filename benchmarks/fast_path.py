@@ -33,9 +33,11 @@ pinned to one CPU (``taskset -c 0``) where taskset exists:
   epochraft tokenizes on the calling thread: its "2 threads" rate is its 1-thread rate, so the
   2-vs-2 ratio measures our scaling against a tool that has none, not equal work per core.
 
-``--scaling-only``: one process against ``.interleave(2).parallel(2)`` in turns, neither
-pinned, over whole runs and from each run's first batch on (worker start-up, each worker's
-engine and probes, is paid once a run: on a few megabytes it is most of the run).
+``--scaling-only``: one process against ``.parallel(2)`` (one shard open; the second worker
+runs the next shard ahead) and against ``.interleave(2).parallel(2)`` (two shards open, rows
+taken in turns), in turns, neither pinned, over whole runs and from each run's first batch on
+(worker start-up, each worker's engine and probes, is paid once a run: on a few megabytes it
+is most of the run).
 
 Ratios are medians over rounds of rates measured in the same round. The file records the
 date, the command, the machine and its cores, and each corpus (size, documents, source).
@@ -186,14 +188,15 @@ def measure_raw(paths: list[str], tokenizer: str) -> dict[str, Any]:
     return {"tokens": tokens, "seconds": time.perf_counter() - start}
 
 
-def pipeline(paths: list[str], tokenizer: str, tok: Any, workers: int = 0, backend: str = "auto") -> Any:
+def pipeline(paths: list[str], tokenizer: str, tok: Any, workers: int = 0, backend: str = "auto", open_shards: int | None = None) -> Any:
     """The measured pipeline: files -> tokenize -> ensure_bos_eos (BOS where ``tok`` has one)
-    -> concat_chunk(1024) -> batch(8), on ``workers`` worker processes (0: in this process)."""
+    -> concat_chunk(1024) -> batch(8), on ``workers`` worker processes (0: in this process)
+    with ``open_shards`` shards open at once (None: as many as workers)."""
     from beamtok import Dataset
 
     ds = Dataset.from_files(paths).tokenize(tokenizer, backend=backend).ensure_bos_eos(bos=tok.bos_id is not None).concat_chunk(1024)
     if workers:
-        ds = ds.interleave(workers).parallel(workers)
+        ds = ds.interleave(workers if open_shards is None else open_shards).parallel(workers)
     return ds.batch(8)
 
 
@@ -208,14 +211,14 @@ def measure_ours(paths: list[str], tokenizer: str, workers: int, backend: str) -
     return {"tokens": tokens, "seconds": time.perf_counter() - start, "engine": engine}
 
 
-def measure_scaling(paths: list[str], tokenizer: str, workers: int) -> dict[str, Any]:
+def measure_scaling(paths: list[str], tokenizer: str, workers: int, open_shards: int | None = None) -> dict[str, Any]:
     """The on-the-fly pipeline in one process (``workers`` 0) or on ``workers`` worker
-    processes: its whole run (start-up, the workers' engines and probes included) and its
-    rate from its first batch on (what a long run sees)."""
+    processes with ``open_shards`` shards open: its whole run (start-up, the workers' engines
+    and probes included) and its rate from its first batch on (what a long run sees)."""
     from beamtok import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
-    ds = pipeline(paths, tokenizer, tok, workers)
+    ds = pipeline(paths, tokenizer, tok, workers, open_shards=open_shards)
     start = time.perf_counter()
     with ds.iter() as it:
         next(it)
@@ -339,7 +342,7 @@ def main() -> None:
     parser.add_argument("--corpora", default="prose,code")
     parser.add_argument("--out", default="fast_path.json", help="file name under benchmarks/results")
     parser.add_argument("--paired-only", action="store_true", help="only the pipeline and its engine taking turns in one process")
-    parser.add_argument("--scaling-only", action="store_true", help="only one process against .parallel(2), neither pinned")
+    parser.add_argument("--scaling-only", action="store_true", help="only one process against 2 workers (one and two shards open), neither pinned")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import CORPORA, build_shards, write_results
@@ -439,24 +442,35 @@ def measure_kind(
     return {"engine": engine, "tokens_per_s": rates, "ratios": kept, "runs": runs}
 
 
+SCALING = {  # what each scaling run is: (workers, open shards)
+    "1 process": (0, None),
+    "2 workers, one shard open (.parallel(2))": (2, 1),
+    "2 workers, 2 shards open (.interleave(2).parallel(2))": (2, 2),
+}
+
+
 def measure_scaling_of(kind: str, directory: str, shards: list[str], repeats: int, corpus: str) -> dict[str, Any]:
-    """One process against 2 worker processes (``.interleave(2).parallel(2)``), in turns,
-    neither pinned: ratios of whole runs and of rates from the first batch, paired by round."""
-    runs: dict[str, list[dict[str, Any]]] = {"1 process": [], "2 workers": []}
+    """One process against 2 worker processes, with one shard open (the workers' queues hold
+    the next shard while the consumer reads another) and with two (``interleave(2)``: the
+    consumer takes rows of both in turns), in turns, neither pinned: ratios of whole runs
+    and of rates from the first batch, paired by round."""
+    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in SCALING}
     for _ in range(repeats):
-        for key, workers in (("1 process", 0), ("2 workers", 2)):
-            found = run("scaling", shards, directory, workers)
+        for key, (workers, open_shards) in SCALING.items():
+            found = run("scaling", shards, directory, workers, open_shards)
             if found is not None:
                 runs[key].append(found)
-    pairs = list(zip(runs["2 workers"], runs["1 process"]))
-    ratios = {
-        "2 workers / 1 process, whole run (start-up included)": statistics.median(a["tokens_per_s"] / b["tokens_per_s"] for a, b in pairs),
-        "2 workers / 1 process, from the first batch": statistics.median(a["steady_tokens_per_s"] / b["steady_tokens_per_s"] for a, b in pairs),
-    }
+    ratios = {}
+    for key in list(SCALING)[1:]:
+        pairs = list(zip(runs[key], runs["1 process"]))
+        if not pairs:
+            continue
+        ratios[f"{key} / 1 process, whole run (start-up included)"] = statistics.median(a["tokens_per_s"] / b["tokens_per_s"] for a, b in pairs)
+        ratios[f"{key} / 1 process, from the first batch"] = statistics.median(a["steady_tokens_per_s"] / b["steady_tokens_per_s"] for a, b in pairs)
     engine = runs["1 process"][0]["engine"] if runs["1 process"] else "?"
     print(f"\n{corpus} / {kind}: {engine}")
     for key, value in ratios.items():
-        print(f"  {key:<60} {value:6.2f}x")
+        print(f"  {key:<100} {value:6.2f}x")
     return {"engine": engine, "ratios": ratios, "runs": runs}
 
 

@@ -240,12 +240,37 @@ def test_a_worker_starts_the_next_shard_once_it_has_produced_its_own(make_shards
     assert_items_equal(got, reference)
 
 
+def test_the_next_shard_is_produced_whole_while_the_consumer_reads_another(tmp_path):
+    """One shard open at a time, two workers: the worker given the next shard produces all
+    of it (more blocks than a 16-block queue holds) while the consumer still reads the first,
+    so both workers stay busy without interleave(); the stream is unchanged."""
+    from beamtok.backends.column_pack import shard_spans
+    from beamtok.shards.processor import ShardCursor, ShardProcessor
+    from beamtok.sources.urls import Shard
+    from beamtok.testing import tiny_tokenizer
+
+    from conftest import real_paragraphs
+
+    records = [{"text": t} for t in real_paragraphs(60)] * 3
+    paths = [str(write_jsonl(tmp_path / f"part-{i}.jsonl", records)) for i in range(3)]
+    ds = Dataset.from_files(paths).tokenize(tiny_tokenizer()).concat_chunk(8)
+    assert len(list(shard_spans(ShardProcessor(ds.spec), Shard(1, paths[1]), ShardCursor()))) > 3 * 16
+    with ds.parallel(2).iter() as it:
+        got = [next(it)]
+        task = it.source.backend._tasks[(1, ShardCursor())]
+        _wait_until(lambda: task.worker is not None and task.worker.done.value == task.id, 30)
+        assert got[0]["shard"] == 0
+        got.extend(it)
+    assert_items_equal(got, list(ds))
+
+
 @pytest.mark.timeout(60)
-def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, tokenizer_dir, tmp_path):
+def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, tokenizer_dir, tmp_path, monkeypatch):
     """Shard 1 is started on the worker whose shard 0 is not read to the end, then cancelled:
     the blocks of shard 0 met while stopping shard 1 are kept for shard 0's reader."""
     import numpy as np
 
+    from beamtok.backends import parallel
     from beamtok.backends.column_pack import shard_spans
     from beamtok.backends.parallel import ParallelShards
     from beamtok.shards.processor import ShardCursor, ShardProcessor
@@ -257,6 +282,7 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
     big = str(write_jsonl(tmp_path / "big.jsonl", [{"text": t} for t in real_paragraphs(60)] * 8))
     spec = Dataset.from_files([small, big]).tokenize(tokenizer_dir).concat_chunk(4).spec
     shard0, shard1 = Shard(0, small), Shard(1, big)
+    monkeypatch.setattr(parallel, "QUEUE_TOKENS", 0)  # the shortest queue (16 blocks): shard 1 fills it
     backend = ParallelShards(spec, 1)
     try:
         spans = backend.open_spans(shard0, ShardCursor())

@@ -24,7 +24,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from beamtok.backends.column_pack import shard_spans
+from beamtok.backends.column_pack import MAX_ROWS as COLUMN_BLOCK_ROWS
+from beamtok.backends.column_pack import packs_column_wise, shard_spans
 from beamtok.backends.protocol import SequentialBackend
 from beamtok.backends.spans import RowSpan, SpanReader
 from beamtok.backends.wire import span_from_wire, span_to_wire
@@ -35,9 +36,16 @@ from beamtok.sources.retrying import share_retry_counter
 from beamtok.sources.urls import Shard
 from beamtok.transforms.tokenize import register_serialized, serialize_tokenizers
 
-__all__ = ["ParallelShards", "WorkerError"]
+__all__ = ["ParallelShards", "WorkerError", "queue_blocks"]
 
-QUEUE_CHUNKS = 16  # blocks (up to 256 examples each) a worker may run ahead of the consumer, per task
+# How far a worker may run ahead of the consumer: blocks queued and not yet read. A worker that
+# has started a shard the consumer will open next (a prefetch, or the next shard when one shard
+# is open at a time) keeps working while the consumer reads another shard's rows, until its
+# queue is full; a queue of ~8 M tokens (~16-40 MB of rows in their narrow wire types) holds a
+# few-megabyte shard whole, so two workers stay busy on such shards without interleave().
+QUEUE_TOKENS = 8_000_000
+MIN_QUEUE_BLOCKS = 16
+MAX_QUEUE_BLOCKS = 512
 POLL_SECONDS = 1.0
 PARENT_CHECK_SECONDS = 1.0  # how often a waiting worker checks that its consumer is alive
 
@@ -206,7 +214,7 @@ class ParallelShards(SequentialBackend):
         share_retry_counter()  # workers' retried remote reads count in this process's stats
         context: Any = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
         for _ in range(self.workers_wanted):
-            tasks, results, cancel = context.Queue(), context.Queue(maxsize=QUEUE_CHUNKS), context.Event()
+            tasks, results, cancel = context.Queue(), context.Queue(maxsize=queue_blocks(self.spec)), context.Event()
             done = context.Value("q", -1, lock=False)
             process = context.Process(target=_worker_main, args=(payload, tasks, results, cancel, done), daemon=True)
             process.start()
@@ -379,6 +387,17 @@ class ParallelShards(SequentialBackend):
         worker.stopping = False
         worker.task = None
         self._top_up()
+
+
+def queue_blocks(spec: Spec) -> int:
+    """How many blocks a worker may queue ahead of the consumer: ``QUEUE_TOKENS`` in blocks of
+    rows cut column-wise (``column_pack.MAX_ROWS`` rows of ``seq_len``), else
+    ``MIN_QUEUE_BLOCKS`` (rows of other lengths come in blocks of up to ``wire.MAX_ROWS``)."""
+    pack = spec.pack
+    if not (spec.tokenized and packs_column_wise(pack)):
+        return MIN_QUEUE_BLOCKS
+    assert pack is not None and pack.seq_len is not None
+    return max(MIN_QUEUE_BLOCKS, min(MAX_QUEUE_BLOCKS, QUEUE_TOKENS // (COLUMN_BLOCK_ROWS * pack.seq_len)))
 
 
 def default_workers() -> int:
