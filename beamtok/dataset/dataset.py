@@ -243,9 +243,12 @@ class Dataset(PerShardStages, StreamStages):
         core; 0: in this process). The stream is identical for any count, states included.
 
         Each open shard (see :meth:`interleave`) and the next shards of the order run in their
-        own worker; use ``interleave(k)`` with k >= workers to keep every worker busy. Inside
-        a torch DataLoader worker the step runs in-process (DataLoader workers cannot fork).
-        Workers start at the iterator's first ``next()``.
+        own worker. A worker may run ~8 M tokens of rows ahead of the consumer, so with one
+        shard open the next shard's worker stays busy while the consumer reads another, as
+        long as a shard's rows fit that budget (a few megabytes of text); with larger shards,
+        ``interleave(k)`` with k >= workers keeps every worker busy. Inside a torch DataLoader
+        worker the step runs in-process (DataLoader workers cannot fork). Workers start at the
+        iterator's first ``next()``.
         """
         return self._with_root_options(workers=default_workers() if workers is None else workers)
 
