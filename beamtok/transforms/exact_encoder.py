@@ -81,14 +81,21 @@ class ExactEncoder:
 
 
 class Needles:
-    """Whether a text holds any of some strings: ``in`` per string when they are few (a
-    memchr-speed scan each), one regex when they are many."""
+    """Whether a text holds any of some strings: ``in`` per string when they are few, one
+    regex when they are many; first, whether it holds any of their first characters at all
+    (a search for one character runs at memchr's speed, ~0.05 ns a token, where a search for a
+    string such as ``<unk>`` took ~1.3 ns a token each, 4 ns for a file's three added tokens)."""
 
     def __init__(self, strings: Sequence[str]) -> None:
         self.strings = tuple(sorted(set(strings), key=len, reverse=True))
         self.regex = re.compile("|".join(map(re.escape, self.strings))) if len(self.strings) > 8 else None
+        firsts = {s[0] for s in self.strings if s}
+        # where few characters start them all, a text without those holds none of the strings
+        self.firsts = tuple(sorted(firsts)) if len(firsts) <= 4 and all(self.strings) else None
 
     def found_in(self, text: str) -> bool:
+        if self.firsts is not None and not any(c in text for c in self.firsts):
+            return False
         if self.regex is not None:
             return self.regex.search(text) is not None
         return any(s in text for s in self.strings)
