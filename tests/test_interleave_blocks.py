@@ -7,6 +7,8 @@ processes; and a state from either path resumes the other."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +17,7 @@ import pytest
 from beamtok import Dataset
 from beamtok.testing import check_resumption, tiny_tokenizer
 
-from conftest import real_paragraphs, write_jsonl
+from conftest import ROOT, cache_without_beam, real_paragraphs, write_jsonl
 
 TOKENIZER = tiny_tokenizer()  # one token a byte: the rows' layout is what is tested
 SHARD_SIZES = [7, 0, 3, 12, 1, 9, 4]  # documents a shard; shard 1 is empty
@@ -93,25 +95,48 @@ def test_states_between_block_batches_resume_exactly_in_process_and_in_workers(s
     check_resumption(in_workers, random_steps=3, seed=6, resume_dataset=in_process)
 
 
-def test_raw_records_and_ragged_rows_from_workers_take_turns_too(shards):
-    """Workers send blocks of rows of several lengths (no packing) and of raw records too:
-    those are gathered in turns, not stacked."""
-    for build in (
-        lambda: Dataset.from_files(shards).tokenize(TOKENIZER).interleave(3),
-        lambda: Dataset.from_files(shards).interleave(3),
-    ):
-        with build().parallel(2).batch(5).iter() as it:
-            got = list(it)
-        with build().take(10**9).batch(5).iter() as it:
-            want = list(it)
-        assert len(got) == len(want) > 3
-        for a, b in zip(got, want, strict=True):
-            assert a.keys() == b.keys()
-            for name in b:
-                if isinstance(b[name], list):
-                    assert a[name] == b[name], name
-                else:
-                    assert np.array_equal(np.asarray(a[name]), np.asarray(b[name])), name
+def sft_shards(root: Path) -> list[str]:
+    lines = (ROOT / "data" / "sft" / "shakespeare-dialogue.jsonl").read_text().splitlines()[:200]
+    return [str(write_jsonl(root / f"sft-{i}.jsonl", [json.loads(line) for line in lines[i::4]])) for i in range(4)]
+
+
+@pytest.mark.parametrize("kind", ["ragged", "records", "sft"])
+def test_rows_of_every_kind_from_workers_take_turns_too(shards, tmp_path, kind):
+    """Workers send blocks of rows of several lengths (no packing), of raw records, and of
+    padded SFT rows whose labels and attention mask the batch adds: those are laid out in
+    turns too (gathered, or stacked with the training fields)."""
+    build = {
+        "ragged": lambda: Dataset.from_files(shards).tokenize(TOKENIZER).interleave(3),
+        "records": lambda: Dataset.from_files(shards).interleave(3),
+        "sft": lambda: Dataset.from_files(sft_shards(tmp_path)).tokenize_sft(TOKENIZER, max_length=96).pack_examples(96).interleave(3),
+    }[kind]
+    with build().parallel(2).batch(5).iter() as it:
+        got = list(it)
+    with build().take(10**9).batch(5).iter() as it:
+        want = list(it)
+    assert len(got) == len(want) > 3
+    for a, b in zip(got, want, strict=True):
+        assert a.keys() == b.keys()
+        for name in b:
+            if isinstance(b[name], list):
+                assert a[name] == b[name], name
+            else:
+                assert np.array_equal(np.asarray(a[name]), np.asarray(b[name])), name
+    if kind == "sft":
+        assert {"labels", "attention_mask", "loss_mask"} <= set(got[0])
+
+
+def test_an_sft_cache_read_in_turns_gives_the_rows_one_at_a_time(tmp_path):
+    """A cache of SFT rows stores no labels or attention mask: the batch adds them to rows
+    laid out in turns as it does to rows read one at a time."""
+    sft = Dataset.from_files(sft_shards(tmp_path)).tokenize_sft(TOKENIZER, max_length=96).pack_examples(96)
+    cached = cache_without_beam(sft, str(tmp_path / "cache"), row_group_rows=4).interleave(3)
+    got = batches_and_states(cached, 5, stages_above=1)
+    want = batches_and_states(cached.take(10**9), 5, stages_above=2)
+    assert len(got) == len(want) > 3
+    for (a, a_state), (b, b_state) in zip(got, want, strict=True):
+        assert a.keys() == b.keys() and {"labels", "attention_mask"} <= set(a)
+        assert all(np.array_equal(a[name], b[name]) for name in b) and a_state == b_state
 
 
 def test_the_source_hands_blocks_where_shards_take_turns(shards):
