@@ -41,8 +41,9 @@ __all__ = ["ParallelShards", "WorkerError", "queue_blocks"]
 # How far a worker may run ahead of the consumer: blocks queued and not yet read. A worker that
 # has started a shard the consumer will open next (a prefetch, or the next shard when one shard
 # is open at a time) keeps working while the consumer reads another shard's rows, until its
-# queue is full; a queue of ~8 M tokens (~16-40 MB of rows in their narrow wire types) holds a
-# few-megabyte shard whole, so two workers stay busy on such shards without interleave().
+# queue is full; a queue of ~8 M tokens holds a few-megabyte shard whole, so two workers stay
+# busy on such shards without interleave(). A full queue is 40-70 MB of rows in their narrow
+# wire types (2-4 bytes an id), held by a worker whose consumer is slower than it.
 QUEUE_TOKENS = 8_000_000
 MIN_QUEUE_BLOCKS = 16
 MAX_QUEUE_BLOCKS = 512
