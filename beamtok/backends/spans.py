@@ -195,7 +195,7 @@ def in_turns(pieces: list[Taken]) -> Taken:
         counts = counts + piece.counts
     first = pieces[0].block
     assert first is not None
-    widths = {None if b is None else b.width for b in blocks}
+    widths = {b.width for b in blocks}  # type: ignore[union-attr]
     if not first.columns or widths != {first.width} or first.width is None:  # raw records, or rows of several lengths
         order = np.arange(rows)
         which = order % turns

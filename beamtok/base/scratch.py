@@ -14,7 +14,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 
-__all__ = ["hold_directory", "release_directory", "remove_held_directories", "scratch_directory"]
+__all__ = ["held_directory", "hold_directory", "release_directory", "remove_held_directories", "scratch_directory"]
 
 _HELD: set[str] = set()
 _LOCK = threading.Lock()
@@ -44,10 +44,15 @@ def remove_held_directories() -> None:
 
 
 @contextlib.contextmanager
-def scratch_directory(prefix: str) -> Iterator[str]:
-    """A new directory under the temporary directory, held while the block runs, then removed."""
-    path = hold_directory(tempfile.mkdtemp(prefix=prefix))
+def held_directory(path: str) -> Iterator[str]:
+    """``path`` held while the block runs, then removed."""
+    hold_directory(path)
     try:
         yield path
     finally:
         release_directory(path)
+
+
+def scratch_directory(prefix: str) -> contextlib.AbstractContextManager[str]:
+    """A new directory under the temporary directory, held while the block runs, then removed."""
+    return held_directory(tempfile.mkdtemp(prefix=prefix))

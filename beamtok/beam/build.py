@@ -44,7 +44,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from beamtok.base.errors import CacheError, ConfigError
-from beamtok.base.scratch import hold_directory, release_directory
+from beamtok.base.scratch import held_directory
 from beamtok.base.validate import check_optional_int
 from beamtok.cache.build.progress import ShardReporter
 from beamtok.cache.build.range_pack import (
@@ -400,11 +400,8 @@ def pipeline_for(beam_args: Sequence[str]) -> Iterator[beam.Pipeline]:
     build refused before its run (an output to overwrite, a held lock, a local runner given to
     a dry run) would leave one in the temporary directory."""
     pipeline = make_pipeline(beam_args)
-    hold_directory(pipeline.local_tempdir)
-    try:
+    with held_directory(pipeline.local_tempdir):
         yield pipeline
-    finally:
-        release_directory(pipeline.local_tempdir)
 
 
 def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:

@@ -341,8 +341,9 @@ class ShardSource(RootSource):
         for i in range(min(rows, turns)):
             slot = self._slots[(first + i) % turns]
             assert isinstance(slot.examples, SpanReader)
-            taken = slot.examples.take((rows - i + turns - 1) // turns)
-            assert taken is not None and taken.rows == (rows - i + turns - 1) // turns
+            share = (rows - i + turns - 1) // turns  # the first rows % turns shards take one more
+            taken = slot.examples.take(share)
+            assert taken is not None and taken.rows == share
             slot.cursor = taken.cursor
             self.stats.record_taken(taken)
             pieces.append(taken)
