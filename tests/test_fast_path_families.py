@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok.testing import assert_items_equal
 from beamtok.transforms import wordpiece_chars
-from beamtok.transforms.kitoken_families import KitokenEncoder
+from beamtok.transforms.kitoken_families import ASCII_PROBES, KitokenEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 
 from conftest import CORPUS, assert_same_ids, trained_family
@@ -118,6 +118,19 @@ def test_the_pipeline_streams_the_same_and_a_pickled_tokenizer_rebuilds_its_engi
         copy = pickle.loads(pickle.dumps(tok))
         assert [a.tolist() for a in copy.encode_batch(["Hello, World!"])] == [a.tolist() for a in tok.encode_batch(["Hello, World!"])]
         assert copy.engine == tok.engine
+
+
+def test_an_ascii_text_is_normalized_by_the_files_table_and_kitoken_only_cuts_and_encodes(families):
+    """BERT's kind: an ASCII text skips kitoken's normalization (the file's own table maps it),
+    and that path alone gives the ids of ``tokenizers`` on the shipped ASCII texts and on every
+    ASCII character."""
+    tok = load_tokenizer(families["wordpiece"])
+    engine = tok.tiktoken()
+    assert engine.ascii is not None and engine.ascii.encoder.config()["normalization"] == []
+    texts = [*[t for t in shipped_texts() if t.isascii()][::3], *ASCII_PROBES, "MiXeD\r\nCase\tand\x0bcontrols\x7f\x00"]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    got = [engine.ascii.encode(t) for t in texts]
+    assert [t for t, a, b in zip(texts, got, want) if a != b] == []
 
 
 def table_characters() -> set[int]:

@@ -20,7 +20,15 @@ Families:
   kitoken's Unicode tables read some characters otherwise than ``tokenizers`` (it drops the
   ones it holds unassigned, where ``tokenizers`` gives ``[UNK]``); those characters were found
   once for all settings (``beamtok.transforms.wordpiece_chars``) and a text holding one is
-  encoded by ``tokenizers``;
+  encoded by ``tokenizers``. An ASCII text is normalized here instead, by the table of what
+  the file's ``BertNormalizer`` makes of each ASCII character alone
+  (``word_cutters.AsciiTable``: it maps character by character), and given to a second
+  kitoken that has no normalization of its own (``AsciiWordPiece``): kitoken's chain of
+  nine passes (replacements, NFD, accent marks, case folding) cost a third of its time on
+  ASCII prose, where a ``str.translate`` does it at a few ns a character. kitoken's chain
+  maps ASCII character by character too, so the two agree on every ASCII text when they
+  agree on each ASCII character: each of the 128, alone and between letters, is among the
+  probe strings;
 - BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (then the normalizers
   ``Prepend``/``Replace`` do the SentencePiece spacing, as in Llama-2's and Mistral's files,
   and ``tokenizers`` sees the whole text as one word; so it does under a Metaspace that does
@@ -50,12 +58,14 @@ from beamtok.base.errors import ConfigError
 from beamtok.transforms.exact_encoder import ExactEncoder, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
-from beamtok.transforms.word_cutters import SpaceMarkWords
+from beamtok.transforms.word_cutters import AsciiTable, SpaceMarkWords
 from beamtok.transforms.wordpiece_chars import routed_chars
 
-__all__ = ["KitokenEncoder", "family_of", "family_of_backend"]
+__all__ = ["AsciiWordPiece", "KitokenEncoder", "family_of", "family_of_backend"]
 
 SAMPLE_STRIDE = 8  # every 8th string of the split sample (~10,000) is probed at load
+# each ASCII character alone, between letters and around a space: the ASCII path's probes
+ASCII_PROBES = [form.format(c=chr(c)) for c in range(128) for form in ("{c}", "Ab{c}cD", "x {c}{c} Y")]
 
 
 def family_of(model_type: str | None, byte_fallback: bool) -> str | None:
@@ -78,6 +88,22 @@ def family_of_backend(backend: Any) -> str | None:
     return family_of(type(model).__name__, False)
 
 
+class AsciiWordPiece:
+    """BERT's kind on an ASCII text: normalized by the file's own table, then kitoken with
+    no normalization (see the module docstring)."""
+
+    def __init__(self, encoder: Any, reference: Any) -> None:
+        config = encoder.config()
+        config["normalization"] = []
+        encoder.set_config(config)
+        self.encoder = encoder
+        self.normalized = AsciiTable(reference.normalizer)
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = self.encoder.encode(self.normalized(text))
+        return ids
+
+
 class KitokenEncoder(ExactEncoder):
     """Encodes exactly like the given HF tokenizer through kitoken, for the families above."""
 
@@ -98,9 +124,11 @@ class KitokenEncoder(ExactEncoder):
             raise ConfigError("the exact fast path for this tokenizer needs the kitoken package: pip install kitoken") from e
         except Exception as e:  # kitoken refuses a part of the file
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: kitoken cannot read it ({e})") from None
-        self._take_file(spec, tokenizer_json, name, reference, routed_too=routed_chars() if self.family == "WordPiece" else None)
+        wordpiece = self.family == "WordPiece"
+        self._take_file(spec, tokenizer_json, name, reference, routed_too=routed_chars() if wordpiece else None)
+        self.ascii = AsciiWordPiece(Kitoken.from_tokenizers(engine_json.encode()), self.reference) if wordpiece else None
         self.engine_name = "kitoken"
-        self.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE]])
+        self.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE], *(ASCII_PROBES if wordpiece else ())])
 
     def _check(self, spec: dict[str, Any], name: str) -> None:
         def refuse(why: str) -> ConfigError:
@@ -147,6 +175,12 @@ class KitokenEncoder(ExactEncoder):
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode = self.encoder.encode
         routed = self._routed
+        if self.ascii is not None:
+            ascii_encode = self.ascii.encode
+            return [
+                self._by_reference(text) if routed.found_in(text) else int32_ids(ascii_encode(text) if text.isascii() else encode(text))
+                for text in texts
+            ]
         return [self._by_reference(text) if routed.found_in(text) else int32_ids(encode(text)) for text in texts]
 
     def __getstate__(self) -> dict[str, Any]:
