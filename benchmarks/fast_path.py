@@ -237,6 +237,51 @@ def measure_scaling(paths: list[str], tokenizer: str, workers: int, open_shards:
     }
 
 
+def measure_marks(paths: list[str], tokenizer: str, ready_dir: str, peers: int) -> dict[str, Any]:
+    """The on-the-fly pipeline in one process, started beside ``peers - 1`` others: after its
+    first batch it writes a file in ``ready_dir`` and waits for theirs; from then on its
+    delivered tokens are marked against the wall clock every 16 batches, so that the caller
+    can count what each delivered while all of them ran."""
+    from beamtok import load_tokenizer
+
+    tok = load_tokenizer(tokenizer)
+    ds = pipeline(paths, tokenizer, tok)
+    with ds.iter() as it:
+        next(it)
+        Path(ready_dir, str(os.getpid())).touch()
+        while len(os.listdir(ready_dir)) < peers:
+            time.sleep(0.0005)
+        marks = [(time.time(), int(it.stats()["delivered"]["tokens"]))]
+        for i, _ in enumerate(it, 1):
+            if i % 16 == 0:
+                marks.append((time.time(), int(it.stats()["delivered"]["tokens"])))
+        marks.append((time.time(), int(it.stats()["delivered"]["tokens"])))
+    return {"marks": marks, "tokens": marks[-1][1] - marks[0][1], "seconds": marks[-1][0] - marks[0][0], "engine": tok.engine}
+
+
+def side_by_side(shards: list[str], directory: str, processes: int = 2) -> dict[str, Any] | None:
+    """``processes`` single-process pipelines run at once, unpinned, each over all of
+    ``shards``: their tokens per second together while all of them ran. No parallel scheme
+    on these cores can beat it (it has no consumer and no transfer), so it is the bound
+    ``.parallel(processes)`` is held against."""
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as ready:
+        env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+        command = [sys.executable, __file__, "measure", "marks", json.dumps([shards, directory, ready, processes])]
+        procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=HERE) for _ in range(processes)]
+        outputs = [proc.communicate() for proc in procs]
+    if any(proc.returncode != 0 for proc in procs):
+        print(f"  (side by side skipped: {next(err for (_, err), proc in zip(outputs, procs) if proc.returncode).strip().splitlines()[-1:]})", file=sys.stderr)
+        return None
+    marks = [np.asarray(json.loads(out.strip().splitlines()[-1])["marks"], dtype=np.float64) for out, _ in outputs]
+    start, end = max(m[0, 0] for m in marks), min(m[-1, 0] for m in marks)
+    tokens = sum(float(np.interp(end, m[:, 0], m[:, 1]) - np.interp(start, m[:, 0], m[:, 1])) for m in marks)
+    return {"processes": processes, "together_s": end - start, "tokens": tokens, "steady_tokens_per_s": tokens / (end - start)}
+
+
 def delivered_tokens(ds: Any) -> int:
     """Run ``ds`` to its end; the real tokens its iterator delivered (counted by the iterator
     itself, so the measure adds no pass of its own over every batch)."""
@@ -319,6 +364,7 @@ MEASURES = {
     "epochraft": measure_epochraft,
     "paired": measure_pipeline_vs_engine,
     "scaling": measure_scaling,
+    "marks": measure_marks,
 }
 PIN = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 
@@ -449,17 +495,24 @@ SCALING = {  # what each scaling run is: (workers, open shards)
 }
 
 
+SIDE_BY_SIDE = "2 single processes side by side"
+
+
 def measure_scaling_of(kind: str, directory: str, shards: list[str], repeats: int, corpus: str) -> dict[str, Any]:
     """One process against 2 worker processes, with one shard open (the workers' queues hold
     the next shard while the consumer reads another) and with two (``interleave(2)``: the
     consumer takes rows of both in turns), in turns, neither pinned: ratios of whole runs
-    and of rates from the first batch, paired by round."""
-    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in SCALING}
+    and of rates from the first batch, paired by round; and two single processes run side
+    by side (``side_by_side``), the bound of any 2-process scheme on these cores."""
+    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in [*SCALING, SIDE_BY_SIDE]}
     for _ in range(repeats):
         for key, (workers, open_shards) in SCALING.items():
             found = run("scaling", shards, directory, workers, open_shards)
             if found is not None:
                 runs[key].append(found)
+        bound = side_by_side(shards, directory)
+        if bound is not None:
+            runs[SIDE_BY_SIDE].append(bound)
     ratios = {}
     for key in list(SCALING)[1:]:
         pairs = list(zip(runs[key], runs["1 process"]))
@@ -467,6 +520,11 @@ def measure_scaling_of(kind: str, directory: str, shards: list[str], repeats: in
             continue
         ratios[f"{key} / 1 process, whole run (start-up included)"] = statistics.median(a["tokens_per_s"] / b["tokens_per_s"] for a, b in pairs)
         ratios[f"{key} / 1 process, from the first batch"] = statistics.median(a["steady_tokens_per_s"] / b["steady_tokens_per_s"] for a, b in pairs)
+    bounds = list(zip(runs[SIDE_BY_SIDE], runs["1 process"]))
+    if bounds:
+        ratios[f"{SIDE_BY_SIDE} / 1 process, from the first batch (the bound)"] = statistics.median(
+            a["steady_tokens_per_s"] / b["steady_tokens_per_s"] for a, b in bounds
+        )
     engine = runs["1 process"][0]["engine"] if runs["1 process"] else "?"
     print(f"\n{corpus} / {kind}: {engine}")
     for key, value in ratios.items():
