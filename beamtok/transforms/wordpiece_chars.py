@@ -11,16 +11,20 @@ or split as punctuation by one and not the other.
 
 The differences are per character, not per vocabulary: both cut the normalized text into
 words the same way wherever they read its characters alike, and WordPiece's greedy longest
-match is the same algorithm in both. So the characters are found once, by encoding every
-code point alone, between two letters and between two spaces, under every ``BertNormalizer``
-setting (24), with a vocabulary that holds every character and every ``##`` continuation
+match is the same algorithm in both. One difference shows only in context: kitoken
+lower-cases a capital sigma that ends a word after a letter to the final sigma (``ΟΔΥΣΣΕΥΣ``
+becomes ``οδυσσευς``; Unicode's Final_Sigma rule, the one context-dependent mapping of
+lower-casing, which Rust's ``str::to_lowercase`` applies), where ``tokenizers`` lower-cases
+character by character (``οδυσσευσ``). So the characters are found once, by encoding every
+code point alone, between two letters, between two spaces and at the end of a word after a
+letter (where Final_Sigma applies), under every ``BertNormalizer`` setting (24), with a vocabulary that holds every character and every ``##`` continuation
 (so no difference hides behind ``[UNK]``; a test samples code points, with a vocabulary of
 what a normalizer makes of them), and kept in ``wordpiece_chars.json`` beside this
 module with the kitoken and ``tokenizers`` versions that made it. Another version of either
 is refused by name (``tokens`` stay exact: the cached-words engine encodes), until the table
 is made again::
 
-    python -m beamtok.transforms.wordpiece_chars      # ~12 min on 2 cores
+    python -m beamtok.transforms.wordpiece_chars      # ~16 min on 2 cores
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from beamtok.base.errors import ConfigError
 __all__ = ["TABLE", "CharsReadOtherwise", "differing_chars", "routed_chars"]
 
 TABLE = Path(__file__).with_name("wordpiece_chars.json")
-FORMS = ("{}", "a{}b", "x {} y")  # alone, inside a word, a word of its own
+FORMS = ("{}", "a{}b", "x {} y", "a{}")  # alone, inside a word, a word of its own, ending a word
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SETTINGS = [
     {"type": "BertNormalizer", "clean_text": clean, "handle_chinese_chars": chinese, "strip_accents": strip, "lowercase": lower}
