@@ -189,12 +189,16 @@ def measure_raw(paths: list[str], tokenizer: str) -> dict[str, Any]:
 
 
 def pipeline(paths: list[str], tokenizer: str, tok: Any, workers: int = 0, backend: str = "auto", open_shards: int | None = None) -> Any:
-    """The measured pipeline: files -> tokenize -> ensure_bos_eos (BOS where ``tok`` has one)
-    -> concat_chunk(1024) -> batch(8), on ``workers`` worker processes (0: in this process)
-    with ``open_shards`` shards open at once (None: as many as workers)."""
+    """The measured pipeline: files -> tokenize -> ensure_bos_eos (the BOS and EOS ``tok`` has;
+    BERT has neither, its post-processor puts ``[CLS]`` and ``[SEP]`` around each text) ->
+    concat_chunk(1024) -> batch(8), on ``workers`` worker processes (0: in this process) with
+    ``open_shards`` shards open at once (None: as many as workers)."""
     from beamtok import Dataset
 
-    ds = Dataset.from_files(paths).tokenize(tokenizer, backend=backend).ensure_bos_eos(bos=tok.bos_id is not None).concat_chunk(1024)
+    ds = Dataset.from_files(paths).tokenize(tokenizer, backend=backend)
+    if tok.bos_id is not None or tok.eos_id is not None:
+        ds = ds.ensure_bos_eos(bos=tok.bos_id is not None, eos=tok.eos_id is not None)
+    ds = ds.concat_chunk(1024)
     if workers:
         ds = ds.interleave(workers if open_shards is None else open_shards).parallel(workers)
     return ds.batch(8)
