@@ -109,6 +109,48 @@ def test_kitoken_gives_the_ids_of_tokenizers_on_adversarial_text(families, kind,
     assert tok.encode_batch([text], backend="tiktoken")[0].tolist() == tok.encode_batch([text], backend="hf")[0].tolist()
 
 
+GEMMA_FORM = {  # Gemma's files as transformers 5 writes them: spaces become marks, then a Split on spaces that never cuts
+    "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+    "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False},
+}
+
+
+def test_gemmas_form_runs_on_kitoken_cut_into_words(families, tmp_path):
+    spec = {**json.loads(Path(families["sp-bpe-prepend"], "tokenizer.json").read_text(encoding="utf-8")), **GEMMA_FORM}
+    tok = load_tokenizer_from(spec, tmp_path / "gemma-form")
+    assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
+    assert tok.tiktoken().cuts_words
+    assert_same_ids(tok, [*shipped_texts()[::4], *PROBES, " leading and trailing ", "\u00a0no-break\u00a0spaces"], "Gemma's form")
+
+
+def test_a_split_a_later_normalizer_can_feed_is_not_taken_for_inert(families, tmp_path):
+    """NFKC after the Replace turns a no-break space into a space, which the Split then cuts at."""
+    normalizer = {"type": "Sequence", "normalizers": [GEMMA_FORM["normalizer"], {"type": "NFKC"}]}
+    spec = {**json.loads(Path(families["sp-bpe-prepend"], "tokenizer.json").read_text(encoding="utf-8")), **GEMMA_FORM, "normalizer": normalizer}
+    tok = load_tokenizer_from(spec, tmp_path / "fed")
+    assert tok.engine.startswith("tokenizers") and "not Metaspace or none (nor a Split that never cuts)" in tok.engine, tok.engine
+    assert tok.encode_batch(["a\u00a0b c"], add_special_tokens=False)[0].tolist() == tok.backend.encode("a\u00a0b c", add_special_tokens=False).ids
+    assert len(tok.backend.pre_tokenizer.pre_tokenize_str(tok.backend.normalizer.normalize_str("a\u00a0b"))) == 2  # the Split does cut here
+
+
+@pytest.mark.parametrize("gemma", [False, True])
+def test_a_token_no_merge_makes_goes_to_tokenizers_where_kitoken_gives_it_whole(families, tmp_path, gemma):
+    """SentencePiece's control and user-defined pieces (Gemma's ``<unused0>``) sit in the
+    vocabulary with no merge that makes them: ``tokenizers`` spells such a word out, kitoken
+    takes it whole. Found at load; texts showing one go to ``tokenizers``. Where the text is
+    prepended a mark, ``<unused0>`` never starts a word; in Gemma's form it starts the text."""
+    spec = json.loads(Path(families["sp-bpe-prepend"], "tokenizer.json").read_text(encoding="utf-8"))
+    for token in ("<unused0>", "\u2581<unused1>", "\u2581[@BOS@]"):
+        spec["model"]["vocab"][token] = len(spec["model"]["vocab"])
+    tok = load_tokenizer_from({**spec, **(GEMMA_FORM if gemma else {})}, tmp_path / "unmade")
+    engine = tok.tiktoken()
+    assert engine.whole_words == (["<unused0>", "<unused1>", "[@BOS@]"] if gemma else ["<unused1>", "[@BOS@]"])
+    texts = ["a <unused1> b", "x [@BOS@]", *(["<unused0>"] if gemma else ["<unused1>"])]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    assert all(list(engine.encoder.encode(t)) != w for t, w in zip(texts, want))  # what the routing is for
+    assert_same_ids(tok, [*texts, "<unused0> here", *shipped_texts()[:40]], "tokens no merge makes")
+
+
 def test_a_sentencepiece_file_kitoken_refuses_runs_on_cached_words_and_says_why(families, tmp_path):
     spec = json.loads(Path(families["sp-bpe-metaspace"], "tokenizer.json").read_text(encoding="utf-8"))
     spec["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}

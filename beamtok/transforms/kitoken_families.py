@@ -29,7 +29,8 @@ Families:
   maps ASCII character by character too, so the two agree on every ASCII text when they
   agree on each ASCII character: each of the 128, alone and between letters, is among the
   probe strings;
-- BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (then the normalizers
+- BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (or a ``Split`` that never
+  cuts, Gemma's form as ``transformers`` 5 writes it: ``word_cutters.inert_split``; then the normalizers
   ``Prepend``/``Replace`` do the SentencePiece spacing, as in Llama-2's and Mistral's files,
   and ``tokenizers`` sees the whole text as one word; so it does under a Metaspace that does
   not split, Llama-2's form as ``transformers`` writes it). Then kitoken is given the file
@@ -55,10 +56,10 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.exact_encoder import ExactEncoder, refuse_unrouted_added_tokens
+from beamtok.transforms.exact_encoder import EitherFound, ExactEncoder, Needles, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
-from beamtok.transforms.word_cutters import AsciiTable, SpaceMarkWords
+from beamtok.transforms.word_cutters import MARK, AsciiTable, SpaceMarkWords, inert_split
 from beamtok.transforms.wordpiece_chars import routed_chars
 
 __all__ = ["AsciiWordPiece", "KitokenEncoder", "family_of", "family_of_backend"]
@@ -114,8 +115,13 @@ class KitokenEncoder(ExactEncoder):
         model = spec.get("model") or {}
         self.family = family_of(model.get("type"), bool(model.get("byte_fallback")))
         self._check(spec, name)
-        engine_json = self._cut_at_space_marks(spec) or tokenizer_json
-        self.cuts_words = engine_json is not tokenizer_json
+        if self.family == "SentencePiece-style BPE" and inert_split(spec):
+            spec = {**spec, "pre_tokenizer": None}  # it never cuts: kitoken is given the file as if it had none
+            tokenizer_for_engine = json.dumps(spec)
+        else:
+            tokenizer_for_engine = tokenizer_json
+        engine_json = self._cut_at_space_marks(spec) or tokenizer_for_engine
+        self.cuts_words = engine_json is not tokenizer_for_engine
         try:
             from kitoken import Kitoken
 
@@ -126,9 +132,32 @@ class KitokenEncoder(ExactEncoder):
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: kitoken cannot read it ({e})") from None
         wordpiece = self.family == "WordPiece"
         self._take_file(spec, tokenizer_json, name, reference, routed_too=routed_chars() if wordpiece else None)
+        self.whole_words = [] if wordpiece else self._whole_words_read_otherwise(spec)
+        if self.whole_words:
+            self._routed = EitherFound(self._routed, Needles(self.whole_words))
         self.ascii = AsciiWordPiece(Kitoken.from_tokenizers(engine_json.encode()), self.reference) if wordpiece else None
         self.engine_name = "kitoken"
         self.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE], *(ASCII_PROBES if wordpiece else ())])
+
+    def _whole_words_read_otherwise(self, spec: dict[str, Any]) -> list[str]:
+        """The vocabulary tokens the file's merges do not make from their own text which
+        kitoken gives whole (it takes a word found in the vocabulary as one piece, as tiktoken
+        does; ``tokenizers``' BPE only merges), as the text that shows them: texts holding one
+        go to ``tokenizers``. Gemma's ``<unused0>`` and ``[@BOS@]`` are such tokens."""
+        added = {t["content"] for t in spec.get("added_tokens", [])}
+        tokenize = self.reference.model.tokenize
+        found = []
+        for token in spec["model"]["vocab"]:
+            if len(token) < 2 or token in added or len(tokenize(token)) == 1:
+                continue
+            shown = token.replace(MARK, " ").strip(" ")
+            if not shown:
+                continue  # a run of marks is made by merges like any other word, or split alike
+            contexts = [shown, f"x {shown}", f"{shown} y", f"x {shown} y"]
+            want = self.reference.encode_batch_fast(contexts, add_special_tokens=False)
+            if any(list(self.encoder.encode(text)) != ids.ids for text, ids in zip(contexts, want)):
+                found.append(shown)
+        return found
 
     def _check(self, spec: dict[str, Any], name: str) -> None:
         def refuse(why: str) -> ConfigError:
@@ -152,8 +181,8 @@ class KitokenEncoder(ExactEncoder):
             return
         if model.get("dropout"):
             raise refuse("its BPE model has dropout (random merges)")
-        if pre and pre.get("type") != "Metaspace":
-            raise refuse(f"its pre-tokenizer is {pre.get('type')}, not Metaspace or none")
+        if pre and pre.get("type") != "Metaspace" and not inert_split(spec):
+            raise refuse(f"its pre-tokenizer is {pre.get('type')}, not Metaspace or none (nor a Split that never cuts)")
         steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else ([normalizer] if normalizer else [])
         for step in steps:
             if step.get("type") not in ("Prepend", "Replace", "NFC", "NFKC"):

@@ -51,7 +51,12 @@ the map holds it, else each character), an ASCII text's graphemes are its charac
   text is the lowest in its part) and Unigram's best segmentation is the best of each part.
   A vocabulary with such a piece is refused (``SpaceMarkWords.why_not``), as is a BPE that
   takes a word found whole in the vocabulary as one piece (``ignore_merges``: it would then
-  apply to parts instead of the whole text).
+  apply to parts instead of the whole text). A ``Split`` pre-tokenizer on one character that
+  the normalizers have replaced everywhere is no pre-tokenizer at all (``inert_split``:
+  Gemma's files as ``transformers`` 5 writes them replace every space with ``▁``, then split
+  on spaces, of which none is left). It stays inert only while no later normalizer step can
+  write that character again: a ``Prepend`` or ``Replace`` whose text does not hold it;
+  any other step (a Unicode normal form turns a no-break space into a space) ends it.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ from beamtok.base.errors import ConfigError
 
 Refuse = Callable[[str], ConfigError]
 
-__all__ = ["AsciiTable", "BertWords", "MetaspaceWords", "SpaceMarkWords", "WhitespaceMetaspaceWords", "WordCutter", "cutter_for"]
+__all__ = ["AsciiTable", "BertWords", "MetaspaceWords", "SpaceMarkWords", "WhitespaceMetaspaceWords", "WordCutter", "cutter_for", "inert_split"]
 
 # BertPreTokenizer on ASCII: a run of characters that are neither whitespace nor punctuation, or one punctuation character
 ASCII_WORDS = re.compile(r"[^\t\n\x0b\x0c\r !-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
@@ -209,6 +214,26 @@ class SpaceMarkWords(WordCutter):
         return None
 
 
+def inert_split(spec: dict[str, Any]) -> bool:
+    """Whether the pre-tokenizer is a ``Split`` on one character the normalizers leave
+    nowhere in the text, so that it never cuts (see the module docstring)."""
+    pre = spec.get("pre_tokenizer") or {}
+    literal = (pre.get("pattern") or {}).get("String")
+    if pre.get("type") != "Split" or not isinstance(literal, str) or len(literal) != 1 or pre.get("invert"):
+        return False
+    normalizer = spec.get("normalizer") or {}
+    steps = normalizer.get("normalizers") or [] if normalizer.get("type") == "Sequence" else [normalizer]
+    gone = False
+    for step in steps:
+        kind = step.get("type")
+        written = step.get("content") if kind == "Replace" else step.get("prepend") if kind == "Prepend" else None
+        if not isinstance(written, str) or literal in written:
+            gone = False  # this step may write the character (or is not one that cannot)
+        elif kind == "Replace" and (step.get("pattern") or {}).get("String") == literal:
+            gone = True
+    return gone
+
+
 def cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutter:
     """The cutter for a tokenizer.json's pre-tokenizer, or ``refuse(why)`` raised."""
     pre = spec.get("pre_tokenizer") or {}
@@ -227,7 +252,7 @@ def cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutt
         return MetaspaceWords(reference, str(pre.get("replacement", MARK)), scheme != "never")
     if kind == "Sequence":
         return _sequence_cutter(pre, reference, refuse)
-    if not pre:
+    if not pre or inert_split(spec):
         why = SpaceMarkWords.why_not(model)
         if why is not None:
             raise refuse(why)
