@@ -11,8 +11,10 @@ to the file's model alone (its ``tokenize``, the call ``tokenizers`` makes per w
 piece is ever computed here. Words are cached as
 the bytes of their int32 ids, and a text's ids are one ``bytes.join`` of its words', read as
 an array without a Python int per token.
-Texts holding an added token (``[CLS]`` or ``<s>`` written in the text) are encoded by
-``tokenizers`` itself; the tokens a post-processor puts around a text are put around the ids,
+Texts holding an added token (``[CLS]`` or ``<s>`` written in the text) are cut at their
+added tokens and the parts encoded here (``added_segments``; ``tokenizers`` encodes them
+whole where its Metaspace marks the first part only); the tokens a post-processor puts
+around a text are put around the ids,
 as on the other fast paths. At load the encoder must give ``tokenizers``' ids on the probe
 strings and a slice of the split sample, with and without special tokens, or it is refused
 with the string that differs.
@@ -28,13 +30,12 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.exact_encoder import ExactEncoder, refuse_unrouted_added_tokens
+from beamtok.transforms.exact_encoder import EMPTY, ExactEncoder, refuse_unrouted_added_tokens
 from beamtok.transforms.word_cutters import cutter_for
 
 __all__ = ["CachedWordsEncoder"]
 
 CACHED_WORDS = 1 << 20  # words kept before the cache starts over (a word's ids are a few bytes)
-EMPTY = np.zeros(0, dtype=np.int32)
 PROBE_STRIDE = 8  # every 8th string of the split sample (~10,000) is probed at load
 
 
@@ -85,6 +86,7 @@ class CachedWordsEncoder(ExactEncoder):
         self._take_file(spec, tokenizer_json, name, reference)
         self._cutter = cutter_for(spec, self.reference, refuse)
         self._words = WordCache(self.reference.model)
+        self._check_segments(name)
         self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -92,9 +94,11 @@ class CachedWordsEncoder(ExactEncoder):
         cut = self._cutter.words
         out: list[np.ndarray] = []
         pending: list[tuple[int, list[str]]] = []  # texts with a word not yet known
+        routed: list[int] = []  # texts the file encodes
         for text in texts:
             if self._routed.found_in(text):
-                out.append(self._by_reference(text))
+                routed.append(len(out))
+                out.append(EMPTY)
                 continue
             words = cut(text)
             try:
@@ -106,6 +110,8 @@ class CachedWordsEncoder(ExactEncoder):
             self._words.learn([words for _, words in pending])
             for i, words in pending:
                 out[i] = np.frombuffer(b"".join(map(ids_of, words)), dtype=np.int32)
+        for i, ids in zip(routed, self._by_reference([texts[i] for i in routed])):
+            out[i] = ids
         return out
 
     def __getstate__(self) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """What every exact fast-path encoder does with special tokens: put the ids a post-processor
-adds around a single text (``added_around``, ``ExactEncoder.encode_batch``) and find the texts
-that hold an added token, which the engines do not split out (``Needles``)."""
+adds around a single text (``added_around``, ``ExactEncoder.encode_batch``), find the texts
+that hold an added token (``Needles``) and encode those as ``tokenizers`` does: cut at their
+added tokens where that is exact (``added_segments``), else by the file itself."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from beamtok.base.errors import ConfigError
+from beamtok.transforms.added_segments import AddedSegments
 from beamtok.transforms.id_arrays import int32_ids
 
-__all__ = ["EitherFound", "ExactEncoder", "Needles", "TextFinder", "added_around", "refuse_unrouted_added_tokens"]
+EMPTY = np.zeros(0, dtype=np.int32)
+
+__all__ = ["EMPTY", "EitherFound", "ExactEncoder", "Needles", "TextFinder", "added_around", "refuse_unrouted_added_tokens"]
 
 
 class TextFinder(Protocol):
@@ -61,10 +65,68 @@ class ExactEncoder:
         self.reference = reference
         added = Needles([t["content"] for t in spec.get("added_tokens", [])])
         self._routed = added if routed_too is None else EitherFound(added, routed_too)
+        self._whole: TextFinder | None = routed_too  # texts the file encodes whole
+        self._segments: AddedSegments | None = None
+        self.segments_refusal = AddedSegments.why_not(spec) or ""
+        if not self.segments_refusal and spec.get("added_tokens"):
+            self._segments = AddedSegments(spec["added_tokens"])
 
-    def _by_reference(self, text: str) -> np.ndarray:
-        """``text`` encoded by the file itself (a text holding an added token)."""
-        return int32_ids(self.reference.encode(text, add_special_tokens=False).ids)
+    def _route_whole(self, finder: TextFinder) -> None:
+        """Texts ``finder`` finds go to the file whole, too."""
+        self._routed = EitherFound(self._routed, finder)
+        self._whole = finder if self._whole is None else EitherFound(self._whole, finder)
+
+    def _check_segments(self, name: str) -> None:
+        """Keep the cut at added tokens (``added_segments``) only where the engine gives the
+        file's ids on the texts built from them; else texts holding one go to the file whole."""
+        if self._segments is None:
+            return
+        texts = self._segments.probe_texts()
+        want = self.reference.encode_batch_fast(texts, add_special_tokens=False)
+        for text, a, b in zip(texts, want, self.encode_batch(texts, add_special_tokens=False)):
+            if a.ids != b.tolist():
+                self._segments = None
+                self.segments_refusal = f"cut at its added tokens, {text[:40]!r} encodes as {b.tolist()[:8]}... instead of {a.ids[:8]}..."
+                return
+
+    def _by_reference(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """``texts`` (each holding an added token, or what ``_whole`` finds) encoded as the
+        file encodes them: cut at their added tokens, the parts by the engine, where that is
+        exact (``added_segments``); else by the file, in one call without offsets."""
+        if not texts:
+            return []
+        segments, whole = self._segments, self._whole
+        if segments is None:
+            return [int32_ids(e.ids) for e in self.reference.encode_batch_fast(list(texts), add_special_tokens=False)]
+        out: list[np.ndarray] = [EMPTY] * len(texts)
+        by_file = [i for i, text in enumerate(texts) if whole is not None and whole.found_in(text)]
+        for i, ids in zip(by_file, self.reference.encode_batch_fast([texts[i] for i in by_file], add_special_tokens=False)):
+            out[i] = int32_ids(ids.ids)
+        apart = set(by_file)
+        cut = {i: segments.parts(text) for i, text in enumerate(texts) if i not in apart}
+        between = [part for parts in cut.values() for part in parts[0::2] if part]
+        encoded = iter(self._encode_batch(between))
+        token_ids = segments.ids
+        for i, parts in cut.items():
+            pieces = [next(encoded) if k % 2 == 0 else np.array([token_ids[part]], dtype=np.int32) for k, part in enumerate(parts) if part]
+            out[i] = np.concatenate(pieces) if pieces else EMPTY
+        return out
+
+    def _routed_apart(self, texts: Sequence[str], encode: Callable[[str], np.ndarray]) -> list[np.ndarray]:
+        """Each text's ids: by ``encode``, but for the texts ``_routed`` finds, which the file
+        encodes (``_by_reference``)."""
+        found = self._routed.found_in
+        out: list[np.ndarray] = []
+        routed: list[int] = []
+        for text in texts:
+            if found(text):
+                routed.append(len(out))
+                out.append(EMPTY)
+            else:
+                out.append(encode(text))
+        for i, ids in zip(routed, self._by_reference([texts[i] for i in routed])):
+            out[i] = ids
+        return out
 
     def probe(self, name: str, texts: Sequence[str]) -> None:
         """Refuse unless ``texts`` encode exactly as ``self.reference`` (the file loaded by

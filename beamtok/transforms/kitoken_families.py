@@ -10,9 +10,13 @@ file's parts are ones kitoken implements (below), and then kitoken must give ``t
 ids on the fast path's probe strings and on a slice of ``split_patterns.split_sample()``
 (strings of every character class, up to three characters, and random ones), with and
 without the special tokens; anything else is refused with the reason, and ``tokenizers``
-encodes. Texts holding an added token (``[CLS]`` or ``<s>`` written in the text) are encoded
-by ``tokenizers`` itself: kitoken does not split them out as ``tokenizers`` does. The tokens a
-post-processor puts around a text are put around kitoken's ids, as on the byte-level path.
+encodes. Texts holding an added token (``[CLS]`` or ``<s>`` written in the text, Gemma 2's
+``"\n"``) are cut at their added tokens as ``tokenizers`` cuts them (``added_segments``):
+kitoken splits them out itself where its specials, made the file's added tokens longest
+first, give the same cuts on the texts built from them (it does for SentencePiece-style BPE;
+for WordPiece it normalizes first, ``[CLS]`` becoming ``[cls]``, and the cut is made here).
+The tokens a post-processor puts around a text are put around kitoken's ids, as on the
+byte-level path.
 
 Families:
 
@@ -56,7 +60,8 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.exact_encoder import EitherFound, ExactEncoder, Needles, refuse_unrouted_added_tokens
+from beamtok.transforms.added_segments import AddedSegments
+from beamtok.transforms.exact_encoder import ExactEncoder, Needles, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
 from beamtok.transforms.word_cutters import MARK, AsciiTable, SpaceMarkWords, inert_split
@@ -99,9 +104,10 @@ class AsciiWordPiece:
         encoder.set_config(config)
         self.encoder = encoder
         self.normalized = AsciiTable(reference.normalizer)
+        self.specials = False  # whether kitoken splits the added tokens out itself
 
     def encode(self, text: str) -> list[int]:
-        ids: list[int] = self.encoder.encode(self.normalized(text))
+        ids: list[int] = self.encoder.encode(self.normalized(text), self.specials)
         return ids
 
 
@@ -134,10 +140,52 @@ class KitokenEncoder(ExactEncoder):
         self._take_file(spec, tokenizer_json, name, reference, routed_too=routed_chars() if wordpiece else None)
         self.whole_words = [] if wordpiece else self._whole_words_read_otherwise(spec)
         if self.whole_words:
-            self._routed = EitherFound(self._routed, Needles(self.whole_words))
+            self._route_whole(Needles(self.whole_words))
         self.ascii = AsciiWordPiece(Kitoken.from_tokenizers(engine_json.encode()), self.reference) if wordpiece else None
         self.engine_name = "kitoken"
+        self.specials = False
+        self.specials_refusal = ""  # why kitoken does not split the added tokens out itself
+        self._split_added_natively(spec, name)
+        self._check_segments(name)
         self.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE], *(ASCII_PROBES if wordpiece else ())])
+
+    def _split_added_natively(self, spec: dict[str, Any], name: str) -> None:
+        """Where texts may be cut at their added tokens (``added_segments``), let kitoken cut
+        them: its specials become exactly the file's added tokens, longest first (kitoken
+        takes the leftmost match, and of those starting there the first in its list: the
+        longest, as ``tokenizers`` does). Kept only if the texts built from the added tokens
+        then encode as ``tokenizers`` encodes them; texts holding the unknown token's text go
+        to ``tokenizers`` whole (kitoken fuses two unknown ids in a row, even split out)."""
+        if self._segments is None:
+            return
+        encoders = [self.encoder, *([self.ascii.encoder] if self.ascii is not None else [])]
+        before = [encoder.definition() for encoder in encoders]
+        for encoder, definition in zip(encoders, before):
+            known = {special["id"]: special for special in definition["specials"]}
+            specials = [
+                {**known.get(t["id"], {"kind": "Control", "ident": None, "score": 0.0}), "id": t["id"], "bytes": list(t["content"].encode()), "extract": True}
+                for t in spec["added_tokens"]
+            ]
+            encoder.set_definition({**definition, "specials": sorted(specials, key=lambda special: -len(special["bytes"]))})
+        routed, whole = self._routed, self._whole
+        unknown = (spec.get("model") or {}).get("unk_token")
+        fused = [unknown] if isinstance(unknown, str) and unknown in self._segments.ids else []
+        self._routed, self._whole = Needles(fused), Needles(fused) if fused else None
+        if whole is not None:
+            self._route_whole(whole)
+        self.specials = True
+        if self.ascii is not None:
+            self.ascii.specials = True
+        self._check_segments(name)
+        self.specials_refusal = self.segments_refusal
+        if self.segments_refusal:  # back to cutting in Python, checked again below
+            for encoder, definition in zip(encoders, before):
+                encoder.set_definition(definition)
+            self._routed, self._whole, self.specials = routed, whole, False
+            if self.ascii is not None:
+                self.ascii.specials = False
+            self._segments = AddedSegments(spec["added_tokens"])
+            self.segments_refusal = ""
 
     def _whole_words_read_otherwise(self, spec: dict[str, Any]) -> list[str]:
         """The vocabulary tokens the file's merges do not make from their own text which
@@ -202,15 +250,11 @@ class KitokenEncoder(ExactEncoder):
         return json.dumps({**spec, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [pre, split]} if pre else split})
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
-        encode = self.encoder.encode
-        routed = self._routed
+        encode, specials = self.encoder.encode, self.specials
         if self.ascii is not None:
             ascii_encode = self.ascii.encode
-            return [
-                self._by_reference(text) if routed.found_in(text) else int32_ids(ascii_encode(text) if text.isascii() else encode(text))
-                for text in texts
-            ]
-        return [self._by_reference(text) if routed.found_in(text) else int32_ids(encode(text)) for text in texts]
+            return self._routed_apart(texts, lambda text: int32_ids(ascii_encode(text) if text.isascii() else encode(text, specials)))
+        return self._routed_apart(texts, lambda text: int32_ids(encode(text, specials)))
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a KitokenEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")

@@ -1,0 +1,83 @@
+"""Texts holding added tokens on the fast path (``beamtok.transforms.added_segments``): cut
+at their added tokens, the parts encoded by the engine, or split out by kitoken itself where
+it gives the same cuts; the ids are those of ``tokenizers`` for files shaped like Gemma 2's
+(``"\\n"`` and its runs are added tokens), T5's sentinels on cached words and BERT's
+``[CLS]`` written in a text. The tokenizers are trained here on the shipped corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from beamtok import load_tokenizer
+from beamtok.transforms.added_segments import AddedSegments
+
+from conftest import ROOT, assert_same_ids, trained_family
+from test_fast_path_byte_level import shipped_texts
+
+pytest.importorskip("kitoken")
+
+NEWLINES = ["\n", "\n\n", "\n\n\n", "\n\n\n\n"]  # Gemma 2's added tokens hold these (and longer runs)
+TURNS = ["<start_of_turn>", "<end_of_turn>", "<start>"]  # "<start>" begins "<start_of_turn>": the longer wins
+CHAT = [
+    "<start_of_turn>user\nWhat is a sonnet?<end_of_turn>\n<start_of_turn>model\nFourteen lines.\n\n\n\nIn iambic pentameter.<end_of_turn>\n",
+    "\n\n\n\n\n\n\n<start><start_of_turn><end_of_turn>\n",
+    "no added token here",
+    "",
+]
+
+
+def with_added(base: Path, directory: Path, tokens: list[str], **parts) -> str:
+    """The trained file with ``tokens`` added (not normalized, as Gemma's and T5's are) and ``parts`` replaced."""
+    spec = json.loads((base / "tokenizer.json").read_text(encoding="utf-8"))
+    start = max(max(t["id"] for t in spec["added_tokens"]), len(spec["model"]["vocab"])) + 1
+    extra = [{"id": start + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(tokens)]
+    spec.update({"added_tokens": spec["added_tokens"] + extra, **parts})
+    directory.mkdir()
+    (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    (directory / "tokenizer_config.json").write_text((base / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return str(directory)
+
+
+def test_kitoken_splits_gemma_2s_added_tokens_out_itself(tmp_path):
+    """Newlines and turns as added tokens, on kitoken: it splits them out itself (longest
+    first), so a text with a newline is not sent to ``tokenizers``."""
+    path = with_added(trained_family("sp-bpe-metaspace"), tmp_path / "gemma2-like", [*NEWLINES, *TURNS])
+    tok = load_tokenizer(path)
+    engine = tok.tiktoken()
+    assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
+    assert engine.specials, engine.specials_refusal
+    assert not engine._routed.found_in(CHAT[0])
+    assert_same_ids(tok, [*shipped_texts()[::3], *CHAT, *AddedSegments(json.loads(Path(path, "tokenizer.json").read_text())["added_tokens"]).probe_texts()], "Gemma 2's form")
+
+
+def test_cached_words_encode_the_parts_between_t5s_sentinels(tmp_path):
+    path = with_added(trained_family("unigram"), tmp_path / "sentinels", ["<extra_id_0>", "<extra_id_1>", *NEWLINES])
+    tok = load_tokenizer(path)
+    engine = tok.tiktoken()
+    assert tok.engine.startswith("beamtok cached words (exact fast path"), tok.engine
+    assert engine._segments is not None, engine.segments_refusal
+    texts = ["The <extra_id_0> walks in <extra_id_1> park.", "<extra_id_0><extra_id_1>", *CHAT, *shipped_texts()[::6]]
+    assert_same_ids(tok, texts, "T5's sentinels")
+
+
+def test_berts_cls_in_a_text_is_cut_in_python_where_kitoken_would_lower_case_it_first():
+    """kitoken normalizes before it looks for its specials (``[CLS]`` becomes ``[cls]``):
+    the load probe finds it and the parts are cut here instead."""
+    tok = load_tokenizer(str(ROOT / "data" / "tokenizers" / "bert-base-uncased"))
+    engine = tok.tiktoken()
+    assert not engine.specials and "'[CLS]' encodes as" in engine.specials_refusal, engine.specials_refusal
+    assert engine._segments is not None
+    texts = ["[CLS] Hello [SEP] world [MASK].", "[UNK][UNK] twice", "x[PAD]y", "[cls] is not [CLS]", "Ünïcödé [SEP] ΟΔΥΣΣΕΥΣ"]
+    assert_same_ids(tok, texts, "BERT's tokens in text")
+
+
+def test_a_metaspace_that_marks_the_first_part_only_keeps_such_texts_whole(tmp_path):
+    first = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}
+    path = with_added(trained_family("unigram"), tmp_path / "first", ["<extra_id_0>"], pre_tokenizer=first)
+    tok = load_tokenizer(path)
+    engine = tok.tiktoken()
+    assert engine._segments is None and "first part" in engine.segments_refusal, engine.segments_refusal
+    assert_same_ids(tok, ["a <extra_id_0> b", "<extra_id_0>x", "x<extra_id_0>"], "prepend first")
