@@ -12,7 +12,8 @@ that file with Llama-3's post-processor (``<|begin_of_text|>`` before every text
 the split (which ``tokenizers`` reads as another split: see ``split_patterns``); the families
 that are not byte-level BPE (``wordpiece``, ``sp-bpe-metaspace``, ``sp-bpe-prepend``,
 ``unigram``), trained here on the shipped corpus by ``beamtok.testing.family_tokenizer``;
-``t5`` and ``llama2``: SentencePiece models trained on it and converted by ``transformers``
+``gemma2-form``: ``sp-bpe-prepend`` written as Gemma 2's files are, newline and space runs as
+added tokens (``gemma2_form_dir``); ``t5`` and ``llama2``: SentencePiece models trained on it and converted by ``transformers``
 (``beamtok.testing.sentencepiece_tokenizer``: T5's Unigram form, Llama-2's BPE form). A
 tokenizer the fast path refuses has no engine rows: its pipeline runs on ``tokenizers``. Corpora: the
 shipped prose, and source code and technical documentation built at benchmark time from the
@@ -101,6 +102,27 @@ def with_bos_post_processor(directory: Path) -> None:
     path.write_text(json.dumps(spec), encoding="utf-8")
 
 
+def gemma2_form_dir(directory: Path) -> str:
+    """The SentencePiece-style BPE trained here (``sp-bpe-prepend``) in Gemma 2's form as
+    ``transformers`` 5 writes it: spaces replaced by ``▁`` and a Split on spaces that never
+    cuts, no BOS prepended in the text, and runs of 1 to 31 newlines and of 2 to 31 spaces,
+    and the chat turns, as added tokens (so nearly every text holds one)."""
+    source = Path(tokenizer_dir("sp-bpe-prepend"))
+    spec = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+    spec["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    spec["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
+    contents = ["<start_of_turn>", "<end_of_turn>", *("\n" * n for n in range(1, 32)), *(" " * n for n in range(2, 32))]
+    start = max(max(t["id"] for t in spec["added_tokens"]), len(spec["model"]["vocab"])) + 1
+    spec["added_tokens"] += [
+        {"id": start + i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": c.startswith("<")}
+        for i, c in enumerate(contents)
+    ]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    (directory / "tokenizer_config.json").write_text((source / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return str(directory)
+
+
 def converted_dir(directory: Path, pattern: str = LLAMA3_PATTERN) -> str:
     """cl100k's ranks as transformers' TikTokenConverter writes them, with Llama-3's pattern
     (or ``pattern``)."""
@@ -134,6 +156,8 @@ def tokenizer_dir(kind: str) -> str:
             converted_dir(directory)
             with_bos_post_processor(directory)
         return str(directory)
+    if kind == "gemma2-form":
+        return str(directory) if (directory / "tokenizer.json").exists() else gemma2_form_dir(directory)
     if kind == "cl100k-today":  # the converter given tiktoken's current cl100k spelling
         return str(directory) if (directory / "tokenizer.json").exists() else converted_dir(directory, CL100K_TODAY_PATTERN)
     if kind in FAMILIES or kind in SENTENCEPIECE_KINDS:

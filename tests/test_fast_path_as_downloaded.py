@@ -199,3 +199,14 @@ def test_a_pattern_is_given_to_tiktoken_as_tokenizers_reads_it(pattern):
     rewritten = regex.compile(as_oniguruma_reads_it(pattern))
     differ = [text for text in split_sample() if [p for p, _ in original.pre_tokenize_str(text)] != rewritten.findall(text)]
     assert not differ, f"{len(differ)} strings split otherwise, first {differ[0]!r}"
+
+
+@pytest.mark.parametrize("normalizer", [{"type": "Sequence", "normalizers": []}, {"type": "Sequence", "normalizers": [{"type": "NFC"}]}])
+def test_a_sequence_of_no_normalizer_or_nfc_alone_takes_the_fast_path(normalizer, tmp_path):
+    """DeepSeek-V3's file holds an empty Sequence of normalizers: no normalizer at all. (On
+    cl100k's file, which ``transformers`` loads as it is written; it rebuilds GPT-2's from its
+    own class, without the file's normalizer.)"""
+    directory = write_variant(built_from_ranks("cl100k"), tmp_path / "sequence", lambda s: s.__setitem__("normalizer", normalizer))
+    tok = load_tokenizer(directory)
+    assert "exact fast path" in tok.engine, tok.engine
+    same_ids_as_tokenizers(directory, [*PROBES, "Cafe\u0301 and caf\u00e9", *shipped_texts()[::40]])

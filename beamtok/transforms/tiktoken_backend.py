@@ -198,6 +198,8 @@ class TiktokenEncoder(ExactEncoder):
             return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (tiktoken): {why}")
 
         normalizer = spec.get("normalizer")
+        while normalizer is not None and normalizer.get("type") == "Sequence" and len(normalizer.get("normalizers") or []) <= 1:
+            normalizer = (normalizer.get("normalizers") or [None])[0]  # DeepSeek-V3's file holds an empty Sequence: no normalizer
         if normalizer is not None and normalizer.get("type") != "NFC":
             raise refuse(f"its normalizer is {normalizer.get('type')} (only NFC can be applied exactly)")
         pattern = _split_pattern(spec.get("pre_tokenizer") or {}, refuse)
