@@ -110,7 +110,7 @@ class CachedWordsEncoder(ExactEncoder):
             self._words.learn([words for _, words in pending])
             for i, words in pending:
                 out[i] = np.frombuffer(b"".join(map(ids_of, words)), dtype=np.int32)
-        for i, ids in zip(routed, self._by_reference([texts[i] for i in routed])):
+        for i, ids in zip(routed, self._encode_routed([texts[i] for i in routed])):
             out[i] = ids
         return out
 

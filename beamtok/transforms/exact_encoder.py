@@ -89,7 +89,7 @@ class ExactEncoder:
                 self.segments_refusal = f"cut at its added tokens, {text[:40]!r} encodes as {b.tolist()[:8]}... instead of {a.ids[:8]}..."
                 return
 
-    def _by_reference(self, texts: Sequence[str]) -> list[np.ndarray]:
+    def _encode_routed(self, texts: Sequence[str]) -> list[np.ndarray]:
         """``texts`` (each holding an added token, or what ``_whole`` finds) encoded as the
         file encodes them: cut at their added tokens, the parts by the engine, where that is
         exact (``added_segments``); else by the file, in one call without offsets."""
@@ -113,8 +113,8 @@ class ExactEncoder:
         return out
 
     def _routed_apart(self, texts: Sequence[str], encode: Callable[[str], np.ndarray]) -> list[np.ndarray]:
-        """Each text's ids: by ``encode``, but for the texts ``_routed`` finds, which the file
-        encodes (``_by_reference``)."""
+        """Each text's ids: by ``encode``, but for the texts ``_routed`` finds (an added token,
+        or what the file must encode whole), which ``_encode_routed`` encodes together."""
         found = self._routed.found_in
         out: list[np.ndarray] = []
         routed: list[int] = []
@@ -124,7 +124,7 @@ class ExactEncoder:
                 out.append(EMPTY)
             else:
                 out.append(encode(text))
-        for i, ids in zip(routed, self._by_reference([texts[i] for i in routed])):
+        for i, ids in zip(routed, self._encode_routed([texts[i] for i in routed])):
             out[i] = ids
         return out
 
