@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from beamtok import load_tokenizer
 from beamtok.transforms.added_segments import AddedSegments
@@ -81,3 +83,27 @@ def test_a_metaspace_that_marks_the_first_part_only_keeps_such_texts_whole(tmp_p
     engine = tok.tiktoken()
     assert engine._segments is None and "first part" in engine.segments_refusal, engine.segments_refusal
     assert_same_ids(tok, ["a <extra_id_0> b", "<extra_id_0>x", "x<extra_id_0>"], "prepend first")
+
+
+PIECES = [*NEWLINES, *TURNS, "<extra_id_0>", "[CLS]", "[SEP]", "<unk>", "<s>", "</s>", " ", "  ", "\t", "a", "Hello", " world", "é", "ΟΔΥΣΣΕΥΣ", "\u2581", "x"]
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> list:
+    """A Gemma-2-like file on kitoken, T5-like sentinels on cached words, and BERT."""
+    root = tmp_path_factory.mktemp("mixed")
+    return [
+        load_tokenizer(with_added(trained_family("sp-bpe-metaspace"), root / "gemma2-like", [*NEWLINES, *TURNS])),
+        load_tokenizer(with_added(trained_family("unigram"), root / "sentinels", ["<extra_id_0>", *NEWLINES])),
+        load_tokenizer(str(ROOT / "data" / "tokenizers" / "bert-base-uncased")),
+    ]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(parts=st.lists(st.sampled_from(PIECES), max_size=12))
+def test_any_mix_of_added_tokens_and_text_gives_the_ids_of_tokenizers(mixed, parts):
+    text = "".join(parts)
+    for tok in mixed:
+        for special in (True, False):
+            fast = tok.encode_batch([text], add_special_tokens=special, backend="tiktoken")[0].tolist()
+            assert fast == tok.encode_batch([text], add_special_tokens=special, backend="hf")[0].tolist(), (tok.engine[:40], text)
