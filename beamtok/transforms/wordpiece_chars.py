@@ -24,7 +24,7 @@ module with the kitoken and ``tokenizers`` versions that made it. Another versio
 is refused by name (``tokens`` stay exact: the cached-words engine encodes), until the table
 is made again::
 
-    python -m beamtok.transforms.wordpiece_chars      # ~16 min on 2 cores
+    python -m beamtok.transforms.wordpiece_chars      # ~7 min on 2 cores
 """
 
 from __future__ import annotations
