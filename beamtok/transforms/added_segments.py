@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from beamtok.transforms.tokenizer_parts import steps_of
+
 __all__ = ["AddedSegments"]
 
 PROBED_TOKENS = 48  # added tokens the load probe builds texts from (the shortest, where a file has thousands)
@@ -44,9 +46,7 @@ class AddedSegments:
     def why_not(spec: dict[str, Any]) -> str | None:
         """Why a text of this file cannot be encoded part by part between its added tokens
         (None: it can)."""
-        pre = spec.get("pre_tokenizer") or {}
-        steps = pre.get("pretokenizers") or [] if pre.get("type") == "Sequence" else [pre]
-        for step in steps:
+        for step in steps_of(spec, "pre_tokenizer"):
             if step.get("type") == "Metaspace" and step.get("prepend_scheme") == "first":
                 return "its Metaspace prepends its mark to the first part of a text only"
         return None

@@ -90,16 +90,16 @@ class CachedWordsEncoder(ExactEncoder):
         self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return self._routed_apart(texts, self._encode_words)
+
+    def _encode_words(self, texts: list[str]) -> list[np.ndarray]:
+        """Texts holding no added token: their words' cached ids (words not yet cached are
+        learned first, all of a batch's together)."""
         ids_of = self._words.ids.__getitem__
         cut = self._cutter.words
         out: list[np.ndarray] = []
         pending: list[tuple[int, list[str]]] = []  # texts with a word not yet known
-        routed: list[int] = []  # texts the file encodes
         for text in texts:
-            if self._routed.found_in(text):
-                routed.append(len(out))
-                out.append(EMPTY)
-                continue
             words = cut(text)
             try:
                 out.append(np.frombuffer(b"".join(map(ids_of, words)), dtype=np.int32))
@@ -110,8 +110,6 @@ class CachedWordsEncoder(ExactEncoder):
             self._words.learn([words for _, words in pending])
             for i, words in pending:
                 out[i] = np.frombuffer(b"".join(map(ids_of, words)), dtype=np.int32)
-        for i, ids in zip(routed, self._encode_routed([texts[i] for i in routed])):
-            out[i] = ids
         return out
 
     def __getstate__(self) -> dict[str, Any]:

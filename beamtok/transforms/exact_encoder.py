@@ -14,6 +14,7 @@ import numpy as np
 from beamtok.base.errors import ConfigError
 from beamtok.transforms.added_segments import AddedSegments
 from beamtok.transforms.id_arrays import int32_ids
+from beamtok.transforms.tokenizer_parts import steps_of
 
 EMPTY = np.zeros(0, dtype=np.int32)
 
@@ -57,7 +58,7 @@ class ExactEncoder:
         post-processor puts around a text, the file loaded by ``tokenizers`` (the caller's,
         when it has one), and the added tokens, whose texts go to that file (``_routed``), as
         do the texts ``routed_too`` finds."""
-        self.prefix, self.suffix = added_around(spec.get("post_processor") or {}, name)
+        self.prefix, self.suffix = added_around(spec, name)
         if reference is None:
             from tokenizers import Tokenizer as RustTokenizer
 
@@ -81,13 +82,10 @@ class ExactEncoder:
         file's ids on the texts built from them; else texts holding one go to the file whole."""
         if self._segments is None:
             return
-        texts = self._segments.probe_texts()
-        want = self.reference.encode_batch_fast(texts, add_special_tokens=False)
-        for text, a, b in zip(texts, want, self.encode_batch(texts, add_special_tokens=False)):
-            if a.ids != b.tolist():
-                self._segments = None
-                self.segments_refusal = f"cut at its added tokens, {text[:40]!r} encodes as {b.tolist()[:8]}... instead of {a.ids[:8]}..."
-                return
+        differs = self._first_difference(self._segments.probe_texts(), special=False)
+        if differs:
+            self._segments = None
+            self.segments_refusal = f"cut at its added tokens, {differs}"
 
     def _encode_routed(self, texts: Sequence[str]) -> list[np.ndarray]:
         """``texts`` (each holding an added token, or what ``_whole`` finds) encoded as the
@@ -112,18 +110,19 @@ class ExactEncoder:
             out[i] = np.concatenate(pieces) if pieces else EMPTY
         return out
 
-    def _routed_apart(self, texts: Sequence[str], encode: Callable[[str], np.ndarray]) -> list[np.ndarray]:
-        """Each text's ids: by ``encode``, but for the texts ``_routed`` finds (an added token,
-        or what the file must encode whole), which ``_encode_routed`` encodes together."""
+    def _routed_apart(self, texts: Sequence[str], encode_rest: Callable[[list[str]], list[np.ndarray]]) -> list[np.ndarray]:
+        """Each text's ids: by the engine (``encode_rest``, given the texts in order), but for
+        the texts ``_routed`` finds (an added token, or what the file must encode whole), which
+        ``_encode_routed`` encodes together."""
         found = self._routed.found_in
-        out: list[np.ndarray] = []
-        routed: list[int] = []
-        for text in texts:
-            if found(text):
-                routed.append(len(out))
-                out.append(EMPTY)
-            else:
-                out.append(encode(text))
+        routed = [i for i, text in enumerate(texts) if found(text)]
+        if not routed:
+            return encode_rest(list(texts))
+        apart = set(routed)
+        rest = [i for i in range(len(texts)) if i not in apart]
+        out: list[np.ndarray] = [EMPTY] * len(texts)
+        for i, ids in zip(rest, encode_rest([texts[i] for i in rest])):
+            out[i] = ids
         for i, ids in zip(routed, self._encode_routed([texts[i] for i in routed])):
             out[i] = ids
         return out
@@ -132,14 +131,20 @@ class ExactEncoder:
         """Refuse unless ``texts`` encode exactly as ``self.reference`` (the file loaded by
         ``tokenizers``) encodes them, with the post-processor's tokens and without."""
         for special in (True, False):
-            want = self.reference.encode_batch_fast(list(texts), add_special_tokens=special)
-            got = self.encode_batch(texts, add_special_tokens=special)
-            for text, a, b in zip(texts, want, got):
-                if a.ids != b.tolist():
-                    raise ConfigError(
-                        f"tokenizer {name!r} cannot use the exact fast path ({self.engine_name}): {text[:40]!r} encodes as "
-                        f"{b.tolist()[:8]}... instead of {a.ids[:8]}... (tokenizers, add_special_tokens={special})"
-                    )
+            differs = self._first_difference(texts, special)
+            if differs:
+                raise ConfigError(
+                    f"tokenizer {name!r} cannot use the exact fast path ({self.engine_name}): {differs} (tokenizers, add_special_tokens={special})"
+                )
+
+    def _first_difference(self, texts: Sequence[str], special: bool) -> str:
+        """The first of ``texts`` this encoder gives other ids than ``self.reference``, and
+        both beginnings of its ids ("" where none differs)."""
+        want = self.reference.encode_batch_fast(list(texts), add_special_tokens=special)
+        for text, a, b in zip(texts, want, self.encode_batch(texts, add_special_tokens=special)):
+            if a.ids != b.tolist():
+                return f"{text[:40]!r} encodes as {b.tolist()[:8]}... instead of {a.ids[:8]}..."
+        return ""
 
 
 class Needles:
@@ -182,14 +187,14 @@ def refuse_unrouted_added_tokens(spec: dict[str, Any], refuse: Callable[[str], C
             raise refuse(f"added token {added['content']!r} has matching options (strip, single word, normalized) beamtok does not route")
 
 
-def added_around(post: dict[str, Any], name: str) -> tuple[list[int], list[int]]:
-    """The ids a post-processor puts before and after a single text's (with
+def added_around(spec: dict[str, Any], name: str) -> tuple[list[int], list[int]]:
+    """The ids the file's post-processor puts before and after a single text's (with
     ``add_special_tokens``); ConfigError naming a post-processor that does anything else."""
 
     def refuse(why: str) -> ConfigError:
         return ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its post-processor {why}")
 
-    steps = post.get("processors", []) if post.get("type") == "Sequence" else ([post] if post else [])
+    steps = steps_of(spec, "post_processor")
     prefix: list[int] = []
     suffix: list[int] = []
     adding = 0

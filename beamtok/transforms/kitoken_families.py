@@ -64,6 +64,7 @@ from beamtok.transforms.added_segments import AddedSegments
 from beamtok.transforms.exact_encoder import ExactEncoder, Needles, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
+from beamtok.transforms.tokenizer_parts import steps_of
 from beamtok.transforms.word_cutters import MARK, AsciiTable, SpaceMarkWords, inert_split
 from beamtok.transforms.wordpiece_chars import routed_chars
 
@@ -231,8 +232,7 @@ class KitokenEncoder(ExactEncoder):
             raise refuse("its BPE model has dropout (random merges)")
         if pre and pre.get("type") != "Metaspace" and not inert_split(spec):
             raise refuse(f"its pre-tokenizer is {pre.get('type')}, not Metaspace or none (nor a Split that never cuts)")
-        steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else ([normalizer] if normalizer else [])
-        for step in steps:
+        for step in steps_of(spec, "normalizer"):
             if step.get("type") not in ("Prepend", "Replace", "NFC", "NFKC"):
                 raise refuse(f"its normalizer has a {step.get('type')} step")
 
@@ -253,8 +253,8 @@ class KitokenEncoder(ExactEncoder):
         encode, specials = self.encoder.encode, self.specials
         if self.ascii is not None:
             ascii_encode = self.ascii.encode
-            return self._routed_apart(texts, lambda text: int32_ids(ascii_encode(text) if text.isascii() else encode(text, specials)))
-        return self._routed_apart(texts, lambda text: int32_ids(encode(text, specials)))
+            return self._routed_apart(texts, lambda rest: [int32_ids(ascii_encode(t) if t.isascii() else encode(t, specials)) for t in rest])
+        return self._routed_apart(texts, lambda rest: [int32_ids(encode(t, specials)) for t in rest])
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a KitokenEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")

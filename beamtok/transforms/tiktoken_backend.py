@@ -127,7 +127,7 @@ class TiktokenEncoder(ExactEncoder):
             pattern = as_oniguruma_reads_it(pattern)  # tiktoken's regex engine reads two spellings otherwise
         except ValueError as e:
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its split pattern has {e}, which beamtok does not translate") from None
-        self.prefix, self.suffix = added_around(spec.get("post_processor") or {}, name)
+        self.prefix, self.suffix = added_around(spec, name)
         to_bytes = _byte_level_table()
         # added tokens are split out of the text before BPE, by both libraries
         special = {t["content"]: t["id"] for t in spec.get("added_tokens", [])}

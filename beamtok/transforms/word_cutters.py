@@ -66,6 +66,7 @@ from collections.abc import Callable
 from typing import Any
 
 from beamtok.base.errors import ConfigError
+from beamtok.transforms.tokenizer_parts import steps_of
 
 Refuse = Callable[[str], ConfigError]
 
@@ -221,10 +222,8 @@ def inert_split(spec: dict[str, Any]) -> bool:
     literal = (pre.get("pattern") or {}).get("String")
     if pre.get("type") != "Split" or not isinstance(literal, str) or len(literal) != 1 or pre.get("invert"):
         return False
-    normalizer = spec.get("normalizer") or {}
-    steps = normalizer.get("normalizers") or [] if normalizer.get("type") == "Sequence" else [normalizer]
     gone = False
-    for step in steps:
+    for step in steps_of(spec, "normalizer"):
         kind = step.get("type")
         written = step.get("content") if kind == "Replace" else step.get("prepend") if kind == "Prepend" else None
         if not isinstance(written, str) or literal in written:
