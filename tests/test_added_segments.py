@@ -55,11 +55,11 @@ def test_kitoken_splits_gemma_2s_added_tokens_out_itself(tmp_path):
     assert_same_ids(tok, [*shipped_texts()[::3], *CHAT, *AddedSegments(json.loads(Path(path, "tokenizer.json").read_text())["added_tokens"]).probe_texts()], "Gemma 2's form")
 
 
-def test_cached_words_encode_the_parts_between_t5s_sentinels(tmp_path):
+def test_a_unigram_encodes_the_parts_between_t5s_sentinels(tmp_path):
     path = with_added(trained_family("unigram"), tmp_path / "sentinels", ["<extra_id_0>", "<extra_id_1>", *NEWLINES])
     tok = load_tokenizer(path)
     engine = tok.tiktoken()
-    assert tok.engine.startswith("beamtok cached words (exact fast path"), tok.engine
+    assert tok.engine.startswith("beamtok compiled Unigram on cut words (exact fast path"), tok.engine
     assert engine._segments is not None, engine.segments_refusal
     texts = ["The <extra_id_0> walks in <extra_id_1> park.", "<extra_id_0><extra_id_1>", *CHAT, *shipped_texts()[::6]]
     assert_same_ids(tok, texts, "T5's sentinels")

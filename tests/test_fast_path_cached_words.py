@@ -86,7 +86,7 @@ FAMILY = {"wordpiece": "WordPiece", "unigram": "Unigram", "sp-bpe-metaspace": "S
 @pytest.mark.parametrize("kind", CACHED)
 def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(trained, kind):
     engine = load_tokenizer(str(trained[kind])).engine
-    assert engine.startswith("beamtok cached words (exact fast path" if kind == "unigram" else "kitoken ("), engine
+    assert engine.startswith("beamtok compiled Unigram on cut words (exact fast path" if kind == "unigram" else "kitoken ("), engine
     tok = CachedWords(trained[kind], FAMILY[kind])
     texts = [*shipped_texts(), *python_source(), *PROBES, *MIXED_LINES, "", "[CLS] inside [SEP] text", "<s> and </s> inside", "snake_case_name __dunder__", "\U00018cd6", "x" * 300]
     assert_same_ids(tok, texts, kind)
@@ -127,7 +127,7 @@ METASPACE = {
 def test_every_metaspace_form_gives_the_ids_of_tokenizers(trained, tmp_path, kind, name):
     extra = {"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}} if kind == "sp-bpe-metaspace" else {}
     tok = load_tokenizer(variant(trained[kind], tmp_path, pre_tokenizer=METASPACE[name], **extra))
-    assert tok.engine.startswith("beamtok cached words"), tok.engine
+    assert tok.engine.startswith("beamtok compiled Unigram" if kind == "unigram" else "beamtok cached words"), tok.engine
     assert_same_ids(tok, [*shipped_texts()[::6], *python_source(30), *PROBES, "  two  spaces  ", " lead", "trail "], f"{kind}, {name}")
 
 

@@ -51,7 +51,7 @@ def reference(directory: Path) -> RustTokenizer:
     return RustTokenizer.from_file(str(directory / "tokenizer.json"))
 
 
-@pytest.mark.parametrize(("kind", "engine"), [("t5", "beamtok cached words (exact fast path"), ("llama2", "kitoken (exact fast path")])
+@pytest.mark.parametrize(("kind", "engine"), [("t5", "beamtok compiled Unigram on cut words (exact fast path"), ("llama2", "kitoken (exact fast path")])
 def test_a_converted_sentencepiece_file_gives_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(files, kind, engine):
     spec = json.loads((files[kind] / "tokenizer.json").read_text(encoding="utf-8"))
     if kind == "t5":  # the form this test is about, as transformers writes it

@@ -194,8 +194,8 @@ class Tokenizer:
 
     def tiktoken(self) -> ExactEncoder:
         """The exact fast-path encoder of this tokenizer (ConfigError where none can be exact):
-        tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, cached words for
-        Unigram (``cached_words``), kitoken for SentencePiece-style BPE and WordPiece
+        tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, a compiled Unigram on
+        cut words for Unigram (``unigram_native``; cached words without numba), kitoken for SentencePiece-style BPE and WordPiece
         (``kitoken_families``; cached words where kitoken refuses)."""
         if self._tiktoken is None:
             serialized = self.backend.to_str()
@@ -208,7 +208,8 @@ class Tokenizer:
         return self._tiktoken
 
     def _family_encoder(self, serialized: str, family: str) -> ExactEncoder:
-        """Cached words (``cached_words``) for Unigram; for SentencePiece-style BPE and
+        """Cut words (``cached_words``) for Unigram, each segmented in compiled code
+        (``unigram_native``) or cached; for SentencePiece-style BPE and
         WordPiece, kitoken (native: as fast on text it has not seen as on text it has, where
         the cache pays only once words repeat), else cached words (the encoder then says why
         kitoken does not run)."""

@@ -1,0 +1,153 @@
+"""The compiled Unigram (``transforms/unigram_native``) gives the ids of the ``tokenizers``
+Unigram model word for word: on random vocabularies whose scores tie often (a small set of
+values), with unknown characters, a literal ``<unk>``, duplicate tokens, byte fallback with
+every byte token or some, and no unknown id (where ``tokenizers`` raises, the word is given
+to the model); on the words of a tokenizer trained on the shipped corpus; and, without numba,
+the cached-words engine still gives the same ids. Adversarial text through the engine is in
+``test_fast_path_cached_words``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer as RustTokenizer
+from tokenizers import models
+
+from beamtok import load_tokenizer
+from beamtok.transforms.cached_words import CachedWordsEncoder
+from beamtok.transforms.tiktoken_backend import PROBES
+from beamtok.transforms.unigram_native import NativeUnigram
+
+from conftest import assert_same_ids, trained_family
+from test_fast_path_byte_level import shipped_texts
+from test_fast_path_cached_words import python_source
+
+ALPHABET = "ab-é語😀"  # one to four UTF-8 bytes a character
+UNKNOWN = "xZ\n"  # never in a vocabulary below
+
+
+class Asked(Exception):
+    """A word the compiled model gave back to the file's model."""
+
+
+def ask(words):
+    raise Asked(words)
+
+
+def reference_ids(model: models.Unigram, word: str) -> list[int] | None:
+    """``tokenizers``' ids of a word; None where it raises (an unknown character, no unk id)."""
+    try:
+        return [token.id for token in model.tokenize(word)]
+    except Exception:
+        return None
+
+
+def native_ids(native: NativeUnigram, word: str) -> list[int] | None:
+    try:
+        return native.encode([[word]])[0].tolist()
+    except Asked:
+        return None
+
+
+def serialized(vocab: list[tuple[str, float]], unk_id: int | None, byte_fallback: bool) -> tuple[models.Unigram, dict]:
+    """The model ``tokenizers`` builds, and its serialized section (what the engine reads)."""
+    model = models.Unigram(vocab, unk_id, byte_fallback)
+    return model, json.loads(RustTokenizer(model).to_str())["model"]
+
+
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+
+vocabularies = st.builds(
+    lambda pieces, scores, extra, bytes_kept: (pieces, scores, extra, bytes_kept),
+    st.lists(st.text(ALPHABET, min_size=1, max_size=4), min_size=1, max_size=30),
+    st.lists(st.sampled_from([-1.0, -2.0, -3.0, -1.5, -0.5, -4.0, -2.5]), min_size=30, max_size=30),
+    st.sampled_from(["none", "unk first", "unk last", "no unk"]),
+    st.sampled_from(["none", "all", "some"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(vocabulary=vocabularies, words=st.lists(st.text(ALPHABET + UNKNOWN + "<>unk", min_size=1, max_size=16), min_size=1, max_size=12), byte_fallback=st.booleans())
+def test_random_vocabularies_with_ties_give_the_ids_of_tokenizers(vocabulary, words, byte_fallback):
+    pieces, scores, extra, bytes_kept = vocabulary
+    vocab = [(piece, scores[i % len(scores)]) for i, piece in enumerate(pieces)]  # duplicates stay: the last entry wins
+    unk_id: int | None = None
+    if extra == "unk first":
+        vocab, unk_id = [("<unk>", 0.0), *vocab], 0
+    elif extra == "unk last":
+        vocab, unk_id = [*vocab, ("<unk>", -2.0)], len(vocab)
+    if bytes_kept != "none":
+        vocab += [(token, -5.0) for token in (BYTE_TOKENS if bytes_kept == "all" else BYTE_TOKENS[::3])]
+    model, spec = serialized(vocab, unk_id, byte_fallback)
+    native = NativeUnigram(spec, ask)
+    for word in words:
+        assert native_ids(native, word) == reference_ids(model, word), (word, vocab, unk_id, byte_fallback)
+    # the same words in one call: each text's ids from one array
+    if all(reference_ids(model, word) is not None for word in words):
+        got = native.encode([words[: len(words) // 2], words[len(words) // 2 :], []])
+        assert [ids.tolist() for ids in got] == [
+            [i for word in part for i in reference_ids(model, word)] for part in (words[: len(words) // 2], words[len(words) // 2 :], [])
+        ]
+
+
+def test_a_tie_is_won_by_the_earliest_start():
+    """``---`` is ``-`` + ``--`` or ``--`` + ``-`` at equal score; ``tokenizers`` keeps the
+    piece that starts first at the last boundary (``--`` from 1), sentencepiece and kitoken
+    may not."""
+    model, spec = serialized([("<unk>", 0.0), ("-", -3.0), ("--", -4.0)], 0, False)
+    assert reference_ids(model, "---") == [1, 2]
+    assert native_ids(NativeUnigram(spec, ask), "---") == [1, 2]
+    assert native_ids(NativeUnigram(spec, ask), "-----") == reference_ids(model, "-----")
+
+
+def test_unknown_characters_are_fused_then_spelled_in_bytes():
+    model, spec = serialized([("<unk>", 0.0), ("a", -1.0), *[(t, -5.0) for t in BYTE_TOKENS]], 0, True)
+    native = NativeUnigram(spec, ask)
+    for word in ("aé語a", "é", "😀😀a", "a<unk>a", "<unk>é"):
+        assert native_ids(native, word) == reference_ids(model, word), word
+    assert native_ids(native, "é") == [1 + 1 + 0xC3, 1 + 1 + 0xA9]
+
+
+@pytest.fixture(scope="module")
+def unigram():
+    return trained_family("unigram")
+
+
+def test_every_word_of_the_corpus_and_code_gives_the_models_ids(unigram):
+    tok = RustTokenizer.from_file(str(unigram / "tokenizer.json"))
+    native = NativeUnigram(json.loads(tok.to_str())["model"], ask)
+    words = sorted({w for text in [*shipped_texts(), *python_source(60), *PROBES] for w, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text))})
+    assert len(words) > 50_000
+    got = native.encode([[w] for w in words])
+    differ = [w for w, ids in zip(words, got) if ids.tolist() != [t.id for t in tok.model.tokenize(w)]]
+    assert not differ, f"{len(differ)} words differ, first {differ[0]!r}"
+
+
+def test_the_engine_segments_in_compiled_code_and_keeps_no_cache(unigram):
+    tok = load_tokenizer(str(unigram))
+    encoder = tok.fast_path()
+    assert tok.engine.startswith("beamtok compiled Unigram on cut words (exact fast path"), tok.engine
+    assert isinstance(encoder._words, NativeUnigram)
+
+
+def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
+    """As where numba is not installed: the engine caches words the file's model computes,
+    and says what the ``unigram`` extra would give."""
+    tok = load_tokenizer(str(unigram))
+    with mock.patch.dict(sys.modules, {"beamtok.transforms.unigram_native": None}):
+        encoder = CachedWordsEncoder(tok.backend.to_str(), "no numba", "Unigram", reference=tok.backend)
+    assert encoder.engine_name == "beamtok cached words", encoder.engine_name
+    assert "pip install 'beamtok[unigram]'" in encoder.native_refusal
+
+    class WithoutNumba:
+        backend = tok.backend
+
+        def encode_batch(self, texts, add_special_tokens=True, backend="auto"):
+            return encoder.encode_batch(texts, add_special_tokens)
+
+    assert_same_ids(WithoutNumba(), [*shipped_texts()[::3], *python_source(30), *PROBES], "no numba")
