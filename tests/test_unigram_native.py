@@ -9,7 +9,10 @@ the cached-words engine still gives the same ids. Adversarial text through the e
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -151,3 +154,23 @@ def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
             return encoder.encode_batch(texts, add_special_tokens)
 
     assert_same_ids(WithoutNumba(), [*shipped_texts()[::3], *python_source(30), *PROBES], "no numba")
+
+
+def test_where_numba_can_cache_nothing_it_compiles_in_each_process(tmp_path):
+    """A read-only install with no writable home: numba refuses ``cache=True`` there; the
+    module is then compiled without a cache instead of failing to import."""
+    module = tmp_path / "unigram_native.py"
+    module.write_text((Path(__file__).parents[1] / "beamtok" / "transforms" / "unigram_native.py").read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "__pycache__").write_text("a file where numba would put its cache")
+    program = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('copied', {str(module)!r})\n"
+        "copied = importlib.util.module_from_spec(spec); spec.loader.exec_module(copied)\n"
+        "native = copied.NativeUnigram({'vocab': [['<unk>', 0.0], ['-', -3.0], ['--', -4.0]], 'unk_id': 0}, None)\n"
+        "print(native.encode([['---', 'x-']])[0].tolist())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(HOME="/proc/nonexistent", XDG_CACHE_HOME="/proc/nonexistent")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[1, 2, 0, 1]"

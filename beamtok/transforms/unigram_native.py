@@ -38,12 +38,21 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _CHAR_BITS = 21  # a code point's bits: a trie edge is (node << 21 | code point)
 
 
-@numba.njit(cache=True, nogil=True)
+def _compiled(function: Callable[..., Any]) -> Any:
+    """``function`` compiled by numba, cached on disk where numba finds a writable place
+    (beside this file, else the user's cache directory), else compiled in each process."""
+    try:
+        return numba.njit(cache=True, nogil=True)(function)
+    except RuntimeError:  # "no locator available": a read-only install and no writable home
+        return numba.njit(nogil=True)(function)
+
+
+@_compiled
 def _slot(key: int, shift: int) -> int:  # pragma: no cover - compiled
     return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(shift))
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _child(keys: np.ndarray, children: np.ndarray, shift: int, node: int, char: int) -> int:  # pragma: no cover - compiled
     """The trie node after ``node`` on ``char``, or -1."""
     key = (np.int64(node) << _CHAR_BITS) | np.int64(char)
@@ -58,16 +67,17 @@ def _child(keys: np.ndarray, children: np.ndarray, shift: int, node: int, char: 
         s = (s + 1) & mask
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _build_trie(chars: np.ndarray, token_ends: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
     """A trie of the tokens (token t is ``chars[token_ends[t - 1]:token_ends[t]]``) as an
-    open-addressing table of (node << 21 | char) -> child, and the token ending at each node
-    (-1: none; a later duplicate overwrites an earlier one)."""
+    open-addressing table of 2**bits slots, (node << 21 | char) -> child, and the token ending
+    at each node (-1: none; a later duplicate overwrites an earlier one). Gives up (nodes
+    -1) where the nodes would fill more than half the slots."""
     capacity = 1 << bits
     shift = 64 - bits
     keys = np.full(capacity, -1, np.int64)
     children = np.zeros(capacity, np.int32)
-    token_at = np.full(chars.shape[0] + 1, -1, np.int32)
+    token_at = np.full(capacity // 2 + 1, -1, np.int32)
     nodes = 1
     begin = 0
     for t in range(token_ends.shape[0]):
@@ -80,6 +90,8 @@ def _build_trie(chars: np.ndarray, token_ends: np.ndarray, bits: int) -> tuple[n
                 while keys[s] != -1 and keys[s] != key:
                     s = (s + 1) & (capacity - 1)
                 if keys[s] == -1:
+                    if nodes == capacity // 2:
+                        return keys, children, token_at, -1
                     keys[s] = key
                     children[s] = nodes
                     nodes += 1
@@ -89,12 +101,12 @@ def _build_trie(chars: np.ndarray, token_ends: np.ndarray, bits: int) -> tuple[n
     return keys, children, token_at[:nodes], nodes
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _utf8_length(char: int) -> int:  # pragma: no cover - compiled
     return 1 if char < 0x80 else 2 if char < 0x800 else 3 if char < 0x10000 else 4
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _put_bytes(chars: np.ndarray, a: int, b: int, byte_ids: np.ndarray, ids: np.ndarray, at: int) -> int:  # pragma: no cover - compiled
     """Writes the ``<0xXX>`` ids of ``chars[a:b]``'s UTF-8 bytes at ``ids[at:]``; how many,
     or -1 (nothing written) when a byte has no token."""
@@ -116,7 +128,7 @@ def _put_bytes(chars: np.ndarray, a: int, b: int, byte_ids: np.ndarray, ids: np.
     return count
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _segment(
     chars: np.ndarray,
     word_ends: np.ndarray,
@@ -246,10 +258,14 @@ class NativeUnigram:
         if model.get("byte_fallback"):
             for byte in range(256):
                 self.byte_ids[byte] = last_id.get(f"<0x{byte:02X}>", -1)
-        # twice as many slots as nodes: sized first by the characters, then by the nodes made
-        *_, nodes = _build_trie(chars, token_ends, max(4, int(2 * len(chars) + 2).bit_length()))
-        self.bits = max(4, int(2 * nodes).bit_length())
-        self.keys, self.children, self.token_at, _ = _build_trie(chars, token_ends, self.bits)
+        # at least twice as many slots as nodes: a trie has at least a node a token, and the
+        # table doubles until the nodes fit
+        self.bits = max(4, (2 * len(vocab)).bit_length())
+        while True:
+            self.keys, self.children, self.token_at, nodes = _build_trie(chars, token_ends, self.bits)
+            if nodes >= 0:
+                break
+            self.bits += 1
 
     def encode(self, texts_words: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Each text's ids (a text given as its words); a text with a word the model must be
