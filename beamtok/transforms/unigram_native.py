@@ -28,99 +28,24 @@ from collections.abc import Callable, Sequence
 from itertools import chain, pairwise
 from typing import Any
 
-import numba
 import numpy as np
+
+from beamtok.transforms.compiled_tables import Trie, child, code_points, compiled, utf8_byte, utf8_length
 
 __all__ = ["NativeUnigram"]
 
 UNKNOWN_PENALTY = 10.0  # an unknown character scores the lowest piece's score minus this
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_CHAR_BITS = 21  # a code point's bits: a trie edge is (node << 21 | code point)
 
 
-def _compiled(function: Callable[..., Any]) -> Any:
-    """``function`` compiled by numba, cached on disk where numba finds a writable place
-    (beside this file, else the user's cache directory), else compiled in each process."""
-    try:
-        return numba.njit(cache=True, nogil=True)(function)
-    except RuntimeError:  # "no locator available": a read-only install and no writable home
-        return numba.njit(nogil=True)(function)
-
-
-@_compiled
-def _slot(key: int, shift: int) -> int:  # pragma: no cover - compiled
-    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(shift))
-
-
-@_compiled
-def _child(keys: np.ndarray, children: np.ndarray, shift: int, node: int, char: int) -> int:  # pragma: no cover - compiled
-    """The trie node after ``node`` on ``char``, or -1."""
-    key = (np.int64(node) << _CHAR_BITS) | np.int64(char)
-    mask = keys.shape[0] - 1
-    s = _slot(key, shift)
-    while True:
-        found = keys[s]
-        if found == key:
-            return children[s]
-        if found == -1:
-            return -1
-        s = (s + 1) & mask
-
-
-@_compiled
-def _build_trie(chars: np.ndarray, token_ends: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
-    """A trie of the tokens (token t is ``chars[token_ends[t - 1]:token_ends[t]]``) as an
-    open-addressing table of 2**bits slots, (node << 21 | char) -> child, and the token ending
-    at each node (-1: none; a later duplicate overwrites an earlier one). Gives up (nodes
-    -1) where the nodes would fill more than half the slots."""
-    capacity = 1 << bits
-    shift = 64 - bits
-    keys = np.full(capacity, -1, np.int64)
-    children = np.zeros(capacity, np.int32)
-    token_at = np.full(capacity // 2 + 1, -1, np.int32)
-    nodes = 1
-    begin = 0
-    for t in range(token_ends.shape[0]):
-        end = token_ends[t]
-        if end > begin:  # the empty token is never found
-            node = 0
-            for k in range(begin, end):
-                key = (np.int64(node) << _CHAR_BITS) | np.int64(chars[k])
-                s = _slot(key, shift)
-                while keys[s] != -1 and keys[s] != key:
-                    s = (s + 1) & (capacity - 1)
-                if keys[s] == -1:
-                    if nodes == capacity // 2:
-                        return keys, children, token_at, -1
-                    keys[s] = key
-                    children[s] = nodes
-                    nodes += 1
-                node = children[s]
-            token_at[node] = t
-        begin = end
-    return keys, children, token_at[:nodes], nodes
-
-
-@_compiled
-def _utf8_length(char: int) -> int:  # pragma: no cover - compiled
-    return 1 if char < 0x80 else 2 if char < 0x800 else 3 if char < 0x10000 else 4
-
-
-@_compiled
+@compiled
 def _put_bytes(chars: np.ndarray, a: int, b: int, byte_ids: np.ndarray, ids: np.ndarray, at: int) -> int:  # pragma: no cover - compiled
     """Writes the ``<0xXX>`` ids of ``chars[a:b]``'s UTF-8 bytes at ``ids[at:]``; how many,
     or -1 (nothing written) when a byte has no token."""
     count = 0
     for k in range(a, b):
-        c = chars[k]
-        n = _utf8_length(c)
+        n = utf8_length(chars[k])
         for i in range(n):
-            if n == 1:
-                byte = c
-            elif i == 0:
-                byte = (0xC0, 0xE0, 0xF0)[n - 2] | (c >> (6 * (n - 1)))
-            else:
-                byte = 0x80 | ((c >> (6 * (n - 1 - i))) & 0x3F)
+            byte = utf8_byte(chars[k], n, i)
             if byte_ids[byte] < 0:
                 return -1
             ids[at + count] = byte_ids[byte]
@@ -128,7 +53,7 @@ def _put_bytes(chars: np.ndarray, a: int, b: int, byte_ids: np.ndarray, ids: np.
     return count
 
 
-@_compiled
+@compiled
 def _segment(
     chars: np.ndarray,
     word_ends: np.ndarray,
@@ -169,7 +94,7 @@ def _segment(
             single = False
             node = 0
             for k in range(at, size):
-                node = _child(keys, children, shift, node, chars[base + k])
+                node = child(keys, children, shift, node, chars[base + k])
                 if node < 0:
                     break
                 t = token_at[node]
@@ -214,7 +139,7 @@ def _segment(
                 a, b = base + piece_start[p], base + piece_end[p]
                 node = 0
                 for k in range(a, b):
-                    node = _child(keys, children, shift, node, chars[k])
+                    node = child(keys, children, shift, node, chars[k])
                     if node < 0:
                         break
                 t = token_at[node] if node >= 0 else -1
@@ -232,12 +157,6 @@ def _segment(
     return out
 
 
-def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The texts' code points, one after another, and where each text ends."""
-    chars = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
-    return chars, np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
-
-
 class NativeUnigram:
     """The ids a ``tokenizers`` Unigram model (its serialized ``model`` section) gives words,
     computed in compiled code (see the module docstring for the rules followed)."""
@@ -249,7 +168,6 @@ class NativeUnigram:
         vocab = model["vocab"]
         if not vocab:
             raise ValueError("a Unigram model with an empty vocabulary")
-        chars, token_ends = _code_points([token for token, _ in vocab])
         self.scores = np.array([score for _, score in vocab], dtype=np.float64)
         self.unk_id = -1 if model.get("unk_id") is None else int(model["unk_id"])
         self.unk_score = float(self.scores.min()) - UNKNOWN_PENALTY
@@ -258,24 +176,17 @@ class NativeUnigram:
         if model.get("byte_fallback"):
             for byte in range(256):
                 self.byte_ids[byte] = last_id.get(f"<0x{byte:02X}>", -1)
-        # at least twice as many slots as nodes: a trie has at least a node a token, and the
-        # table doubles until the nodes fit
-        self.bits = max(4, (2 * len(vocab)).bit_length())
-        while True:
-            self.keys, self.children, self.token_at, nodes = _build_trie(chars, token_ends, self.bits)
-            if nodes >= 0:
-                break
-            self.bits += 1
+        self.trie = Trie([token for token, _ in vocab])
 
     def encode(self, texts_words: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Each text's ids (a text given as its words); a text with a word the model must be
         asked about (an unknown character and no unknown id) goes to ``ask_model``."""
         words = list(chain.from_iterable(texts_words))
-        chars, word_ends = _code_points(words)
+        chars, word_ends = code_points(words)
         per_char = 4 if self.byte_ids.max() >= 0 else 1  # a piece is a character or more, or a byte of one
         ids = np.empty(per_char * len(chars), dtype=np.int32)
         counts = np.empty(len(words), dtype=np.int64)
-        _segment(chars, word_ends, self.keys, self.children, 64 - self.bits, self.token_at, self.scores, self.unk_id, self.unk_score, self.byte_ids, ids, counts)
+        _segment(chars, word_ends, self.trie.keys, self.trie.children, self.trie.shift, self.trie.token_at, self.scores, self.unk_id, self.unk_score, self.byte_ids, ids, counts)
         asked = counts < 0
         id_ends = np.concatenate(([0], np.cumsum(np.where(asked, 0, counts))))
         text_ends = np.concatenate(([0], np.cumsum(np.fromiter(map(len, texts_words), dtype=np.int64, count=len(texts_words)))))

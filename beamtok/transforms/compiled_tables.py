@@ -1,0 +1,149 @@
+"""What the compiled models (``unigram_native``, ``bpe_native``) share: numba's compilation
+with a disk cache where one can be written, texts as arrays of code points, a trie of
+tokens and a map of integer keys, each an open-addressing table in numpy arrays (numba
+reads them at native speed where a Python dict would cost a call a lookup), and the UTF-8
+bytes of a character. numba comes with the ``beamtok[unigram]`` extra."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numba
+import numpy as np
+
+__all__ = ["CHAR_BITS", "IntMap", "Trie", "code_points", "compiled"]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+CHAR_BITS = 21  # a code point's bits: a trie edge is (node << 21 | code point)
+
+
+def compiled(function: Callable[..., Any]) -> Any:
+    """``function`` compiled by numba, cached on disk where numba finds a writable place
+    (beside this file, else the user's cache directory), else compiled in each process."""
+    try:
+        return numba.njit(cache=True, nogil=True)(function)
+    except RuntimeError:  # "no locator available": a read-only install and no writable home
+        return numba.njit(nogil=True)(function)
+
+
+def code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' code points, one after another, and where each text ends."""
+    chars = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
+    return chars, np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+
+
+@compiled
+def slot(key: int, shift: int) -> int:  # pragma: no cover - compiled
+    """Where ``key`` starts its search in a table of 2**(64 - shift) slots."""
+    return np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(shift))
+
+
+@compiled
+def find(keys: np.ndarray, values: np.ndarray, shift: int, key: int) -> int:  # pragma: no cover - compiled
+    """The value of ``key`` (>= 0) in an open-addressing table, or -1."""
+    mask = keys.shape[0] - 1
+    s = slot(key, shift)
+    while True:
+        found = keys[s]
+        if found == key:
+            return values[s]
+        if found == -1:
+            return -1
+        s = (s + 1) & mask
+
+
+@compiled
+def child(keys: np.ndarray, children: np.ndarray, shift: int, node: int, char: int) -> int:  # pragma: no cover - compiled
+    """The trie node after ``node`` on ``char``, or -1."""
+    return find(keys, children, shift, (np.int64(node) << CHAR_BITS) | np.int64(char))
+
+
+@compiled
+def _build_trie(chars: np.ndarray, token_ends: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+    """A trie of the tokens (token t is ``chars[token_ends[t - 1]:token_ends[t]]``) as an
+    open-addressing table of 2**bits slots, (node << 21 | char) -> child, and the token ending
+    at each node (-1: none; a later duplicate overwrites an earlier one). Gives up (nodes
+    -1) where the nodes would fill more than half the slots."""
+    capacity = 1 << bits
+    shift = 64 - bits
+    keys = np.full(capacity, -1, np.int64)
+    children = np.zeros(capacity, np.int32)
+    token_at = np.full(capacity // 2 + 1, -1, np.int32)
+    nodes = 1
+    begin = 0
+    for t in range(token_ends.shape[0]):
+        end = token_ends[t]
+        if end > begin:  # the empty token is never found
+            node = 0
+            for k in range(begin, end):
+                key = (np.int64(node) << CHAR_BITS) | np.int64(chars[k])
+                s = slot(key, shift)
+                while keys[s] != -1 and keys[s] != key:
+                    s = (s + 1) & (capacity - 1)
+                if keys[s] == -1:
+                    if nodes == capacity // 2:
+                        return keys, children, token_at, -1
+                    keys[s] = key
+                    children[s] = nodes
+                    nodes += 1
+                node = children[s]
+            token_at[node] = t
+        begin = end
+    return keys, children, token_at, nodes
+
+
+@compiled
+def _build_map(keys: np.ndarray, values: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """An open-addressing table of 2**bits slots: keys[i] -> values[i] (a later key overwrites)."""
+    capacity = 1 << bits
+    shift = 64 - bits
+    table_keys = np.full(capacity, -1, np.int64)
+    table_values = np.zeros(capacity, np.int64)
+    for i in range(keys.shape[0]):
+        s = slot(keys[i], shift)
+        while table_keys[s] != -1 and table_keys[s] != keys[i]:
+            s = (s + 1) & (capacity - 1)
+        table_keys[s] = keys[i]
+        table_values[s] = values[i]
+    return table_keys, table_values
+
+
+class Trie:
+    """Tokens (strings) in a trie of their characters: ``token_at[node]`` is the index of
+    the token ending at a node (the last of equal tokens), -1 for none; the empty token is
+    never found. At least twice as many slots as nodes."""
+
+    def __init__(self, tokens: Sequence[str]) -> None:
+        chars, token_ends = code_points(tokens)
+        self.bits = max(4, (2 * len(tokens)).bit_length())  # a node a token at least
+        while True:
+            self.keys, self.children, self.token_at, nodes = _build_trie(chars, token_ends, self.bits)
+            if nodes >= 0:
+                break
+            self.bits += 1
+        self.shift = 64 - self.bits
+
+
+class IntMap:
+    """Non-negative int64 keys -> non-negative int64 values, in a table at most half full."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray) -> None:
+        self.bits = max(4, (2 * len(keys) + 1).bit_length())
+        self.keys, self.values = _build_map(np.asarray(keys, dtype=np.int64), np.asarray(values, dtype=np.int64), self.bits)
+        self.shift = 64 - self.bits
+
+
+@compiled
+def utf8_length(char: int) -> int:  # pragma: no cover - compiled
+    return 1 if char < 0x80 else 2 if char < 0x800 else 3 if char < 0x10000 else 4
+
+
+@compiled
+def utf8_byte(char: int, length: int, i: int) -> int:  # pragma: no cover - compiled
+    """Byte ``i`` of the ``length`` UTF-8 bytes of ``char``."""
+    if length == 1:
+        return char
+    if i == 0:
+        return (0xC0, 0xE0, 0xF0)[length - 2] | (char >> (6 * (length - 1)))
+    return 0x80 | ((char >> (6 * (length - 1 - i))) & 0x3F)
