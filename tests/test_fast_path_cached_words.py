@@ -178,10 +178,37 @@ def test_what_it_cannot_follow_is_refused_by_name(trained):
     with pytest.raises(ConfigError, match=r"added token '\[MASK\]' has matching options"):
         CachedWordsEncoder(json.dumps({**spec, "added_tokens": added}), "edited", "WordPiece")
     unigram = json.loads((trained["unigram"] / "tokenizer.json").read_text(encoding="utf-8"))
-    with pytest.raises(ConfigError, match="does not split: the whole text is one word"):
-        CachedWordsEncoder(json.dumps({**unigram, "pre_tokenizer": {**unigram["pre_tokenizer"], "split": False}}), "edited", "Unigram")
+    bpe = json.loads((trained["sp-bpe-metaspace"] / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = bpe["model"]["vocab"]
+    spanning = {**bpe, "pre_tokenizer": {**bpe["pre_tokenizer"], "split": False}, "model": {**bpe["model"], "vocab": {**vocab, "e\u2581t": len(vocab)}}}
+    with pytest.raises(ConfigError, match="does not split \\(the whole text is one word\\), and its vocabulary holds 'e\u2581t', a piece across a space"):
+        CachedWordsEncoder(json.dumps(spanning), "edited", "SentencePiece-style BPE")
     with pytest.raises(ConfigError, match="its pre-tokenizer is Whitespace, which this path does not reproduce"):
         CachedWordsEncoder(json.dumps({**unigram, "pre_tokenizer": {"type": "Whitespace"}}), "edited", "Unigram")
+
+
+def test_a_metaspace_that_does_not_split_is_cut_where_no_piece_spans_a_space(trained, tmp_path):
+    """Llama-2's form as ``transformers`` writes it: to ``tokenizers`` the marked text is one
+    word; a BPE's text cut before each mark that follows another character gives the same ids."""
+    spec = json.loads((trained["sp-bpe-metaspace"] / "tokenizer.json").read_text(encoding="utf-8"))
+    tok = CachedWords(variant(trained["sp-bpe-metaspace"], tmp_path, pre_tokenizer={**spec["pre_tokenizer"], "split": False}), FAMILY["sp-bpe-metaspace"])
+    assert_same_ids(tok, [*shipped_texts()[::7], *python_source(20), *PROBES, "  two  spaces  ", " lead", "trail ", "\u2581\u2581marked"], "Metaspace, split false")
+
+
+def test_a_unigram_text_is_never_cut_where_the_model_sees_it_whole(trained):
+    """Cut before its marks, a Unigram text whose model sees it whole gives other ids: a run
+    of ``-`` ties, and the float sums of the text before it break the tie otherwise."""
+    from tokenizers import Tokenizer as RustTokenizer
+
+    spec = json.loads((trained["unigram"] / "tokenizer.json").read_text(encoding="utf-8"))
+    one_word = {**spec, "pre_tokenizer": {**spec["pre_tokenizer"], "split": False}}
+    text = "If it is---"  # a line of the shipped corpus
+    whole = RustTokenizer.from_str(json.dumps(one_word))
+    parts = [t.id for word in ("\u2581If", "\u2581it", "\u2581is---") for t in whole.model.tokenize(word)]
+    assert whole.encode(text, add_special_tokens=False).ids != parts  # why the cut is refused
+    for pre in ({**spec["pre_tokenizer"], "split": False}, None):
+        with pytest.raises(ConfigError, match="its Unigram model segments the whole text at once"):
+            CachedWordsEncoder(json.dumps({**spec, "pre_tokenizer": pre}), "edited", "Unigram")
 
 
 def test_the_pipeline_streams_the_same_and_a_pickled_tokenizer_rebuilds_its_engine(wordpiece):

@@ -33,6 +33,9 @@ the map holds it, else each character), an ASCII text's graphemes are its charac
   it (``prepend_scheme`` ``always``, or ``first``: the same for a text that holds no added
   token, and texts that do are encoded by ``tokenizers`` itself), and the text is cut before
   each ``▁``: pure string operations, for any text.
+  A ``Metaspace`` that does not split (Llama-2's form as ``transformers`` writes it) marks
+  the text the same way and leaves it one word: it is cut as ``SpaceMarkWords`` cuts, below,
+  where that argument holds.
 - :class:`WhitespaceMetaspaceWords` (a ``Sequence`` of ``WhitespaceSplit`` then ``Metaspace``
   with ``split`` true, T5's form, as its files ship and as ``transformers`` writes them):
   ``WhitespaceSplit`` cuts the normalized text at every run of whitespace, which it drops
@@ -48,7 +51,10 @@ the map holds it, else each character), an ASCII text's graphemes are its charac
   result when no piece of the vocabulary holds a character other than ``▁`` followed by
   ``▁``: a BPE merge or a Unigram piece spanning a cut would be such a piece, so none spans
   one; BPE then merges each part as it would alone (the pair of lowest rank in the whole
-  text is the lowest in its part) and Unigram's best segmentation is the best of each part.
+  text is the lowest in its part). Unigram is refused: its best segmentation of the whole
+  is the best of each part only in exact arithmetic; in float64 the score of the text
+  before a part shifts the part's sums, and a tie there (a run of ``-`` is ``--`` and ``-``
+  in either order at equal score) is broken otherwise than in the part alone.
   A vocabulary with such a piece is refused (``SpaceMarkWords.why_not``), as is a BPE that
   takes a word found whole in the vocabulary as one piece (``ignore_merges``: it would then
   apply to parts instead of the whole text). A ``Split`` pre-tokenizer on one character that
@@ -70,13 +76,29 @@ from beamtok.transforms.tokenizer_parts import steps_of
 
 Refuse = Callable[[str], ConfigError]
 
-__all__ = ["AsciiTable", "BertWords", "MetaspaceWords", "SpaceMarkWords", "WhitespaceMetaspaceWords", "WordCutter", "cutter_for", "inert_split"]
+__all__ = [
+    "CUT_BEFORE_EVERY_MARK",
+    "CUT_BEFORE_MARK_AFTER_OTHER",
+    "NO_CUT",
+    "AsciiTable",
+    "BertWords",
+    "MetaspaceWords",
+    "SpaceMarkWords",
+    "WhitespaceMetaspaceWords",
+    "WordCutter",
+    "cutter_for",
+    "inert_split",
+]
 
 # BertPreTokenizer on ASCII: a run of characters that are neither whitespace nor punctuation, or one punctuation character
 ASCII_WORDS = re.compile(r"[^\t\n\x0b\x0c\r !-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
 MARK = "\u2581"  # ▁
 SPANNING = re.compile(f"[^{MARK}]{MARK}")  # another character followed by ▁
 INFORMATION_SEPARATORS = re.compile("[\x1c-\x1f]")  # whitespace to str.split(), not to Rust
+# how a compiled engine cuts a marked text into words (``WordCutter.native_cut``)
+CUT_BEFORE_EVERY_MARK = 0
+CUT_BEFORE_MARK_AFTER_OTHER = 1
+NO_CUT = 2
 # Unicode White_Space, what Rust's char::is_whitespace (WhitespaceSplit's cut) answers true for
 WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 
@@ -103,7 +125,12 @@ class AsciiTable:
 
 
 class WordCutter:
-    """Cuts a text into the words ``tokenizers`` would give its model."""
+    """Cuts a text into the words ``tokenizers`` would give its model. A cutter whose words
+    are its ``marked`` text cut before marks says how (``native_cut``, ``mark``), so that a
+    compiled engine can cut the marked text itself."""
+
+    native_cut: int | None = None
+    mark = MARK
 
     def __init__(self, reference: Any) -> None:
         self.normalizer = reference.normalizer
@@ -115,6 +142,10 @@ class WordCutter:
         return self.normalizer.normalize_str(text) if self.normalizer is not None else text
 
     def words(self, text: str) -> list[str]:
+        raise NotImplementedError
+
+    def marked(self, text: str) -> str:
+        """The text as the model's words are cut from it (where ``native_cut`` is set)."""
         raise NotImplementedError
 
 
@@ -149,20 +180,29 @@ class BertWords(WordCutter):
 class MetaspaceWords(WordCutter):
     """``Metaspace``'s words (see the module docstring)."""
 
-    def __init__(self, reference: Any, replacement: str, prepend: bool) -> None:
+    def __init__(self, reference: Any, replacement: str, prepend: bool, split: bool = True) -> None:
         super().__init__(reference)
-        self.replacement = replacement
+        self.replacement = self.mark = replacement
         self.prepend = prepend
-        self.cut = re.compile(f"{re.escape(replacement)}[^{re.escape(replacement)}]*|[^{re.escape(replacement)}]+").findall
+        mark = re.escape(replacement)
+        if split:  # before every mark
+            self.cut = re.compile(f"{mark}[^{mark}]*|[^{mark}]+").findall
+            self.native_cut = CUT_BEFORE_EVERY_MARK
+        else:  # one word to tokenizers, cut before a mark after another character (SpaceMarkWords)
+            self.cut = re.compile(f"{mark}*[^{mark}]+|{mark}+").findall
+            self.native_cut = CUT_BEFORE_MARK_AFTER_OTHER
 
     def words(self, text: str) -> list[str]:
+        return self.cut(self.marked(text))
+
+    def marked(self, text: str) -> str:
         normalized = self.normalized(text)
         if not normalized:
-            return []
+            return ""
         marked = normalized.replace(" ", self.replacement)
         if self.prepend and not marked.startswith(self.replacement):
             marked = self.replacement + marked
-        return self.cut(marked)
+        return marked
 
 
 class WhitespaceMetaspaceWords(WordCutter):
@@ -197,14 +237,20 @@ class SpaceMarkWords(WordCutter):
 
     PATTERN = f"{MARK}*[^{MARK}]+|{MARK}+"
     cut = re.compile(PATTERN).findall
+    native_cut = CUT_BEFORE_MARK_AFTER_OTHER
 
     def words(self, text: str) -> list[str]:
         return self.cut(self.normalized(text))
+
+    def marked(self, text: str) -> str:
+        return self.normalized(text)
 
     @staticmethod
     def why_not(model: dict[str, Any]) -> str | None:
         """Why a model given no pre-tokenizer cannot have its text cut into these words without
         changing the pieces (None: it can)."""
+        if model.get("type") == "Unigram":
+            return "its Unigram model segments the whole text at once, and its float sums of a part's scores depend on the text before it (ties break otherwise)"
         if model.get("ignore_merges"):
             return "its BPE takes a word found whole in the vocabulary as one piece (ignore_merges), and with no pre-tokenizer the word is the whole text"
         vocab = model.get("vocab")
@@ -243,12 +289,16 @@ def cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutt
     if model.get("type") == "WordPiece":
         raise refuse(f"its pre-tokenizer is {kind}, not BertPreTokenizer (the split this path reproduces on ASCII)")
     if kind == "Metaspace":
-        if not pre.get("split", True):
-            raise refuse("its Metaspace pre-tokenizer does not split: the whole text is one word, nothing to cache")
+        split = bool(pre.get("split", True))
+        replacement = str(pre.get("replacement", MARK))
+        if not split:
+            why = SpaceMarkWords.why_not(model) if replacement == MARK else f"its Metaspace marks spaces with {replacement!r}"
+            if why is not None:
+                raise refuse(f"its Metaspace pre-tokenizer does not split (the whole text is one word), and {why}")
         scheme = _prepend_scheme(pre)
         if scheme not in ("always", "first", "never"):
             raise refuse(f"its Metaspace prepend_scheme is {scheme!r}")
-        return MetaspaceWords(reference, str(pre.get("replacement", MARK)), scheme != "never")
+        return MetaspaceWords(reference, replacement, scheme != "never", split)
     if kind == "Sequence":
         return _sequence_cutter(pre, reference, refuse)
     if not pre or inert_split(spec):
