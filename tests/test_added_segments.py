@@ -18,6 +18,7 @@ from beamtok.transforms.added_segments import AddedSegments
 
 from conftest import ROOT, assert_same_ids, trained_family
 from test_fast_path_byte_level import shipped_texts
+from test_fast_path_cached_words import CachedWords
 
 pytest.importorskip("kitoken")
 
@@ -43,15 +44,21 @@ def with_added(base: Path, directory: Path, tokens: list[str], **parts) -> str:
     return str(directory)
 
 
-def test_kitoken_splits_gemma_2s_added_tokens_out_itself(tmp_path):
-    """Newlines and turns as added tokens, on kitoken: it splits them out itself (longest
-    first), so a text with a newline is not sent to ``tokenizers``."""
+@pytest.mark.parametrize("engine", ["kitoken", "compiled"])
+def test_gemma_2s_added_tokens_are_cut_out_and_the_parts_encoded_by_the_engine(tmp_path, engine):
+    """Newlines and turns as added tokens: the file takes kitoken first (nearly every text
+    holds a newline), which splits them out itself (longest first); compiled, the text is cut
+    at them here and the parts merged by the compiled BPE. Either way a text with a newline
+    is not sent to ``tokenizers``."""
     path = with_added(trained_family("sp-bpe-metaspace"), tmp_path / "gemma2-like", [*NEWLINES, *TURNS])
-    tok = load_tokenizer(path)
-    engine = tok.tiktoken()
-    assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
-    assert engine.specials, engine.specials_refusal
-    assert not engine._routed.found_in(CHAT[0])
+    if engine == "kitoken":
+        tok = load_tokenizer(path)
+        assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
+        assert tok.tiktoken().specials, tok.tiktoken().specials_refusal
+        assert not tok.tiktoken()._routed.found_in(CHAT[0])
+    else:
+        tok = CachedWords(path, "SentencePiece-style BPE")
+        assert tok.engine._segments is not None, tok.engine.segments_refusal
     assert_same_ids(tok, [*shipped_texts()[::3], *CHAT, *AddedSegments(json.loads(Path(path, "tokenizer.json").read_text())["added_tokens"]).probe_texts()], "Gemma 2's form")
 
 

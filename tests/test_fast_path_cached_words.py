@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 import sysconfig
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -65,14 +67,20 @@ def python_source(limit: int = 150) -> list[str]:
     return [f.read_text(encoding="utf-8", errors="replace") for f in files]
 
 
-class CachedWords:
-    """The cached-words engine of a tokenizer, whichever engine the tokenizer would choose
-    (a SentencePiece-style BPE takes kitoken first), beside the tokenizer itself."""
+COMPILED = ("beamtok.transforms.bpe_native", "beamtok.transforms.unigram_native")
 
-    def __init__(self, path: str | Path, family: str) -> None:
+
+class CachedWords:
+    """The cut-words engine of a tokenizer, whichever engine the tokenizer would choose,
+    beside the tokenizer itself: compiled where numba is installed (``compiled``), else
+    caching words (``compiled=False`` builds it as where numba is not installed)."""
+
+    def __init__(self, path: str | Path, family: str, compiled: bool = True) -> None:
         self.tok = load_tokenizer(str(path))
         self.backend = self.tok.backend
-        self.engine = CachedWordsEncoder(self.tok.backend.to_str(), str(path), family, reference=self.tok.backend)
+        with mock.patch.dict(sys.modules, {} if compiled else dict.fromkeys(COMPILED)):
+            self.engine = CachedWordsEncoder(self.tok.backend.to_str(), str(path), family, reference=self.tok.backend)
+        assert self.engine.engine_name.startswith("beamtok compiled" if compiled and family != "WordPiece" else "beamtok cached words"), self.engine.engine_name
 
     def encode_batch(self, texts, add_special_tokens=True, backend="auto"):
         if backend == "hf":
@@ -83,11 +91,17 @@ class CachedWords:
 FAMILY = {"wordpiece": "WordPiece", "unigram": "Unigram", "sp-bpe-metaspace": "SentencePiece-style BPE"}
 
 
+DEFAULT_ENGINE = {"unigram": "beamtok compiled Unigram on cut words (", "sp-bpe-metaspace": "beamtok compiled BPE on marked words (", "wordpiece": "kitoken ("}
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "words cached"])
 @pytest.mark.parametrize("kind", CACHED)
-def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(trained, kind):
+def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(trained, kind, compiled):
     engine = load_tokenizer(str(trained[kind])).engine
-    assert engine.startswith("beamtok compiled Unigram on cut words (exact fast path" if kind == "unigram" else "kitoken ("), engine
-    tok = CachedWords(trained[kind], FAMILY[kind])
+    assert engine.startswith(DEFAULT_ENGINE[kind]), engine
+    if kind == "wordpiece" and compiled:
+        pytest.skip("WordPiece has no compiled model here (kitoken is native)")
+    tok = CachedWords(trained[kind], FAMILY[kind], compiled)
     texts = [*shipped_texts(), *python_source(), *PROBES, *MIXED_LINES, "", "[CLS] inside [SEP] text", "<s> and </s> inside", "snake_case_name __dunder__", "\U00018cd6", "x" * 300]
     assert_same_ids(tok, texts, kind)
 
@@ -127,25 +141,29 @@ METASPACE = {
 def test_every_metaspace_form_gives_the_ids_of_tokenizers(trained, tmp_path, kind, name):
     extra = {"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}} if kind == "sp-bpe-metaspace" else {}
     tok = load_tokenizer(variant(trained[kind], tmp_path, pre_tokenizer=METASPACE[name], **extra))
-    assert tok.engine.startswith("beamtok compiled Unigram" if kind == "unigram" else "beamtok cached words"), tok.engine
+    assert tok.engine.startswith(DEFAULT_ENGINE[kind]), tok.engine
     assert_same_ids(tok, [*shipped_texts()[::6], *python_source(30), *PROBES, "  two  spaces  ", " lead", "trail "], f"{kind}, {name}")
 
 
-ENGINES: dict[str, CachedWords] = {}
+ENGINES: dict[tuple[str, bool], CachedWords] = {}
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "words cached"])
 @pytest.mark.parametrize("kind", CACHED)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(text=ADVERSARIAL)
-def test_adversarial_text_gives_the_ids_of_tokenizers(trained, kind, text):
-    if kind not in ENGINES:  # built once: its probes take a while
-        ENGINES[kind] = CachedWords(trained[kind], FAMILY[kind])
-    tok = ENGINES[kind]
+def test_adversarial_text_gives_the_ids_of_tokenizers(trained, kind, compiled, text):
+    if kind == "wordpiece" and compiled:
+        return  # kitoken's, in test_fast_path_families
+    if (kind, compiled) not in ENGINES:  # built once: its probes take a while
+        ENGINES[kind, compiled] = CachedWords(trained[kind], FAMILY[kind], compiled)
+    tok = ENGINES[kind, compiled]
     for special in (True, False):
         assert tok.encode_batch([text], special, backend="tiktoken")[0].tolist() == tok.encode_batch([text], special, backend="hf")[0].tolist()
 
 
-def test_a_text_marked_by_normalizers_is_cut_before_its_spaces_where_no_piece_spans_one(trained, tmp_path):
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "words cached"])
+def test_a_text_marked_by_normalizers_is_cut_before_its_spaces_where_no_piece_spans_one(trained, tmp_path, compiled):
     """A Metaspace-trained BPE (no piece holds a character followed by a space mark) read
     with Prepend + Replace normalizers and no pre-tokenizer: ``tokenizers`` merges the whole
     text as one word, the engine cuts it; the ids agree (the argument in word_cutters)."""
@@ -154,7 +172,7 @@ def test_a_text_marked_by_normalizers_is_cut_before_its_spaces_where_no_piece_sp
     runs = ["\u2581" * n for n in (2, 3, 4)]  # as Llama-2's vocabulary holds them: space runs merge (indentation)
     vocab = {**model["vocab"], **{run: len(model["vocab"]) + i for i, run in enumerate(runs)}}
     merges = [[run[:-1], "\u2581"] for run in runs] + model["merges"]
-    tok = CachedWords(variant(trained["sp-bpe-metaspace"], tmp_path, normalizer=marks, pre_tokenizer=None, model={**model, "vocab": vocab, "merges": merges}), "SentencePiece-style BPE")
+    tok = CachedWords(variant(trained["sp-bpe-metaspace"], tmp_path, normalizer=marks, pre_tokenizer=None, model={**model, "vocab": vocab, "merges": merges}), "SentencePiece-style BPE", compiled)
     assert vocab["\u2581" * 2] in tok.encode_batch(["a    b"], add_special_tokens=False, backend="hf")[0].tolist()  # the runs are used
     assert_same_ids(tok, [*shipped_texts()[::5], *python_source(30), *PROBES, "  two  spaces  ", "\u2581already marked"], "Prepend + Replace")
 
@@ -187,11 +205,12 @@ def test_what_it_cannot_follow_is_refused_by_name(trained):
         CachedWordsEncoder(json.dumps({**unigram, "pre_tokenizer": {"type": "Whitespace"}}), "edited", "Unigram")
 
 
-def test_a_metaspace_that_does_not_split_is_cut_where_no_piece_spans_a_space(trained, tmp_path):
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "words cached"])
+def test_a_metaspace_that_does_not_split_is_cut_where_no_piece_spans_a_space(trained, tmp_path, compiled):
     """Llama-2's form as ``transformers`` writes it: to ``tokenizers`` the marked text is one
     word; a BPE's text cut before each mark that follows another character gives the same ids."""
     spec = json.loads((trained["sp-bpe-metaspace"] / "tokenizer.json").read_text(encoding="utf-8"))
-    tok = CachedWords(variant(trained["sp-bpe-metaspace"], tmp_path, pre_tokenizer={**spec["pre_tokenizer"], "split": False}), FAMILY["sp-bpe-metaspace"])
+    tok = CachedWords(variant(trained["sp-bpe-metaspace"], tmp_path, pre_tokenizer={**spec["pre_tokenizer"], "split": False}), FAMILY["sp-bpe-metaspace"], compiled)
     assert_same_ids(tok, [*shipped_texts()[::7], *python_source(20), *PROBES, "  two  spaces  ", " lead", "trail ", "\u2581\u2581marked"], "Metaspace, split false")
 
 

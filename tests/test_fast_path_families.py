@@ -1,13 +1,16 @@
 """kitoken's part of the fast path for tokenizers that are not byte-level BPE: SentencePiece-style
 BPE and BERT-style WordPiece run on kitoken with the ids of ``tokenizers`` (texts holding a
 character kitoken reads otherwise go to ``tokenizers``); a file kitoken refuses runs on cached words
-and says why; one both refuse names both reasons. The tokenizers are trained here with
-``tokenizers`` on the shipped corpus (cached words: tests/test_fast_path_cached_words.py)."""
+and says why; one both refuse names both reasons. SentencePiece-style BPE takes kitoken where
+numba is not installed (or its words cannot be cut), as every test here arranges; compiled,
+it is tested in tests/test_bpe_native.py and tests/test_fast_path_cached_words.py. The
+tokenizers are trained here with ``tokenizers`` on the shipped corpus."""
 
 from __future__ import annotations
 
 import json
 import pickle
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -30,6 +33,12 @@ VOCAB = 6000
 
 # BERT's own uncased vocabulary in the tokenizer.json transformers writes for it (data/README.md)
 BERT = ROOT / "data" / "tokenizers" / "bert-base-uncased"
+
+
+@pytest.fixture(autouse=True)
+def without_compiled_bpe(monkeypatch):
+    """As where numba is not installed: SentencePiece-style BPE then takes kitoken."""
+    monkeypatch.setitem(sys.modules, "beamtok.transforms.bpe_native", None)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from tokenizers import Tokenizer as RustTokenizer
 from beamtok import load_tokenizer
 from beamtok.testing import sentencepiece_tokenizer
 from beamtok.transforms.tiktoken_backend import PROBES
-from beamtok.transforms.word_cutters import WhitespaceMetaspaceWords
+from beamtok.transforms.word_cutters import CUT_BEFORE_MARK_AFTER_OTHER, WhitespaceMetaspaceWords
 
 from conftest import assert_same_ids, built_once, corpus_texts
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
@@ -51,7 +51,7 @@ def reference(directory: Path) -> RustTokenizer:
     return RustTokenizer.from_file(str(directory / "tokenizer.json"))
 
 
-@pytest.mark.parametrize(("kind", "engine"), [("t5", "beamtok compiled Unigram on cut words (exact fast path"), ("llama2", "kitoken (exact fast path")])
+@pytest.mark.parametrize(("kind", "engine"), [("t5", "beamtok compiled Unigram on cut words (exact fast path"), ("llama2", "beamtok compiled BPE on marked words (exact fast path")])
 def test_a_converted_sentencepiece_file_gives_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(files, kind, engine):
     spec = json.loads((files[kind] / "tokenizer.json").read_text(encoding="utf-8"))
     if kind == "t5":  # the form this test is about, as transformers writes it
@@ -59,9 +59,9 @@ def test_a_converted_sentencepiece_file_gives_the_ids_of_tokenizers_on_the_shipp
         assert [step["type"] for step in spec["pre_tokenizer"]["pretokenizers"]] == ["WhitespaceSplit", "Metaspace"]
     tok = load_tokenizer(str(files[kind]))
     assert tok.engine.startswith(engine), tok.engine
-    if kind == "llama2":  # one word to tokenizers (a Metaspace that does not split); cut at "▁" for kitoken
+    if kind == "llama2":  # one word to tokenizers (a Metaspace that does not split); cut before a "▁" after another character
         assert spec["pre_tokenizer"] == {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}
-        assert tok.tiktoken().cuts_words
+        assert tok.tiktoken()._cutter.native_cut == CUT_BEFORE_MARK_AFTER_OTHER
     texts = [*shipped_texts(), *python_source(), *PROBES, *SPACES, "", "<extra_id_0> inside", "</s> and <s>", "x" * 300]
     assert_same_ids(tok, texts, kind, reference(files[kind]))
 

@@ -33,9 +33,11 @@ import numpy as np
 
 from beamtok.base.errors import ConfigError
 from beamtok.transforms.exact_encoder import EMPTY, ExactEncoder, refuse_unrouted_added_tokens
+from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.word_cutters import cutter_for
 
 if TYPE_CHECKING:
+    from beamtok.transforms.bpe_native import NativeBPE
     from beamtok.transforms.unigram_native import NativeUnigram
 
 __all__ = ["CachedWordsEncoder"]
@@ -92,7 +94,9 @@ class CachedWordsEncoder(ExactEncoder):
 
     engine_name = "beamtok cached words"
 
-    def __init__(self, tokenizer_json: str, name: str, family: str, reference: Any = None) -> None:
+    def __init__(self, tokenizer_json: str, name: str, family: str, reference: Any = None, compiled_only: bool = False) -> None:
+        """``compiled_only``: refuse where the model cannot be compiled (``native_refusal``
+        says why) rather than cache words."""
         from beamtok.transforms.split_patterns import split_sample
         from beamtok.transforms.tiktoken_backend import PROBES
 
@@ -108,7 +112,11 @@ class CachedWordsEncoder(ExactEncoder):
         refuse_unrouted_added_tokens(spec, refuse)
         self._take_file(spec, tokenizer_json, name, reference)
         self._cutter = cutter_for(spec, self.reference, refuse)
-        self._words: WordCache | NativeUnigram = self._native_model(model) or WordCache(self.reference.model)
+        self._marked_bpe = self._compiled_bpe(model)
+        compiled_unigram = self._native_model(model)
+        self._words: WordCache | NativeUnigram = compiled_unigram or WordCache(self.reference.model)
+        if compiled_only and self._marked_bpe is None and compiled_unigram is None:
+            raise refuse(self.native_refusal or "its model is not one this path compiles")
         self._check_segments(name)
         self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
 
@@ -128,13 +136,39 @@ class CachedWordsEncoder(ExactEncoder):
         self.engine_name = "beamtok compiled Unigram on cut words"
         return NativeUnigram(model, self._ask_model)
 
+    def _compiled_bpe(self, model: dict[str, Any]) -> NativeBPE | None:
+        """A BPE model compiled (``bpe_native``) where numba is installed and the cutter's
+        words are its marked text cut before marks: it cuts and merges in one call."""
+        if model.get("type") != "BPE" or self._cutter.native_cut is None:
+            return None
+        try:
+            from beamtok.transforms.bpe_native import NativeBPE
+        except ImportError:
+            self.native_refusal = "numba is not installed: pip install 'beamtok[unigram]' compiles this BPE"
+            return None
+        why = NativeBPE.why_not(model)
+        if why is not None:
+            self.native_refusal = f"{why}, which the compiled BPE does not follow"
+            return None
+        self.engine_name = "beamtok compiled BPE on marked words"
+        return NativeBPE(model, self._cutter.mark, self._cutter.native_cut)
+
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         return self._routed_apart(texts, self._encode_words)
 
     def _encode_words(self, texts: list[str]) -> list[np.ndarray]:
-        """Texts holding no added token: cut into words, then their words' ids."""
+        """Texts holding no added token: cut into words, then their words' ids (a compiled
+        BPE cuts the marked texts itself)."""
+        if self._marked_bpe is not None:
+            marked = self._cutter.marked
+            ids = self._marked_bpe.encode([marked(text) for text in texts])
+            return [one if one is not None else self._by_file(text) for one, text in zip(ids, texts)]
         cut = self._cutter.words
         return self._words.encode([cut(text) for text in texts])
+
+    def _by_file(self, text: str) -> np.ndarray:
+        """A text's ids from the file itself (where ``tokenizers`` raises, it raises here)."""
+        return int32_ids(self.reference.encode(text, add_special_tokens=False).ids)
 
     def _ask_model(self, words: Sequence[str]) -> np.ndarray:
         """A text's ids, each word given to the file's model."""

@@ -209,21 +209,39 @@ class Tokenizer:
 
     def _family_encoder(self, serialized: str, family: str) -> ExactEncoder:
         """Cut words (``cached_words``) for Unigram, each segmented in compiled code
-        (``unigram_native``) or cached; for SentencePiece-style BPE and
-        WordPiece, kitoken (native: as fast on text it has not seen as on text it has, where
-        the cache pays only once words repeat), else cached words (the encoder then says why
-        kitoken does not run)."""
+        (``unigram_native``) or cached; for SentencePiece-style BPE, its marked words merged
+        in compiled code (``bpe_native``) where numba is installed and the words can be cut,
+        else kitoken; for WordPiece, kitoken (native: as fast on text it has not seen as on
+        text it has, where the cache pays only once words repeat); else cached words (the
+        encoder then says why kitoken does not run). A BPE whose added tokens are whitespace
+        (Gemma 2's newlines) tries kitoken first: nearly every text holds one, and kitoken
+        splits them out natively where the compiled path cuts each text in Python."""
         if family == "Unigram":
             return CachedWordsEncoder(serialized, self.name, family, reference=self.backend)
+        kitoken_first = family != "SentencePiece-style BPE" or any(not t.content.strip() for t in self.backend.get_added_tokens_decoder().values())
+        if not kitoken_first:
+            try:
+                return self._compiled_bpe(serialized, family)
+            except ConfigError as refused:
+                log.debug("%s", refused)
         try:
             return KitokenEncoder(serialized, self.name, reference=self.backend)
         except ConfigError as native:
+            if family == "SentencePiece-style BPE" and kitoken_first:
+                try:
+                    return self._compiled_bpe(serialized, family)
+                except ConfigError as refused:
+                    log.debug("%s", refused)
             try:
                 encoder = CachedWordsEncoder(serialized, self.name, family, reference=self.backend)
             except ConfigError as cut:
                 raise ConfigError(f"{native}; and {cut}") from None
             encoder.native_refusal = str(native)
             return encoder
+
+    def _compiled_bpe(self, serialized: str, family: str) -> ExactEncoder:
+        """The compiled BPE on marked words, or ConfigError (numba missing, words not cut)."""
+        return CachedWordsEncoder(serialized, self.name, family, reference=self.backend, compiled_only=True)
 
     def fast_path(self) -> ExactEncoder | None:
         """The exact fast-path encoder when this tokenizer qualifies, else None; the reason

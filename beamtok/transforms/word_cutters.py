@@ -84,6 +84,7 @@ __all__ = [
     "BertWords",
     "MetaspaceWords",
     "SpaceMarkWords",
+    "StringSteps",
     "WhitespaceMetaspaceWords",
     "WordCutter",
     "cutter_for",
@@ -124,6 +125,40 @@ class AsciiTable:
         return isinstance(normalizer, normalizers.Precompiled | normalizers.NFC | normalizers.NFD | normalizers.NFKC | normalizers.NFKD)
 
 
+class StringSteps:
+    """A normalizer made only of ``Prepend`` and ``Replace`` of a literal string (Llama-2's,
+    Mistral's and Gemma's spacing), done with ``str`` operations: ``tokenizers`` prepends to
+    a text that is not empty and replaces every non-overlapping occurrence, left to right, as
+    ``str.replace`` does; its call from Python cost ~30 ns a character on prose."""
+
+    def __init__(self, steps: list[tuple[str, str, str]]) -> None:
+        self.steps = steps  # ("prepend", text, "") or ("replace", pattern, content)
+
+    @staticmethod
+    def of(spec: dict[str, Any]) -> StringSteps | None:
+        """The steps of the tokenizer.json's normalizer, or None where it has another step."""
+        if not spec.get("normalizer"):
+            return None
+        steps: list[tuple[str, str, str]] = []
+        for step in steps_of(spec, "normalizer"):
+            kind = step.get("type")
+            if kind == "Prepend" and isinstance(step.get("prepend"), str):
+                steps.append(("prepend", step["prepend"], ""))
+            elif kind == "Replace" and isinstance((step.get("pattern") or {}).get("String"), str) and step["pattern"]["String"] and isinstance(step.get("content"), str):
+                steps.append(("replace", step["pattern"]["String"], step["content"]))
+            else:
+                return None
+        return StringSteps(steps) if steps else None
+
+    def __call__(self, text: str) -> str:
+        for kind, a, b in self.steps:
+            if kind == "prepend":
+                text = a + text if text else text
+            else:
+                text = text.replace(a, b)
+        return text
+
+
 class WordCutter:
     """Cuts a text into the words ``tokenizers`` would give its model. A cutter whose words
     are its ``marked`` text cut before marks says how (``native_cut``, ``mark``), so that a
@@ -135,8 +170,11 @@ class WordCutter:
     def __init__(self, reference: Any) -> None:
         self.normalizer = reference.normalizer
         self.ascii = AsciiTable(self.normalizer) if AsciiTable.takes(self.normalizer) else None
+        self.string_steps: StringSteps | None = None  # set by cutter_for where the normalizer is only those
 
     def normalized(self, text: str) -> str:
+        if self.string_steps is not None:
+            return self.string_steps(text)
         if self.ascii is not None and text.isascii():
             return self.ascii(text)
         return self.normalizer.normalize_str(text) if self.normalizer is not None else text
@@ -281,6 +319,12 @@ def inert_split(spec: dict[str, Any]) -> bool:
 
 def cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutter:
     """The cutter for a tokenizer.json's pre-tokenizer, or ``refuse(why)`` raised."""
+    cutter = _cutter_for(spec, reference, refuse)
+    cutter.string_steps = StringSteps.of(spec)
+    return cutter
+
+
+def _cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCutter:
     pre = spec.get("pre_tokenizer") or {}
     model = spec.get("model") or {}
     kind = pre.get("type")

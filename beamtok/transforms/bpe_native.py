@@ -1,0 +1,447 @@
+"""SentencePiece-style BPE (Llama-2's, Mistral's, Gemma's kind: byte fallback, words marked
+with ``▁``) compiled with numba: texts already normalized and marked are cut into words,
+each word's ids found in a word cache or computed by the rules ``tokenizers``' BPE model
+follows, all in one call. numba comes with the ``beamtok[unigram]`` extra.
+
+The rules (``tokenizers`` models/bpe), one by one:
+
+- a word found whole in the vocabulary is that token where ``ignore_merges`` is set;
+- otherwise each character is its token; a character that is none is its UTF-8 bytes'
+  ``<0xXX>`` tokens where byte fallback is on and all exist (added at once, before an
+  unknown token still pending: ``tokenizers``' own order), else the unknown token, one for a
+  run of such characters where ``fuse_unk`` is set; with no unknown token the character is
+  dropped, and with one the vocabulary lacks, the text goes to the file's model (it raises);
+- then merges apply lowest rank first and, among equal ranks, leftmost first (``tokenizers``
+  keeps a heap of (rank, position) and skips entries a merge made stale); a merge listed
+  twice keeps its last rank.
+
+Words are cut where the pre-tokenizer (or, with none, the argument in ``word_cutters``) cuts:
+before every mark (a Metaspace that splits), or before a mark that follows another
+character (``SpaceMarkWords``). A word of up to ``CACHED_CHARS`` characters is cached with
+its ids; the cache starts over when full. Models with a continuing-subword prefix, an
+end-of-word suffix or dropout are not taken (``why_not``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+from beamtok.transforms.compiled_tables import IntMap, Trie, child, code_points, compiled, find, utf8_byte, utf8_length
+from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
+
+__all__ = ["NativeBPE"]
+
+LINEAR_SYMBOLS = 48  # a word of up to this many symbols merges by scanning its pairs, a longer one by a heap
+CACHED_CHARS = 64  # longer words are merged each time (tokenizers caches words under 256 bytes)
+CACHE_BITS = 19  # slots of the word cache; it holds at most half as many words
+KEY_ARENA = 1 << 21  # characters of the cached words
+ID_ARENA = 1 << 20  # ids of the cached words
+_FNV_PRIME = np.uint64(0x100000001B3)
+_FNV_START = np.uint64(0xCBF29CE484222325)
+
+
+@compiled
+def _heap_push(heap: np.ndarray, size: int, key: int) -> int:  # pragma: no cover - compiled
+    """Pushes ``key`` (rank << 32 | position) on a min-heap; the new size."""
+    i = size
+    heap[i] = key
+    while i > 0:
+        up = (i - 1) // 2
+        if heap[up] <= heap[i]:
+            break
+        heap[up], heap[i] = heap[i], heap[up]
+        i = up
+    return size + 1
+
+
+@compiled
+def _heap_pop(heap: np.ndarray, size: int) -> int:  # pragma: no cover - compiled
+    """Moves the smallest key to index ``size - 1``; the new size."""
+    last = size - 1
+    heap[0], heap[last] = heap[last], heap[0]
+    i = 0
+    while True:
+        smallest = i
+        left = 2 * i + 1
+        if left < last and heap[left] < heap[smallest]:
+            smallest = left
+        if left + 1 < last and heap[left + 1] < heap[smallest]:
+            smallest = left + 1
+        if smallest == i:
+            return last
+        heap[smallest], heap[i] = heap[i], heap[smallest]
+        i = smallest
+
+
+@compiled
+def _merge_word(
+    chars: np.ndarray,
+    a: int,
+    b: int,
+    char_dense: np.ndarray,
+    char_keys: np.ndarray,
+    char_ids: np.ndarray,
+    char_shift: int,
+    byte_ids: np.ndarray,
+    unk_id: int,
+    fuse_unk: bool,
+    merge_keys: np.ndarray,
+    merge_values: np.ndarray,
+    merge_shift: int,
+    symbol: np.ndarray,
+    prev: np.ndarray,
+    following: np.ndarray,
+    alive: np.ndarray,
+    heap: np.ndarray,
+    pair_rank: np.ndarray,
+    pair_new: np.ndarray,
+    out: np.ndarray,
+    at: int,
+) -> int:  # pragma: no cover - compiled
+    """The ids of the word ``chars[a:b]`` written at ``out[at:]``: how many, or -1 where the
+    file's model must be asked (an unknown token it lacks)."""
+    n = 0
+    pending = False  # an unknown token not yet added
+    for k in range(a, b):
+        c = chars[k]
+        t = char_dense[c] if c < char_dense.shape[0] else find(char_keys, char_ids, char_shift, np.int64(c))
+        if t >= 0:
+            if pending:
+                symbol[n] = unk_id
+                n += 1
+                pending = False
+            symbol[n] = t
+            n += 1
+            continue
+        length = utf8_length(c)
+        every_byte = byte_ids[0] != -2  # byte_ids[0] == -2: no byte fallback
+        if every_byte:
+            for i in range(length):
+                if byte_ids[utf8_byte(c, length, i)] < 0:
+                    every_byte = False
+                    break
+        if every_byte:
+            for i in range(length):
+                symbol[n] = byte_ids[utf8_byte(c, length, i)]
+                n += 1
+            continue
+        if unk_id == -1:
+            continue  # no unknown token: the character is dropped
+        if unk_id == -2:
+            return -1  # an unknown token the vocabulary lacks: tokenizers raises
+        if pending and not fuse_unk:
+            symbol[n] = unk_id
+            n += 1
+        pending = True
+    if pending:
+        symbol[n] = unk_id
+        n += 1
+    if n == 0:
+        return 0  # every character dropped (no unknown token)
+    for i in range(n):
+        prev[i] = i - 1
+        following[i] = i + 1 if i + 1 < n else -1
+        alive[i] = True
+    if n <= LINEAR_SYMBOLS:
+        _merge_by_scan(symbol, prev, following, alive, n, merge_keys, merge_values, merge_shift, pair_rank, pair_new)
+    else:
+        _merge_by_heap(symbol, prev, following, alive, n, merge_keys, merge_values, merge_shift, heap)
+    count = 0
+    for i in range(n):
+        if alive[i]:
+            out[at + count] = symbol[i]
+            count += 1
+    return count
+
+
+@compiled
+def _merge_by_scan(
+    symbol: np.ndarray,
+    prev: np.ndarray,
+    following: np.ndarray,
+    alive: np.ndarray,
+    n: int,
+    merge_keys: np.ndarray,
+    merge_values: np.ndarray,
+    merge_shift: int,
+    pair_rank: np.ndarray,
+    pair_new: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Merges a short word: each step scans the pairs for the lowest rank, leftmost first
+    (the heap's order), and looks up only the two pairs a merge makes."""
+    none = np.int64(1) << 62
+    for i in range(n):
+        pair_rank[i] = none
+        if i + 1 < n:
+            value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[i]) << 32) | np.int64(symbol[i + 1]))
+            if value >= 0:
+                pair_rank[i], pair_new[i] = value >> 32, value & 0xFFFFFFFF
+    while True:
+        best, p = none, -1
+        i = 0  # the first symbol is never merged away
+        while i != -1:
+            if pair_rank[i] < best:
+                best, p = pair_rank[i], i
+            i = following[i]
+        if p < 0:
+            return
+        right = following[p]
+        symbol[p] = pair_new[p]
+        alive[right] = False
+        following[p] = following[right]
+        pair_rank[p] = none
+        if following[p] != -1:
+            prev[following[p]] = p
+            value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]]))
+            if value >= 0:
+                pair_rank[p], pair_new[p] = value >> 32, value & 0xFFFFFFFF
+        if prev[p] >= 0:
+            q = prev[p]
+            pair_rank[q] = none
+            value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[q]) << 32) | np.int64(symbol[p]))
+            if value >= 0:
+                pair_rank[q], pair_new[q] = value >> 32, value & 0xFFFFFFFF
+
+
+@compiled
+def _merge_by_heap(
+    symbol: np.ndarray,
+    prev: np.ndarray,
+    following: np.ndarray,
+    alive: np.ndarray,
+    n: int,
+    merge_keys: np.ndarray,
+    merge_values: np.ndarray,
+    merge_shift: int,
+    heap: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Merges a long word as ``tokenizers`` does: a heap of (rank, position), entries a
+    merge made stale skipped."""
+    size = 0
+    for i in range(n - 1):
+        value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[i]) << 32) | np.int64(symbol[i + 1]))
+        if value >= 0:
+            size = _heap_push(heap, size, (value >> 32 << 32) | i)
+    while size > 0:
+        size = _heap_pop(heap, size)
+        rank, p = heap[size] >> 32, heap[size] & 0xFFFFFFFF
+        if not alive[p] or following[p] == -1:
+            continue
+        right = following[p]
+        value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[right]))
+        if value < 0 or value >> 32 != rank:
+            continue  # a stale entry: the pair at p changed since it was pushed (a rank is one pair's)
+        symbol[p] = value & 0xFFFFFFFF
+        alive[right] = False
+        following[p] = following[right]
+        if following[p] != -1:
+            prev[following[p]] = p
+        if prev[p] >= 0:
+            value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[prev[p]]) << 32) | np.int64(symbol[p]))
+            if value >= 0:
+                size = _heap_push(heap, size, (value >> 32 << 32) | prev[p])
+        if following[p] != -1:
+            value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]]))
+            if value >= 0:
+                size = _heap_push(heap, size, (value >> 32 << 32) | p)
+
+
+@compiled
+def _hash(chars: np.ndarray, a: int, b: int) -> int:  # pragma: no cover - compiled
+    h = _FNV_START
+    for k in range(a, b):
+        h = (h ^ np.uint64(chars[k])) * _FNV_PRIME
+    return np.int64(h >> np.uint64(1))  # non-negative
+
+
+@compiled
+def _encode(
+    chars: np.ndarray,
+    text_ends: np.ndarray,
+    cut: int,
+    mark: int,
+    tables: tuple[Any, ...],
+    cache: tuple[Any, ...],
+    out: np.ndarray,
+    counts: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Each text's ids one text after another in ``out``; ``counts[t]`` is how many, -1 for a
+    text the file's model must be given."""
+    (char_dense, char_keys, char_ids, char_shift, byte_ids, unk_id, fuse_unk, merge_keys, merge_values, merge_shift,
+     whole, trie_keys, trie_children, trie_shift, trie_ids) = tables  # fmt: skip
+    slots, entry_hash, key_start, key_len, id_start, id_len, key_arena, id_arena, used = cache
+    longest = 0
+    begin = 0
+    for t in range(text_ends.shape[0]):
+        longest = max(longest, text_ends[t] - begin)
+        begin = text_ends[t]
+    room = 4 * longest + 1  # a character is at most 4 byte tokens
+    symbol = np.empty(room, np.int64)
+    prev = np.empty(room, np.int64)
+    following = np.empty(room, np.int64)
+    alive = np.empty(room, np.bool_)
+    heap = np.empty(4 * room, np.int64)  # each merge pushes at most two entries
+    pair_rank = np.empty(room, np.int64)
+    pair_new = np.empty(room, np.int64)
+    mask = slots.shape[0] - 1
+    o = 0
+    begin = 0
+    for t in range(text_ends.shape[0]):
+        end = text_ends[t]
+        start = o
+        asked = False
+        w = begin
+        while w < end and not asked:
+            x = w + 1  # the word is chars[w:x]
+            if cut == 0:  # before every mark
+                while x < end and chars[x] != mark:
+                    x += 1
+            elif cut == 1:  # before a mark that follows another character
+                while x < end and not (chars[x] == mark and chars[x - 1] != mark):
+                    x += 1
+            else:
+                x = end
+            count = -1
+            if whole:  # ignore_merges: a word that is a token is that token
+                node = 0
+                for k in range(w, x):
+                    node = child(trie_keys, trie_children, trie_shift, node, chars[k])
+                    if node < 0:
+                        break
+                if node >= 0 and trie_ids[node] >= 0:
+                    out[o] = trie_ids[node]
+                    count = 1
+            cacheable = count < 0 and x - w <= CACHED_CHARS
+            s = -1
+            if cacheable:
+                h = _hash(chars, w, x)
+                s = (h * 0x9E3779B1) & mask
+                while slots[s] != -1:
+                    e = slots[s]
+                    if entry_hash[e] == h and key_len[e] == x - w:
+                        same = True
+                        for k in range(x - w):
+                            if key_arena[key_start[e] + k] != chars[w + k]:
+                                same = False
+                                break
+                        if same:
+                            for k in range(id_len[e]):
+                                out[o + k] = id_arena[id_start[e] + k]
+                            count = id_len[e]
+                            break
+                    s = (s + 1) & mask
+            if count < 0:
+                count = _merge_word(chars, w, x, char_dense, char_keys, char_ids, char_shift, byte_ids, unk_id, fuse_unk, merge_keys,
+                                    merge_values, merge_shift, symbol, prev, following, alive, heap, pair_rank, pair_new, out, o)  # fmt: skip
+                if count < 0:
+                    asked = True
+                    break
+                if cacheable:
+                    if used[0] >= slots.shape[0] // 2 or used[1] + (x - w) > key_arena.shape[0] or used[2] + count > id_arena.shape[0]:
+                        slots[:] = -1  # full: start over
+                        used[:] = 0
+                        s = (h * 0x9E3779B1) & mask
+                    e = used[0]
+                    entry_hash[e] = h
+                    key_start[e], key_len[e] = used[1], x - w
+                    id_start[e], id_len[e] = used[2], count
+                    key_arena[used[1] : used[1] + (x - w)] = chars[w:x]
+                    id_arena[used[2] : used[2] + count] = out[o : o + count]
+                    used[0] += 1
+                    used[1] += x - w
+                    used[2] += count
+                    slots[s] = e
+            o += count
+            w = x
+        if asked:
+            o = start
+            counts[t] = -1
+        else:
+            counts[t] = o - start
+        begin = end
+
+
+class NativeBPE:
+    """The ids a ``tokenizers`` BPE model (its serialized ``model`` section) gives texts
+    marked and cut as ``cut`` says, computed in compiled code (see the module docstring)."""
+
+    def __init__(self, model: dict[str, Any], mark: str, cut: int) -> None:
+        why = self.why_not(model)
+        if why is not None:
+            raise ValueError(why)
+        if cut not in (CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT) or len(mark) != 1:
+            raise ValueError(f"no such cut: {cut} at {mark!r}")
+        self.cut, self.mark = cut, ord(mark)
+        vocab: dict[str, int] = model["vocab"]
+        singles = [(ord(token), i) for token, i in vocab.items() if len(token) == 1]
+        chars = IntMap(np.array([c for c, _ in singles], dtype=np.int64), np.array([i for _, i in singles], dtype=np.int64))
+        char_dense = np.full(1 << 16, -1, dtype=np.int64)  # the Basic Multilingual Plane read directly, the rest from the map
+        for c, i in singles:
+            if c < 1 << 16:
+                char_dense[c] = i
+        byte_ids = np.full(256, -2, dtype=np.int64)
+        if model.get("byte_fallback"):
+            byte_ids = np.array([vocab.get(f"<0x{b:02X}>", -1) for b in range(256)], dtype=np.int64)
+        unk = model.get("unk_token")
+        unk_id = -1 if unk is None else vocab.get(unk, -2)
+        merges = IntMap(*self._merges(model, vocab))
+        whole = bool(model.get("ignore_merges"))
+        tokens = list(vocab) if whole else []
+        trie = Trie(tokens)
+        trie_ids = np.full(trie.token_at.shape[0], -1, dtype=np.int64)
+        found = trie.token_at >= 0
+        trie_ids[found] = np.array(list(vocab.values()) if whole else [], dtype=np.int64)[trie.token_at[found]]
+        self.tables = (char_dense, chars.keys, chars.values, chars.shift, byte_ids, unk_id, bool(model.get("fuse_unk")), merges.keys, merges.values, merges.shift,
+                       whole, trie.keys, trie.children, trie.shift, trie_ids)  # fmt: skip
+        slots = 1 << CACHE_BITS
+        self.cache = (
+            np.full(slots, -1, dtype=np.int64),
+            *(np.zeros(slots // 2, dtype=np.int64) for _ in range(5)),
+            np.zeros(KEY_ARENA, dtype=np.uint32),
+            np.zeros(ID_ARENA, dtype=np.int64),
+            np.zeros(3, dtype=np.int64),
+        )
+
+    @staticmethod
+    def why_not(model: dict[str, Any]) -> str | None:
+        """Why this BPE model is not compiled here (None: it is)."""
+        if model.get("type") != "BPE":
+            return f"its model is {model.get('type')}, not BPE"
+        for option in ("continuing_subword_prefix", "end_of_word_suffix", "dropout"):
+            if model.get(option):
+                return f"its BPE has {option} set"
+        vocab = model.get("vocab")
+        if not isinstance(vocab, dict):
+            return "its BPE vocabulary is not a mapping of tokens to ids"
+        if len(set(vocab.values())) != len(vocab):
+            return "two tokens of its BPE vocabulary share an id"
+        return None
+
+    @staticmethod
+    def _merges(model: dict[str, Any], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """(left id << 32 | right id) -> (rank << 32 | merged id), in the file's order."""
+        keys, values = [], []
+        for rank, merge in enumerate(model.get("merges") or []):
+            left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+            keys.append(vocab[left] << 32 | vocab[right])
+            values.append(rank << 32 | vocab[left + right])
+        return np.array(keys, dtype=np.int64), np.array(values, dtype=np.int64)
+
+    def encode(self, marked: Sequence[str]) -> list[np.ndarray | None]:
+        """Each text's ids (a text normalized and marked, as the pre-tokenizer sees it); None
+        for a text the file itself must encode (a word needs an unknown token the vocabulary
+        lacks: ``tokenizers`` raises)."""
+        chars, text_ends = code_points(marked)
+        out = np.empty(4 * len(chars), dtype=np.int64)  # a character is at most 4 byte tokens
+        counts = np.empty(len(marked), dtype=np.int64)
+        _encode(chars, text_ends, self.cut, self.mark, self.tables, self.cache, out, counts)
+        asked = counts < 0
+        ends = np.concatenate(([0], np.cumsum(np.where(asked, 0, counts)))).tolist()
+        ids = out[: ends[-1]].astype(np.int32)
+        result: list[np.ndarray | None] = [ids[a:b] for a, b in pairwise(ends)]
+        for i in np.flatnonzero(asked).tolist():
+            result[i] = None
+        return result
