@@ -13,7 +13,7 @@ WORKDIR /opt/beamtok
 COPY pyproject.toml setup.py README.md ./
 COPY beamtok ./beamtok
 # Workers tokenize and write Parquet; they need neither torch nor the test tools. The base
-# image already holds apache-beam 2.77.0, so the `beam` extra installs nothing new; `unigram`
-# (numba) segments Unigram tokenizers' words (T5's, XLM-R's) in compiled code.
-RUN pip install --no-cache-dir '.[beam,remote,unigram]' \
-    && python -c "import beamtok, beamtok.beam, beamtok.transforms.unigram_native, apache_beam; assert apache_beam.__version__ == '2.77.0'"
+# image already holds apache-beam 2.77.0, so the `beam` extra installs nothing new; `compiled`
+# (numba) runs Unigram (T5's, XLM-R's) and SentencePiece-style BPE (Llama-2's) compiled.
+RUN pip install --no-cache-dir '.[beam,remote,compiled]' \
+    && python -c "import beamtok, beamtok.beam, beamtok.transforms.unigram_native, beamtok.transforms.bpe_native, apache_beam; assert apache_beam.__version__ == '2.77.0'"

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok.testing import assert_items_equal
+from beamtok.transforms import tokenize as tokenize_module
 from beamtok.transforms import wordpiece_chars
 from beamtok.transforms.kitoken_families import ASCII_PROBES, KitokenEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
@@ -37,8 +38,11 @@ BERT = ROOT / "data" / "tokenizers" / "bert-base-uncased"
 
 @pytest.fixture(autouse=True)
 def without_compiled_bpe(monkeypatch):
-    """As where numba is not installed: SentencePiece-style BPE then takes kitoken."""
+    """As where numba is not installed: SentencePiece-style BPE then takes kitoken (and
+    the tokenizers this process loaded before, with their engines, are not reused)."""
     monkeypatch.setitem(sys.modules, "beamtok.transforms.bpe_native", None)
+    monkeypatch.setattr(tokenize_module, "_BY_NAME", {})
+    monkeypatch.setattr(tokenize_module, "_CACHE", {})
 
 
 @pytest.fixture(scope="module")

@@ -145,7 +145,7 @@ def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
     with mock.patch.dict(sys.modules, {"beamtok.transforms.unigram_native": None}):
         encoder = CachedWordsEncoder(tok.backend.to_str(), "no numba", "Unigram", reference=tok.backend)
     assert encoder.engine_name == "beamtok cached words", encoder.engine_name
-    assert "pip install 'beamtok[unigram]'" in encoder.native_refusal
+    assert "pip install 'beamtok[compiled]'" in encoder.native_refusal
 
     class WithoutNumba:
         backend = tok.backend

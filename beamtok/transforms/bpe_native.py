@@ -1,7 +1,7 @@
 """SentencePiece-style BPE (Llama-2's, Mistral's, Gemma's kind: byte fallback, words marked
 with ``▁``) compiled with numba: texts already normalized and marked are cut into words,
 each word's ids found in a word cache or computed by the rules ``tokenizers``' BPE model
-follows, all in one call. numba comes with the ``beamtok[unigram]`` extra.
+follows, all in one call. numba comes with the ``beamtok[compiled]`` extra.
 
 The rules (``tokenizers`` models/bpe), one by one:
 

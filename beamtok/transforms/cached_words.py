@@ -130,7 +130,7 @@ class CachedWordsEncoder(ExactEncoder):
         except ImportError:
             self.native_refusal = (
                 "numba is not installed, so each new word goes to the file's Unigram model from Python; "
-                "pip install 'beamtok[unigram]' segments words in compiled code"
+                "pip install 'beamtok[compiled]' segments words in compiled code"
             )
             return None
         self.engine_name = "beamtok compiled Unigram on cut words"
@@ -144,7 +144,7 @@ class CachedWordsEncoder(ExactEncoder):
         try:
             from beamtok.transforms.bpe_native import NativeBPE
         except ImportError:
-            self.native_refusal = "numba is not installed: pip install 'beamtok[unigram]' compiles this BPE"
+            self.native_refusal = "numba is not installed: pip install 'beamtok[compiled]' compiles this BPE"
             return None
         why = NativeBPE.why_not(model)
         if why is not None:

@@ -2,7 +2,7 @@
 with a disk cache where one can be written, texts as arrays of code points, a trie of
 tokens and a map of integer keys, each an open-addressing table in numpy arrays (numba
 reads them at native speed where a Python dict would cost a call a lookup), and the UTF-8
-bytes of a character. numba comes with the ``beamtok[unigram]`` extra."""
+bytes of a character. numba comes with the ``beamtok[compiled]`` extra."""
 
 from __future__ import annotations
 

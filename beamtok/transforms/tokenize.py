@@ -195,8 +195,9 @@ class Tokenizer:
     def tiktoken(self) -> ExactEncoder:
         """The exact fast-path encoder of this tokenizer (ConfigError where none can be exact):
         tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, a compiled Unigram on
-        cut words for Unigram (``unigram_native``; cached words without numba), kitoken for SentencePiece-style BPE and WordPiece
-        (``kitoken_families``; cached words where kitoken refuses)."""
+        cut words for Unigram (``unigram_native``; cached words without numba), a compiled BPE
+        on marked words for SentencePiece-style BPE (``bpe_native``) and kitoken for it
+        without numba and for WordPiece (``kitoken_families``; cached words where kitoken refuses)."""
         if self._tiktoken is None:
             serialized = self.backend.to_str()
             with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
