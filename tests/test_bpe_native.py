@@ -176,3 +176,24 @@ def test_a_word_of_dropped_characters_gives_no_ids():
     got = NativeBPE(spec, MARK, CUT_BEFORE_EVERY_MARK).encode(texts)
     assert [ids.tolist() for ids in got] == [reference(model, text, CUT_BEFORE_EVERY_MARK) for text in texts]
     assert got[1].tolist() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(st.one_of(st.tuples(st.just("Prepend"), st.text("▁ab", min_size=1, max_size=2)), st.tuples(st.just("Replace"), st.text(" ab", min_size=1, max_size=2))), min_size=1, max_size=4),
+    content=st.text("▁a ", max_size=2),
+    text=st.text(" ab▁", max_size=20),
+)
+def test_a_normalizer_of_prepends_and_replaces_is_applied_as_tokenizers_applies_it(steps, content, text):
+    """``word_cutters.StringSteps`` (str operations) against the normalizer itself: empty
+    texts are not prepended to, overlapping occurrences are replaced left to right."""
+    from tokenizers import normalizers
+
+    from beamtok.transforms.word_cutters import StringSteps
+
+    spec = [{"type": "Prepend", "prepend": arg} if kind == "Prepend" else {"type": "Replace", "pattern": {"String": arg}, "content": content} for kind, arg in steps]
+    normalizer = {"type": "Sequence", "normalizers": spec}
+    ours = StringSteps.of({"normalizer": normalizer})
+    assert ours is not None
+    theirs = normalizers.Sequence([normalizers.Prepend(a) if k == "Prepend" else normalizers.Replace(a, content) for k, a in steps])
+    assert ours(text) == theirs.normalize_str(text)
