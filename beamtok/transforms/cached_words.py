@@ -11,8 +11,10 @@ to the file's model alone (its ``tokenize``, the call ``tokenizers`` makes per w
 piece is ever computed here. Words are cached as
 the bytes of their int32 ids, and a text's ids are one ``bytes.join`` of its words', read as
 an array without a Python int per token.
-A Unigram model is compiled instead where numba is installed (``unigram_native``): it
-segments every word by ``tokenizers``' own rules at ~0.2 us a word, so no cache is kept.
+Where numba is installed, a Unigram model is compiled instead (``unigram_native``): it
+segments every word by ``tokenizers``' own rules at ~0.2 us a word, so no cache is kept; so
+is a BPE whose words are its marked text cut before marks (``bpe_native``: the kernel cuts,
+looks words up in its own cache and merges the new ones).
 Texts holding an added token (``[CLS]`` or ``<s>`` written in the text) are cut at their
 added tokens and the parts encoded here (``added_segments``; ``tokenizers`` encodes them
 whole where its Metaspace marks the first part only); the tokens a post-processor puts

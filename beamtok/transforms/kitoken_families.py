@@ -1,7 +1,10 @@
 """kitoken as an exact engine for SentencePiece-style BPE with byte fallback (Llama-2,
 Mistral, Gemma's kind): native, so as fast on text it has not seen as on text it has (the
 cached-words engine, ``beamtok.transforms.cached_words``, which takes WordPiece and Unigram,
-takes these files too where kitoken refuses them).
+takes these files too where kitoken refuses them). Where numba is installed, such a BPE is
+compiled instead (``bpe_native``), and kitoken runs it where the text cannot be cut into
+words or the added tokens are whitespace nearly every text holds (Gemma 2's newlines, which
+kitoken splits out natively).
 
 kitoken reads a tokenizer.json whole (normalizer, pre-tokenizer, model) and encodes in native
 code without ``tokenizers``' per-word bookkeeping. What makes it exact here is not an argument
