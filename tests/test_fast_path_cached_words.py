@@ -94,13 +94,15 @@ FAMILY = {"wordpiece": "WordPiece", "unigram": "Unigram", "sp-bpe-metaspace": "S
 DEFAULT_ENGINE = {"unigram": "beamtok compiled Unigram on cut words (", "sp-bpe-metaspace": "beamtok compiled BPE on marked words (", "wordpiece": "kitoken ("}
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "words cached"])
-@pytest.mark.parametrize("kind", CACHED)
+# each family's cut-words engine, compiled (numba) and caching words; WordPiece has no
+# compiled model here (kitoken is native: tests/test_fast_path_families.py)
+ENGINE_KINDS = [("unigram", True), ("unigram", False), ("sp-bpe-metaspace", True), ("sp-bpe-metaspace", False), ("wordpiece", False)]
+
+
+@pytest.mark.parametrize(("kind", "compiled"), ENGINE_KINDS)
 def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(trained, kind, compiled):
     engine = load_tokenizer(str(trained[kind])).engine
     assert engine.startswith(DEFAULT_ENGINE[kind]), engine
-    if kind == "wordpiece" and compiled:
-        pytest.skip("WordPiece has no compiled model here (kitoken is native)")
     tok = CachedWords(trained[kind], FAMILY[kind], compiled)
     texts = [*shipped_texts(), *python_source(), *PROBES, *MIXED_LINES, "", "[CLS] inside [SEP] text", "<s> and </s> inside", "snake_case_name __dunder__", "\U00018cd6", "x" * 300]
     assert_same_ids(tok, texts, kind)
@@ -148,13 +150,10 @@ def test_every_metaspace_form_gives_the_ids_of_tokenizers(trained, tmp_path, kin
 ENGINES: dict[tuple[str, bool], CachedWords] = {}
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "words cached"])
-@pytest.mark.parametrize("kind", CACHED)
+@pytest.mark.parametrize(("kind", "compiled"), ENGINE_KINDS)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(text=ADVERSARIAL)
 def test_adversarial_text_gives_the_ids_of_tokenizers(trained, kind, compiled, text):
-    if kind == "wordpiece" and compiled:
-        return  # kitoken's, in test_fast_path_families
     if (kind, compiled) not in ENGINES:  # built once: its probes take a while
         ENGINES[kind, compiled] = CachedWords(trained[kind], FAMILY[kind], compiled)
     tok = ENGINES[kind, compiled]
