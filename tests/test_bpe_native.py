@@ -104,6 +104,18 @@ def test_a_merge_made_stale_by_another_is_skipped():
     assert NativeBPE(spec, MARK, NO_CUT).encode(["abc", "xabcabc"])[0].tolist() == reference(model, "abc", NO_CUT)
 
 
+@pytest.mark.parametrize("repeats", [1, 15], ids=["scanned", "by the heap"])
+def test_a_stale_pair_never_merges_ahead_of_its_own_rank(repeats):
+    """``abcd``: (b, c) merges first; the (a, b) entry still queued is stale, and the pair at
+    its place, (a, bc), ranks after (bc, d), which takes the c: a + bcd. Merging the stale
+    place at (a, b)'s rank would give abc + d. Repeated past ``LINEAR_SYMBOLS`` for the heap."""
+    model, spec = small("abcd", [("b", "c"), ("a", "b"), ("bc", "d"), ("a", "bc")])
+    text = "abcd" * repeats
+    assert repeats == 1 or len(text) > bpe_native.LINEAR_SYMBOLS
+    assert reference_tokens(model, "abcd") == ["a", "bcd"]
+    assert NativeBPE(spec, MARK, NO_CUT).encode([text])[0].tolist() == reference(model, text, NO_CUT)
+
+
 def test_a_word_that_is_a_token_is_that_token_where_merges_are_ignored():
     model, spec = small("abc", [("b", "c"), ("a", "b"), ("ab", "c")], ignore_merges=True)
     assert reference_tokens(model, "abc") == ["abc"]

@@ -29,7 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.transforms.compiled_tables import IntMap, Trie, child, code_points, compiled, find, utf8_byte, utf8_length
+from beamtok.transforms.compiled_tables import (
+    IntMap,
+    Trie,
+    byte_token_ids,
+    child,
+    code_points,
+    compiled,
+    find,
+    put_byte_ids,
+)
 from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
 
 __all__ = ["NativeBPE"]
@@ -77,6 +86,17 @@ def _heap_pop(heap: np.ndarray, size: int) -> int:  # pragma: no cover - compile
 
 
 @compiled
+def _join(symbol: np.ndarray, prev: np.ndarray, following: np.ndarray, alive: np.ndarray, p: int, merged: int) -> None:  # pragma: no cover - compiled
+    """Symbol ``p`` becomes ``merged``, taking the symbol after it out of the word."""
+    right = following[p]
+    symbol[p] = merged
+    alive[right] = False
+    following[p] = following[right]
+    if following[p] != -1:
+        prev[following[p]] = p
+
+
+@compiled
 def _merge_word(
     chars: np.ndarray,
     a: int,
@@ -116,17 +136,9 @@ def _merge_word(
             symbol[n] = t
             n += 1
             continue
-        length = utf8_length(c)
-        every_byte = byte_ids[0] != -2  # byte_ids[0] == -2: no byte fallback
-        if every_byte:
-            for i in range(length):
-                if byte_ids[utf8_byte(c, length, i)] < 0:
-                    every_byte = False
-                    break
-        if every_byte:
-            for i in range(length):
-                symbol[n] = byte_ids[utf8_byte(c, length, i)]
-                n += 1
+        written = put_byte_ids(chars, k, k + 1, byte_ids, symbol, n)
+        if written >= 0:  # byte fallback, before a pending unknown token (tokenizers' order)
+            n += written
             continue
         if unk_id == -1:
             continue  # no unknown token: the character is dropped
@@ -188,13 +200,9 @@ def _merge_by_scan(
             i = following[i]
         if p < 0:
             return
-        right = following[p]
-        symbol[p] = pair_new[p]
-        alive[right] = False
-        following[p] = following[right]
+        _join(symbol, prev, following, alive, p, pair_new[p])
         pair_rank[p] = none
         if following[p] != -1:
-            prev[following[p]] = p
             value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]]))
             if value >= 0:
                 pair_rank[p], pair_new[p] = value >> 32, value & 0xFFFFFFFF
@@ -230,15 +238,10 @@ def _merge_by_heap(
         rank, p = heap[size] >> 32, heap[size] & 0xFFFFFFFF
         if not alive[p] or following[p] == -1:
             continue
-        right = following[p]
-        value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[right]))
+        value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]]))
         if value < 0 or value >> 32 != rank:
             continue  # a stale entry: the pair at p changed since it was pushed (a rank is one pair's)
-        symbol[p] = value & 0xFFFFFFFF
-        alive[right] = False
-        following[p] = following[right]
-        if following[p] != -1:
-            prev[following[p]] = p
+        _join(symbol, prev, following, alive, p, value & 0xFFFFFFFF)
         if prev[p] >= 0:
             value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[prev[p]]) << 32) | np.int64(symbol[p]))
             if value >= 0:
@@ -382,18 +385,14 @@ class NativeBPE:
         for c, i in singles:
             if c < 1 << 16:
                 char_dense[c] = i
-        byte_ids = np.full(256, -2, dtype=np.int64)
-        if model.get("byte_fallback"):
-            byte_ids = np.array([vocab.get(f"<0x{b:02X}>", -1) for b in range(256)], dtype=np.int64)
+        byte_ids = byte_token_ids(vocab, bool(model.get("byte_fallback")))
         unk = model.get("unk_token")
         unk_id = -1 if unk is None else vocab.get(unk, -2)
         merges = IntMap(*self._merges(model, vocab))
         whole = bool(model.get("ignore_merges"))
-        tokens = list(vocab) if whole else []
-        trie = Trie(tokens)
-        trie_ids = np.full(trie.token_at.shape[0], -1, dtype=np.int64)
-        found = trie.token_at >= 0
-        trie_ids[found] = np.array(list(vocab.values()) if whole else [], dtype=np.int64)[trie.token_at[found]]
+        trie = Trie(list(vocab) if whole else [])  # a token's index in the vocabulary's order
+        ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
+        trie_ids = np.where(trie.token_at >= 0, ids[np.maximum(trie.token_at, 0)], -1) if whole else np.full(trie.token_at.shape[0], -1, dtype=np.int64)
         self.tables = (char_dense, chars.keys, chars.values, chars.shift, byte_ids, unk_id, bool(model.get("fuse_unk")), merges.keys, merges.values, merges.shift,
                        whole, trie.keys, trie.children, trie.shift, trie_ids)  # fmt: skip
         slots = 1 << CACHE_BITS

@@ -6,13 +6,13 @@ bytes of a character. numba comes with the ``beamtok[compiled]`` extra."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numba
 import numpy as np
 
-__all__ = ["CHAR_BITS", "IntMap", "Trie", "code_points", "compiled"]
+__all__ = ["CHAR_BITS", "IntMap", "Trie", "byte_token_ids", "code_points", "compiled", "put_byte_ids"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 CHAR_BITS = 21  # a code point's bits: a trie edge is (node << 21 | code point)
@@ -147,3 +147,27 @@ def utf8_byte(char: int, length: int, i: int) -> int:  # pragma: no cover - comp
     if i == 0:
         return (0xC0, 0xE0, 0xF0)[length - 2] | (char >> (6 * (length - 1)))
     return 0x80 | ((char >> (6 * (length - 1 - i))) & 0x3F)
+
+
+def byte_token_ids(token_id: Mapping[str, int], byte_fallback: bool) -> np.ndarray:
+    """The id of each byte's ``<0xXX>`` token; -1 for a byte without one, and for every
+    byte where byte fallback is off."""
+    if not byte_fallback:
+        return np.full(256, -1, dtype=np.int64)
+    return np.array([token_id.get(f"<0x{b:02X}>", -1) for b in range(256)], dtype=np.int64)
+
+
+@compiled
+def put_byte_ids(chars: np.ndarray, a: int, b: int, byte_ids: np.ndarray, ids: np.ndarray, at: int) -> int:  # pragma: no cover - compiled
+    """Writes the ``<0xXX>`` ids of ``chars[a:b]``'s UTF-8 bytes at ``ids[at:]``; how many,
+    or -1 (what was written not counted) when a byte has no token."""
+    count = 0
+    for k in range(a, b):
+        n = utf8_length(chars[k])
+        for i in range(n):
+            byte = utf8_byte(chars[k], n, i)
+            if byte_ids[byte] < 0:
+                return -1
+            ids[at + count] = byte_ids[byte]
+            count += 1
+    return count

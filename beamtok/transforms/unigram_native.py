@@ -30,27 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.transforms.compiled_tables import Trie, child, code_points, compiled, utf8_byte, utf8_length
+from beamtok.transforms.compiled_tables import Trie, byte_token_ids, child, code_points, compiled, put_byte_ids
 
 __all__ = ["NativeUnigram"]
 
 UNKNOWN_PENALTY = 10.0  # an unknown character scores the lowest piece's score minus this
-
-
-@compiled
-def _put_bytes(chars: np.ndarray, a: int, b: int, byte_ids: np.ndarray, ids: np.ndarray, at: int) -> int:  # pragma: no cover - compiled
-    """Writes the ``<0xXX>`` ids of ``chars[a:b]``'s UTF-8 bytes at ``ids[at:]``; how many,
-    or -1 (nothing written) when a byte has no token."""
-    count = 0
-    for k in range(a, b):
-        n = utf8_length(chars[k])
-        for i in range(n):
-            byte = utf8_byte(chars[k], n, i)
-            if byte_ids[byte] < 0:
-                return -1
-            ids[at + count] = byte_ids[byte]
-            count += 1
-    return count
 
 
 @compiled
@@ -144,7 +128,7 @@ def _segment(
                         break
                 t = token_at[node] if node >= 0 else -1
                 if t < 0:
-                    written = _put_bytes(chars, a, b, byte_ids, ids, out + count)
+                    written = put_byte_ids(chars, a, b, byte_ids, ids, out + count)
                     if written >= 0:
                         count += written
                         continue
@@ -172,10 +156,7 @@ class NativeUnigram:
         self.unk_id = -1 if model.get("unk_id") is None else int(model["unk_id"])
         self.unk_score = float(self.scores.min()) - UNKNOWN_PENALTY
         last_id = {token: i for i, (token, _) in enumerate(vocab)}
-        self.byte_ids = np.full(256, -1, dtype=np.int32)
-        if model.get("byte_fallback"):
-            for byte in range(256):
-                self.byte_ids[byte] = last_id.get(f"<0x{byte:02X}>", -1)
+        self.byte_ids = byte_token_ids(last_id, bool(model.get("byte_fallback")))
         self.trie = Trie([token for token, _ in vocab])
 
     def encode(self, texts_words: Sequence[Sequence[str]]) -> list[np.ndarray]:
