@@ -175,7 +175,8 @@ class ColumnChunker:
         offsets_out = np.arange(rows + 1, dtype=np.int64) * width_out
         fields = [("input_ids", ids.reshape(-1)), ("segment_ids", segments.reshape(-1)), ("position_ids", positions.reshape(-1)), ("loss_mask", mask.reshape(-1))]
         shard = np.full(rows, self.shard_index, dtype=np.int64)
-        block = RowBlock(columns_of(fields, offsets_out), counts, (shard, index, docs, tokens), self.supervised, fresh=True)
+        real_before = np.arange(rows + 1, dtype=np.int64) * width  # every token of a row is real, its padding is not
+        block = RowBlock(columns_of(fields, offsets_out), counts, (shard, index, docs, tokens), self.supervised, fresh=True, real_before=real_before)
         return RowSpan(block, end)
 
     def _padded(self, *columns: np.ndarray) -> tuple[np.ndarray, ...]:

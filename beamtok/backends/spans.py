@@ -238,7 +238,8 @@ def stack_taken(pieces: list[Taken]) -> dict[str, np.ndarray] | None:
     if first.supervised:
         out = with_training_fields(out)
     for name, attribute in (("shard", "shard"), ("index", "index_array"), ("doc", "doc_array"), ("token", "token_array")):
-        out[name] = _joined([getattr(b, attribute)[lo:hi] for b, lo, hi in blocks]).astype(np.int64, copy=False)
+        parts = [getattr(b, attribute)[lo:hi] for b, lo, hi in blocks]
+        out[name] = parts[0] if view and parts[0].dtype == np.int64 else _joined(parts).astype(np.int64, copy=False)
     return out
 
 

@@ -84,6 +84,7 @@ class RowBlock:
         examples: list[dict[str, Any]] | None = None,
         busy: list[int] | None = None,
         fresh: bool = False,
+        real_before: np.ndarray | None = None,
     ) -> None:
         self.columns = columns
         self.fresh = fresh
@@ -96,7 +97,7 @@ class RowBlock:
         self.tokens: list[int] = self.token_array.tolist()
         self.supervised = supervised
         self._examples = examples
-        self._real_before: np.ndarray | None = None
+        self._real_before = real_before  # the real tokens before each row, where the maker knows them
 
     @classmethod
     def of_examples(cls, examples: list[dict[str, Any]], counts: list[DocCounts]) -> RowBlock:

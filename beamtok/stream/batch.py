@@ -72,7 +72,11 @@ class BatchNode(StageNode):
                 raise StopIteration
             stacked = stack_taken(pieces)
             if stacked is not None:
-                return Batched(to_tensors(stacked) if self.config.tensors == "torch" else stacked)
+                batch = Batched(to_tensors(stacked) if self.config.tensors == "torch" else stacked)
+                tokens = [t for t in (p.tokens() for p in pieces) if t is not None]  # all of them: stacked rows are token rows
+                if "segment_ids" in batch:
+                    batch.counted = (sum(real for real, _ in tokens), sum(pad for _, pad in tokens))
+                return batch
             examples = [example for p in pieces for example in p.examples()]
             return Batched(collate(examples, self.pad_id, self.config.tensors))
         examples = list(itertools.islice(self.upstream, size))

@@ -13,7 +13,11 @@ PAD_VALUES = {"input_ids": None, "labels": -100}  # None: the tokenizer's pad id
 
 class Batched(dict):
     """A batch made by ``Dataset.batch()``: a plain dict of stacked fields, marked so that a
-    torch DataLoader that would batch it again can tell (see ``beamtok.stream.torch_dataset``)."""
+    torch DataLoader that would batch it again can tell (see ``beamtok.stream.torch_dataset``).
+    ``counted``: the real and pad tokens its ``segment_ids`` hold, where its maker knew them
+    (the iterator's tally then need not count them again)."""
+
+    counted: tuple[int, int] | None = None
 
 
 def collate(examples: list[dict[str, Any]], pad_id: int, tensors: str = "numpy") -> dict[str, Any]:

@@ -14,6 +14,7 @@ import numpy as np
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.validate import check_int as check_option
 from beamtok.sources.retrying import remote_retries
+from beamtok.stream.collate import Batched
 from beamtok.stream.describe import changes, describe
 from beamtok.stream.elastic import check_readers
 from beamtok.stream.node import Node
@@ -43,12 +44,16 @@ class Delivered:
         if not isinstance(item, dict) or "segment_ids" not in item:
             return dataclasses.replace(self, items=self.items + 1)
         segments = item["segment_ids"]
-        if not isinstance(segments, np.ndarray):
+        counted = item.counted if isinstance(item, Batched) else None
+        if counted is not None:  # counted by batch() from its rows' blocks
+            real, pad = counted
+        else:
             segments = np.asarray(segments)
+            real = int(np.count_nonzero(segments))
+            pad = int(segments.size) - real
         shape = segments.shape
         rows = 1 if len(shape) <= 1 else shape[0] if len(shape) == 2 else int(np.prod(shape[:-1]))
-        real = int(np.count_nonzero(segments))
-        return Delivered(self.items + 1, self.examples + rows, self.tokens + real, self.pad_tokens + int(segments.size) - real)
+        return Delivered(self.items + 1, self.examples + rows, self.tokens + real, self.pad_tokens + pad)
 
     def to_json(self) -> dict[str, int]:
         return dataclasses.asdict(self)
