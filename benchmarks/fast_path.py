@@ -247,6 +247,7 @@ def measure_scaling(paths: list[str], tokenizer: str, workers: int, open_shards:
 
     tok = load_tokenizer(tokenizer)
     ds = pipeline(paths, tokenizer, tok, workers, open_shards=open_shards)
+    cpu = cpu_seconds()
     start = time.perf_counter()
     with ds.iter() as it:
         next(it)
@@ -256,13 +257,24 @@ def measure_scaling(paths: list[str], tokenizer: str, workers: int, open_shards:
             pass
         end = time.perf_counter()
         tokens = int(it.stats()["delivered"]["tokens"])
+    consumer, workers_cpu = (after - before for after, before in zip(cpu_seconds(), cpu))  # the workers are reaped by now
     return {
         "tokens": tokens,
         "seconds": end - start,
         "first_batch_s": first - start,
         "steady_tokens_per_s": (tokens - first_tokens) / (end - first),
+        "consumer_cpu_s": consumer,
+        "workers_cpu_s": workers_cpu,
         "engine": tok.engine,
     }
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds (user and system) of this process, and of its reaped child processes."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def measure_marks(paths: list[str], tokenizer: str, ready_dir: str, peers: int) -> dict[str, Any]:
@@ -553,11 +565,16 @@ def measure_scaling_of(kind: str, directory: str, shards: list[str], repeats: in
         ratios[f"{SIDE_BY_SIDE} / 1 process, from the first batch (the bound)"] = statistics.median(
             a["steady_tokens_per_s"] / b["steady_tokens_per_s"] for a, b in bounds
         )
+    cpu = {  # where the CPU went: the consumer's share is taken from the workers' cores
+        key: {part: statistics.median(r[part] for r in runs[key]) for part in ("consumer_cpu_s", "workers_cpu_s")} for key in SCALING if runs[key]
+    }
     engine = runs["1 process"][0]["engine"] if runs["1 process"] else "?"
     print(f"\n{corpus} / {kind}: {engine}")
     for key, value in ratios.items():
         print(f"  {key:<100} {value:6.2f}x")
-    return {"engine": engine, "ratios": ratios, "runs": runs}
+    for key, parts in cpu.items():
+        print(f"  CPU seconds, {key:<56} consumer {parts['consumer_cpu_s']:.3f}  workers {parts['workers_cpu_s']:.3f}")
+    return {"engine": engine, "ratios": ratios, "cpu_seconds": cpu, "runs": runs}
 
 
 if __name__ == "__main__":

@@ -208,6 +208,38 @@ def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
         assert [p.counts for p in again] == [p.counts for p in produced]
 
 
+def test_the_tokens_counted_from_workers_blocks_are_those_counted_in_process(make_shards, tokenizer_dir):
+    """Real and pad tokens of rows packed in a worker (counted there, sent with the block) and
+    of the batches made of them: the source's tally and the iterator's match in-process ones."""
+    paths = make_shards(3, docs_per_shard=5)
+    ds = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(40)
+
+    def stats(d):
+        with d.batch(4).iter() as it:
+            for _ in it:
+                pass
+            return it.stats()
+
+    here, there = stats(ds), stats(ds.interleave(2).parallel(2))
+    assert here["pad_tokens"] > 0 and here["delivered"]["pad_tokens"] == here["pad_tokens"]
+    keys = ("documents", "examples", "tokens", "pad_tokens", "delivered")
+    assert {k: there[k] for k in keys} == {k: here[k] for k in keys}
+
+
+def test_a_workers_blocks_come_through_a_pipe_that_holds_one_whole(make_shards, tokenizer_dir):
+    """The pipe a worker's blocks come through is widened from Linux's default 64 KB (a block
+    of a few hundred KB took a dozen reads, each waiting for the worker to write again)."""
+    import fcntl
+
+    from beamtok.backends.parallel import PIPE_BYTES
+
+    paths = make_shards(2, docs_per_shard=4)
+    with Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(8).parallel(1).iter() as it:
+        next(it)
+        (worker,) = it.source.backend._workers
+        assert fcntl.fcntl(worker.results._reader.fileno(), fcntl.F_GETPIPE_SZ) == PIPE_BYTES > 64 * 1024
+
+
 def _wait_until(condition, seconds: float = 60.0) -> None:
     import time
 

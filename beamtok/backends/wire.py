@@ -83,7 +83,7 @@ def span_to_wire(span: RowSpan) -> tuple[Any, ...]:
     first = next(iter(block.columns.values()))
     fields = _packed_fields([(name, column.values) for name, column in block.columns.items()])
     provenance = (block.shard, block.index_array, block.doc_array, block.token_array)
-    return ("columns", cursor, fields, first.offsets, provenance, rows)
+    return ("columns", cursor, fields, first.offsets, provenance, rows, block.count_tokens())
 
 
 def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
@@ -93,11 +93,12 @@ def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
     if kind == "examples":
         examples, rows = wire[2], wire[3]
         return RowSpan(RowBlock.of_examples(examples, [rows.get(i, NO_COUNTS) for i in range(len(examples))]), cursor)
-    fields, offsets, provenance, rows = _unpacked_fields(wire[2]), wire[3], wire[4], wire[5]
+    fields, offsets, provenance, rows, real_before = _unpacked_fields(wire[2]), wire[3], wire[4], wire[5], wire[6]
     counts = [NO_COUNTS] * (len(offsets) - 1)
     for i, c in rows.items():
         counts[i] = c
-    return RowSpan(RowBlock(columns_of(fields, offsets), counts, provenance, False, busy=sorted(rows), fresh=True), cursor)
+    block = RowBlock(columns_of(fields, offsets), counts, provenance, False, busy=sorted(rows), fresh=True, real_before=real_before)
+    return RowSpan(block, cursor)
 
 
 # Fewer bytes through the pipe: integer fields travel in the narrowest type that holds their
