@@ -226,6 +226,32 @@ def test_the_tokens_counted_from_workers_blocks_are_those_counted_in_process(mak
     assert {k: there[k] for k in keys} == {k: here[k] for k in keys}
 
 
+def test_workers_use_the_encoder_built_before_they_were_forked(make_shards, tokenizer_dir, monkeypatch):
+    """The consumer builds the fast-path encoder once, before forking its workers, and they
+    use it: one build in all, where each worker used to build its own."""
+    import multiprocessing as mp
+
+    from beamtok.transforms import tokenize
+
+    monkeypatch.setattr(tokenize, "_CACHE", {})  # no encoder an earlier test built
+    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    builds = mp.get_context("fork").Value("i", 0)  # counted in every process
+    build = tokenize.Tokenizer.tiktoken
+
+    def counted(self):
+        if self._tiktoken is None:
+            with builds.get_lock():
+                builds.value += 1
+        return build(self)
+
+    monkeypatch.setattr(tokenize.Tokenizer, "tiktoken", counted)
+    paths = make_shards(3, docs_per_shard=4)
+    ds = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(16)
+    got = list(ds.parallel(2))
+    assert builds.value == 1
+    assert_items_equal(got, list(ds))
+
+
 def test_a_workers_blocks_come_through_a_pipe_that_holds_one_whole(make_shards, tokenizer_dir):
     """The pipe a worker's blocks come through is widened from Linux's default 64 KB (a block
     of a few hundred KB took a dozen reads, each waiting for the worker to write again)."""

@@ -146,6 +146,12 @@ class Step(abc.ABC):
         """The chat template source this step renders with, if any."""
         return None
 
+    @property
+    def encoder_backend(self) -> str | None:
+        """Which encoder of its tokenizer the step calls: "auto" or "tiktoken" (the fast path
+        where it is exact), "hf" (``tokenizers`` itself); None where it encodes nothing."""
+        return "auto" if self.TOKENIZES else None
+
     @abc.abstractmethod
     def apply(self, docs: list[Doc], ctx: StepContext) -> None:
         """Apply the step to the live documents of a block, in place."""
@@ -219,6 +225,10 @@ class TokenizeStep(Step):
     @property
     def tokenizer_ref(self) -> TokenizerRef:
         return self.tokenizer
+
+    @property
+    def encoder_backend(self) -> str:
+        return self.backend
 
     def apply(self, docs: list[Doc], ctx: StepContext) -> None:
         texts: list[str] = []
