@@ -8,6 +8,9 @@ see ``beamtok.backends.wire``: arrays, never a pickled dict per example) through
 queue, and the source consumes them in exactly the order the in-process step yields them.
 Because every item carries its cursor, taking a state never drains or pauses the workers.
 
+Where workers are forked, the consumer builds the fast-path encoders before it forks them
+(``build_encoders``), so the workers start with the encoder built and its tables shared.
+
 A worker that dies raises a clear error in the consumer; an error in a worker (bad input) is
 re-raised in the consumer as it would have been in-process.
 """
