@@ -404,10 +404,8 @@ def build_encoders(spec: Spec) -> None:
     ``register_serialized``), where it built its own before: one build instead of one per
     worker, its tables in pages the workers share until written (measured here, a Llama-3
     file's encoder took ~0.5 s to build alone and ~0.75 s in each of two workers at once)."""
-    for step in spec.steps:
-        ref, backend = step.tokenizer_ref, step.encoder_backend
-        if ref is not None and backend in ("auto", "tiktoken"):
-            resolve_tokenizer(ref).fast_path()  # a refusal is kept, and raised where the step asks for it
+    for ref in spec.fast_path_tokenizers:
+        resolve_tokenizer(ref).fast_path()  # a refusal is kept, and raised where the step asks for it
 
 
 def widen_pipe(channel: Any) -> None:

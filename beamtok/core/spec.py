@@ -128,6 +128,13 @@ class Spec:
         return [ref for ref in (s.tokenizer_ref for s in self.steps) if ref is not None]
 
     @property
+    def fast_path_tokenizers(self) -> list[TokenizerRef]:
+        """The tokenizers a step encodes with through the fast path (any backend but "hf"),
+        each once, in step order."""
+        refs = {s.tokenizer_ref.fingerprint: s.tokenizer_ref for s in self.steps if s.tokenizer_ref is not None and s.encoder_backend in ("auto", "tiktoken")}
+        return list(refs.values())
+
+    @property
     def tokenizer(self) -> TokenizerRef | None:
         """The tokenizer of the (last) tokenizing step, if any."""
         refs = self.tokenizers
@@ -200,6 +207,6 @@ def _flatten(value: Any, path: str = "") -> dict[str, str]:
 def tokenizers_to_warm(spec: Spec) -> list[dict[str, Any]]:
     """The tokenizers of ``spec``, serialized, each with whether a step may take its fast path
     (any backend but "hf"): what a worker server loads before forking workers."""
-    fast = {s.tokenizer_ref.fingerprint for s in spec.steps if s.tokenizer_ref is not None and getattr(s, "backend", "auto") != "hf"}
+    fast = {ref.fingerprint for ref in spec.fast_path_tokenizers}
     unique = list({ref.fingerprint: ref for ref in spec.tokenizers}.values())
     return [{"tokenizer": blob, "fast_path": blob["fingerprint"] in fast} for blob in serialize_tokenizers(unique)]
