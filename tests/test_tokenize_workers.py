@@ -228,7 +228,8 @@ def test_the_tokens_counted_from_workers_blocks_are_those_counted_in_process(mak
 
 def test_workers_use_the_encoder_built_before_they_were_forked(make_shards, tokenizer_dir, monkeypatch):
     """The consumer builds the fast-path encoder once, before forking its workers, and they
-    use it: one build in all, where each worker used to build its own."""
+    use it: one build in all, where each worker used to build its own. Nor is the tokenizer
+    serialized for them: a forked worker holds it already."""
     import multiprocessing as mp
 
     from beamtok.transforms import tokenize
@@ -245,6 +246,11 @@ def test_workers_use_the_encoder_built_before_they_were_forked(make_shards, toke
         return build(self)
 
     monkeypatch.setattr(tokenize.Tokenizer, "tiktoken", counted)
+
+    def not_serialized(self):
+        raise AssertionError("a forked worker holds the tokenizer: nothing to serialize")
+
+    monkeypatch.setattr(tokenize.Tokenizer, "serialize", not_serialized)
     paths = make_shards(3, docs_per_shard=4)
     ds = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(16)
     got = list(ds.parallel(2))

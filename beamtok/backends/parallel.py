@@ -214,12 +214,17 @@ class ParallelShards(SequentialBackend):
     def _start(self) -> None:
         import cloudpickle
 
-        payload = cloudpickle.dumps((self.spec, serialize_tokenizers(self.spec.tokenizers)))
         # fork, as torch's DataLoader does: spawn would re-import the user's main script
-        share_retry_counter()  # workers' retried remote reads count in this process's stats
         forking = "fork" in mp.get_all_start_methods()
-        if forking:
+        if forking:  # a forked worker finds the tokenizers (and encoders) this process holds
+            for ref in self.spec.tokenizers:
+                resolve_tokenizer(ref)
             build_encoders(self.spec)
+            blobs = []
+        else:
+            blobs = serialize_tokenizers(self.spec.tokenizers)
+        payload = cloudpickle.dumps((self.spec, blobs))
+        share_retry_counter()  # workers' retried remote reads count in this process's stats
         context: Any = mp.get_context("fork" if forking else "spawn")
         for _ in range(self.workers_wanted):
             tasks, results, cancel = context.Queue(), context.Queue(maxsize=queue_blocks(self.spec)), context.Event()
