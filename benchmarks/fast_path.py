@@ -24,9 +24,10 @@ pinned to one CPU (``taskset -c 0``) where taskset exists:
 - raw ``tokenizers`` ``encode_batch_fast`` on 1 and 2 Rayon threads (the baseline);
 - the fast path's engine alone (``encode_batch`` of the encoder ``backend="auto"`` builds, in
   batches of 64) on the same texts: the ceiling the pipeline is measured against;
-- the pipeline and its engine taking turns in one process (3 passes each, the engine built
-  first, its set-up time recorded apart): the pipeline's share of its engine, free of the
-  drift between processes that separate measurements carry on a shared machine;
+- the pipeline and its engine taking turns in one process (an untimed pass of each, then 5
+  timed passes each; the engine built first, its set-up time recorded apart): the pipeline's
+  share of its engine, free of the drift between processes that separate measurements carry
+  on a shared machine;
 - beamtok on the fly (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> batch(8))
   with the fast path (``backend="auto"``) in-process (1 core) and with 2 workers (2 cores),
   and with ``backend="hf"`` in-process;
@@ -365,10 +366,12 @@ def engine_pass(encoder: Any, texts: list[str]) -> int:
     return sum(len(ids) for lo in range(0, len(texts), 64) for ids in encoder.encode_batch(texts[lo : lo + 64]))
 
 
-def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 3) -> dict[str, Any]:
-    """In one process, after the engine is built: the engine alone and the on-the-fly
-    pipeline over the same files, taking turns ``passes`` times. Pairs within one process
-    cancel the drift between processes that separate measurements carry on a shared machine."""
+def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5) -> dict[str, Any]:
+    """In one process, after the engine is built and one untimed pass of each (an engine's
+    word cache fills on its first pass: a cold engine beside a warm pipeline would flatter
+    the pipeline): the engine alone and the on-the-fly pipeline over the same files, taking
+    turns ``passes`` times. Pairs within one process cancel the drift between processes that
+    separate measurements carry on a shared machine."""
     from beamtok import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
@@ -377,6 +380,8 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 3
     setup = time.perf_counter() - start
     if encoder is None:
         raise SystemExit(f"no fast path: {tok.engine}")
+    engine_pass(encoder, texts_of(paths))
+    delivered_tokens(pipeline(paths, tokenizer, tok))
     engine_rates, pipeline_rates = [], []
     for _ in range(passes):
         texts = texts_of(paths)  # parsed outside the timing: the engine's ceiling

@@ -38,7 +38,7 @@ from beamtok.shards.processor import (
     ShardProcessor,
     check_token_offset,
 )
-from beamtok.shards.rows import RowBlock, columns_of
+from beamtok.shards.rows import RowBlock, TokenColumn
 from beamtok.sources.urls import Shard
 
 __all__ = ["FIRST_ROWS", "MAX_ROWS", "ColumnChunker", "packs_column_wise", "shard_spans"]
@@ -138,7 +138,7 @@ class ColumnChunker:
         np.cumsum(lengths[:-1], out=piece_start[1:])
         row_start = np.arange(rows, dtype=np.int64) * width
         first_piece = np.searchsorted(piece_start, row_start, side="right") - 1
-        ids = (np.concatenate([p.ids for p in used]) if len(used) > 1 else used[0].ids).astype(np.int32).reshape(shape)
+        ids = (np.concatenate([p.ids for p in used]).astype(np.int32, copy=False) if len(used) > 1 else used[0].ids.astype(np.int32)).reshape(shape)
         # most rows lie inside one document: segment 1, positions 0..width-1; a document
         # starting inside a row raises the segment and restarts the positions from there on
         segments = np.ones(shape, dtype=np.int32)
@@ -176,7 +176,8 @@ class ColumnChunker:
         fields = [("input_ids", ids.reshape(-1)), ("segment_ids", segments.reshape(-1)), ("position_ids", positions.reshape(-1)), ("loss_mask", mask.reshape(-1))]
         shard = np.full(rows, self.shard_index, dtype=np.int64)
         real_before = np.arange(rows + 1, dtype=np.int64) * width  # every token of a row is real, its padding is not
-        block = RowBlock(columns_of(fields, offsets_out), counts, (shard, index, docs, tokens), self.supervised, fresh=True, real_before=real_before)
+        columns = {name: TokenColumn(values, offsets_out, width_out) for name, values in fields}  # every row is width_out long
+        block = RowBlock(columns, counts, (shard, index, docs, tokens), self.supervised, fresh=True, real_before=real_before)
         return RowSpan(block, end)
 
     def _padded(self, *columns: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -18,10 +18,11 @@ def ensure_bos_eos(ids: np.ndarray, bos_id: int | None, eos_id: int | None) -> n
     has_eos = eos_id is None or (n > 0 and ids[-1] == eos_id and (n > 1 or bos_id != eos_id))
     if has_bos and has_eos:
         return ids
-    parts = []
-    if not has_bos:
-        parts.append(np.array([bos_id], dtype=ids.dtype))
-    parts.append(ids)
+    start = 0 if has_bos else 1
+    out = np.empty(n + start + (not has_eos), dtype=ids.dtype)
+    if start:
+        out[0] = bos_id
+    out[start : start + n] = ids
     if not has_eos:
-        parts.append(np.array([eos_id], dtype=ids.dtype))
-    return np.concatenate(parts)
+        out[-1] = eos_id
+    return out
