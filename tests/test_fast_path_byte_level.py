@@ -229,6 +229,11 @@ def test_files_with_several_merges_per_token_are_checked_whole(tokenizer_dirs):
     spec["model"]["merges"] = [m for m in merges if m != victim]
     with pytest.raises(ConfigError, match=r"several merges per token but not .* tiktoken would merge them"):
         TiktokenEncoder(json.dumps(spec), "edited")
+    # the same split listed twice does not stand for the one missing
+    kept = next(m[0] for m in split_twice.values() if len(m) > 1 and m[1] == victim)
+    spec["model"]["merges"] = [m2 for m in merges if m != victim for m2 in ([m, m] if m == kept else [m])]
+    with pytest.raises(ConfigError, match=r"several merges per token but not .* tiktoken would merge them"):
+        TiktokenEncoder(json.dumps(spec), "edited")
 
 
 def test_probes_refuse_a_tokenizer_that_passes_the_static_checks_but_encodes_differently(tokenizer_dirs):
@@ -301,3 +306,15 @@ def test_a_tokenizer_whose_fast_path_is_built_pickles_and_encodes_the_same(token
     texts = ["hello  world\n\nx", "x\u2008追y", "don't <|endoftext|> stop"]
     assert [a.tolist() for a in copy.encode_batch(texts)] == [a.tolist() for a in tok.encode_batch(texts)]
     assert copy.engine == tok.engine and copy.fingerprint == tok.fingerprint
+
+
+def test_a_pickled_tokenizer_carries_its_file_once(tokenizer_dirs):
+    """The file's JSON a tokenizer keeps until its fast path is built is not pickled beside
+    the backend (which pickles as that JSON)."""
+    import pickle
+
+    tok = load_tokenizer(tokenizer_dirs["cl100k"])
+    size = len(tok.backend.to_str().encode())
+    assert len(pickle.dumps(tok)) < 1.2 * size
+    assert tok.fast_path() is not None
+    assert len(pickle.dumps(tok)) < 1.2 * size

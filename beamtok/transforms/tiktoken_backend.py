@@ -45,7 +45,7 @@ o200k and Qwen ranks) exercise; a file that ever encodes differently on them is 
 
 from __future__ import annotations
 
-import base64
+import binascii
 import gzip
 import json
 import unicodedata
@@ -273,37 +273,45 @@ def _bpe_openai_pattern_of_size(ranks: dict[bytes, int]) -> str | None:
 def _check_merges(model: dict[str, Any], refuse: Any) -> None:
     """Refuse a merges list tiktoken's rank order cannot reproduce (see the module docstring)."""
     vocab = model["vocab"]
-    listed: set[tuple[str, str]] = set()
-    previous = -1
-    several = False
-    for number, merge in enumerate(model["merges"]):
-        left, right = merge if isinstance(merge, list) else merge.split(" ", 1)
-        rank = vocab.get(left + right)
-        if rank is None:
-            raise refuse(f"merge {number} ({left!r} + {right!r}) makes a token that is not in its vocabulary")
-        if rank < previous:
-            raise refuse(
-                f"its merges are not in the order of the tokens they make (merge {number} makes id {rank} after id {previous}); "
-                "tiktoken ranks merges by the id of the token they make"
-            )
-        several = several or rank == previous
-        previous = rank
-        listed.add((left, right))
-    if not several:
+    pairs = [(merge[0], merge[1]) if isinstance(merge, list) else tuple(merge.split(" ", 1)) for merge in model["merges"]]
+    made = [vocab.get(left + right) for left, right in pairs]
+    unknown = made.index(None) if None in made else len(made)
+    ranks = np.array(made[:unknown], dtype=np.int64)
+    steps = np.diff(ranks)
+    falls = np.flatnonzero(steps < 0)
+    if len(falls):
+        number = int(falls[0]) + 1
+        raise refuse(
+            f"its merges are not in the order of the tokens they make (merge {number} makes id {made[number]} after id {made[number - 1]}); "
+            "tiktoken ranks merges by the id of the token they make"
+        )
+    if unknown < len(made):
+        left, right = pairs[unknown]
+        raise refuse(f"merge {unknown} ({left!r} + {right!r}) makes a token that is not in its vocabulary")
+    if not (steps == 0).any():
         return  # one merge per token, in id order: the form beamtok.transforms.ranks writes
     if not model.get("ignore_merges"):
         raise refuse(
             "its merges list several merges per token but ignore_merges is off: a word that is itself a token could be "
             "split, which tiktoken never does"
         )
-    for token in vocab:  # tiktoken merges any two tokens that make a token: every such split must be listed
+    # tiktoken merges any two tokens that make a token: every such split must be listed. A token
+    # with as many listed (distinct) splits as it has cuts has them all; only the others are cut.
+    listed = set(pairs)
+    distinct = ranks if len(listed) == len(pairs) else np.array([vocab[left + right] for left, right in listed], dtype=np.int64)
+    splits_listed = np.bincount(distinct, minlength=max(vocab.values(), default=0) + 1)
+    for token, rank in vocab.items():
+        if splits_listed[rank] >= len(token) - 1:
+            continue
         for cut in range(1, len(token)):
-            left, right = token[:cut], token[cut:]
-            if left in vocab and right in vocab and (left, right) not in listed:
-                raise refuse(
-                    f"its merges list several merges per token but not {left!r} + {right!r} (which makes {token!r}); "
-                    "tiktoken would merge them"
-                )
+            left = token[:cut]
+            if left in vocab:
+                right = token[cut:]
+                if right in vocab and (left, right) not in listed:
+                    raise refuse(
+                        f"its merges list several merges per token but not {left!r} + {right!r} (which makes {token!r}); "
+                        "tiktoken would merge them"
+                    )
 
 
 def native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:
@@ -322,7 +330,7 @@ def native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:
     data = package / "data" / f"{encoding}.tiktoken.gz"
     try:
         lines = gzip.decompress(data.read_bytes()).splitlines()
-        theirs = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in lines if line)}
+        theirs = {binascii.a2b_base64(token): int(rank) for token, rank in (line.split() for line in lines if line)}
     except (OSError, ValueError):
         return None
     if theirs != ranks:

@@ -93,12 +93,14 @@ class Tokenizer:
         serialized = self.backend.to_str()
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
         self.fingerprint = hashlib.sha256((serialized + specials).encode()).hexdigest()[:20]
+        self._serialized: str | None = serialized  # kept until the fast path is built from it (to_str takes ~0.1 s on a large vocabulary)
 
     def __getstate__(self) -> dict[str, Any]:
         # the fast path's native engines (kitoken, bpe-openai) cannot be pickled: a copy
         # rebuilds its encoder, with the same checks, when it first encodes
         state = self.__dict__.copy()
         state["_tiktoken"] = None
+        state["_serialized"] = None
         return state
 
     @classmethod
@@ -199,7 +201,7 @@ class Tokenizer:
         on marked words for SentencePiece-style BPE (``bpe_native``) and kitoken for it
         without numba and for WordPiece (``kitoken_families``; cached words where kitoken refuses)."""
         if self._tiktoken is None:
-            serialized = self.backend.to_str()
+            serialized, self._serialized = self._serialized or self.backend.to_str(), None
             with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
                 family = family_of_backend(self.backend)
                 if family is not None:
