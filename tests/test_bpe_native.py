@@ -160,6 +160,39 @@ def test_the_word_cache_starts_over_when_full(monkeypatch):
     assert [ids.tolist() for ids in native.encode(texts[-50:])] == [reference(model, t, CUT_BEFORE_EVERY_MARK) for t in texts[-50:]]
 
 
+def test_threads_encoding_at_once_each_get_their_own_ids(monkeypatch):
+    """The kernel runs without the GIL and writes the word cache: threads encoding through one
+    encoder at once (Beam's threaded workers share a process's tokenizer) must never read an
+    entry another is writing. A small cache starts over often, where two writers collide."""
+    import random
+    import threading
+
+    monkeypatch.setattr(bpe_native, "CACHE_BITS", 8)
+    model, spec = build([(0, 1), (7, 0), (8, 2), (1, 3), (9, 9)], "every byte", "fused", True, False)
+    native = NativeBPE(spec, MARK, CUT_BEFORE_EVERY_MARK)
+
+    def texts(seed: int) -> list[str]:
+        rng = random.Random(seed)
+        return [MARK.join("".join(rng.choice("ab-é語") for _ in range(rng.randint(1, 9))) for _ in range(200)) for _ in range(20)]
+
+    batches = [texts(seed) for seed in range(6)]
+    want = [[reference(model, text, CUT_BEFORE_EVERY_MARK) for text in batch] for batch in batches]
+    wrong: list[int] = []
+
+    def encode_often(k: int) -> None:
+        for _ in range(20):
+            if [ids.tolist() for ids in native.encode(batches[k])] != want[k]:
+                wrong.append(k)
+                return
+
+    threads = [threading.Thread(target=encode_often, args=(k,)) for k in range(len(batches))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+
+
 @pytest.mark.parametrize("option", ["continuing_subword_prefix", "end_of_word_suffix", "dropout"])
 def test_what_it_does_not_follow_is_refused_by_name(option):
     _, spec = build([(0, 1)], "off", "none", False, False)

@@ -187,6 +187,66 @@ def test_a_cache_that_starts_over_keeps_the_ids(wordpiece, monkeypatch):
         assert len(encoder._words.ids) <= 50 + len({w for t in batch for w in encoder._cutter.words(t)})
 
 
+def test_threads_encoding_at_once_through_a_cache_that_starts_over_get_their_ids(wordpiece, monkeypatch):
+    """One thread's start-over must not empty the cache between another's learning of its
+    words and its reading of them (a KeyError before, or ids of another word)."""
+    import threading
+
+    monkeypatch.setattr(cached_words, "CACHED_WORDS", 50)
+    tok = load_tokenizer(str(wordpiece))
+    encoder = CachedWords(wordpiece, "WordPiece").engine
+    texts = shipped_texts()[:120]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts)]
+    failures: list[str] = []
+
+    def encode_often(k: int) -> None:
+        try:
+            for _ in range(5):
+                for start in range(4 * k, len(texts), 24):
+                    if [a.tolist() for a in encoder.encode_batch(texts[start : start + 4])] != want[start : start + 4]:
+                        failures.append(f"texts {start}-{start + 3}: other ids")
+                        return
+        except Exception as e:  # what a thread raised is the failure reported
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=encode_often, args=(k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def test_streams_iterated_on_threads_at_once_give_what_one_gives(trained, monkeypatch):
+    """Two streams through one tokenizer on two threads (its compiled BPE encoder is shared,
+    as by Beam's threaded workers) give the examples one stream gives alone."""
+    import threading
+
+    from beamtok.transforms import bpe_native, tokenize
+
+    monkeypatch.setattr(tokenize, "_CACHE", {})  # an encoder of its own, with a small cache
+    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(bpe_native, "CACHE_BITS", 9)
+    path = str(trained["sp-bpe-metaspace"])
+    assert load_tokenizer(path).engine.startswith("beamtok compiled BPE")
+
+    def stream() -> Dataset:
+        return Dataset.from_files(sorted(str(p) for p in CORPUS.glob("*.jsonl"))).tokenize(path).concat_chunk(64)
+
+    alone = [ex["input_ids"].tolist() for ex in stream()]
+    results: list[list[list[int]]] = [[], []]
+
+    def run(k: int) -> None:
+        results[k] = [ex["input_ids"].tolist() for ex in stream()]
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results[0] == alone and results[1] == alone
+
+
 def test_what_it_cannot_follow_is_refused_by_name(trained):
     spec = json.loads((trained["wordpiece"] / "tokenizer.json").read_text(encoding="utf-8"))
     with pytest.raises(ConfigError, match="its pre-tokenizer is Whitespace, not BertPreTokenizer"):

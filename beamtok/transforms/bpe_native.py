@@ -18,11 +18,15 @@ The rules (``tokenizers`` models/bpe), one by one:
 Words are cut where the pre-tokenizer (or, with none, the argument in ``word_cutters``) cuts:
 before every mark (a Metaspace that splits), or before a mark that follows another
 character (``SpaceMarkWords``). A word of up to ``CACHED_CHARS`` characters is cached with
-its ids; the cache starts over when full. Models with a continuing-subword prefix, an
-end-of-word suffix or dropout are not taken (``why_not``)."""
+its ids; the cache starts over when full. The kernel runs without the GIL and writes the
+cache, so one call at a time holds it: a thread that finds it in use encodes through a cache
+of its own (made on its first such call), never through one another thread is writing.
+Models with a continuing-subword prefix, an end-of-word suffix or dropout are not taken
+(``why_not``)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
@@ -395,14 +399,9 @@ class NativeBPE:
         trie_ids = np.where(trie.token_at >= 0, ids[np.maximum(trie.token_at, 0)], -1) if whole else np.full(trie.token_at.shape[0], -1, dtype=np.int64)
         self.tables = (char_dense, chars.keys, chars.values, chars.shift, byte_ids, unk_id, bool(model.get("fuse_unk")), merges.keys, merges.values, merges.shift,
                        whole, trie.keys, trie.children, trie.shift, trie_ids)  # fmt: skip
-        slots = 1 << CACHE_BITS
-        self.cache = (
-            np.full(slots, -1, dtype=np.int64),
-            *(np.zeros(slots // 2, dtype=np.int64) for _ in range(5)),
-            np.zeros(KEY_ARENA, dtype=np.uint32),
-            np.zeros(ID_ARENA, dtype=np.int64),
-            np.zeros(3, dtype=np.int64),
-        )
+        self.cache = _new_cache()
+        self._cache_in_use = threading.Lock()
+        self._own_caches = threading.local()  # the caches of threads that found ``cache`` in use
 
     @staticmethod
     def why_not(model: dict[str, Any]) -> str | None:
@@ -429,6 +428,13 @@ class NativeBPE:
             values.append(rank << 32 | vocab[left + right])
         return np.array(keys, dtype=np.int64), np.array(values, dtype=np.int64)
 
+    def _thread_cache(self) -> tuple[Any, ...]:
+        """This thread's own word cache (for calls made while another thread holds ``cache``)."""
+        cache: tuple[Any, ...] | None = getattr(self._own_caches, "cache", None)
+        if cache is None:
+            cache = self._own_caches.cache = _new_cache()
+        return cache
+
     def encode(self, marked: Sequence[str]) -> list[np.ndarray | None]:
         """Each text's ids (a text normalized and marked, as the pre-tokenizer sees it); None
         for a text the file itself must encode (a word needs an unknown token the vocabulary
@@ -436,7 +442,13 @@ class NativeBPE:
         chars, text_ends = code_points(marked)
         out = np.empty(4 * len(chars), dtype=np.int64)  # a character is at most 4 byte tokens
         counts = np.empty(len(marked), dtype=np.int64)
-        _encode(chars, text_ends, self.cut, self.mark, self.tables, self.cache, out, counts)
+        if self._cache_in_use.acquire(blocking=False):
+            try:
+                _encode(chars, text_ends, self.cut, self.mark, self.tables, self.cache, out, counts)
+            finally:
+                self._cache_in_use.release()
+        else:
+            _encode(chars, text_ends, self.cut, self.mark, self.tables, self._thread_cache(), out, counts)
         asked = counts < 0
         ends = np.concatenate(([0], np.cumsum(np.where(asked, 0, counts)))).tolist()
         ids = out[: ends[-1]].astype(np.int32)
@@ -444,3 +456,16 @@ class NativeBPE:
         for i in np.flatnonzero(asked).tolist():
             result[i] = None
         return result
+
+
+def _new_cache() -> tuple[Any, ...]:
+    """An empty word cache: slots, each entry's hash, key and ids (where they start, how
+    long), the arenas of keys and ids, and what is used of entries and arenas."""
+    slots = 1 << CACHE_BITS
+    return (
+        np.full(slots, -1, dtype=np.int64),
+        *(np.zeros(slots // 2, dtype=np.int64) for _ in range(5)),
+        np.zeros(KEY_ARENA, dtype=np.uint32),
+        np.zeros(ID_ARENA, dtype=np.int64),
+        np.zeros(3, dtype=np.int64),
+    )

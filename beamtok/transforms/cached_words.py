@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import array
 import json
+import os
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -54,15 +56,24 @@ class WordCache:
     normalizer and pre-tokenizer, byte fallback and unknown pieces included), once; the cache
     starts over when full (keeping the words of the batch at hand). A call per word costs
     ~3.6 us here where one ``encode`` of all the words as pre-tokenized splits cost ~6.4 us a
-    word (the encoding's offsets and word ids are built for nothing)."""
+    word (the encoding's offsets and word ids are built for nothing). One thread encodes at a
+    time: another's start-over would empty the cache between this one's learning and reading."""
 
     def __init__(self, model: Any) -> None:
         self.ids: dict[str, bytes] = {}
         self.model = model
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     def encode(self, texts_words: list[list[str]]) -> list[np.ndarray]:
         """Each text's ids (a text given as its words; words not yet cached are learned
         first, all of a batch's together)."""
+        if self._pid != os.getpid():  # forked while another thread may have held it: a lock of this process
+            self._lock, self._pid = threading.Lock(), os.getpid()
+        with self._lock:
+            return self._encode(texts_words)
+
+    def _encode(self, texts_words: list[list[str]]) -> list[np.ndarray]:
         ids_of = self.ids.__getitem__
         out: list[np.ndarray] = []
         pending: list[int] = []  # texts with a word not yet known
