@@ -160,6 +160,34 @@ def test_the_word_cache_starts_over_when_full(monkeypatch):
     assert [ids.tolist() for ids in native.encode(texts[-50:])] == [reference(model, t, CUT_BEFORE_EVERY_MARK) for t in texts[-50:]]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.text(alphabet=ALPHABET + "xZ\n", max_size=40), max_size=6), min_size=1, max_size=5))
+def test_the_kept_code_point_buffer_reads_what_the_texts_hold(batches):
+    """Calls one after another, longer and shorter, texts cut into pieces (7 characters here):
+    each call's code points and text ends are those of the texts joined."""
+    from beamtok.transforms.compiled_tables import CodePointBuffer, code_points
+
+    buffer = CodePointBuffer()
+    buffer.PIECE = 7
+    for texts in batches:
+        chars, ends = buffer.fill(texts)
+        want_chars, want_ends = code_points(texts)
+        assert chars.tolist() == want_chars.tolist() and ends.tolist() == want_ends.tolist()
+
+
+def test_ids_a_call_returned_stay_as_they_were_after_later_calls():
+    """The buffers a call encodes through are kept for the next call: what it returned is
+    copied out of them."""
+    model, spec = build([(0, 1), (7, 0), (8, 2)], "every byte", "fused", True, False)
+    native = NativeBPE(spec, MARK, CUT_BEFORE_EVERY_MARK)
+    texts = [MARK.join(["ab", "é語", "a-b"]) * 30]
+    first = native.encode(texts)
+    kept = [ids.tolist() for ids in first]
+    assert kept == [reference(model, text, CUT_BEFORE_EVERY_MARK) for text in texts]
+    native.encode([MARK.join(["b", "a"]) * 5, "😀" * 20])  # shorter: the buffers are not regrown
+    assert [ids.tolist() for ids in first] == kept
+
+
 def test_threads_encoding_at_once_each_get_their_own_ids(monkeypatch):
     """The kernel runs without the GIL and writes the word cache: threads encoding through one
     encoder at once (Beam's threaded workers share a process's tokenizer) must never read an

@@ -19,8 +19,9 @@ Words are cut where the pre-tokenizer (or, with none, the argument in ``word_cut
 before every mark (a Metaspace that splits), or before a mark that follows another
 character (``SpaceMarkWords``). A word of up to ``CACHED_CHARS`` characters is cached with
 its ids; the cache starts over when full. The kernel runs without the GIL and writes the
-cache, so one call at a time holds it: a thread that finds it in use encodes through a cache
-of its own (made on its first such call), never through one another thread is writing.
+cache and the buffers it reads and writes, so one call at a time holds them: a thread that
+finds them in use encodes through a workspace of its own (made on its first such call),
+never through one another thread is writing.
 Models with a continuing-subword prefix, an end-of-word suffix or dropout are not taken
 (``why_not``)."""
 
@@ -34,11 +35,11 @@ from typing import Any
 import numpy as np
 
 from beamtok.transforms.compiled_tables import (
+    CodePointBuffer,
     IntMap,
     Trie,
     byte_token_ids,
     child,
-    code_points,
     compiled,
     find,
     put_byte_ids,
@@ -399,9 +400,9 @@ class NativeBPE:
         trie_ids = np.where(trie.token_at >= 0, ids[np.maximum(trie.token_at, 0)], -1) if whole else np.full(trie.token_at.shape[0], -1, dtype=np.int64)
         self.tables = (char_dense, chars.keys, chars.values, chars.shift, byte_ids, unk_id, bool(model.get("fuse_unk")), merges.keys, merges.values, merges.shift,
                        whole, trie.keys, trie.children, trie.shift, trie_ids)  # fmt: skip
-        self.cache = _new_cache()
-        self._cache_in_use = threading.Lock()
-        self._own_caches = threading.local()  # the caches of threads that found ``cache`` in use
+        self._workspace = _Workspace()
+        self._in_use = threading.Lock()  # held by the call encoding through ``_workspace``
+        self._own = threading.local()  # the workspaces of threads that found it in use
 
     @staticmethod
     def why_not(model: dict[str, Any]) -> str | None:
@@ -428,27 +429,34 @@ class NativeBPE:
             values.append(rank << 32 | vocab[left + right])
         return np.array(keys, dtype=np.int64), np.array(values, dtype=np.int64)
 
-    def _thread_cache(self) -> tuple[Any, ...]:
-        """This thread's own word cache (for calls made while another thread holds ``cache``)."""
-        cache: tuple[Any, ...] | None = getattr(self._own_caches, "cache", None)
-        if cache is None:
-            cache = self._own_caches.cache = _new_cache()
-        return cache
+    @property
+    def cache(self) -> tuple[Any, ...]:
+        """The word cache (of the workspace calls use unless another thread is in it)."""
+        return self._workspace.cache
+
+    def _thread_workspace(self) -> _Workspace:
+        """This thread's own workspace (for calls made while another thread is in the shared one)."""
+        workspace: _Workspace | None = getattr(self._own, "workspace", None)
+        if workspace is None:
+            workspace = self._own.workspace = _Workspace()
+        return workspace
 
     def encode(self, marked: Sequence[str]) -> list[np.ndarray | None]:
         """Each text's ids (a text normalized and marked, as the pre-tokenizer sees it); None
         for a text the file itself must encode (a word needs an unknown token the vocabulary
         lacks: ``tokenizers`` raises)."""
-        chars, text_ends = code_points(marked)
-        out = np.empty(4 * len(chars), dtype=np.int64)  # a character is at most 4 byte tokens
-        counts = np.empty(len(marked), dtype=np.int64)
-        if self._cache_in_use.acquire(blocking=False):
+        if self._in_use.acquire(blocking=False):
             try:
-                _encode(chars, text_ends, self.cut, self.mark, self.tables, self.cache, out, counts)
+                return self._encode_in(self._workspace, marked)
             finally:
-                self._cache_in_use.release()
-        else:
-            _encode(chars, text_ends, self.cut, self.mark, self.tables, self._thread_cache(), out, counts)
+                self._in_use.release()
+        return self._encode_in(self._thread_workspace(), marked)
+
+    def _encode_in(self, workspace: _Workspace, marked: Sequence[str]) -> list[np.ndarray | None]:
+        chars, text_ends = workspace.chars.fill(marked)
+        out = workspace.ids_for(4 * len(chars))  # a character is at most 4 byte tokens
+        counts = np.empty(len(marked), dtype=np.int64)
+        _encode(chars, text_ends, self.cut, self.mark, self.tables, workspace.cache, out, counts)
         asked = counts < 0
         ends = np.concatenate(([0], np.cumsum(np.where(asked, 0, counts)))).tolist()
         ids = out[: ends[-1]].astype(np.int32)
@@ -456,6 +464,23 @@ class NativeBPE:
         for i in np.flatnonzero(asked).tolist():
             result[i] = None
         return result
+
+
+class _Workspace:
+    """What one call at a time encodes through: a word cache, and buffers kept from call to
+    call (the texts' code points, the ids before they are copied out), so a call faults in no
+    fresh memory once the buffers have grown to its size."""
+
+    def __init__(self) -> None:
+        self.cache = _new_cache()
+        self.chars = CodePointBuffer()
+        self._ids = np.empty(0, dtype=np.int64)
+
+    def ids_for(self, n: int) -> np.ndarray:
+        """Room for ``n`` ids (a view of the kept buffer, grown when short)."""
+        if len(self._ids) < n:
+            self._ids = np.empty(max(n, 2 * len(self._ids)), dtype=np.int64)
+        return self._ids[:n]
 
 
 def _new_cache() -> tuple[Any, ...]:

@@ -12,7 +12,7 @@ from typing import Any
 import numba
 import numpy as np
 
-__all__ = ["CHAR_BITS", "IntMap", "Trie", "byte_token_ids", "code_points", "compiled", "put_byte_ids"]
+__all__ = ["CHAR_BITS", "CodePointBuffer", "IntMap", "Trie", "byte_token_ids", "code_points", "compiled", "put_byte_ids"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 CHAR_BITS = 21  # a code point's bits: a trie edge is (node << 21 | code point)
@@ -31,6 +31,35 @@ def code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The texts' code points, one after another, and where each text ends."""
     chars = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
     return chars, np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+
+
+class CodePointBuffer:
+    """Texts' code points written into one buffer kept from call to call. A batch of long
+    texts joined and encoded at once allocates megabytes afresh each call, and every page of
+    fresh memory is a fault (~1.5 us here: a third of a compiled BPE's reading of its input);
+    pieces of at most ``PIECE`` characters are encoded in memory the allocator reuses."""
+
+    PIECE = 1 << 14
+
+    def __init__(self) -> None:
+        self.buffer = np.empty(0, dtype=np.uint32)
+
+    def fill(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The texts' code points (a view of the buffer, valid until the next call) and where
+        each text ends, as :func:`code_points` gives them."""
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        ends = np.cumsum(lengths)
+        total = int(ends[-1]) if len(ends) else 0
+        if len(self.buffer) < total:
+            self.buffer = np.empty(max(total, 2 * len(self.buffer)), dtype=np.uint32)
+        buffer, piece, at = self.buffer, self.PIECE, 0
+        for text in texts:
+            n = len(text)
+            for start in range(0, n, piece):
+                part = text[start : start + piece] if n > piece else text
+                buffer[at : at + len(part)] = np.frombuffer(part.encode("utf-32-le"), dtype=np.uint32)
+                at += len(part)
+        return buffer[:total], ends
 
 
 @compiled
