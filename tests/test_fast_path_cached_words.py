@@ -247,6 +247,22 @@ def test_streams_iterated_on_threads_at_once_give_what_one_gives(trained, monkey
     assert results[0] == alone and results[1] == alone
 
 
+def test_a_cache_built_by_beams_threads_holds_what_the_stream_gives(trained, monkeypatch, tmp_path):
+    """Beam's ``multi_threading`` workers run bundles on threads of one process, through its
+    one tokenizer and compiled encoder: the cache they build holds the stream's examples."""
+    pytest.importorskip("apache_beam")
+    from beamtok.transforms import bpe_native, tokenize
+
+    monkeypatch.setattr(tokenize, "_CACHE", {})  # an encoder of its own, with a small cache
+    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(bpe_native, "CACHE_BITS", 9)
+    path = str(trained["sp-bpe-metaspace"])
+    ds = Dataset.from_files(sorted(str(p) for p in CORPUS.glob("*.jsonl"))).tokenize(path).concat_chunk(64)
+    want = list(ds)  # before the build: what the threads write into the cache cannot reach it
+    cached = ds.cache(str(tmp_path / "threads"), direct_running_mode="multi_threading", direct_num_workers=4, progress=False)
+    assert_items_equal(list(cached), want)
+
+
 def test_what_it_cannot_follow_is_refused_by_name(trained):
     spec = json.loads((trained["wordpiece"] / "tokenizer.json").read_text(encoding="utf-8"))
     with pytest.raises(ConfigError, match="its pre-tokenizer is Whitespace, not BertPreTokenizer"):
