@@ -116,6 +116,50 @@ def test_unknown_characters_are_fused_then_spelled_in_bytes():
     assert native_ids(native, "é") == [1 + 1 + 0xC3, 1 + 1 + 0xA9]
 
 
+def test_ids_a_call_returned_stay_as_they_were_after_later_calls():
+    """The arrays a call segments into are kept for the next call: what it returned is copied
+    out of them."""
+    model, spec = serialized([("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -1.5), *[(t, -5.0) for t in BYTE_TOKENS]], 0, True)
+    native = NativeUnigram(spec, ask)
+    words = ["ab", "ba", "aé語b", "bb"] * 20
+    first = native.encode([words])
+    assert first[0].tolist() == [i for word in words for i in reference_ids(model, word)]
+    kept = first[0].tolist()
+    native.encode([["b", "a"], ["😀"]])  # shorter: the kept arrays are not regrown
+    assert first[0].tolist() == kept
+
+
+def test_threads_segmenting_at_once_each_get_their_own_ids():
+    """The kernel runs without the GIL and writes into the kept arrays: threads using one
+    engine at once each get a workspace no other is writing."""
+    import random
+    import threading
+
+    model, spec = serialized([("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -1.5), ("é語", -2.0), *[(t, -5.0) for t in BYTE_TOKENS]], 0, True)
+    native = NativeUnigram(spec, ask)
+
+    def texts(seed: int) -> list[list[str]]:
+        rng = random.Random(seed)
+        return [["".join(rng.choice("abé語😀-") for _ in range(rng.randint(1, 9))) for _ in range(300)] for _ in range(10)]
+
+    batches = [texts(seed) for seed in range(6)]
+    want = [[[i for word in text for i in reference_ids(model, word)] for text in batch] for batch in batches]
+    wrong: list[int] = []
+
+    def segment_often(k: int) -> None:
+        for _ in range(20):
+            if [ids.tolist() for ids in native.encode(batches[k])] != want[k]:
+                wrong.append(k)
+                return
+
+    threads = [threading.Thread(target=segment_often, args=(k,)) for k in range(len(batches))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+
+
 @pytest.fixture(scope="module")
 def unigram():
     return trained_family("unigram")

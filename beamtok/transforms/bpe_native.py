@@ -27,7 +27,6 @@ Models with a continuing-subword prefix, an end-of-word suffix or dropout are no
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
@@ -37,7 +36,9 @@ import numpy as np
 from beamtok.transforms.compiled_tables import (
     CodePointBuffer,
     IntMap,
+    KeptArray,
     Trie,
+    Workspaces,
     byte_token_ids,
     child,
     compiled,
@@ -400,9 +401,7 @@ class NativeBPE:
         trie_ids = np.where(trie.token_at >= 0, ids[np.maximum(trie.token_at, 0)], -1) if whole else np.full(trie.token_at.shape[0], -1, dtype=np.int64)
         self.tables = (char_dense, chars.keys, chars.values, chars.shift, byte_ids, unk_id, bool(model.get("fuse_unk")), merges.keys, merges.values, merges.shift,
                        whole, trie.keys, trie.children, trie.shift, trie_ids)  # fmt: skip
-        self._workspace = _Workspace()
-        self._in_use = threading.Lock()  # held by the call encoding through ``_workspace``
-        self._own = threading.local()  # the workspaces of threads that found it in use
+        self._workspaces = Workspaces(_Workspace)
 
     @staticmethod
     def why_not(model: dict[str, Any]) -> str | None:
@@ -432,34 +431,20 @@ class NativeBPE:
     @property
     def cache(self) -> tuple[Any, ...]:
         """The word cache (of the workspace calls use unless another thread is in it)."""
-        return self._workspace.cache
-
-    def _thread_workspace(self) -> _Workspace:
-        """This thread's own workspace (for calls made while another thread is in the shared one)."""
-        workspace: _Workspace | None = getattr(self._own, "workspace", None)
-        if workspace is None:
-            workspace = self._own.workspace = _Workspace()
-        return workspace
+        return self._workspaces.shared.cache
 
     def encode(self, marked: Sequence[str]) -> list[np.ndarray | None]:
         """Each text's ids (a text normalized and marked, as the pre-tokenizer sees it); None
         for a text the file itself must encode (a word needs an unknown token the vocabulary
         lacks: ``tokenizers`` raises)."""
-        if self._in_use.acquire(blocking=False):
-            try:
-                return self._encode_in(self._workspace, marked)
-            finally:
-                self._in_use.release()
-        return self._encode_in(self._thread_workspace(), marked)
-
-    def _encode_in(self, workspace: _Workspace, marked: Sequence[str]) -> list[np.ndarray | None]:
-        chars, text_ends = workspace.chars.fill(marked)
-        out = workspace.ids_for(4 * len(chars))  # a character is at most 4 byte tokens
-        counts = np.empty(len(marked), dtype=np.int64)
-        _encode(chars, text_ends, self.cut, self.mark, self.tables, workspace.cache, out, counts)
-        asked = counts < 0
-        ends = np.concatenate(([0], np.cumsum(np.where(asked, 0, counts)))).tolist()
-        ids = out[: ends[-1]].astype(np.int32)
+        with self._workspaces.one() as workspace:
+            chars, text_ends = workspace.chars.fill(marked)
+            out = workspace.ids.room(4 * len(chars))  # a character is at most 4 byte tokens
+            counts = np.empty(len(marked), dtype=np.int64)
+            _encode(chars, text_ends, self.cut, self.mark, self.tables, workspace.cache, out, counts)
+            asked = counts < 0
+            ends = np.concatenate(([0], np.cumsum(np.where(asked, 0, counts)))).tolist()
+            ids = out[: ends[-1]].astype(np.int32)  # copied out of the workspace
         result: list[np.ndarray | None] = [ids[a:b] for a, b in pairwise(ends)]
         for i in np.flatnonzero(asked).tolist():
             result[i] = None
@@ -474,13 +459,7 @@ class _Workspace:
     def __init__(self) -> None:
         self.cache = _new_cache()
         self.chars = CodePointBuffer()
-        self._ids = np.empty(0, dtype=np.int64)
-
-    def ids_for(self, n: int) -> np.ndarray:
-        """Room for ``n`` ids (a view of the kept buffer, grown when short)."""
-        if len(self._ids) < n:
-            self._ids = np.empty(max(n, 2 * len(self._ids)), dtype=np.int64)
-        return self._ids[:n]
+        self.ids = KeptArray(np.int64)
 
 
 def _new_cache() -> tuple[Any, ...]:

@@ -6,13 +6,15 @@ bytes of a character. numba comes with the ``beamtok[compiled]`` extra."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
 
 import numba
 import numpy as np
 
-__all__ = ["CHAR_BITS", "CodePointBuffer", "IntMap", "Trie", "byte_token_ids", "code_points", "compiled", "put_byte_ids"]
+__all__ = ["CHAR_BITS", "CodePointBuffer", "IntMap", "KeptArray", "Trie", "Workspaces", "byte_token_ids", "code_points", "compiled", "put_byte_ids"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 CHAR_BITS = 21  # a code point's bits: a trie edge is (node << 21 | code point)
@@ -33,6 +35,49 @@ def code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return chars, np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
 
 
+W = TypeVar("W")
+
+
+class Workspaces(Generic[W]):
+    """What a compiled call writes as it runs (buffers, a cache), for one thread at a time:
+    the kernels run without the GIL, so a thread that finds the shared workspace in use gets
+    one of its own (made on its first such call) rather than write into another's."""
+
+    def __init__(self, make: Callable[[], W]) -> None:
+        self._make = make
+        self.shared = make()
+        self._in_use = threading.Lock()
+        self._own = threading.local()
+
+    @contextmanager
+    def one(self) -> Iterator[W]:
+        """A workspace no other thread is using, for the length of the block."""
+        if self._in_use.acquire(blocking=False):
+            try:
+                yield self.shared
+            finally:
+                self._in_use.release()
+            return
+        workspace: W | None = getattr(self._own, "workspace", None)
+        if workspace is None:
+            workspace = self._own.workspace = self._make()
+        yield workspace
+
+
+class KeptArray:
+    """An array kept from call to call and grown when short: room that is not fresh pages each
+    call. What is written into it is copied out before the next call."""
+
+    def __init__(self, dtype: Any) -> None:
+        self.array = np.empty(0, dtype=dtype)
+
+    def room(self, n: int) -> np.ndarray:
+        """The first ``n`` elements (a view, valid until the next call)."""
+        if len(self.array) < n:
+            self.array = np.empty(max(n, 2 * len(self.array)), dtype=self.array.dtype)
+        return self.array[:n]
+
+
 class CodePointBuffer:
     """Texts' code points written into one buffer kept from call to call. A batch of long
     texts joined and encoded at once allocates megabytes afresh each call, and every page of
@@ -42,24 +87,22 @@ class CodePointBuffer:
     PIECE = 1 << 14
 
     def __init__(self) -> None:
-        self.buffer = np.empty(0, dtype=np.uint32)
+        self._kept = KeptArray(np.uint32)
 
     def fill(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The texts' code points (a view of the buffer, valid until the next call) and where
         each text ends, as :func:`code_points` gives them."""
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
         ends = np.cumsum(lengths)
-        total = int(ends[-1]) if len(ends) else 0
-        if len(self.buffer) < total:
-            self.buffer = np.empty(max(total, 2 * len(self.buffer)), dtype=np.uint32)
-        buffer, piece, at = self.buffer, self.PIECE, 0
+        buffer = self._kept.room(int(ends[-1]) if len(ends) else 0)
+        piece, at = self.PIECE, 0
         for text in texts:
             n = len(text)
             for start in range(0, n, piece):
                 part = text[start : start + piece] if n > piece else text
                 buffer[at : at + len(part)] = np.frombuffer(part.encode("utf-32-le"), dtype=np.uint32)
                 at += len(part)
-        return buffer[:total], ends
+        return buffer, ends
 
 
 @compiled
