@@ -98,6 +98,53 @@ def test_random_vocabularies_with_ties_give_the_ids_of_tokenizers(vocabulary, wo
         ]
 
 
+MARK = "\u2581"
+CUTS = {0: f"{MARK}[^{MARK}]*|[^{MARK}]+", 1: f"{MARK}*[^{MARK}]+|{MARK}+", 2: "(?s).+"}  # word_cutters' native cuts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    vocabulary=vocabularies,
+    texts=st.lists(st.text(ALPHABET + UNKNOWN + MARK * 3, max_size=24), min_size=1, max_size=6),
+    cut=st.sampled_from([0, 1, 2]),
+)
+def test_marked_texts_cut_in_compiled_code_give_the_ids_of_their_words(vocabulary, texts, cut):
+    """``encode_marked`` cuts each text where the pre-tokenizer would (before every mark,
+    before a mark after another character, or not at all) and gives the ids ``tokenizers``
+    gives those words; a text with a word the model must be asked about comes back None."""
+    import re
+
+    pieces, scores, extra, bytes_kept = vocabulary
+    vocab = [(piece, scores[i % len(scores)]) for i, piece in enumerate([*pieces, MARK, MARK + "a"])]
+    unk_id = None if extra in ("none", "no unk") else 0
+    if unk_id is not None:
+        vocab = [("<unk>", 0.0), *vocab]
+    if bytes_kept != "none":
+        vocab += [(token, -5.0) for token in (BYTE_TOKENS if bytes_kept == "all" else BYTE_TOKENS[::3])]
+    model, spec = serialized(vocab, unk_id, bytes_kept != "none")
+    native = NativeUnigram(spec, ask)
+    got = native.encode_marked(texts, cut, MARK)
+    for text, ids in zip(texts, got):
+        words = re.findall(CUTS[cut], text)
+        want = [reference_ids(model, word) for word in words]
+        if any(w is None for w in want):
+            assert ids is None, text
+        else:
+            assert ids is not None and ids.tolist() == [i for w in want for i in w], (text, words)
+
+
+def test_each_cut_gives_its_own_words():
+    """``▁▁a`` is one word cut before a mark after another character, two cut before every
+    mark, and the model segments them apart: ``▁▁`` + ``a`` against ``▁`` and ``▁a``."""
+    model, spec = serialized([("<unk>", 0.0), (MARK, -5.0), (MARK * 2, -1.0), ("a", -1.0), (MARK + "a", -3.0)], 0, False)
+    native = NativeUnigram(spec, ask)
+    ids = {piece: i for i, (piece, _) in enumerate([("<unk>", 0.0), (MARK, -5.0), (MARK * 2, -1.0), ("a", -1.0), (MARK + "a", -3.0)])}
+    text = MARK * 2 + "a" + MARK + "a"
+    assert native.encode_marked([text], 0, MARK)[0].tolist() == [ids[MARK], ids[MARK + "a"], ids[MARK + "a"]]
+    assert native.encode_marked([text], 1, MARK)[0].tolist() == [ids[MARK * 2], ids["a"], ids[MARK + "a"]]
+    assert native.encode_marked([text], 2, MARK)[0].tolist() == reference_ids(model, text)
+
+
 def test_a_tie_is_won_by_the_earliest_start():
     """``---`` is ``-`` + ``--`` or ``--`` + ``-`` at equal score; ``tokenizers`` keeps the
     piece that starts first at the last boundary (``--`` from 1), sentencepiece and kitoken

@@ -44,6 +44,7 @@ from beamtok.transforms.compiled_tables import (
     compiled,
     find,
     put_byte_ids,
+    word_end,
 )
 from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
 
@@ -304,15 +305,7 @@ def _encode(
         asked = False
         w = begin
         while w < end and not asked:
-            x = w + 1  # the word is chars[w:x]
-            if cut == 0:  # before every mark
-                while x < end and chars[x] != mark:
-                    x += 1
-            elif cut == 1:  # before a mark that follows another character
-                while x < end and not (chars[x] == mark and chars[x - 1] != mark):
-                    x += 1
-            else:
-                x = end
+            x = word_end(chars, w, end, cut, mark)  # the word is chars[w:x]
             count = -1
             if whole:  # ignore_merges: a word that is a token is that token
                 node = 0

@@ -128,6 +128,8 @@ class CachedWordsEncoder(ExactEncoder):
         self._marked_bpe = self._compiled_bpe(model)
         compiled_unigram = self._native_model(model)
         self._words: WordCache | NativeUnigram = compiled_unigram or WordCache(self.reference.model)
+        # where the words are a marked text cut before marks, the compiled Unigram cuts it itself
+        self._marked_unigram = compiled_unigram if self._cutter.native_cut is not None else None
         if compiled_only and self._marked_bpe is None and compiled_unigram is None:
             raise refuse(self.native_refusal or "its model is not one this path compiles")
         self._check_segments(name)
@@ -171,10 +173,17 @@ class CachedWordsEncoder(ExactEncoder):
 
     def _encode_words(self, texts: list[str]) -> list[np.ndarray]:
         """Texts holding no added token: cut into words, then their words' ids (a compiled
-        BPE cuts the marked texts itself)."""
+        BPE, and a compiled Unigram whose words are cut before marks, cut the marked texts
+        themselves)."""
         if self._marked_bpe is not None:
             marked = self._cutter.marked
             ids = self._marked_bpe.encode([marked(text) for text in texts])
+            return [one if one is not None else self._by_file(text) for one, text in zip(ids, texts)]
+        if self._marked_unigram is not None:
+            cutter = self._cutter
+            assert cutter.native_cut is not None
+            marked = cutter.marked
+            ids = self._marked_unigram.encode_marked([marked(text) for text in texts], cutter.native_cut, cutter.mark)
             return [one if one is not None else self._by_file(text) for one, text in zip(ids, texts)]
         cut = self._cutter.words
         return self._words.encode([cut(text) for text in texts])

@@ -14,8 +14,11 @@ from typing import Any, Generic, TypeVar
 import numba
 import numpy as np
 
-__all__ = ["CHAR_BITS", "CodePointBuffer", "IntMap", "KeptArray", "Trie", "Workspaces", "byte_token_ids", "code_points", "compiled", "put_byte_ids"]
+from beamtok.transforms.kernel_cache import drop_stale_kernels
 
+__all__ = ["CHAR_BITS", "CodePointBuffer", "IntMap", "KeptArray", "Trie", "Workspaces", "byte_token_ids", "code_points", "compiled", "put_byte_ids", "word_end"]
+
+drop_stale_kernels()  # before the first kernel below is compiled or loaded
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 CHAR_BITS = 21  # a code point's bits: a trie edge is (node << 21 | code point)
 
@@ -103,6 +106,23 @@ class CodePointBuffer:
                 buffer[at : at + len(part)] = np.frombuffer(part.encode("utf-32-le"), dtype=np.uint32)
                 at += len(part)
         return buffer, ends
+
+
+@compiled
+def word_end(chars: np.ndarray, start: int, end: int, cut: int, mark: int) -> int:  # pragma: no cover - compiled
+    """Where the word starting at ``chars[start]`` ends in a marked text ending at ``end``: before
+    the next mark (``cut`` 0), before the next mark that follows another character (1), or at the
+    text's end (2); the values of ``word_cutters``' CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT."""
+    x = start + 1
+    if cut == 0:
+        while x < end and chars[x] != mark:
+            x += 1
+    elif cut == 1:
+        while x < end and not (chars[x] == mark and chars[x - 1] != mark):
+            x += 1
+    else:
+        x = end
+    return x
 
 
 @compiled

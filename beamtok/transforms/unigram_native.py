@@ -20,7 +20,9 @@ What makes the ids the same, rule by rule, as ``tokenizers`` (models/unigram) co
   fused; a fused text that is a token is that token, else its UTF-8 bytes' ``<0xXX>`` tokens
   where byte fallback is on and all exist, else the unknown id.
 
-Words come as one array of code points; the ids of all go back in one array."""
+Words come as one array of code points; the ids of all go back in one array. Where the
+pre-tokenizer's words are a marked text cut before marks (``word_cutters``' ``native_cut``),
+the texts come marked and are cut here (``encode_marked``), with no Python string a word."""
 
 from __future__ import annotations
 
@@ -30,7 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.transforms.compiled_tables import Trie, byte_token_ids, child, code_points, compiled, put_byte_ids
+from beamtok.transforms.compiled_tables import (
+    Trie,
+    byte_token_ids,
+    child,
+    code_points,
+    compiled,
+    put_byte_ids,
+    word_end,
+)
 
 __all__ = ["NativeUnigram"]
 
@@ -141,6 +151,25 @@ def _segment(
     return out
 
 
+@compiled
+def _cut_marked(chars: np.ndarray, text_ends: np.ndarray, cut: int, mark: int, word_ends: np.ndarray, text_word_ends: np.ndarray) -> int:  # pragma: no cover - compiled
+    """The words of each marked text (``compiled_tables.word_end``): where each ends, in
+    ``word_ends``, and the words up to each text's end, in ``text_word_ends``. Returns how many
+    words in all."""
+    words = 0
+    begin = 0
+    for t in range(text_ends.shape[0]):
+        end = text_ends[t]
+        w = begin
+        while w < end:
+            w = word_end(chars, w, end, cut, mark)
+            word_ends[words] = w
+            words += 1
+        text_word_ends[t] = words
+        begin = end
+    return words
+
+
 class NativeUnigram:
     """The ids a ``tokenizers`` Unigram model (its serialized ``model`` section) gives words,
     computed in compiled code (see the module docstring for the rules followed)."""
@@ -159,22 +188,42 @@ class NativeUnigram:
         self.byte_ids = byte_token_ids(last_id, bool(model.get("byte_fallback")))
         self.trie = Trie([token for token, _ in vocab])
 
+    def _segmented(self, chars: np.ndarray, word_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The words' ids, one word after another, and how many each has (-1: ask the model)."""
+        per_char = 4 if self.byte_ids.max() >= 0 else 1  # a piece is a character or more, or a byte of one
+        ids = np.empty(per_char * len(chars), dtype=np.int32)
+        counts = np.empty(len(word_ends), dtype=np.int64)
+        _segment(chars, word_ends, self.trie.keys, self.trie.children, self.trie.shift, self.trie.token_at, self.scores, self.unk_id, self.unk_score, self.byte_ids, ids, counts)
+        return ids, counts
+
     def encode(self, texts_words: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Each text's ids (a text given as its words); a text with a word the model must be
         asked about (an unknown character and no unknown id) goes to ``ask_model``."""
         words = list(chain.from_iterable(texts_words))
         chars, word_ends = code_points(words)
-        per_char = 4 if self.byte_ids.max() >= 0 else 1  # a piece is a character or more, or a byte of one
-        ids = np.empty(per_char * len(chars), dtype=np.int32)
-        counts = np.empty(len(words), dtype=np.int64)
-        _segment(chars, word_ends, self.trie.keys, self.trie.children, self.trie.shift, self.trie.token_at, self.scores, self.unk_id, self.unk_score, self.byte_ids, ids, counts)
+        text_word_ends = np.cumsum(np.fromiter(map(len, texts_words), dtype=np.int64, count=len(texts_words)))
+        out = self._texts_ids(chars, word_ends, text_word_ends)
+        return [ids if ids is not None else self.ask_model(texts_words[i]) for i, ids in enumerate(out)]
+
+    def encode_marked(self, marked: Sequence[str], cut: int, mark: str) -> list[np.ndarray | None]:
+        """Each marked text's ids, its words cut as ``cut`` says (``word_cutters``' ``native_cut``)
+        before ``mark``; None for a text with a word the model must be asked about."""
+        chars, text_ends = code_points(marked)
+        word_ends = np.empty(len(chars), dtype=np.int64)  # a word is a character or more
+        text_word_ends = np.empty(len(marked), dtype=np.int64)
+        words = _cut_marked(chars, text_ends, cut, ord(mark), word_ends, text_word_ends)
+        return self._texts_ids(chars, word_ends[:words], text_word_ends)
+
+    def _texts_ids(self, chars: np.ndarray, word_ends: np.ndarray, text_word_ends: np.ndarray) -> list[np.ndarray | None]:
+        """Each text's ids (its words end where ``text_word_ends`` says), None for a text with
+        a word the model must be asked about."""
+        ids, counts = self._segmented(chars, word_ends)
         asked = counts < 0
         id_ends = np.concatenate(([0], np.cumsum(np.where(asked, 0, counts))))
-        text_ends = np.concatenate(([0], np.cumsum(np.fromiter(map(len, texts_words), dtype=np.int64, count=len(texts_words)))))
-        bounds = id_ends[text_ends].tolist()
-        out = [ids[a:b] for a, b in pairwise(bounds)]
+        word_bounds = np.concatenate(([0], text_word_ends))
+        out: list[np.ndarray | None] = [ids[a:b] for a, b in pairwise(id_ends[word_bounds].tolist())]
         if asked.any():
-            for i, (first, last) in enumerate(pairwise(text_ends.tolist())):
+            for i, (first, last) in enumerate(pairwise(word_bounds.tolist())):
                 if asked[first:last].any():
-                    out[i] = self.ask_model(texts_words[i])
+                    out[i] = None
         return out
