@@ -21,7 +21,7 @@ from tokenizers import Tokenizer as RustTokenizer
 from beamtok import load_tokenizer
 from beamtok.testing import sentencepiece_tokenizer
 from beamtok.transforms.tiktoken_backend import PROBES
-from beamtok.transforms.word_cutters import CUT_BEFORE_MARK_AFTER_OTHER, WhitespaceMetaspaceWords
+from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, WhitespaceMetaspaceWords
 
 from conftest import assert_same_ids, built_once, corpus_texts
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
@@ -94,9 +94,14 @@ def test_t5_words_are_the_words_its_pre_tokenizer_cuts(files):
         @given(SPACED)
         def same_words(text: str) -> None:
             normalized = ref.normalizer.normalize_str(text) if ref.normalizer is not None else text
-            assert cutter.words(text) == [word for word, _ in ref.pre_tokenizer.pre_tokenize_str(normalized)], (scheme, text)
+            words = [word for word, _ in ref.pre_tokenizer.pre_tokenize_str(normalized)]
+            assert cutter.words(text) == words, (scheme, text)
+            if cutter.native_cut is not None:  # what a compiled engine cuts: the marked text before every mark
+                assert cutter.native_cut == CUT_BEFORE_EVERY_MARK
+                assert re.findall("\u2581[^\u2581]*", cutter.marked(text)) == words, (scheme, text)
 
         same_words()
+        assert (cutter.native_cut is not None) == (scheme == "always")
 
 
 @pytest.mark.parametrize(

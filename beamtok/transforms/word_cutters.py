@@ -252,21 +252,30 @@ class WhitespaceMetaspaceWords(WordCutter):
     def __init__(self, reference: Any, replacement: str, prepend: bool) -> None:
         super().__init__(reference)
         mark = re.escape(replacement)
-        self.replacement = replacement
+        self.replacement = self.mark = replacement
         self.prepend = prepend
         self.cut = re.compile(f"{mark}[^ {mark}]*" if prepend else f"[^ {mark}]+|{mark}[^ {mark}]*").findall
         self.parts = re.compile(f"[^{WHITE_SPACE}]+").findall
+        if prepend:  # the joined parts hold no space and start with a mark: cut before every mark
+            self.native_cut = CUT_BEFORE_EVERY_MARK
 
     def words(self, text: str) -> list[str]:
+        return self.cut(self._joined(text))
+
+    def marked(self, text: str) -> str:
+        """The parts joined, each behind its mark (where ``prepend``: ``native_cut`` is set)."""
+        return self._joined(text)
+
+    def _joined(self, text: str) -> str:
         normalized = self.normalized(text)
         parts = self.parts(normalized) if INFORMATION_SEPARATORS.search(normalized) else normalized.split()
         if not parts:
-            return []
+            return ""
         joined = " ".join(parts)
         if self.prepend:  # every part gets the mark in front unless it starts with it
             mark = self.replacement
             joined = (" " + joined).replace(" " + mark, mark).replace(" ", mark)
-        return self.cut(joined)
+        return joined
 
 
 class SpaceMarkWords(WordCutter):
