@@ -1,8 +1,11 @@
 """What the compiled models (``unigram_native``, ``bpe_native``) share: numba's compilation
-with a disk cache where one can be written, texts as arrays of code points, a trie of
-tokens and a map of integer keys, each an open-addressing table in numpy arrays (numba
-reads them at native speed where a Python dict would cost a call a lookup), and the UTF-8
-bytes of a character. numba comes with the ``beamtok[compiled]`` extra."""
+with a disk cache where one can be written (dropped when any compiled module's source
+changes: ``kernel_cache``), texts as arrays of code points, the cut of a marked text into
+words, a trie of tokens and a map of integer keys, each an open-addressing table in numpy
+arrays (numba reads them at native speed where a Python dict would cost a call a lookup),
+the UTF-8 bytes of a character, and the buffers a call writes into, kept from call to call
+and held by one thread at a time (``Workspaces``). numba comes with the ``beamtok[compiled]``
+extra."""
 
 from __future__ import annotations
 
