@@ -49,3 +49,12 @@ def test_where_the_cache_cannot_be_written_nothing_is_raised(tmp_path):
     shutil.rmtree(package / "__pycache__")
     (package / "__pycache__").write_bytes(b"not a directory")
     assert not drop_stale_kernels(package)
+
+
+def test_sources_that_are_not_on_disk_leave_everything_as_it_is(tmp_path):
+    """Modules imported from a zip have no files to read: nothing is dropped, nothing raised."""
+    package = _package(tmp_path)
+    (package / "bpe_native.py").unlink()
+    before = _cached(package)
+    assert not drop_stale_kernels(package)
+    assert _cached(package) == before

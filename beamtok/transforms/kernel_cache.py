@@ -26,8 +26,11 @@ def drop_stale_kernels(package: Path = Path(__file__).parent) -> bool:
     unless the digest of their sources matches the one written there; True if any were
     dropped. A directory that cannot be written is left as it is."""
     digest = hashlib.sha256()
-    for name in COMPILED_MODULES:
-        digest.update((package / f"{name}.py").read_bytes())
+    try:
+        for name in COMPILED_MODULES:
+            digest.update((package / f"{name}.py").read_bytes())
+    except OSError:  # sources not on disk (imported from a zip): numba caches nothing beside them either
+        return False
     cache = package / "__pycache__"
     stamp = cache / STAMP
     try:
