@@ -308,6 +308,79 @@ def test_a_tokenizer_whose_fast_path_is_built_pickles_and_encodes_the_same(token
     assert copy.engine == tok.engine and copy.fingerprint == tok.fingerprint
 
 
+def test_threads_asking_for_the_fast_path_at_once_build_it_once(tokenizer_dirs, monkeypatch):
+    """Beam's threaded workers share a process's tokenizer and all ask for its encoder on their
+    first bundle: one thread builds it (~0.2-1.5 s and its memory), the others wait for it."""
+    import threading
+
+    from beamtok.transforms import tokenize
+
+    monkeypatch.setattr(tokenize, "_CACHE", {})
+    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    tok = load_tokenizer(tokenizer_dirs["gpt2"])
+    builds = []
+    real = tokenize.Tokenizer._build_fast_path
+
+    def counted(self):
+        builds.append(threading.get_ident())
+        real(self)
+
+    monkeypatch.setattr(tokenize.Tokenizer, "_build_fast_path", counted)
+    start = threading.Barrier(4)
+    encoders = []
+
+    def ask() -> None:
+        start.wait()
+        encoders.append(tok.fast_path())
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1 and len(encoders) == 4 and all(e is encoders[0] for e in encoders)
+
+
+def _build_in_child(path: str, done) -> None:
+    from beamtok.transforms import tokenize
+
+    tokenize._CACHE.clear()
+    tokenize._BY_NAME.clear()
+    done.put(load_tokenizer(path).fast_path() is not None)
+
+
+def test_a_process_forked_while_another_thread_builds_builds_its_own(tokenizer_dirs):
+    """A lock held by another thread at a fork would be held forever in the child (that thread
+    is not there): the child gets new locks and builds."""
+    import multiprocessing as mp
+    import threading
+
+    from beamtok.transforms import tokenize
+
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with tokenize._BUILDING:
+            holding.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait()
+    context = mp.get_context("fork")
+    done = context.Queue()
+    child = context.Process(target=_build_in_child, args=(tokenizer_dirs["gpt2"], done))
+    try:
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0 and done.get(timeout=5) is True
+    finally:
+        if child.is_alive():
+            child.kill()
+        release.set()
+        holder.join()
+
+
 def test_a_pickled_tokenizer_carries_its_file_once(tokenizer_dirs):
     """The file's JSON a tokenizer keeps until its fast path is built is not pickled beside
     the backend (which pickles as that JSON)."""

@@ -56,6 +56,17 @@ class TokenizerRef:
 _CACHE: dict[str, Tokenizer] = {}  # by fingerprint: what a spec's tokenizer resolves to
 _BY_NAME: dict[str, Tokenizer] = {}  # by the name it was loaded with (a spec records that name)
 _LOCK = threading.Lock()
+_BUILDING = threading.RLock()  # one fast-path build at a time: threads asking at once wait for it, not build it again
+
+
+def _renew_locks() -> None:
+    """In a forked child: new locks, for another thread of the parent may have held one at the fork."""
+    global _LOCK, _BUILDING
+    _LOCK, _BUILDING = threading.Lock(), threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_locks)
 
 
 class Tokenizer:
@@ -201,14 +212,20 @@ class Tokenizer:
         on marked words for SentencePiece-style BPE (``bpe_native``) and kitoken for it
         without numba and for WordPiece (``kitoken_families``; cached words where kitoken refuses)."""
         if self._tiktoken is None:
-            serialized, self._serialized = self._serialized or self.backend.to_str(), None
-            with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
-                family = family_of_backend(self.backend)
-                if family is not None:
-                    self._tiktoken = self._family_encoder(serialized, family)
-                else:
-                    self._tiktoken = TiktokenEncoder(serialized, self.name, reference=self.backend)
+            with _BUILDING:
+                if self._tiktoken is None:  # another thread may have built it while this one waited
+                    self._build_fast_path()
+        assert self._tiktoken is not None
         return self._tiktoken
+
+    def _build_fast_path(self) -> None:
+        serialized, self._serialized = self._serialized or self.backend.to_str(), None
+        with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
+            family = family_of_backend(self.backend)
+            if family is not None:
+                self._tiktoken = self._family_encoder(serialized, family)
+            else:
+                self._tiktoken = TiktokenEncoder(serialized, self.name, reference=self.backend)
 
     def _family_encoder(self, serialized: str, family: str) -> ExactEncoder:
         """Cut words (``cached_words``) for Unigram, each segmented in compiled code
@@ -250,13 +267,15 @@ class Tokenizer:
         """The exact fast-path encoder when this tokenizer qualifies, else None; the reason
         is kept in :attr:`engine`."""
         if self._tiktoken is None and self._fast_refusal is None:
-            try:
-                self.tiktoken()
-            except ConfigError as e:
-                self._fast_refusal = str(e)
-                log.debug("%s", e)
-            else:
-                log.debug("tokenizer %r: the exact fast path passed its checks and probes", self.name)
+            with _BUILDING:  # threads asking at once: one builds (or is refused), the others find the outcome
+                if self._tiktoken is None and self._fast_refusal is None:
+                    try:
+                        self.tiktoken()
+                    except ConfigError as e:
+                        self._fast_refusal = str(e)
+                        log.debug("%s", e)
+                    else:
+                        log.debug("tokenizer %r: the exact fast path passed its checks and probes", self.name)
         return self._tiktoken
 
     @property
