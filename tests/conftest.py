@@ -170,6 +170,18 @@ def assert_same_ids(tok: Any, texts: list[str], where: str, reference: Any = Non
         assert not mismatched, f"{where} (add_special_tokens={special}): {len(mismatched)} differ, first {texts[mismatched[0]][:80]!r}"
 
 
+def on_threads(work: Callable[[int], None], count: int) -> None:
+    """``work(0)`` .. ``work(count - 1)`` each on a thread of its own, all at once; returns when
+    all have ended (what they found wrong they record for the caller to assert)."""
+    import threading
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def inspect_state(state: dict[str, Any], directory: Path) -> str:
     """What ``beamtok inspect`` prints, in a fresh process, for ``state`` saved to a file in
     ``directory`` (it must succeed)."""

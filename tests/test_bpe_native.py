@@ -20,6 +20,8 @@ from beamtok.transforms import bpe_native
 from beamtok.transforms.bpe_native import NativeBPE
 from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
 
+from conftest import on_threads
+
 MARK = "\u2581"
 ALPHABET = "ab-é語😀" + MARK  # one to four UTF-8 bytes a character
 UNKNOWN = "xZ\n"  # never in a vocabulary below
@@ -193,7 +195,6 @@ def test_threads_encoding_at_once_each_get_their_own_ids(monkeypatch):
     encoder at once (Beam's threaded workers share a process's tokenizer) must never read an
     entry another is writing. A small cache starts over often, where two writers collide."""
     import random
-    import threading
 
     monkeypatch.setattr(bpe_native, "CACHE_BITS", 8)
     model, spec = build([(0, 1), (7, 0), (8, 2), (1, 3), (9, 9)], "every byte", "fused", True, False)
@@ -213,11 +214,7 @@ def test_threads_encoding_at_once_each_get_their_own_ids(monkeypatch):
                 wrong.append(k)
                 return
 
-    threads = [threading.Thread(target=encode_often, args=(k,)) for k in range(len(batches))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    on_threads(encode_often, len(batches))
     assert wrong == []
 
 

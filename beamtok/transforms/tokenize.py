@@ -161,13 +161,13 @@ class Tokenizer:
 
     def kept_form(self) -> LoadedTokenizer:
         """What :mod:`beamtok.transforms.loaded_tokenizers` keeps of this tokenizer."""
-        return LoadedTokenizer(self.backend.to_str(), self.bos_id, self.eos_id, self.pad_id, self.vocab_size, self._chat_template)
+        return LoadedTokenizer(self._serialized or self.backend.to_str(), self.bos_id, self.eos_id, self.pad_id, self.vocab_size, self._chat_template)
 
     def serialize(self) -> dict[str, Any]:
         """Everything needed to rebuild this tokenizer exactly, as JSON."""
         return {
             "name": self.name,
-            "tokenizer_json": self.backend.to_str(),
+            "tokenizer_json": self._serialized or self.backend.to_str(),
             "bos_id": self.bos_id,
             "eos_id": self.eos_id,
             "pad_id": self.pad_id,

@@ -260,13 +260,11 @@ class WhitespaceMetaspaceWords(WordCutter):
             self.native_cut = CUT_BEFORE_EVERY_MARK
 
     def words(self, text: str) -> list[str]:
-        return self.cut(self._joined(text))
+        return self.cut(self.marked(text))
 
     def marked(self, text: str) -> str:
-        """The parts joined, each behind its mark (where ``prepend``: ``native_cut`` is set)."""
-        return self._joined(text)
-
-    def _joined(self, text: str) -> str:
+        """The parts joined, by spaces, or each behind its mark where ``prepend`` (then
+        ``native_cut`` is set: the cut is before every mark)."""
         normalized = self.normalized(text)
         parts = self.parts(normalized) if INFORMATION_SEPARATORS.search(normalized) else normalized.split()
         if not parts:
