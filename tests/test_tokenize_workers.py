@@ -163,6 +163,7 @@ PIPELINES = {
     "unpacked": lambda paths, tok: Dataset.from_files(paths).tokenize(tok),
     "records": lambda paths, tok: Dataset.from_files(paths),
     "sft": lambda paths, tok: Dataset.from_files(paths).tokenize_sft(tok, max_length=96).pack_examples(96),
+    "sft-packed": lambda paths, tok: Dataset.from_files(paths).tokenize_sft(tok, max_length=96).concat_chunk(64),
 }
 
 
@@ -170,7 +171,7 @@ PIPELINES = {
 def test_batches_from_workers_are_the_in_process_batches(make_shards, tmp_path, tokenizer_dir, kind):
     """Workers send column blocks; batch() stacks them directly (ragged rows and raw records
     go example by example): batches, counts and states equal the in-process stream's."""
-    paths = _sft_shards(tmp_path) if kind == "sft" else make_shards(4, docs_per_shard=9)
+    paths = _sft_shards(tmp_path) if kind.startswith("sft") else make_shards(4, docs_per_shard=9)
     build = PIPELINES[kind]
     in_process = lambda: build(paths, tokenizer_dir).batch(3)  # noqa: E731
     in_workers = lambda: build(paths, tokenizer_dir).parallel(2).batch(3)  # noqa: E731

@@ -83,7 +83,7 @@ def span_to_wire(span: RowSpan) -> tuple[Any, ...]:
     first = next(iter(block.columns.values()))
     fields = _packed_fields([(name, column.values) for name, column in block.columns.items()])
     provenance = (block.shard, block.index_array, block.doc_array, block.token_array)
-    return ("columns", cursor, fields, first.offsets, provenance, rows, block.count_tokens())
+    return ("columns", cursor, fields, first.offsets, provenance, rows, block.count_tokens(), block.supervised)
 
 
 def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
@@ -97,7 +97,8 @@ def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
     counts = [NO_COUNTS] * (len(offsets) - 1)
     for i, c in rows.items():
         counts[i] = c
-    block = RowBlock(columns_of(fields, offsets), counts, provenance, False, busy=sorted(rows), fresh=True, real_before=real_before)
+    supervised = wire[7]  # batches of SFT rows get labels and attention_mask
+    block = RowBlock(columns_of(fields, offsets), counts, provenance, supervised, busy=sorted(rows), fresh=True, real_before=real_before)
     return RowSpan(block, cursor)
 
 
