@@ -164,6 +164,7 @@ PIPELINES = {
     "records": lambda paths, tok: Dataset.from_files(paths),
     "sft": lambda paths, tok: Dataset.from_files(paths).tokenize_sft(tok, max_length=96).pack_examples(96),
     "sft-packed": lambda paths, tok: Dataset.from_files(paths).tokenize_sft(tok, max_length=96).concat_chunk(64),
+    "packed-keep": lambda paths, tok: Dataset.from_files(paths).tokenize(tok).ensure_bos_eos().concat_chunk(48, remainder="keep"),
 }
 
 
@@ -207,6 +208,32 @@ def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
             assert {k: getattr(v, "dtype", None) for k, v in a.example.items()} == {k: getattr(v, "dtype", None) for k, v in b.example.items()}
         assert [p.cursor for p in again] == [p.cursor for p in produced]
         assert [p.counts for p in again] == [p.counts for p in produced]
+
+
+@pytest.mark.parametrize("kind", ["packed", "packed-keep", "sft-packed"])
+def test_packed_rows_ship_their_layout_instead_of_segment_and_position_ids(make_shards, tmp_path, tokenizer_dir, kind):
+    """Rows cut column-wise travel as ids (and an SFT loss mask) with the documents' layout;
+    the consumer's rows, made from it, are the per-row packer's, short last row included."""
+    import pickle
+
+    from beamtok.backends.column_pack import shard_spans
+    from beamtok.backends.spans import SpanReader
+    from beamtok.backends.wire import span_from_wire, span_to_wire
+    from beamtok.shards.processor import ShardCursor, ShardProcessor
+    from beamtok.sources.urls import Shard
+
+    path = _sft_shards(tmp_path)[0] if kind.startswith("sft") else make_shards(1, docs_per_shard=30)[0]
+    spec = PIPELINES[kind]([path], tokenizer_dir).spec
+    wires = [pickle.loads(pickle.dumps(span_to_wire(s))) for s in shard_spans(ShardProcessor(spec), Shard(0, path), ShardCursor())]
+    assert len(wires) > 2
+    shipped = {name for w in wires for name, values, _ in w[2] if values is not None}
+    assert shipped == ({"input_ids", "loss_mask"} if kind == "sft-packed" else {"input_ids"})
+    again = [p.example for p in SpanReader(iter(span_from_wire(w) for w in wires))]
+    by_row = [p.example for p in ShardProcessor(spec).run(Shard(0, path))]
+    assert_items_equal(again, by_row)
+    assert [{k: getattr(v, "dtype", None) for k, v in ex.items()} for ex in again] == [
+        {k: getattr(v, "dtype", None) for k, v in ex.items()} for ex in by_row
+    ]
 
 
 def test_the_tokens_counted_from_workers_blocks_are_those_counted_in_process(make_shards, tokenizer_dir):

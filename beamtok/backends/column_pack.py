@@ -4,8 +4,10 @@ The shard processing packs one row at a time (``ShardPacker`` over ``ConcatChunk
 ``Row`` of four small arrays, a dict and a ``Produced`` per row. On a fast tokenizer that
 bookkeeping is a sizeable share of the stream's time, so the in-process backend cuts rows
 from a buffer of documents a block at a time instead: the ids of the buffered documents are
-joined once, segment and position ids come from a few whole-array operations, and the rows go
-out as a :class:`RowSpan` that ``batch()`` stacks without a dict per row.
+joined once, and the rows go out as a :class:`RowSpan` that ``batch()`` stacks without a dict
+per row. Their segment and position ids are made from where the documents start in the block
+(a :class:`~beamtok.shards.rows.PackedLayout`) by a few whole-array operations when first read:
+a worker process sends the layout in their place.
 
 The rows, their provenance, the cursor after each row and the document counts each row
 carries are those of the per-row packer, which stays the definition (the cache writer uses
@@ -38,7 +40,7 @@ from beamtok.shards.processor import (
     ShardProcessor,
     check_token_offset,
 )
-from beamtok.shards.rows import RowBlock, TokenColumn
+from beamtok.shards.rows import PackedLayout, RowBlock, TokenColumn
 from beamtok.sources.urls import Shard
 
 __all__ = ["FIRST_ROWS", "MAX_ROWS", "ColumnChunker", "packs_column_wise", "shard_spans"]
@@ -139,24 +141,14 @@ class ColumnChunker:
         row_start = np.arange(rows, dtype=np.int64) * width
         first_piece = np.searchsorted(piece_start, row_start, side="right") - 1
         ids = (np.concatenate([p.ids for p in used]).astype(np.int32, copy=False) if len(used) > 1 else used[0].ids.astype(np.int32)).reshape(shape)
-        # most rows lie inside one document: segment 1, positions 0..width-1; a document
-        # starting inside a row raises the segment and restarts the positions from there on
-        segments = np.ones(shape, dtype=np.int32)
-        counting = np.arange(width, dtype=np.int32)
-        positions = np.empty(shape, dtype=np.int32)
-        positions[:] = counting
-        for start in piece_start[1:].tolist():
-            row, column = divmod(start, width)
-            if column:
-                segments[row, column:] += 1
-                positions[row, column:] = counting[: width - column]
+        stored = [("input_ids", ids)]
         if any(p.mask is not None for p in used):
             mask = np.concatenate([np.ones(n, np.int8) if p.mask is None else p.mask.astype(np.int8, copy=False) for p, n in zip(used, lengths)])
-            mask = mask.reshape(shape)
-        else:
-            mask = np.ones(shape, dtype=np.int8)
-        if width != self.seq_len and self.remainder == "pad":
-            ids, segments, positions, mask = self._padded(ids, segments, positions, mask)
+            stored.append(("loss_mask", mask.reshape(shape)))
+        width_out = width
+        if width != self.seq_len and self.remainder == "pad":  # the short last row, padded
+            stored = [(name, self._padded(values, fill)) for (name, values), fill in zip(stored, (self.pad_id, 0))]
+            width_out = self.seq_len
         docs = np.fromiter((p.doc for p in used), dtype=np.int64, count=len(used))[first_piece]
         offsets = np.fromiter((p.offset for p in used), dtype=np.int64, count=len(used))
         tokens = offsets[first_piece] + row_start - piece_start[first_piece]
@@ -171,20 +163,19 @@ class ColumnChunker:
             end = ShardCursor(self._index, 0, 0, True)
             counts = self._counts_for(doc_list[1:], rows)
             counts[-1] = counts[-1] + self._counts_left()
-        width_out = ids.size // rows  # the padded width where the short last row was padded
         offsets_out = np.arange(rows + 1, dtype=np.int64) * width_out
-        fields = [("input_ids", ids.reshape(-1)), ("segment_ids", segments.reshape(-1)), ("position_ids", positions.reshape(-1)), ("loss_mask", mask.reshape(-1))]
         shard = np.full(rows, self.shard_index, dtype=np.int64)
         real_before = np.arange(rows + 1, dtype=np.int64) * width  # every token of a row is real, its padding is not
-        columns = {name: TokenColumn(values, offsets_out, width_out) for name, values in fields}  # every row is width_out long
-        block = RowBlock(columns, counts, (shard, index, docs, tokens), self.supervised, fresh=True, real_before=real_before)
+        columns = {name: TokenColumn(values.reshape(-1), offsets_out, width_out) for name, values in stored}  # every row is width_out long
+        # segment and position ids (and a pretraining row's mask) are made from the layout when read
+        layout = PackedLayout(piece_start, width)
+        block = RowBlock(columns, counts, (shard, index, docs, tokens), self.supervised, fresh=True, real_before=real_before, layout=layout)
         return RowSpan(block, end)
 
-    def _padded(self, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The one short last row padded to ``seq_len``: pad id, segment 0, position 0, mask 0."""
-        extra = self.seq_len - columns[0].shape[1]
-        fills = (self.pad_id, 0, 0, 0)
-        return tuple(np.concatenate([c, np.full((1, extra), fill, dtype=c.dtype)], axis=1) for c, fill in zip(columns, fills))
+    def _padded(self, values: np.ndarray, fill: int) -> np.ndarray:
+        """The one short last row of a column padded to ``seq_len`` with ``fill``."""
+        extra = self.seq_len - values.shape[1]
+        return np.concatenate([values, np.full((1, extra), fill, dtype=values.dtype)], axis=1)
 
     def _take(self, tokens: int) -> list[_Piece]:
         """The buffer's first ``tokens`` tokens as pieces (the last one split if need be)."""

@@ -86,7 +86,7 @@ class Taken:
         block = self.block
         if block is None or not self.rows:
             return 0, 0
-        if "input_ids" not in block.columns:
+        if "input_ids" not in block.stored_columns:
             return None
         return block.real_tokens(self.lo, self.hi)
 
@@ -232,8 +232,9 @@ def stack_taken(pieces: list[Taken]) -> dict[str, np.ndarray] | None:
     blocks = [(p.block, p.lo, p.hi) for p in pieces]
     view = len(blocks) == 1 and first.fresh
     out: dict[str, np.ndarray] = {}
-    for name in first.columns:
-        rows = [b.columns[name].matrix[lo:hi] for b, lo, hi in blocks]  # type: ignore[union-attr,index]
+    columns = [(b.columns, lo, hi) for b, lo, hi in blocks]  # type: ignore[union-attr]
+    for name in columns[0][0]:
+        rows = [c[name].matrix[lo:hi] for c, lo, hi in columns]  # type: ignore[index]
         out[name] = rows[0] if view else _joined(rows)
     if first.supervised:
         out = with_training_fields(out)

@@ -16,7 +16,7 @@ import numpy as np
 
 from beamtok.backends.spans import RowSpan
 from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor
-from beamtok.shards.rows import PROVENANCE, RowBlock, columns_of, row_offsets
+from beamtok.shards.rows import PROVENANCE, PackedLayout, RowBlock, columns_of, row_offsets
 
 __all__ = ["FIRST_ROWS", "MAX_ROWS", "span_from_wire", "span_to_wire", "spans_of"]
 
@@ -78,12 +78,15 @@ def span_to_wire(span: RowSpan) -> tuple[Any, ...]:
     if block is None:
         return ("empty", cursor, span.counts)
     rows = {i: block.counts[i] for i in block.busy}
-    if not block.columns:
+    stored = block.stored_columns
+    if not stored:
         return ("examples", cursor, block.examples, rows)
-    first = next(iter(block.columns.values()))
-    fields = _packed_fields([(name, column.values) for name, column in block.columns.items()])
+    first = next(iter(stored.values()))
+    fields = _packed_fields([(name, column.values) for name, column in stored.items()])
     provenance = (block.shard, block.index_array, block.doc_array, block.token_array)
-    return ("columns", cursor, fields, first.offsets, provenance, rows, block.count_tokens(), block.supervised)
+    layout = block.layout  # packed rows: the layout travels instead of the columns it makes
+    laid_out = None if layout is None else (layout.starts, layout.width)
+    return ("columns", cursor, fields, first.offsets, provenance, rows, block.count_tokens(), laid_out, block.supervised)
 
 
 def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
@@ -97,8 +100,9 @@ def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
     counts = [NO_COUNTS] * (len(offsets) - 1)
     for i, c in rows.items():
         counts[i] = c
-    supervised = wire[7]  # batches of SFT rows get labels and attention_mask
-    block = RowBlock(columns_of(fields, offsets), counts, provenance, supervised, busy=sorted(rows), fresh=True, real_before=real_before)
+    layout = None if wire[7] is None else PackedLayout(*wire[7])
+    supervised = wire[8]  # batches of SFT rows get labels and attention_mask
+    block = RowBlock(columns_of(fields, offsets), counts, provenance, supervised, busy=sorted(rows), fresh=True, real_before=real_before, layout=layout)
     return RowSpan(block, cursor)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from beamtok.shards.processor import DocCounts, with_training_fields
 
-__all__ = ["PROVENANCE", "RowBlock", "TokenColumn", "columns_of", "gather_from", "gather_rows", "row_offsets"]
+__all__ = ["PROVENANCE", "PackedLayout", "RowBlock", "TokenColumn", "columns_of", "gather_from", "gather_rows", "row_offsets"]
 
 PROVENANCE = ("shard", "index", "doc", "token")
 
@@ -48,6 +48,46 @@ class TokenColumn:
         return [values[a:b] for a, b in itertools.pairwise(self.offsets.tolist())]
 
 
+@dataclass(frozen=True)
+class PackedLayout:
+    """Where the documents lie in a block of rows cut from documents laid end to end
+    (``concat_chunk``): ``starts``, the offset of each document's piece among the block's real
+    tokens counted row after row (the first is 0), and ``width``, the real tokens of a row.
+    A row's segment ids start at 1 and rise by one where a document starts inside it; its
+    position ids count from each segment's start; a pretraining row's loss mask is 1 on real
+    tokens. All three follow from the layout, so a block keeps it in their place until they
+    are read, and a worker process sends it instead of them."""
+
+    starts: np.ndarray
+    width: int
+
+    def segments_and_positions(self, rows: int, width_out: int) -> tuple[np.ndarray, np.ndarray]:
+        """Segment and position ids (int32), ``rows`` x ``width_out``; the padding past
+        ``width`` (a short last row's) gets 0."""
+        width = self.width
+        segments = np.ones((rows, width_out), dtype=np.int32)
+        counting = np.arange(width, dtype=np.int32)
+        positions = np.empty((rows, width_out), dtype=np.int32)
+        positions[:, :width] = counting
+        if width_out > width:
+            segments[:, width:] = 0
+            positions[:, width:] = 0
+        # most rows lie inside one document; a document starting inside a row raises the
+        # segment and restarts the positions from there on
+        for start in self.starts[1:].tolist():
+            row, column = divmod(start, width)
+            if column:
+                segments[row, column:width] += 1
+                positions[row, column:width] = counting[: width - column]
+        return segments, positions
+
+    def real_mask(self, rows: int, width_out: int) -> np.ndarray:
+        """1 (int8) on each row's real tokens, 0 on its padding."""
+        mask = np.ones((rows, width_out), dtype=np.int8)
+        mask[:, self.width :] = 0
+        return mask
+
+
 def row_offsets(rows: list[np.ndarray]) -> np.ndarray:
     """Where each row starts in the rows' concatenation, and the end (int64)."""
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
@@ -73,7 +113,10 @@ class RowBlock:
     rows, which do not store them). A block of examples that are not token rows (raw records)
     holds the examples themselves and no columns. A ``fresh`` block was made for one reader
     and its rows are handed out once (rows packed now, or received from a worker process), so
-    batches may be views of it; a cache's decoded or memory-mapped rows are never fresh."""
+    batches may be views of it; a cache's decoded or memory-mapped rows are never fresh. A
+    block of packed rows with a ``layout`` stores only ``input_ids`` (and a loss mask that came
+    with the documents): its segment and position ids (and the mask of real tokens) are made
+    from the layout when ``columns`` is first read."""
 
     def __init__(
         self,
@@ -85,8 +128,11 @@ class RowBlock:
         busy: list[int] | None = None,
         fresh: bool = False,
         real_before: np.ndarray | None = None,
+        layout: PackedLayout | None = None,
     ) -> None:
-        self.columns = columns
+        self.stored_columns = columns
+        self.layout = layout
+        self._columns = columns if layout is None else None
         self.fresh = fresh
         self.counts = counts
         # the rows whose counts are not empty, in order (found from counts unless the caller has them)
@@ -107,6 +153,25 @@ class RowBlock:
 
     def __len__(self) -> int:
         return len(self.indices)
+
+    @property
+    def columns(self) -> dict[str, TokenColumn]:
+        """Every token field, in the examples' key order."""
+        if self._columns is None:
+            self._columns = self._laid_out()
+        return self._columns
+
+    def _laid_out(self) -> dict[str, TokenColumn]:
+        """The stored columns with those the layout makes, in the packer's field order."""
+        layout, ids = self.layout, self.stored_columns["input_ids"]
+        assert layout is not None and ids.width is not None
+        rows, width_out = len(ids.offsets) - 1, ids.width
+        segments, positions = layout.segments_and_positions(rows, width_out)
+        mask = self.stored_columns.get("loss_mask")
+        if mask is None:
+            mask = TokenColumn(layout.real_mask(rows, width_out).reshape(-1), ids.offsets, width_out)
+        made = {"segment_ids": segments, "position_ids": positions}
+        return {"input_ids": ids, **{name: TokenColumn(values.reshape(-1), ids.offsets, width_out) for name, values in made.items()}, "loss_mask": mask}
 
     @property
     def examples(self) -> list[dict[str, Any]]:
@@ -130,14 +195,14 @@ class RowBlock:
     @property
     def width(self) -> int | None:
         """The common length of every row, or None when rows differ (or are not token rows)."""
-        column = self.columns.get("input_ids")
+        column = self.stored_columns.get("input_ids")
         return None if column is None else column.width
 
     def real_tokens(self, lo: int, hi: int) -> tuple[int, int]:
         """Real and pad tokens of rows ``lo..hi-1`` (pad tokens have segment 0; rows without
         ``segment_ids`` are all real). Counted once per block (see :meth:`count_tokens`)."""
         before = self.count_tokens()
-        column = self.columns["input_ids"]
+        column = self.stored_columns["input_ids"]
         real = int(before[hi] - before[lo])
         return real, int(column.offsets[hi] - column.offsets[lo]) - real
 
@@ -145,7 +210,7 @@ class RowBlock:
         """The real tokens before each row, and in all (a decoding thread calls this early)."""
         if self._real_before is None:
             segments = self.columns.get("segment_ids")
-            offsets = self.columns["input_ids"].offsets
+            offsets = self.stored_columns["input_ids"].offsets
             before = np.zeros(len(offsets), dtype=np.int64)
             if segments is None:
                 before[:] = offsets
