@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -366,6 +367,8 @@ def test_batches_straight_from_a_cache_are_the_on_the_fly_batches(corpus, small_
         assert_items_equal(list(make_cached()), list(make_online()))
         check_resumption(make_cached, random_steps=6, seed=size, resume_dataset=make_online)
         check_resumption(make_online, random_steps=6, seed=size + 1, resume_dataset=make_cached)
+    for batch in itertools.islice(small_groups[pack].batch(size), 6):  # arrays of their own, not views of a decoded row group
+        assert all(v.base is None and v.flags.writeable for v in batch.values() if isinstance(v, np.ndarray)), size
     last = list(small_groups[pack].batch(size, drop_last=True))
     assert_items_equal(last, list(online(corpus, pack).batch(size, drop_last=True)))
     torch = pytest.importorskip("torch")

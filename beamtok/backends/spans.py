@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, with_training_fields
+from beamtok.shards.rows import PROVENANCE
 
 if TYPE_CHECKING:
     from beamtok.shards.rows import RowBlock
@@ -227,23 +228,27 @@ def stack_taken(pieces: list[Taken]) -> dict[str, np.ndarray] | None:
     their own, or views of a fresh block's rows, which nobody else reads); None unless every
     row has one length (then the caller collates their examples)."""
     first = pieces[0].block
-    if first is None or first.width is None or any(p.block is None or p.block.width != first.width for p in pieces):
+    if first is None or first.width is None:
+        return None
+    if len(pieces) == 1:  # the usual batch: rows of one block, taken without a list per field
+        lo, hi = pieces[0].lo, pieces[0].hi
+        fresh = first.fresh
+        out = {name: column.matrix[lo:hi] if fresh else column.matrix[lo:hi].copy() for name, column in first.columns.items()}  # type: ignore[index]
+        if first.supervised:
+            out = with_training_fields(out)
+        for name, values in zip(PROVENANCE, (first.shard, first.index_array, first.doc_array, first.token_array)):
+            part = values[lo:hi]
+            out[name] = part if fresh and part.dtype == np.int64 else part.astype(np.int64)
+        return out
+    if any(p.block is None or p.block.width != first.width for p in pieces):
         return None
     blocks = [(p.block, p.lo, p.hi) for p in pieces]
-    view = len(blocks) == 1 and first.fresh
-    out: dict[str, np.ndarray] = {}
+    out = {}
     columns = [(b.columns, lo, hi) for b, lo, hi in blocks]  # type: ignore[union-attr]
     for name in columns[0][0]:
-        rows = [c[name].matrix[lo:hi] for c, lo, hi in columns]  # type: ignore[index]
-        out[name] = rows[0] if view else _joined(rows)
+        out[name] = np.concatenate([c[name].matrix[lo:hi] for c, lo, hi in columns])  # type: ignore[index]
     if first.supervised:
         out = with_training_fields(out)
-    for name, attribute in (("shard", "shard"), ("index", "index_array"), ("doc", "doc_array"), ("token", "token_array")):
-        parts = [getattr(b, attribute)[lo:hi] for b, lo, hi in blocks]
-        out[name] = parts[0] if view and parts[0].dtype == np.int64 else _joined(parts).astype(np.int64, copy=False)
+    for name, attribute in zip(PROVENANCE, ("shard", "index_array", "doc_array", "token_array")):
+        out[name] = np.concatenate([getattr(b, attribute)[lo:hi] for b, lo, hi in blocks]).astype(np.int64, copy=False)
     return out
-
-
-def _joined(parts: list[np.ndarray]) -> np.ndarray:
-    """The parts one after another, as a new array (usually one part: the rows lie in one block)."""
-    return parts[0].copy() if len(parts) == 1 else np.concatenate(parts)

@@ -73,9 +73,13 @@ class BatchNode(StageNode):
             stacked = stack_taken(pieces)
             if stacked is not None:
                 batch = Batched(to_tensors(stacked) if self.config.tensors == "torch" else stacked)
-                tokens = [t for t in (p.tokens() for p in pieces) if t is not None]  # all of them: stacked rows are token rows
-                if "segment_ids" in batch:
-                    batch.counted = (sum(real for real, _ in tokens), sum(pad for _, pad in tokens))
+                if "segment_ids" in batch:  # stacked rows are token rows: each piece has its counts
+                    real = pad = 0
+                    for piece in pieces:
+                        counted = piece.tokens()
+                        assert counted is not None
+                        real, pad = real + counted[0], pad + counted[1]
+                    batch.counted = (real, pad)
                 return batch
             examples = [example for p in pieces for example in p.examples()]
             return Batched(collate(examples, self.pad_id, self.config.tensors))
