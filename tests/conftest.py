@@ -182,6 +182,21 @@ def on_threads(work: Callable[[int], None], count: int) -> None:
         thread.join()
 
 
+def wrong_on_threads(encode: Callable[[Any], list[Any]], batches: list[Any], want: list[list[list[int]]], rounds: int = 20) -> list[int]:
+    """Encode batch ``k`` ``rounds`` times on thread ``k``, all threads at once; the batches
+    whose ids ever differed from ``want[k]``."""
+    wrong: list[int] = []
+
+    def encode_often(k: int) -> None:
+        for _ in range(rounds):
+            if [ids.tolist() for ids in encode(batches[k])] != want[k]:
+                wrong.append(k)
+                return
+
+    on_threads(encode_often, len(batches))
+    return wrong
+
+
 def inspect_state(state: dict[str, Any], directory: Path) -> str:
     """What ``beamtok inspect`` prints, in a fresh process, for ``state`` saved to a file in
     ``directory`` (it must succeed)."""

@@ -20,7 +20,7 @@ from beamtok.transforms import bpe_native
 from beamtok.transforms.bpe_native import NativeBPE
 from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
 
-from conftest import on_threads
+from conftest import wrong_on_threads
 
 MARK = "\u2581"
 ALPHABET = "ab-é語😀" + MARK  # one to four UTF-8 bytes a character
@@ -206,16 +206,7 @@ def test_threads_encoding_at_once_each_get_their_own_ids(monkeypatch):
 
     batches = [texts(seed) for seed in range(6)]
     want = [[reference(model, text, CUT_BEFORE_EVERY_MARK) for text in batch] for batch in batches]
-    wrong: list[int] = []
-
-    def encode_often(k: int) -> None:
-        for _ in range(20):
-            if [ids.tolist() for ids in native.encode(batches[k])] != want[k]:
-                wrong.append(k)
-                return
-
-    on_threads(encode_often, len(batches))
-    assert wrong == []
+    assert wrong_on_threads(native.encode, batches, want) == []
 
 
 @pytest.mark.parametrize("option", ["continuing_subword_prefix", "end_of_word_suffix", "dropout"])

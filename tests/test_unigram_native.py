@@ -26,7 +26,7 @@ from beamtok.transforms.cached_words import CachedWordsEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 from beamtok.transforms.unigram_native import NativeUnigram
 
-from conftest import assert_same_ids, on_threads, trained_family
+from conftest import assert_same_ids, trained_family, wrong_on_threads
 from test_fast_path_byte_level import shipped_texts
 from test_fast_path_cached_words import python_source
 
@@ -190,16 +190,7 @@ def test_threads_segmenting_at_once_each_get_their_own_ids():
 
     batches = [texts(seed) for seed in range(6)]
     want = [[[i for word in text for i in reference_ids(model, word)] for text in batch] for batch in batches]
-    wrong: list[int] = []
-
-    def segment_often(k: int) -> None:
-        for _ in range(20):
-            if [ids.tolist() for ids in native.encode(batches[k])] != want[k]:
-                wrong.append(k)
-                return
-
-    on_threads(segment_often, len(batches))
-    assert wrong == []
+    assert wrong_on_threads(native.encode, batches, want) == []
 
 
 @pytest.fixture(scope="module")
