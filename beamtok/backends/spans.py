@@ -215,8 +215,8 @@ def in_turns(pieces: list[Taken]) -> Taken:
     for turn, piece in enumerate(pieces):
         block = piece.block
         assert block is not None
-        for i, attribute in enumerate((block.shard, block.index_array, block.doc_array, block.token_array)):
-            provenance[i, turn::turns] = attribute[piece.lo : piece.hi]
+        for i, values in enumerate(block.provenance):
+            provenance[i, turn::turns] = values[piece.lo : piece.hi]
         for row in block.busy[bisect.bisect_left(block.busy, piece.lo) : bisect.bisect_left(block.busy, piece.hi)]:
             row_counts[turn + (row - piece.lo) * turns] = block.counts[row]
     block = RowBlock(columns, row_counts, tuple(provenance), first.supervised, fresh=True)  # type: ignore[arg-type]
@@ -236,7 +236,7 @@ def stack_taken(pieces: list[Taken]) -> dict[str, np.ndarray] | None:
         out = {name: column.matrix[lo:hi] if fresh else column.matrix[lo:hi].copy() for name, column in first.columns.items()}  # type: ignore[index]
         if first.supervised:
             out = with_training_fields(out)
-        for name, values in zip(PROVENANCE, (first.shard, first.index_array, first.doc_array, first.token_array)):
+        for name, values in zip(PROVENANCE, first.provenance):
             part = values[lo:hi]
             out[name] = part if fresh and part.dtype == np.int64 else part.astype(np.int64)
         return out
@@ -249,6 +249,6 @@ def stack_taken(pieces: list[Taken]) -> dict[str, np.ndarray] | None:
         out[name] = np.concatenate([c[name].matrix[lo:hi] for c, lo, hi in columns])  # type: ignore[index]
     if first.supervised:
         out = with_training_fields(out)
-    for name, attribute in zip(PROVENANCE, ("shard", "index_array", "doc_array", "token_array")):
-        out[name] = np.concatenate([getattr(b, attribute)[lo:hi] for b, lo, hi in blocks]).astype(np.int64, copy=False)
+    for i, name in enumerate(PROVENANCE):
+        out[name] = np.concatenate([b.provenance[i][lo:hi] for b, lo, hi in blocks]).astype(np.int64, copy=False)  # type: ignore[union-attr]
     return out

@@ -83,7 +83,7 @@ def span_to_wire(span: RowSpan) -> tuple[Any, ...]:
         return ("examples", cursor, block.examples, rows)
     first = next(iter(stored.values()))
     fields = _packed_fields([(name, column.values) for name, column in stored.items()])
-    provenance = (block.shard, block.index_array, block.doc_array, block.token_array)
+    provenance = block.provenance
     layout = block.layout  # packed rows: the layout travels instead of the columns it makes
     laid_out = None if layout is None else (layout.starts, layout.width)
     return ("columns", cursor, fields, first.offsets, provenance, rows, block.count_tokens(), laid_out, block.supervised)

@@ -155,6 +155,11 @@ class RowBlock:
         return len(self.indices)
 
     @property
+    def provenance(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each row's shard, index, doc and token arrays, in ``PROVENANCE`` order."""
+        return self.shard, self.index_array, self.doc_array, self.token_array
+
+    @property
     def columns(self) -> dict[str, TokenColumn]:
         """Every token field, in the examples' key order."""
         if self._columns is None:
@@ -283,10 +288,10 @@ def gather_from(blocks: list[RowBlock], which: np.ndarray, rows: np.ndarray) -> 
                 out[into] = blocks[b].columns[name].values[taken]
             fields.append((name, out))
     provenance = []
-    for attribute in ("shard", "index_array", "doc_array", "token_array"):
+    for i in range(len(PROVENANCE)):
         values = np.empty(len(rows), dtype=np.int64)
         for b, where in chosen:
-            values[where] = getattr(blocks[b], attribute)[rows[where]]
+            values[where] = blocks[b].provenance[i][rows[where]]
         provenance.append(values)
     return RowBlock(columns_of(fields, offsets), counts, tuple(provenance), first.supervised, fresh=True)  # type: ignore[arg-type]
 

@@ -143,7 +143,7 @@ def _write(cache: Cache, directory: Path) -> dict[str, Any]:
                 files[name].write(np.ascontiguousarray(column.values[column.offsets[0] : column.offsets[-1]], dtype=dtypes[name]).tobytes())
             files["offsets"].write((first[1:] - first[0] + end).astype(np.int64).tobytes())
             end += int(first[-1] - first[0])
-            provenance = np.stack([block.shard, block.index_array, block.doc_array, block.token_array], axis=1).astype(np.int64)
+            provenance = np.stack(block.provenance, axis=1).astype(np.int64)
             files["provenance"].write(provenance.tobytes())
             counts = np.zeros((len(block), len(COUNT_FIELDS)), dtype=np.int64)
             for row in block.busy:
