@@ -148,24 +148,61 @@ class ExactEncoder:
 
 
 class Needles:
-    """Whether a text holds any of some strings: ``in`` per string when they are few, one
-    regex when they are many; first, whether it holds any of their first characters at all
-    (a search for one character runs at memchr's speed, ~0.05 ns a token, where a search for a
-    string such as ``<unk>`` took ~1.3 ns a token each, 4 ns for a file's three added tokens)."""
+    """Whether a text holds any of some strings. They are grouped by their first character:
+    a text without it holds none of the group, and a search for one character runs at
+    memchr's speed. A text with it is searched with one regex for the group: ``re`` scans
+    for a pattern's literal first character before trying the rest, where ``in`` tried
+    string after string rescans the text each time (on the code benchmark corpus, where
+    ``<`` and ``[`` are common: 9.5 ms against 1.8 ms for SentencePiece's ``<unk>``,
+    ``<s>``, ``</s>`` over 7.2 M characters; 12.9 against 2.1 ms for BERT's five). A group of
+    one string of 8 characters or more is searched with ``in``, whose search skips ahead by
+    up to the string's length. With more than 4 first characters, one regex for them all
+    (per group, each common letter would cost a pass of its own)."""
+
+    LONG = 8  # a single string this long is found faster by ``in`` than by ``re``
+    MOST_GROUPS = 4
 
     def __init__(self, strings: Sequence[str]) -> None:
         self.strings = tuple(sorted(set(strings), key=len, reverse=True))
-        self.regex = re.compile("|".join(map(re.escape, self.strings))) if len(self.strings) > 8 else None
-        firsts = {s[0] for s in self.strings if s}
-        # where few characters start them all, a text without those holds none of the strings
-        self.firsts = tuple(sorted(firsts)) if len(firsts) <= 4 and all(self.strings) else None
+        self.anywhere = "" in self.strings  # the empty string is in every text
+        groups: dict[str, list[str]] = {}
+        for s in self.strings:
+            if s:
+                groups.setdefault(s[0], []).append(s)
+        self.groups: tuple[tuple[str, Callable[[str], bool] | None], ...] | None = None
+        self.regex: re.Pattern[str] | None = None
+        if len(groups) > self.MOST_GROUPS:
+            self.regex = re.compile("|".join(map(re.escape, self.strings)))
+        else:
+            self.groups = tuple((first, _group_test(members, self.LONG)) for first, members in sorted(groups.items()))
+
+    @property
+    def firsts(self) -> tuple[str, ...] | None:
+        """The first characters checked before any search (None: one regex searches)."""
+        return None if self.groups is None else tuple(first for first, _ in self.groups)
 
     def found_in(self, text: str) -> bool:
-        if self.firsts is not None and not any(c in text for c in self.firsts):
-            return False
-        if self.regex is not None:
-            return self.regex.search(text) is not None
-        return any(s in text for s in self.strings)
+        if self.anywhere:
+            return True
+        if self.groups is None:
+            return self.regex is not None and self.regex.search(text) is not None
+        for first, rest in self.groups:
+            if first in text and (rest is None or rest(text)):
+                return True
+        return False
+
+
+def _group_test(members: list[str], long: int) -> Callable[[str], bool] | None:
+    """Whether a text holding the group's first character holds one of ``members`` (None: the
+    group is that character alone)."""
+    if len(members) == 1:
+        only = members[0]
+        if len(only) == 1:
+            return None
+        if len(only) >= long:
+            return lambda text: only in text
+    search = re.compile("|".join(map(re.escape, members))).search
+    return lambda text: search(text) is not None
 
 
 class EitherFound:
