@@ -46,7 +46,7 @@ from beamtok.transforms.compiled_tables import (
     put_byte_ids,
     word_end,
 )
-from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
+from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT, SpaceMarking
 
 __all__ = ["NativeBPE"]
 
@@ -426,12 +426,12 @@ class NativeBPE:
         """The word cache (of the workspace calls use unless another thread is in it)."""
         return self._workspaces.shared.cache
 
-    def encode(self, marked: Sequence[str]) -> list[np.ndarray | None]:
-        """Each text's ids (a text normalized and marked, as the pre-tokenizer sees it); None
-        for a text the file itself must encode (a word needs an unknown token the vocabulary
-        lacks: ``tokenizers`` raises)."""
+    def encode(self, marked: Sequence[str], marking: SpaceMarking | None = None) -> list[np.ndarray | None]:
+        """Each text's ids (a text normalized and marked, as the pre-tokenizer sees it, or
+        normalized only, for ``marking`` to mark); None for a text the file itself must encode
+        (a word needs an unknown token the vocabulary lacks: ``tokenizers`` raises)."""
         with self._workspaces.one() as workspace:
-            chars, text_ends = workspace.chars.fill(marked)
+            chars, text_ends = workspace.chars.fill(marked, marking)
             out = workspace.ids.room(4 * len(chars))  # a character is at most 4 byte tokens
             counts = np.empty(len(marked), dtype=np.int64)
             _encode(chars, text_ends, self.cut, self.mark, self.tables, workspace.cache, out, counts)

@@ -27,7 +27,6 @@ with the string that differs.
 from __future__ import annotations
 
 import array
-import functools
 import json
 import os
 import threading
@@ -39,7 +38,7 @@ import numpy as np
 from beamtok.base.errors import ConfigError
 from beamtok.transforms.exact_encoder import EMPTY, ExactEncoder, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
-from beamtok.transforms.word_cutters import cutter_for
+from beamtok.transforms.word_cutters import SpaceMarking, cutter_for
 
 if TYPE_CHECKING:
     from beamtok.transforms.bpe_native import NativeBPE
@@ -130,11 +129,12 @@ class CachedWordsEncoder(ExactEncoder):
         compiled_unigram = self._native_model(model)
         self._words: WordCache | NativeUnigram = compiled_unigram or WordCache(self.reference.model)
         # the compiled engine that cuts marked texts itself (their words are cut before marks), if any
-        self._encode_marked: Callable[[list[str]], list[np.ndarray | None]] | None = None
+        self._encode_marked: Callable[[list[str], SpaceMarking | None], list[np.ndarray | None]] | None = None
         if compiled_bpe is not None:
             self._encode_marked = compiled_bpe.encode
-        elif compiled_unigram is not None and self._cutter.native_cut is not None:
-            self._encode_marked = functools.partial(compiled_unigram.encode_marked, cut=self._cutter.native_cut, mark=self._cutter.mark)
+        elif compiled_unigram is not None and (cut := self._cutter.native_cut) is not None:
+            unigram, mark = compiled_unigram, self._cutter.mark
+            self._encode_marked = lambda texts, marking: unigram.encode_marked(texts, cut, mark, marking)
         if compiled_only and compiled_bpe is None and compiled_unigram is None:
             raise refuse(self.native_refusal or "its model is not one this path compiles")
         self._check_segments(name)
@@ -181,8 +181,13 @@ class CachedWordsEncoder(ExactEncoder):
         BPE, and a compiled Unigram whose words are cut before marks, cut the marked texts
         themselves)."""
         if self._encode_marked is not None:
-            marked = self._cutter.marked
-            ids = self._encode_marked([marked(text) for text in texts])
+            marking = self._cutter.marking
+            if marking is not None:  # the engine marks the normalized texts' code points
+                normalized = self._cutter.normalized
+                ids = self._encode_marked([normalized(text) for text in texts], marking)
+            else:
+                marked = self._cutter.marked
+                ids = self._encode_marked([marked(text) for text in texts], None)
             return [one if one is not None else self._by_file(text) for one, text in zip(ids, texts)]
         cut = self._cutter.words
         return self._words.encode([cut(text) for text in texts])

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.transforms.compiled_tables import (
+    CodePointBuffer,
     Trie,
     byte_token_ids,
     child,
@@ -41,6 +42,7 @@ from beamtok.transforms.compiled_tables import (
     put_byte_ids,
     word_end,
 )
+from beamtok.transforms.word_cutters import SpaceMarking
 
 __all__ = ["NativeUnigram"]
 
@@ -205,10 +207,11 @@ class NativeUnigram:
         out = self._texts_ids(chars, word_ends, text_word_ends)
         return [ids if ids is not None else self.ask_model(texts_words[i]) for i, ids in enumerate(out)]
 
-    def encode_marked(self, marked: Sequence[str], cut: int, mark: str) -> list[np.ndarray | None]:
-        """Each marked text's ids, its words cut as ``cut`` says (``word_cutters``' ``native_cut``)
-        before ``mark``; None for a text with a word the model must be asked about."""
-        chars, text_ends = code_points(marked)
+    def encode_marked(self, marked: Sequence[str], cut: int, mark: str, marking: SpaceMarking | None = None) -> list[np.ndarray | None]:
+        """Each marked text's ids (or normalized text's, for ``marking`` to mark), its words
+        cut as ``cut`` says (``word_cutters``' ``native_cut``) before ``mark``; None for a text
+        with a word the model must be asked about."""
+        chars, text_ends = code_points(marked) if marking is None else CodePointBuffer().fill(marked, marking)
         word_ends = np.empty(len(chars), dtype=np.int64)  # a word is a character or more
         text_word_ends = np.empty(len(marked), dtype=np.int64)
         words = _cut_marked(chars, text_ends, cut, ord(mark), word_ends, text_word_ends)

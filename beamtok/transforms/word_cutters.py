@@ -68,8 +68,8 @@ the map holds it, else each character), an ASCII text's graphemes are its charac
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from beamtok.base.errors import ConfigError
 from beamtok.transforms.tokenizer_parts import steps_of
@@ -159,13 +159,40 @@ class StringSteps:
         return text
 
 
+class SpaceMarking(NamedTuple):
+    """How ``Metaspace`` marks a normalized text: each space becomes ``mark``, and with
+    ``first`` the mark is put before a text that does not then start with it (an empty text
+    stays empty)."""
+
+    mark: str
+    first: bool
+
+    @property
+    def code(self) -> int:
+        return ord(self.mark)
+
+    def firsts(self, texts: Sequence[str]) -> list[bool]:
+        """Whether each text gets the mark put first."""
+        mark = self.mark
+        return [bool(text) and text[0] != " " and text[0] != mark for text in texts]
+
+    def apply(self, text: str) -> str:
+        """``text`` marked, as a string."""
+        if not text:
+            return ""
+        marked = text.replace(" ", self.mark)
+        return self.mark + marked if self.first and not marked.startswith(self.mark) else marked
+
+
 class WordCutter:
     """Cuts a text into the words ``tokenizers`` would give its model. A cutter whose words
     are its ``marked`` text cut before marks says how (``native_cut``, ``mark``), so that a
-    compiled engine can cut the marked text itself."""
+    compiled engine can cut the marked text itself; where that text is the normalized one
+    marked by ``Metaspace`` alone, ``marking`` says so, and the engine marks it too."""
 
     native_cut: int | None = None
     mark = MARK
+    marking: SpaceMarking | None = None
 
     def __init__(self, reference: Any) -> None:
         self.normalizer = reference.normalizer
@@ -222,6 +249,7 @@ class MetaspaceWords(WordCutter):
         super().__init__(reference)
         self.replacement = self.mark = replacement
         self.prepend = prepend
+        self.marking: SpaceMarking = SpaceMarking(replacement, prepend)
         mark = re.escape(replacement)
         if split:  # before every mark
             self.cut = re.compile(f"{mark}[^{mark}]*|[^{mark}]+").findall
@@ -234,13 +262,7 @@ class MetaspaceWords(WordCutter):
         return self.cut(self.marked(text))
 
     def marked(self, text: str) -> str:
-        normalized = self.normalized(text)
-        if not normalized:
-            return ""
-        marked = normalized.replace(" ", self.replacement)
-        if self.prepend and not marked.startswith(self.replacement):
-            marked = self.replacement + marked
-        return marked
+        return self.marking.apply(self.normalized(text))
 
 
 class WhitespaceMetaspaceWords(WordCutter):
