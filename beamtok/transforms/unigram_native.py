@@ -34,10 +34,11 @@ import numpy as np
 
 from beamtok.transforms.compiled_tables import (
     CodePointBuffer,
+    KeptArray,
     Trie,
+    Workspaces,
     byte_token_ids,
     child,
-    code_points,
     compiled,
     put_byte_ids,
     word_end,
@@ -189,40 +190,39 @@ class NativeUnigram:
         last_id = {token: i for i, (token, _) in enumerate(vocab)}
         self.byte_ids = byte_token_ids(last_id, bool(model.get("byte_fallback")))
         self.trie = Trie([token for token, _ in vocab])
-
-    def _segmented(self, chars: np.ndarray, word_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The words' ids, one word after another, and how many each has (-1: ask the model)."""
-        per_char = 4 if self.byte_ids.max() >= 0 else 1  # a piece is a character or more, or a byte of one
-        ids = np.empty(per_char * len(chars), dtype=np.int32)
-        counts = np.empty(len(word_ends), dtype=np.int64)
-        _segment(chars, word_ends, self.trie.keys, self.trie.children, self.trie.shift, self.trie.token_at, self.scores, self.unk_id, self.unk_score, self.byte_ids, ids, counts)
-        return ids, counts
+        self._workspaces = Workspaces(_Buffers)
 
     def encode(self, texts_words: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Each text's ids (a text given as its words); a text with a word the model must be
         asked about (an unknown character and no unknown id) goes to ``ask_model``."""
         words = list(chain.from_iterable(texts_words))
-        chars, word_ends = code_points(words)
         text_word_ends = np.cumsum(np.fromiter(map(len, texts_words), dtype=np.int64, count=len(texts_words)))
-        out = self._texts_ids(chars, word_ends, text_word_ends)
+        with self._workspaces.one() as buffers:
+            chars, word_ends = buffers.chars.fill(words)
+            out = self._texts_ids(chars, word_ends, text_word_ends, buffers)
         return [ids if ids is not None else self.ask_model(texts_words[i]) for i, ids in enumerate(out)]
 
     def encode_marked(self, marked: Sequence[str], cut: int, mark: str, marking: SpaceMarking | None = None) -> list[np.ndarray | None]:
         """Each marked text's ids (or normalized text's, for ``marking`` to mark), its words
         cut as ``cut`` says (``word_cutters``' ``native_cut``) before ``mark``; None for a text
         with a word the model must be asked about."""
-        chars, text_ends = code_points(marked) if marking is None else CodePointBuffer().fill(marked, marking)
-        word_ends = np.empty(len(chars), dtype=np.int64)  # a word is a character or more
-        text_word_ends = np.empty(len(marked), dtype=np.int64)
-        words = _cut_marked(chars, text_ends, cut, ord(mark), word_ends, text_word_ends)
-        return self._texts_ids(chars, word_ends[:words], text_word_ends)
+        with self._workspaces.one() as buffers:
+            chars, text_ends = buffers.chars.fill(marked, marking)
+            word_ends = buffers.word_ends.room(len(chars))  # a word is a character or more
+            text_word_ends = np.empty(len(marked), dtype=np.int64)
+            words = _cut_marked(chars, text_ends, cut, ord(mark), word_ends, text_word_ends)
+            return self._texts_ids(chars, word_ends[:words], text_word_ends, buffers)
 
-    def _texts_ids(self, chars: np.ndarray, word_ends: np.ndarray, text_word_ends: np.ndarray) -> list[np.ndarray | None]:
-        """Each text's ids (its words end where ``text_word_ends`` says), None for a text with
-        a word the model must be asked about."""
-        ids, counts = self._segmented(chars, word_ends)
+    def _texts_ids(self, chars: np.ndarray, word_ends: np.ndarray, text_word_ends: np.ndarray, buffers: _Buffers) -> list[np.ndarray | None]:
+        """Each text's ids (its words end where ``text_word_ends`` says; the ids copied out of
+        ``buffers``), None for a text with a word the model must be asked about."""
+        per_char = 4 if self.byte_ids.max() >= 0 else 1  # a piece is a character or more, or a byte of one
+        written = buffers.ids.room(per_char * len(chars))
+        counts = np.empty(len(word_ends), dtype=np.int64)
+        _segment(chars, word_ends, self.trie.keys, self.trie.children, self.trie.shift, self.trie.token_at, self.scores, self.unk_id, self.unk_score, self.byte_ids, written, counts)
         asked = counts < 0
         id_ends = np.concatenate(([0], np.cumsum(np.where(asked, 0, counts))))
+        ids = written[: int(id_ends[-1])].copy()
         word_bounds = np.concatenate(([0], text_word_ends))
         out: list[np.ndarray | None] = [ids[a:b] for a, b in pairwise(id_ends[word_bounds].tolist())]
         if asked.any():
@@ -230,3 +230,15 @@ class NativeUnigram:
                 if asked[first:last].any():
                     out[i] = None
         return out
+
+
+class _Buffers:
+    """What one call at a time writes into, kept from call to call (``compiled_tables.Workspaces``:
+    the kernels run without the GIL): the texts' code points, where their words end, and the
+    ids before they are copied out. Fresh arrays each call faulted in ~8,400 pages a pass over
+    the code benchmark corpus under T5's model."""
+
+    def __init__(self) -> None:
+        self.chars = CodePointBuffer()
+        self.word_ends = KeptArray(np.int64)
+        self.ids = KeptArray(np.int32)
