@@ -399,6 +399,9 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
         "pipeline_tokens_per_s": pipeline_rates,
         "ratio": statistics.median(p / e for p, e in zip(pipeline_rates, engine_rates)),
         "tokens_per_s": statistics.median(pipeline_rates),  # the pipeline's, over its passes
+        # what a token costs in the engine, and in the pipeline outside it (reading, parsing, packing, batching)
+        "engine_ns_per_token": statistics.median(1e9 / e for e in engine_rates),
+        "outside_engine_ns_per_token": statistics.median(1e9 / p - 1e9 / e for p, e in zip(pipeline_rates, engine_rates)),
     }
 
 
@@ -530,7 +533,12 @@ def measure_kind(
     kept = {k: v for k, v in ratios.items() if v is not None}
     for key, value in kept.items():
         print(f"  {key:<72} {value:6.2f}x")
-    return {"engine": engine, "tokens_per_s": rates, "ratios": kept, "runs": runs}
+    result = {"engine": engine, "tokens_per_s": rates, "ratios": kept, "runs": runs}
+    if runs[PAIRED]:
+        ns = {what: statistics.median(r[f"{what}_ns_per_token"] for r in runs[PAIRED]) for what in ("engine", "outside_engine")}
+        print(f"  {'ns a token, one process: in the engine / outside it':<72} {ns['engine']:5.1f} / {ns['outside_engine']:4.1f}")
+        result["ns_per_token"] = ns
+    return result
 
 
 SCALING = {  # what each scaling run is: (workers, open shards)
