@@ -49,7 +49,7 @@ def test_texts_longer_than_a_piece_are_marked_across_the_pieces():
 def test_marking_puts_the_mark_first_only_where_the_marked_text_lacks_it():
     marking = SpaceMarking(MARK, True)
     assert [marking.apply(t) for t in ["", " a", "▁a", "a b"]] == ["", "▁a", "▁a", "▁a▁b"]
-    assert marking.firsts(["", " a", "▁a", "a b"]) == [False, False, False, True]
+    assert marking.marks_first(["", " a", "▁a", "a b"]) == [False, False, False, True]
     assert SpaceMarking(MARK, False).apply("a b ") == "a▁b▁"
 
 

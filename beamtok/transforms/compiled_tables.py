@@ -106,15 +106,15 @@ class CodePointBuffer:
         each text ends, as :func:`code_points` gives them; with ``marking``, those of the
         texts marked by it."""
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-        firsts = marking.firsts(texts) if marking is not None and marking.first else None
+        mark_first = marking.marks_first(texts) if marking is not None and marking.first else None
         code = marking.code if marking is not None else 0
-        if firsts is not None:
-            lengths += np.fromiter(firsts, dtype=np.int64, count=len(texts))
+        if mark_first is not None:
+            lengths += np.fromiter(mark_first, dtype=np.int64, count=len(texts))
         ends = np.cumsum(lengths)
         buffer = self._kept.room(int(ends[-1]) if len(ends) else 0)
         piece, at = self.PIECE, 0
         for i, text in enumerate(texts):
-            if firsts is not None and firsts[i]:
+            if mark_first is not None and mark_first[i]:
                 buffer[at] = code
                 at += 1
             n = len(text)

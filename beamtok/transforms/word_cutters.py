@@ -171,7 +171,7 @@ class SpaceMarking(NamedTuple):
     def code(self) -> int:
         return ord(self.mark)
 
-    def firsts(self, texts: Sequence[str]) -> list[bool]:
+    def marks_first(self, texts: Sequence[str]) -> list[bool]:
         """Whether each text gets the mark put first."""
         mark = self.mark
         return [bool(text) and text[0] != " " and text[0] != mark for text in texts]
