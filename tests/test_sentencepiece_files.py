@@ -125,18 +125,21 @@ def test_what_the_t5_cut_cannot_follow_is_refused_by_name(files, tmp_path, edit,
 ASCII = st.text(st.characters(max_codepoint=127), max_size=40) | st.lists(st.sampled_from(["\r", "\n", "\r\n", "\t", "\x00", "\x7f", "a", " "]), max_size=12).map("".join)
 
 
-@pytest.mark.parametrize("normalizer", ["t5's Precompiled", "NFKC"])
+@pytest.mark.parametrize("normalizer", ["t5's Precompiled", "NFKC", "BERT's"])
 def test_an_ascii_text_is_normalized_by_table_as_the_normalizer_does(files, normalizer):
     """Every ASCII character alone and ``\\r\\n`` (one grapheme, which T5's map makes one
-    space where its characters alone make two) decide an ASCII text's normalization."""
+    space where its characters alone make two) decide an ASCII text's normalization; the
+    table is applied as bytes where each character becomes one character or none (all three
+    here), and not at all where nothing changes (NFKC)."""
     from tokenizers import normalizers
 
     from beamtok.transforms.word_cutters import AsciiTable
 
-    ref = reference(files["t5"]).normalizer if normalizer != "NFKC" else normalizers.NFKC()
-    assert AsciiTable.takes(ref)
+    ref = {"NFKC": normalizers.NFKC(), "BERT's": normalizers.BertNormalizer(lowercase=True)}.get(normalizer) or reference(files["t5"]).normalizer
+    assert AsciiTable.takes(ref) == (normalizer != "BERT's")  # BERT's is taken by its own cutter and kitoken's ASCII path
     table = AsciiTable(ref)
-    if normalizer != "NFKC":
+    assert table.byte_table is not None and table.unchanged == (normalizer == "NFKC")
+    if normalizer == "t5's Precompiled":
         assert table.crlf == " " and ref.normalize_str("\r") + ref.normalize_str("\n") == "  "
 
     @settings(max_examples=300, deadline=None, derandomize=True)

@@ -106,14 +106,36 @@ WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205
 
 class AsciiTable:
     """What a normalizer that maps ASCII character by character (see the module docstring)
-    makes of an ASCII text, without calling it."""
+    makes of an ASCII text, without calling it. Where it changes nothing, the text itself;
+    where each character becomes one ASCII character or none (NFKC, T5's map, BERT's), the
+    text's bytes through ``bytes.translate``: ``str.translate`` with a dict looked each
+    character up (3.8 ns a character for NFKC's empty table, 7.3 for T5's map, on the code
+    benchmark corpus, a fifth of T5's engine)."""
 
     def __init__(self, normalizer: Any) -> None:
         changed = {c: normalizer.normalize_str(chr(c)) for c in range(128)}
         self.table = {c: to for c, to in changed.items() if to != chr(c)}
         self.crlf = normalizer.normalize_str("\r\n")
+        self.unchanged = not self.table and self.crlf == "\r\n"
+        self.byte_table: bytes | None = None
+        if all(len(to) <= 1 and to.isascii() for to in self.table.values()) and self.crlf.isascii():
+            table = bytearray(range(256))
+            for c, to in self.table.items():
+                if to:
+                    table[c] = ord(to)
+            self.byte_table = bytes(table)
+            self.byte_deleted = bytes(c for c, to in self.table.items() if not to)
+            self.byte_crlf = self.crlf.encode("ascii")
 
     def __call__(self, text: str) -> str:
+        if self.unchanged:
+            return text
+        if self.byte_table is not None:
+            data = text.encode("ascii")
+            if b"\r\n" not in data:
+                return data.translate(self.byte_table, self.byte_deleted).decode("ascii")
+            parts = (part.translate(self.byte_table, self.byte_deleted) for part in data.split(b"\r\n"))
+            return self.byte_crlf.join(parts).decode("ascii")
         if "\r\n" not in text:
             return text.translate(self.table)
         return self.crlf.join(part.translate(self.table) for part in text.split("\r\n"))
