@@ -125,6 +125,42 @@ def test_what_the_t5_cut_cannot_follow_is_refused_by_name(files, tmp_path, edit,
 ASCII = st.text(st.characters(max_codepoint=127), max_size=40) | st.lists(st.sampled_from(["\r", "\n", "\r\n", "\t", "\x00", "\x7f", "a", " "]), max_size=12).map("".join)
 
 
+MIXED_PIECES = ["a b", "\r", "\n", "\r\n", "\t", "\x00", " ", "é", "e\u0301", "\u0301", "ﬁ", "①", "Ａ", "語", "😀", "\u2028", "\x85", "ß", "\u3000", "\u200b"]
+MIXED = st.lists(st.sampled_from(MIXED_PIECES) | st.text(st.characters(max_codepoint=127), max_size=8), max_size=16).map("".join)
+
+
+@pytest.mark.parametrize("normalizer", ["t5's Precompiled", "NFKC", "NFKD", "NFC"])
+def test_a_text_past_ascii_is_normalized_line_by_line_as_the_normalizer_does(files, normalizer):
+    """A text holding characters past ASCII: its lines holding one by the normalizer, the
+    others by the table, joined, give what the normalizer gives the whole text (combining
+    marks at a line's start, ``\\r\\n`` at a line's end, compatibility forms, runs of such
+    lines); and the normalizer is called on those lines only."""
+    from tokenizers import normalizers
+
+    from beamtok.transforms.word_cutters import AsciiTable
+
+    ref = getattr(normalizers, normalizer)() if normalizer.startswith("NF") else reference(files["t5"]).normalizer
+    table = AsciiTable(ref)
+    seen: list[str] = []
+
+    def normalize(part: str) -> str:
+        seen.append(part)
+        return ref.normalize_str(part)
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(MIXED)
+    def same(text: str) -> None:
+        seen.clear()
+        assert table.mixed(text, normalize) == ref.normalize_str(text), text
+        assert all(not line.isascii() for part in seen for line in part.split("\n") if line)
+
+    same()
+    long = "x = 1\n" * 1000 + "café\n" + "y = 2\r\n" * 1000 + "naïve\nﬁ\n" + "z\n" * 10
+    seen.clear()
+    assert table.mixed(long, normalize) == ref.normalize_str(long)
+    assert seen == ["café\n", "naïve\nﬁ\n"]
+
+
 @pytest.mark.parametrize("normalizer", ["t5's Precompiled", "NFKC", "BERT's"])
 def test_an_ascii_text_is_normalized_by_table_as_the_normalizer_does(files, normalizer):
     """Every ASCII character alone and ``\\r\\n`` (one grapheme, which T5's map makes one

@@ -96,6 +96,7 @@ ASCII_WORDS = re.compile(r"[^\t\n\x0b\x0c\r !-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
 MARK = "\u2581"  # ▁
 SPANNING = re.compile(f"[^{MARK}]{MARK}")  # another character followed by ▁
 INFORMATION_SEPARATORS = re.compile("[\x1c-\x1f]")  # whitespace to str.split(), not to Rust
+NON_ASCII = re.compile("[^\x00-\x7f]")
 # how a compiled engine cuts a marked text into words (``WordCutter.native_cut``)
 CUT_BEFORE_EVERY_MARK = 0
 CUT_BEFORE_MARK_AFTER_OTHER = 1
@@ -139,6 +140,32 @@ class AsciiTable:
         if "\r\n" not in text:
             return text.translate(self.table)
         return self.crlf.join(part.translate(self.table) for part in text.split("\r\n"))
+
+    def mixed(self, text: str, normalize: Callable[[str], str]) -> str:
+        """A text that is not all ASCII, normalized: the lines holding a character past
+        ASCII (runs of such lines at once) by ``normalize`` (the file's own, ~30 ns a
+        character called from Python), the rest by the table. Exact for the normalizers
+        ``takes``: a line starts after a newline, where ``Precompiled``'s graphemes always
+        break (``\\r\\n`` stays whole inside a line's end) and where a normal form's
+        composition and reordering cannot reach across (a newline is a starter that composes
+        with nothing)."""
+        parts: list[str] = []
+        done = 0  # the text before this is normalized
+        found = NON_ASCII.search(text)
+        while found is not None:
+            start = text.rfind("\n", done, found.start()) + 1 or done
+            end = text.find("\n", found.end()) + 1 or len(text)
+            found = NON_ASCII.search(text, end) if end < len(text) else None
+            while found is not None and text.find("\n", end, found.start()) < 0:  # the next line holds one too
+                end = text.find("\n", found.end()) + 1 or len(text)
+                found = NON_ASCII.search(text, end) if end < len(text) else None
+            if start > done:
+                parts.append(self(text[done:start]))
+            parts.append(normalize(text[start:end]))
+            done = end
+        if done < len(text):
+            parts.append(self(text[done:]))
+        return "".join(parts)
 
     @staticmethod
     def takes(normalizer: Any) -> bool:
@@ -224,8 +251,8 @@ class WordCutter:
     def normalized(self, text: str) -> str:
         if self.string_steps is not None:
             return self.string_steps(text)
-        if self.ascii is not None and text.isascii():
-            return self.ascii(text)
+        if self.ascii is not None:
+            return self.ascii(text) if text.isascii() else self.ascii.mixed(text, self.normalizer.normalize_str)
         return self.normalizer.normalize_str(text) if self.normalizer is not None else text
 
     def words(self, text: str) -> list[str]:
