@@ -10,7 +10,11 @@ Unicode normal forms is mapped by a table of what the normalizer makes of each A
 alone (``AsciiTable``): ``Precompiled`` maps each grapheme on its own (the whole grapheme if
 the map holds it, else each character), an ASCII text's graphemes are its characters but for
 ``\r\n``, which is one, and a normal form leaves ASCII as it is; so the text is cut at
-``\r\n``, its parts translated and joined by what the normalizer makes of ``\r\n``.
+``\r\n``, its parts translated and joined by what the normalizer makes of ``\r\n``. A text
+that is not all ASCII is normalized line by line (``AsciiTable.mixed``): its ASCII lines by
+the table, the others by the file's normalizer, since a line starts after a newline, where a
+grapheme always ends and a normal form's composition and reordering stop (a newline is a
+starter that composes with nothing).
 
 - :class:`BertWords` (``BertPreTokenizer``). On an ASCII string it cuts at whitespace (tab,
   newline, vertical tab, form feed, carriage return, space: Rust's ``char::is_whitespace`` on
