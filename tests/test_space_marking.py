@@ -13,18 +13,25 @@ from hypothesis import strategies as st
 from beamtok.transforms.bpe_native import NativeBPE
 from beamtok.transforms.compiled_tables import CodePointBuffer, code_points
 from beamtok.transforms.unigram_native import NativeUnigram
-from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, SpaceMarking
+from beamtok.transforms.word_cutters import (
+    CUT_BEFORE_EVERY_MARK,
+    CUT_BEFORE_MARK_AFTER_OTHER,
+    WHITE_SPACE_WORDS,
+    SpaceMarking,
+    WhitespaceMetaspaceWords,
+    WordsMarking,
+)
 
 MARK = "\u2581"
 TEXTS = st.lists(st.text(" ab▁é😀\n", max_size=30), max_size=6)
 
 
-def filled(buffer: CodePointBuffer, texts: list[str], marking: SpaceMarking) -> tuple[list[int], list[int]]:
+def filled(buffer: CodePointBuffer, texts: list[str], marking: SpaceMarking | WordsMarking) -> tuple[list[int], list[int]]:
     chars, ends = buffer.fill(texts, marking)
     return chars[: int(ends[-1]) if len(ends) else 0].tolist(), ends.tolist()
 
 
-def marked_by_strings(texts: list[str], marking: SpaceMarking) -> tuple[list[int], list[int]]:
+def marked_by_strings(texts: list[str], marking: SpaceMarking | WordsMarking) -> tuple[list[int], list[int]]:
     chars, ends = code_points([marking.apply(text) for text in texts])
     return chars.tolist(), ends.tolist()
 
@@ -71,4 +78,35 @@ def test_compiled_engines_give_the_same_ids_marking_strings_or_code_points(texts
     unigram = NativeUnigram({"type": "Unigram", "vocab": pieces, "unk_id": 0, "byte_fallback": False}, lambda words: np.zeros(0, np.int32))
     got = unigram.encode_marked(texts, cut, MARK, marking)
     want = unigram.encode_marked(marked, cut, MARK)
+    assert [None if ids is None else ids.tolist() for ids in got] == [None if ids is None else ids.tolist() for ids in want]
+
+
+WHITE = " \t\n\r\x0b\x0c\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\x1c\x1f\u200b"  # and four that are not White_Space
+WORDS_TEXTS = st.lists(st.text(WHITE + "ab▁é😀", max_size=30), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(WORDS_TEXTS, WORDS_TEXTS)
+def test_words_marked_in_the_buffer_are_those_of_the_strings_and_of_the_cutter(first_batch, second_batch):
+    """T5's marking (``WhitespaceSplit``, then each word behind a mark): the buffer's code
+    points are the marked strings', which are what the cutter's own string operations give
+    (Python's ``split()`` and Unicode White_Space part at U+001C to U+001F)."""
+    marking = WordsMarking(MARK)
+    cutter = WhitespaceMetaspaceWords.__new__(WhitespaceMetaspaceWords)  # its string marking alone, no file
+    cutter.string_steps, cutter.ascii, cutter.normalizer = None, None, None
+    cutter.replacement, cutter.prepend, cutter.parts = MARK, True, WHITE_SPACE_WORDS
+    buffer = CodePointBuffer()
+    for texts in (first_batch, second_batch):
+        assert [cutter.marked(t) for t in texts] == [marking.apply(t) for t in texts]
+        assert filled(buffer, texts, marking) == marked_by_strings(texts, marking)
+
+
+@settings(max_examples=100, deadline=None)
+@given(WORDS_TEXTS.filter(bool))
+def test_unigram_gives_the_same_ids_marking_words_as_strings_or_code_points(texts):
+    marking = WordsMarking(MARK)
+    pieces = [["<unk>", 0.0], ["a", -1.0], ["b", -1.5], [MARK, -2.0], [MARK + "a", -1.2], ["é", -3.0]]
+    unigram = NativeUnigram({"type": "Unigram", "vocab": pieces, "unk_id": 0, "byte_fallback": False}, lambda words: np.zeros(0, np.int32))
+    got = unigram.encode_marked(texts, CUT_BEFORE_EVERY_MARK, MARK, marking)
+    want = unigram.encode_marked([marking.apply(t) for t in texts], CUT_BEFORE_EVERY_MARK, MARK)
     assert [None if ids is None else ids.tolist() for ids in got] == [None if ids is None else ids.tolist() for ids in want]

@@ -46,7 +46,7 @@ from beamtok.transforms.compiled_tables import (
     put_byte_ids,
     word_end,
 )
-from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT, SpaceMarking
+from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT, Marking
 
 __all__ = ["NativeBPE"]
 
@@ -426,7 +426,7 @@ class NativeBPE:
         """The word cache (of the workspace calls use unless another thread is in it)."""
         return self._workspaces.shared.cache
 
-    def encode(self, marked: Sequence[str], marking: SpaceMarking | None = None) -> list[np.ndarray | None]:
+    def encode(self, marked: Sequence[str], marking: Marking | None = None) -> list[np.ndarray | None]:
         """Each text's ids (a text normalized and marked, as the pre-tokenizer sees it, or
         normalized only, for ``marking`` to mark); None for a text the file itself must encode
         (a word needs an unknown token the vocabulary lacks: ``tokenizers`` raises)."""

@@ -38,7 +38,7 @@ import numpy as np
 from beamtok.base.errors import ConfigError
 from beamtok.transforms.exact_encoder import EMPTY, ExactEncoder, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
-from beamtok.transforms.word_cutters import SpaceMarking, cutter_for
+from beamtok.transforms.word_cutters import Marking, cutter_for
 
 if TYPE_CHECKING:
     from beamtok.transforms.bpe_native import NativeBPE
@@ -129,7 +129,7 @@ class CachedWordsEncoder(ExactEncoder):
         compiled_unigram = self._native_model(model)
         self._words: WordCache | NativeUnigram = compiled_unigram or WordCache(self.reference.model)
         # the compiled engine that cuts marked texts itself (their words are cut before marks), if any
-        self._encode_marked: Callable[[list[str], SpaceMarking | None], list[np.ndarray | None]] | None = None
+        self._encode_marked: Callable[[list[str], Marking | None], list[np.ndarray | None]] | None = None
         if compiled_bpe is not None:
             self._encode_marked = compiled_bpe.encode
         elif compiled_unigram is not None and (cut := self._cutter.native_cut) is not None:

@@ -43,7 +43,7 @@ from beamtok.transforms.compiled_tables import (
     put_byte_ids,
     word_end,
 )
-from beamtok.transforms.word_cutters import SpaceMarking
+from beamtok.transforms.word_cutters import Marking
 
 __all__ = ["NativeUnigram"]
 
@@ -202,7 +202,7 @@ class NativeUnigram:
             out = self._texts_ids(chars, word_ends, text_word_ends, buffers)
         return [ids if ids is not None else self.ask_model(texts_words[i]) for i, ids in enumerate(out)]
 
-    def encode_marked(self, marked: Sequence[str], cut: int, mark: str, marking: SpaceMarking | None = None) -> list[np.ndarray | None]:
+    def encode_marked(self, marked: Sequence[str], cut: int, mark: str, marking: Marking | None = None) -> list[np.ndarray | None]:
         """Each marked text's ids (or normalized text's, for ``marking`` to mark), its words
         cut as ``cut`` says (``word_cutters``' ``native_cut``) before ``mark``; None for a text
         with a word the model must be asked about."""
