@@ -6,7 +6,9 @@ the end. Each rank writes the provenance of what it read to ``ROOT/rows-KIND-PHA
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,17 @@ def provenance(batch: dict[str, Any]) -> list[list[int]]:
 
 
 def main() -> None:
+    dist.init_process_group("gloo")
+    run(parse_args())
+    # The model, its FSDP mesh and the loaders are freed (run returned) before the process group,
+    # with gloo's threads idle: at interpreter exit instead, a gloo thread that still frees the
+    # last all-gather's tensors needs the GIL and is torn down ("terminate called without an
+    # active exception", SIGABRT: a core dump shows ~AsyncAllgatherCoalescedWork on that thread)
+    gc.collect()
+    dist.destroy_process_group()
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True)
     parser.add_argument("--tokenizer", required=True)
@@ -69,9 +82,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="batches each rank reads before saving")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--fsdp", action="store_true")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> None:
     root = Path(args.root)
-    dist.init_process_group("gloo")
     rank = dist.get_rank()
 
     torch.manual_seed(0)
@@ -106,7 +121,8 @@ def main() -> None:
         full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in get_model_state_dict(model).items()}
         if rank == 0:
             (root / f"weights-{kind}-{args.phase}.json").write_text(json.dumps({k: v.tolist() for k, v in full.items()}))
-    dist.destroy_process_group()
+    dist.barrier()
+    time.sleep(0.2)  # gloo's threads free the last collectives' work objects, which takes the GIL
 
 
 if __name__ == "__main__":
