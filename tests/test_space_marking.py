@@ -89,15 +89,16 @@ WORDS_TEXTS = st.lists(st.text(WHITE + "ab▁é😀", max_size=30), max_size=6)
 @given(WORDS_TEXTS, WORDS_TEXTS)
 def test_words_marked_in_the_buffer_are_those_of_the_strings_and_of_the_cutter(first_batch, second_batch):
     """T5's marking (``WhitespaceSplit``, then each word behind a mark): the buffer's code
-    points are the marked strings', which are what the cutter's own string operations give
-    (Python's ``split()`` and Unicode White_Space part at U+001C to U+001F)."""
+    points are the marked strings', which the cutter's string operations give (Python's
+    ``split()``, with U+001C to U+001F, that it cuts at and Rust does not, set apart) as the
+    words cut by Unicode White_Space, each behind a mark, give them."""
     marking = WordsMarking(MARK)
     cutter = WhitespaceMetaspaceWords.__new__(WhitespaceMetaspaceWords)  # its string marking alone, no file
-    cutter.string_steps, cutter.ascii, cutter.normalizer = None, None, None
-    cutter.replacement, cutter.prepend, cutter.parts = MARK, True, WHITE_SPACE_WORDS
+    cutter.string_steps, cutter.ascii, cutter.normalizer, cutter.marking = None, None, None, marking
     buffer = CodePointBuffer()
     for texts in (first_batch, second_batch):
-        assert [cutter.marked(t) for t in texts] == [marking.apply(t) for t in texts]
+        by_words = ["".join(w if w.startswith(MARK) else MARK + w for w in WHITE_SPACE_WORDS(t)) for t in texts]
+        assert [cutter.marked(t) for t in texts] == [marking.apply(t) for t in texts] == by_words
         assert filled(buffer, texts, marking) == marked_by_strings(texts, marking)
 
 

@@ -110,6 +110,12 @@ WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205
 WHITE_SPACE_WORDS = re.compile(f"[^{WHITE_SPACE}]+").findall
 
 
+def white_space_parts(text: str) -> list[str]:
+    """``WhitespaceSplit``'s parts of ``text``: ``str.split()`` (4x faster than the regex) where
+    the text holds none of U+001C to U+001F, which it cuts at and Rust does not."""
+    return WHITE_SPACE_WORDS(text) if INFORMATION_SEPARATORS.search(text) else text.split()
+
+
 class AsciiTable:
     """What a normalizer that maps ASCII character by character (see the module docstring)
     makes of an ASCII text, without calling it. Where it changes nothing, the text itself;
@@ -250,9 +256,13 @@ class WordsMarking(NamedTuple):
         return ord(self.mark)
 
     def apply(self, text: str) -> str:
-        """``text`` marked, as a string."""
+        """``text`` marked, as a string: the words joined by spaces, then every space before a
+        mark dropped and every other one made a mark (one pass of string operations)."""
+        words = white_space_parts(text)
+        if not words:
+            return ""
         mark = self.mark
-        return "".join(word if word.startswith(mark) else mark + word for word in WHITE_SPACE_WORDS(text))
+        return (" " + " ".join(words)).replace(" " + mark, mark).replace(" ", mark)
 
 
 Marking = SpaceMarking | WordsMarking
@@ -353,7 +363,6 @@ class WhitespaceMetaspaceWords(WordCutter):
         self.replacement = self.mark = replacement
         self.prepend = prepend
         self.cut = re.compile(f"{mark}[^ {mark}]*" if prepend else f"[^ {mark}]+|{mark}[^ {mark}]*").findall
-        self.parts = WHITE_SPACE_WORDS
         if prepend:  # the joined parts hold no space and start with a mark: cut before every mark
             self.native_cut = CUT_BEFORE_EVERY_MARK
             self.marking = WordsMarking(replacement)
@@ -365,14 +374,9 @@ class WhitespaceMetaspaceWords(WordCutter):
         """The parts joined, by spaces, or each behind its mark where ``prepend`` (then
         ``native_cut`` is set: the cut is before every mark)."""
         normalized = self.normalized(text)
-        parts = self.parts(normalized) if INFORMATION_SEPARATORS.search(normalized) else normalized.split()
-        if not parts:
-            return ""
-        joined = " ".join(parts)
-        if self.prepend:  # every part gets the mark in front unless it starts with it
-            mark = self.replacement
-            joined = (" " + joined).replace(" " + mark, mark).replace(" ", mark)
-        return joined
+        if self.marking is not None:
+            return self.marking.apply(normalized)
+        return " ".join(white_space_parts(normalized))
 
 
 class SpaceMarkWords(WordCutter):
