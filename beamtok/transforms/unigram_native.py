@@ -189,6 +189,7 @@ class NativeUnigram:
         self.unk_score = float(self.scores.min()) - UNKNOWN_PENALTY
         last_id = {token: i for i, (token, _) in enumerate(vocab)}
         self.byte_ids = byte_token_ids(last_id, bool(model.get("byte_fallback")))
+        self._ids_per_char = 4 if self.byte_ids.max() >= 0 else 1  # a piece is a character or more, or a byte of one
         self.trie = Trie([token for token, _ in vocab])
         self._workspaces = Workspaces(_Buffers)
 
@@ -216,8 +217,7 @@ class NativeUnigram:
     def _texts_ids(self, chars: np.ndarray, word_ends: np.ndarray, text_word_ends: np.ndarray, buffers: _Buffers) -> list[np.ndarray | None]:
         """Each text's ids (its words end where ``text_word_ends`` says; the ids copied out of
         ``buffers``), None for a text with a word the model must be asked about."""
-        per_char = 4 if self.byte_ids.max() >= 0 else 1  # a piece is a character or more, or a byte of one
-        written = buffers.ids.room(per_char * len(chars))
+        written = buffers.ids.room(self._ids_per_char * len(chars))
         counts = np.empty(len(word_ends), dtype=np.int64)
         _segment(chars, word_ends, self.trie.keys, self.trie.children, self.trie.shift, self.trie.token_at, self.scores, self.unk_id, self.unk_score, self.byte_ids, written, counts)
         asked = counts < 0
