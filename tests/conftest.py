@@ -279,6 +279,26 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
+def modules_blocked(*names: str) -> Iterator[None]:
+    """Importing ``names`` fails inside the block (as where they are not installed); only
+    those entries of ``sys.modules`` are put back after it. ``mock.patch.dict(sys.modules)``
+    puts the whole dict back, dropping what the block imported (numba's registries on a first
+    compile, numpy.fft): imported again later, they fail ("duplicate registration", "cannot
+    load module more than once per process"), as ``make test-fast`` did."""
+    missing = object()
+    before = {name: sys.modules.get(name, missing) for name in names}
+    sys.modules.update(dict.fromkeys(names))
+    try:
+        yield
+    finally:
+        for name, module in before.items():
+            if module is missing:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
 def portable_job_service() -> Iterator[str]:
     """Beam's local job service in its own process; yields its endpoint for PortableRunner."""
     port = free_port()

@@ -6,12 +6,12 @@ by name. The tokenizers are trained here with ``tokenizers`` on the shipped corp
 
 from __future__ import annotations
 
+import importlib
 import json
 import pickle
 import sys
 import sysconfig
 from pathlib import Path
-from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +22,7 @@ from beamtok.transforms import cached_words
 from beamtok.transforms.cached_words import CachedWordsEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 
-from conftest import CORPUS, assert_same_ids, on_threads, trained_family
+from conftest import CORPUS, assert_same_ids, modules_blocked, on_threads, trained_family
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
 
 NORMALIZERS = {
@@ -78,7 +78,7 @@ class CachedWords:
     def __init__(self, path: str | Path, family: str, compiled: bool = True) -> None:
         self.tok = load_tokenizer(str(path))
         self.backend = self.tok.backend
-        with mock.patch.dict(sys.modules, {} if compiled else dict.fromkeys(COMPILED)):
+        with modules_blocked(*(() if compiled else COMPILED)):
             self.engine = CachedWordsEncoder(self.tok.backend.to_str(), str(path), family, reference=self.tok.backend)
         assert self.engine.engine_name.startswith("beamtok compiled" if compiled and family != "WordPiece" else "beamtok cached words"), self.engine.engine_name
 
@@ -86,6 +86,22 @@ class CachedWords:
         if backend == "hf":
             return self.tok.encode_batch(texts, add_special_tokens, backend="hf")
         return self.engine.encode_batch(texts, add_special_tokens)
+
+
+def test_modules_blocked_for_a_build_come_back_and_what_it_imported_stays(tmp_path, monkeypatch):
+    """Building an engine as where numba is missing may import modules for the first time
+    (numba's registries, numpy.fft on a first compile): they stay imported after the block,
+    and the blocked modules are as they were (imported again, they would fail)."""
+    (tmp_path / "first_imported_in_the_block.py").write_text("VALUE = 1\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kept = {name: sys.modules.get(name) for name in COMPILED}
+    with modules_blocked(*COMPILED):
+        with pytest.raises(ImportError):
+            importlib.import_module(COMPILED[0])
+        importlib.import_module("first_imported_in_the_block")
+    assert "first_imported_in_the_block" in sys.modules
+    assert {name: sys.modules.get(name) for name in COMPILED} == kept
+    del sys.modules["first_imported_in_the_block"]
 
 
 FAMILY = {"wordpiece": "WordPiece", "unigram": "Unigram", "sp-bpe-metaspace": "SentencePiece-style BPE"}

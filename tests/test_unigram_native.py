@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -26,7 +25,7 @@ from beamtok.transforms.cached_words import CachedWordsEncoder
 from beamtok.transforms.tiktoken_backend import PROBES
 from beamtok.transforms.unigram_native import NativeUnigram
 
-from conftest import assert_same_ids, trained_family, wrong_on_threads
+from conftest import assert_same_ids, modules_blocked, trained_family, wrong_on_threads
 from test_fast_path_byte_level import shipped_texts
 from test_fast_path_cached_words import python_source
 
@@ -219,7 +218,7 @@ def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
     """As where numba is not installed: the engine caches words the file's model computes,
     and says what the ``unigram`` extra would give."""
     tok = load_tokenizer(str(unigram))
-    with mock.patch.dict(sys.modules, {"beamtok.transforms.unigram_native": None}):
+    with modules_blocked("beamtok.transforms.unigram_native"):
         encoder = CachedWordsEncoder(tok.backend.to_str(), "no numba", "Unigram", reference=tok.backend)
     assert encoder.engine_name == "beamtok cached words", encoder.engine_name
     assert "pip install 'beamtok[compiled]'" in encoder.native_refusal
