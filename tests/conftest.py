@@ -285,17 +285,10 @@ def modules_blocked(*names: str) -> Iterator[None]:
     puts the whole dict back, dropping what the block imported (numba's registries on a first
     compile, numpy.fft): imported again later, they fail ("duplicate registration", "cannot
     load module more than once per process"), as ``make test-fast`` did."""
-    missing = object()
-    before = {name: sys.modules.get(name, missing) for name in names}
-    sys.modules.update(dict.fromkeys(names))
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        for name in names:
+            patch.setitem(sys.modules, name, None)
         yield
-    finally:
-        for name, module in before.items():
-            if module is missing:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
