@@ -43,7 +43,6 @@ def main() -> None:
     parser.add_argument("--corpus", default="prose", choices=sorted(CORPORA), help="prose: the shipped documents; code: the standard library's .py files and docs")
     parser.add_argument("--out", default="engines.json")
     args = parser.parse_args()
-    import unicodedata
 
     from beamtok import load_tokenizer
 
@@ -66,7 +65,7 @@ def main() -> None:
         native = fast.engine_name if fast.native is not None else None
         if native is not None:  # kitoken (GPT-2's split) or bpe-openai (its own ranks), as checked at load
             engines[native] = fast.native.encode
-        ready = [unicodedata.normalize("NFC", t) for t in texts] if fast.nfc else texts
+        ready = texts if fast.normal_form is None else [fast.normal_form(t) for t in texts]
         reference = [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
         identical = {name: all(encode(t) == ids for t, ids in zip(ready, reference)) for name, encode in engines.items()}
         tokens = sum(map(len, reference))

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok.testing import assert_items_equal
+from beamtok.transforms.normal_forms import differing_points
 from beamtok.transforms.ranks import (
     CL100K_PATTERN,
     O200K_PATTERN,
@@ -259,6 +261,22 @@ def test_an_nfc_normalizer_is_applied_before_the_fast_path(tokenizer_dirs):
     assert [ids.tolist() for ids in fast.encode_batch(texts)] == [e.ids for e in reference.encode_batch_fast(texts)]
     plain = TiktokenEncoder(Path(tokenizer_dirs["cl100k"], "tokenizer.json").read_text(encoding="utf-8"), "plain")
     assert plain.encode_batch(["cafe\u0301"])[0].tolist() != fast.encode_batch(["cafe\u0301"])[0].tolist()
+
+
+def test_an_nfc_normalizer_is_applied_as_tokenizers_applies_it_where_pythons_unicode_differs(tokenizer_dirs):
+    """Python's ``unicodedata`` knows marks ``tokenizers``' older tables do not (U+0899, a
+    class-220 mark since Unicode 14): NFC reorders them in one and not the other, so a text
+    holding one is normalized by ``tokenizers`` itself (``normal_forms``). Each such point
+    between marks, inside a word and beside its like."""
+    differing = sorted(differing_points("NFC"))
+    if not differing:
+        pytest.skip("this Python's unicodedata and tokenizers normalize every code point alike")
+    spec_json = _edited(tokenizer_dirs["cl100k"], lambda s: s.__setitem__("normalizer", {"type": "NFC"}))
+    fast = TiktokenEncoder(spec_json, "nfc")
+    reference = RustTokenizer.from_str(spec_json)
+    texts = [form.format(chr(c)) for c in differing for form in ("\u0301{0}\u0334", "a{0}\u0316b", "x {0}{0}\u1dc4 y", "{0}")]
+    assert any(unicodedata.normalize("NFC", t) != reference.normalizer.normalize_str(t) for t in texts)  # what the test is about
+    assert [ids.tolist() for ids in fast.encode_batch(texts)] == [e.ids for e in reference.encode_batch_fast(texts)]
 
 
 def test_tiktoken_rank_files_are_read_or_refused_by_line(tmp_path):

@@ -5,7 +5,7 @@ tiktoken encodes several times faster than the Rust ``tokenizers`` library; for 
 pattern kitoken (``kitoken_engine``), and for cl100k and o200k themselves bpe-openai, encode
 faster still, behind the same checks and probes. It is exact for a
 Hugging Face tokenizer only when that tokenizer is plain byte-level BPE: no normalizer but
-NFC (applied here before encoding), a split pattern (the ByteLevel pre-tokenizer's own GPT-2
+NFC (applied here before encoding, as ``tokenizers`` makes it: ``normal_forms``), a split pattern (the ByteLevel pre-tokenizer's own GPT-2
 split, or a ``Split`` regex followed by ByteLevel without its own split), no prefix space, a
 BPE model whose merges tiktoken's rank order reproduces (below), no byte fallback, added
 tokens without strip options, and a post-processor that adds fixed tokens around a single
@@ -48,7 +48,6 @@ from __future__ import annotations
 import binascii
 import gzip
 import json
-import unicodedata
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,6 +60,7 @@ from beamtok.base.errors import ConfigError
 from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_engine import kitoken_engine
+from beamtok.transforms.normal_forms import ExactNormalForm
 from beamtok.transforms.split_patterns import as_oniguruma_reads_it, split_sample
 from beamtok.transforms.whole_numbers import WholeNumbers, keeps_numbers_whole
 
@@ -77,7 +77,7 @@ PROBES = (
     "", " ", "  ", "\t\t x", "a  b   c    d", "trailing   ", "\n\n\n", "\r\n\r\nx", " \n \n  \n", "line\n  indented\n\tTab",
     "1234567890 12 123 1234", "3.14159e-10, -42, +7, 1,000,000", "x²³ ½ ⅓ ٣٤٥ ໒໓",
     "中文字符和日本語のテキスト、한국어 텍스트。", "Ελληνικά Русский עברית العربية हिन्दी",
-    "emoji 😀👍🏽 👩‍👩‍👧‍👦 🏳️‍🌈 ❤️", "e\u0301 a\u0308 n\u0303 ü é", "\u200b\u200d\ufeff zero width", "ctrl \x00\x01\x1f\x7f end",
+    "emoji 😀👍🏽 👩‍👩‍👧‍👦 🏳️‍🌈 ❤️", "e\u0301 a\u0308 n\u0303 ü é", "a\u1dc4\u0899 \u0301\u1ac1\u0334 \u0301\U00010f46\u0334", "\u200b\u200d\ufeff zero width", "ctrl \x00\x01\x1f\x7f end",
     "don't I'LL we'Ve they'RE it's", "CamelCaseWordsAndALLCAPS snake_case kebab-case", "https://example.com/a?b=c&d=e#f",
     "<|endoftext|>inside<|endoftext|> text", "a" * 300, "ab" * 200 + "!", "  " * 40 + "x", "\u00a0\u2003\u3000 odd spaces",
     "def f(x):\n    return x ** 2  # comment\n", "para\n\nnext\n's x\t'd y \n'll\r\n\r\n're\u3000z\u2028w \u2008語 \u2008a\x85b", "{\"json\": [1, 2, {\"k\": null}]}",
@@ -122,7 +122,8 @@ class TiktokenEncoder(ExactEncoder):
             spec = orjson.loads(tokenizer_json)
         except orjson.JSONDecodeError:  # what orjson refuses (a lone surrogate escape) the standard library may read
             spec = json.loads(tokenizer_json)
-        pattern, self.nfc = self._check(spec, name)
+        pattern, nfc = self._check(spec, name)
+        self.normal_form = ExactNormalForm("NFC") if nfc else None
         try:
             pattern = as_oniguruma_reads_it(pattern)  # tiktoken's regex engine reads two spellings otherwise
         except ValueError as e:
@@ -216,7 +217,8 @@ class TiktokenEncoder(ExactEncoder):
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         # one thread, like one Rust tokenizer per core: parallelism comes from worker processes
-        batch = [unicodedata.normalize("NFC", t) for t in texts] if self.nfc else list(texts)
+        normal_form = self.normal_form
+        batch = list(texts) if normal_form is None else [normal_form(t) for t in texts]
         native = self.native
         encode = self.encoding.encode
         if native is None:  # text by text: encode_batch hands each text to a thread pool, ~6% slower here

@@ -1,0 +1,80 @@
+"""Unicode normal forms exactly as ``tokenizers`` makes them, mostly at the speed of Python's.
+
+``tokenizers`` normalizes with Unicode tables older than those of Python's ``unicodedata``
+(3.11 has Unicode 14.0, 3.12 15.0), and about a hundred code points differ between them:
+marks of Arabic Extended-B, Combining Diacritical Marks Extended and newer scripts carry a
+combining class in one and none in the other, or a decomposition (``"\\u1dc4\\u0899"``:
+Python puts the class-220 mark first, ``tokenizers`` keeps the order). Unicode's stability
+policy makes such code points the only place the two can differ: an assigned character's
+decomposition and combining class never change, and no new composite is made of characters
+that already existed, so a difference needs a character one of them does not know, or a
+new composite's parts.
+
+:func:`differing_points` finds them once a process by probing every code point in both:
+between U+0301 (class 230) and U+0334 (class 1), where any nonzero class reorders it, zero
+leaves it in place and a decomposition shows; and, for the forms that compose (NFC, NFKC),
+alone under NFD, where a canonical composite one side does not know shows: its parts join
+the set (composition is canonical in both forms, so a compatibility decomposition's parts,
+such as the digit of U+1FBF0, need not). It takes ~0.5 s a form here. :class:`ExactNormalForm` normalizes a text holding none of them with
+``unicodedata`` and one holding any with ``tokenizers`` itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections.abc import Callable
+from typing import Any, Literal
+
+__all__ = ["ExactNormalForm", "Form", "differing_points"]
+
+Form = Literal["NFC", "NFKC", "NFD", "NFKD"]
+COMPOSING = ("NFC", "NFKC")  # the forms that compose again (canonically) after decomposing
+BLOCK = 8192  # code points probed in one call
+
+
+@functools.cache
+def differing_points(form: Form) -> frozenset[int]:
+    """The code points near which ``unicodedata`` and ``tokenizers`` give other ``form`` results."""
+    from tokenizers import normalizers
+
+    found = _differing(getattr(normalizers, form)(), form, lambda c: f"\u0301{chr(c)}\u0334")
+    if form in COMPOSING:  # a canonical composite one of them does not know: its parts compose in the other only
+        parts_of = normalizers.NFD()
+        for c in _differing(parts_of, "NFD", chr):
+            found.add(c)
+            found.update(ord(p) for p in parts_of.normalize_str(chr(c)) + unicodedata.normalize("NFD", chr(c)))
+    return frozenset(found)
+
+
+def _differing(normalizer: Any, form: Form, probe: Callable[[int], str]) -> set[int]:
+    """The code points whose ``probe`` text the two normalize otherwise, probed a block at a time."""
+    found: set[int] = set()
+    points = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    for lo in range(0, len(points), BLOCK):
+        block = points[lo : lo + BLOCK]
+        probes = [probe(c) for c in block]
+        joined = "\0".join(probes)  # NUL is a starter no normal form touches or composes with
+        if normalizer.normalize_str(joined) != unicodedata.normalize(form, joined):
+            found.update(c for c, text in zip(block, probes) if normalizer.normalize_str(text) != unicodedata.normalize(form, text))
+    return found
+
+
+class ExactNormalForm:
+    """``form`` (NFC, NFKC, NFD or NFKD) of a text as ``tokenizers``' normalizer of it makes it."""
+
+    def __init__(self, form: Form) -> None:
+        from tokenizers import normalizers
+
+        self.form = form
+        self._reference = getattr(normalizers, form)().normalize_str
+        points = sorted(differing_points(form))
+        self._differs = re.compile("[" + "".join(re.escape(chr(c)) for c in points) + "]") if points else None
+
+    def __call__(self, text: str) -> str:
+        if text.isascii():  # every normal form leaves ASCII as it is
+            return text
+        if self._differs is not None and self._differs.search(text):
+            return str(self._reference(text))
+        return unicodedata.normalize(self.form, text)
