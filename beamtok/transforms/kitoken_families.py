@@ -38,7 +38,9 @@ Families:
   probe strings;
 - BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (or a ``Split`` that never
   cuts, Gemma's form as ``transformers`` 5 writes it: ``word_cutters.inert_split``; then the normalizers
-  ``Prepend``/``Replace`` do the SentencePiece spacing, as in Llama-2's and Mistral's files,
+  ``Prepend``/``Replace`` do the SentencePiece spacing, as in Llama-2's and Mistral's files
+  (not NFC or NFKC: kitoken makes those with Unicode tables of its own, which order or
+  decompose some recent marks otherwise than ``tokenizers``, see ``normal_forms``),
   and ``tokenizers`` sees the whole text as one word; so it does under a Metaspace that does
   not split, Llama-2's form as ``transformers`` writes it). Then kitoken is given the file
   with a ``Split`` pre-tokenizer added (after that Metaspace, where there is one) that cuts the normalized text before each ``▁``
@@ -236,7 +238,9 @@ class KitokenEncoder(ExactEncoder):
         if pre and pre.get("type") != "Metaspace" and not inert_split(spec):
             raise refuse(f"its pre-tokenizer is {pre.get('type')}, not Metaspace or none (nor a Split that never cuts)")
         for step in steps_of(spec, "normalizer"):
-            if step.get("type") not in ("Prepend", "Replace", "NFC", "NFKC"):
+            if step.get("type") in ("NFC", "NFKC"):  # kitoken's own Unicode tables, not tokenizers' (see normal_forms)
+                raise refuse(f"its normalizer has an {step['type']} step, which kitoken makes with other Unicode tables than tokenizers")
+            if step.get("type") not in ("Prepend", "Replace"):
                 raise refuse(f"its normalizer has a {step.get('type')} step")
 
     def _cut_at_space_marks(self, spec: dict[str, Any]) -> str | None:
