@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import unicodedata
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import normalizers
 
+from beamtok.transforms.loaded_tokenizers import TOKENIZER_CACHE_ENV
 from beamtok.transforms.normal_forms import COMPOSING, ExactNormalForm, differing_points
 
 FORMS = ("NFC", "NFKC", "NFD", "NFKD")
@@ -65,3 +67,20 @@ def test_the_two_do_part_ways_here_so_the_tests_above_can_fail():
     texts = [f"a{chr(c)}\u0301\u0334{chr(c)}" for c in sorted(differing)]
     assert any(unicodedata.normalize("NFC", t) != normalizers.NFC().normalize_str(t) for t in texts)
     assert [ExactNormalForm("NFC")(t) for t in texts] == [normalizers.NFC().normalize_str(t) for t in texts]
+
+
+def test_the_points_are_kept_for_the_two_versions_and_a_broken_entry_is_found_anew(tmp_path, monkeypatch):
+    monkeypatch.setenv(TOKENIZER_CACHE_ENV, str(tmp_path))
+    differing_points.cache_clear()
+    try:
+        found = differing_points("NFD")
+        (entry,) = tmp_path.glob("normal-form-NFD-*.json")
+        assert f"unicode-{unicodedata.unidata_version}-tokenizers-" in entry.name and json.loads(entry.read_text()) == sorted(found)
+        entry.write_text(json.dumps([0x41]))
+        differing_points.cache_clear()
+        assert differing_points("NFD") == {0x41}  # read back, not probed again
+        entry.write_text("[1, 2")
+        differing_points.cache_clear()
+        assert differing_points("NFD") == found and json.loads(entry.read_text()) == sorted(found)
+    finally:
+        differing_points.cache_clear()

@@ -29,8 +29,9 @@ import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-__all__ = ["TOKENIZER_CACHE_ENV", "LoadedTokenizer", "cache_root", "directory_key", "keep", "kept"]
+__all__ = ["TOKENIZER_CACHE_ENV", "LoadedTokenizer", "cache_root", "directory_key", "keep", "keep_json", "kept", "kept_json"]
 
 TOKENIZER_CACHE_ENV = "BEAMTOK_TOKENIZER_CACHE"
 FORMAT = 1
@@ -87,31 +88,44 @@ def _digest_of(directory: str) -> str:
 
 def kept(key: str) -> LoadedTokenizer | None:
     """The tokenizer kept under ``key`` (:func:`directory_key`), or None (none kept, or unreadable)."""
-    path = cache_root() / f"{key}.json"
+    blob = kept_json(key)
     try:
-        blob = json.loads(path.read_text(encoding="utf-8"))
-        return LoadedTokenizer(**{k: blob[k] for k in LoadedTokenizer.__dataclass_fields__})
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError) as e:  # a broken entry is loaded anew and rewritten
-        log.debug("kept tokenizer %s unreadable (%s); loading it through transformers", path, e)
+        return None if blob is None else LoadedTokenizer(**{k: blob[k] for k in LoadedTokenizer.__dataclass_fields__})
+    except (KeyError, TypeError) as e:  # a broken entry is loaded anew and rewritten
+        log.debug("kept tokenizer %s unreadable (%s); loading it through transformers", key, e)
         return None
 
 
 def keep(key: str, loaded: LoadedTokenizer) -> None:
-    """Keep ``loaded`` under ``key`` (:func:`directory_key`); a cache that cannot be written is
-    passed over."""
+    """Keep ``loaded`` under ``key`` (:func:`directory_key`)."""
+    keep_json(key, loaded.__dict__)
+
+
+def kept_json(name: str) -> Any:
+    """What :func:`keep_json` kept under ``name`` in the cache, or None (none kept, or unreadable)."""
+    path = cache_root() / f"{name}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        log.debug("kept entry %s unreadable (%s); made anew", path, e)
+        return None
+
+
+def keep_json(name: str, value: Any) -> None:
+    """Keep ``value`` (plain JSON) under ``name`` in the cache, whole or not at all; a cache
+    that cannot be written is passed over."""
     root = cache_root()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        target = root / f"{key}.json"
         fd, scratch = tempfile.mkstemp(dir=root, suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(loaded.__dict__, f)
-            os.replace(scratch, target)  # whole or not at all: a reader never sees half an entry
+                json.dump(value, f)
+            os.replace(scratch, root / f"{name}.json")  # a reader never sees half an entry
         finally:
             if os.path.exists(scratch):
                 os.unlink(scratch)
     except OSError as e:
-        log.debug("cannot keep tokenizer %s under %s: %s", key, root, e)
+        log.debug("cannot keep %s under %s: %s", name, root, e)

@@ -10,13 +10,14 @@ decomposition and combining class never change, and no new composite is made of 
 that already existed, so a difference needs a character one of them does not know, or a
 new composite's parts.
 
-:func:`differing_points` finds them once a process by probing every code point in both:
-between U+0301 (class 230) and U+0334 (class 1), where any nonzero class reorders it, zero
-leaves it in place and a decomposition shows; and, for the forms that compose (NFC, NFKC),
-alone under NFD, where a canonical composite one side does not know shows: its parts join
-the set (composition is canonical in both forms, so a compatibility decomposition's parts,
-such as the digit of U+1FBF0, need not). It takes ~0.5 s a form here. :class:`ExactNormalForm` normalizes a text holding none of them with
-``unicodedata`` and one holding any with ``tokenizers`` itself.
+:func:`differing_points` finds them by probing every code point in both: between U+0301
+(class 230) and U+0334 (class 1), where any nonzero class reorders it, zero leaves it in
+place and a decomposition shows; and, for the forms that compose (NFC, NFKC), alone under
+NFD, where a canonical composite one side does not know shows: its parts join the set
+(composition is canonical in both forms, so a compatibility decomposition's parts, such as
+the digit of U+1FBF0, need not). That takes ~0.5 s a form here, once a machine: the points
+are kept for the two versions. :class:`ExactNormalForm` normalizes a text holding none of
+them with ``unicodedata`` and one holding any with ``tokenizers`` itself.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ import functools
 import re
 import unicodedata
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any, Literal
+
+from beamtok.transforms.loaded_tokenizers import keep_json, kept_json
 
 __all__ = ["ExactNormalForm", "Form", "differing_points"]
 
@@ -36,7 +40,19 @@ BLOCK = 8192  # code points probed in one call
 
 @functools.cache
 def differing_points(form: Form) -> frozenset[int]:
-    """The code points near which ``unicodedata`` and ``tokenizers`` give other ``form`` results."""
+    """The code points near which ``unicodedata`` and ``tokenizers`` give other ``form``
+    results: found once, then kept on this machine for this Unicode version of Python's
+    and this version of ``tokenizers`` (``loaded_tokenizers.keep_json``)."""
+    name = f"normal-form-{form}-unicode-{unicodedata.unidata_version}-tokenizers-{metadata.version('tokenizers')}"
+    kept = kept_json(name)
+    if isinstance(kept, list) and all(isinstance(c, int) for c in kept):
+        return frozenset(kept)
+    found = _probed(form)
+    keep_json(name, sorted(found))
+    return found
+
+
+def _probed(form: Form) -> frozenset[int]:
     from tokenizers import normalizers
 
     found = _differing(getattr(normalizers, form)(), form, lambda c: f"\u0301{chr(c)}\u0334")
