@@ -94,7 +94,7 @@ def test_words_marked_in_the_buffer_are_those_of_the_strings_and_of_the_cutter(f
     words cut by Unicode White_Space, each behind a mark, give them."""
     marking = WordsMarking(MARK)
     cutter = WhitespaceMetaspaceWords.__new__(WhitespaceMetaspaceWords)  # its string marking alone, no file
-    cutter.string_steps, cutter.ascii, cutter.normalizer, cutter.marking = None, None, None, marking
+    cutter.string_steps, cutter.ascii, cutter.normal_form, cutter.normalizer, cutter.marking = None, None, None, None, marking
     buffer = CodePointBuffer()
     for texts in (first_batch, second_batch):
         by_words = ["".join(w if w.startswith(MARK) else MARK + w for w in WHITE_SPACE_WORDS(t)) for t in texts]

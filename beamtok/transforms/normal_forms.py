@@ -31,9 +31,10 @@ from typing import Any, Literal
 
 from beamtok.transforms.loaded_tokenizers import keep_json, kept_json
 
-__all__ = ["ExactNormalForm", "Form", "differing_points"]
+__all__ = ["ExactNormalForm", "Form", "differing_points", "normal_form_of"]
 
 Form = Literal["NFC", "NFKC", "NFD", "NFKD"]
+FORMS: dict[str, Form] = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD"}
 COMPOSING = ("NFC", "NFKC")  # the forms that compose again (canonically) after decomposing
 BLOCK = 8192  # code points probed in one call
 
@@ -106,3 +107,10 @@ class ExactNormalForm:
         if self._differs is not None and self._differs.search(text):
             return str(self._reference(text))
         return unicodedata.normalize(self.form, text)
+
+
+def normal_form_of(normalizer: Any) -> ExactNormalForm | None:
+    """The :class:`ExactNormalForm` of a ``tokenizers`` normalizer that is one normal form
+    alone (``normalizers.NFKC()``, Unigram's as ``tokenizers`` trains it), else None."""
+    form = FORMS.get(type(normalizer).__name__)
+    return None if form is None else ExactNormalForm(form)

@@ -76,6 +76,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from beamtok.base.errors import ConfigError
+from beamtok.transforms.normal_forms import normal_form_of
 from beamtok.transforms.tokenizer_parts import steps_of
 
 Refuse = Callable[[str], ConfigError]
@@ -282,10 +283,14 @@ class WordCutter:
         self.normalizer = reference.normalizer
         self.ascii = AsciiTable(self.normalizer) if AsciiTable.takes(self.normalizer) else None
         self.string_steps: StringSteps | None = None  # set by cutter_for where the normalizer is only those
+        # a normal form alone is made by Python where it is tokenizers' (~1 ns a character against ~30)
+        self.normal_form = normal_form_of(self.normalizer)
 
     def normalized(self, text: str) -> str:
         if self.string_steps is not None:
             return self.string_steps(text)
+        if self.normal_form is not None:
+            return self.normal_form(text)
         if self.ascii is not None:
             return self.ascii(text) if text.isascii() else self.ascii.mixed(text, self.normalizer.normalize_str)
         return self.normalizer.normalize_str(text) if self.normalizer is not None else text
