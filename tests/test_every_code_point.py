@@ -1,0 +1,53 @@
+"""Every engine of the fast path against ``tokenizers`` across the whole of Unicode.
+
+The engines read characters through Unicode tables of their own (Python's ``unicodedata`` and
+``str`` methods, kitoken's, bpe-openai's and tiktoken's regex classes), each of some Unicode
+version, and ``tokenizers`` through its own: a character one of them knows and the other does
+not can be split, cased or normalized otherwise (as NFC was, ``normal_forms``). So one code
+point in eleven, a different eleventh for each tokenizer, goes through each file's fast path
+in three contexts (between letters and digits, after a combining mark, beside an accented
+letter), and every code point below U+3000, where most scripts and their marks lie. A library
+upgrade that moves one table is found here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from beamtok import load_tokenizer
+
+from conftest import ROOT, TOKENIZER_DIR, assert_same_ids, trained_family
+from test_fast_path_byte_level import built_from_ranks
+from test_sentencepiece_files import converted
+
+pytestmark = pytest.mark.slow
+
+CONTEXTS = ("x{0}y {0}1 {0}{0}", "\u0301{0}a", "1{0} \u00e9{0}")
+STRIDE = 11
+KINDS = ["gpt2", "bert-base-uncased", "qwen2", "cl100k-converted", "llama3-form", "sp-bpe-metaspace", "sp-bpe-prepend", "unigram", "wordpiece", "t5", "llama2"]
+
+
+def directory(kind: str) -> str:
+    if kind == "gpt2":
+        return str(TOKENIZER_DIR)
+    if kind == "bert-base-uncased":
+        return str(ROOT / "data" / "tokenizers" / kind)
+    if kind in ("t5", "llama2"):
+        return str(converted(kind))
+    if kind in ("sp-bpe-metaspace", "sp-bpe-prepend", "unigram", "wordpiece"):
+        return str(trained_family(kind))
+    return built_from_ranks(kind)
+
+
+def points(offset: int) -> list[int]:
+    sampled = range(0x3000 + offset, 0x110000, STRIDE)
+    return [c for c in [*range(0x3000), *sampled] if not 0xD800 <= c < 0xE000]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_fast_path_reads_every_character_as_tokenizers_does(kind):
+    tok = load_tokenizer(directory(kind))
+    assert tok.fast_path() is not None, tok.engine
+    texts = [context.format(chr(c)) for c in points(KINDS.index(kind)) for context in CONTEXTS]
+    assert_same_ids(tok, texts, f"{kind} ({Path(directory(kind)).name})")
