@@ -14,12 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_sentencepiece_files import converted
 
 from beamtok import load_tokenizer
 
 from conftest import ROOT, TOKENIZER_DIR, assert_same_ids, trained_family
 from test_fast_path_byte_level import built_from_ranks
-from test_sentencepiece_files import converted
 
 pytestmark = pytest.mark.slow
 
