@@ -6,7 +6,8 @@ version, and ``tokenizers`` through its own: a character one of them knows and t
 not can be split, cased or normalized otherwise (as NFC was, ``normal_forms``). So one code
 point in eleven, a different eleventh for each tokenizer, goes through each file's fast path
 in three contexts (between letters and digits, after a combining mark, beside an accented
-letter), and every code point below U+3000, where most scripts and their marks lie. A library
+letter), and every code point below U+3000, where most scripts and their marks lie; and so
+for the engines taken where numba is not installed (kitoken, cached words). A library
 upgrade that moves one table is found here."""
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import pytest
 from test_sentencepiece_files import converted
 
 from beamtok import load_tokenizer
+from beamtok.transforms import tokenize as tokenize_module
 
-from conftest import ROOT, TOKENIZER_DIR, assert_same_ids, trained_family
+from conftest import ROOT, TOKENIZER_DIR, assert_same_ids, modules_blocked, trained_family
 from test_fast_path_byte_level import built_from_ranks
+from test_fast_path_cached_words import COMPILED
 
 pytestmark = pytest.mark.slow
 
@@ -51,3 +54,14 @@ def test_the_fast_path_reads_every_character_as_tokenizers_does(kind):
     assert tok.fast_path() is not None, tok.engine
     texts = [context.format(chr(c)) for c in points(KINDS.index(kind)) for context in CONTEXTS]
     assert_same_ids(tok, texts, f"{kind} ({Path(directory(kind)).name})")
+
+
+@pytest.mark.parametrize("kind", ["sp-bpe-metaspace", "unigram", "t5"])
+def test_so_do_the_engines_taken_without_numba(kind, monkeypatch):
+    monkeypatch.setattr(tokenize_module, "_BY_NAME", {})  # a tokenizer loaded before keeps its compiled engine
+    monkeypatch.setattr(tokenize_module, "_CACHE", {})
+    with modules_blocked(*COMPILED):
+        tok = load_tokenizer(directory(kind))
+        assert tok.fast_path() is not None and not tok.engine.startswith("beamtok compiled"), tok.engine
+    texts = [context.format(chr(c)) for c in points(len(KINDS) + KINDS.index(kind)) for context in CONTEXTS]
+    assert_same_ids(tok, texts, f"{kind} without numba ({tok.engine.split(' (')[0]})")
