@@ -27,14 +27,13 @@ import re
 import unicodedata
 from collections.abc import Callable
 from importlib import metadata
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 from beamtok.transforms.loaded_tokenizers import keep_json, kept_json
 
 __all__ = ["ExactNormalForm", "Form", "differing_points", "normal_form_of"]
 
 Form = Literal["NFC", "NFKC", "NFD", "NFKD"]
-FORMS: dict[str, Form] = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD"}
 COMPOSING = ("NFC", "NFKC")  # the forms that compose again (canonically) after decomposing
 BLOCK = 8192  # code points probed in one call
 
@@ -112,5 +111,5 @@ class ExactNormalForm:
 def normal_form_of(normalizer: Any) -> ExactNormalForm | None:
     """The :class:`ExactNormalForm` of a ``tokenizers`` normalizer that is one normal form
     alone (``normalizers.NFKC()``, Unigram's as ``tokenizers`` trains it), else None."""
-    form = FORMS.get(type(normalizer).__name__)
-    return None if form is None else ExactNormalForm(form)
+    form = type(normalizer).__name__
+    return ExactNormalForm(cast(Form, form)) if form in get_args(Form) else None

@@ -281,10 +281,11 @@ class WordCutter:
 
     def __init__(self, reference: Any) -> None:
         self.normalizer = reference.normalizer
-        self.ascii = AsciiTable(self.normalizer) if AsciiTable.takes(self.normalizer) else None
-        self.string_steps: StringSteps | None = None  # set by cutter_for where the normalizer is only those
         # a normal form alone is made by Python where it is tokenizers' (~1 ns a character against ~30)
         self.normal_form = normal_form_of(self.normalizer)
+        taken = self.normal_form is None and AsciiTable.takes(self.normalizer)
+        self.ascii = AsciiTable(self.normalizer) if taken else None
+        self.string_steps: StringSteps | None = None  # set by cutter_for where the normalizer is only those
 
     def normalized(self, text: str) -> str:
         if self.string_steps is not None:
