@@ -27,7 +27,9 @@ pinned to one CPU (``taskset -c 0``) where taskset exists:
 - the pipeline and its engine taking turns in one process (an untimed pass of each, then 5
   timed passes each; the engine built first, its set-up time recorded apart): the pipeline's
   share of its engine, free of the drift between processes that separate measurements carry
-  on a shared machine;
+  on a shared machine; in the same passes, reading and parsing the files alone and writing
+  the batches alone (``pipeline_ceiling``), whose sum with the engine's time bounds the share
+  any pipeline could keep;
 - beamtok on the fly (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> batch(8))
   with the fast path (``backend="auto"``) in-process (1 core) and with 2 workers (2 cores),
   and with ``backend="hf"`` in-process;
@@ -49,6 +51,7 @@ Writes benchmarks/results/fast_path.json (``--out``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -372,6 +375,8 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
     the pipeline): the engine alone and the on-the-fly pipeline over the same files, taking
     turns ``passes`` times. Pairs within one process cancel the drift between processes that
     separate measurements carry on a shared machine."""
+    import pipeline_ceiling  # beside this file
+
     from beamtok import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
@@ -380,19 +385,26 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
     setup = time.perf_counter() - start
     if encoder is None:
         raise SystemExit(f"no fast path: {tok.engine}")
-    engine_pass(encoder, texts_of(paths))
+    texts = texts_of(paths)
+    documents = [ids for lo in range(0, len(texts), 64) for ids in encoder.encode_batch(texts[lo : lo + 64])]
+    floor = pipeline_ceiling.BatchFloor(documents, tok.bos_id, tok.eos_id) if importlib.util.find_spec("numba") else None
     delivered_tokens(pipeline(paths, tokenizer, tok))
-    engine_rates, pipeline_rates = [], []
+    engine_rates, pipeline_rates, parse_s, floor_s, engine_s = [], [], [], [], []
     for _ in range(passes):
         texts = texts_of(paths)  # parsed outside the timing: the engine's ceiling
         start = time.perf_counter()
         tokens = engine_pass(encoder, texts)
-        engine_rates.append(tokens / (time.perf_counter() - start))
+        engine_s.append(time.perf_counter() - start)
+        engine_rates.append(tokens / engine_s[-1])
         ds = pipeline(paths, tokenizer, tok)
         start = time.perf_counter()  # reading and parsing the files are timed
         tokens = delivered_tokens(ds)
         pipeline_rates.append(tokens / (time.perf_counter() - start))
+        parse_s.append(pipeline_ceiling.parse_seconds(paths))
+        if floor is not None:
+            floor_s.append(floor.seconds())
     return {
+        **ceiling(engine_s, parse_s, floor_s, tokens),
         "engine": encoder.engine_name,
         "engine_setup_s": setup,
         "engine_tokens_per_s": engine_rates,
@@ -403,6 +415,22 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
         "engine_ns_per_token": statistics.median(1e9 / e for e in engine_rates),
         "outside_engine_ns_per_token": statistics.median(1e9 / p - 1e9 / e for p, e in zip(pipeline_rates, engine_rates)),
     }
+
+
+def ceiling(engine_s: list[float], parse_s: list[float], floor_s: list[float], tokens: int) -> dict[str, Any]:
+    """The highest share of its engine any pipeline could keep in these passes: the engine's
+    time over itself plus parsing the files alone and writing the batches alone
+    (``pipeline_ceiling``); with the parsing alone where numba is missing. A bound only while
+    the engine costs inside the pipeline what it costs alone (an engine faster on the
+    pipeline's smaller calls can put the pipeline above it)."""
+    found: dict[str, Any] = {
+        "parse_ns_per_token": statistics.median(1e9 * s / tokens for s in parse_s),
+        "ceiling_parse_only": statistics.median(e / (e + p) for e, p in zip(engine_s, parse_s)),
+    }
+    if floor_s:
+        found["batch_floor_ns_per_token"] = statistics.median(1e9 * s / tokens for s in floor_s)
+        found["ceiling"] = statistics.median(e / (e + p + f) for e, p, f in zip(engine_s, parse_s, floor_s))
+    return found
 
 
 MEASURES = {
@@ -538,6 +566,10 @@ def measure_kind(
         ns = {what: statistics.median(r[f"{what}_ns_per_token"] for r in runs[PAIRED]) for what in ("engine", "outside_engine")}
         print(f"  {'ns a token, one process: in the engine / outside it':<72} {ns['engine']:5.1f} / {ns['outside_engine']:4.1f}")
         result["ns_per_token"] = ns
+        bounds = {what: statistics.median(r[what] for r in runs[PAIRED]) for what in ("ceiling", "ceiling_parse_only") if what in runs[PAIRED][0]}
+        for what, value in bounds.items():
+            print(f"  {'highest share any pipeline could keep (' + what.replace('_', ' ') + ')':<72} {value:6.2f}x")
+        result["ceilings"] = bounds
     return result
 
 
