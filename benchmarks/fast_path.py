@@ -60,6 +60,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -364,9 +365,14 @@ def measure_engine(paths: list[str], tokenizer: str) -> dict[str, Any]:
     return {"tokens": tokens, "seconds": time.perf_counter() - start, "engine": encoder.engine_name}
 
 
+def engine_ids(encoder: Any, texts: list[str]) -> Iterator[Any]:
+    """Each text's ids from the engine alone, encoded in batches of 64."""
+    return (ids for lo in range(0, len(texts), 64) for ids in encoder.encode_batch(texts[lo : lo + 64]))
+
+
 def engine_pass(encoder: Any, texts: list[str]) -> int:
     """Tokens of ``texts`` from the engine alone, in batches of 64."""
-    return sum(len(ids) for lo in range(0, len(texts), 64) for ids in encoder.encode_batch(texts[lo : lo + 64]))
+    return sum(len(ids) for ids in engine_ids(encoder, texts))
 
 
 def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5) -> dict[str, Any]:
@@ -386,7 +392,7 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
     if encoder is None:
         raise SystemExit(f"no fast path: {tok.engine}")
     texts = texts_of(paths)
-    documents = [ids for lo in range(0, len(texts), 64) for ids in encoder.encode_batch(texts[lo : lo + 64])]
+    documents = list(engine_ids(encoder, texts))  # the untimed pass of the engine
     floor = pipeline_ceiling.BatchFloor(documents, tok.bos_id, tok.eos_id) if importlib.util.find_spec("numba") else None
     delivered_tokens(pipeline(paths, tokenizer, tok))
     engine_rates, pipeline_rates, parse_s, floor_s, engine_s = [], [], [], [], []
@@ -404,7 +410,7 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
         if floor is not None:
             floor_s.append(floor.seconds())
     return {
-        **ceiling(engine_s, parse_s, floor_s, tokens),
+        **pipeline_ceiling.ceilings(engine_s, parse_s, floor_s, tokens),
         "engine": encoder.engine_name,
         "engine_setup_s": setup,
         "engine_tokens_per_s": engine_rates,
@@ -415,22 +421,6 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
         "engine_ns_per_token": statistics.median(1e9 / e for e in engine_rates),
         "outside_engine_ns_per_token": statistics.median(1e9 / p - 1e9 / e for p, e in zip(pipeline_rates, engine_rates)),
     }
-
-
-def ceiling(engine_s: list[float], parse_s: list[float], floor_s: list[float], tokens: int) -> dict[str, Any]:
-    """The highest share of its engine any pipeline could keep in these passes: the engine's
-    time over itself plus parsing the files alone and writing the batches alone
-    (``pipeline_ceiling``); with the parsing alone where numba is missing. A bound only while
-    the engine costs inside the pipeline what it costs alone (an engine faster on the
-    pipeline's smaller calls can put the pipeline above it)."""
-    found: dict[str, Any] = {
-        "parse_ns_per_token": statistics.median(1e9 * s / tokens for s in parse_s),
-        "ceiling_parse_only": statistics.median(e / (e + p) for e, p in zip(engine_s, parse_s)),
-    }
-    if floor_s:
-        found["batch_floor_ns_per_token"] = statistics.median(1e9 * s / tokens for s in floor_s)
-        found["ceiling"] = statistics.median(e / (e + p + f) for e, p, f in zip(engine_s, parse_s, floor_s))
-    return found
 
 
 MEASURES = {

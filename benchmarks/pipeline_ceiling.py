@@ -19,8 +19,10 @@ leaves out cutting rows, cursors, counts, the per-document steps and the iterato
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import orjson
@@ -75,7 +77,7 @@ class BatchFloor:
         self._fill = _fill_kernel()
         self._write(1)  # compiled before any timing
 
-    def _write(self, limit: int | None = None) -> int:
+    def _write(self, limit: int | None = None) -> None:
         step = self.shape[0] * self.shape[1]
         batches = len(self.stream) // step if limit is None else min(limit, len(self.stream) // step)
         for b in range(batches):
@@ -88,10 +90,25 @@ class BatchFloor:
                 np.empty(self.shape, dtype=np.int32),
                 np.empty(self.shape, dtype=np.int8),
             )
-        return batches
 
     def seconds(self) -> float:
         """Seconds to write every whole batch of the stream."""
         start = time.perf_counter()
         self._write()
         return time.perf_counter() - start
+
+
+def ceilings(engine_s: list[float], parse_s: list[float], floor_s: list[float], tokens: int) -> dict[str, Any]:
+    """The highest share of its engine any pipeline could keep in these passes: the engine's
+    time over itself plus parsing the files alone and writing the batches alone
+    (``parse_seconds``, ``BatchFloor``); with the parsing alone where numba is missing. A bound only while
+    the engine costs inside the pipeline what it costs alone (an engine faster on the
+    pipeline's smaller calls can put the pipeline above it)."""
+    found: dict[str, Any] = {
+        "parse_ns_per_token": statistics.median(1e9 * s / tokens for s in parse_s),
+        "ceiling_parse_only": statistics.median(e / (e + p) for e, p in zip(engine_s, parse_s)),
+    }
+    if floor_s:
+        found["batch_floor_ns_per_token"] = statistics.median(1e9 * s / tokens for s in floor_s)
+        found["ceiling"] = statistics.median(e / (e + p + f) for e, p, f in zip(engine_s, parse_s, floor_s))
+    return found
