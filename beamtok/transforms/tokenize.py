@@ -37,6 +37,7 @@ __all__ = [
     "register_tokenizer",
     "resolve_tokenizer",
     "serialize_tokenizers",
+    "without_length_settings",
 ]
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class Tokenizer:
         directory: str | None = None,
     ) -> None:
         self.name = name
-        self.backend = backend
+        self.backend = without_length_settings(backend, name)
         self._hf = hf
         self._directory = directory  # where ``hf`` is loaded from when first asked for
         self.bos_id = bos_id
@@ -185,6 +186,12 @@ class Tokenizer:
             raise ConfigError(f"serialized tokenizer {blob.get('name')!r} is broken: {e}") from e
         tok = cls(backend, blob["name"], blob["bos_id"], blob["eos_id"], blob["pad_id"])
         if tok.fingerprint != blob["fingerprint"]:
+            if tok.backend is not backend:
+                raise ConfigError(
+                    f"serialized tokenizer {blob['name']!r} was written by a beamtok that kept the tokenizer file's own "
+                    "truncation or padding, which cut and padded every document: what it made is not what this beamtok makes; "
+                    "rebuild the cache (or start the run anew)"
+                )
             raise ConfigError(f"serialized tokenizer {blob['name']!r} does not match its fingerprint")
         return tok
 
@@ -310,6 +317,32 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({self.name!r}, vocab={self.vocab_size}, fingerprint={self.fingerprint})"
+
+
+def without_length_settings(backend: Any, name: str) -> Any:
+    """``backend``, or a copy of it with truncation and padding off where its file sets them.
+
+    Many distributed ``tokenizer.json`` files carry a ``truncation`` (``max_length`` 128, 512...)
+    or ``padding`` section, made for the classifier they shipped with; the Rust backend applies
+    them on every encode. ``transformers`` turns both off unless a call asks for them, and so
+    does beamtok: a document is tokenized whole, and beamtok's own options (``max_length``,
+    packing) decide lengths. The copy leaves a caller's backend as it was. The fingerprint is
+    made from the copy, so a state or cache made while such a file still cut documents is
+    refused rather than mixed with whole ones."""
+    if backend.truncation is None and backend.padding is None:
+        return backend
+    from tokenizers import Tokenizer as RustTokenizer
+
+    log.info(
+        "tokenizer %r: its file sets %s; beamtok tokenizes whole documents (as transformers does unless asked), "
+        "so those settings are off here",
+        name,
+        " and ".join(f"{what} {settings}" for what, settings in (("truncation", backend.truncation), ("padding", backend.padding)) if settings),
+    )
+    copy = RustTokenizer.from_str(backend.to_str())
+    copy.no_truncation()
+    copy.no_padding()
+    return copy
 
 
 def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokenizer:
