@@ -98,7 +98,7 @@ def test_chat_masks_every_non_assistant_turn(tokenizer_dir, gpt2):
     record = json.loads(open(CHAT_DATA).readline())
     (ex,) = examples(Dataset.from_sequence([record]).tokenize_chat(tokenizer_dir, template=TEMPLATE))
     assistant = [m["content"] for m in record["messages"] if m["role"] == "assistant"]
-    want = "".join(f"{content}\n<|end|>\n<|endoftext|>" for content in assistant)
+    want = "".join(f"{content}\n<|end|>\n<|endoftext|>" for content in assistant)  # the shipped template ends them with EOS
     assert trained_text(gpt2, ex) == want
     eos_at = np.flatnonzero(ex["input_ids"] == EOT)
     assert len(eos_at) == len(assistant) and (ex["labels"][eos_at] == EOT).all()

@@ -72,7 +72,7 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
     if kind == "sft":
         ds = ds.tokenize_sft(options["tokenizer"], prompt=options["prompt_field"], completion=options["completion_field"], **sft)
     elif kind == "chat":
-        ds = ds.tokenize_chat(options["tokenizer"], template=options.get("chat_template"), messages=options["messages_field"], **sft)
+        ds = ds.tokenize_chat(options["tokenizer"], template=options.get("chat_template"), messages=options["messages_field"], eos=options.get("eos"), **sft)
     else:
         ds = ds.tokenize(options["tokenizer"])
         bos, eos = options.get("bos", True) is not False, options.get("eos", True) is not False

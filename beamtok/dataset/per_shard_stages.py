@@ -100,14 +100,23 @@ class PerShardStages:
         max_length: int | None = None,
         truncation: str = "completion_tail",
         bos: bool | None = None,
+        eos: bool | None = None,
     ) -> D:
         """Tokenize chat records (``messages: [{role, content}, ...]``) rendered with a Jinja
-        ``template`` (a file or a string; default: the tokenizer's chat template). Only
-        assistant turns, each followed by EOS, are trained."""
+        ``template`` (a file or a string; default: the tokenizer's chat template), each
+        conversation whole: the ids are those of ``transformers``' ``apply_chat_template(...,
+        tokenize=True)`` with the same template. Only assistant turns (what each adds after its
+        generation prompt, end-of-turn text included) are trained.
+
+        The template writes BOS and EOS, as it does at inference. ``bos=True`` puts BOS first
+        where the text does not start with it; ``eos=True`` puts EOS after each assistant turn
+        that does not already hold it (for a template that ends turns with a marker the
+        tokenizer does not treat as EOS). Longer than ``max_length``: ``truncation`` cuts the
+        end, the beginning, or drops the example (all counted)."""
         self._root_for_steps("tokenize_chat").origin.check_step("tokenize_chat")
         tok = load_tokenizer(tokenizer)
         source = load_template_source(template, tok.chat_template, tok.name)
-        step = ChatStep(tok.ref(), _bos_policy(tok, bos), max_length, truncation, template=source, messages=messages)
+        step = ChatStep(tok.ref(), bool(bos), max_length, truncation, template=source, messages=messages, eos=bool(eos))
         ChatTemplate(source, tok.bos_token, tok.eos_token)  # fail now on a template that does not parse
         return self._add_step(step)
 

@@ -3,21 +3,34 @@
 Prompt and completion are tokenized separately and joined, so the mask boundary is always a
 token boundary, even where tokenizing the joined text would merge the last prompt characters
 and the first completion characters into one token. Chat records are rendered with a Jinja
-template turn by turn; the text each assistant turn adds (after its generation prompt) is the
-trained part, and everything else (system, user, tool turns, role headers) is masked.
+template as ``transformers``' ``apply_chat_template`` renders them and tokenized whole, so
+their ids are the ones the model sees at inference; rendering turn by turn finds the text each
+assistant turn adds (after its generation prompt), which is the trained part, and everything
+else (system, user, tool turns, role headers) is masked.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from beamtok.base.errors import ConfigError
 
-__all__ = ["ChatTemplate", "TokenDoc", "assemble_chat", "assemble_sft", "load_template_source", "truncate_to"]
+__all__ = [
+    "ChatTemplate",
+    "TokenDoc",
+    "assemble_chat",
+    "assemble_sft",
+    "chat_mask_from_offsets",
+    "compile_chat_template",
+    "load_template_source",
+    "truncate_to",
+]
 
 
 class TokenDoc(NamedTuple):
@@ -70,33 +83,60 @@ def assemble_sft(
 
 
 def assemble_chat(
-    segments: Sequence[np.ndarray],
-    trained: Sequence[bool],
+    ids: np.ndarray,
+    mask: np.ndarray,
     *,
     bos_id: int | None,
-    eos_id: int,
+    eos_id: int | None,
     max_length: int | None,
     truncation: str,
 ) -> tuple[TokenDoc, bool] | None:
-    """Join rendered chat segments; trained (assistant) segments are followed by EOS.
+    """A rendered conversation's ids and loss mask (1 on assistant turns), with beamtok's own
+    additions where asked: ``bos_id`` is put first unless the text already starts with it;
+    ``eos_id`` is put after each assistant turn (each run of trained tokens) that does not
+    already hold it. Neither is added by default: the template writes what the model sees.
 
     Too long: ``completion_tail`` keeps the start, ``prompt_head`` keeps the end, ``drop``
     returns None; so does a cut that leaves no trained token.
     """
-    parts: list[np.ndarray] = [np.asarray([bos_id], np.int32)] if bos_id is not None else []
-    masks: list[np.ndarray] = [np.zeros(1, np.int8)] if bos_id is not None else []
-    for ids, train in zip(segments, trained):
-        parts.append(ids)
-        masks.append(np.full(len(ids), int(train), np.int8))
-        if train:
-            parts.append(np.asarray([eos_id], np.int32))
-            masks.append(np.ones(1, np.int8))
-    ids = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
-    mask = np.concatenate(masks) if masks else np.zeros(0, np.int8)
-    doc, truncated = truncate_to(TokenDoc(ids, mask), max_length, truncation)
+    ids = np.asarray(ids, np.int32)
+    mask = np.asarray(mask, np.int8)
+    if eos_id is not None and len(ids):
+        edges = np.flatnonzero(np.diff(np.r_[0, mask, 0]))  # [start, stop) of every trained run
+        parts_ids: list[np.ndarray] = []
+        parts_mask: list[np.ndarray] = []
+        done = 0
+        for start, stop in zip(edges[::2].tolist(), edges[1::2].tolist()):
+            if eos_id in ids[start:stop]:
+                continue
+            parts_ids += [ids[done:stop], np.asarray([eos_id], np.int32)]
+            parts_mask += [mask[done:stop], np.ones(1, np.int8)]
+            done = stop
+        ids = np.concatenate([*parts_ids, ids[done:]])
+        mask = np.concatenate([*parts_mask, mask[done:]])
+    if bos_id is not None and (not len(ids) or ids[0] != bos_id):
+        ids = np.concatenate([np.asarray([bos_id], np.int32), ids])
+        mask = np.concatenate([np.zeros(1, np.int8), mask])
+    doc, truncated = truncate_to(TokenDoc(ids.astype(np.int32), mask.astype(np.int8)), max_length, truncation)
     if doc is None or doc.mask is None or not doc.mask.any():
         return None
     return doc, truncated
+
+
+def chat_mask_from_offsets(offsets: Sequence[tuple[int, int]], trained: Sequence[tuple[int, int]]) -> np.ndarray:
+    """The loss mask of a conversation tokenized whole, from each token's character span and
+    the character spans of the assistant turns: a token is trained where its span meets a
+    turn's, so a token that straddles a turn's edge (text merged across it) is trained, as
+    ``transformers`` marks the tokens holding a turn's first and last characters. A token whose
+    span was trimmed to nothing (whitespace, byte-level ``trim_offsets``) is trained when its
+    place lies inside a turn."""
+    mask = np.zeros(len(offsets), np.int8)
+    for i, (s, e) in enumerate(offsets):
+        for a, b in trained:
+            if (s < b and a < e) if e > s else (a <= s < b):
+                mask[i] = 1
+                break
+    return mask
 
 
 def truncate_to(doc: TokenDoc, max_length: int | None, truncation: str) -> tuple[TokenDoc | None, bool]:
@@ -132,32 +172,30 @@ def load_template_source(template: str | None, tokenizer_template: str | None, t
 
 
 class ChatTemplate:
-    """A sandboxed Jinja chat template that splits a conversation into trained/untrained text."""
+    """A chat template rendered as ``transformers`` renders it, split into trained and
+    untrained text.
+
+    The environment is the one ``apply_chat_template`` gives a template: a sandbox with
+    ``trim_blocks`` and ``lstrip_blocks``, loop controls, ``tojson`` without HTML escaping,
+    ``raise_exception`` and ``strftime_now``, ``{% generation %}`` blocks accepted, undefined
+    names rendering as nothing, and ``tools``/``documents`` set to none beside the tokenizer's
+    BOS and EOS tokens."""
 
     def __init__(self, source: str, bos_token: str, eos_token: str) -> None:
-        import jinja2
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-        try:
-            self.template = env.from_string(source)
-        except jinja2.TemplateSyntaxError as e:
-            raise ConfigError(f"chat template does not parse: {e}") from e
+        self.template = compile_chat_template(source)
         self.bos_token = bos_token
         self.eos_token = eos_token
 
     def render(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = False) -> str:
+        tokens = {name: value for name, value in (("bos_token", self.bos_token), ("eos_token", self.eos_token)) if value}
         return str(
-            self.template.render(
-                messages=list(messages),
-                add_generation_prompt=add_generation_prompt,
-                bos_token=self.bos_token,
-                eos_token=self.eos_token,
-            )
+            self.template.render(messages=list(messages), tools=None, documents=None, add_generation_prompt=add_generation_prompt, **tokens)
         )
 
     def segments(self, messages: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
-        """The conversation's text in pieces, each marked trained (assistant content) or not.
+        """The conversation's text in pieces, each marked trained (what an assistant turn adds
+        after its generation prompt) or not; joined, they are the whole conversation as
+        ``apply_chat_template`` renders it.
 
         Raises ValueError when the template does not render conversations as extensions of
         their prefixes, which turn-by-turn masking needs.
@@ -179,3 +217,39 @@ class ChatTemplate:
                 out.append((full[len(done) :], False))
             done = full
         return [(text, train) for text, train in out if text]
+
+
+def compile_chat_template(source: str) -> Any:
+    """``source`` compiled in the environment ``transformers`` renders chat templates in."""
+    import jinja2
+    from jinja2.ext import Extension, loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class GenerationBlocks(Extension):
+        """``{% generation %}...{% endgeneration %}`` (transformers' assistant-mask marker)
+        renders its body; beamtok finds assistant text by rendering turn by turn."""
+
+        tags: ClassVar[set[str]] = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.Scope(body).set_lineno(lineno)
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(form: str) -> str:
+        return datetime.now().strftime(form)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlocks, loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    try:
+        return env.from_string(source)
+    except jinja2.TemplateSyntaxError as e:
+        raise ConfigError(f"chat template does not parse: {e}") from e
