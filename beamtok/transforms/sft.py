@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -229,7 +229,7 @@ def compile_chat_template(source: str) -> Any:
         """``{% generation %}...{% endgeneration %}`` (transformers' assistant-mask marker)
         renders its body; beamtok finds assistant text by rendering turn by turn."""
 
-        tags: ClassVar[set[str]] = {"generation"}
+        tags = frozenset({"generation"})
 
         def parse(self, parser: Any) -> Any:
             lineno = next(parser.stream).lineno
