@@ -229,7 +229,7 @@ def compile_chat_template(source: str) -> Any:
         """``{% generation %}...{% endgeneration %}`` (transformers' assistant-mask marker)
         renders its body; beamtok finds assistant text by rendering turn by turn."""
 
-        tags = frozenset({"generation"})
+        tags = {"generation"}  # noqa: RUF012 (jinja2 declares it a set on Extension)
 
         def parse(self, parser: Any) -> Any:
             lineno = next(parser.stream).lineno
