@@ -58,7 +58,7 @@ def test_caching_run_equals_on_the_fly_and_writes_a_beam_builds_bytes(files, tmp
     assert (tmp_path / "c" / "manifest.json").exists()
     packed(files).cache(str(tmp_path / "beam"), progress=False)
     for i in range(3):
-        ours, theirs = (json.loads((tmp_path / d / "shards" / f"shard-{i:05d}.json").read_text()) for d in ("c", "beam"))
+        ours, theirs = (json.loads((tmp_path / d / "records" / f"shard-{i:05d}.json").read_text()) for d in ("c", "beam"))
         assert ours == theirs  # size, SHA-256, rows, tokens, document counts, footer checksum
         assert (tmp_path / "c" / "shards" / f"shard-{i:05d}.parquet").read_bytes() == (tmp_path / "beam" / "shards" / f"shard-{i:05d}.parquet").read_bytes()
     assert_items_equal(list(Dataset.from_cache(str(tmp_path / "c")).batch(3)), on_the_fly)
@@ -77,8 +77,8 @@ def test_an_interrupted_run_caches_what_it_read_whole_and_the_next_tokenizes_onl
     head = [next(it) for _ in range(first_shard + 5)]  # all of shard 0, part of shard 1
     it.close()
     finish_writers(it)
-    names = sorted(os.listdir(tmp_path / "c" / "shards"))
-    assert names == ["shard-00000.json", "shard-00000.parquet"]  # shard 1 was left part-read: not cached
+    assert sorted(os.listdir(tmp_path / "c" / "shards")) == ["shard-00000.parquet"]  # shard 1 was left part-read: not cached
+    assert sorted(os.listdir(tmp_path / "c" / "records")) == ["shard-00000.json"]
     assert not (tmp_path / "c" / "manifest.json").exists()
     with pytest.raises(CacheError, match="unfinished"):
         Dataset.from_cache(str(tmp_path / "c"))
@@ -115,8 +115,8 @@ def test_a_killed_run_leaves_no_complete_looking_cache_and_beam_finishes_it(file
     )
     killed = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert killed.returncode == 9, killed.stderr
-    visible = sorted(n for n in os.listdir(directory / "shards") if ".tmp-" not in n)
-    assert visible == ["shard-00000.json", "shard-00000.parquet"] and not (directory / "manifest.json").exists()
+    visible = sorted(f"{d}/{n}" for d in ("shards", "records") for n in os.listdir(directory / d) if ".tmp-" not in n)
+    assert visible == ["records/shard-00000.json", "shards/shard-00000.parquet"] and not (directory / "manifest.json").exists()
     built = subprocess.run(
         [sys.executable, "-m", "beamtok.cli", "cache", *files, "-o", str(directory), "--tokenizer", TOKENIZER, "--seq-len", "48", "-v"],
         cwd=ROOT,

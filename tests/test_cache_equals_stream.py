@@ -117,7 +117,8 @@ def test_start_example_is_a_seek(built):
 
 
 def sha_and_mtime(directory: Path) -> dict[str, tuple[int, int]]:
-    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted((directory / "shards").glob("shard-*"))}
+    files = [*(directory / "shards").glob("shard-*"), *(directory / "records").glob("shard-*")]
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(files)}
 
 
 def test_rerun_rebuilds_only_deleted_shards(corpus, tmp_path):
@@ -125,8 +126,8 @@ def test_rerun_rebuilds_only_deleted_shards(corpus, tmp_path):
     online(corpus).cache(str(out))
     before = sha_and_mtime(out)
     manifest = json.loads((out / "manifest.json").read_text())
-    for name in ("shard-00001.parquet", "shard-00003.json"):
-        (out / "shards" / name).unlink()
+    for name in ("shards/shard-00001.parquet", "records/shard-00003.json"):
+        (out / name).unlink()
     online(corpus).cache(str(out))
     after = sha_and_mtime(out)
     redone = {n for n in after if after[n] != before[n]}
@@ -149,7 +150,7 @@ def test_killed_build_resumes_to_a_clean_cache(tmp_path, corpus):
         for path in (killed / "shards").glob("shard-*.parquet"):
             pq.read_metadata(path)  # a file under its final name is always complete
             seen_final.add(path.name)
-        if len(list((killed / "shards").glob("shard-*.json"))) >= 3:
+        if len(list((killed / "records").glob("shard-*.json"))) >= 3:
             break
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
@@ -193,9 +194,10 @@ def test_other_input_files_are_refused_and_overwrite_leaves_nothing_old(corpus, 
         online([corpus[0], corpus[2], corpus[1], corpus[3]], seq_len=128).cache(str(out))
     assert len(list((out / "shards").glob("*.parquet"))) == 4 and (out / "manifest.json").exists()  # refused: untouched
     again = online(corpus[:2], seq_len=128).cache(str(out), overwrite=True)
-    assert sorted(p.name for p in (out / "shards").iterdir()) == [f"shard-0000{i}.{e}" for i in range(2) for e in ("json", "parquet")]
-    files = [str(p) for p in sorted((out / "shards").glob("*.parquet"))]  # what the cache guide's load_dataset recipe reads (docs/cache.md)
-    assert pq.ParquetDataset(files).read().num_rows == again.pipeline.root.origin.cache.manifest.totals["rows"]
+    assert sorted(p.name for p in (out / "shards").iterdir()) == [f"shard-0000{i}.parquet" for i in range(2)]  # Parquet alone
+    assert sorted(p.name for p in (out / "records").iterdir()) == [f"shard-0000{i}.json" for i in range(2)]
+    # the folder itself is what a reader is pointed at (docs/parquet-readers.md)
+    assert pq.ParquetDataset(str(out / "shards")).read().num_rows == again.pipeline.root.origin.cache.manifest.totals["rows"]
     assert_items_equal(list(again), list(online(corpus[:2], seq_len=128)))
 
 

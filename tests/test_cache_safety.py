@@ -138,7 +138,7 @@ def test_file_size_limit_mid_write_fails_clearly_and_a_rerun_completes(tmp_path,
     finished = [n for n in names if n.endswith(".parquet")]
     assert finished, "no shard was written before the limit: lower the small shards' size"
     for name in finished:  # every file under a final name is whole
-        sidecar = json.loads((out / "shards" / name.replace(".parquet", ".json")).read_text())
+        sidecar = json.loads((out / "records" / name.replace(".parquet", ".json")).read_text())
         assert pq.ParquetFile(out / "shards" / name).metadata.num_rows == sidecar["rows"]
     before = {n: (out / "shards" / n).stat().st_mtime_ns for n in finished}
     rerun = subprocess.run(cache_command(inputs, out), capture_output=True, text=True, timeout=600)
@@ -157,7 +157,7 @@ def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, m
         cache_command(slow_inputs, out, *mode), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=_default_sigint, env={**os.environ, "TMPDIR": str(scratch)},
     )  # fmt: skip
-    wait_for(lambda: (out / "shards" / "shard-00000.json").exists() or build.poll() is not None)
+    wait_for(lambda: (out / "records" / "shard-00000.json").exists() or build.poll() is not None)
     assert build.poll() is None, "the build ended before the interrupt: make the inputs bigger"
     os.killpg(build.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
     _, stderr = build.communicate(timeout=120)
@@ -190,7 +190,7 @@ def test_a_build_started_with_ctrl_c_ignored_runs_through_it(tmp_path, slow_inpu
     out = tmp_path / "cache"
     command = cache_command(slow_inputs, out, "--direct_running_mode=multi_processing", "--direct_num_workers=2")
     build = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_ignore_sigint)
-    wait_for(lambda: (out / "shards" / "shard-00000.json").exists() or build.poll() is not None)
+    wait_for(lambda: (out / "records" / "shard-00000.json").exists() or build.poll() is not None)
     assert build.poll() is None, "the build ended before the interrupt: make the inputs bigger"
     os.killpg(build.pid, signal.SIGINT)
     _, stderr = build.communicate(timeout=600)

@@ -20,7 +20,7 @@ from beamtok import Dataset
 from beamtok.base.progress import Progress
 from beamtok.cache.build.progress import BuildProgress, ShardReporter, shard_fraction
 from beamtok.cache.build.writer import write_shard
-from beamtok.cache.format.manifest import SHARDS_DIR
+from beamtok.cache.format.manifest import RECORDS_DIR
 from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import SourceSpec
 from beamtok.shards.processor import ShardProcessor
@@ -111,7 +111,7 @@ def test_worker_reports_reach_the_build_display(tmp_path):
     (progress_dir / "1.json").write_text(json.dumps({"fraction": 0.5, "tokens": 5, "rows": 1, "documents": 1}))
     monitor = BuildProgress(storage, 3, str(progress_dir), enabled=False)
     assert monitor.figures() == (1.5, 5)  # shard 0 finished before the monitor started: counted done, its tokens not this run's
-    (Path(storage.url) / SHARDS_DIR / "shard-00000.json").unlink()
+    (Path(storage.url) / RECORDS_DIR / "shard-00000.json").unlink()
     assert BuildProgress(storage, 3, str(progress_dir), enabled=False).figures() == (0.75, 12)
 
 

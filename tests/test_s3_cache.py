@@ -47,7 +47,7 @@ def test_cache_on_s3_killed_mid_write_then_completed(s3_bucket, inputs):
     cmd += ["--split-bytes", "1MB"]  # ranges go through the bucket too
     build = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while not any(k.endswith(".json") for k in keys(s3_bucket, "caches/c/shards/")) and build.poll() is None:
+    while not any(k.endswith(".json") for k in keys(s3_bucket, "caches/c/records/")) and build.poll() is None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert build.poll() is None, "the build finished before it could be killed: make the inputs bigger"

@@ -163,7 +163,7 @@ def test_killed_split_build_leaves_ranges_that_a_rerun_clears(inputs, unsplit, t
     online(inputs).cache(str(out), split_bytes=SPLIT, progress=False)
     (out / "manifest.json").unlink()
     os.remove(out / "shards" / "shard-00001.parquet")
-    os.remove(out / "shards" / "shard-00001.json")
+    os.remove(out / "records" / "shard-00001.json")
     (out / RANGES_DIR).mkdir()
     (out / RANGES_DIR / "shard-00001-range-00003-of-00050.arrow").write_bytes(b"half written")
     kept = {p.name: p.stat().st_mtime_ns for p in (out / "shards").glob("*.parquet")}  # shard 0 was split too

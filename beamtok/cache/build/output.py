@@ -19,8 +19,8 @@ import tempfile
 from collections.abc import Iterator, Sequence
 
 from beamtok.base.errors import CacheError
-from beamtok.cache.build.ranges import RANGES_DIR
-from beamtok.cache.format.manifest import MANIFEST, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
+from beamtok.cache.build.ranges import LEGACY_RANGES_DIR, RANGES_DIR
+from beamtok.cache.format.manifest import MANIFEST, RECORDS_DIR, SHARDS_DIR, TOKENIZER_FILE, Manifest, read_manifest
 from beamtok.cache.format.shard_table import SHARD_TABLE
 from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import Spec, json_differences
@@ -61,14 +61,17 @@ def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, ove
     if problem is not None and not overwrite:
         raise CacheError(f"{storage.url} {problem}; pass --overwrite to replace it, or choose another --output")
     if overwrite:  # every file of the old cache, of this spec or another
-        for name in storage.list(SHARDS_DIR):
-            storage.delete(f"{SHARDS_DIR}/{name}")
+        for folder in (SHARDS_DIR, RECORDS_DIR):
+            for name in storage.list(folder):
+                storage.delete(f"{folder}/{name}")
         storage.delete(TOKENIZER_FILE)
     storage.delete(MANIFEST)
     storage.delete(SHARD_TABLE)  # a large cache's entries: rewritten with the manifest
     storage.delete_stale_temporaries(SHARDS_DIR)
-    for name in storage.list(RANGES_DIR):  # tokenized ranges of a killed run: redone
-        storage.delete(f"{RANGES_DIR}/{name}")
+    storage.delete_stale_temporaries(RECORDS_DIR)
+    for folder in (RANGES_DIR, LEGACY_RANGES_DIR):  # tokenized ranges of a killed run: redone
+        for name in storage.list(folder):
+            storage.delete(f"{folder}/{name}")
 
 
 def _other_parquet_form(storage: Storage, names: Sequence[str], parquet_compat: bool) -> str | None:
@@ -107,10 +110,10 @@ def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard], *, parque
         if old != urls:
             return f"holds a cache of other input files ({_first_difference(old, urls)})"
     names = storage.list(SHARDS_DIR)
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        sidecar = json.loads(storage.read_bytes(f"{SHARDS_DIR}/{name}"))
+    sidecars = [f"{SHARDS_DIR}/{name}" for name in names if name.endswith(".json")]  # caches written before records/
+    sidecars += [f"{RECORDS_DIR}/{name}" for name in storage.list(RECORDS_DIR) if name.endswith(".json")]
+    for rel in sidecars:
+        sidecar = json.loads(storage.read_bytes(rel))
         if sidecar.get("fingerprint") != spec.fingerprint:
             return f"holds a cache built with spec {sidecar.get('fingerprint', '?')}, not {spec.fingerprint}"
         index = sidecar.get("index", -1)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from beamtok.base.progress import Progress
-from beamtok.cache.format.manifest import SHARDS_DIR
+from beamtok.cache.format.manifest import RECORDS_DIR
 from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import SourceSpec
 from beamtok.shards.processor import DocItem, ShardCursor
@@ -138,11 +138,11 @@ class BuildProgress(threading.Thread):
 
     def _finished(self) -> set[str]:
         """The sidecar names of finished shards."""
-        return {name for name in self.storage.list(SHARDS_DIR) if name.endswith(".json")}
+        return {name for name in self.storage.list(RECORDS_DIR) if name.endswith(".json")}
 
     def _sidecar_tokens(self, name: str) -> int:
         if name not in self._tokens:
-            self._tokens[name] = int(json.loads(self.storage.read_bytes(f"{SHARDS_DIR}/{name}"))["tokens"])
+            self._tokens[name] = int(json.loads(self.storage.read_bytes(f"{RECORDS_DIR}/{name}"))["tokens"])
         return self._tokens[name]
 
     def figures(self) -> tuple[float, int]:

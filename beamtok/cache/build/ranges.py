@@ -35,6 +35,7 @@ from beamtok.transforms.sft import TokenDoc
 
 __all__ = [
     "DEFAULT_SPLIT_BYTES",
+    "LEGACY_RANGES_DIR",
     "RANGES_DIR",
     "InputRange",
     "RangeWritten",
@@ -46,7 +47,8 @@ __all__ = [
     "write_range_file",
 ]
 
-RANGES_DIR = f"{SHARDS_DIR}/ranges"  # tokenized documents of ranges, removed once packed
+RANGES_DIR = "ranges"  # tokenized documents of ranges, removed once packed
+LEGACY_RANGES_DIR = f"{SHARDS_DIR}/ranges"  # where builds before records/ put them
 ALIGN_READ = 1 << 16
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from beamtok.base.errors import ConfigError
 from beamtok.base.sizes import ROW_BYTES_PER_TOKEN, ROW_GROUP_BYTES, check_ceiling, check_memory, default_group_rows
 from beamtok.base.validate import check_optional_int
-from beamtok.cache.format.manifest import ShardEntry, shard_file, sidecar_file
+from beamtok.cache.format.manifest import ShardEntry, legacy_sidecar_file, shard_file, sidecar_file
 from beamtok.cache.format.schema import cache_schema, examples_to_table, parquet_options
 from beamtok.cache.format.storage import HashingWriter, Storage
 from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
@@ -63,7 +63,9 @@ def completed_entry(storage: Storage, shard: Shard, fingerprint: str, *, check_f
     rebuilt."""
     rel = sidecar_file(shard.index)
     if not storage.exists(rel):
-        return None
+        rel = legacy_sidecar_file(shard.index)  # a cache written before records/
+        if not storage.exists(rel):
+            return None
     entry = ShardEntry.from_json(json.loads(storage.read_bytes(rel)), storage.display(rel))
     if entry.fingerprint != fingerprint or entry.url != shard.url or storage.size(entry.file) != entry.bytes:
         return None

@@ -1,8 +1,11 @@
 """The cache manifest: what was built, with which spec, and how to check every file.
 
 ``manifest.json`` is written last, so a directory without one is an unfinished cache. Each
-shard also gets a small sidecar (``shards/shard-NNNNN.json``) as soon as its Parquet file is
-in place; a re-run skips shards whose sidecar has the same spec fingerprint.
+shard also gets a small sidecar (``records/shard-NNNNN.json``) as soon as its Parquet file is
+in place; a re-run skips shards whose sidecar has the same spec fingerprint. The sidecars live
+apart from ``shards/`` so that folder holds Parquet files alone: pyarrow, polars, Spark and
+``datasets`` pointed at it read it as one dataset (caches of earlier versions kept them in
+``shards/``, where they are still found).
 """
 
 from __future__ import annotations
@@ -20,13 +23,26 @@ from beamtok.cache.format.shard_table import INLINE_SHARDS, ShardTable, read_sha
 from beamtok.cache.format.storage import Storage, check_relative
 from beamtok.sources.urls import is_remote
 
-__all__ = ["MANIFEST", "MANIFEST_FORMAT", "Manifest", "ShardEntry", "read_manifest", "shard_file", "sidecar_file", "versions", "write_manifest"]
+__all__ = [
+    "MANIFEST",
+    "MANIFEST_FORMAT",
+    "RECORDS_DIR",
+    "Manifest",
+    "ShardEntry",
+    "legacy_sidecar_file",
+    "read_manifest",
+    "shard_file",
+    "sidecar_file",
+    "versions",
+    "write_manifest",
+]
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 2  # 2: shard files of layout 2 (see beamtok.cache.format.schema)
 TABLE_FORMAT = 3  # 3: format 2 with the shard entries in a table beside the manifest (beamtok.cache.format.shard_table)
 READABLE_FORMATS = (1, 2, 3)
 SHARDS_DIR = "shards"
+RECORDS_DIR = "records"
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -35,6 +51,11 @@ def shard_file(index: int) -> str:
 
 
 def sidecar_file(index: int) -> str:
+    return f"{RECORDS_DIR}/shard-{index:05d}.json"
+
+
+def legacy_sidecar_file(index: int) -> str:
+    """Where caches written before ``records/`` kept shard ``index``'s sidecar."""
     return f"{SHARDS_DIR}/shard-{index:05d}.json"
 
 
@@ -153,7 +174,7 @@ class Manifest:
 def read_manifest(storage: Storage) -> Manifest:
     """Read and validate a cache's manifest; a missing one means the cache is unfinished."""
     if not storage.exists(MANIFEST):
-        if storage.list(SHARDS_DIR):
+        if storage.list(SHARDS_DIR) or storage.list(RECORDS_DIR):
             raise CacheError(f"{storage.url}: cache is unfinished (shard files but no {MANIFEST}); re-run `beamtok cache` to complete it")
         raise CacheError(f"{storage.url}: not a beamtok cache (no {MANIFEST})")
     where = storage.display(MANIFEST)
