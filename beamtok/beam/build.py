@@ -71,6 +71,7 @@ from beamtok.cache.format.manifest import TOKENIZER_FILE, Manifest, ShardEntry, 
 from beamtok.cache.format.storage import Storage
 from beamtok.core.cache_options import LOCAL_RUNNERS
 from beamtok.core.spec import Spec
+from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard
 from beamtok.transforms.tokenize import is_registered, register_serialized, serialize_tokenizers
@@ -232,10 +233,11 @@ class _PackShardFn(_ShardStepFn):
         index, ranges = element
         shard = self.shards[index]
         files = [r.file for r in ordered_ranges(index, ranges)]
-        documents = itertools.chain.from_iterable(read_range_file(self.storage, rel) for rel in files)
+        lengths = DocumentLengths()
+        documents = lengths.tally(itertools.chain.from_iterable(read_range_file(self.storage, rel) for rel in files))
         seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
         produced = self.processor.pack(index, documents)
-        entry = write_rows(self.storage, shard, produced, self.spec.fingerprint, seq_len, **self.layout, report=None)
+        entry = write_rows(self.storage, shard, produced, self.spec.fingerprint, seq_len, **self.layout, report=None, document_lengths=lengths)
         for rel in files:
             self.storage.delete(rel)
         self.counters.written(entry)

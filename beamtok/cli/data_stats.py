@@ -2,13 +2,18 @@
 
 Both read examples in shard order (a cache's rows, or the on-the-fly stream of the files), so
 the same figures come out for a cache and for the files it was built from. Document lengths
-are rebuilt from pieces: a row's first piece continues the open document when the row starts
-``token`` tokens into it (a concat row boundary splits documents); every other piece starts a
-document.
+are the tokenized documents' own, before packing: a cache's build records them per shard
+(:mod:`beamtok.shards.document_lengths`), and the files' figures tally the same processing.
+A cache whose build did not record them (written as it streamed, or before they were
+recorded) has them rebuilt from its rows' pieces: where the packing mode's ``token`` is an
+offset, a row's first piece continues the open document when the row starts ``token`` tokens
+into it; under a window packer (``pack_examples``, ``pack_documents``) every piece is taken as
+a document, which pieces of documents cut apart are not.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -18,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
+from beamtok.shards.document_lengths import DocumentLengths
 
 __all__ = ["DataStats", "cache_stats", "describe_stats", "files_stats", "percentiles"]
 
@@ -38,9 +44,12 @@ def percentiles(values: Sequence[float] | np.ndarray) -> dict[str, float] | None
 
 @dataclass
 class DataStats:
-    """Figures gathered from examples, in shard order."""
+    """Figures gathered from examples, in shard order, and the documents' lengths where they
+    were recorded (``recorded``; else rebuilt from the rows' pieces)."""
 
     sft: bool = False
+    token_offsets: bool = True  # a row's ``token`` is an offset into its first piece's document
+    recorded: DocumentLengths | None = None
     rows: int = 0
     tokens: int = 0
     pad_tokens: int = 0
@@ -77,7 +86,7 @@ class DataStats:
         ids = segments[real]
         starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
         ends = np.r_[starts[1:], ids.size]
-        offset = int(example.get("token", 0))
+        offset = int(example.get("token", 0)) if self.token_offsets else 0
         for a, b in zip(starts.tolist(), ends.tolist()):
             if a > 0 or offset == 0:
                 self.close_document()
@@ -104,7 +113,8 @@ class DataStats:
             "padding_waste": self.pad_tokens / total if total else 0.0,
             "trained_fraction": self.trained_tokens / self.tokens if self.tokens else 0.0,
             "row_length": sorted(self.row_lengths)[0] if len(self.row_lengths) == 1 else None,
-            "document_tokens": percentiles(self.document_tokens),
+            "document_tokens": percentiles(self.document_tokens if self.recorded is None else self.recorded.values()),
+            "document_tokens_from": "rows" if self.recorded is None else "documents",
             "row_fill": percentiles(self.row_fill) if len(self.row_lengths) == 1 else None,
         }
         if self.sft:
@@ -117,6 +127,30 @@ def _is_sft(spec_json: dict[str, Any]) -> bool:
     return any(step.get("op") in ("tokenize_sft", "tokenize_chat") for step in spec_json.get("steps", []))
 
 
+def _token_offsets(spec_json: dict[str, Any]) -> bool:
+    """Whether the rows' ``token`` of this spec's packing is a token offset."""
+    from beamtok.transforms.packing_modes import PACKING_MODES
+
+    pack = spec_json.get("pack")
+    mode = PACKING_MODES.get(str(pack.get("mode"))) if isinstance(pack, dict) else None
+    return mode is None or mode.ROW_TOKEN == "tokens"
+
+
+def _recorded_lengths(directory: str, shards: int) -> DocumentLengths | None:
+    """Every shard's recorded document lengths, added up; None unless all have them."""
+    from beamtok.cache.build.writer import recorded_document_lengths
+    from beamtok.cache.format.storage import Storage
+
+    storage = Storage(directory)
+    total = DocumentLengths()
+    for index in range(shards):
+        lengths = recorded_document_lengths(storage, index)
+        if lengths is None:
+            return None
+        total = total + lengths
+    return total
+
+
 def cache_stats(directory: str, *, limit: int | None = None) -> tuple[dict[str, Any], DataStats]:
     """Figures of a cache: the manifest's totals and per-shard table, and distributions over
     its rows (the first ``limit`` rows in shard order, or all)."""
@@ -125,7 +159,7 @@ def cache_stats(directory: str, *, limit: int | None = None) -> tuple[dict[str, 
 
     cache = Cache(directory)
     manifest = cache.manifest
-    gathered = DataStats(sft=_is_sft(manifest.spec))
+    gathered = DataStats(sft=_is_sft(manifest.spec), token_offsets=_token_offsets(manifest.spec), recorded=_recorded_lengths(directory, len(manifest.shards)))
     it = Dataset.from_cache(directory).interleave(1).iter()
     for example in it:
         if limit is not None and gathered.rows >= limit:
@@ -162,7 +196,12 @@ def files_stats(dataset: Any, *, documents: int) -> tuple[dict[str, Any], DataSt
 
     if not isinstance(dataset, Dataset) or dataset.spec.tokenizer is None:
         raise ConfigError("stats of input files need a tokenizer (--tokenizer)")
-    gathered = DataStats(sft=_is_sft(dataset.spec.to_json()))
+    from beamtok.shards.processor import ShardProcessor
+
+    spec_json = dataset.spec.to_json()
+    recorded = DocumentLengths()
+    gathered = DataStats(sft=_is_sft(spec_json), token_offsets=_token_offsets(spec_json), recorded=recorded)
+    processor = ShardProcessor(dataset.spec)
     shards = []
     counts: dict[str, Any] = {"read": 0, "emitted": 0, "skipped": defaultdict(int), "truncated": 0}
     for shard in dataset.shards:
@@ -177,6 +216,9 @@ def files_stats(dataset: Any, *, documents: int) -> tuple[dict[str, Any], DataSt
             if done["read"] >= documents:
                 complete = next(it, None) is None  # counted as read above only if it exists
                 break
+        # the same documents' own lengths, as a cache build records them (the rows cannot always say)
+        for _ in recorded.tally(itertools.islice(processor.documents(shard), done["read"])):
+            pass
         counts["read"] += done["read"]
         counts["emitted"] += done["emitted"]
         counts["truncated"] += done["truncated_docs"]
@@ -233,7 +275,9 @@ def describe_stats(summary: dict[str, Any]) -> str:
         f"tokens: {read['tokens']:,} real, {read['pad_tokens']:,} padding (waste {read['padding_waste']:.2%}); "
         f"trained on {read['trained_fraction']:.2%}"
     )
-    for name, label in (("document_tokens", "document length (tokens)"), ("row_fill", "row fill"), ("prompt_tokens", "prompt tokens"), ("completion_tokens", "completion tokens")):
+    from_rows = read.get("document_tokens_from") == "rows"
+    document_label = "document length (tokens, rebuilt from the rows: not recorded by this build)" if from_rows else "document length (tokens)"
+    for name, label in (("document_tokens", document_label), ("row_fill", "row fill"), ("prompt_tokens", "prompt tokens"), ("completion_tokens", "completion tokens")):
         dist = read.get(name)
         if dist:
             fmt = "{:.1%}" if name == "row_fill" else "{:,.0f}"

@@ -46,14 +46,16 @@ def head(
     check_int(batches, "--batches", minimum=1)
     check_int(max_chars, "--max-chars", minimum=0)
     limit = max_chars or None
-    tok = Cache(directory).tokenizer()
+    cache = Cache(directory)
+    tok = cache.tokenizer()
+    pack = cache.manifest.spec.get("pack")
     ds = Dataset.from_cache(directory)
     ds = (ds if no_shuffle else ds.shuffle(window=256, seed=seed)).batch(batch_size)
     it = ds.iter()
     for b, batch in zip(range(batches), it):
         for row in range(len(batch["input_ids"])):
             example = {name: values[row] for name, values in batch.items()}
-            pieces = row_pieces(example, tok.decode, max_chars=limit, mask=mask)
+            pieces = row_pieces(example, tok.decode, max_chars=limit, mask=mask, pack=pack)
             where = {"batch": b, "row": row, **{k: int(example[k]) for k in ("shard", "index", "doc", "token")}}
             if as_json:
                 click.echo(json.dumps({**where, "pieces": [p.to_json(ids=ids) for p in pieces]}))

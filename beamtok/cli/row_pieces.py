@@ -4,7 +4,7 @@ how many tokens each piece has and how many are trained on."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ class Piece:
     """One segment of a row: a whole document or example, or part of a document."""
 
     segment: int
-    starts_document: bool
+    starts_document: bool | None  # None: a document, or a piece a window packer cut from one
     offset: int  # tokens of its document before it
     tokens: int
     trained: int
@@ -28,7 +28,10 @@ class Piece:
     ids: list[int]
 
     def describe(self) -> str:
-        start = "new document" if self.starts_document else f"continues a document from its token {self.offset}"
+        if self.starts_document is None:
+            start = "a document, or a piece of a longer one"
+        else:
+            start = "new document" if self.starts_document else f"continues a document from its token {self.offset}"
         return f"segment {self.segment}: {start}, {self.tokens} tokens, {self.trained} trained on"
 
     def to_json(self, *, ids: bool = False) -> dict[str, Any]:
@@ -46,11 +49,24 @@ class Piece:
 
 
 def row_pieces(
-    example: dict[str, Any], decode: Callable[[Sequence[int]], str], *, max_chars: int | None = None, mask: bool = False
+    example: dict[str, Any],
+    decode: Callable[[Sequence[int]], str],
+    *,
+    max_chars: int | None = None,
+    mask: bool = False,
+    pack: Mapping[str, Any] | None = None,
 ) -> list[Piece]:
-    """The pieces of ``example`` (one row) in order. A row's first piece continues a document
-    when the row starts ``token`` tokens into it. With ``mask``, text not trained on is shown
-    between « and »."""
+    """The pieces of ``example`` (one row) in order. Under a packing whose ``token`` is a token
+    offset (``concat_chunk``, ``sliding_window``...), a row's first piece continues a document
+    when the row starts ``token`` tokens into it; under ``pack_examples`` every piece is a whole
+    example; under ``pack_documents`` (``pack``: the spec's packing, as JSON) a piece may be a
+    document or part of one cut apart. With ``mask``, text not trained on is shown between «
+    and »."""
+    from beamtok.transforms.packing_modes import PACKING_MODES
+
+    mode = PACKING_MODES.get(str(pack.get("mode"))) if pack else None
+    token_offsets = mode is None or mode.ROW_TOKEN == "tokens"
+    whole = mode is None or mode.WHOLE_PIECES or token_offsets
     segments = np.asarray(example["segment_ids"])
     input_ids = np.asarray(example["input_ids"])
     loss = np.asarray(example["loss_mask"])
@@ -60,7 +76,7 @@ def row_pieces(
     values = segments[real]
     starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
     ends = np.r_[starts[1:], values.size]
-    offset = int(example.get("token", 0))
+    offset = int(example.get("token", 0)) if token_offsets else 0
     pieces = []
     for n, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
         positions = real[a:b]
@@ -70,7 +86,8 @@ def row_pieces(
         if max_chars is not None and len(text) > max_chars:
             text = f"{text[:max_chars]}… (+{len(text) - max_chars} chars)"
         first = n == 0 and offset > 0
-        pieces.append(Piece(int(values[a]), not first, offset if first else 0, len(ids), int(trained.sum()), text, ids))
+        begins: bool | None = not first if whole else None
+        pieces.append(Piece(int(values[a]), begins, offset if first else 0, len(ids), int(trained.sum()), text, ids))
     return pieces
 
 

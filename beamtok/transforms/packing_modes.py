@@ -62,6 +62,11 @@ class PackingMode:
     CUTS_BY_TOKEN_OFFSET: ClassVar[bool] = False  # rows are a function of token offsets: packed range by range, column-wise
     SUPERVISED: ClassVar[bool] = False  # rows carry labels and an attention mask
     HAS_SEQ_LEN: ClassVar[bool] = True  # rows hold at most seq_len tokens (needs tokens; padding rows can be made)
+    # what a row's ``token`` says: "tokens" (how far into its first piece's document the row
+    # starts) or "window_rows" (the row's number in its packing window, every piece a document
+    # or a piece the packer cut from one on its own)
+    ROW_TOKEN: ClassVar[str] = "tokens"
+    WHOLE_PIECES: ClassVar[bool] = False  # every piece of a row is a whole document or example
 
     @classmethod
     def check(cls, pack: PackSpec) -> None:
@@ -103,6 +108,7 @@ class PackingMode:
 class WholeDocuments(PackingMode):
     NAME = API = "none"
     HAS_SEQ_LEN = False
+    WHOLE_PIECES = True
 
     @classmethod
     def check(cls, pack: PackSpec) -> None:
@@ -172,6 +178,7 @@ class Window(PackingMode):
 
 class Greedy(PackingMode):
     NAME, API, ALIASES = "greedy", "pack_examples", ("greedy",)
+    WHOLE_PIECES = True
 
     @classmethod
     def packer(cls, pack: PackSpec) -> Packer:
@@ -183,6 +190,8 @@ class Greedy(PackingMode):
 
 
 class _Windowed(PackingMode):
+    ROW_TOKEN = "window_rows"
+
     """A mode that packs over windows of ``window`` units (examples or documents)."""
 
     UNIT: ClassVar[str]
@@ -205,6 +214,7 @@ class _Windowed(PackingMode):
 
 class FirstFit(_Windowed):
     NAME, API, ALIASES = "first_fit", "pack_examples", ("first_fit",)
+    WHOLE_PIECES = True
     UNIT, DEFAULT_WINDOW = "examples", 64
 
     @classmethod

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 
 from beamtok.base.errors import CacheError
 from beamtok.cache.build.parquet_join import GroupsOf, join_row_groups
-from beamtok.cache.build.ranges import RANGES_DIR, read_range_file
+from beamtok.cache.build.ranges import RANGES_DIR, range_document_lengths, read_range_file
 from beamtok.cache.build.writer import WrittenRows, record_shard, write_row_groups
 from beamtok.cache.format.manifest import ShardEntry, shard_file
 from beamtok.cache.format.storage import HashingWriter, Storage
 from beamtok.core.spec import Spec
+from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import DocItem, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard
 
@@ -179,7 +180,8 @@ def join_parts(storage: Storage, shard: Shard, parts: Sequence[PackedPart], fing
         for f in files:
             f.close()
     written = sum((p.written for p in parts), WrittenRows())
-    entry = record_shard(storage, shard, hashing, written, fingerprint)
+    lengths = sum((range_document_lengths(storage, rel) for rel in parts[0].range_files), DocumentLengths())
+    entry = record_shard(storage, shard, hashing, written, fingerprint, lengths)
     for rel in [p.file for p in parts] + list(parts[0].range_files):
         storage.delete(rel)
     return entry

@@ -28,6 +28,7 @@ from beamtok.cache.format.manifest import SHARDS_DIR
 from beamtok.cache.format.storage import Storage
 from beamtok.core.cache_options import BUILD_DEFAULTS
 from beamtok.core.spec import SourceSpec
+from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import DocCounts, DocItem
 from beamtok.sources.readers import is_compressed, open_url, source_format
 from beamtok.sources.urls import Shard, is_remote
@@ -41,6 +42,7 @@ __all__ = [
     "RangeWritten",
     "parse_size",
     "plan_ranges",
+    "range_document_lengths",
     "range_file",
     "read_range_file",
     "split_bytes_option",
@@ -246,6 +248,18 @@ def read_range_file(storage: Storage, rel: str) -> Iterator[DocItem]:
                 mask = masks[mask_offsets[i] : mask_offsets[i + 1]].copy() if has_mask[i] else None
                 value = TokenDoc(ids[id_offsets[i] : id_offsets[i + 1]].copy(), mask)
                 yield DocItem(cursor, value, DocCounts(read=1, emitted=1, truncated_docs=int(truncated[i])), cursor)
+
+
+def range_document_lengths(storage: Storage, rel: str) -> DocumentLengths:
+    """The token lengths of the tokenized documents :func:`write_range_file` wrote to ``rel``
+    (the list lengths alone: no token is decoded)."""
+    lengths = DocumentLengths()
+    with storage.open_input(rel) as f:
+        for batch in pa.ipc.open_stream(f):
+            skipped = batch.column(1).is_valid().to_numpy(zero_copy_only=False)
+            for n in batch.column(3).value_lengths().to_numpy(zero_copy_only=False)[~skipped].tolist():
+                lengths.add(int(n))
+    return lengths
 
 
 def _flat(column: pa.ListArray, dtype: type) -> tuple[np.ndarray, np.ndarray]:

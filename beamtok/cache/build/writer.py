@@ -20,14 +20,27 @@ from beamtok.base.validate import check_optional_int
 from beamtok.cache.format.manifest import ShardEntry, legacy_sidecar_file, shard_file, sidecar_file
 from beamtok.cache.format.schema import cache_schema, examples_to_table, parquet_options
 from beamtok.cache.format.storage import HashingWriter, Storage
+from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ROW_GROUP_BYTES", "WrittenRows", "check_layout", "completed_entry", "record_shard", "rows_per_group", "write_row_groups", "write_rows", "write_shard"]
+__all__ = [
+    "ROW_GROUP_BYTES",
+    "WrittenRows",
+    "check_layout",
+    "completed_entry",
+    "record_shard",
+    "recorded_document_lengths",
+    "rows_per_group",
+    "write_row_groups",
+    "write_rows",
+    "write_shard",
+]
 
 MAX_ROW_GROUP_BYTES = 1 << 31  # Parquet readers decode a row group at once
+DOCUMENT_TOKENS = "document_tokens"  # the key of a shard record's document lengths
 
 
 def rows_per_group(seq_len: int | None, rows: int | None = None, nbytes: int | None = None) -> int:
@@ -66,7 +79,9 @@ def completed_entry(storage: Storage, shard: Shard, fingerprint: str, *, check_f
         rel = legacy_sidecar_file(shard.index)  # a cache written before records/
         if not storage.exists(rel):
             return None
-    entry = ShardEntry.from_json(json.loads(storage.read_bytes(rel)), storage.display(rel))
+    record = json.loads(storage.read_bytes(rel))
+    record.pop(DOCUMENT_TOKENS, None)
+    entry = ShardEntry.from_json(record, storage.display(rel))
     if entry.fingerprint != fingerprint or entry.url != shard.url or storage.size(entry.file) != entry.bytes:
         return None
     if entry.source_size is not None and source_size(shard) != entry.source_size:
@@ -100,17 +115,20 @@ def write_shard(
     parquet_compat: bool = False,
     report: Callable[[ShardCursor, int, int, int], None] | None = None,
 ) -> ShardEntry:
-    """Run the shard processing over ``shard`` and write its rows (see :func:`write_rows`)."""
+    """Run the shard processing over ``shard`` and write its rows (see :func:`write_rows`),
+    recording its documents' lengths."""
+    lengths = DocumentLengths()
     return write_rows(
         storage,
         shard,
-        processor.run(shard),
+        processor.pack(shard.index, lengths.tally(processor.documents(shard))),
         processor.spec.fingerprint,
         seq_len,
         row_group_rows=row_group_rows,
         row_group_bytes=row_group_bytes,
         parquet_compat=parquet_compat,
         report=report,
+        document_lengths=lengths,
     )
 
 
@@ -125,6 +143,7 @@ def write_rows(
     row_group_bytes: int | None = None,
     parquet_compat: bool = False,
     report: Callable[[ShardCursor, int, int, int], None] | None = None,
+    document_lengths: DocumentLengths | None = None,
 ) -> ShardEntry:
     """Write a whole shard's examples (what the shard processing yields for it, from its start)
     to its Parquet file, then its sidecar; return the entry. The file appears complete or not
@@ -133,18 +152,22 @@ def write_rows(
     Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens; the
     layout (and ``parquet_compat``: see ``parquet_options``) never changes the rows, so it is
     not part of the spec. ``report(cursor after,
-    tokens, rows, documents read)`` is called after every example (see ``cache.progress``)."""
+    tokens, rows, documents read)`` is called after every example (see ``cache.progress``).
+    ``document_lengths``, filled while ``produced_rows`` is read, goes into the shard's record."""
     group = rows_per_group(seq_len, row_group_rows, row_group_bytes)
     rel = shard_file(shard.index)
     with storage.writing(rel) as sink:
         hashing = HashingWriter(sink)
         written = write_row_groups(hashing, produced_rows, group, report=report, parquet_compat=parquet_compat)
-    return record_shard(storage, shard, hashing, written, fingerprint)
+    return record_shard(storage, shard, hashing, written, fingerprint, document_lengths)
 
 
-def record_shard(storage: Storage, shard: Shard, hashing: HashingWriter, written: WrittenRows, fingerprint: str) -> ShardEntry:
+def record_shard(
+    storage: Storage, shard: Shard, hashing: HashingWriter, written: WrittenRows, fingerprint: str, document_lengths: DocumentLengths | None = None
+) -> ShardEntry:
     """The entry of ``shard``'s file, just written through ``hashing``; its sidecar is written
-    (what marks the shard complete)."""
+    (what marks the shard complete), with its documents' lengths where the build knows them
+    (see :mod:`beamtok.shards.document_lengths`)."""
     rel = shard_file(shard.index)
     entry = ShardEntry(
         index=shard.index,
@@ -160,8 +183,23 @@ def record_shard(storage: Storage, shard: Shard, hashing: HashingWriter, written
         fingerprint=fingerprint,
         footer_sha256=storage.parquet_footer_sha256(rel),
     )
-    storage.write_bytes(sidecar_file(shard.index), json.dumps(entry.to_json()).encode())
+    record = entry.to_json()
+    if document_lengths is not None:
+        record[DOCUMENT_TOKENS] = document_lengths.to_json()
+    storage.write_bytes(sidecar_file(shard.index), json.dumps(record).encode())
     return entry
+
+
+def recorded_document_lengths(storage: Storage, index: int) -> DocumentLengths | None:
+    """The document lengths shard ``index``'s record holds, or None (a build that could not
+    know them, or one of before they were recorded)."""
+    rel = sidecar_file(index)
+    if not storage.exists(rel):
+        return None
+    record = json.loads(storage.read_bytes(rel))
+    if DOCUMENT_TOKENS not in record:
+        return None
+    return DocumentLengths.from_json(record[DOCUMENT_TOKENS], storage.display(rel))
 
 
 @dataclass(frozen=True)
