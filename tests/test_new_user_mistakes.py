@@ -144,11 +144,13 @@ def test_head_cuts_long_pieces_unless_told_not_to(tmp_path):
 def test_reading_past_the_end_and_unclear_arguments_get_one_line_each():
     short = Dataset.from_files(TEXT).tokenize(TOKENIZER).concat_chunk(1024).batch(8)
     steps = sum(1 for _ in short)
-    with pytest.raises(ConfigError, match=rf"iter\(step=1000000000\): this reader's stream ends after step {steps}"):
-        short.iter(step=10**9)
+    for past in (10**9, steps):  # the step just past the last one answers as any later step does
+        with pytest.raises(ConfigError, match=rf"iter\(step={past}\): this reader's stream has steps 0-{steps - 1}; step {past} is past its end"):
+            short.iter(step=past)
     with pytest.warns(UserWarning, match=rf"skip\(1000000000\): the stream ended after {steps} more item"):
         assert short.iter().skip(10**9) == steps
-    assert len(list(short.iter(step=steps))) == 0  # the very end is a step that exists
+    last = list(short.iter(step=steps - 1))
+    assert len(last) == 1 and (last[0]["input_ids"] == list(short)[-1]["input_ids"]).all()
     with pytest.raises(ConfigError, match=r"tokenize\(\) takes a tokenizer directory, a hub name.*got int 42"):
         Dataset.from_files(TEXT).tokenize(42)
     mixed = Dataset.mix([tokens().concat_chunk(64), tokens().concat_chunk(64)], [1, 1])

@@ -356,14 +356,7 @@ class Dataset(PerShardStages, StreamStages):
         if step is not None:
             if state_dict is not None or start_example is not None:
                 raise ConfigError("pass one of state_dict, start_example and step")
-            it = DatasetIterator(self._pipeline, split)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # said below, as an error
-                passed = it.skip(check_int(step, "step"))
-            if passed < step:
-                it.close()
-                raise ConfigError(f"iter(step={step}): this reader's stream ends after step {passed}, before the step asked for")
-            return it
+            return self._at_step(split, check_int(step, "step"))
         if start_example is None:
             return DatasetIterator(self._pipeline, split, state_dict)
         if state_dict is not None:
@@ -371,6 +364,28 @@ class Dataset(PerShardStages, StreamStages):
         it = DatasetIterator(self._pipeline, split)
         it.source.reset(it.source.state_at(check_int(start_example, "start_example")))
         return it
+
+    def _at_step(self, split: ReaderSplit, step: int) -> DatasetIterator:
+        """An iterator whose next item is step ``step``'s, or ConfigError naming this reader's
+        last step where there is no such step (``step`` equal to the number of steps too)."""
+        it = DatasetIterator(self._pipeline, split)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # said below, as an error
+            passed = it.skip(step)
+        there = None
+        if passed == step:
+            state = it.state_dict()
+            try:
+                next(it)  # is there a step ``step`` at all? (it is read again by the iterator returned)
+                there = DatasetIterator(self._pipeline, split, state)
+            except StopIteration:
+                pass
+        it.close()
+        if there is not None:
+            return there
+        if passed == 0:
+            raise ConfigError(f"iter(step={step}): this reader's stream has no step at all")
+        raise ConfigError(f"iter(step={step}): this reader's stream has steps 0-{passed - 1}; step {step} is past its end")
 
     def cache(
         self,
