@@ -37,9 +37,20 @@ class StreamStages:
         """Shuffle examples within windows of ``window``; a checkpoint re-reads at most one window."""
         return self._add_stage(Shuffle(window, seed))
 
-    def batch(self: S, size: int, *, drop_last: bool = False, tensors: str = "numpy") -> S:
-        """Collate ``size`` examples into a dict of numpy arrays (or torch tensors)."""
-        return self._add_stage(Batch(size, drop_last, tensors))
+    def batch(
+        self: S, size: int, *, drop_last: bool = False, tensors: str = "numpy", mask_starts: bool = False, pad_positions: str = "zero"
+    ) -> S:
+        """Collate ``size`` examples into a dict of numpy arrays (or torch tensors).
+
+        Packed rows in other trainers' conventions: ``mask_starts=True`` takes the loss off the
+        first token of each piece (``loss_mask`` 0, ``labels`` -100), as TRL's padding-free
+        collator and ``transformers``' ``DataCollatorWithFlattening`` do by default; off by
+        default, since a row's ``loss_mask`` is what its packing made and
+        ``beamtok.attention.packed_labels`` masks those tokens where labels are made for a
+        model. ``pad_positions="continue"`` numbers padding on from the row's last token, so
+        ``position_ids == 0`` marks exactly the pieces (flash-attention varlen from position
+        ids); the default ``"zero"`` keeps padding at 0."""
+        return self._add_stage(Batch(size, drop_last, tensors, mask_starts, pad_positions))
 
     def batch_tokens(
         self: S,

@@ -1,4 +1,5 @@
-"""batch(size, drop_last, tensors): collate examples into batches of numpy arrays or tensors."""
+"""batch(size, drop_last, tensors, mask_starts, pad_positions): collate examples into batches
+of numpy arrays or tensors, optionally in the packed-row conventions other trainers use."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.backends.spans import stack_taken
+from beamtok.base.errors import ConfigError
 from beamtok.base.extras import require
 from beamtok.base.sizes import MAX_BATCH_ROWS, check_ceiling
 from beamtok.base.validate import check_choice, check_int
-from beamtok.stream.collate import Batched, collate, to_tensors
+from beamtok.stream.collate import PAD_POSITIONS, Batched, collate, packed_conventions, to_tensors
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
 
 __all__ = ["Batch", "BatchNode"]
@@ -19,21 +21,36 @@ __all__ = ["Batch", "BatchNode"]
 @dataclass(frozen=True)
 class Batch(Stage):
     """Group ``size`` examples into one batch; ragged fields are padded (``input_ids`` with
-    the tokenizer's pad id). ``drop_last`` drops a short last batch."""
+    the tokenizer's pad id). ``drop_last`` drops a short last batch. ``mask_starts`` and
+    ``pad_positions``: see :func:`~beamtok.stream.collate.packed_conventions`."""
 
     NAME = "batch"
-    FREE_ON_RESUME = ("size", "drop_last", "tensors")  # a state is always at a batch boundary
+    # a state is always at a batch boundary, and the conventions touch no position
+    FREE_ON_RESUME = ("size", "drop_last", "tensors", "mask_starts", "pad_positions")
 
     size: int
     drop_last: bool = False
     tensors: str = "numpy"
+    mask_starts: bool = False
+    pad_positions: str = "zero"
 
     def __post_init__(self) -> None:
         check_int(self.size, "batch size", minimum=1)
         check_ceiling(self.size, "batch size", MAX_BATCH_ROWS, "rows")
         check_choice(self.tensors, "tensors", ("numpy", "torch"))
+        check_choice(self.pad_positions, "pad_positions", PAD_POSITIONS)
+        if not isinstance(self.mask_starts, bool):
+            raise ConfigError(f"mask_starts must be true or false, not {self.mask_starts!r}")
         if self.tensors == "torch":
             require('batch(tensors="torch")', "torch")
+
+    def to_json(self) -> dict[str, Any]:
+        # the conventions join the JSON only when asked for: fingerprints of batches without them stay as they were
+        out = super().to_json()
+        for name, default in (("mask_starts", False), ("pad_positions", "zero")):
+            if out[name] == default:
+                del out[name]
+        return out
 
     def rows_held(self) -> int:
         return self.size
@@ -72,6 +89,7 @@ class BatchNode(StageNode):
                 raise StopIteration
             stacked = stack_taken(pieces)
             if stacked is not None:
+                stacked = self._conventions(stacked)
                 batch = Batched(to_tensors(stacked) if self.config.tensors == "torch" else stacked)
                 if "segment_ids" in batch:  # stacked rows are token rows: each piece has its counts
                     real = pad = 0
@@ -82,8 +100,17 @@ class BatchNode(StageNode):
                     batch.counted = (real, pad)
                 return batch
             examples = [example for p in pieces for example in p.examples()]
-            return Batched(collate(examples, self.pad_id, self.config.tensors))
+            return self._collated(examples)
         examples = list(itertools.islice(self.upstream, size))
         if not examples or (self.config.drop_last and len(examples) < self.config.size):
             raise StopIteration
-        return Batched(collate(examples, self.pad_id, self.config.tensors))
+        return self._collated(examples)
+
+    def _collated(self, examples: list[dict[str, Any]]) -> Batched:
+        batch = self._conventions(collate(examples, self.pad_id))
+        return Batched(to_tensors(batch) if self.config.tensors == "torch" else batch)
+
+    def _conventions(self, batch: dict[str, Any]) -> dict[str, Any]:
+        if not self.config.mask_starts and self.config.pad_positions == "zero":
+            return batch
+        return packed_conventions(batch, mask_starts=self.config.mask_starts, pad_positions=self.config.pad_positions)

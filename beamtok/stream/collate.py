@@ -6,9 +6,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Batched", "collate", "to_tensors"]
+__all__ = ["PAD_POSITIONS", "Batched", "collate", "packed_conventions", "to_tensors"]
 
 PAD_VALUES = {"input_ids": None, "labels": -100}  # None: the tokenizer's pad id
+PAD_POSITIONS = ("zero", "continue")
+IGNORE_INDEX = -100
 
 
 class Batched(dict):
@@ -37,6 +39,45 @@ def collate(examples: list[dict[str, Any]], pad_id: int, tensors: str = "numpy")
         else:
             batch[key] = values
     return to_tensors(batch) if tensors == "torch" else batch
+
+
+def packed_conventions(batch: dict[str, Any], *, mask_starts: bool = False, pad_positions: str = "zero") -> dict[str, Any]:
+    """A numpy batch of packed rows in the conventions other trainers' collators use.
+
+    ``mask_starts``: no loss on the first token of each piece (``loss_mask`` 0, ``labels``
+    -100), as TRL's padding-free collator and ``transformers``' ``DataCollatorWithFlattening``
+    mask each sequence's first label: with labels shifted inside the model, that token would
+    otherwise be predicted from the piece before it. ``pad_positions="continue"``: padding's
+    ``position_ids`` go on counting from the row's last real token (0, 1, 2... on a row of
+    padding alone) instead of being 0, so code that finds sequence starts where
+    ``position_ids == 0`` (flash-attention varlen from position ids, padding-free flattening)
+    finds exactly the pieces, the padding joined to the last one. Fields a batch lacks are left
+    out; the batch given is not changed."""
+    out = dict(batch)
+    segments = batch.get("segment_ids")
+    if segments is None or segments.ndim != 2:
+        return out
+    real = segments > 0
+    if mask_starts:
+        starts = real.copy()
+        starts[:, 1:] &= segments[:, 1:] != segments[:, :-1]
+        if "loss_mask" in batch:
+            mask = batch["loss_mask"].copy()
+            mask[starts] = 0
+            out["loss_mask"] = mask
+        if "labels" in batch:
+            labels = batch["labels"].copy()
+            labels[starts] = IGNORE_INDEX
+            out["labels"] = labels
+    if pad_positions == "continue" and "position_ids" in batch and not real.all():
+        positions = batch["position_ids"].copy()
+        for row in np.flatnonzero(~real.all(axis=1)):
+            pads = np.flatnonzero(~real[row])
+            last = int(pads[0]) - 1  # padding follows the row's real tokens
+            begin = int(positions[row, last]) + 1 if last >= 0 else 0
+            positions[row, pads] = np.arange(begin, begin + len(pads), dtype=positions.dtype)
+        out["position_ids"] = positions
+    return out
 
 
 def to_tensors(batch: dict[str, Any]) -> dict[str, Any]:

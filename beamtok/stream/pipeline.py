@@ -80,7 +80,9 @@ class Pipeline:
             free = type(stage).FREE_ON_RESUME
             if not free or name != stage.NAME:
                 continue
-            old = {k: saved[k] for k in free if k in saved and saved[k] != getattr(stage, k)}
+            defaults = {f.name: f.default for f in dataclasses.fields(stage) if f.default is not dataclasses.MISSING}
+            was = {k: saved.get(k, defaults.get(k)) for k in free if k in saved or k in defaults}  # a stage's JSON may leave out defaults
+            old = {k: v for k, v in was.items() if v != getattr(stage, k)}
             if not old:
                 continue
             if any(type(later).REREADS_ON_RESUME for later in self.stages[i + 1 :]):
