@@ -24,10 +24,8 @@ row's provenance ``[shard, index]`` as the pipeline numbers it (``[-1, -1]`` for
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from beamtok import Dataset, load_tokenizer
 from beamtok.distributed.checkpoint_dirs import mark_complete, newest_complete, step_directory
+from beamtok.distributed.process_group import end_process_group, start_process_group
 from beamtok.distributed.torch_loader import DistributedLoader
 
 
@@ -110,16 +109,6 @@ def padded(batch: dict[str, torch.Tensor] | None, rows: int, seq_len: int, pad_i
     return {key: torch.cat([batch[key], value]) for key, value in pad.items()}
 
 
-def init_distributed(restart: int) -> None:
-    """gloo over torchrun's store, under a key prefix of this restart's own: after
-    ``--max-restarts`` restarts the group, ``--standalone`` keeps the first attempt's store and
-    its keys, and a plain ``init_process_group`` would meet the stale ones and wait forever."""
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # then torchrun's agent hosts it
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=not agent_store and rank == 0)
-    dist.init_process_group("gloo", store=dist.PrefixStore(f"restart-{restart}", store), rank=rank, world_size=world)
-
-
 def train(args: argparse.Namespace, restart: int) -> None:
     """Train to --max-steps or the end of the data, checkpointing as asked."""
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -186,21 +175,18 @@ def train(args: argparse.Namespace, restart: int) -> None:
     log.close()
     if rank == 0:
         print(f"stopped at step {progress.step} on {world} ranks", flush=True)
-    dist.barrier()
-    time.sleep(0.2)  # gloo's threads free the last collectives' work objects, which takes the GIL
 
 
 def main() -> None:
     args = parse_args()
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    init_distributed(restart)
+    start_process_group("gloo")  # under this restart's own store prefix: --max-restarts restarts the group
     train(args, restart)
     # The model is freed (train returned) before the process group, with gloo's threads idle.
     # Freed at exit instead, DDP's reducer can drop the last reference to the group while a
     # gloo thread still frees a collective's tensors: the group's destructor joins that thread
     # holding the GIL the thread waits for, and the rank hangs at exit (seen with torch 2.13).
-    gc.collect()
-    dist.destroy_process_group()
+    end_process_group()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_mo
 from torch.distributed.checkpoint.stateful import Stateful
 
 from beamtok import Dataset
+from beamtok.distributed.process_group import start_process_group
 from beamtok.distributed.torch_loader import DistributedLoader
 
 BATCH = 4
@@ -63,7 +64,7 @@ def provenance(batch: dict[str, Any]) -> list[list[int]]:
 
 
 def main() -> None:
-    dist.init_process_group("gloo")
+    start_process_group("gloo")
     run(parse_args())
     # The model, its FSDP mesh and the loaders are freed (run returned) before the process group,
     # with gloo's threads idle: at interpreter exit instead, a gloo thread that still frees the

@@ -4,17 +4,24 @@ A DCP checkpoint is a directory of files written by every rank, its ``.metadata`
 killed while writing leaves a directory that may look whole to a reader that only lists files.
 :func:`mark_complete` (called by one process after ``dcp.save`` returned on it, which happens
 only once every rank's files and the metadata are written) adds a marker file by an atomic
-rename; :func:`newest_complete` picks the newest directory that carries it, so a cut-off
-checkpoint is never loaded.
+rename, listing every file of the checkpoint and its size; :func:`newest_complete` picks the
+newest directory that carries it and still holds those files, so a cut-off checkpoint is never
+loaded, and one that lost a file since (a partial copy, a cleanup gone wrong) is named in one
+warning and passed over for the complete one before it. Markers of earlier versions list no
+files and are taken as they are.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
 from pathlib import Path
 
-__all__ = ["COMPLETE_MARKER", "mark_complete", "newest_complete", "step_directory"]
+__all__ = ["COMPLETE_MARKER", "mark_complete", "missing_files", "newest_complete", "step_directory"]
+
+log = logging.getLogger(__name__)
 
 COMPLETE_MARKER = "COMPLETE"
 _STEP_DIRECTORY = re.compile(r"^step_(\d+)$")
@@ -29,15 +36,36 @@ def mark_complete(directory: str | os.PathLike[str]) -> None:
     """Mark a checkpoint directory as fully written (atomically: a reader sees it or not)."""
     directory = Path(directory)
     partial = directory / f".{COMPLETE_MARKER}.partial"
+    files = {p.name: p.stat().st_size for p in sorted(directory.iterdir()) if p.is_file() and p.name != partial.name}
     with open(partial, "w") as f:
-        f.write("complete\n")
+        json.dump({"complete": True, "files": files}, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(partial, directory / COMPLETE_MARKER)
 
 
+def missing_files(directory: str | os.PathLike[str]) -> list[str]:
+    """The files a complete checkpoint's marker lists that are gone or of another size now
+    (``name (N bytes, now M)``); empty for a marker that lists none."""
+    directory = Path(directory)
+    try:
+        listed = json.loads((directory / COMPLETE_MARKER).read_text()).get("files", {})
+    except (ValueError, AttributeError):  # a marker of an earlier version: "complete"
+        return []
+    problems = []
+    for name, size in sorted(listed.items()):
+        path = directory / name
+        if not path.is_file():
+            problems.append(f"{name} (missing)")
+        elif path.stat().st_size != size:
+            problems.append(f"{name} ({size} bytes written, {path.stat().st_size} now)")
+    return problems
+
+
 def newest_complete(root: str | os.PathLike[str]) -> tuple[int, Path] | None:
-    """The step and directory of the newest complete checkpoint under ``root`` (None: none)."""
+    """The step and directory of the newest complete checkpoint under ``root`` (None: none).
+    A checkpoint marked complete that has lost a file since is passed over for the one before
+    it, with one warning naming the file."""
     root = Path(root)
     if not root.is_dir():
         return None
@@ -46,4 +74,9 @@ def newest_complete(root: str | os.PathLike[str]) -> tuple[int, Path] | None:
         match = _STEP_DIRECTORY.match(path.name)
         if match and (path / COMPLETE_MARKER).is_file():
             found.append((int(match.group(1)), path))
-    return max(found) if found else None
+    for step, path in sorted(found, reverse=True):
+        problems = missing_files(path)
+        if not problems:
+            return step, path
+        log.warning("checkpoint %s was marked complete but %s; passed over for an earlier one", path, ", ".join(problems))
+    return None
