@@ -10,7 +10,7 @@ from beamtok import Dataset
 from beamtok.base.errors import ConfigError
 from beamtok.cli import main
 
-from conftest import CORPUS, TOKENIZER_DIR
+from conftest import CORPUS, ROOT, TOKENIZER_DIR
 
 TOKENIZER = str(TOKENIZER_DIR)
 SHARD = str(CORPUS / "shakespeare-00.jsonl")
@@ -313,3 +313,33 @@ def test_missing_chat_template_names_the_option_where_it_was_called(tmp_path):
     assert json.loads(out)["read"]["prompt_tokens"]["count"] > 0
     with pytest.raises(ConfigError, match=r"has no chat template; pass template= \(a Jinja file or string\)"):
         Dataset.from_files([chat]).tokenize_chat(TOKENIZER)
+
+
+def test_a_tokenizer_without_bos_names_the_flag_a_command_line_user_needs(tmp_path):
+    bert = str(ROOT / "data" / "tokenizers" / "bert-base-uncased")
+    code, _, err = run("cache", SHARD, "-o", str(tmp_path / "c"), "--tokenizer", bert, "--seq-len", "128")
+    assert code == 2 and err.strip() == f"beamtok: error: tokenizer {bert!r} has no BOS token; pass --no-bos to build without one"
+    code, _, err = run("cache", SHARD, "-o", str(tmp_path / "c"), "--tokenizer", bert, "--seq-len", "128", "--no-bos")
+    assert code == 2 and "has no EOS token; pass --no-eos" in err
+    with pytest.raises(ConfigError, match=r"call ensure_bos_eos\(bos=False\)"):  # the Python call is named in Python
+        Dataset.from_files([SHARD]).tokenize(bert).ensure_bos_eos()
+
+
+def test_packing_is_named_by_the_dataset_method_everywhere(tmp_path):
+    import json
+
+    cache = tmp_path / "c"
+    Dataset.from_files([SHARD]).tokenize(TOKENIZER).ensure_bos_eos().pack_documents(512).cache(str(cache), progress=False)
+    code, out, _ = run("stats", str(cache))
+    assert code == 0 and "packing: pack_documents, rows of 512 tokens" in out
+    code, out, _ = run("stats", str(cache), "--json")
+    assert json.loads(out)["packing"]["stage"] == "pack_documents" and "mode" not in json.loads(out)["packing"]
+    it = Dataset.from_files([SHARD]).tokenize(TOKENIZER).concat_chunk(64).batch(2).iter()
+    next(it)
+    (tmp_path / "state.json").write_text(json.dumps(it.state_dict()))
+    code, out, _ = run("inspect", str(tmp_path / "state.json"))
+    assert code == 0 and "packing: concat_chunk, rows of 64 tokens" in out
+    code, out, _ = run("cache", "--help")
+    described = out.split("--pack ")[1]  # the option list after the choices, which keep the older names as aliases
+    for old in ("best_fit:", "concat row", "first_fit window", "best_fit window"):
+        assert old not in described, old

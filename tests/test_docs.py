@@ -80,6 +80,17 @@ def test_the_site_builds_strictly_with_generated_pages(tmp_path):
     performance = (tmp_path / "site" / "performance" / "index.html").read_text()
     for result in (ROOT / "benchmarks" / "results").glob("*.json"):
         assert f"<code>{result.name}</code>" in performance, result.name
+    import beamtok
+
+    api = (tmp_path / "site" / "api" / "index.html").read_text()
+    errors = {"BeamtokError", "CacheError", "ConfigError", "InputError", "StateError"}  # under beamtok.base.errors
+    for name in set(beamtok.__all__) - {"__version__"}:
+        anchor = f"beamtok.base.errors.{name}" if name in errors else f"beamtok.{name}"
+        assert f'id="{anchor}"' in api, f"{name} has no entry in the API reference"
+    for page in (tmp_path / "site").rglob("*.html"):
+        raw = re.findall(r":(?:func|meth|class|mod|attr|data|exc|obj):<code>", page.read_text())
+        assert not raw, f"{page.relative_to(tmp_path)} shows Sphinx roles as text: {raw[:3]}"
+    assert 'href="#beamtok.Dataset.cache"' in api  # a role became a link
 
 
 @pytest.mark.parametrize("module", ["beamtok.dataset.dataset"])

@@ -127,6 +127,18 @@ def _is_sft(spec_json: dict[str, Any]) -> bool:
     return any(step.get("op") in ("tokenize_sft", "tokenize_chat") for step in spec_json.get("steps", []))
 
 
+def _packing_named(pack: Any) -> dict[str, Any] | None:
+    """A spec's packing with the Dataset method that asks for it (``stage``, and ``method``
+    for pack_examples) in place of the name the spec stores."""
+    from beamtok.transforms.packing_modes import PACKING_MODES
+
+    mode = PACKING_MODES.get(str(pack.get("mode"))) if isinstance(pack, dict) else None
+    if mode is None:
+        return pack
+    named = {"stage": mode.API, **({"method": mode.NAME} if mode.API == "pack_examples" else {})}
+    return {**named, **{k: v for k, v in pack.items() if k != "mode" and v is not None}}
+
+
 def _token_offsets(spec_json: dict[str, Any]) -> bool:
     """Whether the rows' ``token`` of this spec's packing is a token offset."""
     from beamtok.transforms.packing_modes import PACKING_MODES
@@ -169,7 +181,7 @@ def cache_stats(directory: str, *, limit: int | None = None) -> tuple[dict[str, 
         "path": directory,
         "kind": "cache",
         "spec": manifest.fingerprint,
-        "packing": manifest.spec.get("pack"),
+        "packing": _packing_named(manifest.spec.get("pack")),
         "documents": manifest.totals["documents"],
         "totals": {k: manifest.totals[k] for k in ("shards", "rows", "tokens", "pad_tokens") if k in manifest.totals},
         "read": {**gathered.to_json(), "complete": gathered.rows == manifest.totals["rows"]},

@@ -76,6 +76,11 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
     else:
         ds = ds.tokenize(options["tokenizer"])
         bos, eos = options.get("bos", True) is not False, options.get("eos", True) is not False
+        ref = ds.spec.tokenizer
+        for wanted, token_id, name in ((bos, ref.bos_id if ref else None, "bos"), (eos, ref.eos_id if ref else None, "eos")):
+            if wanted and token_id is None:  # said with the option's own spelling, not the Python call's
+                off = f"--no-{name}" if spell is on_the_command_line else f"{name}: false"
+                raise ConfigError(f"tokenizer {options['tokenizer']!r} has no {name.upper()} token; pass {off} to build without one")
         if bos or eos:
             ds = ds.ensure_bos_eos(bos=bos, eos=eos)
     return mode.from_options(ds, options)

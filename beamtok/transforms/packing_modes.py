@@ -91,8 +91,13 @@ class PackingMode:
 
     @classmethod
     def words(cls, pack: Mapping[str, Any]) -> str:
-        """A spec's JSON form of this mode in words."""
-        return cls.NAME + (f", rows of {pack['seq_len']} tokens" if pack.get("seq_len") else "")
+        """A spec's JSON form of this mode in words, named as the Dataset method that asks for it."""
+        return cls.called() + (f", rows of {pack['seq_len']} tokens" if pack.get("seq_len") else "")
+
+    @classmethod
+    def called(cls) -> str:
+        """The Dataset method (and method= where one method makes two modes) that asks for this mode."""
+        return f"{cls.API}(method={cls.NAME})" if cls.API == "pack_examples" else cls.API
 
     @classmethod
     def cursor_words(cls) -> str | None:
@@ -287,7 +292,7 @@ class PowerOfTwo(PackingMode):
 
     @classmethod
     def words(cls, pack: Mapping[str, Any]) -> str:
-        return f"power_of_two, unpadded rows of {pack.get('window')} to {pack.get('seq_len')} tokens"
+        return f"{cls.API}, unpadded rows of {pack.get('window')} to {pack.get('seq_len')} tokens"
 
     @classmethod
     def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
@@ -334,7 +339,12 @@ def make_packer(pack: PackSpec | None) -> Packer:
 
 
 def packing_words(pack: Mapping[str, Any]) -> str:
-    """A packing spec's JSON form in words (a mode this version does not know: its name)."""
+    """A packing spec's JSON form in words (a mode this version does not know: its name); the
+    form named by its Dataset method (``stage``, and ``method`` for pack_examples) too."""
+    if "stage" in pack and "mode" not in pack:
+        stage = str(pack["stage"])
+        mode = PACKING_MODES.get(str(pack.get("method"))) if stage == "pack_examples" else next((m for m in PACKING_MODES.values() if m.API == stage), None)
+        return mode.words(pack) if mode is not None else stage
     mode = PACKING_MODES.get(str(pack.get("mode")))
     return mode.words(pack) if mode is not None else str(pack.get("mode"))
 
