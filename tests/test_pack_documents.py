@@ -220,10 +220,10 @@ def test_cli_cache_with_best_fit_equals_the_stream_and_inspect_names_it(corpus, 
     )
     assert shown.returncode == 0, shown.stderr
     assert (
-        "packing: best_fit, rows of 256 tokens, windows of 16 documents, long documents truncate, every row starts with BOS"
+        "packing: pack_documents, rows of 256 tokens, windows of 16 documents, long documents truncate, every row starts with BOS"
         in shown.stdout
     )
     it = Dataset.from_cache(str(out)).batch(2).iter()
     next(it)
     shown = inspect_state(it.state_dict(), tmp_path)
-    assert "packing: best_fit" in shown and "token offset is the number of the window's next row" in shown
+    assert "packing: pack_documents" in shown and "token offset is the number of the window's next row" in shown

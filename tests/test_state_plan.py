@@ -47,7 +47,7 @@ def test_a_mix_plan_names_each_source_s_packing():
     plan = saved(mix)["plan"]
     assert plan["root"]["kind"] == "mix" and [s["packing"]["mode"] for _, s in plan["root"]["sources"]] == ["concat", "pad"]
     lines = explain_state(saved(mix))
-    assert "packing (mix source 0): concat, rows of 64 tokens" in lines and "packing (mix source 1): pad, rows of 32 tokens" in lines
+    assert "packing (mix source 0): concat_chunk, rows of 64 tokens" in lines and "packing (mix source 1): pad, rows of 32 tokens" in lines
 
 
 def test_a_resume_under_another_batch_size_reads_the_plan():
@@ -106,4 +106,4 @@ def test_a_version_1_plan_of_a_mix_still_loads_and_explains():
     want = list(itertools.islice(mix().iter(state_dict=saved(mix())), 5))
     assert_items_equal(list(itertools.islice(mix().iter(state_dict=state), 5)), want)
     lines = explain_state(state)
-    assert "packing (mix source 1): concat, rows of 64 tokens" in lines and "packing (mix source 2): pad, rows of 32 tokens" in lines
+    assert "packing (mix source 1): concat_chunk, rows of 64 tokens" in lines and "packing (mix source 2): pad, rows of 32 tokens" in lines

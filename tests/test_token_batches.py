@@ -140,7 +140,7 @@ def test_inspect_describes_the_stage_and_options_are_checked(corpus, tmp_path):
     next(it)
     shown = inspect_state(it.state_dict(), tmp_path)
     assert "stage 1 (batch_tokens): window 0" in shown and "1 of its batches delivered" in shown
-    assert "packing: power_of_two" in shown
+    assert "packing: pack_power_of_two" in shown
     for bad in ({"min_len": 48}, {"order": "shrink"}, {"max_len": [(5, 128)]}, {"max_len": [(0, 128), (0, 256)]}):
         with pytest.raises(ConfigError):
             rows(corpus).batch_tokens(2048, **bad)
