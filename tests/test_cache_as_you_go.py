@@ -38,13 +38,13 @@ def finish_writers(it) -> None:
 def tokenized_shards(monkeypatch):
     """The URLs of the shards the shard processing runs over (the real processing runs)."""
     seen: list[str] = []
-    real = ShardProcessor.run
+    real = ShardProcessor.documents
 
-    def counting(self, shard, cursor=None):
+    def counting(self, shard, start=0, stop=None):
         seen.append(shard.url)
-        return real(self, shard) if cursor is None else real(self, shard, cursor)
+        return real(self, shard, start, stop)
 
-    monkeypatch.setattr(ShardProcessor, "run", counting)
+    monkeypatch.setattr(ShardProcessor, "documents", counting)
     return seen
 
 

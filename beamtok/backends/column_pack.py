@@ -10,8 +10,9 @@ per row. Their segment and position ids are made from where the documents start 
 a worker process sends the layout in their place.
 
 The rows, their provenance, the cursor after each row and the document counts each row
-carries are those of the per-row packer, which stays the definition (the cache writer uses
-it, and the tests hold the two to each other). Two rules make that so:
+carries are those of the per-row packer, which stays as the tests' oracle (they hold the two
+to each other); the stream and the cache writer both run this one (:func:`packed_rows`). Two
+rules make the rows equal:
 
 - a row's cursor names where the next row starts, so a block is cut only while tokens remain
   buffered after it (with ``remainder="drop"``: a whole row's worth, since a shorter tail may
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from beamtok.backends.spans import RowSpan
+from beamtok.backends.spans import RowSpan, SpanReader
 from beamtok.backends.wire import spans_of
 from beamtok.core.spec import PackSpec
 from beamtok.shards.processor import (
@@ -36,6 +37,7 @@ from beamtok.shards.processor import (
     NO_COUNTS,
     DocCounts,
     DocItem,
+    Produced,
     ShardCursor,
     ShardProcessor,
     check_token_offset,
@@ -43,7 +45,7 @@ from beamtok.shards.processor import (
 from beamtok.shards.rows import PackedLayout, RowBlock, TokenColumn
 from beamtok.sources.urls import Shard
 
-__all__ = ["FIRST_ROWS", "MAX_ROWS", "ColumnChunker", "packs_column_wise", "shard_spans"]
+__all__ = ["FIRST_ROWS", "MAX_ROWS", "ColumnChunker", "packed_rows", "packs_column_wise", "shard_spans"]
 
 FIRST_ROWS = 8  # a (re)opened shard's first rows come quickly, in the blocks a worker process sends
 MAX_ROWS = 64  # blocks double up to this many rows
@@ -64,6 +66,19 @@ def shard_spans(processor: ShardProcessor, shard: Shard, cursor: ShardCursor) ->
         return iter(())
     assert spec.pack is not None
     return ColumnChunker(shard.index, cursor, spec.pack, spec.supervised).spans(processor.documents(shard, cursor.doc))
+
+
+def packed_rows(processor: ShardProcessor, shard_index: int, documents: Iterable[DocItem], start: ShardCursor | None = None) -> Iterator[Produced]:
+    """A shard's documents (as :meth:`ShardProcessor.documents` reads them, from ``start``)
+    packed into its rows one at a time, each with the cursor after it: by the column-wise
+    chunker where the spec packs with ``concat_chunk`` (what the stream runs, so the cache
+    writer runs the same packer), else by the spec's packer."""
+    spec = processor.spec
+    start = start or ShardCursor()
+    if not (spec.tokenized and packs_column_wise(spec.pack)):
+        return processor.pack(shard_index, documents, start)
+    assert spec.pack is not None
+    return SpanReader(ColumnChunker(shard_index, start, spec.pack, spec.supervised).spans(documents))
 
 
 class _Piece:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from beamtok.backends.column_pack import packs_column_wise, shard_spans
+from beamtok.backends.column_pack import packed_rows, packs_column_wise, shard_spans
 from beamtok.backends.decode_pool import DecodePool
 from beamtok.backends.parallel import ParallelShards
 from beamtok.backends.protocol import RowSource, SequentialBackend, ShardBackend
@@ -27,7 +27,9 @@ class OnTheFly(SequentialBackend):
         self.has_spans = spec.tokenized and packs_column_wise(spec.pack)
 
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
-        return self.processor.run(shard, cursor)
+        if cursor.done:
+            return iter(())
+        return packed_rows(self.processor, shard.index, self.processor.documents(shard, cursor.doc), cursor)
 
     def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan] | None:
         if not self.has_spans:
