@@ -12,8 +12,10 @@ Start it again, with any ``--nproc-per-node``, and it resumes from the newest co
 checkpoint in ``--ckpt``: the model and optimizer (resharded by DCP) and the data, with no row
 lost or trained twice. It stops after global step ``--max-steps`` (counted from the start of
 training) or when the data's one epoch ends, and saves a checkpoint there. At the end of the
-data a rank whose share is used up trains on padding rows (no loss) while the others finish,
-and a short last batch is padded to ``--batch-size``: no row is dropped. Under
+data a rank whose share is used up trains on padding batches (no loss) while the others finish
+(``DistributedLoader(even="pad")``), and a short last batch is padded to ``--batch-size``: no
+row is dropped. ``--data`` may be one file on any number of ranks: files fewer than the
+readers are cut into ranges. Under
 ``torchrun --max-restarts N`` a killed rank restarts the group, which resumes the same way.
 
 Each rank appends one JSON line per step to ``--rows-log`` (``{rank}`` in the path is
@@ -93,10 +95,9 @@ class TrainState(Stateful):
         self.step = int(state_dict["step"])
 
 
-def padded(batch: dict[str, torch.Tensor] | None, rows: int, seq_len: int, pad_id: int) -> dict[str, torch.Tensor]:
-    """``batch`` filled up to ``rows`` rows with padding rows (no loss, provenance -1); a rank
-    with no batch left gets padding rows only."""
-    have = 0 if batch is None else int(batch["input_ids"].shape[0])
+def padded(batch: dict[str, torch.Tensor], rows: int, seq_len: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """``batch`` (a short last one) filled up to ``rows`` rows with padding rows (no loss, provenance -1)."""
+    have = int(batch["input_ids"].shape[0])
     pad = {
         "input_ids": torch.full((rows - have, seq_len), pad_id, dtype=torch.int32),
         "position_ids": torch.zeros((rows - have, seq_len), dtype=torch.int32),
@@ -104,8 +105,6 @@ def padded(batch: dict[str, torch.Tensor] | None, rows: int, seq_len: int, pad_i
         "shard": torch.full((rows - have,), -1, dtype=torch.int64),
         "index": torch.full((rows - have,), -1, dtype=torch.int64),
     }
-    if batch is None:
-        return pad
     return {key: torch.cat([batch[key], value]) for key, value in pad.items()}
 
 
@@ -117,7 +116,7 @@ def train(args: argparse.Namespace, restart: int) -> None:
     if args.shuffle_window:
         dataset = dataset.shuffle(window=args.shuffle_window, seed=args.seed)
     dataset = dataset.batch(args.batch_size, tensors="torch")
-    loader = DistributedLoader(dataset, num_workers=args.num_workers)
+    loader = DistributedLoader(dataset, num_workers=args.num_workers, even="pad")
     pad_id = dataset.spec.pad_id
 
     torch.manual_seed(args.seed)
@@ -141,13 +140,11 @@ def train(args: argparse.Namespace, restart: int) -> None:
     log_path = Path(args.rows_log.replace("{rank}", str(rank)))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "a")
-    batches = iter(loader)
     saved_at = progress.step
-    while args.max_steps is None or progress.step < args.max_steps:
+    batches = iter(loader)
+    while args.max_steps is None or progress.step < args.max_steps:  # asked before a batch is taken
         batch = next(batches, None)
-        have = torch.tensor([0 if batch is None else 1])
-        dist.all_reduce(have, op=dist.ReduceOp.MAX)
-        if not have.item():  # every rank's share of the epoch is used up
+        if batch is None:  # every rank's loader ends at the same step (even="pad")
             break
         batch = padded(batch, args.batch_size, args.seq_len, pad_id)
         ids = batch["input_ids"].long()

@@ -1,7 +1,9 @@
 """A job run under torchrun by tests/test_dcp_checkpoint.py: for each pipeline kind, read some
 batches through a DistributedLoader, save it with a tiny model (DDP-free: replicated, or FSDP2
 ``fully_shard``) in one DCP checkpoint; or load that checkpoint at this world size and read to
-the end. Each rank writes the provenance of what it read to ``ROOT/rows-KIND-PHASE-RANK.json``."""
+the end, meeting the other ranks in a barrier after every batch as a training step's all-reduce
+would. Each rank writes the provenance of what it read and its step count to
+``ROOT/rows-KIND-PHASE-RANK.json``."""
 
 from __future__ import annotations
 
@@ -41,20 +43,25 @@ def packed(files: list[str], tokenizer: str) -> Dataset:
     return Dataset.from_files(files).tokenize(tokenizer).ensure_bos_eos().concat_chunk(32)
 
 
-def loader_for(kind: str, root: Path, tokenizer: str, workers: int) -> DistributedLoader:
+def loader_for(kind: str, root: Path, tokenizer: str, workers: int, even: str | None) -> DistributedLoader:
     files = sorted(str(p) for p in (root / "data").glob("part-*.jsonl"))
     ds = packed(files, tokenizer)
     if kind == "shards":
-        return DistributedLoader(ds.batch(BATCH), num_workers=workers)
-    if kind == "examples_even":
-        return DistributedLoader(ds.batch(BATCH), split="examples", even="pad", num_workers=workers)
+        return DistributedLoader(ds.batch(BATCH), num_workers=workers, even=even)
+    if kind == "one_file":  # fewer files than readers: cut into ranges by the loader
+        return DistributedLoader(packed([str(root / "data" / "big.jsonl")], tokenizer).batch(BATCH), num_workers=workers, even=even)
+    if kind == "cache_shards":
+        return DistributedLoader(Dataset.from_cache(str(root / "cache")).batch(BATCH), num_workers=workers, even=even)
+    if kind == "examples":
+        return DistributedLoader(ds.batch(BATCH), split="examples", num_workers=workers, even=even)
     if kind == "balance":
-        return DistributedLoader(lambda rank, world: ds.balance_ranks(BATCH, rank=rank, world_size=world), num_workers=workers)
+        return DistributedLoader(lambda rank, world: ds.balance_ranks(BATCH, rank=rank, world_size=world), num_workers=workers, even=even)
     if kind == "mix":
         other = packed(sorted(str(p) for p in (root / "data").glob("other-*.jsonl")), tokenizer)
-        return DistributedLoader(Dataset.mix([ds, other], [0.7, 0.3], seed=0, max_epochs=1).batch(BATCH), split="examples", num_workers=workers)
+        mixed = Dataset.mix([ds, other], [0.7, 0.3], seed=0, max_epochs=1).batch(BATCH)
+        return DistributedLoader(mixed, split="examples", num_workers=workers, even=even)
     if kind == "global_shuffle":
-        return DistributedLoader(Dataset.from_cache(str(root / "cache")).global_shuffle(seed=3).batch(BATCH), num_workers=workers)
+        return DistributedLoader(Dataset.from_cache(str(root / "cache")).global_shuffle(seed=3).batch(BATCH), num_workers=workers, even=even)
     raise SystemExit(f"unknown kind {kind}")
 
 
@@ -83,6 +90,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=5, help="batches each rank reads before saving")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--fsdp", action="store_true")
+    parser.add_argument("--ending", choices=["drop", "pad", "none"], default="pad")
     return parser.parse_args()
 
 
@@ -104,21 +112,25 @@ def run(args: argparse.Namespace) -> None:
                 p.zero_()  # the checkpoint must bring the weights back
 
     for kind in args.kinds:
-        loader = loader_for(kind, root, args.tokenizer, args.workers)
+        loader = loader_for(kind, root, args.tokenizer, args.workers, None if args.ending == "none" else args.ending)
         state = {"model": ModelState(model), "data": loader}
         checkpoint = root / f"ckpt-{kind}"
         rows: list[list[int]] = []
+        steps = 0
         if args.phase == "save":
             for batch in loader:
                 rows += provenance(batch)
-                if len(rows) >= args.steps * BATCH:
+                steps += 1
+                if steps >= args.steps:
                     break
             dcp.save(state, checkpoint_id=str(checkpoint))
         else:
             dcp.load(state, checkpoint_id=str(checkpoint))
             for batch in loader:
                 rows += provenance(batch)
-        (root / f"rows-{kind}-{args.phase}-{rank}.json").write_text(json.dumps(rows))
+                steps += 1
+                dist.barrier()  # a training step's all-reduce: a rank left waiting here hangs the job
+        (root / f"rows-{kind}-{args.phase}-{rank}.json").write_text(json.dumps({"rows": rows, "steps": steps}))
         full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in get_model_state_dict(model).items()}
         if rank == 0:
             (root / f"weights-{kind}-{args.phase}.json").write_text(json.dumps({k: v.tolist() for k, v in full.items()}))

@@ -1,8 +1,9 @@
 """DistributedLoader in real torchrun jobs (gloo, CPU): saved in one DCP checkpoint with a model
 (replicated, or sharded with FSDP2's fully_shard), loaded on another world size and another
-number of DataLoader workers, for shard and example splits (even="pad"), balance_ranks, a mix
-and a global shuffle over a cache: together the ranks read every row once. And the checks of
-the saved value: missing, duplicated, foreign."""
+number of DataLoader workers, for files split by shards, one file cut into ranges, a cache split by
+shards, an example split, balance_ranks, a mix and a global shuffle over a cache, each with
+even="pad" (together the ranks read every row once) and even="drop" (no row twice, every rank
+stops at the same step). And the checks of the saved value: missing, duplicated, foreign."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torchdata")
 
 JOB = str(Path(__file__).resolve().parent / "dcp_job.py")
-KINDS = ["shards", "examples_even", "balance", "mix", "global_shuffle"]
+KINDS = ["shards", "one_file", "cache_shards", "examples", "balance", "mix", "global_shuffle"]
 
 
 def packed(files: list[str]) -> Dataset:
@@ -44,15 +45,21 @@ def root(tmp_path_factory) -> Path:
         write_jsonl(root / "data" / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 12 : i * 12 + 6 + 2 * i]])
     for i in range(2):
         write_jsonl(root / "data" / f"other-{i}.jsonl", [{"text": p} for p in paragraphs[80 + i * 10 : 90 + i * 10]])
+    write_jsonl(root / "data" / "big.jsonl", [{"text": p} for p in paragraphs[:60]])  # one file for every rank
     cache_without_beam(packed(sorted(str(p) for p in (root / "data").glob("part-*.jsonl"))), str(root / "cache"))
     return root
 
 
-def rows_of(root: Path, kind: str, phase: str, world: int) -> list[tuple[int, int, int]]:
-    out: list[tuple[int, int, int]] = []
+def read_back(root: Path, kind: str, phase: str, world: int) -> tuple[list[tuple[int, int, int]], int, list[int]]:
+    """The rows every rank read (padding rows left out), how many padding rows, and each rank's steps."""
+    rows: list[tuple[int, int, int]] = []
+    steps = []
     for rank in range(world):
-        out += [tuple(r) for r in json.loads((root / f"rows-{kind}-{phase}-{rank}.json").read_text())]
-    return [r for r in out if r[1] >= 0]  # padding rows (even="pad") carry shard -1
+        saved = json.loads((root / f"rows-{kind}-{phase}-{rank}.json").read_text())
+        rows += [tuple(r) for r in saved["rows"]]
+        steps.append(saved["steps"])
+    real = [r for r in rows if r[1] >= 0]  # padding rows (even="pad") carry shard -1
+    return real, len(rows) - len(real), steps
 
 
 def reference(root: Path, kind: str) -> list[tuple[int, int, int]]:
@@ -61,24 +68,33 @@ def reference(root: Path, kind: str) -> list[tuple[int, int, int]]:
         other = packed(sorted(str(p) for p in (root / "data").glob("other-*.jsonl")))
         ds = Dataset.mix([parts, other], [0.7, 0.3], seed=0, max_epochs=1)
         return [(int(e["source"]), int(e["shard"]), int(e["index"])) for e in ds]
+    if kind == "one_file":
+        parts = packed([str(root / "data" / "big.jsonl")]).cut_files("auto")
     if kind == "global_shuffle":
         parts = Dataset.from_cache(str(root / "cache")).global_shuffle(seed=3)
     return [(0, int(e["shard"]), int(e["index"])) for e in parts]
 
 
-@pytest.mark.parametrize(("fsdp", "old", "new"), [(True, (2, 2), (3, 1)), (False, (3, 1), (2, 0))])
-def test_saved_in_dcp_and_resumed_on_another_world_size_and_worker_count(root, fsdp, old, new):
+@pytest.mark.parametrize(
+    ("fsdp", "old", "new", "even"),
+    [(True, (2, 2), (3, 1), "pad"), (False, (3, 1), (2, 0), "pad"), (False, (2, 0), (4, 1), "drop"), (False, (4, 0), (1, 0), "drop")],
+)
+def test_saved_in_dcp_and_resumed_on_another_world_size_and_worker_count(root, fsdp, old, new, even):
     (old_world, old_workers), (new_world, new_workers) = old, new
-    common = ["--root", str(root), "--tokenizer", small_vocab_tokenizer(), "--kinds", *KINDS] + (["--fsdp"] if fsdp else [])
+    common = ["--root", str(root), "--tokenizer", small_vocab_tokenizer(), "--kinds", *KINDS, "--ending", even] + (["--fsdp"] if fsdp else [])
     torchrun(old_world, *common, "--phase", "save", "--workers", str(old_workers), "--steps", "3")
     torchrun(new_world, *common, "--phase", "resume", "--workers", str(new_workers))
     for kind in KINDS:
-        before, after = rows_of(root, kind, "save", old_world), rows_of(root, kind, "resume", new_world)
+        (before, _, _), (after, pads, steps) = read_back(root, kind, "save", old_world), read_back(root, kind, "resume", new_world)
         assert before and after, kind
+        assert len(set(steps)) == 1, f"{kind}: the ranks ended at different steps {steps}"
         seen = Counter(before + after)
         assert max(seen.values()) == 1, f"{kind}: repeated {[r for r, n in seen.items() if n > 1][:5]}"
         want = reference(root, kind)
-        if kind == "balance":  # a last global batch with fewer rows than ranks is dropped: a prefix is read
+        assert set(seen) <= set(want), f"{kind}: rows that are not the data's {sorted(set(seen) - set(want))[:5]}"
+        if even == "drop":  # every rank stops at the first rank's end: the others' last rows are not read
+            assert pads == 0, kind
+        elif kind == "balance":  # a last global batch with fewer rows than ranks is dropped: a prefix is read
             assert set(seen) == set(want[: len(seen)]) and len(want) - len(seen) < new_world * 4, kind
         else:
             assert set(seen) == set(want), f"{kind}: lost {sorted(set(want) - set(seen))[:5]}"

@@ -91,3 +91,15 @@ def test_inspect_names_the_even_split(uneven, tmp_path):
         text = "\n".join(lines)
         assert "shard source: epoch 0" in text and "even split: 4 examples handed out of this reader's share" in text, text
         assert "stage 1 (batch): no position of its own" in text
+
+
+def test_a_count_split_refuses_another_world_size_and_names_the_loader_that_can(uneven, tmp_path):
+    from beamtok import StateError
+
+    cached = cache_without_beam(packed(uneven), str(tmp_path / "c"))
+    its = [cached.shard_by_rank(r, 2, even="pad").iter() for r in range(2)]
+    for it in its:
+        next(it)
+    states = [it.state_dict() for it in its]
+    with pytest.raises(StateError, match=r"each reader's count was its share of the old split \(2 ranks\).*DistributedLoader\(even=\.\.\.\)"):
+        next(cached.shard_by_rank(0, 3, even="pad").iter(states))

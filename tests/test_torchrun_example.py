@@ -129,3 +129,14 @@ def test_killed_ranks_resume_on_fewer_and_on_more_ranks_and_torchrun_restarts_th
     runs.run(3, save_every=2)  # on more ranks than the restarted job
     assert_exactly_once(runs.trained(), every_row)
     assert max(line["step"] for line in runs.lines(0)) > 4  # the kill landed after a checkpoint, with steps to redo
+
+
+def test_one_file_on_two_ranks_with_workers_then_three_every_row_once(tmp_path):
+    """The ONE_FILE case: fewer files than readers are cut into ranges; resumed on 3 ranks."""
+    one = str(paragraph_files(tmp_path, 1, 80)).replace("part-{0..0}", "part-0")
+    ds = Dataset.from_files(one).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(SEQ_LEN).cut_files("auto")
+    every_row = Counter((int(e["shard"]), int(e["index"])) for e in ds)
+    runs = Runs(tmp_path, one)
+    runs.run(2, max_steps=5, save_every=2, workers=2)
+    assert "resumed at step 5" in runs.run(3, save_every=2, workers=0)
+    assert_exactly_once(runs.trained(), every_row)

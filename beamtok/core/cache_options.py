@@ -56,6 +56,7 @@ CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("hf_config", "The hub dataset's configuration (with --hf-dataset).", scope="input"),
     CacheOption("mds", "Read a MosaicML Streaming (MDS) dataset instead of URLS: its directory or index.json, local or remote.", scope="input"),
     CacheOption("split", "The split to cache: with --hf-dataset [default: train], or the MDS dataset's split subdirectory.", scope="input"),
+    CacheOption("file_ranges", "Cut input files into ranges that are shards of their own, as Dataset.from_files(split_bytes=) streams them: a size (64MB) or auto (64 ranges a file, or 16 MiB ranges when more). A row never spans two ranges. [default: files whole]", scope="input"),
     CacheOption("input_format", "Input file format. [default: auto, from the file name]", "auto", choices=("auto", "jsonl", "parquet", "arrow", "text", "mds"), scope="input"),
     CacheOption("tokenizer", "Tokenizer directory or hub name."),
     CacheOption("seq_len", "Tokens per row (the longest row for pack_power_of_two).", type=int),

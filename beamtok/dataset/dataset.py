@@ -35,6 +35,7 @@ from beamtok.core.cache_options import BUILD_DEFAULTS, beam_args
 from beamtok.core.spec import SourceSpec, Spec, tokenizers_to_warm
 from beamtok.dataset.per_shard_stages import PerShardStages
 from beamtok.dataset.stream_stages import StreamStages
+from beamtok.sources.byte_ranges import AUTO
 from beamtok.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.stream.even import EVEN_MODES
@@ -42,7 +43,7 @@ from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.mix import MixPlan
 from beamtok.stream.mix_nesting import flattened_mixes
 from beamtok.stream.pipeline import Pipeline
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.reader_split import SPLIT_MODES, ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.mix import MixRoot
@@ -69,15 +70,34 @@ class Dataset(PerShardStages, StreamStages):
         text_field: str = "text",
         columns: Sequence[str] | None = None,
         on_error: str = "raise",
+        split_bytes: int | str | None = None,
     ) -> Dataset:
         """Read files: JSONL (optionally .gz/.zst), Parquet or plain text, local or remote.
 
         ``urls`` may use brace patterns (``train.{00..31}.jsonl.gz``) and local globs; each
         file is one shard, numbered in the expanded order.
+
+        ``split_bytes`` cuts each large file into ranges that are shards of their own (so
+        more readers than files can share them): a size (``"64MB"``) cuts where the Beam build
+        cuts for the same ``--split-bytes`` (uncompressed JSONL at line starts, Parquet at row
+        groups; other files stay whole), ``"auto"`` into 64 ranges a file or ranges of 16 MiB
+        when that makes more. A range is packed on its own: a row never spans two ranges, as
+        it never spans two files. Without it, ``shard_by_rank`` cuts ``"auto"`` by itself
+        when the files are fewer than the readers (docs/distributed.md).
         """
         source = SourceSpec(format, text_field, tuple(columns) if columns is not None else None)
         spec = Spec(source, on_error=on_error)  # type: ignore[arg-type]
-        return cls._of_shards([Shard(i, url) for i, url in enumerate(expand_urls(urls))], spec)
+        dataset = cls._of_shards([Shard(i, url) for i, url in enumerate(expand_urls(urls))], spec)
+        return dataset if split_bytes is None else dataset.cut_files(split_bytes)
+
+    def cut_files(self, split_bytes: int | str) -> Dataset:
+        """This dataset with its input files cut into ranges (see :meth:`from_files`'
+        ``split_bytes``); only a dataset of files read on the fly, not cut yet."""
+        from beamtok.cache.build.ranges import parse_size
+
+        if split_bytes != AUTO:
+            split_bytes = parse_size(split_bytes, "split_bytes")
+        return self._replace(root=shard_root(self._pipeline.root, "cut_files()").cut(split_bytes))
 
     @classmethod
     def from_sequence(
@@ -285,17 +305,43 @@ class Dataset(PerShardStages, StreamStages):
         root = GlobalShuffleRoot(shard_root(self._pipeline.root, "global_shuffle()"), seed, window, local_copy, spread, unit_rows)
         return self._replace(root=root)
 
-    def shard_by_rank(self, rank: int, world_size: int, *, split: str = "shards", even: str | None = None) -> Dataset:
+    def shard_by_rank(
+        self, rank: int, world_size: int, *, split: str = "shards", even: str | None = None, loader_workers: int = 0
+    ) -> Dataset:
         """Read only this rank's part: whole shards (default) or every world_size-th example.
+
+        The readers are ``world_size`` ranks times ``loader_workers`` DataLoader workers each
+        (0 and 1: one). Split by shards, files read on the fly that are fewer than the readers
+        are cut into ranges first (``from_files(split_bytes="auto")``); a cache or in-memory
+        data with fewer shards than readers is refused here, in one line, before any worker
+        starts.
 
         ``even``: every reader (rank, and DataLoader worker) ends with the same number of
         examples, so no rank waits at a last all-reduce: ``"drop"`` ends all at the smallest
         share, ``"pad"`` fills all up to the largest with padding rows (no loss). Readers split
         by examples work it out as they read; split by shards, the counts come from a cache's
-        row counts (see ``beamtok.stream.even``)."""
+        row counts (see ``beamtok.stream.even``). ``DistributedLoader(even=)`` evens ranks as
+        they read instead, for any data and across world sizes."""
         if even is not None:
             check_choice(even, "even", EVEN_MODES)
-        return self._replace(reader=ReaderSplit(rank, world_size, mode=split), even=even)
+        check_choice(split, "split", SPLIT_MODES)
+        readers = ReaderSplit(rank, world_size, mode=split).parts * max(1, check_int(loader_workers, "loader_workers"))
+        dataset = self
+        root = self._pipeline.root
+        if split == "shards" and isinstance(root, ShardsRoot) and len(root.files) < readers:
+            if root.cuttable:
+                dataset = self.cut_files(AUTO)
+                root = dataset._pipeline.root
+            if len(root.shards) < readers:
+                what = f"{len(root.shards)} shard(s)"
+                if root is not self._pipeline.root:
+                    cut = len(root.shards) > len(self.shards)
+                    what += f" ({len(self.shards)} file(s) cut into ranges)" if cut else " (compressed or other files read whole cannot be cut into ranges)"
+                raise ConfigError(
+                    f"{what} cannot be split over {readers} readers (world_size={world_size} x workers={max(1, loader_workers)}): "
+                    "use more shards (from_files(..., split_bytes=...) cuts files finer), fewer workers, or split='examples'"
+                )
+        return dataset._replace(reader=ReaderSplit(rank, world_size, mode=split), even=even)
 
     # ------------------------------------------------------------ iteration
 
@@ -352,6 +398,11 @@ class Dataset(PerShardStages, StreamStages):
         where ``it.seeks``). Nothing is read and no worker starts before ``next()`` (but a
         ``step`` that must be read through); use the iterator as a context manager (or call
         ``close()``) to stop workers early."""
+        if state_dict is not None:
+            return self._cut_as_saved(state_dict)._iter(state_dict)
+        return self._iter(None, start_example=start_example, step=step)
+
+    def _iter(self, state_dict: dict[str, Any] | list[dict[str, Any]] | None, *, start_example: int | None = None, step: int | None = None) -> DatasetIterator:
         split = self._pipeline.reader_split()
         if step is not None:
             if state_dict is not None or start_example is not None:
@@ -479,12 +530,25 @@ class Dataset(PerShardStages, StreamStages):
         require("to_torch()", "torch", "torchdata")
         from beamtok.stream.torch_dataset import TorchIterableDataset
 
-        adapter = TorchIterableDataset(self)
+        adapter = TorchIterableDataset(self if resume_from is None else self._cut_as_saved(resume_from))
         if resume_from is not None:
             adapter.load_state_dict(resume_from)
         return adapter
 
     # -------------------------------------------------------------- helpers
+
+    def _cut_as_saved(self, states: Any) -> Dataset:
+        """This dataset with its files cut as the saved states' were, where ``shard_by_rank``
+        cut them by itself there (more readers than files) and not here (a resume on fewer)."""
+        root = self._pipeline.root
+        if not isinstance(root, ShardsRoot) or not root.cuttable:
+            return self
+        for state in states if isinstance(states, list) else [states]:
+            plan = state.get("plan") if isinstance(state, dict) else None
+            saved = plan.get("root") if isinstance(plan, dict) else None
+            if isinstance(saved, dict) and saved.get("ranges") == AUTO:
+                return self.cut_files(AUTO)
+        return self
 
     def _replace(self, **changes: Any) -> Dataset:
         return type(self)(dataclasses.replace(self._pipeline, **changes))

@@ -67,7 +67,13 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
     mode = mode_named(pack, options.get("pack_method"), spell)
     if mode.HAS_SEQ_LEN and options.get("seq_len") is None:
         raise ConfigError(f"{spell('seq_len')} is required with {spell('pack')} {pack}")
-    ds = Dataset.from_files(list(options["urls"]), format=options["input_format"], text_field=options["text_field"], on_error=options["on_error"])
+    ds = Dataset.from_files(
+        list(options["urls"]),
+        format=options["input_format"],
+        text_field=options["text_field"],
+        on_error=options["on_error"],
+        split_bytes=options.get("file_ranges"),
+    )
     sft = {"max_length": options.get("max_length"), "truncation": options["truncation"], "bos": options.get("bos")}
     if kind == "sft":
         ds = ds.tokenize_sft(options["tokenizer"], prompt=options["prompt_field"], completion=options["completion_field"], **sft)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from beamtok.base.extras import missing_extra
 
 try:
+    import torch
     import torch.distributed as dist
     from torch.distributed.checkpoint.stateful import Stateful
     from torchdata.stateful_dataloader import StatefulDataLoader
@@ -49,6 +50,8 @@ except ImportError as error:
     raise ModuleNotFoundError(missing_extra("beamtok.distributed.torch_loader", "torch", "torchdata") or str(error)) from None
 
 from beamtok.base.errors import ConfigError, StateError
+from beamtok.base.validate import check_choice
+from beamtok.distributed.even_ranks import LOADER_EVEN_MODES, evened
 from beamtok.distributed.rank_states import RankStates, pack_rank_states, unpack_rank_states
 from beamtok.stream.elastic import reader_states
 
@@ -63,19 +66,27 @@ class DistributedLoader(Stateful):
     whose state holds every rank's position.
 
     ``dataset``: a beamtok ``Dataset``, split here with ``shard_by_rank(rank, world_size,
-    split=split, even=even)``; or a function ``(rank, world_size) -> Dataset`` for pipelines
-    that take the rank themselves (``balance_ranks``). ``rank``/``world_size`` default to the
-    process group's; ``group`` is the group the states are gathered over (the default group;
-    pass the data-parallel group when other parallel axes read the same data). Other keyword
+    split=split, loader_workers=num_workers)`` (files fewer than the readers are cut into
+    ranges); or a function ``(rank, world_size) -> Dataset`` for pipelines that take the rank
+    themselves (``balance_ranks``). ``rank``/``world_size`` default to the process group's;
+    ``group`` is the group the states are gathered over (the default group; pass the
+    data-parallel group when other parallel axes read the same data). Other keyword
     arguments go to the ``StatefulDataLoader`` (``batch_size=None`` is the default: beamtok
-    batches itself)."""
+    batches itself).
+
+    ``even`` ends every rank at the same step, so none waits for ever in an all-reduce at the
+    end of the data: ``"drop"`` (the default) stops every rank when one has no batch left,
+    ``"pad"`` hands padding batches (no loss) to ranks that have none while any rank has one,
+    ``None`` lets each rank read its whole share. Ranks agree with one all-reduce of an integer
+    a batch (``beamtok.distributed.even_ranks``), so it holds for any data and on any world
+    size after a resume."""
 
     def __init__(
         self,
         dataset: Dataset | Callable[[int, int], Dataset],
         *,
         split: str = "shards",
-        even: str | None = None,
+        even: str | None = "drop",
         num_workers: int = 0,
         rank: int | None = None,
         world_size: int | None = None,
@@ -86,14 +97,20 @@ class DistributedLoader(Stateful):
         self.group = group
         self.rank = rank if rank is not None else (dist.get_rank(group) if distributed else 0)
         self.world_size = world_size if world_size is not None else (dist.get_world_size(group) if distributed else 1)
+        if not isinstance(num_workers, int) or num_workers < 0:
+            raise ConfigError(f"num_workers must be a whole number >= 0, got {num_workers!r}")
+        if even is not None:
+            check_choice(even, "even", LOADER_EVEN_MODES)
+            if self.world_size > 1 and not distributed:
+                raise ConfigError(f"even={even!r} agrees with the other ranks at every step, which needs torch.distributed initialized (or even=None)")
+        self.even = even if self.world_size > 1 else None
+        self._source = dataset
         if callable(dataset) and not hasattr(dataset, "pipeline"):
             self.dataset: Dataset = dataset(self.rank, self.world_size)
         else:
-            self.dataset = dataset.shard_by_rank(self.rank, self.world_size, split=split, even=even)  # type: ignore[union-attr]
+            self.dataset = dataset.shard_by_rank(self.rank, self.world_size, split=split, loader_workers=num_workers)  # type: ignore[union-attr]
         # every rank reads the whole stream and keeps its share (balance_ranks): any rank's state resumes all
         self._replica = self.world_size > 1 and self.dataset.pipeline.reader.world_size == 1
-        if not isinstance(num_workers, int) or num_workers < 0:
-            raise ConfigError(f"num_workers must be a whole number >= 0, got {num_workers!r}")
         self.num_workers = num_workers
         self.loader_options = {"batch_size": None, **loader_options}
         self._loader: StatefulDataLoader | None = None
@@ -110,7 +127,27 @@ class DistributedLoader(Stateful):
         return self._loader
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self.loader)
+        if self.even is None:
+            return iter(self.loader)
+        where = f"rank {self.rank} of {self.world_size}"
+        return evened(iter(self.loader), self.even, self._agree, self.dataset.pipeline.root.pad_id, self._template, where)
+
+    def _agree(self, flag: int, any_rank: bool) -> int:
+        """``flag`` reduced over the group: the max (``any_rank``) or the min."""
+        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(self.group) == "nccl" else torch.device("cpu")
+        value = torch.tensor([flag], dtype=torch.int32, device=device)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX if any_rank else dist.ReduceOp.MIN, group=self.group)
+        return int(value.item())
+
+    def _template(self) -> Any:
+        """An item of the whole dataset as the loader hands it out, to shape padding after (a
+        rank that has read nothing in this run)."""
+        from torch.utils.data import default_convert
+
+        source = self._source
+        whole: Dataset = source(0, 1) if callable(source) and not hasattr(source, "pipeline") else source  # type: ignore[assignment]
+        with whole.iter() as it:
+            return default_convert(next(it))
 
     def _build(self) -> StatefulDataLoader:
         saved = self._loaded

@@ -19,7 +19,7 @@ from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason, par
 from beamtok.sources.mds import is_mds_url, read_mds
 from beamtok.sources.opening import COMPRESSED_SUFFIXES, is_compressed, open_url
 from beamtok.sources.row_groups import seek_row
-from beamtok.sources.urls import Shard, is_remote
+from beamtok.sources.urls import Shard, is_remote, split_range
 
 __all__ = ["cursor_words", "detect_format", "is_compressed", "open_url", "read_documents", "source_format"]
 
@@ -30,6 +30,7 @@ PARQUET_ROWS_PER_BATCH = 1024
 
 def detect_format(url: str) -> str:
     """Guess a file's format from its name (compression suffixes are looked through)."""
+    url = split_range(url)[0]
     if is_mds_url(url):
         return "mds"
     name = url.lower()
@@ -82,20 +83,32 @@ def read_documents(shard: Shard, source: SourceSpec, start: int) -> Iterator[Raw
     if shard.data is not None:
         yield from _read_memory(shard, start, source.text_field)
         return
-    fmt = source_format(shard.url, source)
+    url, first, stop = split_range(shard.url)
+    documents = _read_file(url, source, max(start, first))
+    if stop is None:
+        yield from documents
+        return
+    for document in documents:  # a range of a file: the documents whose cursors lie in it
+        if document.cursor >= stop:
+            return
+        yield document
+
+
+def _read_file(url: str, source: SourceSpec, start: int) -> Iterator[RawDocument]:
+    fmt = source_format(url, source)
     if fmt == "jsonl":
-        reader = _read_compressed_jsonl if is_compressed(shard.url) else _read_jsonl
-        yield from reader(shard.url, start)
+        reader = _read_compressed_jsonl if is_compressed(url) else _read_jsonl
+        yield from reader(url, start)
     elif fmt == "parquet":
-        yield from _read_parquet(shard.url, start, source.columns)
+        yield from _read_parquet(url, start, source.columns)
     elif fmt == "arrow":
-        yield from _read_arrow(shard.url, start, source.columns)
+        yield from _read_arrow(url, start, source.columns)
     elif fmt == "text":
-        yield from _read_text(shard.url, start, source.text_field)
+        yield from _read_text(url, start, source.text_field)
     elif fmt == "mds":
-        yield from read_mds(shard.url, start, source.columns)
+        yield from read_mds(url, start, source.columns)
     else:
-        raise ConfigError(f"{shard.url}: format {fmt!r} needs an in-memory source")
+        raise ConfigError(f"{url}: format {fmt!r} needs an in-memory source")
 
 
 def _read_jsonl(url: str, start: int) -> Iterator[RawDocument]:

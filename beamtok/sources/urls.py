@@ -15,10 +15,12 @@ from braceexpand import braceexpand
 
 from beamtok.base.errors import ConfigError, InputError
 
-__all__ = ["Shard", "check_bucket_names", "expand_urls", "is_remote", "local_path", "nearest_name"]
+__all__ = ["RANGE_MARK", "Shard", "check_bucket_names", "expand_urls", "is_remote", "local_path", "nearest_name", "range_url", "split_range"]
 
 REMOTE_PREFIXES = ("s3://", "gs://", "gcs://", "http://", "https://", "az://", "abfs://", "hdfs://")
 GLOB_CHARS = ("*", "?", "[")
+RANGE_MARK = "#range="  # a file range read as a shard of its own: beamtok.sources.byte_ranges
+_RANGE = re.compile(r"#range=(\d+)-(\d*)$")
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,23 @@ class Shard:
     index: int
     url: str
     data: Any = field(default=None, compare=False, repr=False)
+
+
+def range_url(url: str, start: int, stop: int | None) -> str:
+    """The URL naming doc cursors ``[start, stop)`` of the file at ``url``."""
+    return f"{url}{RANGE_MARK}{start}-{'' if stop is None else stop}"
+
+
+def split_range(url: str) -> tuple[str, int, int | None]:
+    """``(file URL, first doc cursor, stop cursor or None)`` of a URL :func:`range_url` made;
+    a plain URL is the whole file ``(url, 0, None)``."""
+    match = _RANGE.search(url)
+    if match is None:
+        return url, 0, None
+    start, stop = int(match.group(1)), int(match.group(2)) if match.group(2) else None
+    if stop is not None and stop <= start:
+        raise ConfigError(f"{url}: an empty range")
+    return url[: match.start()], start, stop
 
 
 def is_remote(url: str) -> bool:
@@ -65,6 +84,11 @@ def expand_urls(patterns: str | Iterable[str]) -> list[str]:
 
 def _expand_one(url: str, pattern: str) -> list[str]:
     if is_remote(url):
+        return [url]
+    if _RANGE.search(url):  # a range of one file, as a cut dataset names it
+        base = split_range(url)[0]
+        if not os.path.isfile(local_path(base)):
+            raise InputError(f"{local_path(base)}: file not found{nearest_name(local_path(base))}")
         return [url]
     path = local_path(url)
     if any(c in path for c in GLOB_CHARS):

@@ -69,6 +69,15 @@ class EvenNode(StageNode):
     def describe_state(cls, state: Any) -> str:
         return f"even split: {state.get('emitted') if isinstance(state, dict) else '?'} examples handed out of this reader's share"
 
+    def check_merge(self, olds: list[Any]) -> None:
+        """Refuse a resume on another world size: the counts were each reader's share of the
+        old split, and the new readers' shares of what is left are not known before reading."""
+        raise StateError(
+            "cannot resume on another world size through shard_by_rank(even=...): "
+            f"each reader's count was its share of the old split ({olds[0].world_size} ranks); resume with that world size, "
+            "or let the ranks agree as they read with DistributedLoader(even=...), which resumes on any world size"
+        )
+
     def _restore(self, state: dict[str, Any] | None) -> None:
         self._emitted = 0 if state is None else check_int(state["emitted"], "emitted", self.NAME)
         if self._emitted > self.target:

@@ -25,7 +25,7 @@ from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import SourceSpec
 from beamtok.shards.processor import DocItem, ShardCursor
 from beamtok.sources.readers import is_compressed, source_format
-from beamtok.sources.urls import Shard, is_remote
+from beamtok.sources.urls import Shard, is_remote, split_range
 
 if TYPE_CHECKING:
     from beamtok.cache.build.ranges import InputRange
@@ -39,14 +39,16 @@ def shard_fraction(shard: Shard, source: SourceSpec) -> Callable[[int], float] |
     """How far into ``shard`` a doc cursor is, as a fraction; None when it cannot be told."""
     if shard.data is not None or is_remote(shard.url):
         return None
-    fmt = source_format(shard.url, source)
+    url, first, stop = split_range(shard.url)
+    fmt = source_format(url, source)
     try:
-        if fmt == "jsonl" and not is_compressed(shard.url):
-            size = os.path.getsize(shard.url)
-            return lambda cursor: min(cursor / size, 1.0) if size else 1.0
-        if fmt in ("parquet", "arrow"):
-            rows = _row_count(shard.url, fmt)
-            return lambda cursor: min(cursor / rows, 1.0) if rows else 1.0
+        if fmt == "jsonl" and not is_compressed(url):
+            end = os.path.getsize(url) if stop is None else stop
+        elif fmt in ("parquet", "arrow"):
+            end = _row_count(url, fmt) if stop is None else stop
+        else:
+            return None
+        return lambda cursor: min((cursor - first) / (end - first), 1.0) if end > first else 1.0
     except OSError:
         return None
     return None

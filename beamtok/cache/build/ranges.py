@@ -5,12 +5,9 @@ documents to a temporary file; one worker then reads those files in range order 
 exactly as the unsplit shard processing packs the file's documents. Tokenizing is per document,
 so the documents, and the packed rows, cursors and counts, are those of the unsplit build.
 
-- Uncompressed JSONL: byte ranges. A line belongs to the range holding its first byte (as in
-  Beam's text source); range bounds are moved to line starts when planned, so every bound is
-  a doc cursor.
-- Parquet: ranges of whole row groups (by their compressed size); bounds are row indices.
-- Anything else is one range: a compressed stream cannot be entered in the middle, a plain
-  text file is one document, an Arrow or MDS file is read whole.
+The bounds are those ``beamtok.sources.byte_ranges`` computes (byte offsets at line starts in
+uncompressed JSONL, runs of row groups in Parquet, one range for anything else): the ranges a
+stream cuts a file into for its readers are these ranges.
 """
 
 from __future__ import annotations
@@ -18,20 +15,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from beamtok.base.errors import ConfigError, InputError
+from beamtok.base.errors import ConfigError
 from beamtok.cache.format.manifest import SHARDS_DIR
 from beamtok.cache.format.storage import Storage
 from beamtok.core.cache_options import BUILD_DEFAULTS
 from beamtok.core.spec import SourceSpec
 from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import DocCounts, DocItem
-from beamtok.sources.readers import is_compressed, open_url, source_format
-from beamtok.sources.urls import Shard, is_remote
+from beamtok.sources.byte_ranges import file_bounds, split_range
+from beamtok.sources.readers import source_format
+from beamtok.sources.urls import Shard
 from beamtok.transforms.sft import TokenDoc
 
 __all__ = [
@@ -51,7 +48,6 @@ __all__ = [
 
 RANGES_DIR = "ranges"  # tokenized documents of ranges, removed once packed
 LEGACY_RANGES_DIR = f"{SHARDS_DIR}/ranges"  # where builds before records/ put them
-ALIGN_READ = 1 << 16
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
@@ -101,72 +97,15 @@ class InputRange:
 
 def plan_ranges(shard: Shard, source: SourceSpec, split_bytes: int) -> list[InputRange]:
     """The ranges ``shard`` is tokenized in: one, unless it is a large splittable file."""
-    if shard.data is not None:
-        return [InputRange(shard.index, 0, 1, 0, None, 0)]
-    fmt = source_format(shard.url, source)
-    if fmt == "jsonl" and not is_compressed(shard.url):
-        bounds, total = _jsonl_bounds(shard.url, split_bytes)
-    elif fmt == "parquet":
-        bounds, total = _parquet_bounds(shard.url, split_bytes)
-    else:
-        return [InputRange(shard.index, 0, 1, 0, None, 0)]
+    whole = [InputRange(shard.index, 0, 1, 0, None, 0)]
+    if shard.data is not None or split_range(shard.url)[1:] != (0, None):
+        return whole  # in memory, or already a range of a file the dataset cut
+    found = file_bounds(shard.url, source_format(shard.url, source), split_bytes)
+    if found is None:
+        return whole
+    bounds, total = found
     count = len(bounds) - 1
     return [InputRange(shard.index, i, count, bounds[i], bounds[i + 1] if i + 1 < count else None, total) for i in range(count)]
-
-
-def _jsonl_bounds(url: str, split_bytes: int) -> tuple[list[int], int]:
-    """0, then the first line start at or after each of the ``ceil(size / split_bytes)``
-    equal cut points, then the size. Ranges of equal size (not ``split_bytes`` and a
-    remainder) keep workers evenly loaded: a runner deals ranges out by count."""
-    bounds = [0]
-    with open_url(url, decompress=False) as f:
-        size = int(f.seek(0, 2))
-        count = max(1, -(-size // split_bytes))
-        for k in range(1, count):
-            point = max(k * size // count, bounds[-1] + 1)
-            start = _line_start_at_or_after(f, point, size)
-            if start >= size:
-                break
-            if start > bounds[-1]:
-                bounds.append(start)
-    bounds.append(size)
-    return bounds, size
-
-
-def _line_start_at_or_after(f: Any, point: int, size: int) -> int:
-    f.seek(point - 1)
-    at = point - 1
-    while at < size:
-        chunk = f.read(ALIGN_READ)
-        if not chunk:
-            break
-        newline = chunk.find(b"\n")
-        if newline >= 0:
-            return at + newline + 1
-        at += len(chunk)
-    return size
-
-
-def _parquet_bounds(url: str, split_bytes: int) -> tuple[list[int], int]:
-    """Row indices starting runs of whole row groups of about ``split_bytes`` (compressed)."""
-    import pyarrow.parquet as pq
-
-    source: Any = url if not is_remote(url) else open_url(url, decompress=False)
-    try:
-        metadata = pq.ParquetFile(source).metadata
-    except Exception as e:
-        raise InputError(f"{url}: not a readable Parquet file: {e}") from e
-    bounds = [0]
-    row = size = 0
-    for g in range(metadata.num_row_groups):
-        group = metadata.row_group(g)
-        if size >= split_bytes and row > bounds[-1]:
-            bounds.append(row)
-            size = 0
-        size += sum(group.column(c).total_compressed_size for c in range(group.num_columns))
-        row += group.num_rows
-    bounds.append(row)
-    return bounds, row
 
 
 def range_file(part: InputRange) -> str:

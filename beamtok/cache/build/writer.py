@@ -23,7 +23,7 @@ from beamtok.cache.format.schema import cache_schema, examples_to_table, parquet
 from beamtok.cache.format.storage import HashingWriter, Storage
 from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
-from beamtok.sources.urls import Shard, is_remote
+from beamtok.sources.urls import Shard, is_remote, split_range
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def source_size(shard: Shard) -> int | None:
     if is_remote(shard.url) or shard.data is not None:
         return None
     try:
-        return os.path.getsize(shard.url)
+        return os.path.getsize(split_range(shard.url)[0])
     except OSError:
         return None
 

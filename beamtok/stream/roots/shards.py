@@ -20,7 +20,9 @@ from beamtok.backends.on_the_fly import OnTheFlyOrigin
 from beamtok.backends.protocol import ShardOrigin
 from beamtok.base.errors import ConfigError
 from beamtok.core.spec import Spec
-from beamtok.sources.urls import Shard
+from beamtok.sources.byte_ranges import cut_files
+from beamtok.sources.readers import source_format
+from beamtok.sources.urls import Shard, split_range
 from beamtok.stream.node import Node
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
@@ -43,6 +45,7 @@ class ShardsRoot(RootPlan):
     shard_spec: Spec  # the shard processing: how each shard becomes examples
     origin: ShardOrigin = dataclasses.field(default_factory=OnTheFlyOrigin, compare=False)
     options: ShardOptions = dataclasses.field(default_factory=ShardOptions)
+    ranges: int | str | None = None  # the split_bytes files were cut into ranges by (sources/byte_ranges.py)
 
     @property
     def spec(self) -> Spec:
@@ -108,7 +111,23 @@ class ShardsRoot(RootPlan):
         return f"shards={len(self.files)}, steps={steps}"
 
     def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:
-        return {"kind": self.KIND, "options": self.options.to_json(reader), "packing": self.shard_spec.to_json()["pack"]}
+        plan = {"kind": self.KIND, "options": self.options.to_json(reader), "packing": self.shard_spec.to_json()["pack"]}
+        if self.ranges is not None:
+            plan["ranges"] = self.ranges
+        return plan
+
+    @property
+    def cuttable(self) -> bool:
+        """Whether its files may still be cut into ranges: files read on the fly, not cut yet."""
+        return not self.cached and self.ranges is None and all(s.data is None and split_range(s.url)[1:] == (0, None) for s in self.files)
+
+    def cut(self, split_bytes: int | str) -> ShardsRoot:
+        """This root with its files cut into ranges of ``split_bytes`` (or ``"auto"``), each a
+        shard of its own (``beamtok.sources.byte_ranges``)."""
+        if not self.cuttable:
+            raise ConfigError("only files read on the fly can be cut into ranges, once (not a cache, in-memory data or files already cut)")
+        files = cut_files(self.files, lambda url: source_format(url, self.shard_spec.source), split_bytes)
+        return dataclasses.replace(self, files=files, ranges=split_bytes)
 
     @classmethod
     def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
