@@ -1,5 +1,18 @@
 """batch(size, drop_last, tensors, mask_starts, pad_positions): collate examples into batches
-of numpy arrays or tensors, optionally in the packed-row conventions other trainers use."""
+of numpy arrays or tensors, optionally in the packed-row conventions other trainers use.
+
+A batch is made one of two ways, and both give the same batch for the same rows
+(tests/test_batch_paths.py holds them equal, field by field, with the token counts):
+
+- **row blocks**: where the upstream hands decoded column blocks (``Node.next_rows``: a
+  cache read in order, the on-the-fly column path), rows of one width are sliced and stacked
+  column-wise, with no dict per example; rows of several widths fall back to the examples.
+- **examples**: any other upstream (a shuffle's window, a mix, a take) holds examples one by
+  one, so there is nothing to stack by column: its examples are collated.
+
+The second way stays because those stages hold single examples; making each of them keep
+blocks would move the cost into them rather than remove it.
+"""
 
 from __future__ import annotations
 
