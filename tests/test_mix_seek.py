@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamtok import Dataset, StateError
+from beamtok import Dataset, InputError, StateError
 from beamtok.stream.mix import MixPlan
 from beamtok.stream.mix_positions import MixPositions
 from beamtok.stream.mix_seek import SeekingMix
@@ -311,3 +311,22 @@ def test_a_mix_with_a_global_shuffle_resumes_and_caps_it(twins):
     assert len(from_shuffle) == 128  # capped at one epoch of its 128 rows
     both_capped = Dataset.mix([cached[2].global_shuffle(seed=4), fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK, max_epochs=1)
     assert len(list(itertools.islice(both_capped, 1000))) == 128 + 248  # ends when both are spent
+
+
+@pytest.mark.parametrize("rule", [{"max_epochs": [1, None]}, {}, {"stop": "all_exhausted"}], ids=["capped", "never", "all_exhausted"])
+def test_an_empty_source_drawn_forever_is_named_in_both_modes(twins, tmp_path, rule):
+    """A source with no example that would repeat forever is an error where it is first
+    drawn, by the reading and by the seeking mix alike (the one rule decides both)."""
+    empty_file = tmp_path / "empty.jsonl"
+    empty_file.write_text("")
+    empty = Dataset.from_files(str(empty_file)).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(512)
+    fly, cached = twins
+    empty_cache = cache_without_beam(empty, str(tmp_path / "empty-cache"))
+    for sources, mode in (([fly[2], empty], "reading"), ([cached[2], empty_cache], "seeking")):
+        ds = Dataset.mix(sources, [0.5, 0.5], seed=3, block_size=BLOCK, **rule).shard_by_rank(0, 1, split="examples")
+        it = ds.iter()
+        assert isinstance(it.source, SeekingMix) == (mode == "seeking")
+        with pytest.raises(InputError, match="mix source 1 yields no examples"):
+            list(it)
+    with_first = Dataset.mix([cached[2], empty_cache], [0.5, 0.5], seed=3, block_size=BLOCK, stop="first_exhausted")
+    assert list(with_first.shard_by_rank(0, 1, split="examples")) == list(Dataset.mix([fly[2], empty], [0.5, 0.5], seed=3, block_size=BLOCK, stop="first_exhausted")) == []

@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from beamtok.backends.parallel import default_workers
-from beamtok.backends.worker_server import start_early
 from beamtok.base.errors import ConfigError
 from beamtok.base.extras import require
 from beamtok.base.validate import check_choice, check_int
-from beamtok.core.cache_options import BUILD_DEFAULTS, beam_args
-from beamtok.core.spec import SourceSpec, Spec, tokenizers_to_warm
+from beamtok.core.spec import SourceSpec, Spec
+from beamtok.dataset.caching import Caching
+from beamtok.dataset.file_ranges import cut_as_saved, cut_for_readers
 from beamtok.dataset.per_shard_stages import PerShardStages
 from beamtok.dataset.stream_stages import StreamStages
 from beamtok.sources.byte_ranges import AUTO
@@ -52,7 +52,7 @@ from beamtok.stream.roots.shards import ShardsRoot, shard_root
 __all__ = ["Dataset"]
 
 
-class Dataset(PerShardStages, StreamStages):
+class Dataset(PerShardStages, StreamStages, Caching):
     """A checkpointable stream of examples, built step by step."""
 
     @classmethod
@@ -326,22 +326,8 @@ class Dataset(PerShardStages, StreamStages):
             check_choice(even, "even", EVEN_MODES)
         check_choice(split, "split", SPLIT_MODES)
         readers = ReaderSplit(rank, world_size, mode=split).parts * max(1, check_int(loader_workers, "loader_workers"))
-        dataset = self
-        root = self._pipeline.root
-        if split == "shards" and isinstance(root, ShardsRoot) and len(root.files) < readers:
-            if root.cuttable:
-                dataset = self.cut_files(AUTO)
-                root = dataset._pipeline.root
-            if len(root.shards) < readers:
-                what = f"{len(root.shards)} shard(s)"
-                if root is not self._pipeline.root:
-                    cut = len(root.shards) > len(self.shards)
-                    what += f" ({len(self.shards)} file(s) cut into ranges)" if cut else " (compressed or other files read whole cannot be cut into ranges)"
-                raise ConfigError(
-                    f"{what} cannot be split over {readers} readers (world_size={world_size} x workers={max(1, loader_workers)}): "
-                    "use more shards (from_files(..., split_bytes=...) cuts files finer), fewer workers, or split='examples'"
-                )
-        return dataset._replace(reader=ReaderSplit(rank, world_size, mode=split), even=even)
+        root = cut_for_readers(self._pipeline.root, readers, f"world_size={world_size} x workers={max(1, loader_workers)}") if split == "shards" else self._pipeline.root
+        return self._replace(root=root, reader=ReaderSplit(rank, world_size, mode=split), even=even)
 
     # ------------------------------------------------------------ iteration
 
@@ -399,7 +385,7 @@ class Dataset(PerShardStages, StreamStages):
         ``step`` that must be read through); use the iterator as a context manager (or call
         ``close()``) to stop workers early."""
         if state_dict is not None:
-            return self._cut_as_saved(state_dict)._iter(state_dict)
+            return self._replace(root=cut_as_saved(self._pipeline.root, state_dict))._iter(state_dict, start_example=start_example, step=step)
         return self._iter(None, start_example=start_example, step=step)
 
     def _iter(self, state_dict: dict[str, Any] | list[dict[str, Any]] | None, *, start_example: int | None = None, step: int | None = None) -> DatasetIterator:
@@ -438,84 +424,6 @@ class Dataset(PerShardStages, StreamStages):
             raise ConfigError(f"iter(step={step}): this reader's stream has no step at all")
         raise ConfigError(f"iter(step={step}): this reader's stream has steps 0-{passed - 1}; step {step} is past its end")
 
-    def cache(
-        self,
-        output_dir: str,
-        *,
-        overwrite: bool = BUILD_DEFAULTS["overwrite"],
-        progress: bool = True,
-        row_group_rows: int | None = None,
-        row_group_bytes: int | None = None,
-        parquet_compat: bool = BUILD_DEFAULTS["parquet_compat"],
-        split_bytes: int | str | None = BUILD_DEFAULTS["split_bytes"],
-        **beam_options: Any,
-    ) -> Dataset:
-        """Run the Beam pipeline over this dataset's shard processing, writing a Parquet cache to
-        ``output_dir``; return the cached dataset with this dataset's stream stages.
-
-        ``beam_options`` pass through as pipeline options (``runner="DataflowRunner"``,
-        ``direct_running_mode="multi_processing"``, ``direct_num_workers=2``, ...). Re-running
-        completes an unfinished cache; a cache of another spec or of other input files is
-        refused unless ``overwrite``, which removes every file of the old cache.
-        Parquet row groups hold ``row_group_rows`` rows or about ``row_group_bytes`` of tokens
-        (default 8 MB): small groups make random access cheaper, large ones read faster.
-        ``parquet_compat`` writes files every Parquet reader opens (snappy instead of zstd).
-        Input files larger than ``split_bytes`` (uncompressed JSONL by byte ranges, Parquet by
-        row groups; None: never) are tokenized in ranges by several workers and packed in
-        order: the cache is byte for byte the one an unsplit build writes.
-        ``progress`` shows a bar on a terminal (a line every 10 s and one at the end elsewhere)
-        for local runs; Beam's worker chatter is hidden unless the ``apache_beam`` logger's
-        level is set lower than ERROR. The options are those of ``beamtok cache`` (one table,
-        ``beamtok.core.cache_options``).
-        """
-        if self.is_cached:
-            raise ConfigError("this dataset already reads a cache")
-        root = shard_root(self._pipeline.root, "cache()")
-        require("cache()", "apache_beam")
-        args = beam_args(beam_options)
-        start_early(args, lambda: tokenizers_to_warm(root.spec))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
-        from beamtok.beam.run import run_cache
-
-        run_cache(
-            root.spec,
-            root.shards,
-            output_dir,
-            args,
-            overwrite=overwrite,
-            progress=progress,
-            row_group_rows=row_group_rows,
-            row_group_bytes=row_group_bytes,
-            parquet_compat=parquet_compat,
-            split_bytes=split_bytes,
-        )
-        cached = Dataset.from_cache(output_dir, fingerprint=self.spec_fingerprint)
-        cached_root = shard_root(cached._pipeline.root, "cache()").with_options(**dataclasses.asdict(root.options))
-        return Dataset(dataclasses.replace(self._pipeline, root=cached_root))
-
-    def cache_as_you_go(self, directory: str, *, row_group_rows: int | None = None, row_group_bytes: int | None = None, parquet_compat: bool = False) -> Dataset:
-        """This dataset, streamed on the fly while every shard it reads whole is written into a
-        cache at ``directory`` (the files, manifest and checksums a Beam build writes); shards
-        already cached there are read from it instead of being tokenized again. The stream and
-        its states are the same as on the fly and as from the finished cache. Call it after
-        the per-shard stages (tokenize, pack), before stream stages."""
-        if self.is_cached:
-            raise ConfigError("this dataset already reads a cache")
-        root = shard_root(self._pipeline.root, "cache_as_you_go()")
-        if self._pipeline.stages:
-            raise ConfigError("cache_as_you_go() caches the shard processing: call it before shuffle/batch/take/enumerate")
-        if root.spec.tokenizer is None:
-            raise ConfigError("a cache holds tokens: call tokenize() before cache_as_you_go()")
-        if any(shard.data is not None for shard in root.shards):
-            raise ConfigError("cache_as_you_go() caches files; in-memory data has no file a cache could stand for")
-        from beamtok.cache.build.as_you_go import CachingOrigin
-        from beamtok.cache.build.output import check_output
-        from beamtok.cache.build.writer import check_layout
-        from beamtok.cache.format.storage import Storage
-
-        check_output(Storage(directory), create=False)
-        layout = check_layout(row_group_rows, row_group_bytes, root.spec.pack.seq_len if root.spec.pack is not None else None, parquet_compat)
-        return self._replace(root=root.with_origin(CachingOrigin(directory, root.shards, layout)))
-
     def __iter__(self) -> Iterator[Any]:
         return self.iter()
 
@@ -530,25 +438,12 @@ class Dataset(PerShardStages, StreamStages):
         require("to_torch()", "torch", "torchdata")
         from beamtok.stream.torch_dataset import TorchIterableDataset
 
-        adapter = TorchIterableDataset(self if resume_from is None else self._cut_as_saved(resume_from))
+        adapter = TorchIterableDataset(self if resume_from is None else self._replace(root=cut_as_saved(self._pipeline.root, resume_from)))
         if resume_from is not None:
             adapter.load_state_dict(resume_from)
         return adapter
 
     # -------------------------------------------------------------- helpers
-
-    def _cut_as_saved(self, states: Any) -> Dataset:
-        """This dataset with its files cut as the saved states' were, where ``shard_by_rank``
-        cut them by itself there (more readers than files) and not here (a resume on fewer)."""
-        root = self._pipeline.root
-        if not isinstance(root, ShardsRoot) or not root.cuttable:
-            return self
-        for state in states if isinstance(states, list) else [states]:
-            plan = state.get("plan") if isinstance(state, dict) else None
-            saved = plan.get("root") if isinstance(plan, dict) else None
-            if isinstance(saved, dict) and saved.get("ranges") == AUTO:
-                return self.cut_files(AUTO)
-        return self
 
     def _replace(self, **changes: Any) -> Dataset:
         return type(self)(dataclasses.replace(self._pipeline, **changes))

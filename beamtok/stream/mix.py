@@ -33,6 +33,12 @@ weight stage or a later one) is spent.
 Stop rules: ``"never"`` (sources restart when exhausted, reshuffled by their own epoch),
 ``"first_exhausted"`` (the mix ends when any source ends), ``"all_exhausted"`` (sources that
 end keep cycling until the last one ends its first epoch).
+
+This module holds the plan; the stop, cap and empty-source rules are one function
+(:mod:`beamtok.stream.mix_rule`) that both live forms ask: the reading mix
+(:mod:`beamtok.stream.mix_read`, which reads its sources) and the seeking mix
+(:mod:`beamtok.stream.mix_seek`, which computes positions over packed caches), siblings over
+:mod:`beamtok.stream.mix_base`.
 """
 
 from __future__ import annotations
@@ -43,18 +49,13 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.base.errors import ConfigError, InputError, StateError
+from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.sizes import MAX_BLOCK, check_ceiling
 from beamtok.base.validate import check_choice
 from beamtok.base.validate import check_int as check_option
-from beamtok.stream.global_shuffle import GlobalShuffleSource
-from beamtok.stream.node import RootSource
-from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.source import ShardSource
-from beamtok.stream.state import check_int, check_keys, copy_state
-from beamtok.stream.stats import StreamStats
+from beamtok.stream.state import check_int
 
-__all__ = ["STOP_RULES", "MixPlan", "MixSource", "block_counts", "changes_of", "first_leaves"]
+__all__ = ["STOP_RULES", "MixPlan", "block_counts", "changes_of", "first_leaves"]
 
 STOP_RULES = ("never", "first_exhausted", "all_exhausted")
 DEFAULT_BLOCK = 4096
@@ -234,260 +235,3 @@ def changes_of(saved: Any, sources: int) -> list[tuple[int, tuple[float, ...]]]:
             raise StateError(f"mix: weight_changes: weights must be {sources} finite, non-negative numbers with a positive sum, got {ws!r}")
         out.append((start, tuple(float(w) for w in ws)))
     return out
-
-
-class MixSource(RootSource):
-    """Yields the mixed stream of several shard sources."""
-
-    KEYS: tuple[str, ...] = ("index", "sources", "stopped")
-    CHANGES = "weight_changes"  # [start_example, weights] set while training; only when there are any
-    CARRIED = "stats"  # counts carried from a seeking mix's state (its sources' own are not kept); only then
-
-    def __init__(self, sources: Sequence[ShardSource | GlobalShuffleSource | MixSource], plan: MixPlan, split: ReaderSplit | None = None) -> None:
-        self.sources = list(sources)
-        self.declared = plan
-        self.plan = plan
-        shared = split is not None and split.mode == "shards"  # an example split splits the mixed stream instead
-        self.part, self.parts = (split.part, split.parts) if shared and split is not None else (0, 1)
-        self.example_parts = split.parts if split is not None and not shared else 1  # readers taking turns downstream
-        self.first_leaf = first_leaves([s.leaves if isinstance(s, MixSource) else 1 for s in self.sources])
-        self.reset(None)
-
-    @classmethod
-    def describe_state(cls, state: Any, indent: str = "") -> list[str]:
-        """A saved mix state's own position in words (its sources' states are described by
-        their shard sources)."""
-        if not isinstance(state, dict) or "sources" not in state:
-            return [f"{indent}mix: unreadable ({state!r})"]
-        lines = [f"{indent}mix: {state.get('index')} examples decided so far (the global index), stopped: {state.get('stopped')}"]
-        for change in state.get(cls.CHANGES) or []:
-            if isinstance(change, list) and len(change) == 2:
-                lines.append(f"{indent}  weights set while training: {change[1]} from global example {change[0]:,}")
-        return lines
-
-    def reset(self, state: dict[str, Any] | None) -> None:
-        self._index = self.part  # the next global position this reader fills
-        self._stopped = False
-        self._block = -1
-        self._order = np.zeros(0, dtype=np.int64)
-        self._changes: list[tuple[int, tuple[float, ...]]] = []
-        self._carried: StreamStats | None = None
-        self._read_through: list[int] | None = None  # each source's examples to read past at the first next()
-        self.plan = self.declared
-        if state is None:
-            for source in self.sources:
-                source.reset(None)
-            return
-        state = copy_state(state)
-        if isinstance(state, dict) and "positions" in state:
-            state = self._from_seeking(state)
-        optional = tuple(k for k in (self.CHANGES, self.CARRIED) if isinstance(state, dict) and k in state)
-        state = check_keys(state, (*self.KEYS, *optional), "mix")
-        self._set_changes(changes_of(state.get(self.CHANGES, []), len(self.sources)))
-        children = state["sources"]
-        if not isinstance(children, list) or len(children) != len(self.sources):
-            raise StateError(f"mix: the state holds {len(children) if isinstance(children, list) else '?'} sources, this mix has {len(self.sources)}")
-        for source, child in zip(self.sources, children):
-            source.reset(child)
-        self._index = check_int(state["index"], "index", "mix")
-        if not isinstance(state["stopped"], bool):
-            raise StateError(f"mix: stopped must be a boolean, got {state['stopped']!r}")
-        self._stopped = state["stopped"]
-        if self.CARRIED in state:
-            self._carried = StreamStats.from_json(state[self.CARRIED])
-
-    def _from_seeking(self, state: dict[str, Any]) -> dict[str, Any]:
-        """A seeking mix's state (beamtok.stream.mix_seek) in this mix's form: every source
-        starts over and reads through to its position at the first ``next()``; the counts
-        handed out are carried as totals."""
-        if self.parts > 1:
-            raise StateError("mix: a state of readers that split the mix by examples resumes only readers that split by examples")
-        positions = state.pop("positions")
-        if not isinstance(positions, list) or len(positions) != len(self.sources):
-            raise StateError(f"mix: the state holds {len(positions) if isinstance(positions, list) else '?'} source positions, this mix has {len(self.sources)}")
-        self._read_through = [check_int(p, "positions", "mix") for p in positions]
-        state[self.CARRIED] = state.pop("stats", StreamStats().to_json())
-        state["sources"] = [None] * len(self.sources)
-        return state
-
-    def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"index": self._index, "sources": [s.state_dict() for s in self.sources], "stopped": self._stopped}
-        if self._carried is not None:
-            state[self.CARRIED] = self._carried.to_json()
-        if self._changes:
-            state[self.CHANGES] = [[start, list(ws)] for start, ws in self._changes]
-        return state
-
-    def set_weights(self, weights: Sequence[float]) -> int:
-        """Mix by ``weights`` from the first block boundary at or after the first global
-        position no reader has taken (readers in step agree on it); returns that position.
-        Kept in the state, so a resume replays it."""
-        if self.example_parts > 1:  # every reader reads the mixed stream and keeps its turns: round up to a turn
-            first_untaken = ((self._index - 1) // self.example_parts + 1) * self.example_parts
-        else:
-            first_untaken = self._index - self.part  # readers in step: every position before it is taken, none after
-        start = -(-first_untaken // self.plan.block_size) * self.plan.block_size
-        weights = tuple(weights)
-        changes = [c for c in self._changes if c[0] != start] + [(start, weights)]
-        try:
-            self._set_changes(changes_of([[s, list(ws)] for s, ws in changes], len(self.declared.schedule[0][1])))
-        except StateError as e:
-            raise ConfigError(str(e).replace("mix: weight_changes: ", "set_weights: ")) from None
-        return start
-
-    def _set_changes(self, changes: list[tuple[int, tuple[float, ...]]]) -> None:
-        try:
-            plan = self.declared.with_changes(changes)
-        except ConfigError as e:
-            raise StateError(f"mix: weight_changes: {e}") from None
-        self._changes, self.plan = sorted(changes), plan  # a change starts past every cached block: they stay right
-
-    def weights_now(self) -> tuple[float, ...]:
-        """The weights of the block holding this reader's next position."""
-        return self.plan.weights_at(self._index // self.plan.block_size)
-
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
-        """Each source's states merged (see ``beamtok.stream.elastic``). The sequence of
-        sources continues after the last position any old reader filled: new reader ``part``
-        takes positions ``part, part + parts, ...`` counted from there. No position's
-        source is drawn twice; old readers that kept in step leave no gap, and one that fell
-        behind leaves fewer positions unfilled than there were old readers."""
-        states = [check_keys(copy_state(s), (*self.KEYS, self.CHANGES) if isinstance(s, dict) and self.CHANGES in s else self.KEYS, "mix") for s in states]
-        for state in states:
-            if not isinstance(state["sources"], list) or len(state["sources"]) != len(self.sources):
-                raise StateError(f"mix: a state holds another number of sources than this mix's {len(self.sources)}")
-        sources = [source.merge([s["sources"][i] for s in states], olds, new) for i, source in enumerate(self.sources)]
-        old_parts = olds[0].parts if olds[0].mode == "shards" else 1
-        start = max(check_int(s["index"], "index", "mix") - old_parts for s in states) + 1  # after the last taken
-        if new.mode == "shards":
-            start += new.part
-        merged: dict[str, Any] = {"index": start, "sources": sources, "stopped": all(s["stopped"] is True for s in states)}
-        changes: dict[int, tuple[float, ...]] = {}
-        for state in states:  # every old reader was told the same changes; a conflict means they were not
-            for begin, ws in changes_of(state.get(self.CHANGES, []), len(self.sources)):
-                if changes.get(begin, ws) != ws:
-                    raise StateError(f"mix: old readers disagree on the weights from example {begin}: {list(changes[begin])} and {list(ws)}")
-                changes[begin] = ws
-        if changes:
-            merged[self.CHANGES] = [[begin, list(ws)] for begin, ws in sorted(changes.items())]
-        return merged
-
-    def __iter__(self) -> MixSource:
-        return self
-
-    def _catch_up_sources(self) -> None:
-        """After a seeking mix's state: read each source past the examples drawn before."""
-        skips, self._read_through = self._read_through or [], None
-        for source, skip in zip(self.sources, skips):
-            for _ in range(skip):
-                if next(source, None) is None:
-                    break
-            source.stats = StreamStats()  # read through, not handed out
-
-    def __next__(self) -> Any:
-        if self._read_through is not None:
-            self._catch_up_sources()
-        while True:
-            if self._stopped:
-                raise StopIteration
-            block, position = divmod(self._index, self.plan.block_size)
-            if block != self._block:
-                self._block, self._order = block, self.plan.block_order(block)
-            chosen = int(self._order[position])
-            source = self.sources[chosen]
-            try:
-                example = next(source)
-                break
-            except StopIteration:
-                if self.plan.stop != "first_exhausted" and source.epochs is None:
-                    raise InputError(f"mix source {chosen} yields no examples; it cannot be mixed at a weight above 0") from None
-                if self.plan.max_epochs is None:
-                    self._stopped = True
-                    raise
-                if self._all_spent(block):  # every source with weight has read its capped epochs
-                    self._stopped = True
-                    raise
-                self._index += self.parts  # a spent source's position is passed over; the others fill the stream
-        if self.plan.stop == "all_exhausted" and source.epoch > 0 and self._all_exhausted(block):
-            self._stopped = True  # the last source just ended its first epoch
-            raise StopIteration
-        self._index += self.parts
-        if not isinstance(example, dict):
-            return example
-        inner = example["source"] if isinstance(source, MixSource) else 0  # a mixed mix's own leaf
-        return {**example, "source": self.first_leaf[chosen] + inner}
-
-    def _all_spent(self, block: int) -> bool:
-        """Whether every source that can still be drawn (weight in the stage of ``block`` or a
-        later one) has read its capped epochs."""
-        assert self.plan.max_epochs is not None
-        return all(self.plan.max_epochs[i] is not None and self._spent(i) for i in self.plan.drawn_from(block))
-
-    def _spent(self, i: int) -> bool:
-        source = self.sources[i]
-        return source.epochs is not None and source.finished()
-
-    def _all_exhausted(self, block: int) -> bool:
-        weights = self.plan.weights_at(block)
-        return all(s.epoch > 0 for s, w in zip(self.sources, weights) if w > 0)
-
-    def close(self) -> None:
-        for source in self.sources:
-            source.close()
-
-    # ------------------------------------------------------------------ as a source of another mix
-
-    @property
-    def leaves(self) -> int:
-        """How many sources that are not mixes it reads, its mixed mixes' counted through:
-        what ``source`` numbers."""
-        return int(self.first_leaf[-1])
-
-    @property
-    def epochs(self) -> int | None:
-        """As another mix's source: None when this mix never ends, else 1 (a mix that ends is
-        read once; the outer mix refuses to restart it)."""
-        return None if self.declared.never_ends else 1
-
-    @property
-    def epoch(self) -> int:
-        """1 once this mix has ended, else 0 (its one epoch)."""
-        return 1 if self._stopped else 0
-
-    def finished(self) -> bool:
-        """Whether this mix has ended."""
-        return self._stopped
-
-    @property
-    def stats(self) -> StreamStats:
-        """What this mix has handed out, over its sources (and counts carried from a state)."""
-        total = StreamStats()
-        for source in self.sources:
-            total.add(source.stats)
-        if self._carried is not None:
-            total.add(self._carried)
-        return total
-
-    @stats.setter
-    def stats(self, value: StreamStats) -> None:
-        # an outer mix reading this one through to a position: what was read counts as ``value``
-        for source in self.sources:
-            source.stats = StreamStats()
-        self._carried = value
-
-    def stats_json(self) -> dict[str, Any]:
-        """Totals over the sources, each source's own stats (with its epoch), and the realised
-        proportions of examples."""
-        out = self.stats.to_json()
-        out["sources"] = [s.stats_json() for s in self.sources]
-        seen = sum(s.stats.examples for s in self.sources)
-        out["proportions"] = [s.stats.examples / seen if seen else 0.0 for s in self.sources]
-        out["weights"] = list(self.weights_now())
-        if self._changes:
-            out["weight_changes"] = [[start, list(ws)] for start, ws in self._changes]
-        if self.plan.max_epochs is not None:
-            out["spent"] = [self._spent(i) for i in range(len(self.sources))]
-        return out
-
-    def state_at(self, example: int) -> dict[str, Any]:
-        raise ConfigError("start_example does not apply to a mix; resume from a state_dict")

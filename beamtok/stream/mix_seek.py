@@ -8,26 +8,23 @@ source of every position and its example number in that source come in closed fo
 (:mod:`beamtok.stream.source_rows`), so passing over other readers' examples costs
 arithmetic (:meth:`SeekingMix.seek`) and only the examples a reader keeps are read.
 
-It gives what :class:`~beamtok.stream.mix.MixSource` gives over the same sources, example
-for example, with the same stop rules, repetition caps and weight changes; the rules are
-decided from the sources' lengths (known from row counts) where the reading mix finds them
-by running into a source's end:
-
-- a source with ``T`` examples in all (its epochs times its rows an epoch; unbounded when it
-  repeats forever) is *exhausted* at its draw number ``T`` and every later one;
-- ``first_exhausted``: the stream ends at the first exhausted position;
-- repetition caps: exhausted positions are passed over; the stream ends at the first
-  exhausted position where every source that can still be drawn (weight in this stage or a
-  later one) has been drawn past its end;
-- ``all_exhausted``: the stream ends at the first position whose source is past its first
-  epoch while every source weighted in that block has been drawn past its first epoch.
+It gives what the reading mix (:class:`~beamtok.stream.mix_read.MixSource`) gives over the
+same sources, example for example: both ask the one rule of :mod:`beamtok.stream.mix_rule`
+where the stream stops and which positions are passed over. Here what the rule takes is
+computed from the sources' lengths (known from row counts) for a whole block at once, where
+the reading mix finds it by reading: a source with ``T`` examples in all (its epochs times
+its rows an epoch; unbounded when it repeats forever) is exhausted at its draw number ``T``
+and every later one, spent from the position of that draw, and past its first epoch from
+the position of its draw number ``rows an epoch``.
 
 The state is the next global position, each source's position (the number of its next
 example: one integer a source, derived from the global position and checked on load), the
 stop flag, the counts of what this reader handed out (per-source figures are computed from
-the positions when asked, not kept), and weight changes made while training.
-States of the reading mix load here and the other way round (a source then reads through to
-its position).
+the positions when asked, not kept), and weight changes made while training. A state of the
+reading mix loads here, and this one there: the same mix is seeked by readers that split a mix
+of packed caches by examples and read otherwise (on the fly, or split by shards), and a state
+crosses between them as it crosses between a cache and its on-the-fly twin; the reading
+mix's sources' states carry no example numbers, so the global position decides them here.
 """
 
 from __future__ import annotations
@@ -39,8 +36,10 @@ import numpy as np
 
 from beamtok.base.errors import InputError, StateError
 from beamtok.shards.processor import Produced, ShardCursor
-from beamtok.stream.mix import MixPlan, MixSource, changes_of, first_leaves
+from beamtok.stream.mix import MixPlan, changes_of, first_leaves
+from beamtok.stream.mix_base import MixBase
 from beamtok.stream.mix_positions import MixPositions, positions_of
+from beamtok.stream.mix_rule import NEVER, SourceStatus, empty_source_at, stop_offset
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.source_rows import NumberedRows
 from beamtok.stream.state import check_int, check_keys, copy_state
@@ -51,7 +50,7 @@ __all__ = ["SeekingMix"]
 UNBOUNDED = np.iinfo(np.int64).max
 
 
-class SeekingMix(MixSource):
+class SeekingMix(MixBase):
     """The mixed stream of packed caches, read by seeking (see the module docstring)."""
 
     KEYS = ("index", "positions", "stopped", "stats")
@@ -59,7 +58,6 @@ class SeekingMix(MixSource):
     def __init__(self, sources: Sequence[NumberedRows], plan: MixPlan, example_parts: int) -> None:
         self.rows = list(sources)
         self.declared = plan
-        self.plan = plan
         self.part, self.parts = 0, 1  # every position is this node's; an example split downstream keeps its share
         self.example_parts = example_parts
         self.lengths = np.array([s.epoch_length for s in self.rows], dtype=np.int64)
@@ -71,9 +69,7 @@ class SeekingMix(MixSource):
     # ------------------------------------------------------------------ state
 
     def reset(self, state: dict[str, Any] | None) -> None:
-        self._index = 0
-        self._stopped = False
-        self._changes: list[tuple[int, tuple[float, ...]]] = []
+        self._start_plan()
         self._stats = StreamStats()
         self._set_plan(self.declared)
         if state is None:
@@ -105,7 +101,7 @@ class SeekingMix(MixSource):
         total = StreamStats()
         for child in children:
             total.add(StreamStats.from_json(child.get("stats") if isinstance(child, dict) else None))
-        carried = state.pop(MixSource.CARRIED, None)
+        carried = state.pop(self.CARRIED, None)
         if carried is not None:
             total.add(StreamStats.from_json(carried))
         index = check_int(state.get("index"), "index", "mix")
@@ -122,7 +118,7 @@ class SeekingMix(MixSource):
             "stats": self._stats.to_json(),
         }
         if self._changes:
-            state[self.CHANGES] = [[start, list(ws)] for start, ws in self._changes]
+            state[self.CHANGES] = self._changes_json()
         return state
 
     def _set_changes(self, changes: list[tuple[int, tuple[float, ...]]]) -> None:
@@ -130,18 +126,17 @@ class SeekingMix(MixSource):
         self._set_plan(self.plan)
 
     def _set_plan(self, plan: MixPlan) -> None:
-        """The closed-form positions of ``plan`` and the positions where its stop rules act."""
+        """The closed-form positions of ``plan``, and what the rule needs of every source:
+        where it is spent (its draw number ``total``) and where first drawn past its first
+        epoch (its draw number ``rows an epoch``), as positions."""
         self._positions: MixPositions = positions_of(plan)
-        # repetition caps, per weight stage: from where every source that can still be drawn is drawn past its end
-        self._all_spent_from: list[int | None] = []
-        caps = plan.max_epochs or ()
-        for first, _ in plan.schedule if caps else ():
-            live = plan.drawn_from(first // plan.block_size)
-            ends = [self._positions.draw_position(i, int(self.totals[i])) if caps[i] is not None else None for i in live]
-            self._all_spent_from.append(None if any(e is None for e in ends) else max([first, *(e for e in ends if e is not None)]))
-        self._second_epoch_at: list[int | None] = []  # all_exhausted: where each source is first drawn past its first epoch
-        if plan.stop == "all_exhausted":
-            self._second_epoch_at = [self._positions.draw_position(i, int(n)) for i, n in enumerate(self.lengths)]
+        spent_at = [self._position_of(i, int(self.totals[i])) for i in range(len(self.rows))] if plan.max_epochs else [NEVER] * len(self.rows)
+        second_at = [self._position_of(i, int(n)) for i, n in enumerate(self.lengths)] if plan.stop == "all_exhausted" else [NEVER] * len(self.rows)
+        self._status = SourceStatus(np.array(spent_at, dtype=np.int64), np.array(second_at, dtype=np.int64), (self.lengths == 0) & self.forever)
+
+    def _position_of(self, source: int, draw: int) -> int:
+        found = self._positions.draw_position(source, draw) if draw != UNBOUNDED else None
+        return NEVER if found is None else found
 
     # ------------------------------------------------------------------ the stream
 
@@ -158,7 +153,9 @@ class SeekingMix(MixSource):
             sources = order.sources[offset:]
             draws = self._positions.counts_before_block(block)[sources] + order.within[offset:]
             exhausted = draws >= self.totals[sources]
-            stop = self._stop_offset(block, self._index + np.arange(len(sources)), sources, draws, exhausted)
+            past_first = draws >= self.lengths[sources]
+            positions = self._index + np.arange(len(sources))
+            stop = stop_offset(self.plan, block, positions, sources, exhausted, past_first, self._status)
             end = len(sources) if stop is None else stop
             kept = np.flatnonzero(~exhausted[:end])[: want - have]  # exhausted positions before a stop are passed over (caps)
             found.append((sources[kept], draws[kept]))
@@ -167,7 +164,7 @@ class SeekingMix(MixSource):
                 self._index += int(kept[-1]) + 1
             elif stop is not None:
                 bad = int(sources[stop])
-                if exhausted[stop] and self.lengths[bad] == 0 and self.forever[bad] and self.plan.stop != "first_exhausted":
+                if empty_source_at(self.plan, bad, bool(exhausted[stop]), self._status):
                     raise InputError(f"mix source {bad} yields no examples; it cannot be mixed at a weight above 0")
                 self._index += stop
                 self._stopped = True
@@ -176,30 +173,6 @@ class SeekingMix(MixSource):
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
-
-    def _stop_offset(self, block: int, positions: np.ndarray, sources: np.ndarray, draws: np.ndarray, exhausted: np.ndarray) -> int | None:
-        """Where in these positions (of one block) the stream stops, or None if it runs on
-        past them. An empty source that repeats forever stops it too (with an error)."""
-        stops = []
-        if exhausted.any():
-            empty = exhausted & (self.lengths[sources] == 0) & self.forever[sources]
-            if self.plan.max_epochs is None or (empty.any() and self.plan.stop != "first_exhausted"):
-                at = exhausted if self.plan.max_epochs is None else empty
-                stops.append(int(np.argmax(at)))  # a source ran out (first_exhausted), or an empty source is drawn
-            if self.plan.max_epochs is not None:
-                spent_from = self._all_spent_from[self.plan.stage_of(block)]
-                if spent_from is not None:
-                    spent = np.flatnonzero(exhausted & (positions >= spent_from))
-                    if len(spent):
-                        stops.append(int(spent[0]))
-        if self.plan.stop == "all_exhausted":
-            later = draws >= self.lengths[sources]
-            firsts = [self._second_epoch_at[i] for i, w in enumerate(self.plan.weights_at(block)) if w > 0]
-            if later.any() and all(f is not None for f in firsts):
-                done = np.flatnonzero(later & (positions >= max(f for f in firsts if f is not None)))
-                if len(done):
-                    stops.append(int(done[0]))
-        return min(stops) if stops else None
 
     def __next__(self) -> Any:
         sources, draws = self._scan(1)
@@ -225,9 +198,6 @@ class SeekingMix(MixSource):
 
     # ------------------------------------------------------------------ the rest
 
-    def weights_now(self) -> tuple[float, ...]:
-        return self.plan.weights_at(self._index // self.plan.block_size)
-
     def stats_json(self) -> dict[str, Any]:
         """The totals this reader handed out, and for each source, computed from the plan
         rather than counted: how many of its examples the whole mixed stream has drawn so far
@@ -241,7 +211,7 @@ class SeekingMix(MixSource):
         out["proportions"] = [int(d) / total if total else 0.0 for d in drawn]
         out["weights"] = list(self.weights_now())
         if self._changes:
-            out["weight_changes"] = [[start, list(ws)] for start, ws in self._changes]
+            out["weight_changes"] = self._changes_json()
         if self.plan.max_epochs is not None:
             out["spent"] = [bool(self.plan.max_epochs[i] is not None and drawn[i] > self.totals[i]) for i in range(len(self.rows))]
         return out

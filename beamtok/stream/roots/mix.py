@@ -1,6 +1,6 @@
 """The mix root: several datasets' shard roots mixed by weight, decided globally (see
 ``beamtok.stream.mix`` for the rule); its live source is
-:class:`~beamtok.stream.mix.MixSource` over one shard source per dataset."""
+:class:`~beamtok.stream.mix_read.MixSource` over one shard source per dataset."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from beamtok.base.errors import ConfigError
 from beamtok.core.spec import Spec, fingerprint_of
 from beamtok.sources.urls import Shard
 from beamtok.stream.global_shuffle import GlobalShuffleSource
-from beamtok.stream.mix import MixPlan, MixSource
+from beamtok.stream.mix import MixPlan
+from beamtok.stream.mix_base import MixBase
+from beamtok.stream.mix_read import MixSource
 from beamtok.stream.mix_rows import MixRows
 from beamtok.stream.mix_seek import SeekingMix
 from beamtok.stream.node import Node
@@ -107,7 +109,7 @@ class MixRoot(RootPlan):
         caps = self.plan.max_epochs or (None,) * len(self.mixed)
         return [root if isinstance(root, MixRoot) else root.with_options(epochs=caps[i]) for i, root in enumerate(self.mixed)]
 
-    def build(self, split: ReaderSplit) -> tuple[MixSource, Node]:
+    def build(self, split: ReaderSplit) -> tuple[MixBase, Node]:
         if split.mode == "examples" and self.seekable_here():
             return self._seeking(split)
         source = self.source(split)
@@ -143,7 +145,7 @@ class MixRoot(RootPlan):
         """Its examples by number (only when :attr:`seekable`), decoded into ``pool``."""
         return MixRows([root.source_rows(pool) for root in self._roots()], self.plan)
 
-    def _seeking(self, split: ReaderSplit) -> tuple[MixSource, Node]:
+    def _seeking(self, split: ReaderSplit) -> tuple[MixBase, Node]:
         """Readers splitting a mix of packed caches by examples seek each source to the
         examples they keep (beamtok.stream.mix_seek) instead of reading the whole stream."""
         pool = DecodePool(DEFAULT_DECODE_BUDGET, open_files=MIX_OPEN_FILES)

@@ -1,0 +1,110 @@
+"""Caching a Dataset's shard processing: a Beam build into a cache (``cache``), or a cache
+written as the stream reads (``cache_as_you_go``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from beamtok.backends.worker_server import start_early
+from beamtok.base.errors import ConfigError
+from beamtok.base.extras import require
+from beamtok.core.cache_options import BUILD_DEFAULTS, beam_args
+from beamtok.core.spec import tokenizers_to_warm
+from beamtok.stream.pipeline import Pipeline
+from beamtok.stream.roots.shards import ShardsRoot, shard_root
+
+__all__ = ["Caching"]
+
+D = TypeVar("D", bound="Caching")
+
+
+class Caching:
+    """The caching methods of ``Dataset`` (which holds ``_pipeline``)."""
+
+    _pipeline: Pipeline
+
+    if TYPE_CHECKING:
+
+        def _replace(self: D, **changes: Any) -> D: ...  # Dataset's
+
+    def cache(
+        self: D,
+        output_dir: str,
+        *,
+        overwrite: bool = BUILD_DEFAULTS["overwrite"],
+        progress: bool = True,
+        row_group_rows: int | None = None,
+        row_group_bytes: int | None = None,
+        parquet_compat: bool = BUILD_DEFAULTS["parquet_compat"],
+        split_bytes: int | str | None = BUILD_DEFAULTS["split_bytes"],
+        **beam_options: Any,
+    ) -> D:
+        """Run the Beam pipeline over this dataset's shard processing, writing a Parquet cache to
+        ``output_dir``; return the cached dataset with this dataset's stream stages.
+
+        ``beam_options`` pass through as pipeline options (``runner="DataflowRunner"``,
+        ``direct_running_mode="multi_processing"``, ``direct_num_workers=2``, ...). Re-running
+        completes an unfinished cache; a cache of another spec or of other input files is
+        refused unless ``overwrite``, which removes every file of the old cache.
+        Parquet row groups hold ``row_group_rows`` rows or about ``row_group_bytes`` of tokens
+        (default 8 MB): small groups make random access cheaper, large ones read faster.
+        ``parquet_compat`` writes files every Parquet reader opens (snappy instead of zstd).
+        Input files larger than ``split_bytes`` (uncompressed JSONL by byte ranges, Parquet by
+        row groups; None: never) are tokenized in ranges by several workers and packed in
+        order: the cache is byte for byte the one an unsplit build writes.
+        ``progress`` shows a bar on a terminal (a line every 10 s and one at the end elsewhere)
+        for local runs; Beam's worker chatter is hidden unless the ``apache_beam`` logger's
+        level is set lower than ERROR. The options are those of ``beamtok cache`` (one table,
+        ``beamtok.core.cache_options``).
+        """
+        if self._pipeline.root.cached:
+            raise ConfigError("this dataset already reads a cache")
+        root = shard_root(self._pipeline.root, "cache()")
+        require("cache()", "apache_beam")
+        args = beam_args(beam_options)
+        start_early(args, lambda: tokenizers_to_warm(root.spec))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
+        from beamtok.beam.run import run_cache
+
+        run_cache(
+            root.spec,
+            root.shards,
+            output_dir,
+            args,
+            overwrite=overwrite,
+            progress=progress,
+            row_group_rows=row_group_rows,
+            row_group_bytes=row_group_bytes,
+            parquet_compat=parquet_compat,
+            split_bytes=split_bytes,
+        )
+        from beamtok.cache.read.backend import CacheOrigin
+
+        origin = CacheOrigin.open(output_dir, fingerprint=self._pipeline.root.spec_fingerprint)
+        cached_root = ShardsRoot(tuple(origin.shards), origin.spec, origin, ranges=root.ranges).with_options(**dataclasses.asdict(root.options))
+        return self._replace(root=cached_root)
+
+    def cache_as_you_go(self: D, directory: str, *, row_group_rows: int | None = None, row_group_bytes: int | None = None, parquet_compat: bool = False) -> D:
+        """This dataset, streamed on the fly while every shard it reads whole is written into a
+        cache at ``directory`` (the files, manifest and checksums a Beam build writes); shards
+        already cached there are read from it instead of being tokenized again. The stream and
+        its states are the same as on the fly and as from the finished cache. Call it after
+        the per-shard stages (tokenize, pack), before stream stages."""
+        if self._pipeline.root.cached:
+            raise ConfigError("this dataset already reads a cache")
+        root = shard_root(self._pipeline.root, "cache_as_you_go()")
+        if self._pipeline.stages:
+            raise ConfigError("cache_as_you_go() caches the shard processing: call it before shuffle/batch/take/enumerate")
+        if root.spec.tokenizer is None:
+            raise ConfigError("a cache holds tokens: call tokenize() before cache_as_you_go()")
+        if any(shard.data is not None for shard in root.shards):
+            raise ConfigError("cache_as_you_go() caches files; in-memory data has no file a cache could stand for")
+        from beamtok.cache.build.as_you_go import CachingOrigin
+        from beamtok.cache.build.output import check_output
+        from beamtok.cache.build.writer import check_layout
+        from beamtok.cache.format.storage import Storage
+
+        check_output(Storage(directory), create=False)
+        layout = check_layout(row_group_rows, row_group_bytes, root.spec.pack.seq_len if root.spec.pack is not None else None, parquet_compat)
+        return self._replace(root=root.with_origin(CachingOrigin(directory, root.shards, layout)))
+
