@@ -11,14 +11,16 @@ import numpy as np
 import pytest
 
 from beamtok import Dataset
-from beamtok.backends.column_pack import ColumnChunker
 from beamtok.backends.on_the_fly import OnTheFly
-from beamtok.backends.spans import SpanReader
 from beamtok.base.errors import StateError
 from beamtok.core.spec import PackSpec
-from beamtok.shards.processor import DocCounts, DocItem, Produced, ShardCursor, ShardPacker
-from beamtok.transforms.pack import ConcatChunker
+from beamtok.shards.column_chunker import ColumnChunker
+from beamtok.shards.packing import ShardPacker
+from beamtok.shards.processor import DocCounts, DocItem, Produced, ShardCursor
+from beamtok.shards.spans import SpanReader
 from beamtok.transforms.sft import TokenDoc
+
+from concat_oracle import ConcatChunker
 
 
 def documents(seed: int, masks: bool) -> list[DocItem]:

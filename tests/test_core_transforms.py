@@ -7,9 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from beamtok.transforms import ConcatChunker, PadTruncate, SlidingWindow, ensure_bos_eos
+from beamtok.transforms import PadTruncate, SlidingWindow, ensure_bos_eos
 from beamtok.transforms.pack import FirstFitPacker, GreedyPacker
 from beamtok.transforms.sft import TokenDoc
+
+from concat_oracle import ConcatChunker
 
 EOT = 50256
 

@@ -184,9 +184,9 @@ def test_batches_from_workers_are_the_in_process_batches(make_shards, tmp_path, 
 def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
     import pickle
 
-    from beamtok.backends.spans import SpanReader
     from beamtok.backends.wire import span_from_wire, span_to_wire, spans_of
     from beamtok.shards.processor import ShardProcessor
+    from beamtok.shards.spans import SpanReader
     from beamtok.sources.urls import Shard
 
     (path,) = make_shards(1, docs_per_shard=30)
@@ -216,10 +216,10 @@ def test_packed_rows_ship_their_layout_instead_of_segment_and_position_ids(make_
     the consumer's rows, made from it, are the per-row packer's, short last row included."""
     import pickle
 
-    from beamtok.backends.column_pack import shard_spans
-    from beamtok.backends.spans import SpanReader
+    from beamtok.backends.shard_spans import shard_spans
     from beamtok.backends.wire import span_from_wire, span_to_wire
     from beamtok.shards.processor import ShardCursor, ShardProcessor
+    from beamtok.shards.spans import SpanReader
     from beamtok.sources.urls import Shard
 
     path = _sft_shards(tmp_path)[0] if kind.startswith("sft") else make_shards(1, docs_per_shard=30)[0]
@@ -336,7 +336,7 @@ def test_the_next_shard_is_produced_whole_while_the_consumer_reads_another(tmp_p
     """One shard open at a time, two workers: the worker given the next shard produces all
     of it (more blocks than a 16-block queue holds) while the consumer still reads the first,
     so both workers stay busy without interleave(); the stream is unchanged."""
-    from beamtok.backends.column_pack import shard_spans
+    from beamtok.backends.shard_spans import shard_spans
     from beamtok.shards.processor import ShardCursor, ShardProcessor
     from beamtok.sources.urls import Shard
     from beamtok.testing import tiny_tokenizer
@@ -363,8 +363,8 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
     import numpy as np
 
     from beamtok.backends import parallel
-    from beamtok.backends.column_pack import shard_spans
     from beamtok.backends.parallel import ParallelShards
+    from beamtok.backends.shard_spans import shard_spans
     from beamtok.shards.processor import ShardCursor, ShardProcessor
     from beamtok.sources.urls import Shard
 

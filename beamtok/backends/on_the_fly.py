@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from beamtok.backends.column_pack import packed_rows, packs_column_wise, shard_spans
 from beamtok.backends.decode_pool import DecodePool
 from beamtok.backends.parallel import ParallelShards
 from beamtok.backends.protocol import RowSource, SequentialBackend, ShardBackend
-from beamtok.backends.spans import RowSpan
+from beamtok.backends.shard_spans import shard_spans
 from beamtok.backends.workers import dataloader_worker
 from beamtok.core.spec import Spec
+from beamtok.shards.column_chunker import packs_column_wise
 from beamtok.shards.processor import Produced, ShardCursor, ShardProcessor
+from beamtok.shards.spans import RowSpan
 from beamtok.sources.urls import Shard
 
 __all__ = ["OnTheFly", "OnTheFlyOrigin"]
@@ -19,7 +20,7 @@ __all__ = ["OnTheFly", "OnTheFlyOrigin"]
 
 class OnTheFly(SequentialBackend):
     """Runs the shard processing now, in this process. Rows of ``concat_chunk`` are cut in
-    blocks (``open_spans``, see ``beamtok.backends.column_pack``), the same rows ``open``
+    blocks (``open_spans``, see ``beamtok.shards.column_chunker``), the same rows ``open``
     yields one at a time."""
 
     def __init__(self, spec: Spec) -> None:
@@ -29,7 +30,7 @@ class OnTheFly(SequentialBackend):
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
         if cursor.done:
             return iter(())
-        return packed_rows(self.processor, shard.index, self.processor.documents(shard, cursor.doc), cursor)
+        return self.processor.pack(shard.index, self.processor.documents(shard, cursor.doc), cursor)
 
     def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan] | None:
         if not self.has_spans:

@@ -27,14 +27,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from beamtok.backends.column_pack import MAX_ROWS as COLUMN_BLOCK_ROWS
-from beamtok.backends.column_pack import packs_column_wise, shard_spans
 from beamtok.backends.protocol import SequentialBackend
-from beamtok.backends.spans import RowSpan, SpanReader
+from beamtok.backends.shard_spans import shard_spans
 from beamtok.backends.wire import span_from_wire, span_to_wire
 from beamtok.base.errors import BeamtokError
 from beamtok.core.spec import Spec
+from beamtok.shards.column_chunker import MAX_ROWS as COLUMN_BLOCK_ROWS
+from beamtok.shards.column_chunker import packs_column_wise
 from beamtok.shards.processor import Produced, ShardCursor, ShardProcessor
+from beamtok.shards.spans import RowSpan, SpanReader
 from beamtok.sources.retrying import share_retry_counter
 from beamtok.sources.urls import Shard
 from beamtok.transforms.tokenize import register_serialized, resolve_tokenizer, serialize_tokenizers
@@ -432,7 +433,7 @@ def widen_pipe(channel: Any) -> None:
 
 def queue_blocks(spec: Spec) -> int:
     """How many blocks a worker may queue ahead of the consumer: ``QUEUE_TOKENS`` in blocks of
-    rows cut column-wise (``column_pack.MAX_ROWS`` rows of ``seq_len``), else
+    rows cut column-wise (``column_chunker.MAX_ROWS`` rows of ``seq_len``), else
     ``MIN_QUEUE_BLOCKS`` (rows of other lengths come in blocks of up to ``wire.MAX_ROWS``)."""
     pack = spec.pack
     if not (spec.tokenized and packs_column_wise(pack)):

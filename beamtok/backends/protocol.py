@@ -27,8 +27,8 @@ from beamtok.sources.urls import Shard
 
 if TYPE_CHECKING:
     from beamtok.backends.decode_pool import DecodePool
-    from beamtok.backends.spans import RowSpan
     from beamtok.shards.rows import RowBlock
+    from beamtok.shards.spans import RowSpan
 
 __all__ = ["RowSource", "SequentialBackend", "ShardBackend", "ShardOrigin"]
 

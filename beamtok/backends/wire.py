@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.backends.spans import RowSpan
 from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor
 from beamtok.shards.rows import PROVENANCE, PackedLayout, RowBlock, columns_of, row_offsets
+from beamtok.shards.spans import RowSpan
 
 __all__ = ["FIRST_ROWS", "MAX_ROWS", "span_from_wire", "span_to_wire", "spans_of"]
 

@@ -43,7 +43,6 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from beamtok.backends.column_pack import packed_rows
 from beamtok.base.errors import CacheError, ConfigError
 from beamtok.base.scratch import held_directory
 from beamtok.base.validate import check_optional_int
@@ -237,7 +236,7 @@ class _PackShardFn(_ShardStepFn):
         lengths = DocumentLengths()
         documents = lengths.tally(itertools.chain.from_iterable(read_range_file(self.storage, rel) for rel in files))
         seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
-        produced = packed_rows(self.processor, index, documents)
+        produced = self.processor.pack(index, documents)
         entry = write_rows(self.storage, shard, produced, self.spec.fingerprint, seq_len, **self.layout, report=None, document_lengths=lengths)
         for rel in files:
             self.storage.delete(rel)

@@ -1,7 +1,7 @@
 """Consecutive examples of one shard in column form: what a cache row group decodes to, and
 what a tokenization worker process sends back, so neither builds nor pickles a dict per
 example. Examples (dicts of row views) are made only when asked for; ``batch()`` stacks the
-columns directly (see ``beamtok.backends.spans``).
+columns directly (see ``beamtok.shards.spans``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.shards.processor import DocCounts, with_training_fields
+from beamtok.shards.items import DocCounts, with_training_fields
 
 __all__ = ["PROVENANCE", "PackedLayout", "RowBlock", "TokenColumn", "columns_of", "gather_from", "gather_rows", "row_offsets"]
 

@@ -20,11 +20,11 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from beamtok.backends.spans import stack_taken
 from beamtok.base.errors import ConfigError
 from beamtok.base.extras import require
 from beamtok.base.sizes import MAX_BATCH_ROWS, check_ceiling
 from beamtok.base.validate import check_choice, check_int
+from beamtok.shards.spans import stack_taken
 from beamtok.stream.collate import PAD_POSITIONS, Batched, collate, packed_conventions, to_tensors
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
 

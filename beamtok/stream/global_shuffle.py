@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 from beamtok.backends.protocol import RowSource
-from beamtok.backends.spans import RowSpan, Taken
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.shards.processor import Produced, ShardCursor
 from beamtok.shards.rows import RowBlock
+from beamtok.shards.spans import RowSpan, Taken
 from beamtok.stream.global_order import GlobalOrder
 from beamtok.stream.node import RootSource
 from beamtok.stream.reader_split import ReaderSplit

@@ -20,7 +20,7 @@ from beamtok.base.errors import ConfigError, StateError
 from beamtok.stream.state import check_keys, copy_state
 
 if TYPE_CHECKING:
-    from beamtok.backends.spans import Taken
+    from beamtok.shards.spans import Taken
     from beamtok.stream.reader_split import ReaderSplit  # a type only: the split module builds on this one
 
 __all__ = ["Node", "RootSource", "Stage", "StageNode", "StreamContext"]

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.backends.protocol import ShardBackend
-from beamtok.backends.spans import SpanReader, Taken, in_turns
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
 from beamtok.base.validate import check_int as check_option
 from beamtok.base.validate import check_optional_int
 from beamtok.shards.processor import Produced, ShardCursor
+from beamtok.shards.spans import SpanReader, Taken, in_turns
 from beamtok.sources.readers import cursor_words
 from beamtok.sources.urls import Shard
 from beamtok.stream.node import RootSource

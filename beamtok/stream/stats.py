@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.backends.spans import Taken
 from beamtok.base.errors import StateError
 from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced
+from beamtok.shards.spans import Taken
 from beamtok.stream.state import check_int, check_keys
 
 __all__ = ["StreamStats", "describe_stats", "summed_stats"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from beamtok.stream.node import Node
 
 if TYPE_CHECKING:
-    from beamtok.backends.spans import Taken
+    from beamtok.shards.spans import Taken
     from beamtok.stream.reader_split import ReaderSplit
 
 __all__ = ["StageTimer", "TimedNode", "Timing", "describe_timing"]

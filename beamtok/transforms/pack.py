@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     pass
 
 __all__ = [
-    "ConcatChunker",
     "FirstFitPacker",
     "GreedyPacker",
     "PackCounts",
@@ -150,61 +149,6 @@ def check_window_offset(skip: int, rows: int, doc: int) -> None:
 
 def _slice(tokens: TokenDoc, start: int, stop: int | None = None) -> TokenDoc:
     return TokenDoc(tokens.ids[start:stop], tokens.mask[start:stop] if tokens.mask is not None else None)
-
-
-class ConcatChunker:
-    """Concatenate documents and cut rows of exactly ``seq_len`` tokens.
-
-    Segment ids number the document pieces of a row from 1; position ids restart at 0 for
-    each piece; padding (only in a padded last row) has segment 0 and loss mask 0.
-    """
-
-    def __init__(self, seq_len: int, pad_id: int, remainder: str = "pad") -> None:
-        self.seq_len = seq_len
-        self.pad_id = pad_id
-        self.remainder = remainder
-        self.counts = PackCounts()
-        self._pieces: list[tuple[int, int, TokenDoc]] = []  # (doc, offset, tokens)
-        self._buffered = 0
-
-    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
-        if offset >= len(tokens.ids):
-            return
-        self._pieces.append((doc, offset, _slice(tokens, offset)))
-        self._buffered += len(tokens.ids) - offset
-        while self._buffered >= self.seq_len:
-            yield self._cut(self.seq_len)
-
-    def finish(self) -> Iterator[Row]:
-        if not self._buffered:
-            return
-        n = self._buffered
-        if self.remainder == "drop":
-            self.counts.dropped_tokens += n
-            self._pieces, self._buffered = [], 0
-            return
-        row = self._cut(n)
-        if self.remainder == "pad":
-            self.counts.pad_tokens += self.seq_len - n
-            row = _pad_row(row, self.seq_len, self.pad_id)
-        yield row
-
-    def _cut(self, n: int) -> Row:
-        doc, start, _ = self._pieces[0]
-        taken: list[TokenDoc] = []
-        need = n
-        while need:
-            pdoc, poff, ptoks = self._pieces[0]
-            if len(ptoks.ids) <= need:
-                taken.append(ptoks)
-                need -= len(ptoks.ids)
-                self._pieces.pop(0)
-            else:
-                taken.append(_slice(ptoks, 0, need))
-                self._pieces[0] = (pdoc, poff + need, _slice(ptoks, need))
-                need = 0
-        self._buffered -= n
-        return _join(doc, start, taken)
 
 
 class PadTruncate:

@@ -20,7 +20,6 @@ from beamtok.base.sizes import MAX_SEQ_LEN, MAX_WINDOW, ROW_BYTES_PER_TOKEN, che
 from beamtok.base.validate import check_choice, check_int, check_optional_int
 from beamtok.transforms.best_fit import BestFitPacker
 from beamtok.transforms.pack import (
-    ConcatChunker,
     FirstFitPacker,
     GreedyPacker,
     Packer,
@@ -138,7 +137,7 @@ class ConcatChunk(PackingMode):
 
     @classmethod
     def packer(cls, pack: PackSpec) -> Packer:
-        return ConcatChunker(pack.seq_len or 0, pack.pad_id, pack.remainder)
+        raise ConfigError("concat_chunk is cut column-wise by beamtok.shards.column_chunker (beamtok.shards.packing.packed), not a row at a time")
 
     @classmethod
     def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:

@@ -22,7 +22,6 @@ import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from beamtok.backends.column_pack import packed_rows
 from beamtok.base.errors import CacheError
 from beamtok.cache.build.parquet_join import GroupsOf, join_row_groups
 from beamtok.cache.build.ranges import RANGES_DIR, range_document_lengths, read_range_file
@@ -149,7 +148,7 @@ def pack_part(storage: Storage, processor: ShardProcessor, task: PackTask, group
     else:
         where = storage.display(task.files[task.number])
         start, items = _from_row(items, task.first_row, task.first_row * (seq_len or 0), task.tokens_before, where)
-    produced: Iterable[Produced] = packed_rows(processor, task.shard, items, start)
+    produced: Iterable[Produced] = processor.pack(task.shard, items, start)
     if task.stop_row is not None:
         produced = itertools.islice(produced, task.stop_row - task.first_row)
     rel = part_file(task.shard, task.first_row)

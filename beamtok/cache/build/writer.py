@@ -14,7 +14,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from beamtok.backends.column_pack import packed_rows
 from beamtok.base.errors import ConfigError
 from beamtok.base.sizes import ROW_BYTES_PER_TOKEN, ROW_GROUP_BYTES, check_ceiling, check_memory, default_group_rows
 from beamtok.base.validate import check_optional_int
@@ -122,7 +121,7 @@ def write_shard(
     return write_rows(
         storage,
         shard,
-        packed_rows(processor, shard.index, lengths.tally(processor.documents(shard))),
+        processor.pack(shard.index, lengths.tally(processor.documents(shard))),
         processor.spec.fingerprint,
         seq_len,
         row_group_rows=row_group_rows,

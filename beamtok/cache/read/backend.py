@@ -3,7 +3,7 @@ read time; and the origin a ``Dataset.from_cache`` holds.
 
 Both backends yield exactly what the shard processing yields on the fly for the same spec,
 with the same cursors, so states cross between the modes. The repacked backend feeds
-document rows to the very packer the on-the-fly step uses (``ShardPacker``), so packing
+document rows to the very packer the on-the-fly step uses (``beamtok.shards.packing``), so packing
 counts (``too_long``, truncated and dropped tokens) agree as well.
 """
 
@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 from beamtok.backends.decode_pool import DecodePool
 from beamtok.backends.protocol import RowSource, SequentialBackend, ShardBackend
-from beamtok.backends.spans import RowSpan
 from beamtok.base.errors import ConfigError
 from beamtok.cache.read.random_access import RowAccess
 from beamtok.cache.read.reader import Cache, ReadAhead
 from beamtok.cache.read.shuffle_rows import ShuffleRows
 from beamtok.core.spec import PackSpec, Spec
-from beamtok.shards.processor import Produced, ShardCursor, ShardPacker
+from beamtok.shards.packing import packed
+from beamtok.shards.processor import Produced, ShardCursor
+from beamtok.shards.spans import RowSpan
 from beamtok.sources.urls import Shard
-from beamtok.transforms.packing_modes import make_packer
 
 __all__ = ["CacheOrigin", "PackedCache", "RepackedCache"]
 
@@ -68,8 +68,7 @@ class RepackedCache(SequentialBackend):
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
         if cursor.done:
             return iter(())
-        packer = ShardPacker(shard.index, cursor, make_packer(self.pack), self.supervised)
-        return packer.run(self.cache.documents(shard, cursor.doc))
+        return packed(shard.index, self.cache.documents(shard, cursor.doc), self.pack, self.supervised, cursor)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from beamtok.backends.spans import RowSpan, SpanReader
 from beamtok.base.errors import CacheError, StateError
 from beamtok.base.lookahead import lookahead
 from beamtok.base.prefetch import Prefetcher
@@ -30,6 +29,7 @@ from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import Spec
 from beamtok.shards.processor import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
 from beamtok.shards.rows import RowBlock
+from beamtok.shards.spans import RowSpan, SpanReader
 from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard
 from beamtok.transforms.sft import TokenDoc

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow.parquet as pq
 
-from beamtok.backends.column_pack import packed_rows
 from beamtok.base.errors import BeamtokError
 from beamtok.base.progress import Progress
 from beamtok.cache.format.shard_table import table_sha256
@@ -113,7 +112,7 @@ def verify_cache(
 
 
 def _compare_shard(cache: Cache, processor: ShardProcessor, shard: Shard, report: VerifyReport, progress: Progress) -> str | None:
-    fresh = packed_rows(processor, shard.index, processor.documents(shard))
+    fresh = processor.pack(shard.index, processor.documents(shard))
     stored = cache.open_rows(shard, ShardCursor())
     row = 0
     try:

@@ -1,24 +1,24 @@
-"""``concat_chunk`` packing done column-wise: many rows of a shard cut at once, as row blocks.
+"""``concat_chunk``: the one packer that cuts a shard's documents into rows of ``seq_len``
+tokens, many rows at a time, as row blocks.
 
-The shard processing packs one row at a time (``ShardPacker`` over ``ConcatChunker``): a
-``Row`` of four small arrays, a dict and a ``Produced`` per row. On a fast tokenizer that
-bookkeeping is a sizeable share of the stream's time, so the in-process backend cuts rows
-from a buffer of documents a block at a time instead: the ids of the buffered documents are
-joined once, and the rows go out as a :class:`RowSpan` that ``batch()`` stacks without a dict
-per row. Their segment and position ids are made from where the documents start in the block
-(a :class:`~beamtok.shards.rows.PackedLayout`) by a few whole-array operations when first read:
-a worker process sends the layout in their place.
+Every place that packs ``concat_chunk`` runs it: the stream on the fly (in process and in
+worker processes), the cache writer (whole shards, and the ranges of a split shard), an
+unpacked cache packed as it is read, and ``verify``'s re-run; ``ShardProcessor.pack`` chooses
+it. The ids of the buffered documents are joined once and the rows go out as a
+:class:`~beamtok.shards.spans.RowSpan` that ``batch()`` stacks without a dict per row; their
+segment and position ids are made from where the documents start in the block (a
+:class:`~beamtok.shards.rows.PackedLayout`) by a few whole-array operations when first read (a
+worker process sends the layout in their place).
 
-The rows, their provenance, the cursor after each row and the document counts each row
-carries are those of the per-row packer, which stays as the tests' oracle (they hold the two
-to each other); the stream and the cache writer both run this one (:func:`packed_rows`). Two
-rules make the rows equal:
+The per-row definition it is held to lives in the tests (``tests/concat_oracle.py``, a row at
+a time through the generic ``ShardPacker``): the rows, their provenance, the cursor after
+each row and the document counts each row carries. Two rules make the rows equal:
 
 - a row's cursor names where the next row starts, so a block is cut only while tokens remain
   buffered after it (with ``remainder="drop"``: a whole row's worth, since a shorter tail may
   never become a row) and the shard's last rows are cut when its documents end;
 - a document's counts go with the first row whose successor starts past the document, and
-  the shard's last row takes whatever is left (as ``ShardPacker`` does).
+  the shard's last row takes whatever is left (as ``ShardPacker`` does for the other packers).
 """
 
 from __future__ import annotations
@@ -29,23 +29,12 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from beamtok.backends.spans import RowSpan, SpanReader
-from beamtok.backends.wire import spans_of
 from beamtok.core.spec import PackSpec
-from beamtok.shards.processor import (
-    END_OF_SHARD,
-    NO_COUNTS,
-    DocCounts,
-    DocItem,
-    Produced,
-    ShardCursor,
-    ShardProcessor,
-    check_token_offset,
-)
+from beamtok.shards.items import END_OF_SHARD, NO_COUNTS, DocCounts, DocItem, ShardCursor, check_token_offset
 from beamtok.shards.rows import PackedLayout, RowBlock, TokenColumn
-from beamtok.sources.urls import Shard
+from beamtok.shards.spans import RowSpan
 
-__all__ = ["FIRST_ROWS", "MAX_ROWS", "ColumnChunker", "packed_rows", "packs_column_wise", "shard_spans"]
+__all__ = ["FIRST_ROWS", "MAX_ROWS", "ColumnChunker", "packs_column_wise"]
 
 FIRST_ROWS = 8  # a (re)opened shard's first rows come quickly, in the blocks a worker process sends
 MAX_ROWS = 64  # blocks double up to this many rows
@@ -54,31 +43,6 @@ MAX_ROWS = 64  # blocks double up to this many rows
 def packs_column_wise(pack: PackSpec | None) -> bool:
     """Whether ``pack`` is one the column-wise chunker makes (``concat_chunk``)."""
     return pack is not None and pack.packing.CUTS_BY_TOKEN_OFFSET and bool(pack.seq_len)
-
-
-def shard_spans(processor: ShardProcessor, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:
-    """``processor``'s rows of ``shard`` from ``cursor`` in blocks: cut column-wise where its
-    spec packs with ``concat_chunk``, else the per-row step's rows grouped."""
-    spec = processor.spec
-    if not (spec.tokenized and packs_column_wise(spec.pack)):
-        return spans_of(processor.run(shard, cursor))
-    if cursor.done:
-        return iter(())
-    assert spec.pack is not None
-    return ColumnChunker(shard.index, cursor, spec.pack, spec.supervised).spans(processor.documents(shard, cursor.doc))
-
-
-def packed_rows(processor: ShardProcessor, shard_index: int, documents: Iterable[DocItem], start: ShardCursor | None = None) -> Iterator[Produced]:
-    """A shard's documents (as :meth:`ShardProcessor.documents` reads them, from ``start``)
-    packed into its rows one at a time, each with the cursor after it: by the column-wise
-    chunker where the spec packs with ``concat_chunk`` (what the stream runs, so the cache
-    writer runs the same packer), else by the spec's packer."""
-    spec = processor.spec
-    start = start or ShardCursor()
-    if not (spec.tokenized and packs_column_wise(spec.pack)):
-        return processor.pack(shard_index, documents, start)
-    assert spec.pack is not None
-    return SpanReader(ColumnChunker(shard_index, start, spec.pack, spec.supervised).spans(documents))
 
 
 class _Piece:

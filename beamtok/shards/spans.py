@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, with_training_fields
+from beamtok.shards.items import NO_COUNTS, DocCounts, Produced, ShardCursor, with_training_fields
 from beamtok.shards.rows import PROVENANCE
 
 if TYPE_CHECKING:

@@ -1,0 +1,25 @@
+"""A shard's rows as row blocks, for a backend that hands the stream blocks: cut column-wise
+where the spec packs with ``concat_chunk``, else the shard processing's rows grouped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from beamtok.backends.wire import spans_of
+from beamtok.shards.column_chunker import ColumnChunker, packs_column_wise
+from beamtok.shards.processor import ShardCursor, ShardProcessor
+from beamtok.shards.spans import RowSpan
+from beamtok.sources.urls import Shard
+
+__all__ = ["shard_spans"]
+
+
+def shard_spans(processor: ShardProcessor, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan]:
+    """``processor``'s rows of ``shard`` from ``cursor`` in blocks."""
+    spec = processor.spec
+    if not (spec.tokenized and packs_column_wise(spec.pack)):
+        return spans_of(processor.run(shard, cursor))
+    if cursor.done:
+        return iter(())
+    assert spec.pack is not None
+    return ColumnChunker(shard.index, cursor, spec.pack, spec.supervised).spans(processor.documents(shard, cursor.doc))
