@@ -11,10 +11,19 @@ per round, in turns:
   tokenizes, packs and writes every shard's Parquet file, its record and the manifest.
 
 CPU is user + system time of the process and its children (``getrusage``). *Start-up* is what
-a process spends before the work call (imports, the tokenizer and its fast path, Beam's
-pipeline construction is inside the work call); *work* is the call itself. The ratios are
-build / stream, CPU per token of the work, paired within each round (median and range over
-rounds), and the same with start-up included. Writes benchmarks/results/build_cost.json.
+a process spends before the work call (imports, the tokenizer and its fast path); *work* is
+the call itself, Beam's pipeline construction and runner included. Each round also runs both
+over one small file (``--small-mb``): the build's work there is mostly a fixed cost (the
+pipeline built and planned, the runner's bundles, the manifest), the same for any corpus. So
+the ratios, build / stream paired within each round (median and range over rounds), are:
+
+- **per token**: the work's CPU per token past the small run's, ``(work - work_small) /
+  (tokens - tokens_small)``: what a token costs, the fixed cost apart;
+- **whole work**: CPU per token of the work, fixed cost included (falls as the corpus grows);
+- **with start-up**: the same with each process's start-up added.
+
+The fixed cost (build's small work less the stream's) is reported in seconds beside them.
+Writes benchmarks/results/build_cost.json.
 """
 
 from __future__ import annotations
@@ -80,6 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=40.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small-mb", type=float, default=0.2, help="the small run's corpus, one file")
     parser.add_argument("--corpus", default="prose", choices=("prose", "code"))
     parser.add_argument("--out", default="build_cost.json")
     args = parser.parse_args()
@@ -87,36 +97,52 @@ def main() -> None:
     from common import PROSE, build_shards, write_results
 
     paths = build_shards("build-cost", args.mb, 8, args.corpus)
-    runs: dict[str, list[dict[str, Any]]] = {"stream": [], "build": []}
+    small = build_shards("build-cost-small", args.small_mb, 1, args.corpus)
+    runs: dict[str, list[dict[str, Any]]] = {"stream": [], "build": [], "stream_small": [], "build_small": []}
     for r in range(args.rounds):
         order = ("stream", "build") if r % 2 == 0 else ("build", "stream")  # neither always first
-        for kind in order:
+        for kind in (*order, *(f"{k}_small" for k in order)):
             output = WORK / f"cache-{r}"
             shutil.rmtree(output, ignore_errors=True)
-            runs[kind].append(run(kind, paths, str(output)))
+            runs[kind].append(run(kind.removesuffix("_small"), small if kind.endswith("_small") else paths, str(output)))
             shutil.rmtree(output, ignore_errors=True)
-        if runs["stream"][-1]["tokens"] != runs["build"][-1]["tokens"]:
-            raise SystemExit(f"round {r}: the build holds {runs['build'][-1]['tokens']} tokens, the stream gave {runs['stream'][-1]['tokens']}")
-        print(f"round {r}: " + ", ".join(f"{k} {v[-1]['work_ns_per_token']:.1f} ns/token (+{v[-1]['startup_cpu_s']:.2f} s start-up)" for k, v in runs.items()), flush=True)
+        for size in ("", "_small"):
+            if runs[f"stream{size}"][-1]["tokens"] != runs[f"build{size}"][-1]["tokens"]:
+                raise SystemExit(f"round {r}: the build{size} holds {runs[f'build{size}'][-1]['tokens']} tokens, the stream gave {runs[f'stream{size}'][-1]['tokens']}")
+        for kind in ("stream", "build"):
+            big, little = runs[kind][-1], runs[f"{kind}_small"][-1]
+            big["marginal_ns_per_token"] = (big["work_cpu_s"] - little["work_cpu_s"]) / (big["tokens"] - little["tokens"]) * 1e9
+        print(
+            f"round {r}: "
+            + ", ".join(f"{k} {runs[k][-1]['marginal_ns_per_token']:.1f} ns/token past a fixed {runs[k + '_small'][-1]['work_cpu_s']:.2f} s" for k in ("stream", "build")),
+            flush=True,
+        )
 
     def ratios(key: str) -> dict[str, float]:
         values = [b[key] / s[key] for s, b in zip(runs["stream"], runs["build"])]
         return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
+    fixed = [b["work_cpu_s"] - s["work_cpu_s"] for s, b in zip(runs["stream_small"], runs["build_small"])]
+
     results = {
         "corpus_mb": sum(os.path.getsize(p) for p in paths) / 1e6,
         "tokens": runs["stream"][0]["tokens"],
         "pinned": "one core (sched_setaffinity), each measurement in its own interpreter, kinds alternating first",
+        "small_tokens": runs["stream_small"][0]["tokens"],
+        "ns_per_token_marginal": {k: statistics.median(x["marginal_ns_per_token"] for x in runs[k]) for k in ("stream", "build")},
         "ns_per_token_work": {k: statistics.median(x["work_ns_per_token"] for x in v) for k, v in runs.items()},
         "startup_cpu_s": {k: statistics.median(x["startup_cpu_s"] for x in v) for k, v in runs.items()},
+        "build_fixed_cpu_s": {"median": statistics.median(fixed), "min": min(fixed), "max": max(fixed)},
         "ratios": {
-            "build / stream, CPU per token of the work": ratios("work_ns_per_token"),
+            "build / stream, CPU per token past the fixed cost": ratios("marginal_ns_per_token"),
+            "build / stream, CPU per token of the whole work": ratios("work_ns_per_token"),
             "build / stream, CPU per token with start-up": ratios("all_ns_per_token"),
         },
         "runs": runs,
     }
     for name, value in results["ratios"].items():
-        print(f"  {name:<48} {value['median']:.2f}x ({value['min']:.2f}-{value['max']:.2f})")
+        print(f"  {name:<52} {value['median']:.2f}x ({value['min']:.2f}-{value['max']:.2f})")
+    print(f"  the build's fixed cost                               {results['build_fixed_cpu_s']['median']:.2f} s")
     corpus = PROSE if args.corpus == "prose" else "source code and package documentation of this machine (benchmarks/common.py)"
     write_results(args.out, results, corpus=corpus)
 

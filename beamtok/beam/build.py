@@ -9,6 +9,9 @@
                       and for other packers: PackSplitShards
         both:         | Flatten | ToList | WriteManifest
 
+(With no file large enough to cut, or ``split_bytes`` None, ``Plan`` and the range steps are
+left out: ``Create | Reshuffle | WriteShards | Flatten | ToList | WriteManifest``.)
+
 One DoFn call of ``WriteShards`` runs the shard processing over one whole shard, in order, and
 streams its rows into that shard's Parquet file: packing is stateful, so it never sees batch
 boundaries chosen by the runner. A file larger than ``split_bytes`` is planned as ranges
@@ -66,14 +69,22 @@ from beamtok.cache.build.ranges import (
     read_range_file,
     write_range_file,
 )
-from beamtok.cache.build.writer import check_layout, completed_entry, rows_per_group, write_rows, write_shard
+from beamtok.cache.build.writer import (
+    check_layout,
+    completed_entry,
+    rows_per_group,
+    source_size,
+    write_rows,
+    write_shard,
+)
 from beamtok.cache.format.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
 from beamtok.cache.format.storage import Storage
 from beamtok.core.cache_options import LOCAL_RUNNERS
 from beamtok.core.spec import Spec
 from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import ShardProcessor
-from beamtok.sources.urls import Shard
+from beamtok.sources.readers import is_compressed, source_format
+from beamtok.sources.urls import Shard, is_remote, split_range
 from beamtok.transforms.tokenize import is_registered, register_serialized, serialize_tokenizers
 
 __all__ = ["LOCAL_RUNNERS", "METRICS_NAMESPACE", "BuildCache", "beam_counters", "is_local", "make_pipeline", "pipeline_for", "versions"]
@@ -362,6 +373,14 @@ class BuildCache(beam.PTransform):
     def expand(self, pbegin: Any) -> Any:
         if self.write_tokenizer:
             self.write_tokenizer_file()
+        if not self._may_split():  # no file to cut: the shards go straight to the writers
+            whole = (
+                pbegin
+                | "ShardNumbers" >> beam.Create(list(range(len(self.shards))))
+                | "Spread" >> beam.Reshuffle()
+                | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.shipped, self.layout))
+            )
+            return self._manifest((whole,))
         planned = (
             pbegin
             | "ShardNumbers" >> beam.Create(list(range(len(self.shards))))
@@ -387,8 +406,26 @@ class BuildCache(beam.PTransform):
             )
         else:
             split = tokenized | "PackSplitShards" >> beam.ParDo(_PackShardFn(self.spec, self.shards, self.output, self.layout))
+        return self._manifest((whole, split))
+
+    def _may_split(self) -> bool:
+        """Whether a shard may be planned as ranges: a local file larger than ``split_bytes``
+        in a format that is cut, or any remote file (its size is asked on a worker)."""
+        if self.split_bytes is None:
+            return False
+        for shard in self.shards:
+            if shard.data is not None or split_range(shard.url)[1:] != (0, None):
+                continue
+            if is_remote(shard.url):
+                return True
+            fmt = source_format(shard.url, self.spec.source)
+            if fmt in ("jsonl", "parquet") and not (fmt == "jsonl" and is_compressed(shard.url)) and (source_size(shard) or 0) > self.split_bytes:
+                return True
+        return False
+
+    def _manifest(self, entries: tuple[Any, ...]) -> Any:
         return (
-            (whole, split)
+            entries
             | "Entries" >> beam.Flatten()
             | "Collect" >> beam.combiners.ToList()
             | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file, self.input_root))

@@ -8,20 +8,31 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamtok.base.errors import ConfigError
 from beamtok.base.sizes import ROW_BYTES_PER_TOKEN, ROW_GROUP_BYTES, check_ceiling, check_memory, default_group_rows
 from beamtok.base.validate import check_optional_int
 from beamtok.cache.format.manifest import ShardEntry, legacy_sidecar_file, shard_file, sidecar_file
-from beamtok.cache.format.schema import cache_schema, examples_to_table, parquet_options
+from beamtok.cache.format.schema import (
+    PROVENANCE_FIELDS,
+    TOKEN_FIELDS,
+    cache_schema,
+    examples_to_table,
+    parquet_options,
+    token_columns_to_table,
+)
 from beamtok.cache.format.storage import HashingWriter, Storage
 from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
+from beamtok.shards.rows import PROVENANCE
+from beamtok.shards.spans import SpanReader, Taken
 from beamtok.sources.urls import Shard, is_remote, split_range
 
 log = logging.getLogger(__name__)
@@ -228,34 +239,107 @@ def write_row_groups(
     """Write examples to ``sink`` as one Parquet file of row groups of ``group`` rows (the
     last may be shorter). With no example at all, one empty row group is written unless
     ``empty_group`` is False (then nothing is written to ``sink``). ``parquet_compat``: the
-    options of :func:`~beamtok.cache.format.schema.parquet_options`."""
+    options of :func:`~beamtok.cache.format.schema.parquet_options`. Rows that come as row
+    blocks (a :class:`~beamtok.shards.spans.SpanReader`: ``concat_chunk``'s) are written a
+    block at a time, with no dict per row; the file is the same."""
     options = parquet_options(parquet_compat)
-    documents = NO_COUNTS
-    rows = tokens = pad_tokens = 0
     writer: pq.ParquetWriter | None = None
+    tables = _block_tables(produced_rows, group, report) if isinstance(produced_rows, SpanReader) else _example_tables(produced_rows, group, report)
+    written = WrittenRows()
     try:
-        examples, counts = [], []
-        for produced in produced_rows:
-            documents = documents + produced.counts
-            if produced.example is None:
+        for table, part in tables:
+            written = written + part
+            if table is None:
                 continue
-            examples.append(produced.example)
-            counts.append(produced.counts)
-            real = int((produced.example["segment_ids"] > 0).sum())
-            tokens += real
-            pad_tokens += len(produced.example["input_ids"]) - real
-            if len(examples) >= group:
+            if table.num_rows or (written.rows == 0 and empty_group):
                 writer = writer or pq.ParquetWriter(sink, cache_schema(), **options)
-                writer.write_table(examples_to_table(examples, counts), row_group_size=group)
-                rows += len(examples)
-                examples, counts = [], []
-            if report is not None:
-                report(produced.cursor, tokens, rows + len(examples), documents.read)
-        if examples or (rows == 0 and empty_group):
-            writer = writer or pq.ParquetWriter(sink, cache_schema(), **options)
-            writer.write_table(examples_to_table(examples, counts), row_group_size=group)
-            rows += len(examples)
+                writer.write_table(table, row_group_size=group)
     finally:
         if writer is not None:
             writer.close()  # also on failure: an unclosed writer would flush into the discarded file later
-    return WrittenRows(rows, tokens, pad_tokens, documents)
+    return written
+
+
+Tables = Iterator[tuple[pa.Table | None, WrittenRows]]
+
+
+def _example_tables(produced_rows: Iterable[Produced], group: int, report: Callable[[ShardCursor, int, int, int], None] | None) -> Tables:
+    """Row groups of ``group`` examples, one dict each, and what each holds (the last one
+    holds the rest, and is written empty when there is no row at all)."""
+    documents = NO_COUNTS
+    rows = tokens = 0
+    examples: list[dict[str, Any]] = []
+    counts: list[DocCounts] = []
+    part = WrittenRows()
+    for produced in produced_rows:
+        documents = documents + produced.counts
+        part = part + WrittenRows(documents=produced.counts)
+        if produced.example is None:
+            continue
+        examples.append(produced.example)
+        counts.append(produced.counts)
+        real = int((produced.example["segment_ids"] > 0).sum())
+        tokens += real
+        part = part + WrittenRows(1, real, len(produced.example["input_ids"]) - real)
+        if len(examples) >= group:
+            rows += len(examples)
+            yield examples_to_table(examples, counts), part
+            examples, counts, part = [], [], WrittenRows()
+        if report is not None:
+            report(produced.cursor, tokens, rows + len(examples), documents.read)
+    yield examples_to_table(examples, counts), part
+
+
+def _block_tables(reader: SpanReader, group: int, report: Callable[[ShardCursor, int, int, int], None] | None) -> Tables:
+    """Row groups of ``group`` rows taken from row blocks column-wise, and what each holds."""
+    documents = NO_COUNTS
+    rows = tokens = 0
+    pieces: list[Taken] = []
+    held = 0
+    part = WrittenRows()
+    while True:
+        taken = reader.take(group - held)
+        if taken is None:
+            break
+        documents = documents + taken.counts
+        part = part + WrittenRows(documents=taken.counts)
+        if taken.block is not None and taken.rows:
+            real, pad = taken.block.real_tokens(taken.lo, taken.hi)
+            tokens += real
+            part = part + WrittenRows(taken.rows, real, pad)
+            pieces.append(taken)
+            held += taken.rows
+        if held >= group:
+            rows += held
+            yield _pieces_table(pieces), part
+            pieces, held, part = [], 0, WrittenRows()
+        if report is not None:
+            report(taken.cursor, tokens, rows + held, documents.read)
+    yield _pieces_table(pieces), part
+
+
+def _pieces_table(pieces: list[Taken]) -> pa.Table:
+    """The cache table of these rows of row blocks."""
+    if not pieces:
+        return examples_to_table([], [])
+    flat: dict[str, list[np.ndarray]] = {name: [] for name in TOKEN_FIELDS}
+    lengths: list[np.ndarray] = []
+    provenance: dict[str, list[np.ndarray]] = {name: [] for name in PROVENANCE_FIELDS}
+    counts: list[DocCounts] = []
+    for piece in pieces:
+        block = piece.block
+        assert block is not None
+        columns = block.columns
+        offsets = columns["input_ids"].offsets
+        lo, hi = int(offsets[piece.lo]), int(offsets[piece.hi])
+        for name in TOKEN_FIELDS:
+            flat[name].append(columns[name].values[lo:hi])
+        lengths.append(np.diff(offsets[piece.lo : piece.hi + 1]))
+        for name, values in zip(PROVENANCE, block.provenance):
+            provenance[name].append(values[piece.lo : piece.hi])
+        counts += block.counts[piece.lo : piece.hi]
+    row_ends = np.concatenate(lengths)
+    offsets_out = np.zeros(len(row_ends) + 1, dtype=np.int64)
+    np.cumsum(row_ends, out=offsets_out[1:])
+    joined = {name: np.concatenate(parts) for name, parts in flat.items()}
+    return token_columns_to_table(joined, offsets_out, {name: np.concatenate(parts) for name, parts in provenance.items()}, counts)

@@ -41,6 +41,7 @@ __all__ = [
     "derive_positions",
     "examples_to_table",
     "parquet_options",
+    "token_columns_to_table",
 ]
 
 TOKEN_FIELDS: dict[str, pa.DataType] = {
@@ -158,6 +159,17 @@ def examples_to_table(examples: list[dict[str, Any]], counts: list[DocCounts]) -
     packer bug: reading would return other positions)."""
     offsets = row_offsets([ex["input_ids"] for ex in examples])
     flat = {name: np.concatenate([ex[name] for ex in examples]) if examples else np.zeros(0, dtype=TOKEN_DTYPES[name]) for name in TOKEN_FIELDS}
+    provenance = {name: np.fromiter((ex[name] for ex in examples), dtype=np.int64, count=len(examples)) for name in PROVENANCE_FIELDS}
+    return token_columns_to_table(flat, offsets, provenance, counts, lambda row: examples[row].get("index", row))
+
+
+def token_columns_to_table(
+    flat: dict[str, np.ndarray], offsets: np.ndarray, provenance: dict[str, np.ndarray], counts: list[DocCounts], name_row: Any = None
+) -> pa.Table:
+    """A layout-2 cache table from rows given column-wise: each token field's values end to end
+    (``TOKEN_FIELDS``), the rows' ``offsets`` into them, each provenance field and each row's
+    document counts. Raises CacheError if ``position_ids`` do not follow from the segments
+    (``name_row(row)`` names the row in the message)."""
     segments = flat["segment_ids"].astype(np.int32, copy=False)
     for name in ("segment_ids", "position_ids", "loss_mask"):
         if len(flat[name]) != offsets[-1]:
@@ -165,14 +177,15 @@ def examples_to_table(examples: list[dict[str, Any]], counts: list[DocCounts]) -
     wrong = np.flatnonzero(derive_positions(segments, offsets) != flat["position_ids"])
     if len(wrong):
         row = int(np.searchsorted(offsets, wrong[0], side="right")) - 1
-        raise CacheError(f"example {examples[row].get('index', row)}: position_ids do not restart at each segment as the cache layout requires")
+        named = name_row(row) if name_row is not None else row
+        raise CacheError(f"example {named}: position_ids do not restart at each segment as the cache layout requires")
     columns: dict[str, pa.Array] = {
         "input_ids": _list_array(flat["input_ids"], offsets, pa.int32()),
         "segment_ids": _list_array(segments, offsets, pa.int32()),
         "loss_mask": _mask_column(flat["loss_mask"], segments, offsets),
     }
     for name, dtype in PROVENANCE_FIELDS.items():
-        columns[name] = pa.array([ex[name] for ex in examples], type=dtype)
+        columns[name] = pa.array(provenance[name], type=dtype)
     columns["doc_counts"] = _counts_array(counts)
     return pa.table(columns, schema=cache_schema())
 
