@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.nn.parallel import DistributedDataParallel
 
-from beamtok import Dataset, load_tokenizer
+from beamtok import BeamtokError, Dataset, load_tokenizer
 from beamtok.distributed.checkpoint_dirs import mark_complete, newest_complete, step_directory
 from beamtok.distributed.process_group import end_process_group, start_process_group
 from beamtok.distributed.torch_loader import DistributedLoader
@@ -178,7 +179,12 @@ def main() -> None:
     args = parse_args()
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     start_process_group("gloo")  # under this restart's own store prefix: --max-restarts restarts the group
-    train(args, restart)
+    try:
+        train(args, restart)
+    except BeamtokError as error:  # a user's mistake (data that cannot be split, a bad path...): one line, no traceback
+        if dist.get_rank() == 0:
+            print(f"torchrun_train.py: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     # The model is freed (train returned) before the process group, with gloo's threads idle.
     # Freed at exit instead, DDP's reducer can drop the last reference to the group while a
     # gloo thread still frees a collective's tensors: the group's destructor joins that thread

@@ -140,3 +140,20 @@ def test_one_file_on_two_ranks_with_workers_then_three_every_row_once(tmp_path):
     runs.run(2, max_steps=5, save_every=2, workers=2)
     assert "resumed at step 5" in runs.run(3, save_every=2, workers=0)
     assert_exactly_once(runs.trained(), every_row)
+
+
+def test_a_file_that_cannot_be_split_is_refused_in_one_line_before_training(tmp_path):
+    """A compressed file cannot be cut into ranges: on 2 ranks the job stops at once, saying
+    why in one line (no rank's traceback), before any DataLoader worker or step."""
+    import gzip
+
+    one = tmp_path / "one.jsonl.gz"
+    with gzip.open(one, "wt") as out:
+        out.write(Path(paragraph_files(tmp_path, 1, 10).replace("part-{0..0}", "part-0")).read_text())
+    runs = Runs(tmp_path, str(one))
+    done = runs.start(2, workers=2).wait(timeout=300)
+    assert done.returncode != 0
+    said = [line for line in done.stderr.splitlines() if line.startswith("torchrun_train.py: ")]
+    assert said == ["torchrun_train.py: 1 shard(s) (compressed or other files read whole cannot be cut into ranges) cannot be split over 4 readers (world_size=2 x workers=2): use more shards (from_files(..., split_bytes=...) cuts files finer), fewer workers, or split='examples'"]
+    assert "ConfigError" not in done.stderr and "beamtok/" not in done.stderr
+    assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").iterdir())
