@@ -45,6 +45,7 @@ try:
     import torch
     import torch.distributed as dist
     from torch.distributed.checkpoint.stateful import Stateful
+    from torch.distributed.device_mesh import DeviceMesh
     from torchdata.stateful_dataloader import StatefulDataLoader
 except ImportError as error:
     raise ModuleNotFoundError(missing_extra("beamtok.distributed.torch_loader", "torch", "torchdata") or str(error)) from None
@@ -68,9 +69,11 @@ class DistributedLoader(Stateful):
     ``dataset``: a beamtok ``Dataset``, split here with ``shard_by_rank(rank, world_size,
     split=split, loader_workers=num_workers)`` (files fewer than the readers are cut into
     ranges); or a function ``(rank, world_size) -> Dataset`` for pipelines that take the rank
-    themselves (``balance_ranks``). ``rank``/``world_size`` default to the process group's;
-    ``group`` is the group the states are gathered over (the default group; pass the
-    data-parallel group when other parallel axes read the same data). Other keyword
+    themselves (``balance_ranks``). ``rank``/``world_size`` default to ``group``'s: the
+    data-parallel ranks the data is split over and the states are gathered from (the default
+    group; with tensor or pipeline parallelism, the data-parallel group, or the data-parallel
+    dimension of a ``DeviceMesh`` such as ``mesh["dp"]``: the ranks of one data-parallel rank
+    then read the same batches). Other keyword
     arguments go to the ``StatefulDataLoader`` (``batch_size=None`` is the default: beamtok
     batches itself).
 
@@ -94,6 +97,10 @@ class DistributedLoader(Stateful):
         **loader_options: Any,
     ) -> None:
         distributed = dist.is_available() and dist.is_initialized()
+        if isinstance(group, DeviceMesh):
+            if group.ndim != 1:
+                raise ConfigError(f"group: a DeviceMesh of one dimension (the data-parallel one, e.g. mesh['dp']), not {group.ndim} ({group.mesh_dim_names})")
+            group = group.get_group()
         self.group = group
         self.rank = rank if rank is not None else (dist.get_rank(group) if distributed else 0)
         self.world_size = world_size if world_size is not None else (dist.get_world_size(group) if distributed else 1)
