@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.beamtok-installed
 
-.PHONY: setup demo test test-fast lint typecheck unit docs floor bench soak clean
+.PHONY: setup demo test test-fast lint typecheck unit docs floor bench soak device-check clean
 
 setup: $(STAMP)
 
@@ -75,6 +75,11 @@ bench: setup
 # kill/resume soaks: 10x the shipped corpus, consumer SIGKILLed at random moments; then a mix
 # of 3 sources read by 1, 2 or 4 ranks, the world size changing at random restarts; then the
 # torchrun example, a random rank SIGKILLed 30 times, restarted on 1-4 ranks
+# the GPU job's data path (NCCL + DCP, feeding a device, scaling over the cores); a few
+# minutes on a 16-core machine with one GPU; without CUDA, parts 1 (on gloo) and 3
+device-check: setup
+	cd benchmarks && ../$(BIN)/python device_check.py
+
 soak: setup
 	cd benchmarks && ../$(BIN)/python soak.py && ../$(BIN)/python soak_elastic.py && ../$(BIN)/python soak_torchrun.py
 
