@@ -3,8 +3,8 @@
 ``BuildCache`` expands to::
 
     Create(shard numbers) | Reshuffle | Plan
-        whole shards: | WriteShards
-        ranges:       | Reshuffle | TokenizeRanges | GroupByKey | then, for concat_chunk:
+        whole shards: | WholeShards | WriteShards
+        ranges:       | Ranges | Reshuffle | TokenizeRanges | GroupByKey | then, for concat_chunk:
                         PlanPacking | Reshuffle | PackRows | GroupByKey | JoinParts
                       and for other packers: PackSplitShards
         both:         | Flatten | ToList | WriteManifest
@@ -34,6 +34,7 @@ is passed through with the rest of the Beam options.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -77,7 +78,15 @@ from beamtok.cache.build.writer import (
     write_rows,
     write_shard,
 )
-from beamtok.cache.format.manifest import TOKENIZER_FILE, Manifest, ShardEntry, versions, write_manifest
+from beamtok.cache.format.manifest import (
+    RECORDS_DIR,
+    SHARDS_DIR,
+    TOKENIZER_FILE,
+    Manifest,
+    ShardEntry,
+    versions,
+    write_manifest,
+)
 from beamtok.cache.format.storage import Storage
 from beamtok.core.cache_options import LOCAL_RUNNERS
 from beamtok.core.spec import Spec
@@ -164,8 +173,12 @@ class _ShardStepFn(beam.DoFn):
 
 class _PlanFn(_ShardStepFn):
     """Send a shard whole to the writer (also a shard an earlier run finished: it is reused),
-    or, when it is a file larger than ``split_bytes``, its ranges to the tokenizers."""
+    or, when it is a file larger than ``split_bytes``, its ranges to the tokenizers. Each
+    output is ``(WHOLE, shard number)`` or ``(RANGES, range)`` in the one main output, split
+    by two ``FlatMap`` steps after it: Beam's Dask runner hands a ParDo's tagged outputs to its
+    main consumer, so the build uses none."""
 
+    WHOLE = "whole"
     RANGES = "ranges"
 
     def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, split_bytes: int | None) -> None:
@@ -182,12 +195,17 @@ class _PlanFn(_ShardStepFn):
         parts = plan_ranges(shard, self.spec.source, self.split_bytes) if self.split_bytes is not None else []
         # a shard read whole is checked for reuse by the writer; a large one finished earlier is too
         if len(parts) <= 1 or completed_entry(self.storage, shard, self.spec.fingerprint, check_file=False) is not None:
-            yield index
+            yield self.WHOLE, index
             return
         self.split_shards.inc()
         self.ranges.inc(len(parts))
         for part in parts:
-            yield beam.pvalue.TaggedOutput(self.RANGES, part)
+            yield self.RANGES, part
+
+
+def _planned_as(planned: tuple[str, Any], kind: str) -> list[Any]:
+    """The planned element for the branch of ``kind``, or none."""
+    return [planned[1]] if planned[0] == kind else []
 
 
 class _WriteShardFn(_ShardStepFn):
@@ -314,6 +332,9 @@ class _WriteManifestFn(beam.DoFn):
 
     def process(self, entries: list[dict[str, Any]]) -> Any:
         storage = Storage(self.output)
+        # every shard is written: what is left under a temporary name is a killed attempt's (a worker lost mid-write)
+        for directory in (SHARDS_DIR, RECORDS_DIR, RANGES_DIR):
+            storage.delete_stale_temporaries(directory)
         storage.remove_empty_dir(RANGES_DIR)
         shards = sorted((ShardEntry.from_json(e, self.output) for e in entries), key=lambda e: e.index)
         manifest = Manifest(
@@ -373,6 +394,15 @@ class BuildCache(beam.PTransform):
     def expand(self, pbegin: Any) -> Any:
         if self.write_tokenizer:
             self.write_tokenizer_file()
+        launched = self.shards
+        # workers open relative paths under the launching directory, wherever they were started
+        self.shards = [dataclasses.replace(shard, root=self.input_root) for shard in launched]
+        try:
+            return self._expand(pbegin)
+        finally:
+            self.shards = launched
+
+    def _expand(self, pbegin: Any) -> Any:
         if not self._may_split():  # no file to cut: the shards go straight to the writers
             whole = (
                 pbegin
@@ -385,11 +415,16 @@ class BuildCache(beam.PTransform):
             pbegin
             | "ShardNumbers" >> beam.Create(list(range(len(self.shards))))
             | "Spread" >> beam.Reshuffle()
-            | "Plan" >> beam.ParDo(_PlanFn(self.spec, self.shards, self.output, self.split_bytes)).with_outputs(_PlanFn.RANGES, main="whole")
+            | "Plan" >> beam.ParDo(_PlanFn(self.spec, self.shards, self.output, self.split_bytes))
         )
-        whole = planned.whole | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.shipped, self.layout))
+        whole = (
+            planned
+            | "WholeShards" >> beam.FlatMap(_planned_as, _PlanFn.WHOLE)
+            | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.shipped, self.layout))
+        )
         tokenized = (
-            planned[_PlanFn.RANGES]
+            planned
+            | "Ranges" >> beam.FlatMap(_planned_as, _PlanFn.RANGES)
             | "SpreadRanges" >> beam.Reshuffle()
             | "TokenizeRanges" >> beam.ParDo(_TokenizeRangeFn(self.spec, self.shards, self.output, self.shipped))
             | "RangesOfShard" >> beam.GroupByKey()
@@ -445,7 +480,9 @@ def pipeline_for(beam_args: Sequence[str]) -> Iterator[beam.Pipeline]:
 
 def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:
     """A Beam pipeline for these options; local runs are pinned to the FnApiRunner."""
-    options = PipelineOptions(list(beam_args))
+    from beamtok.beam.options import runner_name
+
+    options = PipelineOptions(runner_name(list(beam_args)))
     if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
         from beamtok.beam.local_runner import LocalRunner
 

@@ -17,12 +17,14 @@ from typing import Any, NoReturn
 
 from beamtok.base.errors import ConfigError
 
-__all__ = ["beam_option_names", "check_beam_args", "split_command_line"]
+__all__ = ["DASK_RUNNER", "beam_option_names", "check_beam_args", "runner_name", "split_command_line"]
 
 
 def _parser() -> argparse.ArgumentParser:
     """A parser holding every option of every loaded Beam options class."""
     from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+
+    _load_runner_options()
 
     class Parser(_BeamArgumentParser):
         def error(self, message: str) -> NoReturn:
@@ -35,6 +37,31 @@ def _parser() -> argparse.ArgumentParser:
     for cls in seen.values():
         cls._add_argparse_args(parser)
     return parser
+
+
+DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+
+
+def _load_runner_options() -> None:
+    """Register the options of runners Beam defines only when their module is imported
+    (``--dask_client_address`` of the Dask runner, where dask is installed)."""
+    try:
+        import apache_beam.runners.dask.dask_runner  # noqa: F401
+    except ImportError:
+        pass
+
+
+def runner_name(args: Sequence[str]) -> list[str]:
+    """``args`` with ``--runner=DaskRunner`` written as the qualified name Beam registers the
+    Dask runner under (it knows no short name for it)."""
+    out = []
+    for i, arg in enumerate(args):
+        if arg in ("--runner=DaskRunner", "--runner=daskrunner"):
+            arg = f"--runner={DASK_RUNNER}"
+        elif arg == "DaskRunner" and i and args[i - 1] == "--runner":
+            arg = DASK_RUNNER
+        out.append(arg)
+    return out
 
 
 def beam_option_names() -> list[str]:

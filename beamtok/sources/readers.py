@@ -83,7 +83,7 @@ def read_documents(shard: Shard, source: SourceSpec, start: int) -> Iterator[Raw
     if shard.data is not None:
         yield from _read_memory(shard, start, source.text_field)
         return
-    url, first, stop = split_range(shard.url)
+    url, first, stop = split_range(shard.location())
     documents = _read_file(url, source, max(start, first))
     if stop is None:
         yield from documents

@@ -25,11 +25,21 @@ _RANGE = re.compile(r"#range=(\d+)-(\d*)$")
 
 @dataclass(frozen=True)
 class Shard:
-    """One unit of ordered work: an input file, or an in-memory source."""
+    """One unit of ordered work: an input file, or an in-memory source. ``root``: the
+    directory a relative local ``url`` was given in (a build's workers may run elsewhere,
+    as a Dask worker started in another directory does); it is where the file is opened,
+    never part of what the shard is."""
 
     index: int
     url: str
     data: Any = field(default=None, compare=False, repr=False)
+    root: str | None = field(default=None, compare=False, repr=False)
+
+    def location(self) -> str:
+        """The URL to open: ``url``, under ``root`` when it is a relative local path."""
+        if self.root is None or self.data is not None or is_remote(self.url) or self.url.startswith("file://") or os.path.isabs(self.url):
+            return self.url
+        return os.path.join(self.root, self.url)
 
 
 def range_url(url: str, start: int, stop: int | None) -> str:

@@ -39,7 +39,7 @@ def shard_fraction(shard: Shard, source: SourceSpec) -> Callable[[int], float] |
     """How far into ``shard`` a doc cursor is, as a fraction; None when it cannot be told."""
     if shard.data is not None or is_remote(shard.url):
         return None
-    url, first, stop = split_range(shard.url)
+    url, first, stop = split_range(shard.location())
     fmt = source_format(url, source)
     try:
         if fmt == "jsonl" and not is_compressed(url):

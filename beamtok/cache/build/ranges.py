@@ -100,7 +100,7 @@ def plan_ranges(shard: Shard, source: SourceSpec, split_bytes: int) -> list[Inpu
     whole = [InputRange(shard.index, 0, 1, 0, None, 0)]
     if shard.data is not None or split_range(shard.url)[1:] != (0, None):
         return whole  # in memory, or already a range of a file the dataset cut
-    found = file_bounds(shard.url, source_format(shard.url, source), split_bytes)
+    found = file_bounds(shard.location(), source_format(shard.url, source), split_bytes)
     if found is None:
         return whole
     bounds, total = found

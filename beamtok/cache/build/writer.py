@@ -110,7 +110,7 @@ def source_size(shard: Shard) -> int | None:
     if is_remote(shard.url) or shard.data is not None:
         return None
     try:
-        return os.path.getsize(split_range(shard.url)[0])
+        return os.path.getsize(split_range(shard.location())[0])
     except OSError:
         return None
 
