@@ -53,14 +53,22 @@ def _load_runner_options() -> None:
 
 def runner_name(args: Sequence[str]) -> list[str]:
     """``args`` with ``--runner=DaskRunner`` written as the qualified name Beam registers the
-    Dask runner under (it knows no short name for it)."""
+    Dask runner under (it knows no short name for it), and, on Dask, one element a partition
+    unless the user sized them (``--dask_partition_size=1``): the runner puts 128 elements in a
+    partition by default, and a build's elements are whole files or ranges, so a build of
+    fewer than 128 would run on one worker."""
     out = []
+    dask = False
     for i, arg in enumerate(args):
         if arg in ("--runner=DaskRunner", "--runner=daskrunner"):
             arg = f"--runner={DASK_RUNNER}"
         elif arg == "DaskRunner" and i and args[i - 1] == "--runner":
             arg = DASK_RUNNER
+        dask = dask or arg in (f"--runner={DASK_RUNNER}", DASK_RUNNER)
         out.append(arg)
+    sized = any(arg.split("=", 1)[0] in ("--dask_npartitions", "--dask_partition_size") for arg in out)
+    if dask and not sized:
+        out.append("--dask_partition_size=1")
     return out
 
 
