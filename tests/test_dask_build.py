@@ -171,3 +171,12 @@ def test_a_re_run_after_a_scheduler_restart_reuses_finished_shards(cluster, inpu
     assert again.returncode == 0, again.stderr[-3000:]
     assert files_of(output) == local
     assert {p.name: p.stat().st_mtime_ns for p in (output / "shards").glob("*.parquet") if p.name in written} == written  # reused, not rewritten
+
+
+def test_on_dask_each_file_or_range_is_a_partition_unless_sized():
+    from beamtok.beam.options import DASK_RUNNER, runner_name
+
+    assert runner_name(["--runner=DaskRunner", "--dask_client_address=h:1"]) == [f"--runner={DASK_RUNNER}", "--dask_client_address=h:1", "--dask_partition_size=1"]
+    assert runner_name(["--runner", "DaskRunner"]) == ["--runner", DASK_RUNNER, "--dask_partition_size=1"]
+    assert runner_name([f"--runner={DASK_RUNNER}", "--dask_npartitions=4"]) == [f"--runner={DASK_RUNNER}", "--dask_npartitions=4"]
+    assert runner_name(["--direct_num_workers=2"]) == ["--direct_num_workers=2"]
