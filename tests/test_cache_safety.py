@@ -204,7 +204,7 @@ def test_local_worker_processes_leave_ctrl_c_to_the_launcher(tmp_path, ctrl_c_ta
     before the launcher could silence it; started by beamtok, workers ignore SIGINT."""
     import apache_beam as beam
 
-    from beamtok.beam.build import make_pipeline
+    from beamtok.beam.pipelines import make_pipeline
 
     def report_sigint(element: int, directory: str) -> int:  # nested: pickled by value, for the workers
         import os

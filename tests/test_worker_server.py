@@ -43,7 +43,7 @@ def run_reporting(tmp_path: Path) -> list[tuple[int, int, str]]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     import apache_beam as beam
 
-    from beamtok.beam.build import make_pipeline
+    from beamtok.beam.pipelines import make_pipeline
 
     def report(element: int, directory: str) -> int:  # nested: pickled by value, for the workers
         import gc
@@ -141,7 +141,7 @@ def run_checking_tokenizer(tmp_path: Path, fingerprint: str) -> set[str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     import apache_beam as beam
 
-    from beamtok.beam.build import make_pipeline
+    from beamtok.beam.pipelines import make_pipeline
 
     def check(element: int, directory: str, fingerprint: str) -> int:
         import os

@@ -38,6 +38,8 @@ def _import_beam_quietly() -> None:
 
 with gc_paused():  # Beam's import leaves ~190,000 more objects for the collector to track and frees few: collections during it only cost time
     _import_beam_quietly()
-    from beamtok.beam.build import LOCAL_RUNNERS, BuildCache, beam_counters, is_local, make_pipeline, versions
+    from beamtok.beam.build import BuildCache
+    from beamtok.beam.pipelines import LOCAL_RUNNERS, beam_counters, is_local, make_pipeline
+    from beamtok.cache.format.manifest import versions
 
 __all__ = ["LOCAL_RUNNERS", "BuildCache", "beam_counters", "is_local", "make_pipeline", "versions"]

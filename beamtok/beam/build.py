@@ -1,4 +1,4 @@
-"""The Beam transform that writes a beamtok cache, and how local pipelines are made.
+"""The Beam transform that writes a beamtok cache (the pipelines it runs in: ``beam/pipelines.py``).
 
 ``BuildCache`` expands to::
 
@@ -33,23 +33,20 @@ is passed through with the rest of the Beam options.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from beamtok.base.errors import CacheError, ConfigError
-from beamtok.base.scratch import held_directory
 from beamtok.base.validate import check_optional_int
+from beamtok.beam.pipelines import METRICS_NAMESPACE
 from beamtok.cache.build.progress import ShardReporter
 from beamtok.cache.build.range_pack import (
     PackedPart,
@@ -88,7 +85,6 @@ from beamtok.cache.format.manifest import (
     write_manifest,
 )
 from beamtok.cache.format.storage import Storage
-from beamtok.core.cache_options import LOCAL_RUNNERS
 from beamtok.core.spec import Spec
 from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import ShardProcessor
@@ -96,9 +92,7 @@ from beamtok.sources.readers import is_compressed, source_format
 from beamtok.sources.urls import Shard, is_remote, split_range
 from beamtok.transforms.tokenize import is_registered, register_serialized, serialize_tokenizers
 
-__all__ = ["LOCAL_RUNNERS", "METRICS_NAMESPACE", "BuildCache", "beam_counters", "is_local", "make_pipeline", "pipeline_for", "versions"]
-
-METRICS_NAMESPACE = "beamtok"
+__all__ = ["BuildCache"]
 
 
 class _ShardCounters:
@@ -465,46 +459,3 @@ class BuildCache(beam.PTransform):
             | "Collect" >> beam.combiners.ToList()
             | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file, self.input_root))
         )
-
-
-@contextlib.contextmanager
-def pipeline_for(beam_args: Sequence[str]) -> Iterator[beam.Pipeline]:
-    """:func:`make_pipeline`'s pipeline, whose local temporary directory goes with it: Beam
-    makes one for every pipeline it builds and removes it only when the pipeline runs, so each
-    build refused before its run (an output to overwrite, a held lock, a local runner given to
-    a dry run) would leave one in the temporary directory."""
-    pipeline = make_pipeline(beam_args)
-    with held_directory(pipeline.local_tempdir):
-        yield pipeline
-
-
-def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:
-    """A Beam pipeline for these options; local runs are pinned to the FnApiRunner."""
-    from beamtok.beam.options import runner_name
-
-    options = PipelineOptions(runner_name(list(beam_args)))
-    if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
-        from beamtok.beam.local_runner import LocalRunner
-
-        return beam.Pipeline(runner=LocalRunner(), options=options)
-    try:
-        return beam.Pipeline(options=options)
-    except ValueError as e:  # the runner's checks of its options (a project id, a region...)
-        raise ConfigError(" ".join(str(e).split())) from e
-
-
-def is_local(pipeline: beam.Pipeline) -> bool:
-    return pipeline.options.view_as(StandardOptions).runner in LOCAL_RUNNERS
-
-
-def beam_counters(result: Any) -> dict[str, int]:
-    """The pipeline's beamtok counters (committed values where the runner has them)."""
-    try:
-        found = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]
-    except Exception:  # some runners report no metrics
-        return {}
-    out: dict[str, int] = {}
-    for counter in found:
-        value = counter.committed if counter.committed is not None else counter.attempted
-        out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + int(value or 0)
-    return out

@@ -63,7 +63,8 @@ def plan_job(
     from apache_beam.options.pipeline_options import DebugOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
     from apache_beam.portability.api import beam_runner_api_pb2
 
-    from beamtok.beam.build import BuildCache, is_local, pipeline_for
+    from beamtok.beam.build import BuildCache
+    from beamtok.beam.pipelines import is_local, pipeline_for
     from beamtok.beam.run import cache_transform
 
     check_bucket_names([output, *beam_args, *(s.url for s in shards)])

@@ -20,11 +20,13 @@ from beamtok.base.errors import ConfigError
 __all__ = ["DASK_RUNNER", "beam_option_names", "check_beam_args", "runner_name", "split_command_line"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    """A parser holding every option of every loaded Beam options class."""
+def _parser(tokens: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """A parser holding every option of every loaded Beam options class (the Dask runner's
+    too where ``tokens`` name Dask: importing it costs over half a second)."""
     from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-    _load_runner_options()
+    if any("dask" in token.lower() for token in tokens):
+        _load_runner_options()
 
     class Parser(_BeamArgumentParser):
         def error(self, message: str) -> NoReturn:
@@ -90,7 +92,7 @@ def split_command_line(tokens: Sequence[str], own_options: Iterable[str], where:
     accepts both. A token starting with ``-`` that Beam does not know is refused, with the
     closest of ``own_options`` and Beam's options as a suggestion.
     """
-    parser = _parser()
+    parser = _parser(tokens)
     actions = parser._option_string_actions
     known = [*own_options, *actions]
     positional: list[str] = []

@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 from beamtok.base.errors import CacheError, ConfigError
 from beamtok.base.gc_pause import gc_paused
 from beamtok.base.scratch import scratch_directory
-from beamtok.beam.build import BuildCache, beam_counters, is_local, pipeline_for
+from beamtok.beam.build import BuildCache
 from beamtok.beam.options import check_beam_args
+from beamtok.beam.pipelines import beam_counters, is_local, pipeline_for
 from beamtok.beam.worker_logs import quiet_worker_stderr
 from beamtok.cache.build.lock import BuildLock
 from beamtok.cache.build.output import check_counters, check_output, prepare_output, write_failures
