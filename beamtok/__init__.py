@@ -7,7 +7,8 @@ from beamtok.backends.parallel import WorkerError
 from beamtok.base.errors import BeamtokError, CacheError, ConfigError, InputError, StateError
 from beamtok.core.spec import Spec
 from beamtok.dataset import DataConfig, Dataset, load_config
-from beamtok.shards.processor import DocCounts, Produced, ShardCursor, ShardProcessor
+from beamtok.shards.items import DocCounts, Produced, ShardCursor
+from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard, expand_urls
 from beamtok.stream.elastic import reader_states
 from beamtok.stream.iterator import STATE_VERSION, DatasetIterator

@@ -70,7 +70,7 @@ def _spec() -> Any:
 def _write_shards(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
     from beamtok.cache.build.writer import write_rows
     from beamtok.cache.format.storage import Storage
-    from beamtok.shards.processor import DocCounts, Produced, ShardCursor
+    from beamtok.shards.items import DocCounts, Produced, ShardCursor
     from beamtok.sources.urls import Shard
 
     directory, indices, fingerprint = args

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from beamtok import CacheError, Dataset
 from beamtok.cache.format.schema import batch_to_block, examples_to_table
-from beamtok.shards.processor import NO_COUNTS
+from beamtok.shards.items import NO_COUNTS
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import ROOT

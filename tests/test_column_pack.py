@@ -15,8 +15,8 @@ from beamtok.backends.on_the_fly import OnTheFly
 from beamtok.base.errors import StateError
 from beamtok.core.spec import PackSpec
 from beamtok.shards.column_chunker import ColumnChunker
+from beamtok.shards.items import DocCounts, DocItem, Produced, ShardCursor
 from beamtok.shards.packing import ShardPacker
-from beamtok.shards.processor import DocCounts, DocItem, Produced, ShardCursor
 from beamtok.shards.spans import SpanReader
 from beamtok.transforms.sft import TokenDoc
 

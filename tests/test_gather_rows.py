@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamtok.shards.processor import DocCounts
+from beamtok.shards.items import DocCounts
 from beamtok.shards.rows import RowBlock, columns_of, gather_from
 
 

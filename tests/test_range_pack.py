@@ -22,7 +22,7 @@ from beamtok.cache.build.range_pack import TASKS_PER_RANGE, RangeTokens, plan_pa
 from beamtok.cache.build.ranges import plan_ranges
 from beamtok.cache.format.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
 from beamtok.cache.format.thrift_compact import decode_struct, encode_struct
-from beamtok.shards.processor import DocCounts
+from beamtok.shards.items import DocCounts
 from beamtok.sources.urls import Shard
 
 from conftest import CORPUS, ROOT

@@ -218,7 +218,8 @@ def test_packed_rows_ship_their_layout_instead_of_segment_and_position_ids(make_
 
     from beamtok.backends.shard_spans import shard_spans
     from beamtok.backends.wire import span_from_wire, span_to_wire
-    from beamtok.shards.processor import ShardCursor, ShardProcessor
+    from beamtok.shards.items import ShardCursor
+    from beamtok.shards.processor import ShardProcessor
     from beamtok.shards.spans import SpanReader
     from beamtok.sources.urls import Shard
 
@@ -313,7 +314,7 @@ def test_a_worker_starts_the_next_shard_once_it_has_produced_its_own(make_shards
     """A worker that has produced all of its shard gets the next one at once, while the
     consumer still reads the first one's last blocks from its queue (before, it waited idle
     until the consumer reached the end): same output."""
-    from beamtok.shards.processor import ShardCursor
+    from beamtok.shards.items import ShardCursor
 
     paths = make_shards(2, docs_per_shard=12)
     pipeline = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(8)
@@ -337,7 +338,8 @@ def test_the_next_shard_is_produced_whole_while_the_consumer_reads_another(tmp_p
     of it (more blocks than a 16-block queue holds) while the consumer still reads the first,
     so both workers stay busy without interleave(); the stream is unchanged."""
     from beamtok.backends.shard_spans import shard_spans
-    from beamtok.shards.processor import ShardCursor, ShardProcessor
+    from beamtok.shards.items import ShardCursor
+    from beamtok.shards.processor import ShardProcessor
     from beamtok.sources.urls import Shard
     from beamtok.testing import tiny_tokenizer
 
@@ -365,7 +367,8 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
     from beamtok.backends import parallel
     from beamtok.backends.parallel import ParallelShards
     from beamtok.backends.shard_spans import shard_spans
-    from beamtok.shards.processor import ShardCursor, ShardProcessor
+    from beamtok.shards.items import ShardCursor
+    from beamtok.shards.processor import ShardProcessor
     from beamtok.sources.urls import Shard
 
     from conftest import real_paragraphs

@@ -11,7 +11,8 @@ from beamtok.backends.shard_spans import shard_spans
 from beamtok.backends.workers import dataloader_worker
 from beamtok.core.spec import Spec
 from beamtok.shards.column_chunker import packs_column_wise
-from beamtok.shards.processor import Produced, ShardCursor, ShardProcessor
+from beamtok.shards.items import Produced, ShardCursor
+from beamtok.shards.processor import ShardProcessor
 from beamtok.shards.spans import RowSpan
 from beamtok.sources.urls import Shard
 

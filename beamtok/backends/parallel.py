@@ -34,7 +34,8 @@ from beamtok.base.errors import BeamtokError
 from beamtok.core.spec import Spec
 from beamtok.shards.column_chunker import MAX_ROWS as COLUMN_BLOCK_ROWS
 from beamtok.shards.column_chunker import packs_column_wise
-from beamtok.shards.processor import Produced, ShardCursor, ShardProcessor
+from beamtok.shards.items import Produced, ShardCursor
+from beamtok.shards.processor import ShardProcessor
 from beamtok.shards.spans import RowSpan, SpanReader
 from beamtok.sources.retrying import share_retry_counter
 from beamtok.sources.urls import Shard

@@ -22,7 +22,7 @@ import numpy as np
 
 from beamtok.base.errors import ConfigError
 from beamtok.core.spec import Spec
-from beamtok.shards.processor import Produced, ShardCursor
+from beamtok.shards.items import Produced, ShardCursor
 from beamtok.sources.urls import Shard
 
 if TYPE_CHECKING:

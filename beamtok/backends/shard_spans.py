@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from beamtok.backends.wire import spans_of
 from beamtok.shards.column_chunker import ColumnChunker, packs_column_wise
-from beamtok.shards.processor import ShardCursor, ShardProcessor
+from beamtok.shards.items import ShardCursor
+from beamtok.shards.processor import ShardProcessor
 from beamtok.shards.spans import RowSpan
 from beamtok.sources.urls import Shard
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor
+from beamtok.shards.items import NO_COUNTS, DocCounts, Produced, ShardCursor
 from beamtok.shards.rows import PROVENANCE, PackedLayout, RowBlock, columns_of, row_offsets
 from beamtok.shards.spans import RowSpan
 

@@ -36,6 +36,7 @@ itself) states of another pipeline.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -111,9 +112,10 @@ class DistributedLoader(Stateful):
             if self.world_size > 1 and not distributed:
                 raise ConfigError(f"even={even!r} agrees with the other ranks at every step, which needs torch.distributed initialized (or even=None)")
         self.even = even if self.world_size > 1 else None
+        self._per_rank = callable(dataset) and not hasattr(dataset, "pipeline")  # a function (rank, world_size) -> Dataset
         self._source = dataset
-        if callable(dataset) and not hasattr(dataset, "pipeline"):
-            self.dataset: Dataset = dataset(self.rank, self.world_size)
+        if self._per_rank:
+            self.dataset: Dataset = dataset(self.rank, self.world_size)  # type: ignore[operator]
         else:
             self.dataset = dataset.shard_by_rank(self.rank, self.world_size, split=split, loader_workers=num_workers)  # type: ignore[union-attr]
         # every rank reads the whole stream and keeps its share (balance_ranks): any rank's state resumes all
@@ -139,10 +141,14 @@ class DistributedLoader(Stateful):
         where = f"rank {self.rank} of {self.world_size}"
         return evened(iter(self.loader), self.even, self._agree, self.dataset.pipeline.root.pad_id, self._template, where)
 
+    @functools.cached_property
+    def _agree_device(self) -> torch.device:
+        """Where the agreement's integer lives: the rank's GPU on NCCL, else the CPU."""
+        return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(self.group) == "nccl" else torch.device("cpu")
+
     def _agree(self, flag: int, any_rank: bool) -> int:
         """``flag`` reduced over the group: the max (``any_rank``) or the min."""
-        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(self.group) == "nccl" else torch.device("cpu")
-        value = torch.tensor([flag], dtype=torch.int32, device=device)
+        value = torch.tensor([flag], dtype=torch.int32, device=self._agree_device)
         dist.all_reduce(value, op=dist.ReduceOp.MAX if any_rank else dist.ReduceOp.MIN, group=self.group)
         return int(value.item())
 
@@ -151,8 +157,7 @@ class DistributedLoader(Stateful):
         rank that has read nothing in this run)."""
         from torch.utils.data import default_convert
 
-        source = self._source
-        whole: Dataset = source(0, 1) if callable(source) and not hasattr(source, "pipeline") else source  # type: ignore[assignment]
+        whole: Dataset = self._source(0, 1) if self._per_rank else self._source  # type: ignore[operator,assignment]
         with whole.iter() as it:
             return default_convert(next(it))
 

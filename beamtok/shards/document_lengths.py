@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import CacheError
-from beamtok.shards.processor import DocItem
+from beamtok.shards.items import DocItem
 
 __all__ = ["DocumentLengths"]
 

@@ -10,40 +10,19 @@ yields exactly the remaining examples, with no buffered tokens to save.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator
 
 from beamtok.core.spec import Spec
 from beamtok.core.steps import Doc, StepContext
-from beamtok.shards.items import (
-    END_OF_SHARD,
-    NO_COUNTS,
-    DocCounts,
-    DocItem,
-    Produced,
-    ShardCursor,
-    check_token_offset,
-    with_training_fields,
-)
-from beamtok.shards.packing import ShardPacker, packed
+from beamtok.shards.items import DocCounts, DocItem, Produced, ShardCursor
+from beamtok.shards.packing import packed
 from beamtok.sources.documents import RawDocument
 from beamtok.sources.readers import read_documents
 from beamtok.sources.urls import Shard
 from beamtok.transforms.sft import ChatTemplate, TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
 
-__all__ = [
-    "END_OF_SHARD",
-    "NO_COUNTS",
-    "DocCounts",
-    "DocItem",
-    "Produced",
-    "ShardCursor",
-    "ShardPacker",
-    "ShardProcessor",
-    "check_token_offset",
-    "with_training_fields",
-]
+__all__ = ["ShardProcessor"]
 
 BLOCK_DOCS = 256
 FIRST_BLOCK_CHARS = 1 << 14  # small first blocks: a (re)opened shard yields its first example fast
@@ -83,9 +62,7 @@ class ShardProcessor:
         self.prepare()
         ctx = StepContext(shard.url, self.spec.on_error, self._tokenizers, self._templates)
         tokenized = self.spec.tokenized
-        raw = read_documents(shard, self.spec.source, start)
-        if stop is not None:
-            raw = itertools.takewhile(lambda document: document.cursor < stop, raw)
+        raw = read_documents(shard, self.spec.source, start, stop)
         for block in _blocks(raw, self.spec.source.text_field):
             for doc in self._apply_steps(ctx, block):
                 cursor = doc.raw.cursor

@@ -74,21 +74,24 @@ def cursor_words(url: str | None, doc: int) -> str:
     return f"doc cursor {doc}"
 
 
-def read_documents(shard: Shard, source: SourceSpec, start: int) -> Iterator[RawDocument]:
-    """Yield the documents of ``shard`` from doc cursor ``start`` on, decoded into records.
+def read_documents(shard: Shard, source: SourceSpec, start: int, stop: int | None = None) -> Iterator[RawDocument]:
+    """Yield the documents of ``shard`` with doc cursors from ``start`` up to ``stop`` (None:
+    to the end; a shard that is a range of a file ends at the range's end too), decoded into
+    records.
 
     A document that cannot be decoded is yielded with a :class:`ParseFailure` as its payload,
     so the caller applies the error policy and counts it.
     """
     if shard.data is not None:
-        yield from _read_memory(shard, start, source.text_field)
-        return
-    url, first, stop = split_range(shard.location())
-    documents = _read_file(url, source, max(start, first))
+        documents = _read_memory(shard, start, source.text_field)
+    else:
+        url, first, end = split_range(shard.location())
+        documents = _read_file(url, source, max(start, first))
+        stop = end if stop is None else stop if end is None else min(stop, end)
     if stop is None:
         yield from documents
         return
-    for document in documents:  # a range of a file: the documents whose cursors lie in it
+    for document in documents:
         if document.cursor >= stop:
             return
         yield document

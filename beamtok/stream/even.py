@@ -22,7 +22,7 @@ import numpy as np
 
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.core.spec import Spec
-from beamtok.shards.processor import with_training_fields
+from beamtok.shards.items import with_training_fields
 from beamtok.stream.node import Node, StageNode
 from beamtok.stream.state import check_int
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from beamtok.backends.protocol import RowSource
 from beamtok.base.errors import ConfigError, StateError
-from beamtok.shards.processor import Produced, ShardCursor
+from beamtok.shards.items import Produced, ShardCursor
 from beamtok.shards.rows import RowBlock
 from beamtok.shards.spans import RowSpan, Taken
 from beamtok.stream.global_order import GlobalOrder

@@ -177,7 +177,7 @@ class MixSource(MixBase):
 
     def _status(self, chosen: int, exhausted: bool) -> SourceStatus:
         """What reading has shown of the sources, as of this position (0: from now on)."""
-        spent = np.array([(i == chosen and exhausted) or (s.epochs is not None and s.finished()) for i, s in enumerate(self.sources)])
+        spent = np.array([(i == chosen and exhausted) or self._spent(i) for i in range(len(self.sources))])
         second = np.array([s.epoch > 0 for s in self.sources])
         return SourceStatus(np.where(spent, 0, NEVER), np.where(second, 0, NEVER), self.forever)
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import InputError, StateError
-from beamtok.shards.processor import Produced, ShardCursor
+from beamtok.shards.items import Produced, ShardCursor
 from beamtok.stream.mix import MixPlan, changes_of, first_leaves
 from beamtok.stream.mix_base import MixBase
 from beamtok.stream.mix_positions import MixPositions, positions_of

@@ -21,7 +21,7 @@ from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
 from beamtok.base.validate import check_int as check_option
 from beamtok.base.validate import check_optional_int
-from beamtok.shards.processor import Produced, ShardCursor
+from beamtok.shards.items import Produced, ShardCursor
 from beamtok.shards.spans import SpanReader, Taken, in_turns
 from beamtok.sources.readers import cursor_words
 from beamtok.sources.urls import Shard

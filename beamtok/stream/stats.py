@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import StateError
-from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced
+from beamtok.shards.items import NO_COUNTS, DocCounts, Produced
 from beamtok.shards.spans import Taken
 from beamtok.stream.state import check_int, check_keys
 

@@ -39,7 +39,7 @@ from beamtok.cache.format.manifest import TOKENIZER_FILE, Manifest, ShardEntry, 
 from beamtok.cache.format.storage import Storage
 from beamtok.cache.read.reader import Cache
 from beamtok.core.spec import Spec
-from beamtok.shards.processor import Produced, ShardCursor
+from beamtok.shards.items import Produced, ShardCursor
 from beamtok.sources.urls import Shard
 
 __all__ = ["CachingBackend", "CachingOrigin"]

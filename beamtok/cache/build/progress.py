@@ -23,7 +23,7 @@ from beamtok.base.progress import Progress
 from beamtok.cache.format.manifest import RECORDS_DIR
 from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import SourceSpec
-from beamtok.shards.processor import DocItem, ShardCursor
+from beamtok.shards.items import DocItem, ShardCursor
 from beamtok.sources.readers import is_compressed, source_format
 from beamtok.sources.urls import Shard, is_remote, split_range
 

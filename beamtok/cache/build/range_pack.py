@@ -30,7 +30,8 @@ from beamtok.cache.format.manifest import ShardEntry, shard_file
 from beamtok.cache.format.storage import HashingWriter, Storage
 from beamtok.core.spec import Spec
 from beamtok.shards.document_lengths import DocumentLengths
-from beamtok.shards.processor import DocItem, Produced, ShardCursor, ShardProcessor
+from beamtok.shards.items import DocItem, Produced, ShardCursor
+from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard
 
 __all__ = ["PackTask", "PackedPart", "RangeTokens", "join_parts", "ordered_ranges", "pack_part", "packs_in_parallel", "part_file", "plan_pack_tasks"]

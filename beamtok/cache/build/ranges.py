@@ -25,7 +25,7 @@ from beamtok.cache.format.storage import Storage
 from beamtok.core.cache_options import BUILD_DEFAULTS
 from beamtok.core.spec import SourceSpec
 from beamtok.shards.document_lengths import DocumentLengths
-from beamtok.shards.processor import DocCounts, DocItem
+from beamtok.shards.items import DocCounts, DocItem
 from beamtok.sources.byte_ranges import file_bounds, split_range
 from beamtok.sources.readers import source_format
 from beamtok.sources.urls import Shard

@@ -30,7 +30,8 @@ from beamtok.cache.format.schema import (
 )
 from beamtok.cache.format.storage import HashingWriter, Storage
 from beamtok.shards.document_lengths import DocumentLengths
-from beamtok.shards.processor import NO_COUNTS, DocCounts, Produced, ShardCursor, ShardProcessor
+from beamtok.shards.items import NO_COUNTS, DocCounts, Produced, ShardCursor
+from beamtok.shards.processor import ShardProcessor
 from beamtok.shards.rows import PROVENANCE
 from beamtok.shards.spans import SpanReader, Taken
 from beamtok.sources.urls import Shard, is_remote, split_range

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from beamtok.base.errors import CacheError
-from beamtok.shards.processor import NO_COUNTS, DocCounts
+from beamtok.shards.items import NO_COUNTS, DocCounts
 from beamtok.shards.rows import RowBlock, TokenColumn, columns_of, row_offsets
 
 __all__ = [

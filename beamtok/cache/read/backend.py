@@ -19,8 +19,8 @@ from beamtok.cache.read.random_access import RowAccess
 from beamtok.cache.read.reader import Cache, ReadAhead
 from beamtok.cache.read.shuffle_rows import ShuffleRows
 from beamtok.core.spec import PackSpec, Spec
+from beamtok.shards.items import Produced, ShardCursor
 from beamtok.shards.packing import packed
-from beamtok.shards.processor import Produced, ShardCursor
 from beamtok.shards.spans import RowSpan
 from beamtok.sources.urls import Shard
 

@@ -38,7 +38,7 @@ import numpy as np
 from beamtok.base.errors import CacheError
 from beamtok.cache.format.schema import TOKEN_DTYPES
 from beamtok.cache.read.reader import Cache
-from beamtok.shards.processor import NO_COUNTS, DocCounts
+from beamtok.shards.items import NO_COUNTS, DocCounts
 from beamtok.shards.rows import RowBlock, columns_of
 
 __all__ = ["LOCAL_ROWS_ENV", "LocalRows", "default_root", "local_rows"]

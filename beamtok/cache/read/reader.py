@@ -27,7 +27,7 @@ from beamtok.cache.format.manifest import Manifest, ShardEntry, read_manifest
 from beamtok.cache.format.schema import batch_to_block
 from beamtok.cache.format.storage import Storage
 from beamtok.core.spec import Spec
-from beamtok.shards.processor import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
+from beamtok.shards.items import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
 from beamtok.shards.rows import RowBlock
 from beamtok.shards.spans import RowSpan, SpanReader
 from beamtok.sources.row_groups import seek_row

@@ -13,7 +13,8 @@ from beamtok.base.errors import BeamtokError
 from beamtok.base.progress import Progress
 from beamtok.cache.format.shard_table import table_sha256
 from beamtok.cache.read.reader import Cache, size_problem
-from beamtok.shards.processor import ShardCursor, ShardProcessor
+from beamtok.shards.items import ShardCursor
+from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
 
 __all__ = ["VerifyReport", "verify_cache"]
