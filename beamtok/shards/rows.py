@@ -61,23 +61,32 @@ class PackedLayout:
     starts: np.ndarray
     width: int
 
-    def segments_and_positions(self, rows: int, width_out: int) -> tuple[np.ndarray, np.ndarray]:
-        """Segment and position ids (int32), ``rows`` x ``width_out``; the padding past
-        ``width`` (a short last row's) gets 0."""
+    def segments(self, rows: int, width_out: int) -> np.ndarray:
+        """Segment ids (int32), ``rows`` x ``width_out``: 1 from each row's start, one more
+        from each document starting inside it, 0 on the padding past ``width`` (a short last
+        row's). What a cache file stores of the layout."""
         width = self.width
         segments = np.ones((rows, width_out), dtype=np.int32)
-        counting = np.arange(width, dtype=np.int32)
-        positions = np.empty((rows, width_out), dtype=np.int32)
-        positions[:, :width] = counting
-        if width_out > width:
-            segments[:, width:] = 0
-            positions[:, width:] = 0
-        # most rows lie inside one document; a document starting inside a row raises the
-        # segment and restarts the positions from there on
+        segments[:, width:] = 0
         for start in self.starts[1:].tolist():
             row, column = divmod(start, width)
             if column:
                 segments[row, column:width] += 1
+        return segments
+
+    def segments_and_positions(self, rows: int, width_out: int) -> tuple[np.ndarray, np.ndarray]:
+        """Segment and position ids (int32), ``rows`` x ``width_out``; the padding past
+        ``width`` (a short last row's) gets 0."""
+        width = self.width
+        segments = self.segments(rows, width_out)
+        counting = np.arange(width, dtype=np.int32)
+        positions = np.zeros((rows, width_out), dtype=np.int32)
+        positions[:, :width] = counting
+        # most rows lie inside one document; a document starting inside a row restarts the
+        # positions from there on
+        for start in self.starts[1:].tolist():
+            row, column = divmod(start, width)
+            if column:
                 positions[row, column:width] = counting[: width - column]
         return segments, positions
 
@@ -177,6 +186,20 @@ class RowBlock:
             mask = TokenColumn(layout.real_mask(rows, width_out).reshape(-1), ids.offsets, width_out)
         made = {"segment_ids": segments, "position_ids": positions}
         return {"input_ids": ids, **{name: TokenColumn(values.reshape(-1), ids.offsets, width_out) for name, values in made.items()}, "loss_mask": mask}
+
+    def file_columns(self) -> tuple[TokenColumn, TokenColumn, TokenColumn | None, TokenColumn | None]:
+        """The token columns a cache file is made from: ``input_ids``, ``segment_ids``,
+        ``position_ids`` (to be checked against the segments) and the loss mask. A packed
+        block's segments come from its layout with no positions (they follow from the segments
+        by construction, and a cache derives them when read) and its mask is None when it is
+        the real tokens (the file stores none then)."""
+        if self._columns is not None or self.layout is None:
+            columns = self.columns
+            return columns["input_ids"], columns["segment_ids"], columns["position_ids"], columns["loss_mask"]
+        ids = self.stored_columns["input_ids"]
+        assert ids.width is not None
+        segments = self.layout.segments(len(ids.offsets) - 1, ids.width)
+        return ids, TokenColumn(segments.reshape(-1), ids.offsets, ids.width), None, self.stored_columns.get("loss_mask")
 
     @property
     def examples(self) -> list[dict[str, Any]]:

@@ -22,7 +22,6 @@ from beamtok.base.validate import check_optional_int
 from beamtok.cache.format.manifest import ShardEntry, legacy_sidecar_file, shard_file, sidecar_file
 from beamtok.cache.format.schema import (
     PROVENANCE_FIELDS,
-    TOKEN_FIELDS,
     cache_schema,
     examples_to_table,
     parquet_options,
@@ -320,21 +319,27 @@ def _block_tables(reader: SpanReader, group: int, report: Callable[[ShardCursor,
 
 
 def _pieces_table(pieces: list[Taken]) -> pa.Table:
-    """The cache table of these rows of row blocks."""
+    """The cache table of these rows of row blocks: the columns a file stores (see
+    :meth:`~beamtok.shards.rows.RowBlock.file_columns`), joined."""
     if not pieces:
         return examples_to_table([], [])
-    flat: dict[str, list[np.ndarray]] = {name: [] for name in TOKEN_FIELDS}
+    ids: list[np.ndarray] = []
+    segments: list[np.ndarray] = []
+    masks: list[np.ndarray | None] = []
+    positions: list[np.ndarray | None] = []
     lengths: list[np.ndarray] = []
     provenance: dict[str, list[np.ndarray]] = {name: [] for name in PROVENANCE_FIELDS}
     counts: list[DocCounts] = []
     for piece in pieces:
         block = piece.block
         assert block is not None
-        columns = block.columns
-        offsets = columns["input_ids"].offsets
+        id_column, segment_column, position_column, mask_column = block.file_columns()
+        offsets = id_column.offsets
         lo, hi = int(offsets[piece.lo]), int(offsets[piece.hi])
-        for name in TOKEN_FIELDS:
-            flat[name].append(columns[name].values[lo:hi])
+        ids.append(id_column.values[lo:hi])
+        segments.append(segment_column.values[lo:hi])
+        masks.append(None if mask_column is None else mask_column.values[lo:hi])
+        positions.append(None if position_column is None else position_column.values[lo:hi])
         lengths.append(np.diff(offsets[piece.lo : piece.hi + 1]))
         for name, values in zip(PROVENANCE, block.provenance):
             provenance[name].append(values[piece.lo : piece.hi])
@@ -342,5 +347,14 @@ def _pieces_table(pieces: list[Taken]) -> pa.Table:
     row_ends = np.concatenate(lengths)
     offsets_out = np.zeros(len(row_ends) + 1, dtype=np.int64)
     np.cumsum(row_ends, out=offsets_out[1:])
-    joined = {name: np.concatenate(parts) for name, parts in flat.items()}
-    return token_columns_to_table(joined, offsets_out, {name: np.concatenate(parts) for name, parts in provenance.items()}, counts)
+    flat: dict[str, np.ndarray | None] = {"input_ids": np.concatenate(ids), "segment_ids": np.concatenate(segments), "loss_mask": _joined_mask(masks, segments)}
+    if all(p is not None for p in positions):  # rows not made from a layout: their positions are checked
+        flat["position_ids"] = np.concatenate(positions)  # type: ignore[arg-type]
+    return token_columns_to_table(flat, offsets_out, {name: np.concatenate(parts) for name, parts in provenance.items()}, counts)
+
+
+def _joined_mask(masks: list[np.ndarray | None], segments: list[np.ndarray]) -> np.ndarray | None:
+    """The pieces' loss masks end to end, or None when every piece's is its real tokens."""
+    if all(mask is None for mask in masks):
+        return None
+    return np.concatenate([(seg > 0).astype(np.int8) if mask is None else mask for mask, seg in zip(masks, segments)])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -164,25 +165,30 @@ def examples_to_table(examples: list[dict[str, Any]], counts: list[DocCounts]) -
 
 
 def token_columns_to_table(
-    flat: dict[str, np.ndarray], offsets: np.ndarray, provenance: dict[str, np.ndarray], counts: list[DocCounts], name_row: Any = None
+    flat: Mapping[str, np.ndarray | None], offsets: np.ndarray, provenance: dict[str, np.ndarray], counts: list[DocCounts], name_row: Any = None
 ) -> pa.Table:
     """A layout-2 cache table from rows given column-wise: each token field's values end to end
     (``TOKEN_FIELDS``), the rows' ``offsets`` into them, each provenance field and each row's
     document counts. Raises CacheError if ``position_ids`` do not follow from the segments
-    (``name_row(row)`` names the row in the message)."""
-    segments = flat["segment_ids"].astype(np.int32, copy=False)
+    (``name_row(row)`` names the row in the message). A maker whose positions follow from the
+    segments by construction (a packed block's layout) leaves ``position_ids`` out, and a
+    ``loss_mask`` of None says the mask is each row's real tokens."""
+    segments = _present(flat, "segment_ids").astype(np.int32, copy=False)
     for name in ("segment_ids", "position_ids", "loss_mask"):
-        if len(flat[name]) != offsets[-1]:
+        values = flat.get(name)
+        if values is not None and len(values) != offsets[-1]:
             raise CacheError(f"an example's {name} is not as long as its input_ids")
-    wrong = np.flatnonzero(derive_positions(segments, offsets) != flat["position_ids"])
+    positions = flat.get("position_ids")
+    wrong = np.flatnonzero(derive_positions(segments, offsets) != positions) if positions is not None else np.zeros(0, dtype=np.int64)
     if len(wrong):
         row = int(np.searchsorted(offsets, wrong[0], side="right")) - 1
         named = name_row(row) if name_row is not None else row
         raise CacheError(f"example {named}: position_ids do not restart at each segment as the cache layout requires")
+    mask = flat.get("loss_mask")
     columns: dict[str, pa.Array] = {
-        "input_ids": _list_array(flat["input_ids"], offsets, pa.int32()),
+        "input_ids": _list_array(_present(flat, "input_ids"), offsets, pa.int32()),
         "segment_ids": _list_array(segments, offsets, pa.int32()),
-        "loss_mask": _mask_column(flat["loss_mask"], segments, offsets),
+        "loss_mask": _null_mask_column(offsets) if mask is None else _mask_column(mask, segments, offsets),
     }
     for name, dtype in PROVENANCE_FIELDS.items():
         columns[name] = pa.array(provenance[name], type=dtype)
@@ -190,12 +196,24 @@ def token_columns_to_table(
     return pa.table(columns, schema=cache_schema())
 
 
+def _present(flat: Mapping[str, np.ndarray | None], name: str) -> np.ndarray:
+    values = flat.get(name)
+    if values is None:
+        raise CacheError(f"rows without {name} cannot be written to a cache")
+    return values
+
+
+def _null_mask_column(offsets: np.ndarray) -> pa.Array:
+    """The loss mask column of rows whose mask is their real tokens: a null row each."""
+    rows = len(offsets) - 1
+    return _list_array(np.zeros(0, dtype=np.int8), np.zeros(rows + 1, dtype=np.int64), pa.int8(), mask=np.ones(rows, dtype=bool))
+
+
 def _mask_column(mask: np.ndarray, segments: np.ndarray, offsets: np.ndarray) -> pa.Array:
     """Null rows where the mask is exactly ``segments > 0``; the mask itself elsewhere."""
     wrong = mask != (segments > 0)
     if not wrong.any():  # pretraining rows: every mask is its row's real tokens, nothing is stored
-        rows = len(offsets) - 1
-        return _list_array(mask[:0], np.zeros(rows + 1, dtype=np.int64), pa.int8(), mask=np.ones(rows, dtype=bool))
+        return _null_mask_column(offsets)
     differs = np.concatenate([[0], np.cumsum(wrong)])
     stored = differs[offsets[1:]] != differs[offsets[:-1]]
     lengths = np.where(stored, np.diff(offsets), 0)
