@@ -31,6 +31,7 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check beamtok pipelines tests benchmarks examples floor docs/hooks
+	$(BIN)/ruff format --check beamtok pipelines tests benchmarks examples floor docs/hooks
 
 typecheck: setup
 	$(BIN)/mypy beamtok pipelines examples

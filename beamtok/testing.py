@@ -19,7 +19,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FAMILIES", "ResumptionReport", "assert_items_equal", "check_equivalent", "check_resumption", "family_tokenizer", "items_equal", "tiny_tokenizer"]
+__all__ = [
+    "FAMILIES",
+    "ResumptionReport",
+    "assert_items_equal",
+    "check_equivalent",
+    "check_resumption",
+    "family_tokenizer",
+    "items_equal",
+    "tiny_tokenizer",
+]
 
 
 @dataclass
@@ -89,7 +98,11 @@ def check_resumption(
     taken = 0
     for k in sorted(steps):
         chunk = list(itertools.islice(run, k - taken))
-        assert_items_equal(chunk, full[taken:k], f"step {k}, the run taking states (from item {taken}, states taken at {[s for s, _ in states]}): ")
+        assert_items_equal(
+            chunk,
+            full[taken:k],
+            f"step {k}, the run taking states (from item {taken}, states taken at {[s for s, _ in states]}): ",
+        )
         taken = k
         states.append((k, json.dumps(run.state_dict())))
     checked: list[int] = []
@@ -105,12 +118,16 @@ def check_resumption(
         assert_items_equal(rest, full[k:], f"step {k}, after resuming: ")
         resumed_stats = _stats_of(resumed)
         if resumed_stats != final_stats:
-            raise AssertionError(f"step {k}: stats() at the end differ after resuming:\n got {resumed_stats}\nwant {final_stats}")
+            raise AssertionError(
+                f"step {k}: stats() at the end differ after resuming:\n got {resumed_stats}\nwant {final_stats}"
+            )
         checked.append(k)
     return ResumptionReport(n, checked, max_bytes)
 
 
-def check_equivalent(make_a: Callable[[], Any], make_b: Callable[[], Any], *, random_steps: int = 8, seed: int = 0) -> None:
+def check_equivalent(
+    make_a: Callable[[], Any], make_b: Callable[[], Any], *, random_steps: int = 8, seed: int = 0
+) -> None:
     """Check two pipelines are one stream (e.g. on the fly and from a cache): the same spec
     fingerprint, the same items, the same ``stats()`` at the end, and states taken at seeded
     random steps of either one resume the other exactly."""
@@ -161,7 +178,12 @@ def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: i
         tok = RustTokenizer(models.WordPiece(unk_token="[UNK]"))
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.train_from_iterator(lines, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+        tok.train_from_iterator(
+            lines,
+            trainers.WordPieceTrainer(
+                vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+            ),
+        )
         sep, cls = tok.token_to_id("[SEP]"), tok.token_to_id("[CLS]")
         assert sep is not None and cls is not None
         tok.post_processor = processors.BertProcessing(("[SEP]", sep), ("[CLS]", cls))
@@ -175,22 +197,35 @@ def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: i
             # trained on words, as SentencePiece trains (a run of "▁" may be a piece, as in
             # Llama-2's vocabulary), and saved without the split, as Llama-2's file is
             tok.pre_tokenizer = pre_tokenizers.Split(Regex("\u2581*[^\u2581]+|\u2581+"), "isolated")
-            tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+            tok.decoder = decoders.Sequence(
+                [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+            )
         alphabet = [f"<0x{b:02X}>" for b in range(256)]
-        tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", *alphabet]))
-        spec = json.loads(tok.to_str())  # byte tokens belong to the model's vocabulary (as in Llama-2's file), not to the added tokens
+        tok.train_from_iterator(
+            lines, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", *alphabet])
+        )
+        spec = json.loads(
+            tok.to_str()
+        )  # byte tokens belong to the model's vocabulary (as in Llama-2's file), not to the added tokens
         spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] not in alphabet]
         if kind == "sp-bpe-prepend":
             spec["pre_tokenizer"] = None
         tok = RustTokenizer.from_str(json.dumps(spec))
         start = tok.token_to_id("<s>")
         assert start is not None
-        tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", start)])
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", start)]
+        )
     elif kind == "unigram":
         tok = RustTokenizer(models.Unigram())
         tok.normalizer = normalizers.NFKC()
         tok.pre_tokenizer = pre_tokenizers.Metaspace()
-        tok.train_from_iterator(lines, trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"))
+        tok.train_from_iterator(
+            lines,
+            trainers.UnigramTrainer(
+                vocab_size=vocab_size, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>"
+            ),
+        )
         bos = None
     else:
         raise ValueError(f"family {kind!r} is not one of {FAMILIES}")
@@ -225,7 +260,12 @@ def sentencepiece_tokenizer(kind: str, texts: list[str], directory: Path, vocab_
     lines = [line for text in texts for line in text.split("\n") if line.strip()]
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size, model_type=model_type, byte_fallback=model_type == "bpe", minloglevel=2
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        byte_fallback=model_type == "bpe",
+        minloglevel=2,
     )
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "tokenizer.model").write_bytes(model.getvalue())

@@ -83,7 +83,9 @@ class BeamtokCallback(TrainerCallback, ExportableState):
         args.ignore_data_skip = True  # the state resumes the data; skipping batches as well would lose them
         args.remove_unused_columns = False  # the collator needs segment_ids, which no model's forward takes
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         assert self.dataset is not None
         self.start = (0, 0)
         if state.global_step == 0:

@@ -62,7 +62,12 @@ def check(directory: str, repeats: int) -> dict[str, Any]:
         tok = load_tokenizer(directory)
     except Exception as e:  # a file beamtok cannot load is a row of the table, not a crash
         return {"directory": directory, "loaded": False, "why": f"{type(e).__name__}: {e}"[:300]}
-    row: dict[str, Any] = {"directory": directory, "loaded": True, "load_s": time.perf_counter() - start, "engine": tok.engine}
+    row: dict[str, Any] = {
+        "directory": directory,
+        "loaded": True,
+        "load_s": time.perf_counter() - start,
+        "engine": tok.engine,
+    }
     encoder = tok.fast_path()
     if encoder is None:
         return row
@@ -81,7 +86,9 @@ def check(directory: str, repeats: int) -> dict[str, Any]:
         tokens = engine_pass(encoder, prose)
         ours = time.process_time() - begin
         begin = time.process_time()
-        raw_tokens = sum(len(e.ids) for lo in range(0, len(prose), 64) for e in tok.backend.encode_batch_fast(prose[lo : lo + 64]))
+        raw_tokens = sum(
+            len(e.ids) for lo in range(0, len(prose), 64) for e in tok.backend.encode_batch_fast(prose[lo : lo + 64])
+        )
         raw = time.process_time() - begin
         ratios.append((tokens / ours) / (raw_tokens / raw))
     row.update({"engine_vs_raw_tokenizers": statistics.median(ratios), "ratios": ratios})
@@ -101,9 +108,17 @@ def main() -> None:
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     rows = []
     for directory in args.directories:
-        found = subprocess.run([*pin, sys.executable, __file__, "--one", str(Path(directory).resolve()), str(args.repeats)], capture_output=True, text=True, env=env, cwd=HERE)
+        found = subprocess.run(
+            [*pin, sys.executable, __file__, "--one", str(Path(directory).resolve()), str(args.repeats)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=HERE,
+        )
         if found.returncode != 0:
-            rows.append({"directory": directory, "loaded": False, "why": (found.stderr.strip().splitlines() or ["?"])[-1]})
+            rows.append(
+                {"directory": directory, "loaded": False, "why": (found.stderr.strip().splitlines() or ["?"])[-1]}
+            )
         else:
             rows.append(json.loads(found.stdout.strip().splitlines()[-1]))
         row = rows[-1]
@@ -120,7 +135,11 @@ def main() -> None:
         "pinned": "one CPU (taskset -c 0)" if pin else "not pinned (no taskset)",
         "tokenizers": rows,
     }
-    write_results(args.out, results, "5 MB of the shipped prose (speed); every shipped document, 60 standard-library modules and the probe strings (ids)")
+    write_results(
+        args.out,
+        results,
+        "5 MB of the shipped prose (speed); every shipped document, 60 standard-library modules and the probe strings (ids)",
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ def stream(paths: list[str], cache_dir: str | None) -> dict[str, Any]:
 
 
 def run(*args: Any) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "measure", json.dumps(args)], capture_output=True, text=True, cwd=HERE, check=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "measure", json.dumps(args)], capture_output=True, text=True, cwd=HERE, check=True
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     return {**result, "tokens_per_s": result["tokens"] / result["seconds"]}
 

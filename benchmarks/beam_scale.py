@@ -73,7 +73,23 @@ def command(path: str, options: list[str]) -> dict[str, Any]:
     worker start and the build, as the user waits for them."""
     out = WORK / "cli-cache"
     shutil.rmtree(out, ignore_errors=True)
-    argv = [sys.executable, "-m", "beamtok.cli", "cache", path, "--output", str(out), "--tokenizer", TOKENIZER, "--seq-len", "2048", "--split-bytes", "16MiB", "--quiet", *options]
+    argv = [
+        sys.executable,
+        "-m",
+        "beamtok.cli",
+        "cache",
+        path,
+        "--output",
+        str(out),
+        "--tokenizer",
+        TOKENIZER,
+        "--seq-len",
+        "2048",
+        "--split-bytes",
+        "16MiB",
+        "--quiet",
+        *options,
+    ]
     start = time.perf_counter()
     subprocess.run(argv, check=True, capture_output=True)
     seconds = time.perf_counter() - start
@@ -112,7 +128,15 @@ def phases(path: str, backend: str, split: str) -> dict[str, Any]:
     start = time.perf_counter()
     entry = join_parts(storage, shard, packed, spec.fingerprint)
     join = time.perf_counter() - start
-    return {"seconds": tokenize + pack + join, "tokens": entry.tokens, "tokenize_s": tokenize, "pack_s": pack, "join_s": join, "ranges": len(parts), "pack_tasks": len(packed)}
+    return {
+        "seconds": tokenize + pack + join,
+        "tokens": entry.tokens,
+        "tokenize_s": tokenize,
+        "pack_s": pack,
+        "join_s": join,
+        "ranges": len(parts),
+        "pack_tasks": len(packed),
+    }
 
 
 def first_texts(path: str, mb: float) -> list[str]:
@@ -198,7 +222,12 @@ def main() -> None:
     parser.add_argument("--small-files", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", default="beam_scale.json", help="file name under benchmarks/results")
-    parser.add_argument("--min-ratio", type=float, default=None, help="exit 1 when 2 workers reach less than this over in-process (one file, 8 files)")
+    parser.add_argument(
+        "--min-ratio",
+        type=float,
+        default=None,
+        help="exit 1 when 2 workers reach less than this over in-process (one file, 8 files)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import build_jsonl, build_shards, write_results
@@ -218,16 +247,25 @@ def main() -> None:
             record(f"one file, {backend}, in-process", run("build", [big], backend, {}, "16MiB"))
             record(f"one file, {backend}, 2 workers", run("build", [big], backend, TWO_WORKERS, "16MiB"))
         record("one file, beamtok cache command, in-process", run("command", big, []))
-        record("one file, beamtok cache command, 2 workers", run("command", big, [f"--{k}={v}" for k, v in TWO_WORKERS.items()]))
+        record(
+            "one file, beamtok cache command, 2 workers",
+            run("command", big, [f"--{k}={v}" for k, v in TWO_WORKERS.items()]),
+        )
         record("one file, auto, in-process, unsplit", run("build", [big], "auto", {}, None))
         record("8 files, auto, in-process", run("build", eight, "auto", {}, "16MiB"))
         record("8 files, auto, 2 workers", run("build", eight, "auto", TWO_WORKERS, "16MiB"))
         record("raw tokenizers, 1 thread, 20 MB", run("raw", big, 20.0))
         record("fast-path engine alone, 40 MB", run("engine", big, 40.0))
         pair = side_by_side(big, 40.0)
-        record("fast-path engine, 2 processes side by side, 40 MB (slower of the two)", min(pair, key=lambda r: r["tokens_per_s"]))
+        record(
+            "fast-path engine, 2 processes side by side, 40 MB (slower of the two)",
+            min(pair, key=lambda r: r["tokens_per_s"]),
+        )
         record("one file, auto, its steps without Beam", run("phases", big, "auto", "16MiB"))
-        record(f"{args.small_files} small files, auto, in-process", run("build", [str(Path(many[0]).parent / "doc-*.jsonl")], "auto", {}, "16MiB"))
+        record(
+            f"{args.small_files} small files, auto, in-process",
+            run("build", [str(Path(many[0]).parent / "doc-*.jsonl")], "auto", {}, "16MiB"),
+        )
         record("1 small file, auto, in-process", run("build", many[:1], "auto", {}, "16MiB"))
 
     def paired(a: str, b: str, key: str = "tokens_per_s") -> float:
@@ -235,19 +273,33 @@ def main() -> None:
 
     overhead_ms = statistics.median(
         (x["seconds"] - y["seconds"]) / (args.small_files - 1) * 1e3
-        for x, y in zip(runs[f"{args.small_files} small files, auto, in-process"], runs["1 small file, auto, in-process"])
+        for x, y in zip(
+            runs[f"{args.small_files} small files, auto, in-process"], runs["1 small file, auto, in-process"]
+        )
     )
     ratios = {
-        "one file, 2 workers / in-process (default engine)": paired("one file, auto, 2 workers", "one file, auto, in-process"),
+        "one file, 2 workers / in-process (default engine)": paired(
+            "one file, auto, 2 workers", "one file, auto, in-process"
+        ),
         "one file, 2 workers / in-process (backend=hf)": paired("one file, hf, 2 workers", "one file, hf, in-process"),
-        "8 files, 2 workers / in-process (default engine)": paired("8 files, auto, 2 workers", "8 files, auto, in-process"),
-        "one file, the beamtok cache command, 2 workers / in-process": paired("one file, beamtok cache command, 2 workers", "one file, beamtok cache command, in-process"),
+        "8 files, 2 workers / in-process (default engine)": paired(
+            "8 files, auto, 2 workers", "8 files, auto, in-process"
+        ),
+        "one file, the beamtok cache command, 2 workers / in-process": paired(
+            "one file, beamtok cache command, 2 workers", "one file, beamtok cache command, in-process"
+        ),
         "engine: one of 2 processes side by side / alone (what 2 cores give here)": paired(
             "fast-path engine, 2 processes side by side, 40 MB (slower of the two)", "fast-path engine alone, 40 MB"
         ),
-        "one file in-process, split / unsplit": paired("one file, auto, in-process", "one file, auto, in-process, unsplit"),
-        "build in-process (backend=hf) / raw tokenizers, per core": paired("one file, hf, in-process", "raw tokenizers, 1 thread, 20 MB"),
-        "build in-process (default engine) / raw tokenizers, per core": paired("one file, auto, in-process", "raw tokenizers, 1 thread, 20 MB"),
+        "one file in-process, split / unsplit": paired(
+            "one file, auto, in-process", "one file, auto, in-process, unsplit"
+        ),
+        "build in-process (backend=hf) / raw tokenizers, per core": paired(
+            "one file, hf, in-process", "raw tokenizers, 1 thread, 20 MB"
+        ),
+        "build in-process (default engine) / raw tokenizers, per core": paired(
+            "one file, auto, in-process", "raw tokenizers, 1 thread, 20 MB"
+        ),
     }
     steps = runs["one file, auto, its steps without Beam"]
     in_process = runs["one file, auto, in-process"]
@@ -261,7 +313,8 @@ def main() -> None:
             b["seconds"] - s["seconds"] for b, s in zip(in_process, steps)
         ),
         "Beam's own seconds with 2 workers (build less tokenizing and packing halved, and the join)": statistics.median(
-            b["seconds"] - (s["tokenize_s"] + s["pack_s"]) / 2 - s["join_s"] for b, s in zip(runs["one file, auto, 2 workers"], steps)
+            b["seconds"] - (s["tokenize_s"] + s["pack_s"]) / 2 - s["join_s"]
+            for b, s in zip(runs["one file, auto, 2 workers"], steps)
         ),
     }
     results = {
@@ -291,9 +344,19 @@ def main() -> None:
     for key, value in bounds.items():
         print(f"  {key:<62} {value:6.2f}")
     if args.min_ratio is not None:
-        checked = ["one file, 2 workers / in-process (default engine)", "8 files, 2 workers / in-process (default engine)"]
-        results["target"] = {"min_ratio": args.min_ratio, "met": {key: ratios[key] >= args.min_ratio for key in checked}}
-    write_results(args.out, results, "the shipped prose (data/corpus), repeated: one file of --mb MB, the same text as 8 files, and small files of its paragraphs")
+        checked = [
+            "one file, 2 workers / in-process (default engine)",
+            "8 files, 2 workers / in-process (default engine)",
+        ]
+        results["target"] = {
+            "min_ratio": args.min_ratio,
+            "met": {key: ratios[key] >= args.min_ratio for key in checked},
+        }
+    write_results(
+        args.out,
+        results,
+        "the shipped prose (data/corpus), repeated: one file of --mb MB, the same text as 8 files, and small files of its paragraphs",
+    )
     if args.min_ratio is not None and not all(results["target"]["met"].values()):
         missed = {key: round(ratios[key], 2) for key, met in results["target"]["met"].items() if not met}
         raise SystemExit(f"2 workers / in-process below {args.min_ratio}x: {missed}")
@@ -302,7 +365,13 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "measure":
         kind, arguments = sys.argv[2], json.loads(sys.argv[3])
-        measure = {"build": build, "raw": raw_tokenizers, "phases": phases, "command": command, "engine": fast_path_engine}[kind]
+        measure = {
+            "build": build,
+            "raw": raw_tokenizers,
+            "phases": phases,
+            "command": command,
+            "engine": fast_path_engine,
+        }[kind]
         print(json.dumps(measure(*arguments)), flush=True)
     else:
         main()

@@ -104,17 +104,26 @@ def main() -> None:
         for kind in (*order, *(f"{k}_small" for k in order)):
             output = WORK / f"cache-{r}"
             shutil.rmtree(output, ignore_errors=True)
-            runs[kind].append(run(kind.removesuffix("_small"), small if kind.endswith("_small") else paths, str(output)))
+            runs[kind].append(
+                run(kind.removesuffix("_small"), small if kind.endswith("_small") else paths, str(output))
+            )
             shutil.rmtree(output, ignore_errors=True)
         for size in ("", "_small"):
             if runs[f"stream{size}"][-1]["tokens"] != runs[f"build{size}"][-1]["tokens"]:
-                raise SystemExit(f"round {r}: the build{size} holds {runs[f'build{size}'][-1]['tokens']} tokens, the stream gave {runs[f'stream{size}'][-1]['tokens']}")
+                raise SystemExit(
+                    f"round {r}: the build{size} holds {runs[f'build{size}'][-1]['tokens']} tokens, the stream gave {runs[f'stream{size}'][-1]['tokens']}"
+                )
         for kind in ("stream", "build"):
             big, little = runs[kind][-1], runs[f"{kind}_small"][-1]
-            big["marginal_ns_per_token"] = (big["work_cpu_s"] - little["work_cpu_s"]) / (big["tokens"] - little["tokens"]) * 1e9
+            big["marginal_ns_per_token"] = (
+                (big["work_cpu_s"] - little["work_cpu_s"]) / (big["tokens"] - little["tokens"]) * 1e9
+            )
         print(
             f"round {r}: "
-            + ", ".join(f"{k} {runs[k][-1]['marginal_ns_per_token']:.1f} ns/token past a fixed {runs[k + '_small'][-1]['work_cpu_s']:.2f} s" for k in ("stream", "build")),
+            + ", ".join(
+                f"{k} {runs[k][-1]['marginal_ns_per_token']:.1f} ns/token past a fixed {runs[k + '_small'][-1]['work_cpu_s']:.2f} s"
+                for k in ("stream", "build")
+            ),
             flush=True,
         )
 
@@ -129,7 +138,9 @@ def main() -> None:
         "tokens": runs["stream"][0]["tokens"],
         "pinned": "one core (sched_setaffinity), each measurement in its own interpreter, kinds alternating first",
         "small_tokens": runs["stream_small"][0]["tokens"],
-        "ns_per_token_marginal": {k: statistics.median(x["marginal_ns_per_token"] for x in runs[k]) for k in ("stream", "build")},
+        "ns_per_token_marginal": {
+            k: statistics.median(x["marginal_ns_per_token"] for x in runs[k]) for k in ("stream", "build")
+        },
         "ns_per_token_work": {k: statistics.median(x["work_ns_per_token"] for x in v) for k, v in runs.items()},
         "startup_cpu_s": {k: statistics.median(x["startup_cpu_s"] for x in v) for k, v in runs.items()},
         "build_fixed_cpu_s": {"median": statistics.median(fixed), "min": min(fixed), "max": max(fixed)},
@@ -143,7 +154,11 @@ def main() -> None:
     for name, value in results["ratios"].items():
         print(f"  {name:<52} {value['median']:.2f}x ({value['min']:.2f}-{value['max']:.2f})")
     print(f"  the build's fixed cost                               {results['build_fixed_cpu_s']['median']:.2f} s")
-    corpus = PROSE if args.corpus == "prose" else "source code and package documentation of this machine (benchmarks/common.py)"
+    corpus = (
+        PROSE
+        if args.corpus == "prose"
+        else "source code and package documentation of this machine (benchmarks/common.py)"
+    )
     write_results(args.out, results, corpus=corpus)
 
 

@@ -45,8 +45,6 @@ def pipeline(paths: list[str]) -> Dataset:
     return Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(1024)
 
 
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=24.0)
@@ -81,7 +79,11 @@ def main() -> None:
         pipeline(paths).cache(str(out), **options)
 
     # In rounds, so a drift of the machine's speed affects the baseline and the builds alike.
-    timed: dict[str, list[float]] = {"raw encode_batch_fast, 1 thread": [], "Beam build, in-process": [], "Beam build, multi_processing x2": []}
+    timed: dict[str, list[float]] = {
+        "raw encode_batch_fast, 1 thread": [],
+        "Beam build, in-process": [],
+        "Beam build, multi_processing x2": [],
+    }
     for _ in range(args.repeats):
         timed["raw encode_batch_fast, 1 thread"].append(median_seconds(raw, 1))
         timed["Beam build, in-process"].append(median_seconds(build, 1))
@@ -146,11 +148,20 @@ def main() -> None:
     file_bytes = sum(os.path.getsize(f) for f in files)
     ratios = {
         "Beam in-process build / raw tokenizer (1 core)": rates["Beam build, in-process"] / raw_rate,
-        "Beam multi_processing x2 / in-process": rates["Beam build, multi_processing x2"] / rates["Beam build, in-process"],
-        "cache read batch(8) / plain pyarrow input_ids": paired("cache read, batch(8)", "plain pyarrow read of input_ids"),
-        "cache read batch(64) / plain pyarrow input_ids": paired("cache read, batch(64)", "plain pyarrow read of input_ids"),
-        "cache read examples / plain pyarrow input_ids": paired("cache read, examples", "plain pyarrow read of input_ids"),
-        "cache read batch(8) / plain pyarrow every token column": paired("cache read, batch(8)", "plain pyarrow read of every token column"),
+        "Beam multi_processing x2 / in-process": rates["Beam build, multi_processing x2"]
+        / rates["Beam build, in-process"],
+        "cache read batch(8) / plain pyarrow input_ids": paired(
+            "cache read, batch(8)", "plain pyarrow read of input_ids"
+        ),
+        "cache read batch(64) / plain pyarrow input_ids": paired(
+            "cache read, batch(64)", "plain pyarrow read of input_ids"
+        ),
+        "cache read examples / plain pyarrow input_ids": paired(
+            "cache read, examples", "plain pyarrow read of input_ids"
+        ),
+        "cache read batch(8) / plain pyarrow every token column": paired(
+            "cache read, batch(8)", "plain pyarrow read of every token column"
+        ),
         "cache read examples / on-the-fly (one round)": on_the_fly_round["on-the-fly streaming, 1 thread"]
         / on_the_fly_round["cache read, examples (same round as on-the-fly)"],
     }

@@ -162,7 +162,12 @@ def command_line() -> str:
 def write_results(name: str, results: dict[str, Any], corpus: str = PROSE) -> None:
     """Write ``results`` as benchmarks/results/NAME (indented JSON), with the date, the
     command, the machine's core count and the corpus first (a script's own values win)."""
-    stamped: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "command": command_line(), "cores": os.cpu_count(), "corpus": corpus}
+    stamped: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "command": command_line(),
+        "cores": os.cpu_count(),
+        "corpus": corpus,
+    }
     stamped.update(results)
     directory = Path(__file__).resolve().parent / "results"
     directory.mkdir(exist_ok=True)

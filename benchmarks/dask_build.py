@@ -53,7 +53,14 @@ def start_cluster(workers: int) -> tuple[str, list[subprocess.Popen[bytes]]]:
     port = free_port()
     address = f"127.0.0.1:{port}"
     log = open(WORK / "cluster.log", "ab")
-    processes = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], stdout=log, stderr=log, start_new_session=True)]
+    processes = [
+        subprocess.Popen(
+            [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    ]
     for _ in range(workers):
         command = [DASK, "worker", f"tcp://{address}", "--nthreads", "1", "--no-dashboard"]
         processes.append(subprocess.Popen(command, cwd=WORK, stdout=log, stderr=log, start_new_session=True))
@@ -64,7 +71,20 @@ def start_cluster(workers: int) -> tuple[str, list[subprocess.Popen[bytes]]]:
 
 def build(paths: list[str], output: Path, options: list[str]) -> dict[str, Any]:
     shutil.rmtree(output, ignore_errors=True)
-    command = [sys.executable, "-m", "beamtok.cli", "cache", *paths, "--tokenizer", TOKENIZER, "--seq-len", "2048", "--output", str(output), *options]
+    command = [
+        sys.executable,
+        "-m",
+        "beamtok.cli",
+        "cache",
+        *paths,
+        "--tokenizer",
+        TOKENIZER,
+        "--seq-len",
+        "2048",
+        "--output",
+        str(output),
+        *options,
+    ]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     seconds = time.perf_counter() - started
@@ -119,10 +139,15 @@ def main() -> None:
             for kind in kinds:
                 whole, little = runs[kind][-1], runs[f"{kind}_small"][-1]
                 whole["tokens_per_s"] = whole["tokens"] / whole["seconds"]
-                whole["past_fixed_tokens_per_s"] = (whole["tokens"] - little["tokens"]) / (whole["seconds"] - little["seconds"])
+                whole["past_fixed_tokens_per_s"] = (whole["tokens"] - little["tokens"]) / (
+                    whole["seconds"] - little["seconds"]
+                )
             print(
                 f"round {r}: "
-                + ", ".join(f"{k} {runs[k][-1]['seconds']:.1f} s (fixed {runs[k + '_small'][-1]['seconds']:.1f} s, then {runs[k][-1]['past_fixed_tokens_per_s'] / 1e6:.2f} M tokens/s)" for k in kinds),
+                + ", ".join(
+                    f"{k} {runs[k][-1]['seconds']:.1f} s (fixed {runs[k + '_small'][-1]['seconds']:.1f} s, then {runs[k][-1]['past_fixed_tokens_per_s'] / 1e6:.2f} M tokens/s)"
+                    for k in kinds
+                ),
                 flush=True,
             )
     finally:
@@ -142,7 +167,10 @@ def main() -> None:
         "seconds": {k: statistics.median(x["seconds"] for x in v) for k, v in runs.items()},
         "fixed_seconds": {k: statistics.median(x["seconds"] for x in runs[f"{k}_small"]) for k in kinds},
         "past_fixed_tokens_per_s": {k: statistics.median(x["past_fixed_tokens_per_s"] for x in runs[k]) for k in kinds},
-        "ratios": {"dask / local, seconds of the whole build": ratio("seconds"), "dask / local, tokens/s past the fixed cost": ratio("past_fixed_tokens_per_s")},
+        "ratios": {
+            "dask / local, seconds of the whole build": ratio("seconds"),
+            "dask / local, tokens/s past the fixed cost": ratio("past_fixed_tokens_per_s"),
+        },
         "runs": runs,
     }
     for name, value in results["ratios"].items():

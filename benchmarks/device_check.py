@@ -75,7 +75,12 @@ def nccl_dcp(paths: list[str], backend: str = "nccl") -> dict[str, Any]:
     rest = [r for b in fresh for r in zip(b["shard"].tolist(), b["index"].tolist())]
     backend = dist.get_backend()
     end_process_group()
-    return {"backend": backend, "rows": len(whole), "resumed_exactly": first + rest == whole, "seconds": time.perf_counter() - started}
+    return {
+        "backend": backend,
+        "rows": len(whole),
+        "resumed_exactly": first + rest == whole,
+        "seconds": time.perf_counter() - started,
+    }
 
 
 # ---------------------------------------------------------------------------- part 2
@@ -109,7 +114,10 @@ def feed(paths: list[str], steps: int, device_name: str = "cuda", dim: int = 512
         if first_batch is None:
             first_batch = t1 - began
         logits = model(ids)
-        loss = (nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="none") * mask[:, 1:].flatten()).mean()
+        loss = (
+            nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten(), reduction="none")
+            * mask[:, 1:].flatten()
+        ).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -147,7 +155,9 @@ def one(kind: str, paths: list[str], workers: int, output: str) -> dict[str, Any
         return {"tokens": tokens, "seconds": time.perf_counter() - started}
     import apache_beam  # noqa: F401  (imported before the clock, as the stream's modules are)
 
-    options: dict[str, Any] = {"direct_running_mode": "multi_processing", "direct_num_workers": workers} if workers > 1 else {}
+    options: dict[str, Any] = (
+        {"direct_running_mode": "multi_processing", "direct_num_workers": workers} if workers > 1 else {}
+    )
     started = time.perf_counter()
     cached = dataset(paths).cache(output, progress=False, split_bytes=4 << 20, **options)
     seconds = time.perf_counter() - started
@@ -207,7 +217,10 @@ def main() -> None:
         print(f"feeding the device: {results['feed']}", flush=True)
         write_results(RESULTS, results)
     else:
-        print("device_check: no CUDA device here: part 1 runs on gloo, part 2 (feeding the device) is skipped, part 3 runs on the cores there are", flush=True)
+        print(
+            "device_check: no CUDA device here: part 1 runs on gloo, part 2 (feeding the device) is skipped, part 3 runs on the cores there are",
+            flush=True,
+        )
         results["cuda"] = "none: part 1 on gloo, part 2 not run"
         results["gloo_dcp"] = nccl_dcp(eight, "gloo")
         print(f"gloo + dcp: {results['gloo_dcp']}", flush=True)

@@ -40,7 +40,12 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokenizers", default="gpt2,cl100k,o200k,qwen2")
-    parser.add_argument("--corpus", default="prose", choices=sorted(CORPORA), help="prose: the shipped documents; code: the standard library's .py files and docs")
+    parser.add_argument(
+        "--corpus",
+        default="prose",
+        choices=sorted(CORPORA),
+        help="prose: the shipped documents; code: the standard library's .py files and docs",
+    )
     parser.add_argument("--out", default="engines.json")
     args = parser.parse_args()
 
@@ -52,7 +57,9 @@ def main() -> None:
         "machine": f"{platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}",
         "cores": 1,  # one thread each engine (RAYON_NUM_THREADS=1)
         "date": time.strftime("%Y-%m-%d"),
-        "corpus": PROSE if args.corpus == "prose" else "the Python standard library's .py files and /usr/share/doc, built at benchmark time",
+        "corpus": PROSE
+        if args.corpus == "prose"
+        else "the Python standard library's .py files and /usr/share/doc, built at benchmark time",
         "corpus_mb": sum(os.path.getsize(p) for p in paths) / 1e6,  # what was measured (files are per size)
         "documents": len(texts),
         "tokenizers": {},
@@ -67,7 +74,9 @@ def main() -> None:
             engines[native] = fast.native.encode
         ready = texts if fast.normal_form is None else [fast.normal_form(t) for t in texts]
         reference = [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
-        identical = {name: all(encode(t) == ids for t, ids in zip(ready, reference)) for name, encode in engines.items()}
+        identical = {
+            name: all(encode(t) == ids for t, ids in zip(ready, reference)) for name, encode in engines.items()
+        }
         tokens = sum(map(len, reference))
 
         def run_hf(hf: Any = hf) -> None:
@@ -78,11 +87,18 @@ def main() -> None:
         for name, encode in engines.items():
             timed[name] = lambda encode=encode, ready=ready: [encode(t) for t in ready]  # type: ignore[misc]
         rounds = [{name: median_seconds(run, 1) for name, run in timed.items()} for _ in range(args.repeats)]
-        ratios = {f"{name} / tokenizers": statistics.median(r["tokenizers"] / r[name] for r in rounds) for name in engines}
+        ratios = {
+            f"{name} / tokenizers": statistics.median(r["tokenizers"] / r[name] for r in rounds) for name in engines
+        }
         if native is not None:
             ratios[f"{native} / tiktoken"] = statistics.median(r["tiktoken"] / r[native] for r in rounds)
         rates = {name: tokens / statistics.median(r[name] for r in rounds) for name in timed}
-        results["tokenizers"][kind] = {"tokens": tokens, "identical_ids": identical, "tokens_per_second": rates, "ratios": ratios}
+        results["tokenizers"][kind] = {
+            "tokens": tokens,
+            "identical_ids": identical,
+            "tokens_per_second": rates,
+            "ratios": ratios,
+        }
         print(f"{kind}: {tokens:,} tokens; identical ids: {identical}")
         for name, rate in rates.items():
             print(f"  {name:<12} {rate / 1e6:6.2f} M tokens/s")

@@ -70,7 +70,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BUILD = ROOT / "build" / "bench-tokenizers"
 SPECIALS = {
-    "cl100k": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "cl100k": {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    },
     "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
     "qwen2": {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645},
 }
@@ -90,7 +96,17 @@ def with_bos_post_processor(directory: Path) -> None:
     path = directory / "tokenizer.json"
     spec = json.loads(path.read_text(encoding="utf-8"))
     begin = max(spec["model"]["vocab"].values()) + 100
-    spec["added_tokens"].append({"id": begin, "content": BEGIN_OF_TEXT, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+    spec["added_tokens"].append(
+        {
+            "id": begin,
+            "content": BEGIN_OF_TEXT,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+    )
     bos = {"SpecialToken": {"id": BEGIN_OF_TEXT, "type_id": 0}}
     spec["post_processor"] = {
         "type": "Sequence",
@@ -99,7 +115,12 @@ def with_bos_post_processor(directory: Path) -> None:
             {
                 "type": "TemplateProcessing",
                 "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
-                "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": BEGIN_OF_TEXT, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                "pair": [
+                    bos,
+                    {"Sequence": {"id": "A", "type_id": 0}},
+                    {"SpecialToken": {"id": BEGIN_OF_TEXT, "type_id": 1}},
+                    {"Sequence": {"id": "B", "type_id": 1}},
+                ],
                 "special_tokens": {BEGIN_OF_TEXT: {"id": BEGIN_OF_TEXT, "ids": [begin], "tokens": [BEGIN_OF_TEXT]}},
             },
         ],
@@ -115,11 +136,24 @@ def gemma2_form_dir(directory: Path) -> str:
     source = Path(tokenizer_dir("sp-bpe-prepend"))
     spec = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
     spec["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
-    spec["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": False}
+    spec["pre_tokenizer"] = {
+        "type": "Split",
+        "pattern": {"String": " "},
+        "behavior": "MergedWithPrevious",
+        "invert": False,
+    }
     contents = ["<start_of_turn>", "<end_of_turn>", *("\n" * n for n in range(1, 32)), *(" " * n for n in range(2, 32))]
     start = max(max(t["id"] for t in spec["added_tokens"]), len(spec["model"]["vocab"])) + 1
     spec["added_tokens"] += [
-        {"id": start + i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": c.startswith("<")}
+        {
+            "id": start + i,
+            "content": c,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": c.startswith("<"),
+        }
         for i, c in enumerate(contents)
     ]
     directory.mkdir(parents=True, exist_ok=True)
@@ -139,10 +173,12 @@ def converted_dir(directory: Path, pattern: str = LLAMA3_PATTERN) -> str:
     directory.mkdir(parents=True, exist_ok=True)
     rank_file = directory / "ranks.tiktoken"
     ranks = load_ranks("cl100k_base")
-    rank_file.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
-    TikTokenConverter(vocab_file=str(rank_file), pattern=pattern, extra_special_tokens=["<|endoftext|>"]).converted().save(
-        str(directory / "tokenizer.json")
+    rank_file.write_text(
+        "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1]))
     )
+    TikTokenConverter(
+        vocab_file=str(rank_file), pattern=pattern, extra_special_tokens=["<|endoftext|>"]
+    ).converted().save(str(directory / "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
     return str(directory)
@@ -164,7 +200,11 @@ def tokenizer_dir(kind: str) -> str:
     if kind == "gemma2-form":
         return str(directory) if (directory / "tokenizer.json").exists() else gemma2_form_dir(directory)
     if kind == "cl100k-today":  # the converter given tiktoken's current cl100k spelling
-        return str(directory) if (directory / "tokenizer.json").exists() else converted_dir(directory, CL100K_TODAY_PATTERN)
+        return (
+            str(directory)
+            if (directory / "tokenizer.json").exists()
+            else converted_dir(directory, CL100K_TODAY_PATTERN)
+        )
     if kind in FAMILIES or kind in SENTENCEPIECE_KINDS:
         # trained here on the shipped corpus: with `tokenizers` (beamtok.testing.family_tokenizer),
         # or with SentencePiece and converted by transformers (beamtok.testing.sentencepiece_tokenizer)
@@ -189,14 +229,20 @@ def tokenizer_dir(kind: str) -> str:
         if kind == "qwen2":
             spec = importlib.util.find_spec("dashscope")
             assert spec is not None and spec.submodule_search_locations, "pip install dashscope (the dev extra)"
-            ranks = read_tiktoken_ranks(str(Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen.tiktoken"))
+            ranks = read_tiktoken_ranks(
+                str(Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen.tiktoken")
+            )
         else:
             ranks = load_ranks(f"{kind}_base")
         pattern = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "qwen2": QWEN2_PATTERN}[kind]
         text = tokenizer_json_from_ranks(ranks, pattern, SPECIALS[kind], normalizer="NFC" if kind == "qwen2" else None)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "tokenizer.json").write_text(text, encoding="utf-8")
-        config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
+        config = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": "<|endoftext|>",
+            "eos_token": "<|endoftext|>",
+        }
         (directory / "tokenizer_config.json").write_text(json.dumps(config))
     return str(directory)
 
@@ -217,7 +263,9 @@ def measure_raw(paths: list[str], tokenizer: str) -> dict[str, Any]:
     return {"tokens": tokens, "seconds": time.perf_counter() - start}
 
 
-def pipeline(paths: list[str], tokenizer: str, tok: Any, workers: int = 0, backend: str = "auto", open_shards: int | None = None) -> Any:
+def pipeline(
+    paths: list[str], tokenizer: str, tok: Any, workers: int = 0, backend: str = "auto", open_shards: int | None = None
+) -> Any:
     """The measured pipeline: files -> tokenize -> ensure_bos_eos (the BOS and EOS ``tok`` has;
     BERT has neither, its post-processor puts ``[CLS]`` and ``[SEP]`` around each text) ->
     concat_chunk(1024) -> batch(8), on ``workers`` worker processes (0: in this process) with
@@ -262,7 +310,9 @@ def measure_scaling(paths: list[str], tokenizer: str, workers: int, open_shards:
             pass
         end = time.perf_counter()
         tokens = int(it.stats()["delivered"]["tokens"])
-    consumer, workers_cpu = (after - before for after, before in zip(cpu_seconds(), cpu))  # the workers are reaped by now
+    consumer, workers_cpu = (
+        after - before for after, before in zip(cpu_seconds(), cpu)
+    )  # the workers are reaped by now
     return {
         "tokens": tokens,
         "seconds": end - start,
@@ -301,7 +351,12 @@ def measure_marks(paths: list[str], tokenizer: str, ready_dir: str, peers: int) 
             if i % 16 == 0:
                 marks.append((time.time(), int(it.stats()["delivered"]["tokens"])))
         marks.append((time.time(), int(it.stats()["delivered"]["tokens"])))
-    return {"marks": marks, "tokens": marks[-1][1] - marks[0][1], "seconds": marks[-1][0] - marks[0][0], "engine": tok.engine}
+    return {
+        "marks": marks,
+        "tokens": marks[-1][1] - marks[0][1],
+        "seconds": marks[-1][0] - marks[0][0],
+        "engine": tok.engine,
+    }
 
 
 def side_by_side(shards: list[str], directory: str, processes: int = 2) -> dict[str, Any] | None:
@@ -316,15 +371,26 @@ def side_by_side(shards: list[str], directory: str, processes: int = 2) -> dict[
     with tempfile.TemporaryDirectory() as ready:
         env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
         command = [sys.executable, __file__, "measure", "marks", json.dumps([shards, directory, ready, processes])]
-        procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=HERE) for _ in range(processes)]
+        procs = [
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=HERE)
+            for _ in range(processes)
+        ]
         outputs = [proc.communicate() for proc in procs]
     if any(proc.returncode != 0 for proc in procs):
-        print(f"  (side by side skipped: {next(err for (_, err), proc in zip(outputs, procs) if proc.returncode).strip().splitlines()[-1:]})", file=sys.stderr)
+        print(
+            f"  (side by side skipped: {next(err for (_, err), proc in zip(outputs, procs) if proc.returncode).strip().splitlines()[-1:]})",
+            file=sys.stderr,
+        )
         return None
     marks = [np.asarray(json.loads(out.strip().splitlines()[-1])["marks"], dtype=np.float64) for out, _ in outputs]
     start, end = max(m[0, 0] for m in marks), min(m[-1, 0] for m in marks)
     tokens = sum(float(np.interp(end, m[:, 0], m[:, 1]) - np.interp(start, m[:, 0], m[:, 1])) for m in marks)
-    return {"processes": processes, "together_s": end - start, "tokens": tokens, "steady_tokens_per_s": tokens / (end - start)}
+    return {
+        "processes": processes,
+        "together_s": end - start,
+        "tokens": tokens,
+        "steady_tokens_per_s": tokens / (end - start),
+    }
 
 
 def delivered_tokens(ds: Any) -> int:
@@ -393,7 +459,9 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
         raise SystemExit(f"no fast path: {tok.engine}")
     texts = texts_of(paths)
     documents = list(engine_ids(encoder, texts))  # the untimed pass of the engine
-    floor = pipeline_ceiling.BatchFloor(documents, tok.bos_id, tok.eos_id) if importlib.util.find_spec("numba") else None
+    floor = (
+        pipeline_ceiling.BatchFloor(documents, tok.bos_id, tok.eos_id) if importlib.util.find_spec("numba") else None
+    )
     delivered_tokens(pipeline(paths, tokenizer, tok))
     engine_rates, pipeline_rates, parse_s, floor_s, engine_s = [], [], [], [], []
     for _ in range(passes):
@@ -419,7 +487,9 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
         "tokens_per_s": statistics.median(pipeline_rates),  # the pipeline's, over its passes
         # what a token costs in the engine, and in the pipeline outside it (reading, parsing, packing, batching)
         "engine_ns_per_token": statistics.median(1e9 / e for e in engine_rates),
-        "outside_engine_ns_per_token": statistics.median(1e9 / p - 1e9 / e for p, e in zip(pipeline_rates, engine_rates)),
+        "outside_engine_ns_per_token": statistics.median(
+            1e9 / p - 1e9 / e for p, e in zip(pipeline_rates, engine_rates)
+        ),
     }
 
 
@@ -436,7 +506,11 @@ PIN = ["taskset", "-c", "0"] if shutil.which("taskset") else []
 
 
 def run(name: str, *args: Any, threads: int = 1, pinned: bool = False) -> dict[str, Any] | None:
-    env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "true" if threads > 1 else "false"}
+    env = {
+        **os.environ,
+        "RAYON_NUM_THREADS": str(threads),
+        "TOKENIZERS_PARALLELISM": "true" if threads > 1 else "false",
+    }
     command = [*(PIN if pinned else []), sys.executable, __file__, "measure", name, json.dumps(args)]
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=HERE)
     if proc.returncode != 0:
@@ -453,8 +527,14 @@ def main() -> None:
     parser.add_argument("--tokenizers", default="gpt2,cl100k,o200k,llama3-form")
     parser.add_argument("--corpora", default="prose,code")
     parser.add_argument("--out", default="fast_path.json", help="file name under benchmarks/results")
-    parser.add_argument("--paired-only", action="store_true", help="only the pipeline and its engine taking turns in one process")
-    parser.add_argument("--scaling-only", action="store_true", help="only one process against 2 workers (one and two shards open), neither pinned")
+    parser.add_argument(
+        "--paired-only", action="store_true", help="only the pipeline and its engine taking turns in one process"
+    )
+    parser.add_argument(
+        "--scaling-only",
+        action="store_true",
+        help="only one process against 2 workers (one and two shards open), neither pinned",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import CORPORA, build_shards, write_results
@@ -487,7 +567,9 @@ def main() -> None:
         about = {
             "mb": sum(os.path.getsize(p) for p in shards) / 1e6,
             "documents": documents,
-            "source": "the shipped prose (data/corpus), repeated" if corpus == "prose" else "Python standard library .py files and /usr/share/doc, in turn",
+            "source": "the shipped prose (data/corpus), repeated"
+            if corpus == "prose"
+            else "Python standard library .py files and /usr/share/doc, in turn",
             "tokenizers": {},
         }
         results["corpora"][corpus] = about
@@ -495,15 +577,27 @@ def main() -> None:
             if args.scaling_only:
                 about["tokenizers"][kind] = measure_scaling_of(kind, dirs[kind], shards, args.repeats, corpus)
             else:
-                about["tokenizers"][kind] = measure_kind(kind, dirs[kind], shards, args.repeats, with_epochraft, corpus, args.paired_only)
-    write_results(args.out, results, "prose: the shipped prose (data/corpus), repeated; code: the Python standard library's .py files and /usr/share/doc, built at benchmark time")
+                about["tokenizers"][kind] = measure_kind(
+                    kind, dirs[kind], shards, args.repeats, with_epochraft, corpus, args.paired_only
+                )
+    write_results(
+        args.out,
+        results,
+        "prose: the shipped prose (data/corpus), repeated; code: the Python standard library's .py files and /usr/share/doc, built at benchmark time",
+    )
 
 
 PAIRED = "pipeline and engine taking turns in one process, 1 core"
 
 
 def measure_kind(
-    kind: str, directory: str, shards: list[str], repeats: int, with_epochraft: bool, corpus: str, paired_only: bool = False
+    kind: str,
+    directory: str,
+    shards: list[str],
+    repeats: int,
+    with_epochraft: bool,
+    corpus: str,
+    paired_only: bool = False,
 ) -> dict[str, Any]:
     measurements: dict[str, tuple[str, tuple[Any, ...], int, bool]] = {
         "raw tokenizers, 1 thread": ("raw", (shards, directory), 1, True),
@@ -531,9 +625,15 @@ def measure_kind(
         return statistics.median(pairs) if pairs else None
 
     ratios = {
-        "fast path / raw tokenizers, 1 core vs 1 thread": ratio("beamtok fast path, 1 core", "raw tokenizers, 1 thread"),
-        "fast path / raw tokenizers, 2 workers vs 2 threads": ratio("beamtok fast path, 2 workers", "raw tokenizers, 2 threads"),
-        "fast path pipeline / its engine alone, 1 core, separate processes": ratio("beamtok fast path, 1 core", "fast path engine alone, 1 core"),
+        "fast path / raw tokenizers, 1 core vs 1 thread": ratio(
+            "beamtok fast path, 1 core", "raw tokenizers, 1 thread"
+        ),
+        "fast path / raw tokenizers, 2 workers vs 2 threads": ratio(
+            "beamtok fast path, 2 workers", "raw tokenizers, 2 threads"
+        ),
+        "fast path pipeline / its engine alone, 1 core, separate processes": ratio(
+            "beamtok fast path, 1 core", "fast path engine alone, 1 core"
+        ),
         "fast path pipeline / its engine alone, 1 core, one process": (
             statistics.median(r["ratio"] for r in runs[PAIRED]) if runs[PAIRED] else None
         ),
@@ -553,10 +653,19 @@ def measure_kind(
         print(f"  {key:<72} {value:6.2f}x")
     result = {"engine": engine, "tokens_per_s": rates, "ratios": kept, "runs": runs}
     if runs[PAIRED]:
-        ns = {what: statistics.median(r[f"{what}_ns_per_token"] for r in runs[PAIRED]) for what in ("engine", "outside_engine")}
-        print(f"  {'ns a token, one process: in the engine / outside it':<72} {ns['engine']:5.1f} / {ns['outside_engine']:4.1f}")
+        ns = {
+            what: statistics.median(r[f"{what}_ns_per_token"] for r in runs[PAIRED])
+            for what in ("engine", "outside_engine")
+        }
+        print(
+            f"  {'ns a token, one process: in the engine / outside it':<72} {ns['engine']:5.1f} / {ns['outside_engine']:4.1f}"
+        )
         result["ns_per_token"] = ns
-        bounds = {what: statistics.median(r[what] for r in runs[PAIRED]) for what in ("ceiling", "ceiling_parse_only") if what in runs[PAIRED][0]}
+        bounds = {
+            what: statistics.median(r[what] for r in runs[PAIRED])
+            for what in ("ceiling", "ceiling_parse_only")
+            if what in runs[PAIRED][0]
+        }
         for what, value in bounds.items():
             print(f"  {'highest share any pipeline could keep (' + what.replace('_', ' ') + ')':<72} {value:6.2f}x")
         result["ceilings"] = bounds
@@ -593,15 +702,21 @@ def measure_scaling_of(kind: str, directory: str, shards: list[str], repeats: in
         pairs = list(zip(runs[key], runs["1 process"]))
         if not pairs:
             continue
-        ratios[f"{key} / 1 process, whole run (start-up included)"] = statistics.median(a["tokens_per_s"] / b["tokens_per_s"] for a, b in pairs)
-        ratios[f"{key} / 1 process, from the first batch"] = statistics.median(a["steady_tokens_per_s"] / b["steady_tokens_per_s"] for a, b in pairs)
+        ratios[f"{key} / 1 process, whole run (start-up included)"] = statistics.median(
+            a["tokens_per_s"] / b["tokens_per_s"] for a, b in pairs
+        )
+        ratios[f"{key} / 1 process, from the first batch"] = statistics.median(
+            a["steady_tokens_per_s"] / b["steady_tokens_per_s"] for a, b in pairs
+        )
     bounds = list(zip(runs[SIDE_BY_SIDE], runs["1 process"]))
     if bounds:
         ratios[f"{SIDE_BY_SIDE} / 1 process, from the first batch (the bound)"] = statistics.median(
             a["steady_tokens_per_s"] / b["steady_tokens_per_s"] for a, b in bounds
         )
     cpu = {  # where the CPU went: the consumer's share is taken from the workers' cores
-        key: {part: statistics.median(r[part] for r in runs[key]) for part in ("consumer_cpu_s", "workers_cpu_s")} for key in SCALING if runs[key]
+        key: {part: statistics.median(r[part] for r in runs[key]) for part in ("consumer_cpu_s", "workers_cpu_s")}
+        for key in SCALING
+        if runs[key]
     }
     engine = runs["1 process"][0]["engine"] if runs["1 process"] else "?"
     print(f"\n{corpus} / {kind}: {engine}")

@@ -94,7 +94,9 @@ def _write_shards(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
                 after = ShardCursor(r + 1, 0, 0, True) if last else ShardCursor(r + 1, 0, (r + 1) * SEQ)
                 yield Produced(example, after, DocCounts(read=1, emitted=1) if last else DocCounts())
 
-        entries.append(write_rows(storage, Shard(i, f"synthetic/part-{i:06d}.jsonl"), rows(), fingerprint, SEQ).to_json())
+        entries.append(
+            write_rows(storage, Shard(i, f"synthetic/part-{i:06d}.jsonl"), rows(), fingerprint, SEQ).to_json()
+        )
     return entries
 
 
@@ -113,16 +115,27 @@ def build_caches(directories: list[Path], shards: int) -> list[str]:
     todo = [d for d in directories if not (d / MANIFEST).exists()]
     if todo:
         spec = _spec()
-        chunks = [(str(d), list(range(k, min(k + 1000, shards))), spec.fingerprint) for d in todo for k in range(0, shards, 1000)]
+        chunks = [
+            (str(d), list(range(k, min(k + 1000, shards))), spec.fingerprint)
+            for d in todo
+            for k in range(0, shards, 1000)
+        ]
         start = time.perf_counter()
         for d in todo:
             d.mkdir(parents=True, exist_ok=True)
         with multiprocessing.get_context("spawn").Pool(os.cpu_count()) as pool:
             written = pool.map(_write_shards, chunks)
         for d in todo:
-            entries = [ShardEntry.from_json(e, "built") for (where, _, _), part in zip(chunks, written) if where == str(d) for e in part]
+            entries = [
+                ShardEntry.from_json(e, "built")
+                for (where, _, _), part in zip(chunks, written)
+                if where == str(d)
+                for e in part
+            ]
             write_manifest(Storage(str(d)), Manifest(spec.to_json(), spec.fingerprint, entries, versions()))
-        print(f"  built {len(todo)} cache(s) of {shards} shards in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+        print(
+            f"  built {len(todo)} cache(s) of {shards} shards in {time.perf_counter() - start:.0f} s", file=sys.stderr
+        )
     return [str(d) for d in directories]
 
 
@@ -210,7 +223,9 @@ def measure_mix(caches: list[str], part: int, parts: int) -> dict[str, Any]:
     }
 
 
-def mix_world_size_change(caches: list[str], old_parts: int, new_parts: int, steps: int, samples: list[int]) -> dict[str, Any]:
+def mix_world_size_change(
+    caches: list[str], old_parts: int, new_parts: int, steps: int, samples: list[int]
+) -> dict[str, Any]:
     """In a fresh process: ``old_parts`` readers of the mix each took ``steps`` batches in
     step; new reader ``samples[k]`` of ``new_parts`` resumes from all their states (merge and
     first batch timed, memory read). One process cannot run 8,192 readers, so the old states
@@ -241,7 +256,9 @@ def mix_world_size_change(caches: list[str], old_parts: int, new_parts: int, ste
         split_state["upstream"] = mix_state
         return state
 
-    def without_counts(state: dict[str, Any]) -> dict[str, Any]:  # a reader's document counts depend on which rows it read
+    def without_counts(
+        state: dict[str, Any],
+    ) -> dict[str, Any]:  # a reader's document counts depend on which rows it read
         state = copy.deepcopy(state)
         del state["pipeline"]["upstream"]["upstream"]["stats"]["documents"]
         return state
@@ -275,7 +292,9 @@ def mix_world_size_change(caches: list[str], old_parts: int, new_parts: int, ste
         want.append(next(whole))
         got = list(zip(batch["source"].tolist(), batch["shard"].tolist(), batch["index"].tolist()))
         if got != [(w["source"], w["shard"], w["index"]) for w in want]:
-            raise SystemExit(f"new reader {part}: {got} is not the stream's {[(w['source'], w['shard'], w['index']) for w in want]}")
+            raise SystemExit(
+                f"new reader {part}: {got} is not the stream's {[(w['source'], w['shard'], w['index']) for w in want]}"
+            )
         out[f"new reader {part}: merge of all old states and first batch, s"] = elapsed
         out[f"new reader {part}: peak RSS, bytes"] = max(rss_before, peak_rss())
     return out
@@ -289,7 +308,11 @@ def measure_shuffle(cache: str, part: int, parts: int, spread: int | None) -> di
     from beamtok import Dataset
 
     imported = time.perf_counter()
-    ds = Dataset.from_cache(cache).repeat().global_shuffle(seed=0, spread=spread, unit_rows=ROWS if spread else None, local_copy=False)
+    ds = (
+        Dataset.from_cache(cache)
+        .repeat()
+        .global_shuffle(seed=0, spread=spread, unit_rows=ROWS if spread else None, local_copy=False)
+    )
     it = ds.shard_by_rank(part, parts, split="examples").batch(2).iter()
     opened = time.perf_counter()
     batch = next(it)
@@ -315,7 +338,9 @@ def measure_shuffle(cache: str, part: int, parts: int, spread: int | None) -> di
 
 
 def fresh(name: str, *args: Any) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "measure", name, json.dumps(args)], capture_output=True, text=True, cwd=HERE)
+    proc = subprocess.run(
+        [sys.executable, __file__, "measure", name, json.dumps(args)], capture_output=True, text=True, cwd=HERE
+    )
     if proc.returncode:
         raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -383,11 +408,17 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--sources", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--elastic-ranks", type=int, default=64, help="the world-size change is checked row by row at this scale")
+    parser.add_argument(
+        "--elastic-ranks", type=int, default=64, help="the world-size change is checked row by row at this scale"
+    )
     parser.add_argument("--elastic-new-ranks", type=int, default=48)
-    parser.add_argument("--elastic-shards", type=int, default=10_000, help="shards of the cache the change is checked on")
+    parser.add_argument(
+        "--elastic-shards", type=int, default=10_000, help="shards of the cache the change is checked on"
+    )
     parser.add_argument("--shards-per-source", type=int, default=10)
-    parser.add_argument("--mix-new-ranks", type=int, default=768, help="ranks after the mix's world-size change (x --workers readers)")
+    parser.add_argument(
+        "--mix-new-ranks", type=int, default=768, help="ranks after the mix's world-size change (x --workers readers)"
+    )
     args = parser.parse_args()
     (cache,) = build_caches([WORK / f"internet-scale-{args.shards}"], args.shards)
     mix_root = WORK / f"internet-scale-mix-{args.sources}x{args.shards_per_source}"
@@ -397,40 +428,81 @@ def main() -> None:
     opens = {f"reader {p} of {parts}": fresh("open", cache, p, parts, args.workers) for p in samples}
     baseline = fresh("imports")
     for name, figures in opens.items():
-        print(f"  {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s, peak RSS {figures['peak_rss_bytes'] / 2**20:.0f} MiB, state {figures['state_bytes']} B")
+        print(
+            f"  {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s, peak RSS {figures['peak_rss_bytes'] / 2**20:.0f} MiB, state {figures['state_bytes']} B"
+        )
     mix = {f"reader {p} of {parts}": fresh("mix", sources, p, parts) for p in (5, parts // 2 + 1, parts - 1)}
     for name, figures in mix.items():
-        print(f"  mix of {args.sources}, {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s "
-              f"({figures['shard_files_opened_for_first_batch']} shard files opened), state {figures['state_bytes']} B "
-              f"(mix {figures['mix_state_bytes']} B), peak RSS {figures['peak_rss_bytes'] / 2**20:.0f} MiB")
+        print(
+            f"  mix of {args.sources}, {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s "
+            f"({figures['shard_files_opened_for_first_batch']} shard files opened), state {figures['state_bytes']} B "
+            f"(mix {figures['mix_state_bytes']} B), peak RSS {figures['peak_rss_bytes'] / 2**20:.0f} MiB"
+        )
     shuffles = {
-        f"spread {parts} units of {ROWS} rows, reader {p} of {parts}": fresh("shuffle", cache, p, parts, parts) for p in (0, parts - 1)
+        f"spread {parts} units of {ROWS} rows, reader {p} of {parts}": fresh("shuffle", cache, p, parts, parts)
+        for p in (0, parts - 1)
     }
     shuffles[f"whole-cache permutation, decoding, reader 0 of {parts}"] = fresh("shuffle", cache, 0, parts, None)
     for name, figures in shuffles.items():
-        print(f"  global shuffle, {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s, "
-              f"{figures['row_groups_decoded_for_22_batches']} row groups decoded for 22 batches of 2, state {figures['state_bytes']} B")
-    mix_change = fresh("mix_change", sources, parts, args.mix_new_ranks * args.workers, args.steps, [3, args.mix_new_ranks * args.workers - 1])
-    print(f"  mix, {parts} -> {args.mix_new_ranks * args.workers} readers: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in mix_change.items()))
+        print(
+            f"  global shuffle, {name}: open {figures['open_s']:.2f} s, first batch {figures['first_batch_s']:.2f} s, "
+            f"{figures['row_groups_decoded_for_22_batches']} row groups decoded for 22 batches of 2, state {figures['state_bytes']} B"
+        )
+    mix_change = fresh(
+        "mix_change",
+        sources,
+        parts,
+        args.mix_new_ranks * args.workers,
+        args.steps,
+        [3, args.mix_new_ranks * args.workers - 1],
+    )
+    print(
+        f"  mix, {parts} -> {args.mix_new_ranks * args.workers} readers: "
+        + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in mix_change.items())
+    )
     (elastic_cache,) = build_caches([WORK / f"internet-scale-{args.elastic_shards}"], args.elastic_shards)
     change = elastic(elastic_cache, args.elastic_ranks, args.elastic_new_ranks, args.workers, args.steps)
-    print(f"  {args.elastic_ranks} -> {args.elastic_new_ranks} ranks: {change['lost']} lost, {change['repeated']} repeated of {change['rows']} rows; new reader's merge and first batch {change['new reader: merge of all old states and first batch, s (median)']:.3f} s")
+    print(
+        f"  {args.elastic_ranks} -> {args.elastic_new_ranks} ranks: {change['lost']} lost, {change['repeated']} repeated of {change['rows']} rows; new reader's merge and first batch {change['new reader: merge of all old states and first batch, s (median)']:.3f} s"
+    )
     results = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}",
         "cores": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
         "command": "python benchmarks/internet_scale.py " + " ".join(sys.argv[1:]),
-        "cache": {"shards": args.shards, "rows per shard": ROWS, "seq_len": SEQ, "manifest bytes": os.path.getsize(Path(cache) / "manifest.json"),
-                  "shard table bytes": os.path.getsize(Path(cache) / "shards.arrow") if (Path(cache) / "shards.arrow").exists() else 0},
+        "cache": {
+            "shards": args.shards,
+            "rows per shard": ROWS,
+            "seq_len": SEQ,
+            "manifest bytes": os.path.getsize(Path(cache) / "manifest.json"),
+            "shard table bytes": os.path.getsize(Path(cache) / "shards.arrow")
+            if (Path(cache) / "shards.arrow").exists()
+            else 0,
+        },
         "readers": {"ranks": args.ranks, "workers": args.workers, "readers": parts},
         "open and first batch, fresh process each": opens,
         "a process that only imported beamtok": baseline,
-        "mix": {"sources": args.sources, "shards per source": args.shards_per_source, "split": "examples", "readers": mix},
+        "mix": {
+            "sources": args.sources,
+            "shards per source": args.shards_per_source,
+            "split": "examples",
+            "readers": mix,
+        },
         "mix world-size change": {"sources": args.sources, **mix_change},
         "global shuffle of the cache, split by examples (positions)": shuffles,
-        "world-size change": {"shards": args.elastic_shards, "from ranks": args.elastic_ranks, "to ranks": args.elastic_new_ranks, "workers": args.workers, **change},
+        "world-size change": {
+            "shards": args.elastic_shards,
+            "from ranks": args.elastic_ranks,
+            "to ranks": args.elastic_new_ranks,
+            "workers": args.workers,
+            **change,
+        },
     }
-    write_results("internet_scale.json", results, "synthetic: Parquet shards of GPT-2 concat_chunk(64) rows written by the cache writer")
+    write_results(
+        "internet_scale.json",
+        results,
+        "synthetic: Parquet shards of GPT-2 concat_chunk(64) rows written by the cache writer",
+    )
 
 
 if __name__ == "__main__":
@@ -441,7 +513,12 @@ if __name__ == "__main__":
 
             print(json.dumps({"peak_rss_bytes": peak_rss()}))
         else:
-            measures = {"open": measure_open, "mix": measure_mix, "mix_change": mix_world_size_change, "shuffle": measure_shuffle}
+            measures = {
+                "open": measure_open,
+                "mix": measure_mix,
+                "mix_change": mix_world_size_change,
+                "shuffle": measure_shuffle,
+            }
             print(json.dumps(measures[name](*params)))
     else:
         main()

@@ -152,10 +152,16 @@ def batching(paths: list[str], max_tokens: int, repeats: int) -> dict[str, Any]:
         real = total = 0
         for b in ds:
             total += b["input_ids"].size
-            real += int(np.count_nonzero(b["segment_ids"])) if "segment_ids" in b else int(np.count_nonzero(b["attention_mask"]))
+            real += (
+                int(np.count_nonzero(b["segment_ids"]))
+                if "segment_ids" in b
+                else int(np.count_nonzero(b["attention_mask"]))
+            )
         return 1 - real / total, total
 
-    documents = Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().map(_with_mask, name="mask")  # one document a row
+    documents = (
+        Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().map(_with_mask, name="mask")
+    )  # one document a row
     rows_per_batch = max_tokens // 2048
     out: dict[str, Any] = {
         f"batch({rows_per_batch}), one document a row": {"padding": area(documents.batch(rows_per_batch))[0]},
@@ -194,12 +200,18 @@ def balance(paths: list[str]) -> dict[str, Any]:
     one document a row padded to 2,048; and the deal's own time per global batch."""
     out: dict[str, Any] = {}
     base = Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos()
-    for name, ds in (("pack_documents(2048)", base.pack_documents(2048)), ("pad(2048), one document a row", base.pad(2048))):
+    for name, ds in (
+        ("pack_documents(2048)", base.pack_documents(2048)),
+        ("pad(2048), one document a row", base.pad(2048)),
+    ):
         it = ds.balance_ranks(4, rank=0, world_size=8).iter()
         for _ in it:
             pass
         timing = it.timing()["stages"]
-        out[name] = {**it.stats()["balance"], "deal_seconds_per_global_batch": timing[1]["seconds"] / max(1, timing[1]["items"])}
+        out[name] = {
+            **it.stats()["balance"],
+            "deal_seconds_per_global_batch": timing[1]["seconds"] / max(1, timing[1]["items"]),
+        }
     return out
 
 
@@ -227,7 +239,9 @@ def main() -> None:
         figures: dict[str, Any] = {
             "documents": len(n),
             "document_tokens": doc_tokens,
-            "document_length": {q: int(np.percentile(n, p)) for q, p in (("p10", 10), ("p50", 50), ("p90", 90), ("p99", 99))},
+            "document_length": {
+                q: int(np.percentile(n, p)) for q, p in (("p10", 10), ("p50", 50), ("p90", 90), ("p99", 99))
+            },
             "seq_lens": {},
         }
         docs = [TokenDoc(r["input_ids"], None) for r in Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos()]
@@ -242,7 +256,13 @@ def main() -> None:
                 shown = {k: round(v, 4) if isinstance(v, float) else v for k, v in at["packings"][name].items()}
                 print(corpus, seq_len, name, shown, flush=True)
             at["packer_speed"] = packer_speed(docs, seq_len, args.repeats)
-            print(corpus, seq_len, "speed", {k: round(v["vs_concat_chunk"], 3) for k, v in at["packer_speed"].items()}, flush=True)
+            print(
+                corpus,
+                seq_len,
+                "speed",
+                {k: round(v["vs_concat_chunk"], 3) for k, v in at["packer_speed"].items()},
+                flush=True,
+            )
             figures["seq_lens"][str(seq_len)] = at
         if corpus == "docs":
             figures["batching"] = batching(paths, 32768, args.repeats)

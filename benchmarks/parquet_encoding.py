@@ -27,7 +27,10 @@ from common import ROOT, WORK, build_shards, write_results
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 BYTE_STREAM_SPLIT = {**schema.PARQUET_OPTIONS, "column_encoding": {"input_ids.list.element": "BYTE_STREAM_SPLIT"}}
-DICTIONARY = {**schema.PARQUET_OPTIONS, "use_dictionary": [*schema.PARQUET_OPTIONS["use_dictionary"], "input_ids.list.element"]}
+DICTIONARY = {
+    **schema.PARQUET_OPTIONS,
+    "use_dictionary": [*schema.PARQUET_OPTIONS["use_dictionary"], "input_ids.list.element"],
+}
 # name: (options the writer takes as its default, parquet_compat)
 FORMS: dict[str, tuple[dict[str, Any], bool]] = {
     "byte_stream_split+zstd": (BYTE_STREAM_SPLIT, False),
@@ -44,7 +47,9 @@ def build(form: str, inputs: list[str], seq_len: int, directory: Path) -> None:
     default = schema.PARQUET_OPTIONS
     schema.PARQUET_OPTIONS = options  # the in-process build's writer reads it at each file
     try:
-        Dataset.from_files(inputs).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(seq_len).cache(str(directory), progress=False, parquet_compat=compat)
+        Dataset.from_files(inputs).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(seq_len).cache(
+            str(directory), progress=False, parquet_compat=compat
+        )
     finally:
         schema.PARQUET_OPTIONS = default
 
@@ -85,9 +90,13 @@ def measure(corpus: str, mb: float, seq_len: int, rounds: int) -> dict[str, Any]
             "bytes_per_token": round(size / tokens, 4),
             "size_vs_byte_stream_split": round(size / sum(Path(f).stat().st_size for f in files[BASE]), 4),
             "decode_m_tokens_per_s": round(statistics.median(decode[form]) / 1e6, 1),
-            "decode_vs_byte_stream_split": round(statistics.median(a / b for a, b in zip(decode[form], decode[BASE])), 3),
+            "decode_vs_byte_stream_split": round(
+                statistics.median(a / b for a, b in zip(decode[form], decode[BASE])), 3
+            ),
             "stream_m_tokens_per_s": round(statistics.median(streamed[form]) / 1e6, 2),
-            "stream_vs_byte_stream_split": round(statistics.median(a / b for a, b in zip(streamed[form], streamed[BASE])), 3),
+            "stream_vs_byte_stream_split": round(
+                statistics.median(a / b for a, b in zip(streamed[form], streamed[BASE])), 3
+            ),
         }
     for directory in directories.values():
         shutil.rmtree(directory, ignore_errors=True)
@@ -103,7 +112,9 @@ def main() -> None:
     results = {corpus: measure(corpus, args.mb, args.seq_len, args.rounds) for corpus in ("prose", "code")}
     for corpus, result in results.items():
         for form, figures in result["forms"].items():
-            print(f"{corpus:5} {form:32} {figures['bytes_per_token']:.3f} B/token  decode {figures['decode_m_tokens_per_s']:7.1f} M/s ({figures['decode_vs_byte_stream_split']:.2f}x)  stream {figures['stream_m_tokens_per_s']:6.2f} M/s ({figures['stream_vs_byte_stream_split']:.2f}x)")
+            print(
+                f"{corpus:5} {form:32} {figures['bytes_per_token']:.3f} B/token  decode {figures['decode_m_tokens_per_s']:7.1f} M/s ({figures['decode_vs_byte_stream_split']:.2f}x)  stream {figures['stream_m_tokens_per_s']:6.2f} M/s ({figures['stream_vs_byte_stream_split']:.2f}x)"
+            )
     write_results(
         "parquet_encoding.json",
         {"seq_len": args.seq_len, "rounds": args.rounds, "baseline": BASE, "corpora": results},

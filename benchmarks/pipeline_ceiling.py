@@ -67,7 +67,14 @@ class BatchFloor:
     """The batches of ``documents`` (each one's ids), with BOS and EOS where ``ensure_bos_eos``
     puts them, written by one compiled pass a batch; ``seconds()`` times writing them all."""
 
-    def __init__(self, documents: Sequence[np.ndarray], bos: int | None, eos: int | None, seq_len: int = 1024, batch_size: int = 8) -> None:
+    def __init__(
+        self,
+        documents: Sequence[np.ndarray],
+        bos: int | None,
+        eos: int | None,
+        seq_len: int = 1024,
+        batch_size: int = 8,
+    ) -> None:
         parts = [ensure_bos_eos(np.asarray(ids, dtype=np.int32), bos, eos) for ids in documents]
         lengths = [len(ids) for ids in parts]
         self.stream = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)

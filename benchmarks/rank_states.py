@@ -30,7 +30,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     files = str(ROOT / "data" / "corpus" / "shakespeare-{00..03}.jsonl")
-    ds = Dataset.from_files(files).tokenize(str(ROOT / "data" / "tokenizers" / "gpt2")).ensure_bos_eos().concat_chunk(1024).batch(8)
+    ds = (
+        Dataset.from_files(files)
+        .tokenize(str(ROOT / "data" / "tokenizers" / "gpt2"))
+        .ensure_bos_eos()
+        .concat_chunk(1024)
+        .batch(8)
+    )
     loader = DistributedLoader(ds, num_workers=args.workers, rank=0, world_size=1)
     batches = iter(loader)
     for _ in range(5):
@@ -51,10 +57,19 @@ def main() -> None:
         unpacked_s = time.perf_counter() - start
         gathered = sum(len(orjson.dumps(e)) for e in entries)
         rows.append(
-            {"ranks": world, "gathered_json_bytes": gathered, "checkpoint_bytes": len(packed["states"]), "pack_seconds": round(packed_s, 3), "unpack_seconds": round(unpacked_s, 3)}
+            {
+                "ranks": world,
+                "gathered_json_bytes": gathered,
+                "checkpoint_bytes": len(packed["states"]),
+                "pack_seconds": round(packed_s, 3),
+                "unpack_seconds": round(unpacked_s, 3),
+            }
         )
         print(rows[-1], flush=True)
-    write_results("rank_states.json", {"workers_per_rank": args.workers, "entry_json_bytes": len(orjson.dumps(entry)), "worlds": rows})
+    write_results(
+        "rank_states.json",
+        {"workers_per_rank": args.workers, "entry_json_bytes": len(orjson.dumps(entry)), "worlds": rows},
+    )
 
 
 if __name__ == "__main__":

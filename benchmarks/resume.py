@@ -28,8 +28,6 @@ def pipeline(url: str) -> Dataset:
     return Dataset.from_files(url).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(1024).batch(8)
 
 
-
-
 def measure(url: str, repeats: int) -> dict[str, Any]:
     total = sum(1 for _ in pipeline(url))
     rows: dict[str, Any] = {"batches": total}
@@ -64,7 +62,9 @@ def main() -> None:
     for kind in ("jsonl", "jsonl.gz"):
         for pct in ("10%", "50%", "90%"):
             r = results[kind][pct]
-            print(f"{kind:<10}{pct:>5}{r['resume_s']:>11.3f}{r['replay_s']:>11.3f}{r['replay_s'] / r['resume_s']:>15.1f}{r['state_bytes']:>9}")
+            print(
+                f"{kind:<10}{pct:>5}{r['resume_s']:>11.3f}{r['replay_s']:>11.3f}{r['replay_s'] / r['resume_s']:>15.1f}{r['state_bytes']:>9}"
+            )
         print(f"{kind:<10} resume at 90% / resume at 10% = {results[kind]['ratio_90_to_10']:.2f}")
     write_results("resume.json", results)
 

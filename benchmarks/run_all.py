@@ -74,7 +74,9 @@ def ours(paths: list[str], workers: int, backend: str = "hf", shuffle: bool = Fa
     return ds.batch(8)
 
 
-def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: int = 1, memory: bool = False) -> dict[str, Any]:
+def measure_ours(
+    paths: list[str], workers: int, backend: str = "hf", epochs: int = 1, memory: bool = False
+) -> dict[str, Any]:
     """Tokens per second of the pipeline; with ``memory``, also peak memory of the consumer and
     its workers (sampled on a thread that costs CPU: the throughput rows run without it)."""
     import contextlib
@@ -83,7 +85,13 @@ def measure_ours(paths: list[str], workers: int, backend: str = "hf", epochs: in
 
     ds = ours(paths, workers, backend)  # loads the tokenizer: outside the timing, as for raw
     if epochs > 1:
-        ds = Dataset.from_files(paths).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(1024).repeat(epochs)
+        ds = (
+            Dataset.from_files(paths)
+            .tokenize(TOKENIZER, backend=backend)
+            .ensure_bos_eos()
+            .concat_chunk(1024)
+            .repeat(epochs)
+        )
         ds = (ds.interleave(workers).parallel(workers) if workers else ds).batch(8)
     from common import PeakTreeMemory, peak_rss
 
@@ -196,7 +204,11 @@ MEASURES = {
 
 def run(name: str, *args: Any, threads: int = 1) -> dict[str, Any] | None:
     """Run one measurement in a fresh interpreter; None (with a message) if it fails."""
-    env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "true" if threads > 1 else "false"}
+    env = {
+        **os.environ,
+        "RAYON_NUM_THREADS": str(threads),
+        "TOKENIZERS_PARALLELISM": "true" if threads > 1 else "false",
+    }
     cmd = [sys.executable, __file__, "measure", name, json.dumps(args)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=HERE, timeout=TIMEOUT)
@@ -210,7 +222,9 @@ def run(name: str, *args: Any, threads: int = 1) -> dict[str, Any] | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def rounds_of(measurements: dict[str, tuple[str, tuple[Any, ...], int]], repeats: int) -> dict[str, list[dict[str, Any]]]:
+def rounds_of(
+    measurements: dict[str, tuple[str, tuple[Any, ...], int]], repeats: int
+) -> dict[str, list[dict[str, Any]]]:
     """Run every measurement once per round, ``repeats`` rounds: slow drift of this VM's speed
     then affects all of them alike, and ratios can be paired within a round."""
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in measurements}
@@ -240,7 +254,9 @@ def memory_runs(shards: list[str]) -> dict[str, Any]:
     if not (one and ten):
         return {}
     for name, found in (("1x", one), ("10x", ten)):
-        print(f"  peak memory, corpus {name}: consumer RSS {found['peak_rss_mb']:.0f} MB, consumer + workers PSS {found['peak_tree_pss_mb']:.0f} MB ({found['processes']} processes)")
+        print(
+            f"  peak memory, corpus {name}: consumer RSS {found['peak_rss_mb']:.0f} MB, consumer + workers PSS {found['peak_tree_pss_mb']:.0f} MB ({found['processes']} processes)"
+        )
     return {
         "peak_rss_mb": {"1x corpus": one["peak_rss_mb"], "10x corpus": ten["peak_rss_mb"]},
         "peak_tree_pss_mb": {"1x corpus": one["peak_tree_pss_mb"], "10x corpus": ten["peak_tree_pss_mb"]},
@@ -258,23 +274,34 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-cache", action="store_true", help="leave out benchmarks/cache.py")
     parser.add_argument("--state-only", action="store_true", help="only the state sizes (writes results/state.json)")
-    parser.add_argument("--memory-only", action="store_true", help="only the peak memory runs (writes results/memory.json)")
+    parser.add_argument(
+        "--memory-only", action="store_true", help="only the peak memory runs (writes results/memory.json)"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import build_jsonl, build_shards, write_results
 
     shards = build_shards("suite", args.mb, 8)
     if args.state_only:
-        sizes = {f"{who}, shuffle={s}": run("state", shards, who, s) for who in ("ours", "epochraft") for s in (False, True)}
+        sizes = {
+            f"{who}, shuffle={s}": run("state", shards, who, s) for who in ("ours", "epochraft") for s in (False, True)
+        }
         found = {k: v["bytes"] for k, v in sizes.items() if v is not None}
         for name, size in found.items():
             print(f"  state {name:<28} {size:>12,} bytes")
         RESULTS.mkdir(exist_ok=True)
-        record = {"date": time.strftime("%Y-%m-%d"), "command": f"python benchmarks/run_all.py --mb {args.mb:g} --state-only", "state_bytes_after_800_batches": found}
+        record = {
+            "date": time.strftime("%Y-%m-%d"),
+            "command": f"python benchmarks/run_all.py --mb {args.mb:g} --state-only",
+            "state_bytes_after_800_batches": found,
+        }
         (RESULTS / "state.json").write_text(json.dumps(record, indent=2) + "\n")
         return
     if args.memory_only:
-        record = {"date": time.strftime("%Y-%m-%d"), "command": f"python benchmarks/run_all.py --mb {args.mb:g} --memory-only"}
+        record = {
+            "date": time.strftime("%Y-%m-%d"),
+            "command": f"python benchmarks/run_all.py --mb {args.mb:g} --memory-only",
+        }
         record.update(memory_runs(shards))
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "memory.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -303,13 +330,21 @@ def main() -> None:
         return paired_ratio(runs[a], runs[b])
 
     ratios = {
-        "on-the-fly / raw tokenizer, 1 core": ratio("on-the-fly, in-process (1 core)", "raw encode_batch_fast, 1 thread"),
+        "on-the-fly / raw tokenizer, 1 core": ratio(
+            "on-the-fly, in-process (1 core)", "raw encode_batch_fast, 1 thread"
+        ),
         "on-the-fly / raw tokenizer, 2 cores": ratio("on-the-fly, 2 workers", "raw encode_batch_fast, 2 threads"),
         "on-the-fly (2 workers) / epochraft (1 thread)": ratio("on-the-fly, 2 workers", "epochraft (1 thread)"),
-        "on-the-fly (2 workers) / epochraft (2 Rayon threads)": ratio("on-the-fly, 2 workers", "epochraft (2 Rayon threads)"),
+        "on-the-fly (2 workers) / epochraft (2 Rayon threads)": ratio(
+            "on-the-fly, 2 workers", "epochraft (2 Rayon threads)"
+        ),
         "on-the-fly (1 core) / epochraft (1 thread)": ratio("on-the-fly, in-process (1 core)", "epochraft (1 thread)"),
-        "tiktoken on-the-fly / raw tokenizer, 1 core": ratio("on-the-fly tiktoken, in-process (1 core)", "raw encode_batch_fast, 1 thread"),
-        "tiktoken on-the-fly (2 workers) / epochraft (1 thread)": ratio("on-the-fly tiktoken, 2 workers", "epochraft (1 thread)"),
+        "tiktoken on-the-fly / raw tokenizer, 1 core": ratio(
+            "on-the-fly tiktoken, in-process (1 core)", "raw encode_batch_fast, 1 thread"
+        ),
+        "tiktoken on-the-fly (2 workers) / epochraft (1 thread)": ratio(
+            "on-the-fly tiktoken, 2 workers", "epochraft (1 thread)"
+        ),
     }
     resume = {
         f"{who} {kind}": run("resume", path, who, r)
@@ -317,7 +352,9 @@ def main() -> None:
         for kind, path in (("jsonl", single), ("jsonl.gz", single + ".gz"))
     }
     results["resume_seconds"] = {k: v for k, v in resume.items() if v is not None}
-    state = {f"{who}, shuffle={s}": run("state", shards, who, s) for who in ("ours", "epochraft") for s in (False, True)}
+    state = {
+        f"{who}, shuffle={s}": run("state", shards, who, s) for who in ("ours", "epochraft") for s in (False, True)
+    }
     results["state_bytes_after_800_batches"] = {k: v["bytes"] for k, v in state.items() if v is not None}
     memory = memory_runs(shards)
     results.update(memory)
@@ -336,7 +373,9 @@ def main() -> None:
     for name, value in {**results["ratios"], **results.get("cache", {})}.items():
         print(f"  {name:<52} {value:7.2f}x")
     for name, v in results["resume_seconds"].items():
-        print(f"  resume {name:<22} 10%: {v['10%']:.3f}s  50%: {v['50%']:.3f}s  90%: {v['90%']:.3f}s  (90/10 = {v['ratio_90_to_10']:.2f})")
+        print(
+            f"  resume {name:<22} 10%: {v['10%']:.3f}s  50%: {v['50%']:.3f}s  90%: {v['90%']:.3f}s  (90/10 = {v['ratio_90_to_10']:.2f})"
+        )
     for name, size in results["state_bytes_after_800_batches"].items():
         print(f"  state {name:<28} {size:>12,} bytes")
     for name, mb in results.get("peak_rss_mb", {}).items():

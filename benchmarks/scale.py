@@ -125,7 +125,9 @@ def main() -> None:
             "cache A, global shuffle, whole cache, budget 1/8 of it"
         ),
     }
-    results_state = state_sizes(a, b, Dataset.from_files(paths[:1]).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(1024))
+    results_state = state_sizes(
+        a, b, Dataset.from_files(paths[:1]).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(1024)
+    )
     results: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}",
         "corpus_mb": sum(os.path.getsize(p) for p in paths) / 1e6,

@@ -82,7 +82,9 @@ def quality(order: np.ndarray, group_rows: int | np.ndarray, shard: np.ndarray, 
     same = lambda key: float(np.mean(key[order[1:]] == key[order[:-1]]))  # noqa: E731
     return {
         "consecutive rows from one row group": same(group),
-        "consecutive rows from one document": float(np.mean((shard[order[1:]] == shard[order[:-1]]) & (doc[order[1:]] == doc[order[:-1]]))),
+        "consecutive rows from one document": float(
+            np.mean((shard[order[1:]] == shard[order[:-1]]) & (doc[order[1:]] == doc[order[:-1]]))
+        ),
         "consecutive rows from one input shard": same(shard),
         "position/row correlation": float(np.corrcoef(np.arange(rows), order)[0, 1]),
         "mean move, share of the epoch (uniform: 0.333)": float(np.mean(np.abs(np.arange(rows) - order)) / rows),
@@ -106,17 +108,23 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--decode-seconds", type=float, default=8.0)
-    parser.add_argument("--spread-group-rows", type=int, default=64, help="row groups of the cache the spread shuffle is measured on")
+    parser.add_argument(
+        "--spread-group-rows", type=int, default=64, help="row groups of the cache the spread shuffle is measured on"
+    )
     args = parser.parse_args()
     text = build_jsonl(f"shuffle-read-{args.mb:g}mb", int(args.mb * 1e6))
     cache_dir = WORK / f"shuffle-read-{args.mb:g}mb-{args.seq_len}"
     if not (cache_dir / "manifest.json").exists():
         shutil.rmtree(cache_dir, ignore_errors=True)
-        Dataset.from_files([str(text)]).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(args.seq_len).cache(str(cache_dir))
+        Dataset.from_files([str(text)]).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(args.seq_len).cache(
+            str(cache_dir)
+        )
     small_dir = WORK / f"shuffle-read-{args.mb:g}mb-{args.seq_len}-groups-{args.spread_group_rows}"
     if not (small_dir / "manifest.json").exists():
         shutil.rmtree(small_dir, ignore_errors=True)
-        Dataset.from_files([str(text)]).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(args.seq_len).cache(str(small_dir), row_group_rows=args.spread_group_rows)
+        Dataset.from_files([str(text)]).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(args.seq_len).cache(
+            str(small_dir), row_group_rows=args.spread_group_rows
+        )
     small = Dataset.from_cache(str(small_dir))
     cache = Cache(str(cache_dir))
     totals = cache.manifest.totals
@@ -144,10 +152,20 @@ def main() -> None:
         random_access.DECODE_BUDGET = max(1, decoded // fraction)
         window = max(1, random_access.DECODE_BUDGET // group_bytes) * group_rows  # the row groups the budget holds
         windows[fraction] = window
-        spread = max(1, random_access.DECODE_BUDGET // small_group_bytes // 2)  # units a unit may straddle two groups of
+        spread = max(
+            1, random_access.DECODE_BUDGET // small_group_bytes // 2
+        )  # units a unit may straddle two groups of
         spreads[fraction] = spread
         rounds: dict[str, list[float]] = {
-            k: [] for k in ("sequential", "shuffle, decoding", "shuffle, local copy", "window, decoding", "small groups: sequential", "small groups: spread, decoding")
+            k: []
+            for k in (
+                "sequential",
+                "shuffle, decoding",
+                "shuffle, local copy",
+                "window, decoding",
+                "small groups: sequential",
+                "small groups: spread, decoding",
+            )
         }
         decoded_rows: list[int] = []
         for _ in range(args.repeats):
@@ -155,8 +173,14 @@ def main() -> None:
             rate, rows = tokens_per_s(ds.global_shuffle(seed=0, local_copy=False).batch(16), args.decode_seconds)
             rounds["shuffle, decoding"].append(rate)
             decoded_rows.append(rows)
-            rounds["shuffle, local copy"].append(tokens_per_s(ds.global_shuffle(seed=0, local_copy=str(copies)).batch(16))[0])
-            rounds["window, decoding"].append(tokens_per_s(ds.global_shuffle(seed=0, window=window, local_copy=False).batch(16), args.decode_seconds)[0])
+            rounds["shuffle, local copy"].append(
+                tokens_per_s(ds.global_shuffle(seed=0, local_copy=str(copies)).batch(16))[0]
+            )
+            rounds["window, decoding"].append(
+                tokens_per_s(ds.global_shuffle(seed=0, window=window, local_copy=False).batch(16), args.decode_seconds)[
+                    0
+                ]
+            )
             rounds["small groups: sequential"].append(tokens_per_s(small.batch(16))[0])
             spread_ds = small.global_shuffle(seed=0, spread=spread, unit_rows=args.spread_group_rows).batch(16)
             rounds["small groups: spread, decoding"].append(tokens_per_s(spread_ds, args.decode_seconds)[0])
@@ -166,7 +190,8 @@ def main() -> None:
             return statistics.median(x / y for x, y in zip(rounds[name], base))
 
         first_epoch = [
-            (totals["tokens"]) / (b + totals["tokens"] / r) for b, r in zip(build_seconds, rounds["shuffle, local copy"])
+            (totals["tokens"]) / (b + totals["tokens"] / r)
+            for b, r in zip(build_seconds, rounds["shuffle, local copy"])
         ]
         budgets[f"cache = {fraction}x the decode budget"] = {
             "decode budget bytes": random_access.DECODE_BUDGET,
@@ -186,10 +211,18 @@ def main() -> None:
                 f"spread shuffle ({spread} units of {args.spread_group_rows} rows), decoding, against a sequential read of the default layout": paired(
                     "small groups: spread, decoding"
                 ),
-                f"sequential read, row groups of {args.spread_group_rows} rows against the default layout": paired("small groups: sequential"),
+                f"sequential read, row groups of {args.spread_group_rows} rows against the default layout": paired(
+                    "small groups: sequential"
+                ),
             },
         }
-        print(f"  {fraction:>2}x budget: " + ", ".join(f"{k} {v:.3f}x" for k, v in budgets[f'cache = {fraction}x the decode budget']["ratios to sequential"].items()))
+        print(
+            f"  {fraction:>2}x budget: "
+            + ", ".join(
+                f"{k} {v:.3f}x"
+                for k, v in budgets[f"cache = {fraction}x the decode budget"]["ratios to sequential"].items()
+            )
+        )
     rows = totals["rows"]
     shard, doc = provenance(str(cache_dir))
     results = {
@@ -197,7 +230,10 @@ def main() -> None:
         "cores": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d"),
         "command": "python benchmarks/shuffle_read.py " + " ".join(sys.argv[1:]),
-        "corpus": {"source": "the shipped prose (data/corpus), repeated, one JSONL file", "mb": text.stat().st_size / 1e6},
+        "corpus": {
+            "source": "the shipped prose (data/corpus), repeated, one JSONL file",
+            "mb": text.stat().st_size / 1e6,
+        },
         "cache": {
             "options": f"GPT-2, ensure_bos_eos, concat_chunk({args.seq_len}), default row groups",
             "rows": totals["rows"],
@@ -206,22 +242,33 @@ def main() -> None:
             "parquet bytes": totals["bytes"],
             "decoded bytes": decoded,
         },
-        "local copy": {"bytes": copy_bytes, "build seconds": build_seconds, "build tokens_per_s": totals["tokens"] / statistics.median(build_seconds)},
+        "local copy": {
+            "bytes": copy_bytes,
+            "build seconds": build_seconds,
+            "build tokens_per_s": totals["tokens"] / statistics.median(build_seconds),
+        },
         "budgets": budgets,
         "order quality": {
             f"row groups of {group_rows} rows": {
                 "full shuffle": quality(order_of(rows), group_rows, shard, doc),
-                **{f"window {w} rows": quality(order_of(rows, window=w), group_rows, shard, doc) for w in sorted(set(windows.values()))},
+                **{
+                    f"window {w} rows": quality(order_of(rows, window=w), group_rows, shard, doc)
+                    for w in sorted(set(windows.values()))
+                },
                 "cache order": quality(np.arange(rows), group_rows, shard, doc),
             },
             f"row groups of {args.spread_group_rows} rows": {
                 "full shuffle": quality(order_of(rows), args.spread_group_rows, shard, doc),
                 **{
-                    f"spread {k} units of {args.spread_group_rows} rows": quality(order_of(rows, spread=k, unit=args.spread_group_rows), args.spread_group_rows, shard, doc)
+                    f"spread {k} units of {args.spread_group_rows} rows": quality(
+                        order_of(rows, spread=k, unit=args.spread_group_rows), args.spread_group_rows, shard, doc
+                    )
                     for k in sorted(set(spreads.values()))
                 },
                 **{
-                    f"window {k * args.spread_group_rows} rows": quality(order_of(rows, window=k * args.spread_group_rows), args.spread_group_rows, shard, doc)
+                    f"window {k * args.spread_group_rows} rows": quality(
+                        order_of(rows, window=k * args.spread_group_rows), args.spread_group_rows, shard, doc
+                    )
                     for k in sorted(set(spreads.values()))
                 },
             },

@@ -117,7 +117,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--every", type=int, default=25, help="Batches between checkpoints.")
-    parser.add_argument("--die-after", type=int, nargs=2, default=(30, 150), metavar=("MIN", "MAX"), help="Batches a consumer delivers before it is killed.")
+    parser.add_argument(
+        "--die-after",
+        type=int,
+        nargs=2,
+        default=(30, 150),
+        metavar=("MIN", "MAX"),
+        help="Batches a consumer delivers before it is killed.",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)

@@ -95,9 +95,13 @@ def consume(paths: list[str], run_dir: Path, world: int, every: int, die_after: 
     _checkpoint(run_dir, number, iterators, pending, world, done=True)
 
 
-def _checkpoint(run_dir: Path, number: int, iterators: list[Any], rows: list[list[int]], world: int, done: bool = False) -> int:
+def _checkpoint(
+    run_dir: Path, number: int, iterators: list[Any], rows: list[list[int]], world: int, done: bool = False
+) -> int:
     tmp = run_dir / f".ckpt-{number:06d}.tmp"
-    tmp.write_text(json.dumps({"states": [it.state_dict() for it in iterators], "rows": rows, "world": world, "done": done}))
+    tmp.write_text(
+        json.dumps({"states": [it.state_dict() for it in iterators], "rows": rows, "world": world, "done": done})
+    )
     os.replace(tmp, run_dir / f"ckpt-{number:06d}.json")  # atomic: a kill leaves old or new
     return number + 1
 
@@ -115,7 +119,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=6)
     parser.add_argument("--every", type=int, default=10, help="Steps between checkpoints.")
-    parser.add_argument("--die-after", type=int, nargs=2, default=(20, 80), metavar=("MIN", "MAX"), help="Steps a consumer delivers before it is killed.")
+    parser.add_argument(
+        "--die-after",
+        type=int,
+        nargs=2,
+        default=(20, 80),
+        metavar=("MIN", "MAX"),
+        help="Steps a consumer delivers before it is killed.",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -142,7 +153,9 @@ def main() -> None:
         code = run_child("consume", json.dumps(paths), str(run_dir), str(world), str(args.every), str(die_after)).wait()
         if code == -signal.SIGKILL:
             kills += 1
-            print(f"  consumer #{kills} on {world} rank(s) killed after {die_after} steps; {len(list(run_dir.glob('ckpt-*.json')))} checkpoints")
+            print(
+                f"  consumer #{kills} on {world} rank(s) killed after {die_after} steps; {len(list(run_dir.glob('ckpt-*.json')))} checkpoints"
+            )
             continue
         if code != 0:
             sys.exit(f"a consumer exited with status {code}")
@@ -165,10 +178,14 @@ def main() -> None:
         "seconds_with_kills": time.perf_counter() - started,
     }
     print(json.dumps(result, indent=2))
-    write_results("soak_elastic.json", result, "the shipped prose (data/corpus), copies in rotating formats, one set cached")
+    write_results(
+        "soak_elastic.json", result, "the shipped prose (data/corpus), copies in rotating formats, one set cached"
+    )
     if lost or repeated:
         sys.exit(f"MISMATCH: {result['lost']} examples lost, {result['repeated']} repeated")
-    print(f"OK: {kills} kill/resume cycles, {result['world_size_changes']} world-size changes, none lost, none repeated")
+    print(
+        f"OK: {kills} kill/resume cycles, {result['world_size_changes']} world-size changes, none lost, none repeated"
+    )
 
 
 if __name__ == "__main__":

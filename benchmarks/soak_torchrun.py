@@ -48,8 +48,26 @@ def main() -> None:
 
     def launch(cycle: int, world: int, workers: int) -> tuple[TorchrunJob, list[str]]:
         logs = [str(root / f"cycle{cycle:02d}-rows-{rank}.jsonl") for rank in range(world)]
-        options = ["--data", *files, "--tokenizer", TOKENIZER, "--seq-len", str(SEQ_LEN), "--batch-size", "4", "--ckpt", str(root / "ckpt")]
-        options += ["--save-every", "4", "--rows-log", str(root / f"cycle{cycle:02d}-rows-{{rank}}.jsonl"), "--num-workers", str(workers)]
+        options = [
+            "--data",
+            *files,
+            "--tokenizer",
+            TOKENIZER,
+            "--seq-len",
+            str(SEQ_LEN),
+            "--batch-size",
+            "4",
+            "--ckpt",
+            str(root / "ckpt"),
+        ]
+        options += [
+            "--save-every",
+            "4",
+            "--rows-log",
+            str(root / f"cycle{cycle:02d}-rows-{{rank}}.jsonl"),
+            "--num-workers",
+            str(workers),
+        ]
         return TorchrunJob(world, SCRIPT, options, cwd=str(ROOT)), logs
 
     def first_step_seen(job: TorchrunJob, logs: list[str]) -> float:
@@ -74,7 +92,10 @@ def main() -> None:
         job.kill_rank(victim)
         done = job.wait(timeout=300)
         starts += starts_of(read_rows_log(logs))
-        print(f"cycle {cycle}: {world} ranks x {workers} workers, killed rank {victim} at step ~{kill_at}, exit {done.returncode}", flush=True)
+        print(
+            f"cycle {cycle}: {world} ranks x {workers} workers, killed rank {victim} at step ~{kill_at}, exit {done.returncode}",
+            flush=True,
+        )
 
     job, logs = launch(args.cycles, 4, 1)
     first_batch.append(first_step_seen(job, logs))
@@ -83,7 +104,10 @@ def main() -> None:
         raise SystemExit(f"the last run failed:\n{done.stderr[-4000:]}")
     starts += starts_of(read_rows_log(logs))
 
-    every = Counter((int(e["shard"]), int(e["index"])) for e in Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(SEQ_LEN))
+    every = Counter(
+        (int(e["shard"]), int(e["index"]))
+        for e in Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(SEQ_LEN)
+    )
     trained = trained_rows(starts)
     lost = len(set(every) - set(trained))
     repeated = sum(n - 1 for n in trained.values() if n > 1)

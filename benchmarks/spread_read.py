@@ -54,7 +54,9 @@ def build_cache(mb: float, files: int) -> str:
     if not (cache_dir / "manifest.json").exists():
         shutil.rmtree(cache_dir, ignore_errors=True)
         start = time.perf_counter()
-        Dataset.from_files(texts).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(SEQ_LEN).cache(str(cache_dir), direct_num_workers=2)
+        Dataset.from_files(texts).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(SEQ_LEN).cache(
+            str(cache_dir), direct_num_workers=2
+        )
         print(f"  cache built in {time.perf_counter() - start:.0f} s")
     return str(cache_dir)
 
@@ -107,7 +109,10 @@ def main() -> None:
     for fraction in (8, 64):
         random_access.DECODE_BUDGET = max(1, decoded // fraction)
         fits = random_access.DECODE_BUDGET // group_bytes
-        kinds = {f"spread {max(2, fits)} units": max(2, fits), f"spread {max(2, fits // 2)} units, next window decoded ahead": max(2, fits // 2)}
+        kinds = {
+            f"spread {max(2, fits)} units": max(2, fits),
+            f"spread {max(2, fits // 2)} units, next window decoded ahead": max(2, fits // 2),
+        }
         spreads.extend(kinds.values())
         rounds: dict[str, list[float]] = {"sequential": [], **{name: [] for name in kinds}}
         decodes: dict[str, list[float]] = {name: [] for name in kinds}
@@ -127,15 +132,22 @@ def main() -> None:
             "spread / sequential read of the same cache": ratios,
         }
         for name in kinds:
-            print(f"  {fraction}x budget, {name}: spread / sequential {ratios[name]:.3f}x, groups decoded per group read {statistics.median(decodes[name]):.2f}")
+            print(
+                f"  {fraction}x budget, {name}: spread / sequential {ratios[name]:.3f}x, groups decoded per group read {statistics.median(decodes[name]):.2f}"
+            )
     rows = totals["rows"]
     shard, doc = provenance(cache_dir)
     starts = np.repeat(np.concatenate([[0], np.cumsum(shard_rows)[:-1]]), shard_rows)
-    group = np.repeat(np.arange(len(shard_rows)), shard_rows) * (1 << 32) + (np.arange(rows) - starts) // unit  # (shard, group) as one number
+    group = (
+        np.repeat(np.arange(len(shard_rows)), shard_rows) * (1 << 32) + (np.arange(rows) - starts) // unit
+    )  # (shard, group) as one number
     units = ShardUnits(shard_rows, unit)
     order_quality = {
         "full shuffle": quality(GlobalOrder(rows, seed=0, epoch=0).rows_at(np.arange(rows)), group, shard, doc),
-        **{f"spread {k} units of {unit} rows": quality(spread_order(rows, k, units), group, shard, doc) for k in sorted(set(spreads))},
+        **{
+            f"spread {k} units of {unit} rows": quality(spread_order(rows, k, units), group, shard, doc)
+            for k in sorted(set(spreads))
+        },
         "cache order": quality(np.arange(rows), group, shard, doc),
     }
     write_results(

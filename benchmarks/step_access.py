@@ -46,8 +46,13 @@ def main() -> None:
     load_tokenizer(TOKENIZER)
     source = build_jsonl("step-access", int(args.mb * 1e6))
     directory = WORK / f"step-access-cache-{args.mb:g}mb"
-    cache = Dataset.from_files(str(source)).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(1024).cache(str(directory))
-    readings = {"in order": lambda: cache.interleave(1).batch(8), "global shuffle": lambda: cache.global_shuffle(seed=0).batch(8)}
+    cache = (
+        Dataset.from_files(str(source)).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(1024).cache(str(directory))
+    )
+    readings = {
+        "in order": lambda: cache.interleave(1).batch(8),
+        "global shuffle": lambda: cache.global_shuffle(seed=0).batch(8),
+    }
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
         "command": "python benchmarks/step_access.py " + " ".join(sys.argv[1:]),

@@ -77,7 +77,9 @@ def train(args: argparse.Namespace) -> None:
 
     jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=args.coordinator, num_processes=args.num_processes, process_id=args.process_id)
+    jax.distributed.initialize(
+        coordinator_address=args.coordinator, num_processes=args.num_processes, process_id=args.process_id
+    )
 
     import jax.numpy as jnp
     import numpy as np
@@ -94,7 +96,10 @@ def train(args: argparse.Namespace) -> None:
     replicated = NamedSharding(mesh, PartitionSpec())
 
     dataset = (
-        Dataset.from_files(args.data).tokenize(args.tokenizer).ensure_bos_eos().concat_chunk(args.seq_len)
+        Dataset.from_files(args.data)
+        .tokenize(args.tokenizer)
+        .ensure_bos_eos()
+        .concat_chunk(args.seq_len)
         .shard_by_rank(rank, world)
         .batch(args.batch_size)
     )
@@ -122,7 +127,9 @@ def train(args: argparse.Namespace) -> None:
     state: Any = None
     if start is not None:
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, params)
-        restored = manager.restore(start, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract), data=BeamtokRestore()))
+        restored = manager.restore(
+            start, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract), data=BeamtokRestore())
+        )
         params, state = restored["params"], restored["data"]
     global_step = start or 0
     if rank == 0:

@@ -92,7 +92,9 @@ class TrainState(Stateful):
         return {"model": model, "optimizer": optimizer, "step": self.step}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        set_state_dict(self.model, self.optimizer, model_state_dict=state_dict["model"], optim_state_dict=state_dict["optimizer"])
+        set_state_dict(
+            self.model, self.optimizer, model_state_dict=state_dict["model"], optim_state_dict=state_dict["optimizer"]
+        )
         self.step = int(state_dict["step"])
 
 
@@ -129,7 +131,10 @@ def train(args: argparse.Namespace, restart: int) -> None:
     if newest is not None:
         dcp.load(checkpoint, checkpoint_id=str(newest[1]))
     if rank == 0:
-        print(f"rank 0 of {world}: " + (f"resumed at step {progress.step} from {newest[1]}" if newest else "starting"), flush=True)
+        print(
+            f"rank 0 of {world}: " + (f"resumed at step {progress.step} from {newest[1]}" if newest else "starting"),
+            flush=True,
+        )
 
     def save() -> None:
         directory = step_directory(args.ckpt, progress.step)
@@ -162,7 +167,14 @@ def train(args: argparse.Namespace, restart: int) -> None:
         reported = loss.detach() / world
         dist.all_reduce(reported)
         rows = torch.stack([batch["shard"], batch["index"]], dim=1).tolist()
-        line = {"step": progress.step, "rank": rank, "world": world, "restart": restart, "loss": float(reported), "rows": rows}
+        line = {
+            "step": progress.step,
+            "rank": rank,
+            "world": world,
+            "restart": restart,
+            "loss": float(reported),
+            "rows": rows,
+        }
         log.write(json.dumps(line) + "\n")
         log.flush()
         if progress.step % args.save_every == 0:

@@ -18,14 +18,19 @@ from constraints import floors
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-INPUTS = [str(ROOT / "data" / "corpus" / name) for name in ("shakespeare-00.jsonl", "shakespeare-01.jsonl", "shakespeare-05.jsonl.gz", "pydocs-00.jsonl.zst")]
+INPUTS = [
+    str(ROOT / "data" / "corpus" / name)
+    for name in ("shakespeare-00.jsonl", "shakespeare-01.jsonl", "shakespeare-05.jsonl.gz", "pydocs-00.jsonl.zst")
+]
 
 
 def check_floor_installed() -> None:
     """The environment holds the floors, not newer releases."""
     for name, version in floors((ROOT / "pyproject.toml").read_text()).items():
         installed = importlib.metadata.version(name)
-        if installed.split(".")[: len(version.split("."))] != version.split(".") and not installed.startswith(version + "."):
+        if installed.split(".")[: len(version.split("."))] != version.split(".") and not installed.startswith(
+            version + "."
+        ):
             raise SystemExit(f"floor environment: {name} {installed} installed, the declared minimum is {version}")
         print(f"floor: {name} {installed}")
 
@@ -46,11 +51,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for extra in ([], ["--parquet-compat"]):
             out = Path(tmp) / f"cache{len(extra)}"
-            command = [sys.executable, "-m", "beamtok.cli", "cache", *INPUTS, "--output", str(out), "--tokenizer", TOKENIZER, "--seq-len", "512", "-q", *extra]
+            command = [
+                sys.executable,
+                "-m",
+                "beamtok.cli",
+                "cache",
+                *INPUTS,
+                "--output",
+                str(out),
+                "--tokenizer",
+                TOKENIZER,
+                "--seq-len",
+                "512",
+                "-q",
+                *extra,
+            ]
             subprocess.run(command, check=True)
-            subprocess.run([sys.executable, "-m", "beamtok.cli", "verify", str(out)], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-m", "beamtok.cli", "verify", str(out)], check=True, stdout=subprocess.DEVNULL
+            )
             same(list(Dataset.from_cache(str(out))), expected, f"the cache built with {command[5:]}")
-            print(f"floor: cache {' '.join(extra) or '(default)'}: {len(expected)} rows built, verified, read back equal to the stream")
+            print(
+                f"floor: cache {' '.join(extra) or '(default)'}: {len(expected)} rows built, verified, read back equal to the stream"
+            )
     stream = online.shuffle(window=32, seed=3).batch(4)
     whole = list(stream)
     iterator = iter(stream)

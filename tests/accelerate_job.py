@@ -35,7 +35,13 @@ class LoggingTrainer(transformers.Trainer):
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         rows = inputs.pop("provenance").tolist()
-        line = {"step": self.state.global_step + 1, "rank": self.args.process_index, "world": self.args.world_size, "restart": 0, "rows": rows}
+        line = {
+            "step": self.state.global_step + 1,
+            "rank": self.args.process_index,
+            "world": self.args.world_size,
+            "restart": 0,
+            "rows": rows,
+        }
         self.rows_log.write(json.dumps(line) + "\n")
         self.rows_log.flush()
         return super().compute_loss(model, inputs, *args, **kwargs)
@@ -63,13 +69,22 @@ def train_until_max_steps() -> None:
     ds = Dataset.from_files(args.data).tokenize(args.tokenizer).ensure_bos_eos().concat_chunk(32).repeat()
     train = ds.to_torch()
     torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=load_tokenizer(args.tokenizer).vocab_size, n_layer=1, n_head=2, n_embd=16, n_positions=32))
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            vocab_size=load_tokenizer(args.tokenizer).vocab_size, n_layer=1, n_head=2, n_embd=16, n_positions=32
+        )
+    )
     settings = transformers.TrainingArguments(
         output_dir=args.out, max_steps=args.max_steps, per_device_train_batch_size=2, save_steps=3, report_to=[],
         use_cpu=True, logging_steps=1000, dataloader_num_workers=0, seed=0,
     )  # fmt: skip
     trainer = LoggingTrainer(
-        model=model, args=settings, train_dataset=train, data_collator=ProvenanceCollator(), callbacks=[BeamtokCallback(train)], log=args.rows_log
+        model=model,
+        args=settings,
+        train_dataset=train,
+        data_collator=ProvenanceCollator(),
+        callbacks=[BeamtokCallback(train)],
+        log=args.rows_log,
     )
     trainer.train(resume_from_checkpoint=args.resume)
     trainer.rows_log.close()

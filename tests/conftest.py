@@ -66,6 +66,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
     # whole jobs first: on two workers, a long job started last leaves the other worker idle at the end
     items.sort(key=lambda item: not item.get_closest_marker("slow"))
+
+
 TOKENIZER_DIR = ROOT / "data" / "tokenizers" / "gpt2"
 # tokenizers loaded through transformers are kept per machine, as users' are under ~/.cache
 # (beamtok.transforms.loaded_tokenizers); the suite keeps its own, which its processes inherit
@@ -104,7 +106,12 @@ BUILT_ONCE = ROOT / "build" / "test-built"
 
 def corpus_texts() -> list[str]:
     """The shipped JSONL documents, in file order (what the family tokenizers train on)."""
-    return [json.loads(line)["text"] for path in sorted(CORPUS.glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line)["text"]
+        for path in sorted(CORPUS.glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
 
 
 def built_once(name: str, key: Any, build: Callable[[Path], None]) -> Path:
@@ -167,7 +174,9 @@ def assert_same_ids(tok: Any, texts: list[str], where: str, reference: Any = Non
     for special, want in references.items():
         fast = tok.encode_batch(texts, add_special_tokens=special, backend="tiktoken")
         mismatched = [i for i, (a, b) in enumerate(zip(fast, want, strict=True)) if a.tolist() != b]
-        assert not mismatched, f"{where} (add_special_tokens={special}): {len(mismatched)} differ, first {texts[mismatched[0]][:80]!r}"
+        assert not mismatched, (
+            f"{where} (add_special_tokens={special}): {len(mismatched)} differ, first {texts[mismatched[0]][:80]!r}"
+        )
 
 
 def on_threads(work: Callable[[int], None], count: int) -> None:
@@ -182,7 +191,9 @@ def on_threads(work: Callable[[int], None], count: int) -> None:
         thread.join()
 
 
-def wrong_on_threads(encode: Callable[[Any], list[Any]], batches: list[Any], want: list[list[list[int]]], rounds: int = 20) -> list[int]:
+def wrong_on_threads(
+    encode: Callable[[Any], list[Any]], batches: list[Any], want: list[list[list[int]]], rounds: int = 20
+) -> list[int]:
     """Encode batch ``k`` ``rounds`` times on thread ``k``, all threads at once; the batches
     whose ids ever differed from ``want[k]``."""
     wrong: list[int] = []
@@ -202,7 +213,9 @@ def inspect_state(state: dict[str, Any], directory: Path) -> str:
     ``directory`` (it must succeed)."""
     path = directory / "state.json"
     path.write_text(json.dumps(state))
-    shown = subprocess.run([sys.executable, "-m", "beamtok.cli", "inspect", str(path)], capture_output=True, text=True, cwd=ROOT)
+    shown = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "inspect", str(path)], capture_output=True, text=True, cwd=ROOT
+    )
     assert shown.returncode == 0, shown.stderr
     return shown.stdout
 
@@ -331,7 +344,9 @@ def ctrl_c_taken() -> Iterator[None]:
 def run_group(command: list[str], *, timeout: float, **options: Any) -> subprocess.CompletedProcess[str]:
     """Run ``command`` in a process group of its own, as text; on timeout the whole group is
     killed (a launcher's workers and their DataLoader workers too) and the test fails."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options
+    )
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -49,19 +49,25 @@ def loader_for(kind: str, root: Path, tokenizer: str, workers: int, even: str | 
     if kind == "shards":
         return DistributedLoader(ds.batch(BATCH), num_workers=workers, even=even)
     if kind == "one_file":  # fewer files than readers: cut into ranges by the loader
-        return DistributedLoader(packed([str(root / "data" / "big.jsonl")], tokenizer).batch(BATCH), num_workers=workers, even=even)
+        return DistributedLoader(
+            packed([str(root / "data" / "big.jsonl")], tokenizer).batch(BATCH), num_workers=workers, even=even
+        )
     if kind == "cache_shards":
         return DistributedLoader(Dataset.from_cache(str(root / "cache")).batch(BATCH), num_workers=workers, even=even)
     if kind == "examples":
         return DistributedLoader(ds.batch(BATCH), split="examples", num_workers=workers, even=even)
     if kind == "balance":
-        return DistributedLoader(lambda rank, world: ds.balance_ranks(BATCH, rank=rank, world_size=world), num_workers=workers, even=even)
+        return DistributedLoader(
+            lambda rank, world: ds.balance_ranks(BATCH, rank=rank, world_size=world), num_workers=workers, even=even
+        )
     if kind == "mix":
         other = packed(sorted(str(p) for p in (root / "data").glob("other-*.jsonl")), tokenizer)
         mixed = Dataset.mix([ds, other], [0.7, 0.3], seed=0, max_epochs=1).batch(BATCH)
         return DistributedLoader(mixed, split="examples", num_workers=workers, even=even)
     if kind == "global_shuffle":
-        return DistributedLoader(Dataset.from_cache(str(root / "cache")).global_shuffle(seed=3).batch(BATCH), num_workers=workers, even=even)
+        return DistributedLoader(
+            Dataset.from_cache(str(root / "cache")).global_shuffle(seed=3).batch(BATCH), num_workers=workers, even=even
+        )
     raise SystemExit(f"unknown kind {kind}")
 
 
@@ -133,7 +139,9 @@ def run(args: argparse.Namespace) -> None:
         (root / f"rows-{kind}-{args.phase}-{rank}.json").write_text(json.dumps({"rows": rows, "steps": steps}))
         full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in get_model_state_dict(model).items()}
         if rank == 0:
-            (root / f"weights-{kind}-{args.phase}.json").write_text(json.dumps({k: v.tolist() for k, v in full.items()}))
+            (root / f"weights-{kind}-{args.phase}.json").write_text(
+                json.dumps({k: v.tolist() for k, v in full.items()})
+            )
     dist.barrier()
     time.sleep(0.2)  # gloo's threads free the last collectives' work objects, which takes the GIL
 

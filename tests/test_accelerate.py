@@ -29,9 +29,34 @@ JOB = str(Path(__file__).resolve().parent / "accelerate_job.py")
 def launch(processes: int, data: str, root: Path, name: str, max_steps: int, resume: str | None = None) -> list[dict]:
     # --multi_gpu is accelerate's multi-process launcher; with no GPU and use_cpu=True it runs gloo on CPU
     multi = ["--multi_gpu"] if processes > 1 else ["--cpu"]
-    command = [shutil.which("accelerate") or str(Path(sys.executable).parent / "accelerate"), "launch", *multi, "--num_processes", str(processes)]
-    command += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", JOB, "--data", data, "--tokenizer", small_vocab_tokenizer()]
-    command += ["--out", str(root / "out"), "--max-steps", str(max_steps), "--rows-log", str(root / f"{name}-{{rank}}.jsonl")]
+    command = [
+        shutil.which("accelerate") or str(Path(sys.executable).parent / "accelerate"),
+        "launch",
+        *multi,
+        "--num_processes",
+        str(processes),
+    ]
+    command += [
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        JOB,
+        "--data",
+        data,
+        "--tokenizer",
+        small_vocab_tokenizer(),
+    ]
+    command += [
+        "--out",
+        str(root / "out"),
+        "--max-steps",
+        str(max_steps),
+        "--rows-log",
+        str(root / f"{name}-{{rank}}.jsonl"),
+    ]
     command += ["--resume", resume] if resume else []
     done = run_group(command, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-5000:]

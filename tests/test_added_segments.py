@@ -36,7 +36,18 @@ def with_added(base: Path, directory: Path, tokens: list[str], **parts) -> str:
     """The trained file with ``tokens`` added (not normalized, as Gemma's and T5's are) and ``parts`` replaced."""
     spec = json.loads((base / "tokenizer.json").read_text(encoding="utf-8"))
     start = max(max(t["id"] for t in spec["added_tokens"]), len(spec["model"]["vocab"])) + 1
-    extra = [{"id": start + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(tokens)]
+    extra = [
+        {
+            "id": start + i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, t in enumerate(tokens)
+    ]
     spec.update({"added_tokens": spec["added_tokens"] + extra, **parts})
     directory.mkdir()
     (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
@@ -59,7 +70,15 @@ def test_gemma_2s_added_tokens_are_cut_out_and_the_parts_encoded_by_the_engine(t
     else:
         tok = CachedWords(path, "SentencePiece-style BPE")
         assert tok.engine._segments is not None, tok.engine.segments_refusal
-    assert_same_ids(tok, [*shipped_texts()[::3], *CHAT, *AddedSegments(json.loads(Path(path, "tokenizer.json").read_text())["added_tokens"]).probe_texts()], "Gemma 2's form")
+    assert_same_ids(
+        tok,
+        [
+            *shipped_texts()[::3],
+            *CHAT,
+            *AddedSegments(json.loads(Path(path, "tokenizer.json").read_text())["added_tokens"]).probe_texts(),
+        ],
+        "Gemma 2's form",
+    )
 
 
 def test_a_unigram_encodes_the_parts_between_t5s_sentinels(tmp_path):
@@ -79,7 +98,13 @@ def test_berts_cls_in_a_text_is_cut_in_python_where_kitoken_would_lower_case_it_
     engine = tok.tiktoken()
     assert not engine.specials and "'[CLS]' encodes as" in engine.specials_refusal, engine.specials_refusal
     assert engine._segments is not None
-    texts = ["[CLS] Hello [SEP] world [MASK].", "[UNK][UNK] twice", "x[PAD]y", "[cls] is not [CLS]", "Ünïcödé [SEP] ΟΔΥΣΣΕΥΣ"]
+    texts = [
+        "[CLS] Hello [SEP] world [MASK].",
+        "[UNK][UNK] twice",
+        "x[PAD]y",
+        "[cls] is not [CLS]",
+        "Ünïcödé [SEP] ΟΔΥΣΣΕΥΣ",
+    ]
     assert_same_ids(tok, texts, "BERT's tokens in text")
 
 
@@ -92,7 +117,26 @@ def test_a_metaspace_that_marks_the_first_part_only_keeps_such_texts_whole(tmp_p
     assert_same_ids(tok, ["a <extra_id_0> b", "<extra_id_0>x", "x<extra_id_0>"], "prepend first")
 
 
-PIECES = [*NEWLINES, *TURNS, "<extra_id_0>", "[CLS]", "[SEP]", "<unk>", "<s>", "</s>", " ", "  ", "\t", "a", "Hello", " world", "é", "ΟΔΥΣΣΕΥΣ", "\u2581", "x"]
+PIECES = [
+    *NEWLINES,
+    *TURNS,
+    "<extra_id_0>",
+    "[CLS]",
+    "[SEP]",
+    "<unk>",
+    "<s>",
+    "</s>",
+    " ",
+    "  ",
+    "\t",
+    "a",
+    "Hello",
+    " world",
+    "é",
+    "ΟΔΥΣΣΕΥΣ",
+    "\u2581",
+    "x",
+]
 
 
 @pytest.fixture(scope="module")
@@ -106,11 +150,16 @@ def mixed(tmp_path_factory) -> list:
     ]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(parts=st.lists(st.sampled_from(PIECES), max_size=12))
 def test_any_mix_of_added_tokens_and_text_gives_the_ids_of_tokenizers(mixed, parts):
     text = "".join(parts)
     for tok in mixed:
         for special in (True, False):
             fast = tok.encode_batch([text], add_special_tokens=special, backend="tiktoken")[0].tolist()
-            assert fast == tok.encode_batch([text], add_special_tokens=special, backend="hf")[0].tolist(), (tok.engine[:40], text)
+            assert fast == tok.encode_batch([text], add_special_tokens=special, backend="hf")[0].tolist(), (
+                tok.engine[:40],
+                text,
+            )

@@ -30,7 +30,9 @@ VOCAB = 50257
 @pytest.fixture(scope="module")
 def sft_batch() -> dict:
     """Four rows of whole SFT examples packed first-fit, with padding at the ends."""
-    ds = Dataset.from_files(SFT).tokenize_sft(TOKENIZER, max_length=96).pack_examples(256, method="first_fit", window=16)
+    ds = (
+        Dataset.from_files(SFT).tokenize_sft(TOKENIZER, max_length=96).pack_examples(256, method="first_fit", window=16)
+    )
     batch = next(iter(ds.batch(4)))
     assert (batch["segment_ids"].max(axis=1) > 1).all() and (batch["segment_ids"] == 0).any()
     return batch
@@ -85,7 +87,9 @@ def one_by_one(model: torch.nn.Module, batch: dict) -> torch.Tensor:
 def packed(model: torch.nn.Module, batch: dict, mask: torch.Tensor | None, restart: bool = True) -> torch.Tensor:
     positions = torch.as_tensor(batch["position_ids"]).long() if restart else None
     with torch.no_grad():
-        logits = model(input_ids=torch.as_tensor(batch["input_ids"]).long(), attention_mask=mask, position_ids=positions).logits
+        logits = model(
+            input_ids=torch.as_tensor(batch["input_ids"]).long(), attention_mask=mask, position_ids=positions
+        ).logits
     assert not torch.isnan(logits).any()  # padding rows of the mask are never empty
     return token_losses(logits, packed_labels(batch))
 
@@ -170,7 +174,12 @@ def test_flattening_matches_hugging_face_collator(sft_batch):
         segments = sft_batch["segment_ids"][row]
         for piece in range(1, int(segments.max()) + 1):
             where = segments == piece
-            features.append({"input_ids": sft_batch["input_ids"][row][where].tolist(), "labels": sft_batch["labels"][row][where].tolist()})
+            features.append(
+                {
+                    "input_ids": sft_batch["input_ids"][row][where].tolist(),
+                    "labels": sft_batch["labels"][row][where].tolist(),
+                }
+            )
     theirs = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True)(features, return_tensors="pt")
     ours = flatten_packed(sft_batch)
     for key in ("input_ids", "labels", "position_ids", "cu_seq_lens_q", "cu_seq_lens_k"):

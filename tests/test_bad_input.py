@@ -43,7 +43,12 @@ BAD_LINES = [
 
 
 def pipeline(paths: Any, tokenizer_dir: str, on_error: str, backend: str = "hf") -> Dataset:
-    return Dataset.from_files(paths, on_error=on_error).tokenize(tokenizer_dir, backend=backend).ensure_bos_eos().concat_chunk(64)
+    return (
+        Dataset.from_files(paths, on_error=on_error)
+        .tokenize(tokenizer_dir, backend=backend)
+        .ensure_bos_eos()
+        .concat_chunk(64)
+    )
 
 
 def stream(paths: Any, tokenizer_dir: str, on_error: str) -> tuple[list[np.ndarray], dict[str, Any]]:
@@ -133,7 +138,12 @@ def test_fifty_megabyte_single_line(tmp_path, tokenizer_dir, gpt2):
     n1, n2, n3 = (len(gpt2.encode_batch([sentence * m], backend="tiktoken")[0]) for m in (1, 2, 3))
     assert n3 - n2 == n2 - n1
     repeats = len(text) // len(sentence)
-    want = n1 + (repeats - 1) * (n2 - n1) + 2 + sum(len(ids) + 2 for ids in gpt2.encode_batch([GOOD[0]["text"], GOOD[1]["text"]], backend="tiktoken"))
+    want = (
+        n1
+        + (repeats - 1) * (n2 - n1)
+        + 2
+        + sum(len(ids) + 2 for ids in gpt2.encode_batch([GOOD[0]["text"], GOOD[1]["text"]], backend="tiktoken"))
+    )
     for on_error in ("raise", "skip"):
         it = pipeline(str(path), tokenizer_dir, on_error, backend="tiktoken").iter()
         rows = sum(1 for _ in it)
@@ -150,7 +160,9 @@ def test_truncated_compressed_file(tmp_path, tokenizer_dir, compression):
     if compression == "gz":
         data = gzip.compress(b"".join(lines), mtime=0)
     else:  # one frame per 20 lines, as streaming writers produce: a cut keeps whole frames
-        data = b"".join(zstandard.ZstdCompressor().compress(b"".join(lines[i : i + 20])) for i in range(0, len(lines), 20))
+        data = b"".join(
+            zstandard.ZstdCompressor().compress(b"".join(lines[i : i + 20])) for i in range(0, len(lines), 20)
+        )
     cut = tmp_path / f"cut.jsonl.{compression}"
     cut.write_bytes(data[: len(data) * 2 // 3])
     if compression == "gz":
@@ -158,12 +170,19 @@ def test_truncated_compressed_file(tmp_path, tokenizer_dir, compression):
     else:
         kept = _zstd_complete_lines(cut.read_bytes())
     assert 0 < kept < len(docs)
-    with pytest.raises(InputError, match=rf"cut\.jsonl\.{compression}: line {kept + 1}: compressed file is truncated or corrupt"):
+    with pytest.raises(
+        InputError, match=rf"cut\.jsonl\.{compression}: line {kept + 1}: compressed file is truncated or corrupt"
+    ):
         stream(str(cut), tokenizer_dir, "raise")
     rows, stats = stream(str(cut), tokenizer_dir, "skip")
     before = write_jsonl(tmp_path / "before.jsonl", docs[:kept])
     assert same_rows(rows, stream(str(before), tokenizer_dir, "raise")[0])
-    assert stats["documents"] == {**stats["documents"], "read": kept + 1, "emitted": kept, "skipped": {"truncated_file": 1}}
+    assert stats["documents"] == {
+        **stats["documents"],
+        "read": kept + 1,
+        "emitted": kept,
+        "skipped": {"truncated_file": 1},
+    }
 
 
 def _complete_lines(f: Any) -> Any:
@@ -324,9 +343,18 @@ def test_cli_errors_are_one_line_before_any_work(tmp_path, tokenizer_dir):
     out = tmp_path / "cache"
     cases = [
         ((str(bad), "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "0"), "seq_len must be"),
-        ((str(tmp_path / "none-*.jsonl"), "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "8"), "pattern matches no file"),
-        ((str(bad), "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "8", "--on-error", "ignore"), "on-error"),
-        ((str(tmp_path / "gone.jsonl"), "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "8"), "gone.jsonl: file not found"),
+        (
+            (str(tmp_path / "none-*.jsonl"), "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "8"),
+            "pattern matches no file",
+        ),
+        (
+            (str(bad), "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "8", "--on-error", "ignore"),
+            "on-error",
+        ),
+        (
+            (str(tmp_path / "gone.jsonl"), "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "8"),
+            "gone.jsonl: file not found",
+        ),
     ]
     for args, message in cases:
         proc = cli("cache", *args)
@@ -340,7 +368,9 @@ def test_cli_errors_are_one_line_before_any_work(tmp_path, tokenizer_dir):
 def test_cli_bad_record_names_file_and_line(tmp_path, tokenizer_dir):
     pytest.importorskip("apache_beam")
     bad = write_jsonl(tmp_path / "bad.jsonl", [GOOD[0], '{"text": ', GOOD[1]])
-    proc = cli("cache", str(bad), "-o", str(tmp_path / "cache"), "--tokenizer", tokenizer_dir, "--seq-len", "8", "--quiet")
+    proc = cli(
+        "cache", str(bad), "-o", str(tmp_path / "cache"), "--tokenizer", tokenizer_dir, "--seq-len", "8", "--quiet"
+    )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
@@ -355,14 +385,24 @@ def mixed_corpus(root: Path) -> tuple[list[str], dict[str, int], int]:
     counts a run must report and the number of documents read."""
     lines = [json.dumps(GOOD[0]), *(b[1] for b in BAD_LINES), json.dumps({"text": ""}), json.dumps(GOOD[1])]
     jsonl = root / "mixed.jsonl"
-    jsonl.write_bytes("\n".join(lines).encode() + b"\n" + b'{"text": "\xff"}\n' + json.dumps({"text": "\ud800 lone"}).encode() + b"\n")
+    jsonl.write_bytes(
+        "\n".join(lines).encode() + b"\n" + b'{"text": "\xff"}\n' + json.dumps({"text": "\ud800 lone"}).encode() + b"\n"
+    )
     full = gzip.compress("".join(json.dumps(d) + "\n" for d in GOOD * 40).encode(), mtime=0)
     (root / "cut.jsonl.gz").write_bytes(full[: len(full) // 2])
     kept = sum(1 for _ in _complete_lines(gzip.GzipFile(root / "cut.jsonl.gz")))
     pq.write_table(pa.table({"text": pa.array([GOOD[2]["text"], None, GOOD[3]["text"]])}), root / "rows.parquet")
     (root / "empty.jsonl").write_bytes(b"")
     (root / "latin1.txt").write_bytes(b"caf\xe9")
-    skips = {"malformed_json": 1, "not_an_object": 3, "missing_field": 1, "wrong_type": 4, "empty": 1, "invalid_utf8": 3, "truncated_file": 1}
+    skips = {
+        "malformed_json": 1,
+        "not_an_object": 3,
+        "missing_field": 1,
+        "wrong_type": 4,
+        "empty": 1,
+        "invalid_utf8": 3,
+        "truncated_file": 1,
+    }
     read = len(lines) + 2 + (kept + 1) + 3 + 0 + 1
     paths = [str(root / n) for n in ("mixed.jsonl", "cut.jsonl.gz", "rows.parquet", "empty.jsonl", "latin1.txt")]
     return paths, skips, read
@@ -378,11 +418,19 @@ def test_accounting_identity_in_both_modes(tmp_path, tokenizer_dir):
     assert documents["read"] == read == documents["emitted"] + sum(skips.values())
 
     out = tmp_path / "cache"
-    proc = cli("cache", *paths, "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "64", "--on-error", "skip", "-v")
+    proc = cli(
+        "cache", *paths, "-o", str(out), "--tokenizer", tokenizer_dir, "--seq-len", "64", "--on-error", "skip", "-v"
+    )
     assert proc.returncode == 0, proc.stderr
-    counters = json.loads(next(line for line in proc.stderr.splitlines() if line.startswith("beamtok: Beam counters ")).split(" ", 3)[3])
+    counters = json.loads(
+        next(line for line in proc.stderr.splitlines() if line.startswith("beamtok: Beam counters ")).split(" ", 3)[3]
+    )
     assert counters["documents"] == read and counters["emitted_documents"] == documents["emitted"]
-    assert {k.removeprefix("skipped_"): v for k, v in counters.items() if k.startswith("skipped_") and k != "skipped_documents"} == skips
+    assert {
+        k.removeprefix("skipped_"): v
+        for k, v in counters.items()
+        if k.startswith("skipped_") and k != "skipped_documents"
+    } == skips
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["totals"]["documents"] == {**manifest["totals"]["documents"], "read": read, "skipped": skips}
     cached = Dataset.from_cache(str(out)).iter()

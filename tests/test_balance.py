@@ -25,7 +25,10 @@ def corpus(tmp_path_factory) -> list[str]:
     different attention cost (many short documents, or one long piece)."""
     root = tmp_path_factory.mktemp("balance")
     paras = real_paragraphs(120)
-    paths = [str(write_jsonl(root / f"part-{i}.jsonl", [{"text": t} for t in paras[i * 40 : (i + 1) * 40]])) for i in range(3)]
+    paths = [
+        str(write_jsonl(root / f"part-{i}.jsonl", [{"text": t} for t in paras[i * 40 : (i + 1) * 40]]))
+        for i in range(3)
+    ]
     return [*paths, str(CORPUS / "pydocs-00.jsonl.zst")]
 
 
@@ -67,8 +70,14 @@ def test_ranks_share_each_global_batch_and_the_deal_is_balanced(corpus):
 def test_the_cache_deals_the_same_and_resumes_exactly(corpus, tmp_path):
     pytest.importorskip("apache_beam")
     cached = packed(corpus).cache(str(tmp_path / "c"))
-    check_equivalent(lambda: packed(corpus).balance_ranks(2, rank=1, world_size=3), lambda: cached.balance_ranks(2, rank=1, world_size=3), random_steps=6)
-    check_resumption(lambda: packed(corpus).shuffle(8, seed=1).balance_ranks(2, rank=2, world_size=3), random_steps=10, seed=2)
+    check_equivalent(
+        lambda: packed(corpus).balance_ranks(2, rank=1, world_size=3),
+        lambda: cached.balance_ranks(2, rank=1, world_size=3),
+        random_steps=6,
+    )
+    check_resumption(
+        lambda: packed(corpus).shuffle(8, seed=1).balance_ranks(2, rank=2, world_size=3), random_steps=10, seed=2
+    )
 
 
 def test_resume_on_another_world_size_from_any_old_state(corpus):

@@ -40,7 +40,10 @@ class ExamplesOnly(Node):
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> list[str]:
     root = tmp_path_factory.mktemp("paths")
-    return [str(write_jsonl(root / f"in-{i}.jsonl", [{"text": p} for p in real_paragraphs(25, start=25 * i)])) for i in range(3)]
+    return [
+        str(write_jsonl(root / f"in-{i}.jsonl", [{"text": p} for p in real_paragraphs(25, start=25 * i)]))
+        for i in range(3)
+    ]
 
 
 def both_ways(ds: Dataset, config: Batch) -> tuple[list[Any], list[Any], bool]:
@@ -73,9 +76,14 @@ def assert_same(blocks: list[Any], examples: list[Any]) -> None:
             assert a.counted == (int((seg > 0).sum()), int((seg == 0).sum()))
 
 
-@pytest.mark.parametrize("config", [Batch(4), Batch(5, drop_last=True), Batch(3, mask_starts=True, pad_positions="continue")])
+@pytest.mark.parametrize(
+    "config", [Batch(4), Batch(5, drop_last=True), Batch(3, mask_starts=True, pad_positions="continue")]
+)
 def test_a_packed_cache_batches_alike_through_blocks_and_examples(files, tmp_path, config):
-    cached = cache_without_beam(Dataset.from_files(files).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(48), str(tmp_path / "c"))
+    cached = cache_without_beam(
+        Dataset.from_files(files).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(48),
+        str(tmp_path / "c"),
+    )
     blocks, examples, took_blocks = both_ways(cached, config)
     assert took_blocks
     assert_same(blocks, examples)
@@ -83,7 +91,9 @@ def test_a_packed_cache_batches_alike_through_blocks_and_examples(files, tmp_pat
 
 def test_rows_of_several_widths_batch_alike(files, tmp_path):
     """Unpacked token rows: blocks cannot stack, their examples are collated and padded."""
-    cached = cache_without_beam(Dataset.from_files(files).tokenize(small_vocab_tokenizer()).ensure_bos_eos(), str(tmp_path / "c"))
+    cached = cache_without_beam(
+        Dataset.from_files(files).tokenize(small_vocab_tokenizer()).ensure_bos_eos(), str(tmp_path / "c")
+    )
     blocks, examples, _ = both_ways(cached, Batch(4))
     assert_same(blocks, examples)
 

@@ -26,10 +26,16 @@ MARK = "\u2581"
 ALPHABET = "ab-é語😀" + MARK  # one to four UTF-8 bytes a character
 UNKNOWN = "xZ\n"  # never in a vocabulary below
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
-CUTS = {CUT_BEFORE_EVERY_MARK: f"{MARK}[^{MARK}]*|[^{MARK}]+", CUT_BEFORE_MARK_AFTER_OTHER: f"{MARK}*[^{MARK}]+|{MARK}+", NO_CUT: "(?s).+"}
+CUTS = {
+    CUT_BEFORE_EVERY_MARK: f"{MARK}[^{MARK}]*|[^{MARK}]+",
+    CUT_BEFORE_MARK_AFTER_OTHER: f"{MARK}*[^{MARK}]+|{MARK}+",
+    NO_CUT: "(?s).+",
+}
 
 
-def build(pairs: list[tuple[int, int]], byte_fallback: str, unk: str, fuse_unk: bool, ignore_merges: bool) -> tuple[models.BPE, dict]:
+def build(
+    pairs: list[tuple[int, int]], byte_fallback: str, unk: str, fuse_unk: bool, ignore_merges: bool
+) -> tuple[models.BPE, dict]:
     """A BPE whose merges join the tokens ``pairs`` picks (by index, as the vocabulary
     grows), and its serialized model section."""
     tokens = list(dict.fromkeys(ALPHABET))
@@ -73,7 +79,11 @@ def test_random_models_give_the_ids_of_tokenizers(pairs, byte_fallback, unk, ign
     model, spec = build(pairs, byte_fallback, unk, False, ignore_merges)
     tokens = [t for t in spec["vocab"] if t not in BYTE_TOKENS]
     # random text, and words that are tokens of the vocabulary (whole, or run together)
-    pieces = st.one_of(st.text(ALPHABET + UNKNOWN + " ", max_size=12), st.sampled_from(tokens), st.sampled_from(tokens).map(lambda t: MARK + t))
+    pieces = st.one_of(
+        st.text(ALPHABET + UNKNOWN + " ", max_size=12),
+        st.sampled_from(tokens),
+        st.sampled_from(tokens).map(lambda t: MARK + t),
+    )
     texts = data.draw(st.lists(st.lists(pieces, max_size=6).map("".join), min_size=1, max_size=6))
     native = NativeBPE(spec, MARK, cut)
     got = native.encode(texts)
@@ -91,7 +101,11 @@ def small(tokens: str, merges: list[tuple[str, str]], ignore_merges: bool = Fals
 def test_equal_ranks_merge_leftmost_first():
     model, spec = small("a" + MARK, [("a", "a")])
     for text in ("aaa", "aaaaa", MARK + "aaa"):
-        assert NativeBPE(spec, MARK, NO_CUT).encode([text])[0].tolist() == reference(model, text, NO_CUT) == [spec["vocab"][t] for t in reference_tokens(model, text)]
+        assert (
+            NativeBPE(spec, MARK, NO_CUT).encode([text])[0].tolist()
+            == reference(model, text, NO_CUT)
+            == [spec["vocab"][t] for t in reference_tokens(model, text)]
+        )
 
 
 def reference_tokens(model: models.BPE, text: str) -> list[str]:
@@ -156,10 +170,14 @@ def test_the_word_cache_starts_over_when_full(monkeypatch):
     texts = [MARK.join(f"ab{i}é{j}" for j in range(50)) for i in range(40)]  # 2,000 words, each new
     for start in range(0, len(texts), 50):
         batch = texts[start : start + 50]
-        assert [ids.tolist() for ids in native.encode(batch)] == [reference(model, t, CUT_BEFORE_EVERY_MARK) for t in batch]
+        assert [ids.tolist() for ids in native.encode(batch)] == [
+            reference(model, t, CUT_BEFORE_EVERY_MARK) for t in batch
+        ]
     assert 0 < used[0] < 128
     # a second pass reads the cache
-    assert [ids.tolist() for ids in native.encode(texts[-50:])] == [reference(model, t, CUT_BEFORE_EVERY_MARK) for t in texts[-50:]]
+    assert [ids.tolist() for ids in native.encode(texts[-50:])] == [
+        reference(model, t, CUT_BEFORE_EVERY_MARK) for t in texts[-50:]
+    ]
 
 
 @settings(max_examples=60, deadline=None)
@@ -202,7 +220,10 @@ def test_threads_encoding_at_once_each_get_their_own_ids(monkeypatch):
 
     def texts(seed: int) -> list[str]:
         rng = random.Random(seed)
-        return [MARK.join("".join(rng.choice("ab-é語") for _ in range(rng.randint(1, 9))) for _ in range(200)) for _ in range(20)]
+        return [
+            MARK.join("".join(rng.choice("ab-é語") for _ in range(rng.randint(1, 9))) for _ in range(200))
+            for _ in range(20)
+        ]
 
     batches = [texts(seed) for seed in range(6)]
     want = [[reference(model, text, CUT_BEFORE_EVERY_MARK) for text in batch] for batch in batches]
@@ -241,7 +262,14 @@ def test_a_word_of_dropped_characters_gives_no_ids():
 
 @settings(max_examples=200, deadline=None)
 @given(
-    steps=st.lists(st.one_of(st.tuples(st.just("Prepend"), st.text("▁ab", min_size=1, max_size=2)), st.tuples(st.just("Replace"), st.text(" ab", min_size=1, max_size=2))), min_size=1, max_size=4),
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("Prepend"), st.text("▁ab", min_size=1, max_size=2)),
+            st.tuples(st.just("Replace"), st.text(" ab", min_size=1, max_size=2)),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
     content=st.text("▁a ", max_size=2),
     text=st.text(" ab▁", max_size=20),
 )
@@ -252,9 +280,16 @@ def test_a_normalizer_of_prepends_and_replaces_is_applied_as_tokenizers_applies_
 
     from beamtok.transforms.word_cutters import StringSteps
 
-    spec = [{"type": "Prepend", "prepend": arg} if kind == "Prepend" else {"type": "Replace", "pattern": {"String": arg}, "content": content} for kind, arg in steps]
+    spec = [
+        {"type": "Prepend", "prepend": arg}
+        if kind == "Prepend"
+        else {"type": "Replace", "pattern": {"String": arg}, "content": content}
+        for kind, arg in steps
+    ]
     normalizer = {"type": "Sequence", "normalizers": spec}
     ours = StringSteps.of({"normalizer": normalizer})
     assert ours is not None
-    theirs = normalizers.Sequence([normalizers.Prepend(a) if k == "Prepend" else normalizers.Replace(a, content) for k, a in steps])
+    theirs = normalizers.Sequence(
+        [normalizers.Prepend(a) if k == "Prepend" else normalizers.Replace(a, content) for k, a in steps]
+    )
     assert ours(text) == theirs.normalize_str(text)

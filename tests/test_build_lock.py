@@ -19,11 +19,20 @@ from beamtok.cache.format.storage import Storage
 
 def dead_pid() -> int:
     """The pid of a process that has ended (pids are not reused this quickly)."""
-    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+    return int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    )
 
 
 def holder(**fields) -> dict:
-    return {"token": "old", "host": socket.gethostname(), "pid": dead_pid(), "started": time.time() - 60, "heartbeat": time.time(), **fields}
+    return {
+        "token": "old",
+        "host": socket.gethostname(),
+        "pid": dead_pid(),
+        "started": time.time() - 60,
+        "heartbeat": time.time(),
+        **fields,
+    }
 
 
 def test_another_hosts_lock_is_not_judged_by_this_hosts_processes(tmp_path):

@@ -23,7 +23,10 @@ TOKENIZER = str(TOKENIZER_DIR)
 @pytest.fixture
 def files(tmp_path):
     paragraphs = real_paragraphs(150)
-    return [str(write_jsonl(tmp_path / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 50 : (i + 1) * 50]])) for i in range(3)]
+    return [
+        str(write_jsonl(tmp_path / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 50 : (i + 1) * 50]]))
+        for i in range(3)
+    ]
 
 
 def packed(files):
@@ -58,11 +61,17 @@ def test_caching_run_equals_on_the_fly_and_writes_a_beam_builds_bytes(files, tmp
     assert (tmp_path / "c" / "manifest.json").exists()
     packed(files).cache(str(tmp_path / "beam"), progress=False)
     for i in range(3):
-        ours, theirs = (json.loads((tmp_path / d / "records" / f"shard-{i:05d}.json").read_text()) for d in ("c", "beam"))
-        assert "document_tokens" in theirs and "document_tokens" not in ours  # the stream hands rows over, not documents
+        ours, theirs = (
+            json.loads((tmp_path / d / "records" / f"shard-{i:05d}.json").read_text()) for d in ("c", "beam")
+        )
+        assert (
+            "document_tokens" in theirs and "document_tokens" not in ours
+        )  # the stream hands rows over, not documents
         del theirs["document_tokens"]
         assert ours == theirs  # size, SHA-256, rows, tokens, document counts, footer checksum
-        assert (tmp_path / "c" / "shards" / f"shard-{i:05d}.parquet").read_bytes() == (tmp_path / "beam" / "shards" / f"shard-{i:05d}.parquet").read_bytes()
+        assert (tmp_path / "c" / "shards" / f"shard-{i:05d}.parquet").read_bytes() == (
+            tmp_path / "beam" / "shards" / f"shard-{i:05d}.parquet"
+        ).read_bytes()
     assert_items_equal(list(Dataset.from_cache(str(tmp_path / "c")).batch(3)), on_the_fly)
     tokenized_shards.clear()
     second = caching.iter()
@@ -71,7 +80,9 @@ def test_caching_run_equals_on_the_fly_and_writes_a_beam_builds_bytes(files, tmp
     assert second.stats()["documents"] == it.stats()["documents"]
 
 
-def test_an_interrupted_run_caches_what_it_read_whole_and_the_next_tokenizes_only_the_rest(files, tmp_path, tokenized_shards):
+def test_an_interrupted_run_caches_what_it_read_whole_and_the_next_tokenizes_only_the_rest(
+    files, tmp_path, tokenized_shards
+):
     caching = packed(files).cache_as_you_go(str(tmp_path / "c"))
     everything = list(packed(files))
     first_shard = sum(1 for ex in everything if ex["shard"] == 0)
@@ -79,7 +90,9 @@ def test_an_interrupted_run_caches_what_it_read_whole_and_the_next_tokenizes_onl
     head = [next(it) for _ in range(first_shard + 5)]  # all of shard 0, part of shard 1
     it.close()
     finish_writers(it)
-    assert sorted(os.listdir(tmp_path / "c" / "shards")) == ["shard-00000.parquet"]  # shard 1 was left part-read: not cached
+    assert sorted(os.listdir(tmp_path / "c" / "shards")) == [
+        "shard-00000.parquet"
+    ]  # shard 1 was left part-read: not cached
     assert sorted(os.listdir(tmp_path / "c" / "records")) == ["shard-00000.json"]
     assert not (tmp_path / "c" / "manifest.json").exists()
     with pytest.raises(CacheError, match="unfinished"):
@@ -95,12 +108,24 @@ def test_an_interrupted_run_caches_what_it_read_whole_and_the_next_tokenizes_onl
 
 def test_states_cross_between_caching_cached_and_on_the_fly(files, tmp_path):
     directory = str(tmp_path / "c")
-    check_resumption(lambda: packed(files).batch(2), random_steps=4, resume_dataset=lambda: packed(files).cache_as_you_go(directory).batch(2))
-    check_resumption(lambda: packed(files).cache_as_you_go(directory).shuffle(8, seed=2).batch(2), random_steps=4, resume_dataset=lambda: packed(files).shuffle(8, seed=2).batch(2))
+    check_resumption(
+        lambda: packed(files).batch(2),
+        random_steps=4,
+        resume_dataset=lambda: packed(files).cache_as_you_go(directory).batch(2),
+    )
+    check_resumption(
+        lambda: packed(files).cache_as_you_go(directory).shuffle(8, seed=2).batch(2),
+        random_steps=4,
+        resume_dataset=lambda: packed(files).shuffle(8, seed=2).batch(2),
+    )
     it = packed(files).cache_as_you_go(directory).iter()
     list(it)
     finish_writers(it)
-    check_resumption(lambda: packed(files).cache_as_you_go(directory).batch(2), random_steps=4, resume_dataset=lambda: Dataset.from_cache(directory).batch(2))
+    check_resumption(
+        lambda: packed(files).cache_as_you_go(directory).batch(2),
+        random_steps=4,
+        resume_dataset=lambda: Dataset.from_cache(directory).batch(2),
+    )
 
 
 def test_a_killed_run_leaves_no_complete_looking_cache_and_beam_finishes_it(files, tmp_path):
@@ -118,9 +143,25 @@ def test_a_killed_run_leaves_no_complete_looking_cache_and_beam_finishes_it(file
     killed = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert killed.returncode == 9, killed.stderr
     visible = sorted(f"{d}/{n}" for d in ("shards", "records") for n in os.listdir(directory / d) if ".tmp-" not in n)
-    assert visible == ["records/shard-00000.json", "shards/shard-00000.parquet"] and not (directory / "manifest.json").exists()
+    assert (
+        visible == ["records/shard-00000.json", "shards/shard-00000.parquet"]
+        and not (directory / "manifest.json").exists()
+    )
     built = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "cache", *files, "-o", str(directory), "--tokenizer", TOKENIZER, "--seq-len", "48", "-v"],
+        [
+            sys.executable,
+            "-m",
+            "beamtok.cli",
+            "cache",
+            *files,
+            "-o",
+            str(directory),
+            "--tokenizer",
+            TOKENIZER,
+            "--seq-len",
+            "48",
+            "-v",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -184,8 +225,17 @@ def test_a_shard_resumed_part_way_is_not_cached_until_read_whole(files, tmp_path
 
 def test_mistakes(files, tmp_path):
     packed(files).cache(str(tmp_path / "c"), progress=False)
-    other = Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(64).cache_as_you_go(str(tmp_path / "c"))
-    with pytest.raises(CacheError, match=r"holds a cache built with spec \w+, not \w+ \(pack.seq_len 48 → 64\); cache_as_you_go\(\) never replaces a cache"):
+    other = (
+        Dataset.from_files(files)
+        .tokenize(TOKENIZER)
+        .ensure_bos_eos()
+        .concat_chunk(64)
+        .cache_as_you_go(str(tmp_path / "c"))
+    )
+    with pytest.raises(
+        CacheError,
+        match=r"holds a cache built with spec \w+, not \w+ \(pack.seq_len 48 → 64\); cache_as_you_go\(\) never replaces a cache",
+    ):
         next(iter(other))
     with pytest.raises(Exception, match="before shuffle/batch"):
         packed(files).batch(2).cache_as_you_go(str(tmp_path / "d"))

@@ -36,7 +36,10 @@ def corpus(tmp_path_factory) -> list[str]:
     """Five shards of real text: three small plain JSONL, one shipped gzip, one shipped zstd."""
     root = tmp_path_factory.mktemp("corpus")
     paras = real_paragraphs(90)
-    paths = [str(write_jsonl(root / f"part-{i}.jsonl", [{"text": t} for t in paras[i * 30 : (i + 1) * 30]])) for i in range(3)]
+    paths = [
+        str(write_jsonl(root / f"part-{i}.jsonl", [{"text": t} for t in paras[i * 30 : (i + 1) * 30]]))
+        for i in range(3)
+    ]
     return [*paths, str(CORPUS / "shakespeare-05.jsonl.gz"), str(CORPUS / "pydocs-00.jsonl.zst")]
 
 
@@ -84,7 +87,9 @@ def test_multi_processing_build_is_identical(corpus, built, tmp_path):
 
 def test_portable_job_service_build_is_identical(corpus, built, tmp_path):
     with portable_job_service() as endpoint:
-        cached = online(corpus).cache(str(tmp_path / "portable"), runner="PortableRunner", job_endpoint=endpoint, environment_type="LOOPBACK")
+        cached = online(corpus).cache(
+            str(tmp_path / "portable"), runner="PortableRunner", job_endpoint=endpoint, environment_type="LOOPBACK"
+        )
     assert_items_equal(list(stream(cached)), list(stream(built["concat"])))
 
 
@@ -97,7 +102,9 @@ def test_cursor_crosses_modes_in_both_directions(corpus, built, pack):
 
 
 def test_unpacked_cache_packs_at_read_time_like_on_the_fly(corpus, built):
-    check_equivalent(lambda: stream(online(corpus, "none").concat_chunk(200)), lambda: stream(built["none"].concat_chunk(200)))
+    check_equivalent(
+        lambda: stream(online(corpus, "none").concat_chunk(200)), lambda: stream(built["none"].concat_chunk(200))
+    )
 
 
 def test_stats_match_between_modes(corpus, built):
@@ -140,10 +147,26 @@ def test_killed_build_resumes_to_a_clean_cache(tmp_path, corpus):
     # 40 shards, the build killed once 3 are written: enough left that a loaded machine, whose
     # polling loop may sleep while the build runs on, never finishes them all before the kill
     paras = real_paragraphs(2000)
-    inputs = [str(write_jsonl(tmp_path / f"in-{i:02d}.jsonl", [{"text": t} for t in paras[i * 50 : (i + 1) * 50]])) for i in range(40)]
-    args = [sys.executable, "-m", "beamtok.cli", "cache", *inputs, "--tokenizer", TOKENIZER, "--seq-len", "64", "--quiet"]
+    inputs = [
+        str(write_jsonl(tmp_path / f"in-{i:02d}.jsonl", [{"text": t} for t in paras[i * 50 : (i + 1) * 50]]))
+        for i in range(40)
+    ]
+    args = [
+        sys.executable,
+        "-m",
+        "beamtok.cli",
+        "cache",
+        *inputs,
+        "--tokenizer",
+        TOKENIZER,
+        "--seq-len",
+        "64",
+        "--quiet",
+    ]
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([*args, "--output", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(
+        [*args, "--output", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT
+    )
     seen_final: set[str] = set()
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
@@ -194,10 +217,15 @@ def test_other_input_files_are_refused_and_overwrite_leaves_nothing_old(corpus, 
         online([corpus[0], corpus[2], corpus[1], corpus[3]], seq_len=128).cache(str(out))
     assert len(list((out / "shards").glob("*.parquet"))) == 4 and (out / "manifest.json").exists()  # refused: untouched
     again = online(corpus[:2], seq_len=128).cache(str(out), overwrite=True)
-    assert sorted(p.name for p in (out / "shards").iterdir()) == [f"shard-0000{i}.parquet" for i in range(2)]  # Parquet alone
+    assert sorted(p.name for p in (out / "shards").iterdir()) == [
+        f"shard-0000{i}.parquet" for i in range(2)
+    ]  # Parquet alone
     assert sorted(p.name for p in (out / "records").iterdir()) == [f"shard-0000{i}.json" for i in range(2)]
     # the folder itself is what a reader is pointed at (docs/parquet-readers.md)
-    assert pq.ParquetDataset(str(out / "shards")).read().num_rows == again.pipeline.root.origin.cache.manifest.totals["rows"]
+    assert (
+        pq.ParquetDataset(str(out / "shards")).read().num_rows
+        == again.pipeline.root.origin.cache.manifest.totals["rows"]
+    )
     assert_items_equal(list(again), list(online(corpus[:2], seq_len=128)))
 
 
@@ -237,12 +265,18 @@ def test_verify_passes_then_catches_altered_rows(corpus, tmp_path):
     flipped = bytearray(original)
     flipped[len(flipped) // 2] ^= 0x01
     first.write_bytes(bytes(flipped))
-    assert verify_cache(str(out), sample=0).problems == [f"shard 0 ({first}): checksum mismatch (the file was altered after it was written)"]
+    assert verify_cache(str(out), sample=0).problems == [
+        f"shard 0 ({first}): checksum mismatch (the file was altered after it was written)"
+    ]
     first.write_bytes(original)
     shard = out / "shards" / "shard-00001.parquet"
     rewrite_row(shard, 2, 11)
     report = verify_cache(str(out), sample=3)
-    assert len(report.problems) == 1 and report.problems[0].startswith("shard 1 (") and "the manifest says" in report.problems[0]
+    assert (
+        len(report.problems) == 1
+        and report.problems[0].startswith("shard 1 (")
+        and "the manifest says" in report.problems[0]
+    )
     # a stale cache whose manifest was made to agree with the altered file: the re-run catches it
     manifest = json.loads((out / "manifest.json").read_text())
     import hashlib
@@ -250,11 +284,18 @@ def test_verify_passes_then_catches_altered_rows(corpus, tmp_path):
     from beamtok.cache.format.storage import Storage
 
     footer = Storage(str(out)).parquet_footer_sha256("shards/shard-00001.parquet")
-    manifest["shards"][1].update(bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest(), footer_sha256=footer)
+    manifest["shards"][1].update(
+        bytes=shard.stat().st_size, sha256=hashlib.sha256(shard.read_bytes()).hexdigest(), footer_sha256=footer
+    )
     (out / "manifest.json").write_text(json.dumps(manifest))
     report = verify_cache(str(out), sample=3)
     assert report.problems == ["shard 1 row 2 field 'input_ids' differs from the on-the-fly result"]
-    proc = subprocess.run([sys.executable, "-m", "beamtok.cli", "verify", str(out), "--shards", "3"], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "verify", str(out), "--shards", "3"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 1 and "shard 1 row 2 field 'input_ids'" in proc.stderr
 
 
@@ -316,14 +357,28 @@ def test_cli_cache_with_yaml_config_and_help(tmp_path, corpus):
         "urls:\n" + "".join(f"  - {u}\n" for u in corpus[:2]) + f"output: {tmp_path / 'c'}\ntokenizer: {TOKENIZER}\n"
         "seq-len: 128\npack: concat\nbeam_options:\n  direct_num_workers: 1\n"
     )
-    proc = subprocess.run([sys.executable, "-m", "beamtok.cli", "cache", "--config", str(config), "--quiet"], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "cache", "--config", str(config), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "2 shards" in proc.stdout
     assert_items_equal(list(Dataset.from_cache(str(tmp_path / "c"))), list(online(corpus[:2], seq_len=128)))
-    helped = subprocess.run([sys.executable, "-m", "beamtok.cli", "cache", "--help"], capture_output=True, text=True, cwd=ROOT)
+    helped = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "cache", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
     assert "--runner=DataflowRunner" in helped.stdout and "--seq-len" in helped.stdout
-    bad = subprocess.run([sys.executable, "-m", "beamtok.cli", "cache", corpus[0], "-o", str(tmp_path / "x"), "--tokenizer", TOKENIZER], capture_output=True, text=True, cwd=ROOT)
-    assert bad.returncode == 2 and bad.stderr.strip() == "beamtok: error: --seq-len is required with --pack concat_chunk"
+    bad = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "cache", corpus[0], "-o", str(tmp_path / "x"), "--tokenizer", TOKENIZER],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert (
+        bad.returncode == 2 and bad.stderr.strip() == "beamtok: error: --seq-len is required with --pack concat_chunk"
+    )
 
 
 def test_unfinished_and_foreign_directories_are_refused(tmp_path):
@@ -369,7 +424,9 @@ def test_batches_straight_from_a_cache_are_the_on_the_fly_batches(corpus, small_
         assert_items_equal(list(make_cached()), list(make_online()))
         check_resumption(make_cached, random_steps=6, seed=size, resume_dataset=make_online)
         check_resumption(make_online, random_steps=6, seed=size + 1, resume_dataset=make_cached)
-    for batch in itertools.islice(small_groups[pack].batch(size), 6):  # arrays of their own, not views of a decoded row group
+    for batch in itertools.islice(
+        small_groups[pack].batch(size), 6
+    ):  # arrays of their own, not views of a decoded row group
         assert all(v.base is None and v.flags.writeable for v in batch.values() if isinstance(v, np.ndarray)), size
     last = list(small_groups[pack].batch(size, drop_last=True))
     assert_items_equal(last, list(online(corpus, pack).batch(size, drop_last=True)))
@@ -462,7 +519,9 @@ def test_every_packer_on_an_unpacked_cache_is_the_on_the_fly_packer(corpus, smal
     """Read-time packing is the same stage as on the fly: same fingerprint, same rows, same
     counts (documents too long for a whole-example row are too_long in both), states crossing."""
     pack = PACKERS[packer]
-    check_equivalent(lambda: stream(pack(online(corpus, "none"))), lambda: stream(pack(small_groups["none"])), random_steps=5, seed=9)
+    check_equivalent(
+        lambda: stream(pack(online(corpus, "none"))), lambda: stream(pack(small_groups["none"])), random_steps=5, seed=9
+    )
     a = stream(pack(online(corpus, "none"))).iter()
     list(a)
     if packer in ("greedy", "first_fit"):

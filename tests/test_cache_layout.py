@@ -55,7 +55,9 @@ def test_layout1_caches_read_as_the_stream(in_layout1, name, pipeline):
     for _ in reference:
         pass
     assert it.stats() == reference.stats()
-    check_resumption(lambda: Dataset.from_cache(name).batch(7), random_steps=4, resume_dataset=lambda: pipeline().batch(7))
+    check_resumption(
+        lambda: Dataset.from_cache(name).batch(7), random_steps=4, resume_dataset=lambda: pipeline().batch(7)
+    )
 
 
 @pytest.mark.parametrize(("name", "pipeline"), [("text-cache", text_pipeline), ("sft-cache", sft_pipeline)])
@@ -99,14 +101,26 @@ def _example(rng: np.random.Generator, width: int | None, sft: bool, index: int)
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(0, 30), width=st.sampled_from([None, 16]), sft=st.booleans(), cut=st.integers(0, 30))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    rows=st.integers(0, 30),
+    width=st.sampled_from([None, 16]),
+    sft=st.booleans(),
+    cut=st.integers(0, 30),
+)
 def test_rows_round_trip_through_the_layout(seed, rows, width, sft, cut):
     """Derived positions, null and stored masks, ragged and even rows, sliced tables."""
     rng = np.random.default_rng(seed)
     examples = [_example(rng, width, sft, i) for i in range(rows)]
     table = examples_to_table(examples, [NO_COUNTS] * rows)
     cut = min(cut, rows)
-    block = batch_to_block(table.slice(cut).combine_chunks().to_batches()[0] if rows > cut else table.slice(cut).to_batches()[0] if table.slice(cut).to_batches() else pa.RecordBatch.from_pylist([], schema=table.schema))
+    block = batch_to_block(
+        table.slice(cut).combine_chunks().to_batches()[0]
+        if rows > cut
+        else table.slice(cut).to_batches()[0]
+        if table.slice(cut).to_batches()
+        else pa.RecordBatch.from_pylist([], schema=table.schema)
+    )
     assert len(block) == rows - cut
     for got, want in zip(block.examples, examples[cut:]):
         assert set(got) == set(want)

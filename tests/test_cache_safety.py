@@ -42,7 +42,21 @@ def slow_inputs(tmp_path_factory) -> list[str]:
 
 
 def cache_command(inputs: list[str], output: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "beamtok.cli", "cache", *inputs, "--output", str(output), "--tokenizer", TOKENIZER, "--seq-len", "1024", "-q", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "beamtok.cli",
+        "cache",
+        *inputs,
+        "--output",
+        str(output),
+        "--tokenizer",
+        TOKENIZER,
+        "--seq-len",
+        "1024",
+        "-q",
+        *extra,
+    ]
 
 
 def online(inputs: list[str]) -> Dataset:
@@ -68,14 +82,23 @@ def test_second_build_on_the_same_directory_is_refused(tmp_path, slow_inputs):
         first.send_signal(signal.SIGSTOP)
         try:
             # -X importtime lists every module the second run imported: it must stop before Beam
-            second = subprocess.run([sys.executable, "-X", "importtime", *cache_command(slow_inputs, out)[1:]], capture_output=True, text=True, timeout=600)
+            second = subprocess.run(
+                [sys.executable, "-X", "importtime", *cache_command(slow_inputs, out)[1:]],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         finally:
             first.send_signal(signal.SIGCONT)
     finally:
         _, err_first = first.communicate(timeout=600)
     assert second.returncode == 2 and "Traceback" not in second.stderr
-    assert f"is being written by another `beamtok cache` run (pid {first.pid} on {socket.gethostname()}" in second.stderr
-    assert "| apache_beam" not in second.stderr and "| tokenizers" not in second.stderr  # refused before Beam and the tokenizer
+    assert (
+        f"is being written by another `beamtok cache` run (pid {first.pid} on {socket.gethostname()}" in second.stderr
+    )
+    assert (
+        "| apache_beam" not in second.stderr and "| tokenizers" not in second.stderr
+    )  # refused before Beam and the tokenizer
     assert first.returncode == 0, err_first
     assert not (out / LOCK_FILE).exists()
     verify_cache(str(out), sample=1)
@@ -85,8 +108,16 @@ def test_second_build_on_the_same_directory_is_refused(tmp_path, slow_inputs):
 
 def test_stale_locks_are_taken_over_and_live_ones_refused(tmp_path):
     storage = Storage(str(tmp_path / "c"))
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
-    dead = {"token": "x", "host": socket.gethostname(), "pid": int(gone), "started": time.time(), "heartbeat": time.time()}
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout
+    dead = {
+        "token": "x",
+        "host": socket.gethostname(),
+        "pid": int(gone),
+        "started": time.time(),
+        "heartbeat": time.time(),
+    }
     storage.write_bytes(LOCK_FILE, json.dumps(dead).encode())
     with BuildLock(storage) as lock:
         assert lock.taken_over == dead
@@ -94,7 +125,13 @@ def test_stale_locks_are_taken_over_and_live_ones_refused(tmp_path):
         with pytest.raises(CacheError, match=rf"pid {os.getpid()} on {socket.gethostname()}"):
             BuildLock(storage).acquire()
     assert not storage.exists(LOCK_FILE)
-    elsewhere = {"token": "y", "host": "another-host", "pid": 1, "started": time.time() - 50, "heartbeat": time.time() - 5}
+    elsewhere = {
+        "token": "y",
+        "host": "another-host",
+        "pid": 1,
+        "started": time.time() - 50,
+        "heartbeat": time.time() - 5,
+    }
     storage.write_bytes(LOCK_FILE, json.dumps(elsewhere).encode())
     with pytest.raises(CacheError, match="pid 1 on another-host"):
         BuildLock(storage).acquire()
@@ -127,7 +164,9 @@ def test_file_size_limit_mid_write_fails_clearly_and_a_rerun_completes(tmp_path,
     big.write_bytes(Path(slow_inputs[0]).read_bytes() * 2)
     inputs = [*map(str, SHAKESPEARE), str(big)]  # four ~0.4 MB shard files, one ~3 MB; tokenizer.json 2.1 MB
     out = tmp_path / "cache"
-    limited = subprocess.run(cache_command(inputs, out), capture_output=True, text=True, timeout=600, preexec_fn=_limit_file_size(2_500_000))
+    limited = subprocess.run(
+        cache_command(inputs, out), capture_output=True, text=True, timeout=600, preexec_fn=_limit_file_size(2_500_000)
+    )
     assert limited.returncode == 2
     assert "the build stopped writing: file too large for the file size limit" in limited.stderr
     assert "re-run the same command" in limited.stderr and "Traceback" not in limited.stderr
@@ -147,7 +186,11 @@ def test_file_size_limit_mid_write_fails_clearly_and_a_rerun_completes(tmp_path,
     check_equivalent(lambda: Dataset.from_cache(str(out)).batch(4), lambda: online(inputs).batch(4), random_steps=4)
 
 
-@pytest.mark.parametrize("mode", [[], ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]], ids=["in_process", "two_workers"])
+@pytest.mark.parametrize(
+    "mode",
+    [[], ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]],
+    ids=["in_process", "two_workers"],
+)
 def test_ctrl_c_prints_one_line_and_the_rerun_completes(tmp_path, slow_inputs, mode):
     out = tmp_path / "cache"
     # the build's temporary directory, nothing left in it; short, so the worker server's socket lies there too
@@ -189,7 +232,14 @@ def test_a_build_started_with_ctrl_c_ignored_runs_through_it(tmp_path, slow_inpu
     keeps ignoring SIGINT: the build completes."""
     out = tmp_path / "cache"
     command = cache_command(slow_inputs, out, "--direct_running_mode=multi_processing", "--direct_num_workers=2")
-    build = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_ignore_sigint)
+    build = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_ignore_sigint,
+    )
     wait_for(lambda: (out / "records" / "shard-00000.json").exists() or build.poll() is not None)
     assert build.poll() is None, "the build ended before the interrupt: make the inputs bigger"
     os.killpg(build.pid, signal.SIGINT)
@@ -219,6 +269,8 @@ def test_local_worker_processes_leave_ctrl_c_to_the_launcher(tmp_path, ctrl_c_ta
     _ = pipeline | beam.Create(list(range(8))) | beam.Reshuffle() | beam.Map(report_sigint, str(tmp_path))
     pipeline.run().wait_until_finish()
     reports = {p.name: p.read_text() for p in tmp_path.iterdir()}
-    assert len(reports) == 8 and all(int(name.split("-")[0]) != os.getpid() for name in reports)  # ran in worker processes
+    assert len(reports) == 8 and all(
+        int(name.split("-")[0]) != os.getpid() for name in reports
+    )  # ran in worker processes
     assert set(reports.values()) == {"ignored"}
     assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN  # the launcher still takes Ctrl-C

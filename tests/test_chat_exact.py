@@ -25,7 +25,16 @@ from beamtok.core.steps import step_from_json
 
 from conftest import TOKENIZER_DIR
 
-SPECIALS = ["<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "[INST]", "[/INST]"]
+SPECIALS = [
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|begin_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "[INST]",
+    "[/INST]",
+]
 
 TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
     # Zephyr style: every turn ends with the EOS token itself
@@ -148,7 +157,9 @@ def test_a_template_that_writes_eos_gets_no_second_one(tokenizers_dir):
     example = beamtok_example(directory, messages)
     eos = 50256
     assert int((example["input_ids"] == eos).sum()) == 4  # one per turn, as the template writes it
-    assert int((example["input_ids"][example["loss_mask"] == 1] == eos).sum()) == 2  # those of the assistant turns trained
+    assert (
+        int((example["input_ids"][example["loss_mask"] == 1] == eos).sum()) == 2
+    )  # those of the assistant turns trained
     # asking for EOS after each turn adds none where the turn holds it already
     assert beamtok_example(directory, messages, eos=True)["input_ids"].tolist() == example["input_ids"].tolist()
 
@@ -158,7 +169,9 @@ def test_eos_and_bos_when_asked_for_a_template_without_them(tokenizers_dir):
     plain = chat_tokenizer("inst", tokenizers_dir)  # writes {{ bos_token }} itself
     messages = CONVERSATIONS[0]
     example = beamtok_example(directory, messages, eos=True)
-    assert example["input_ids"].tolist() == transformers_reference(directory, messages)[0]  # <|im_end|> is its EOS: nothing added
+    assert (
+        example["input_ids"].tolist() == transformers_reference(directory, messages)[0]
+    )  # <|im_end|> is its EOS: nothing added
     want_ids, _ = transformers_reference(plain, messages)
     with_bos = beamtok_example(plain, messages, bos=True)
     assert with_bos["input_ids"].tolist() == want_ids  # the template's BOS is kept, not doubled
@@ -169,7 +182,9 @@ def test_eos_and_bos_when_asked_for_a_template_without_them(tokenizers_dir):
     example = beamtok_example(str(TOKENIZER_DIR), messages, template=template, eos=True)
     trained = example["input_ids"][example["loss_mask"] == 1]
     assert trained[-1] == gpt2.eos_id and int((example["input_ids"] == gpt2.eos_id).sum()) == 1
-    assert gpt2.decode(trained) == "assistant: Paris.\n<|endoftext|>"  # no generation prompt: the whole turn is what it adds
+    assert (
+        gpt2.decode(trained) == "assistant: Paris.\n<|endoftext|>"
+    )  # no generation prompt: the whole turn is what it adds
 
 
 def test_a_token_merged_across_a_turns_edge_is_trained(tokenizers_dir):
@@ -180,7 +195,9 @@ def test_a_token_merged_across_a_turns_edge_is_trained(tokenizers_dir):
     from transformers import AutoTokenizer
 
     hf = AutoTokenizer.from_pretrained(str(TOKENIZER_DIR))
-    want = hf.apply_chat_template(messages, chat_template=template, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    want = hf.apply_chat_template(
+        messages, chat_template=template, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     example = beamtok_example(str(TOKENIZER_DIR), messages, template=template)
     assert example["input_ids"].tolist() == list(want["input_ids"])
     assert example["loss_mask"].tolist() == list(want["assistant_masks"])

@@ -51,7 +51,11 @@ def test_an_exact_stream_passes_at_every_step():
 
 @pytest.mark.parametrize(
     ("bug", "message"),
-    [("restores one on", "step 17, after resuming"), ("taking a state skips an item", "the run taking states"), ("mutates the state", "mutated the state")],
+    [
+        ("restores one on", "step 17, after resuming"),
+        ("taking a state skips an item", "the run taking states"),
+        ("mutates the state", "mutated the state"),
+    ],
 )
 def test_a_stream_that_does_not_resume_exactly_fails(bug, message):
     with pytest.raises(AssertionError, match=message):

@@ -24,9 +24,18 @@ def run(*args: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize(
     ("typed", "message"),
     [
-        (["--text-feild=body"], "no such option: --text-feild (neither a beamtok option nor a Beam pipeline option); did you mean --text-field?"),
-        (["--seqlen", "512"], "no such option: --seqlen (neither a beamtok option nor a Beam pipeline option); did you mean --seq-len?"),
-        (["--owerwrite"], "no such option: --owerwrite (neither a beamtok option nor a Beam pipeline option); did you mean --overwrite?"),
+        (
+            ["--text-feild=body"],
+            "no such option: --text-feild (neither a beamtok option nor a Beam pipeline option); did you mean --text-field?",
+        ),
+        (
+            ["--seqlen", "512"],
+            "no such option: --seqlen (neither a beamtok option nor a Beam pipeline option); did you mean --seq-len?",
+        ),
+        (
+            ["--owerwrite"],
+            "no such option: --owerwrite (neither a beamtok option nor a Beam pipeline option); did you mean --overwrite?",
+        ),
         (["--direct_num_wokers=2"], "did you mean --direct_num_workers?"),
         (["--zzzz"], "no such option: --zzzz (neither a beamtok option nor a Beam pipeline option)"),
         (["--direct_num_workers=two"], "Beam option: argument --direct_num_workers: invalid int value: 'two'"),
@@ -44,7 +53,16 @@ def test_cache_refuses_options_neither_beamtok_nor_beam_knows(tmp_path, typed, m
 def test_beam_options_are_split_from_urls_by_beams_parser():
     from beamtok.beam.options import split_command_line
 
-    tokens = [SHARD, "--runner", "DirectRunner", "b.jsonl", "--direct_num_workers", "2", "--save_main_session", "--job_name=x"]
+    tokens = [
+        SHARD,
+        "--runner",
+        "DirectRunner",
+        "b.jsonl",
+        "--direct_num_workers",
+        "2",
+        "--save_main_session",
+        "--job_name=x",
+    ]
     urls, beam = split_command_line(tokens, ["--output"])
     assert urls == [SHARD, "b.jsonl"]
     assert beam == ["--runner", "DirectRunner", "--direct_num_workers", "2", "--save_main_session", "--job_name=x"]
@@ -52,9 +70,15 @@ def test_beam_options_are_split_from_urls_by_beams_parser():
 
 def test_yaml_beam_options_and_python_beam_options_are_checked(tmp_path):
     config = tmp_path / "cache.yaml"
-    config.write_text(f"urls: [{SHARD}]\noutput: {tmp_path / 'c'}\ntokenizer: {TOKENIZER}\nseq-len: 64\nbeam_options:\n  direct_num_wrkers: 1\n")
+    config.write_text(
+        f"urls: [{SHARD}]\noutput: {tmp_path / 'c'}\ntokenizer: {TOKENIZER}\nseq-len: 64\nbeam_options:\n  direct_num_wrkers: 1\n"
+    )
     code, _, err = run("cache", "--config", str(config))
-    assert code == 2 and f"{config}: beam_options: no such option: --direct_num_wrkers" in err and "--direct_num_workers?" in err
+    assert (
+        code == 2
+        and f"{config}: beam_options: no such option: --direct_num_wrkers" in err
+        and "--direct_num_workers?" in err
+    )
     ds = Dataset.from_files([SHARD]).tokenize(TOKENIZER).concat_chunk(64)
     with pytest.raises(ConfigError, match="did you mean --direct_running_mode"):
         ds.cache(str(tmp_path / "c"), direct_runing_mode="in_memory")
@@ -68,8 +92,13 @@ def small_cache(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("stats")
     paragraphs = real_paragraphs(120)
-    files = [str(write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 60 : (i + 1) * 60]])) for i in range(2)]
-    Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(64).cache(str(root / "cache"), progress=False)
+    files = [
+        str(write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 60 : (i + 1) * 60]]))
+        for i in range(2)
+    ]
+    Dataset.from_files(files).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(64).cache(
+        str(root / "cache"), progress=False
+    )
     return files, str(root / "cache"), paragraphs
 
 
@@ -108,7 +137,10 @@ def test_stats_of_sft_data_split_prompt_and_completion(tmp_path):
 
     from conftest import write_jsonl
 
-    records = [{"prompt": f"Question {i}: what follows {i}?\n", "completion": " the number " + "one " * (i % 7 + 1)} for i in range(40)]
+    records = [
+        {"prompt": f"Question {i}: what follows {i}?\n", "completion": " the number " + "one " * (i % 7 + 1)}
+        for i in range(40)
+    ]
     records.append("{broken")
     path = str(write_jsonl(tmp_path / "sft.jsonl", records))
     code, out, err = run("stats", path, "--tokenizer", TOKENIZER, "--records", "sft", "--json")
@@ -119,7 +151,9 @@ def test_stats_of_sft_data_split_prompt_and_completion(tmp_path):
     want = [(int((ex["loss_mask"] == 0).sum()), int(ex["loss_mask"].sum())) for ex in it]
     read = summary["read"]
     assert read["prompt_tokens"]["count"] == 40
-    assert read["prompt_tokens"]["max"] == max(p for p, _ in want) and read["completion_tokens"]["min"] == min(c for _, c in want)
+    assert read["prompt_tokens"]["max"] == max(p for p, _ in want) and read["completion_tokens"]["min"] == min(
+        c for _, c in want
+    )
     assert read["trained_fraction"] == pytest.approx(sum(c for _, c in want) / sum(p + c for p, c in want))
 
 
@@ -190,7 +224,9 @@ def test_inspect_says_where_each_open_shard_stands(tmp_path):
     slots = {slot["shard"]: slot["cursor"] for slot in state["pipeline"]["upstream"]["upstream"]["slots"]}
     assert sorted(slots) == [0, 1, 2] and all(c["doc"] > 0 for c in slots.values())
     checkpoint = tmp_path / "trainer_state.json"
-    checkpoint.write_text(json.dumps({"global_step": 7, "stateful_callbacks": {"BeamtokCallback": {"attributes": {"state": state}}}}))
+    checkpoint.write_text(
+        json.dumps({"global_step": 7, "stateful_callbacks": {"BeamtokCallback": {"attributes": {"state": state}}}})
+    )
     code, out, err = run("inspect", str(checkpoint), "--pipeline", f"{tmp_path / 'pipe.py'}:ds")
     assert code == 0, err
     assert "== state at stateful_callbacks.BeamtokCallback.attributes.state" in out
@@ -198,16 +234,31 @@ def test_inspect_says_where_each_open_shard_stands(tmp_path):
     with open(files[0], "rb") as f:  # the byte offset is where a line (a document) begins
         f.seek(slots[0]["doc"] - 1)
         assert f.read(1) == b"\n"
-    assert f"shard 0 ({files[0]}): next example {slots[0]['index']} of the shard starts at byte {slots[0]['doc']:,}, token {slots[0]['token']}" in out
-    assert f"shard 1 ({files[1]}): next example {slots[1]['index']} of the shard starts at line {slots[1]['doc'] + 1}," in out
-    assert f"shard 2 ({files[2]}): next example {slots[2]['index']} of the shard starts at row {slots[2]['doc']}," in out
+    assert (
+        f"shard 0 ({files[0]}): next example {slots[0]['index']} of the shard starts at byte {slots[0]['doc']:,}, token {slots[0]['token']}"
+        in out
+    )
+    assert (
+        f"shard 1 ({files[1]}): next example {slots[1]['index']} of the shard starts at line {slots[1]['doc'] + 1},"
+        in out
+    )
+    assert (
+        f"shard 2 ({files[2]}): next example {slots[2]['index']} of the shard starts at row {slots[2]['doc']}," in out
+    )
     window = state["pipeline"]["upstream"]
-    assert f"stage 1 (shuffle): window {window['window']} (counted over the whole stream), {window['emitted']} of its examples delivered" in out
-    assert "stage 2 (batch): no position of its own" in out and out.rstrip().endswith(f"resumes {tmp_path / 'pipe.py'}:ds")
+    assert (
+        f"stage 1 (shuffle): window {window['window']} (counted over the whole stream), {window['emitted']} of its examples delivered"
+        in out
+    )
+    assert "stage 2 (batch): no position of its own" in out and out.rstrip().endswith(
+        f"resumes {tmp_path / 'pipe.py'}:ds"
+    )
     code, out, _ = run("inspect", str(checkpoint), "--pipeline", f"{tmp_path / 'pipe.py'}:longer")
     assert code == 1 and "does NOT resume" in out and "packing: seq_len 64 → 128" in out
     code, out, _ = run("inspect", str(checkpoint))
-    assert code == 0 and "shard 1: next example" in out and "resumes" not in out  # no pipeline: indices and cursors only
+    assert (
+        code == 0 and "shard 1: next example" in out and "resumes" not in out
+    )  # no pipeline: indices and cursors only
 
     mixed = module.mixed.iter()
     for _ in range(5):
@@ -220,7 +271,9 @@ def test_inspect_says_where_each_open_shard_stands(tmp_path):
 def test_inspect_mistakes(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     code, _, err = run("inspect", str(tmp_path / "bad.json"))
-    assert code == 2 and f"{tmp_path / 'bad.json'}: not JSON: Expecting property name" in err and "line 1 column 2" in err
+    assert (
+        code == 2 and f"{tmp_path / 'bad.json'}: not JSON: Expecting property name" in err and "line 1 column 2" in err
+    )
     (tmp_path / "other.json").write_text('{"step": 3}')
     code, _, err = run("inspect", str(tmp_path / "other.json"))
     assert code == 2 and "holds no beamtok state" in err
@@ -252,17 +305,27 @@ def test_head_shows_pieces_ids_and_what_is_trained_on(small_cache, tmp_path):
         first = r["pieces"][0]
         assert first["starts_document"] == (stored["token"] == 0) and first["offset"] == stored["token"]
         assert all(p["starts_document"] and p["offset"] == 0 for p in r["pieces"][1:])
-    assert stats["delivered"] == {"items": 2, "examples": 6, "tokens": sum(p["tokens"] for r in rows for p in r["pieces"]), "pad_tokens": stats["delivered"]["pad_tokens"]}
+    assert stats["delivered"] == {
+        "items": 2,
+        "examples": 6,
+        "tokens": sum(p["tokens"] for r in rows for p in r["pieces"]),
+        "pad_tokens": stats["delivered"]["pad_tokens"],
+    }
     code, out, _ = run("head", cache, "--batches", "1", "--batch-size", "1", "--max-chars", "20")
     texts = out.split("\n")
-    assert all(len(line) <= 20 + len("… (+99999 chars)") for line in texts[2:-3] if not line.startswith("[")) and "… (+" in out
-    assert "delivered: 1 rows, 64 tokens" in out and "read from the cache (the shuffle window reads ahead): 79 rows" in out  # all of it
+    assert (
+        all(len(line) <= 20 + len("… (+99999 chars)") for line in texts[2:-3] if not line.startswith("["))
+        and "… (+" in out
+    )
+    assert (
+        "delivered: 1 rows, 64 tokens" in out and "read from the cache (the shuffle window reads ahead): 79 rows" in out
+    )  # all of it
 
 
 def test_head_marks_prompt_tokens_of_sft_rows(tmp_path):
     from conftest import write_jsonl
 
-    records = [{"prompt": f"Q{i}: name a number.\n", "completion": f" {i} is one." } for i in range(12)]
+    records = [{"prompt": f"Q{i}: name a number.\n", "completion": f" {i} is one."} for i in range(12)]
     path = str(write_jsonl(tmp_path / "sft.jsonl", records))
     Dataset.from_files([path]).tokenize_sft(TOKENIZER).pack_examples(64).cache(str(tmp_path / "c"), progress=False)
     code, out, err = run("head", str(tmp_path / "c"), "--no-shuffle", "--batches", "1", "--batch-size", "1", "--mask")
@@ -291,7 +354,10 @@ def test_verify_finds_inputs_from_any_directory_and_after_they_move(tmp_path, mo
     (tmp_path / "new").mkdir()
     (tmp_path / "moved").rename(tmp_path / "new" / "in")
     code, out, err = run("verify", str(tmp_path / "c"), "-q")
-    assert code == 1 and f"shard 0: cannot re-run: input {url} is not at {work / 'in' / 'a.jsonl'}; pass --source-root DIR" in err
+    assert (
+        code == 1
+        and f"shard 0: cannot re-run: input {url} is not at {work / 'in' / 'a.jsonl'}; pass --source-root DIR" in err
+    )
     code, out, err = run("verify", str(tmp_path / "c"), "-q", "--source-root", str(tmp_path / "new"))
     assert code == 0, err
     code, out, err = run("verify", str(tmp_path / "c"), "-q", "--shards", "0")
@@ -304,11 +370,27 @@ def test_missing_chat_template_names_the_option_where_it_was_called(tmp_path):
     from conftest import ROOT
 
     chat = str(ROOT / "data" / "sft" / "pydocs-chat.jsonl")
-    code, _, err = run("cache", chat, "-o", str(tmp_path / "c"), "--format", "chat", "--tokenizer", TOKENIZER, "--seq-len", "128")
-    assert code == 2 and err.strip() == f"beamtok: error: tokenizer {TOKENIZER!r} has no chat template; pass --chat-template FILE (a Jinja template)"
+    code, _, err = run(
+        "cache", chat, "-o", str(tmp_path / "c"), "--format", "chat", "--tokenizer", TOKENIZER, "--seq-len", "128"
+    )
+    assert (
+        code == 2
+        and err.strip()
+        == f"beamtok: error: tokenizer {TOKENIZER!r} has no chat template; pass --chat-template FILE (a Jinja template)"
+    )
     code, _, err = run("stats", chat, "--format", "chat", "--tokenizer", TOKENIZER)
     assert code == 2 and "pass --chat-template FILE" in err
-    code, out, err = run("stats", chat, "--format", "chat", "--tokenizer", TOKENIZER, "--chat-template", str(ROOT / "data" / "sft" / "chat_template.jinja"), "--json")
+    code, out, err = run(
+        "stats",
+        chat,
+        "--format",
+        "chat",
+        "--tokenizer",
+        TOKENIZER,
+        "--chat-template",
+        str(ROOT / "data" / "sft" / "chat_template.jinja"),
+        "--json",
+    )
     assert code == 0, err
     assert json.loads(out)["read"]["prompt_tokens"]["count"] > 0
     with pytest.raises(ConfigError, match=r"has no chat template; pass template= \(a Jinja file or string\)"):
@@ -318,7 +400,10 @@ def test_missing_chat_template_names_the_option_where_it_was_called(tmp_path):
 def test_a_tokenizer_without_bos_names_the_flag_a_command_line_user_needs(tmp_path):
     bert = str(ROOT / "data" / "tokenizers" / "bert-base-uncased")
     code, _, err = run("cache", SHARD, "-o", str(tmp_path / "c"), "--tokenizer", bert, "--seq-len", "128")
-    assert code == 2 and err.strip() == f"beamtok: error: tokenizer {bert!r} has no BOS token; pass --no-bos to build without one"
+    assert (
+        code == 2
+        and err.strip() == f"beamtok: error: tokenizer {bert!r} has no BOS token; pass --no-bos to build without one"
+    )
     code, _, err = run("cache", SHARD, "-o", str(tmp_path / "c"), "--tokenizer", bert, "--seq-len", "128", "--no-bos")
     assert code == 2 and "has no EOS token; pass --no-eos" in err
     with pytest.raises(ConfigError, match=r"call ensure_bos_eos\(bos=False\)"):  # the Python call is named in Python
@@ -329,7 +414,9 @@ def test_packing_is_named_by_the_dataset_method_everywhere(tmp_path):
     import json
 
     cache = tmp_path / "c"
-    Dataset.from_files([SHARD]).tokenize(TOKENIZER).ensure_bos_eos().pack_documents(512).cache(str(cache), progress=False)
+    Dataset.from_files([SHARD]).tokenize(TOKENIZER).ensure_bos_eos().pack_documents(512).cache(
+        str(cache), progress=False
+    )
     code, out, _ = run("stats", str(cache))
     assert code == 0 and "packing: pack_documents, rows of 512 tokens" in out
     code, out, _ = run("stats", str(cache), "--json")

@@ -34,9 +34,13 @@ def documents(seed: int, masks: bool) -> list[DocItem]:
             continue
         n = rng.choice([0, 1, 2, 7, 8, 9, rng.randrange(0, 50)])
         ids = np.array([rng.randrange(1, 1000) for _ in range(n)], dtype=np.int32)
-        mask = np.array([rng.randrange(0, 2) for _ in range(n)], dtype=np.int8) if masks and rng.random() < 0.5 else None
+        mask = (
+            np.array([rng.randrange(0, 2) for _ in range(n)], dtype=np.int8) if masks and rng.random() < 0.5 else None
+        )
         truncated = int(rng.random() < 0.1)
-        items.append(DocItem(cursor, TokenDoc(ids, mask), DocCounts(read=1, emitted=1, truncated_docs=truncated), cursor))
+        items.append(
+            DocItem(cursor, TokenDoc(ids, mask), DocCounts(read=1, emitted=1, truncated_docs=truncated), cursor)
+        )
     return items
 
 
@@ -63,14 +67,18 @@ def assert_same(got: list[Produced], want: list[Produced], where: str) -> None:
         for key, value in b.example.items():
             got_value: Any = a.example[key]
             if isinstance(value, np.ndarray):
-                assert got_value.dtype == value.dtype and np.array_equal(got_value, value), f"{where}, output {k}, {key}"
+                assert got_value.dtype == value.dtype and np.array_equal(got_value, value), (
+                    f"{where}, output {k}, {key}"
+                )
             else:
                 assert got_value == value, f"{where}, output {k}, {key}"
 
 
 @pytest.mark.parametrize("remainder", ["pad", "drop", "keep"])
 @pytest.mark.parametrize("supervised", [False, True])
-def test_the_same_rows_cursors_and_counts_as_the_per_row_packer_from_every_cursor(remainder: str, supervised: bool) -> None:
+def test_the_same_rows_cursors_and_counts_as_the_per_row_packer_from_every_cursor(
+    remainder: str, supervised: bool
+) -> None:
     pack = PackSpec("concat", 8, pad_id=0, remainder=remainder)  # type: ignore[arg-type]
     for seed in range(60):
         items = documents(seed, masks=supervised)
@@ -92,10 +100,14 @@ def test_blocks_grow_and_cut_many_rows_at_once() -> None:
     items = [DocItem(i, TokenDoc(ids[: 100 * (i + 1)]), DocCounts(read=1, emitted=1), i) for i in range(12)]
     spans = list(ColumnChunker(0, ShardCursor(), pack).spans(items))
     assert max(len(s.block) for s in spans if s.block is not None) > 8
-    assert_same(column_wise(items, pack, ShardCursor(), False), per_row(items, pack, ShardCursor(), False), "long documents")
+    assert_same(
+        column_wise(items, pack, ShardCursor(), False), per_row(items, pack, ShardCursor(), False), "long documents"
+    )
 
 
-def test_the_stream_cuts_concat_chunk_column_wise_on_real_text(tokenizer_dir: str, make_shards: Callable[..., list[str]]) -> None:
+def test_the_stream_cuts_concat_chunk_column_wise_on_real_text(
+    tokenizer_dir: str, make_shards: Callable[..., list[str]]
+) -> None:
     """On real text and a real tokenizer: the in-process backend's blocks give the rows of
     the per-row step, shard by shard, from the start and from a cursor inside a document."""
     ds = Dataset.from_files(make_shards(3, docs_per_shard=20)).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(64)

@@ -94,7 +94,9 @@ def test_concat_chunk_restart_mid_document_reproduces_rows(gpt2, paragraphs):
     rows = [r for i, d in enumerate(docs) for r in full.add(i, d)] + list(full.finish())
     for k, row in enumerate(rows):
         again = ConcatChunker(17, pad_id=0)
-        rest = [r for i, d in enumerate(docs) if i >= row.doc for r in again.add(i, d, row.token if i == row.doc else 0)]
+        rest = [
+            r for i, d in enumerate(docs) if i >= row.doc for r in again.add(i, d, row.token if i == row.doc else 0)
+        ]
         rest += list(again.finish())
         assert [r.input_ids.tolist() for r in rest] == [r.input_ids.tolist() for r in rows[k:]]
 

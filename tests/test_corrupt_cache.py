@@ -119,7 +119,9 @@ def test_truncated_shard_file(cache):
     path = shard_file(cache_dir)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CacheError, match=rf"shard-00001\.parquet: {len(data) // 2} bytes, but the manifest says {len(data)}"):
+    with pytest.raises(
+        CacheError, match=rf"shard-00001\.parquet: {len(data) // 2} bytes, but the manifest says {len(data)}"
+    ):
         read_all(cache_dir)
     assert_verify_reports(cache_dir, "truncated or replaced")
 
@@ -134,7 +136,9 @@ def test_one_flipped_byte(cache, where):
     position = len(data) - 30 if where == "footer" else int(len(data) * where)
     data[position] ^= 0x40
     path.write_bytes(bytes(data))
-    with pytest.raises(CacheError, match=r"shard-00001\.parquet: .*(corrupt|checksum mismatch|not a readable Parquet file)"):
+    with pytest.raises(
+        CacheError, match=r"shard-00001\.parquet: .*(corrupt|checksum mismatch|not a readable Parquet file)"
+    ):
         read_all(cache_dir)
     assert_verify_reports(cache_dir, "checksum mismatch")
 
@@ -177,7 +181,9 @@ def test_a_rerun_rebuilds_an_altered_shard_and_keeps_the_rest(cache, tokenizer_d
     data[len(data) // 2] ^= 0x40
     path.write_bytes(bytes(data))
     report = verify(cache_dir)
-    assert report.returncode == 1 and "to repair: re-run the `beamtok cache` command that built the cache" in report.stderr
+    assert (
+        report.returncode == 1 and "to repair: re-run the `beamtok cache` command that built the cache" in report.stderr
+    )
     kept = {i: shard_file(cache_dir, i).stat().st_mtime_ns for i in (0, 2)}
     online(paths, tokenizer_dir).cache(str(cache_dir))  # the same build again
     assert {i: shard_file(cache_dir, i).stat().st_mtime_ns for i in (0, 2)} == kept  # intact shards reused
@@ -215,7 +221,11 @@ def test_verify_compares_every_row_group(tmp_path, tokenizer_dir):
     ids[-1][5] = (ids[-1][5] + 1) % 50000  # the last row group's last row
     import pyarrow as pa
 
-    table = table.set_column(table.schema.get_field_index("input_ids"), table.schema.field("input_ids"), pa.array(ids, type=table.schema.field("input_ids").type))
+    table = table.set_column(
+        table.schema.get_field_index("input_ids"),
+        table.schema.field("input_ids"),
+        pa.array(ids, type=table.schema.field("input_ids").type),
+    )
     pq.write_table(table, path, row_group_size=4)
     manifest = json.loads((out / "manifest.json").read_text())
     entry = manifest["shards"][0]
@@ -223,5 +233,13 @@ def test_verify_compares_every_row_group(tmp_path, tokenizer_dir):
     entry["bytes"] = path.stat().st_size
     entry["footer_sha256"] = Storage(str(out)).parquet_footer_sha256(entry["file"])
     (out / "manifest.json").write_text(json.dumps(manifest))
-    report = subprocess.run([sys.executable, "-m", "beamtok.cli", "verify", str(out), "--shards", "1"], capture_output=True, text=True, cwd=ROOT)
-    assert report.returncode == 1 and f"shard 0 row {len(ids) - 1} field 'input_ids' differs from the on-the-fly result" in report.stderr, report.stderr
+    report = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "verify", str(out), "--shards", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert (
+        report.returncode == 1
+        and f"shard 0 row {len(ids) - 1} field 'input_ids' differs from the on-the-fly result" in report.stderr
+    ), report.stderr

@@ -46,8 +46,19 @@ class Cluster:
         command = [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(self.port), "--no-dashboard"]
         self.processes.append(subprocess.Popen(command, cwd=self.where, stdout=log, stderr=log, start_new_session=True))
         for _ in range(self.workers):
-            worker = [DASK, "worker", f"tcp://{self.address}", "--nthreads", "1", "--no-dashboard", "--death-timeout", "60"]
-            self.processes.append(subprocess.Popen(worker, cwd=self.where, stdout=log, stderr=log, start_new_session=True))
+            worker = [
+                DASK,
+                "worker",
+                f"tcp://{self.address}",
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--death-timeout",
+                "60",
+            ]
+            self.processes.append(
+                subprocess.Popen(worker, cwd=self.where, stdout=log, stderr=log, start_new_session=True)
+            )
         with distributed.Client(self.address, timeout=60) as client:
             client.wait_for_workers(self.workers, timeout=60)
 
@@ -88,7 +99,22 @@ def inputs(tmp_path) -> list[str]:
 
 
 def build(inputs: list[str], output: Path, *beam: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "beamtok.cli", "cache", *inputs, "--tokenizer", TOKENIZER, "--seq-len", "64", "--output", str(output), "--split-bytes", "8KB", *beam]
+    command = [
+        sys.executable,
+        "-m",
+        "beamtok.cli",
+        "cache",
+        *inputs,
+        "--tokenizer",
+        TOKENIZER,
+        "--seq-len",
+        "64",
+        "--output",
+        str(output),
+        "--split-bytes",
+        "8KB",
+        *beam,
+    ]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
@@ -120,7 +146,12 @@ def local(inputs, tmp_path) -> dict[str, bytes]:
 
 
 def test_a_dask_cluster_builds_the_local_cache_byte_for_byte(cluster, inputs, local, tmp_path):
-    done = build(inputs, tmp_path / "dask", "--runner=apache_beam.runners.dask.dask_runner.DaskRunner", f"--dask_client_address={cluster.address}")
+    done = build(
+        inputs,
+        tmp_path / "dask",
+        "--runner=apache_beam.runners.dask.dask_runner.DaskRunner",
+        f"--dask_client_address={cluster.address}",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert files_of(tmp_path / "dask") == local
     assert not any("range" in path.name for path in (tmp_path / "dask").rglob("*"))  # the ranges' files are gone
@@ -150,7 +181,9 @@ def test_a_worker_killed_mid_build_leaves_the_same_cache(cluster, inputs, local,
     first = build(inputs, output, *on_dask(cluster))
     killer.join()
     assert killed and unfinished == [True], "the worker was not killed mid-build"
-    print(f"the build {'completed' if first.returncode == 0 else 'failed and a re-run completed it'} after its worker was killed")
+    print(
+        f"the build {'completed' if first.returncode == 0 else 'failed and a re-run completed it'} after its worker was killed"
+    )
     if first.returncode != 0:  # the build may fail with its worker; a re-run completes it
         assert not (output / "manifest.json").exists()
         again = build(inputs, output, *on_dask(cluster))
@@ -170,13 +203,22 @@ def test_a_re_run_after_a_scheduler_restart_reuses_finished_shards(cluster, inpu
     again = build(inputs, output, *on_dask(cluster))
     assert again.returncode == 0, again.stderr[-3000:]
     assert files_of(output) == local
-    assert {p.name: p.stat().st_mtime_ns for p in (output / "shards").glob("*.parquet") if p.name in written} == written  # reused, not rewritten
+    assert {
+        p.name: p.stat().st_mtime_ns for p in (output / "shards").glob("*.parquet") if p.name in written
+    } == written  # reused, not rewritten
 
 
 def test_on_dask_each_file_or_range_is_a_partition_unless_sized():
     from beamtok.beam.options import DASK_RUNNER, runner_name
 
-    assert runner_name(["--runner=DaskRunner", "--dask_client_address=h:1"]) == [f"--runner={DASK_RUNNER}", "--dask_client_address=h:1", "--dask_partition_size=1"]
+    assert runner_name(["--runner=DaskRunner", "--dask_client_address=h:1"]) == [
+        f"--runner={DASK_RUNNER}",
+        "--dask_client_address=h:1",
+        "--dask_partition_size=1",
+    ]
     assert runner_name(["--runner", "DaskRunner"]) == ["--runner", DASK_RUNNER, "--dask_partition_size=1"]
-    assert runner_name([f"--runner={DASK_RUNNER}", "--dask_npartitions=4"]) == [f"--runner={DASK_RUNNER}", "--dask_npartitions=4"]
+    assert runner_name([f"--runner={DASK_RUNNER}", "--dask_npartitions=4"]) == [
+        f"--runner={DASK_RUNNER}",
+        "--dask_npartitions=4",
+    ]
     assert runner_name(["--direct_num_workers=2"]) == ["--direct_num_workers=2"]

@@ -27,7 +27,14 @@ def corpus(tmp_path):
     paragraphs = real_paragraphs(160)
     out = {}
     for name, lo in (("a", 0), ("b", 60), ("val", 120)):
-        out[name] = [str(write_jsonl(tmp_path / f"{name}-{i}.jsonl", [{"text": p} for p in paragraphs[lo + i * 20 : lo + (i + 1) * 20]])) for i in range(2)]
+        out[name] = [
+            str(
+                write_jsonl(
+                    tmp_path / f"{name}-{i}.jsonl", [{"text": p} for p in paragraphs[lo + i * 20 : lo + (i + 1) * 20]]
+                )
+            )
+            for i in range(2)
+        ]
     return out
 
 
@@ -40,7 +47,14 @@ def write_config(tmp_path, corpus, **changes):
             "b": {"urls": corpus["b"], "seq_len": 64, "remainder": "drop"},
             "val": {"urls": corpus["val"]},
         },
-        "train": {"weights": {"a": 0.75, "b": 0.25}, "seed": 3, "block_size": 32, "schedule": [{"start_example": 64, "weights": {"a": 0.5, "b": 0.5}}], "shuffle": {"window": 16, "seed": 1}, "batch": 4},
+        "train": {
+            "weights": {"a": 0.75, "b": 0.25},
+            "seed": 3,
+            "block_size": 32,
+            "schedule": [{"start_example": 64, "weights": {"a": 0.5, "b": 0.5}}],
+            "shuffle": {"window": 16, "seed": 1},
+            "batch": 4,
+        },
         "validation": {"sets": ["val"], "batch": 4},
     }
     config.update(changes)
@@ -55,11 +69,18 @@ def packed(urls, **kwargs):
 
 def test_a_config_streams_what_it_says(tmp_path, corpus):
     config = load_config(write_config(tmp_path, corpus))
-    expected = Dataset.mix([packed(corpus["a"]), packed(corpus["b"], remainder="drop")], [(0, [0.75, 0.25]), (64, [0.5, 0.5])], seed=3, block_size=32)
+    expected = Dataset.mix(
+        [packed(corpus["a"]), packed(corpus["b"], remainder="drop")],
+        [(0, [0.75, 0.25]), (64, [0.5, 0.5])],
+        seed=3,
+        block_size=32,
+    )
     expected = expected.shuffle(16, seed=1).batch(4)
     assert config.train.stream_fingerprint == expected.stream_fingerprint
     assert_items_equal(list(itertools.islice(config.train, 40)), list(itertools.islice(expected, 40)))
-    assert config.caches == {"a": str(tmp_path / "cache-a")} and (tmp_path / "cache-a" / "shards").exists()  # cached as it streamed
+    assert (
+        config.caches == {"a": str(tmp_path / "cache-a")} and (tmp_path / "cache-a" / "shards").exists()
+    )  # cached as it streamed
 
 
 def test_validation_sets_are_the_same_every_time_in_file_order(tmp_path, corpus):
@@ -75,8 +96,17 @@ def test_validation_sets_are_the_same_every_time_in_file_order(tmp_path, corpus)
 
 
 def test_caps_best_fit_and_token_budget_batches_from_a_config(tmp_path, corpus):
-    train = {"weights": {"a": 1, "b": 1}, "block_size": 32, "max_epochs": {"a": 1}, "batch_tokens": {"max_tokens": 256, "window": 64, "order": "grow", "max_len": [[0, 32], [64, 64]]}}
-    datasets = {"a": {"urls": corpus["a"], "pack": "best_fit", "pack_window": 8, "bos_rows": True}, "b": {"urls": corpus["b"]}, "val": {"urls": corpus["val"]}}
+    train = {
+        "weights": {"a": 1, "b": 1},
+        "block_size": 32,
+        "max_epochs": {"a": 1},
+        "batch_tokens": {"max_tokens": 256, "window": 64, "order": "grow", "max_len": [[0, 32], [64, 64]]},
+    }
+    datasets = {
+        "a": {"urls": corpus["a"], "pack": "best_fit", "pack_window": 8, "bos_rows": True},
+        "b": {"urls": corpus["b"]},
+        "val": {"urls": corpus["val"]},
+    }
     config = load_config(write_config(tmp_path, corpus, train=train, datasets=datasets))
     a = Dataset.from_files(corpus["a"]).tokenize(TOKENIZER).ensure_bos_eos().pack_documents(64, window=8, bos=True)
     expected = Dataset.mix([a, packed(corpus["b"])], [1, 1], block_size=32, max_epochs=[1, None])
@@ -95,7 +125,10 @@ def test_caps_best_fit_and_token_budget_batches_from_a_config(tmp_path, corpus):
         ({"dataset": {}}, r"unknown key 'dataset'; did you mean 'datasets'\?"),
         ({"datasets": {"a": {"url": ["x.jsonl"]}}}, r"datasets.a: unknown key 'url'; did you mean 'urls'\?"),
         ({"train": {"weights": {"a": 1, "c": 1}}}, r"train: weights: no dataset named 'c'"),
-        ({"train": {"weights": {"a": 1}, "shufle": {"window": 4}}}, r"train: unknown key 'shufle'; did you mean 'shuffle'\?"),
+        (
+            {"train": {"weights": {"a": 1}, "shufle": {"window": 4}}},
+            r"train: unknown key 'shufle'; did you mean 'shuffle'\?",
+        ),
         ({"validation": {"sets": ["vall"]}}, r"validation: sets: no dataset named 'vall'; did you mean 'val'\?"),
         ({"tokenizer": None}, r"datasets.a: missing tokenizer"),
         ({"datasets": {}}, r"datasets: name at least one dataset"),
@@ -126,11 +159,16 @@ def test_beamtok_cache_builds_the_caches_a_config_names(tmp_path, corpus, monkey
     assert_items_equal(list(Dataset.from_cache(str(tmp_path / "cache-a"))), list(packed(corpus["a"])))
     tokenized: list[str] = []
     real = ShardProcessor.documents  # every shard the shard processing runs is read through documents()
-    monkeypatch.setattr(ShardProcessor, "documents", lambda self, shard, *a: (tokenized.append(shard.url), real(self, shard, *a))[1])
+    monkeypatch.setattr(
+        ShardProcessor, "documents", lambda self, shard, *a: (tokenized.append(shard.url), real(self, shard, *a))[1]
+    )
     list(itertools.islice(load_config(path).train, 30))
     assert tokenized and not set(tokenized) & set(corpus["a"])  # dataset a comes from its cache
     refused = CliRunner().invoke(main, ["cache", "--config", path, "--seq-len", "32"])
-    assert refused.exit_code == 2 and "is a data config: it names every dataset's options; drop --seq-len" in refused.stderr
+    assert (
+        refused.exit_code == 2
+        and "is a data config: it names every dataset's options; drop --seq-len" in refused.stderr
+    )
 
 
 def test_the_example_config_loads_and_streams():
@@ -200,7 +238,15 @@ def test_a_config_s_build_options_shape_its_caches(tmp_path, corpus):
         "b": {"urls": corpus["b"], "cache": str(tmp_path / "cache-b")},
         "val": {"urls": corpus["val"]},
     }
-    path = write_config(tmp_path, corpus, datasets=datasets, parquet_compat=True, row_group_rows=8, split_bytes="none", beam_options={"direct_num_workers": 1})
+    path = write_config(
+        tmp_path,
+        corpus,
+        datasets=datasets,
+        parquet_compat=True,
+        row_group_rows=8,
+        split_bytes="none",
+        beam_options={"direct_num_workers": 1},
+    )
     result = CliRunner().invoke(main, ["cache", "--config", path, "-q"])
     assert result.exit_code == 0, result.output
     codecs_a, rows_a = shard_layouts(tmp_path / "cache-a")
@@ -222,6 +268,8 @@ def test_a_config_s_build_options_shape_its_caches(tmp_path, corpus):
     assert codecs == {"SNAPPY"} and max(rows) == 4  # the cache written as it streams
 
     with pytest.raises(ConfigError, match=r"datasets.a: row_group_rows: must be a whole number"):
-        load_config(write_config(tmp_path, corpus, datasets={**datasets, "a": {**datasets["a"], "row_group_rows": "many"}}))
+        load_config(
+            write_config(tmp_path, corpus, datasets={**datasets, "a": {**datasets["a"], "row_group_rows": "many"}})
+        )
     with pytest.raises(ConfigError, match=r"datasets.a: parquet_compat: must be true or false"):
         load_config(write_config(tmp_path, corpus, datasets=datasets, parquet_compat="yes"))

@@ -23,10 +23,25 @@ from beamtok.sources.urls import check_bucket_names
 from conftest import CORPUS, ROOT
 
 pytest.importorskip("apache_beam")
-pytest.importorskip("apache_beam.runners.dataflow.internal.apiclient", reason="the dataflow extra (apache-beam[gcp]) is not installed")
+pytest.importorskip(
+    "apache_beam.runners.dataflow.internal.apiclient", reason="the dataflow extra (apache-beam[gcp]) is not installed"
+)
 TOKENIZER = ROOT / "data" / "tokenizers" / "gpt2"
-STEPS = {"Plan", "WriteShards", "TokenizeRanges", "PlanPacking", "PackRows", "JoinParts", "WriteManifest"}  # concat_chunk rows pack in parallel
-DATAFLOW = ["--runner=DataflowRunner", "--project=my-project", "--region=us-central1", "--temp_location=gs://my-bucket/tmp"]
+STEPS = {
+    "Plan",
+    "WriteShards",
+    "TokenizeRanges",
+    "PlanPacking",
+    "PackRows",
+    "JoinParts",
+    "WriteManifest",
+}  # concat_chunk rows pack in parallel
+DATAFLOW = [
+    "--runner=DataflowRunner",
+    "--project=my-project",
+    "--region=us-central1",
+    "--temp_location=gs://my-bucket/tmp",
+]
 
 
 def dataflow_command(tokenizer: Path, *extra: str) -> list[str]:
@@ -67,7 +82,13 @@ def test_setup_file_job_is_built_offline(own_tokenizer, tmp_path):
 
 def test_container_image_job(own_tokenizer):
     image = "us-central1-docker.pkg.dev/my-project/repo/beamtok-worker:0.1.0"
-    proc = subprocess.run(dataflow_command(own_tokenizer, f"--sdk_container_image={image}"), capture_output=True, text=True, timeout=600, cwd=ROOT)
+    proc = subprocess.run(
+        dataflow_command(own_tokenizer, f"--sdk_container_image={image}"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"worker image: {image}" in proc.stdout
 
@@ -89,7 +110,13 @@ def test_workers_need_no_path_of_the_launcher(own_tokenizer, tmp_path):
     inputs = [str(CORPUS / "shakespeare-00.jsonl")]
     ds = Dataset.from_files(inputs).tokenize(str(own_tokenizer)).ensure_bos_eos().concat_chunk(1024)
     job_file = tmp_path / "job.json"
-    plan = plan_job(ds.spec, ds.shards, str(tmp_path / "remote-cache"), [*DATAFLOW, "--dry_run=True", f"--dataflow_job_file={job_file}"], split_bytes=None)
+    plan = plan_job(
+        ds.spec,
+        ds.shards,
+        str(tmp_path / "remote-cache"),
+        [*DATAFLOW, "--dry_run=True", f"--dataflow_job_file={job_file}"],
+        split_bytes=None,
+    )
     assert plan.tokenizer_bytes > 2_000_000 and plan.graph_bytes < 200_000  # the tokenizer is not in the graph
     assert not (tmp_path / "remote-cache").exists()  # a dry run touches no output
     transforms = json.loads(job_file.read_text())["pipeline"]["components"]["transforms"]
@@ -98,7 +125,9 @@ def test_workers_need_no_path_of_the_launcher(own_tokenizer, tmp_path):
     dofn_file = tmp_path / "dofn.bin"
     dofn_file.write_bytes(payload.do_fn.payload)
     # what the launcher does when it submits the job: the tokenizer goes to the output directory
-    Storage(str(tmp_path / "remote-cache")).write_bytes(TOKENIZER_FILE, json.dumps(load_tokenizer(str(own_tokenizer)).serialize()).encode())
+    Storage(str(tmp_path / "remote-cache")).write_bytes(
+        TOKENIZER_FILE, json.dumps(load_tokenizer(str(own_tokenizer)).serialize()).encode()
+    )
     shutil.rmtree(own_tokenizer.parent)  # gone: the worker cannot load it by name
     worker = tmp_path / "worker"
     worker.mkdir()
@@ -108,9 +137,22 @@ def test_workers_need_no_path_of_the_launcher(own_tokenizer, tmp_path):
         "fn = fn[0] if isinstance(fn, tuple) else fn\n"  # Beam pickles (DoFn, args, kwargs, side inputs, windowing)
         "fn.setup(); print(list(fn.process(0))[0]['rows'])\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(dofn_file)], capture_output=True, text=True, timeout=600, cwd=worker, env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(dofn_file)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=worker,
+        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
-    local = Dataset.from_files(inputs).tokenize(str(TOKENIZER)).ensure_bos_eos().concat_chunk(1024).cache(str(tmp_path / "local"), progress=False)
+    local = (
+        Dataset.from_files(inputs)
+        .tokenize(str(TOKENIZER))
+        .ensure_bos_eos()
+        .concat_chunk(1024)
+        .cache(str(tmp_path / "local"), progress=False)
+    )
     assert int(proc.stdout.split()[-1]) == len(list(local))
     ours = (tmp_path / "remote-cache" / "shards" / "shard-00000.parquet").read_bytes()
     assert ours == (tmp_path / "local" / "shards" / "shard-00000.parquet").read_bytes()

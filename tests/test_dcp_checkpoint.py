@@ -31,7 +31,16 @@ def packed(files: list[str]) -> Dataset:
 
 
 def torchrun(nproc: int, *args: str) -> None:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), JOB, *args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        JOB,
+        *args,
+    ]
     done = run_group(command, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
 
@@ -77,15 +86,25 @@ def reference(root: Path, kind: str) -> list[tuple[int, int, int]]:
 
 @pytest.mark.parametrize(
     ("fsdp", "old", "new", "even"),
-    [(True, (2, 2), (3, 1), "pad"), (False, (3, 1), (2, 0), "pad"), (False, (2, 0), (4, 1), "drop"), (False, (4, 0), (1, 0), "drop")],
+    [
+        (True, (2, 2), (3, 1), "pad"),
+        (False, (3, 1), (2, 0), "pad"),
+        (False, (2, 0), (4, 1), "drop"),
+        (False, (4, 0), (1, 0), "drop"),
+    ],
 )
 def test_saved_in_dcp_and_resumed_on_another_world_size_and_worker_count(root, fsdp, old, new, even):
     (old_world, old_workers), (new_world, new_workers) = old, new
-    common = ["--root", str(root), "--tokenizer", small_vocab_tokenizer(), "--kinds", *KINDS, "--ending", even] + (["--fsdp"] if fsdp else [])
+    common = ["--root", str(root), "--tokenizer", small_vocab_tokenizer(), "--kinds", *KINDS, "--ending", even] + (
+        ["--fsdp"] if fsdp else []
+    )
     torchrun(old_world, *common, "--phase", "save", "--workers", str(old_workers), "--steps", "3")
     torchrun(new_world, *common, "--phase", "resume", "--workers", str(new_workers))
     for kind in KINDS:
-        (before, _, _), (after, pads, steps) = read_back(root, kind, "save", old_world), read_back(root, kind, "resume", new_world)
+        (before, _, _), (after, pads, steps) = (
+            read_back(root, kind, "save", old_world),
+            read_back(root, kind, "resume", new_world),
+        )
         assert before and after, kind
         assert len(set(steps)) == 1, f"{kind}: the ranks ended at different steps {steps}"
         seen = Counter(before + after)
@@ -98,7 +117,9 @@ def test_saved_in_dcp_and_resumed_on_another_world_size_and_worker_count(root, f
             assert set(seen) == set(want[: len(seen)]) and len(want) - len(seen) < new_world * 4, kind
         else:
             assert set(seen) == set(want), f"{kind}: lost {sorted(set(want) - set(seen))[:5]}"
-        saved, loaded = (json.loads((root / f"weights-{kind}-{phase}.json").read_text()) for phase in ("save", "resume"))
+        saved, loaded = (
+            json.loads((root / f"weights-{kind}-{phase}.json").read_text()) for phase in ("save", "resume")
+        )
         assert saved == loaded, f"{kind}: the model's weights did not come back through the same checkpoint"
 
 
@@ -129,7 +150,12 @@ def test_a_checkpoint_without_the_loader_is_refused_not_started_afresh(root, tmp
     ds = packed(sorted(str(p) for p in (root / "data").glob("part-*.jsonl"))).batch(4)
     dcp.save({"other": {"step": 3}}, checkpoint_id=str(tmp_path / "c"), no_dist=True)
     with pytest.raises(StateError, match="holds no beamtok data state"):
-        dcp.load({"data": DistributedLoader(ds)}, checkpoint_id=str(tmp_path / "c"), no_dist=True, planner=DefaultLoadPlanner(allow_partial_load=True))
+        dcp.load(
+            {"data": DistributedLoader(ds)},
+            checkpoint_id=str(tmp_path / "c"),
+            no_dist=True,
+            planner=DefaultLoadPlanner(allow_partial_load=True),
+        )
 
 
 def test_a_state_of_another_pipeline_is_refused_by_name(root, tmp_path):
@@ -141,7 +167,9 @@ def test_a_state_of_another_pipeline_is_refused_by_name(root, tmp_path):
     saving = DistributedLoader(packed(files).batch(4))
     next(iter(saving))
     dcp.save({"data": saving}, checkpoint_id=str(tmp_path / "c"), no_dist=True)
-    other = DistributedLoader(Dataset.from_files(files).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(48).batch(4))
+    other = DistributedLoader(
+        Dataset.from_files(files).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(48).batch(4)
+    )
     dcp.load({"data": other}, checkpoint_id=str(tmp_path / "c"), no_dist=True)
     with pytest.raises(StateError, match=r"concat_chunk|seq_len|pipeline"):
         next(iter(other))

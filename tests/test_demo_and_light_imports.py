@@ -65,9 +65,9 @@ def test_reading_a_cache_imports_neither_pandas_nor_beam(tmp_path):
     """pyarrow's to_numpy imports pandas (0.2 s at a reader's first row); the reader avoids it."""
     from beamtok import Dataset
 
-    Dataset.from_files(str(ROOT / "data/corpus/shakespeare-00.jsonl")).tokenize(str(ROOT / "data/tokenizers/gpt2")).concat_chunk(64).cache(
-        str(tmp_path / "c"), progress=False, row_group_rows=100
-    )
+    Dataset.from_files(str(ROOT / "data/corpus/shakespeare-00.jsonl")).tokenize(
+        str(ROOT / "data/tokenizers/gpt2")
+    ).concat_chunk(64).cache(str(tmp_path / "c"), progress=False, row_group_rows=100)
     code = (
         "import sys\n"
         "from beamtok import Dataset\n"

@@ -24,7 +24,16 @@ JOB = str(Path(__file__).resolve().parent / "mesh_job.py")
 
 
 def torchrun(nproc: int, *args: str) -> None:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), JOB, *args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        JOB,
+        *args,
+    ]
     done = run_group(command, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
 
@@ -38,7 +47,9 @@ def test_tensor_parallel_peers_read_alike_and_the_data_parallel_size_changes(tmp
     (tmp_path / "data").mkdir()
     paragraphs = real_paragraphs(90)
     for i in range(6):
-        write_jsonl(tmp_path / "data" / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 15 : i * 15 + 5 + 2 * i]])
+        write_jsonl(
+            tmp_path / "data" / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[i * 15 : i * 15 + 5 + 2 * i]]
+        )
     common = ["--root", str(tmp_path), "--tokenizer", small_vocab_tokenizer()]
     torchrun(4, *common, "--phase", "save")
     torchrun(new_world, *common, "--phase", "resume")
@@ -49,11 +60,19 @@ def test_tensor_parallel_peers_read_alike_and_the_data_parallel_size_changes(tmp
         for r in ranks:
             by_dp.setdefault(r["dp"], []).append(r["rows"])
         for dp, peers in by_dp.items():
-            assert all(p == peers[0] for p in peers), f"{phase}: tensor-parallel peers of data-parallel rank {dp} read different batches"
+            assert all(p == peers[0] for p in peers), (
+                f"{phase}: tensor-parallel peers of data-parallel rank {dp} read different batches"
+            )
             seen.update(tuple(row) for batch in peers[0] for row in batch if row[0] >= 0)
         assert len(by_dp) == world // 2
         assert len({r["weight"] for r in ranks}) == 1  # the sharded layer came back whole on every rank
-    want = {(int(e["shard"]), int(e["index"])) for e in Dataset.from_files(sorted(str(p) for p in (tmp_path / "data").glob("part-*.jsonl"))).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(32)}
+    want = {
+        (int(e["shard"]), int(e["index"]))
+        for e in Dataset.from_files(sorted(str(p) for p in (tmp_path / "data").glob("part-*.jsonl")))
+        .tokenize(small_vocab_tokenizer())
+        .ensure_bos_eos()
+        .concat_chunk(32)
+    }
     assert max(seen.values()) == 1, [r for r, n in seen.items() if n > 1][:5]
     assert set(seen) == want
     saved, resumed = (read(tmp_path, phase, 1)[0]["weight"] for phase in ("save", "resume"))

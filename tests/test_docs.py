@@ -43,9 +43,13 @@ def test_readme_and_guide_examples_run_each_in_a_new_process(tmp_path):
     sources = [ROOT / "README.md", *(ROOT / "docs" / page for page in guide_pages())]
     for source in sources:
         for i, block in enumerate(blocks_of(source)):
-            proc = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(
+                [sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300
+            )
             assert proc.returncode == 0, f"{source.name} python block {i} failed:\n{block}\n{proc.stderr}"
-            assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, f"{source.name} block {i}:\n{proc.stderr}"
+            assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, (
+                f"{source.name} block {i}:\n{proc.stderr}"
+            )
     assert json.loads((tmp_path / "build" / "state.json").read_text())["beamtok_state"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["build", "data", "examples"]  # every output under build/
 
@@ -65,14 +69,22 @@ def test_every_docs_page_is_on_the_site():
     assert listed == {p.name for p in (ROOT / "docs").glob("*.md")}
 
 
-@pytest.mark.skipif(shutil.which("mkdocs", path=os.path.dirname(sys.executable)) is None, reason="mkdocs is in the dev extra")
+@pytest.mark.skipif(
+    shutil.which("mkdocs", path=os.path.dirname(sys.executable)) is None, reason="mkdocs is in the dev extra"
+)
 def test_the_site_builds_strictly_with_generated_pages(tmp_path):
     """mkdocs build --strict: no broken link or anchor; the CLI page carries every option of
     the table, the performance page every results file."""
     from beamtok.core.cache_options import CACHE_OPTIONS
 
     mkdocs = os.path.join(os.path.dirname(sys.executable), "mkdocs")
-    proc = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     cli = (tmp_path / "site" / "cli" / "index.html").read_text()
     for option in CACHE_OPTIONS:

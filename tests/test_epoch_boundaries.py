@@ -27,8 +27,16 @@ EPOCHS = 3
 def cached(tmp_path_factory) -> Dataset:
     root = tmp_path_factory.mktemp("epochs")
     paras = real_paragraphs(90)
-    paths = [str(write_jsonl(root / f"p-{i}.jsonl", [{"text": t} for t in paras[i * 30 : (i + 1) * 30]])) for i in range(3)]
-    return Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(32).cache(str(root / "cache"), row_group_rows=16)
+    paths = [
+        str(write_jsonl(root / f"p-{i}.jsonl", [{"text": t} for t in paras[i * 30 : (i + 1) * 30]])) for i in range(3)
+    ]
+    return (
+        Dataset.from_files(paths)
+        .tokenize(TOKENIZER)
+        .ensure_bos_eos()
+        .concat_chunk(32)
+        .cache(str(root / "cache"), row_group_rows=16)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +56,10 @@ def sources(cached: Dataset) -> dict[str, Callable[[], Dataset]]:
         "cache in order": lambda: cached.interleave(1).repeat(EPOCHS),
         "global shuffle": lambda: cached.global_shuffle(seed=3).repeat(EPOCHS),
         "mix": lambda: Dataset.mix(
-            [cached.interleave(1).repeat(EPOCHS), cached.global_shuffle(seed=1).repeat(EPOCHS)], [0.5, 0.5], seed=2, stop="first_exhausted"
+            [cached.interleave(1).repeat(EPOCHS), cached.global_shuffle(seed=1).repeat(EPOCHS)],
+            [0.5, 0.5],
+            seed=2,
+            stop="first_exhausted",
         ),
     }
 
@@ -88,7 +99,9 @@ def test_step_and_skip_at_every_epoch_start(cached, epoch, name, batch):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     it.skip(s - read if s >= read else 0)
-                assert head + [key(x) for x in it] == full[:read] + full[max(s, read) :], f"{name}, batch {batch}: skip to {s}"
+                assert head + [key(x) for x in it] == full[:read] + full[max(s, read) :], (
+                    f"{name}, batch {batch}: skip to {s}"
+                )
 
 
 @pytest.mark.parametrize("batch", [None, 4, 5])

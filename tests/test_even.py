@@ -20,7 +20,10 @@ def uneven(tmp_path_factory) -> list[str]:
     root = tmp_path_factory.mktemp("even")
     paragraphs = real_paragraphs(120)
     sizes = [(0, 70), (70, 85), (85, 120)]
-    return [str(write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[a:b]])) for i, (a, b) in enumerate(sizes)]
+    return [
+        str(write_jsonl(root / f"part-{i}.jsonl", [{"text": p} for p in paragraphs[a:b]]))
+        for i, (a, b) in enumerate(sizes)
+    ]
 
 
 def packed(files: list[str]) -> Dataset:
@@ -38,18 +41,26 @@ def test_readers_split_by_examples(uneven, world):
     assert total % world  # the last round is incomplete for some readers
     dropped = [provenance(packed(uneven).shard_by_rank(r, world, split="examples", even="drop")) for r in range(world)]
     assert {len(d) for d in dropped} == {total // world}
-    assert sorted(x for d in dropped for x in d) == sorted(everything[: total // world * world])  # the last partial round goes
+    assert sorted(x for d in dropped for x in d) == sorted(
+        everything[: total // world * world]
+    )  # the last partial round goes
     padded = [list(packed(uneven).shard_by_rank(r, world, split="examples", even="pad")) for r in range(world)]
     assert {len(p) for p in padded} == {-(-total // world)}
     pads = [ex for p in padded for ex in p if ex["shard"] == -1]
     assert len(pads) == world - total % world
-    assert all(not ex["segment_ids"].any() and not ex["loss_mask"].any() and ex["input_ids"].shape == (32,) for ex in pads)
-    assert sorted((int(ex["shard"]), int(ex["index"])) for p in padded for ex in p if ex["shard"] != -1) == sorted(everything)
+    assert all(
+        not ex["segment_ids"].any() and not ex["loss_mask"].any() and ex["input_ids"].shape == (32,) for ex in pads
+    )
+    assert sorted((int(ex["shard"]), int(ex["index"])) for p in padded for ex in p if ex["shard"] != -1) == sorted(
+        everything
+    )
 
 
 @pytest.mark.parametrize("even", ["drop", "pad"])
 def test_resumes_exactly_at_every_step(uneven, even):
-    check_resumption(lambda: packed(uneven).shard_by_rank(4, 5, split="examples", even=even).batch(4), random_steps=6)  # 156 rows: 1 over
+    check_resumption(
+        lambda: packed(uneven).shard_by_rank(4, 5, split="examples", even=even).batch(4), random_steps=6
+    )  # 156 rows: 1 over
 
 
 def test_readers_split_by_shards_of_a_cache_and_by_global_shuffle(uneven, tmp_path):
@@ -89,7 +100,9 @@ def test_inspect_names_the_even_split(uneven, tmp_path):
     state = it.state_dict()
     for lines in (explain_state(state, ds.pipeline), explain_state(state)):
         text = "\n".join(lines)
-        assert "shard source: epoch 0" in text and "even split: 4 examples handed out of this reader's share" in text, text
+        assert "shard source: epoch 0" in text and "even split: 4 examples handed out of this reader's share" in text, (
+            text
+        )
         assert "stage 1 (batch): no position of its own" in text
 
 
@@ -101,5 +114,8 @@ def test_a_count_split_refuses_another_world_size_and_names_the_loader_that_can(
     for it in its:
         next(it)
     states = [it.state_dict() for it in its]
-    with pytest.raises(StateError, match=r"each reader's count was its share of the old split \(2 ranks\).*DistributedLoader\(even=\.\.\.\)"):
+    with pytest.raises(
+        StateError,
+        match=r"each reader's count was its share of the old split \(2 ranks\).*DistributedLoader\(even=\.\.\.\)",
+    ):
         next(cached.shard_by_rank(0, 3, even="pad").iter(states))

@@ -28,7 +28,19 @@ pytestmark = pytest.mark.slow
 
 CONTEXTS = ("x{0}y {0}1 {0}{0}", "\u0301{0}a", "1{0} \u00e9{0}")
 STRIDE = 11
-KINDS = ["gpt2", "bert-base-uncased", "qwen2", "cl100k-converted", "llama3-form", "sp-bpe-metaspace", "sp-bpe-prepend", "unigram", "wordpiece", "t5", "llama2"]
+KINDS = [
+    "gpt2",
+    "bert-base-uncased",
+    "qwen2",
+    "cl100k-converted",
+    "llama3-form",
+    "sp-bpe-metaspace",
+    "sp-bpe-prepend",
+    "unigram",
+    "wordpiece",
+    "t5",
+    "llama2",
+]
 
 
 def directory(kind: str) -> str:

@@ -46,7 +46,17 @@ def llama3_post_processor(spec: dict) -> None:
     """What Llama-3's tokenizer.json carries: BOS as an added token, put before every text by
     a TemplateProcessing after ByteLevel."""
     begin = max(spec["model"]["vocab"].values()) + 100
-    spec["added_tokens"].append({"id": begin, "content": BEGIN, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+    spec["added_tokens"].append(
+        {
+            "id": begin,
+            "content": BEGIN,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+    )
     spec["post_processor"] = {
         "type": "Sequence",
         "processors": [
@@ -54,7 +64,12 @@ def llama3_post_processor(spec: dict) -> None:
             {
                 "type": "TemplateProcessing",
                 "single": [{"SpecialToken": {"id": BEGIN, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-                "pair": [{"SpecialToken": {"id": BEGIN, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": BEGIN, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                "pair": [
+                    {"SpecialToken": {"id": BEGIN, "type_id": 0}},
+                    {"Sequence": {"id": "A", "type_id": 0}},
+                    {"SpecialToken": {"id": BEGIN, "type_id": 1}},
+                    {"Sequence": {"id": "B", "type_id": 1}},
+                ],
                 "special_tokens": {BEGIN: {"id": BEGIN, "ids": [begin], "tokens": [BEGIN]}},
             },
         ],
@@ -86,14 +101,33 @@ def downloaded(tmp_path_factory) -> dict[str, str]:
     return {
         "cl100k": cl100k,
         "llama3": write_variant(llama3_form, root / "llama3", llama3_post_processor),
-        "gpt2-bert": write_variant(gpt2, root / "gpt2-bert", lambda s: s.__setitem__("post_processor", {"type": "BertProcessing", "sep": ["<|endoftext|>", 50256], "cls": ["!", 0]})),
+        "gpt2-bert": write_variant(
+            gpt2,
+            root / "gpt2-bert",
+            lambda s: s.__setitem__(
+                "post_processor", {"type": "BertProcessing", "sep": ["<|endoftext|>", 50256], "cls": ["!", 0]}
+            ),
+        ),
         "gpt2-roberta": write_variant(
-            gpt2, root / "gpt2-roberta", lambda s: s.__setitem__("post_processor", {"type": "RobertaProcessing", "sep": ["<|endoftext|>", 50256], "cls": ["\"", 1], "trim_offsets": True, "add_prefix_space": False})
+            gpt2,
+            root / "gpt2-roberta",
+            lambda s: s.__setitem__(
+                "post_processor",
+                {
+                    "type": "RobertaProcessing",
+                    "sep": ["<|endoftext|>", 50256],
+                    "cls": ['"', 1],
+                    "trim_offsets": True,
+                    "add_prefix_space": False,
+                },
+            ),
         ),
         "cl100k-today": write_variant(cl100k, root / "cl100k-today", pattern_edit(CL100K_TODAY)),
         "r50k-today": write_variant(gpt2, root / "r50k-today", pattern_edit(R50K_TODAY)),
         # Qwen2's split, spelled otherwise (so only what it does can tell it from cl100k's)
-        "cl100k-qwen-split": write_variant(cl100k, root / "cl100k-qwen-split", pattern_edit(QWEN2_PATTERN.replace(r"|\p{N}|", r"|[\p{N}]|"))),
+        "cl100k-qwen-split": write_variant(
+            cl100k, root / "cl100k-qwen-split", pattern_edit(QWEN2_PATTERN.replace(r"|\p{N}|", r"|[\p{N}]|"))
+        ),
     }
 
 
@@ -113,7 +147,10 @@ def test_a_post_processor_that_adds_tokens_around_the_text_takes_the_fast_path(d
     same_ids_as_tokenizers(downloaded[kind], [*texts, *PROBES, ""])
     first = tok.encode_batch(["Hello world"])[0].tolist()
     bare = tok.encode_batch(["Hello world"], add_special_tokens=False)[0].tolist()
-    assert len(first) == len(bare) + (1 if kind == "llama3" else 2) and first[len(first) - len(bare) - (0 if kind == "llama3" else 1) :][: len(bare)] == bare
+    assert (
+        len(first) == len(bare) + (1 if kind == "llama3" else 2)
+        and first[len(first) - len(bare) - (0 if kind == "llama3" else 1) :][: len(bare)] == bare
+    )
 
 
 def test_the_llama3_file_streams_the_same_on_the_fast_path(downloaded):
@@ -133,13 +170,33 @@ def test_the_llama3_file_streams_the_same_on_the_fast_path(downloaded):
     ("edit", "reason"),
     [
         (
-            lambda s: s.__setitem__("post_processor", {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {}}),
+            lambda s: s.__setitem__(
+                "post_processor",
+                {
+                    "type": "TemplateProcessing",
+                    "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                    "pair": [{"Sequence": {"id": "A", "type_id": 0}}],
+                    "special_tokens": {},
+                },
+            ),
             "template for a single text does not hold the text once",
         ),
         (
             lambda s: s.__setitem__(
                 "post_processor",
-                {"type": "Sequence", "processors": [{"type": "BertProcessing", "sep": ["a", 64], "cls": ["b", 65]}, {"type": "RobertaProcessing", "sep": ["c", 66], "cls": ["d", 67], "trim_offsets": True, "add_prefix_space": False}]},
+                {
+                    "type": "Sequence",
+                    "processors": [
+                        {"type": "BertProcessing", "sep": ["a", 64], "cls": ["b", 65]},
+                        {
+                            "type": "RobertaProcessing",
+                            "sep": ["c", 66],
+                            "cls": ["d", 67],
+                            "trim_offsets": True,
+                            "add_prefix_space": False,
+                        },
+                    ],
+                },
             ),
             "several processors add tokens",
         ),
@@ -167,12 +224,27 @@ def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
     Oniguruma reads it, gives the file's ids; with bpe-openai installed, its cl100k engine
     encodes all but the runs of four or more number characters (``whole_numbers``)."""
     tok = load_tokenizer(downloaded["cl100k-today"])
-    expected = "bpe-openai (numbers of 4 or more digits by tiktoken) (exact fast path" if HAS_BPE_OPENAI else "tiktoken (exact fast path"
+    expected = (
+        "bpe-openai (numbers of 4 or more digits by tiktoken) (exact fast path"
+        if HAS_BPE_OPENAI
+        else "tiktoken (exact fast path"
+    )
     assert tok.engine.startswith(expected) and "no native engine" not in tok.engine, tok.engine
     digits = tok.encode_batch(["1234567890"], add_special_tokens=False)[0].tolist()
     assert digits != load_tokenizer(downloaded["cl100k"]).encode_batch(["1234567890"])[0].tolist()
-    numbers = ["12345 678901234", "a  12345", "x\n  1234\n", " 1234", "1234 ", "v1.2345.67890", "½½½½½ and ٣٣٣٣٣", "year 1999, 2024-11-26\t\t31415926535"]
-    same_ids_as_tokenizers(downloaded["cl100k-today"], [*shipped_texts(), *PROBES, "end\n ", "x\r\n\t", "a\n \n", *numbers])
+    numbers = [
+        "12345 678901234",
+        "a  12345",
+        "x\n  1234\n",
+        " 1234",
+        "1234 ",
+        "v1.2345.67890",
+        "½½½½½ and ٣٣٣٣٣",
+        "year 1999, 2024-11-26\t\t31415926535",
+    ]
+    same_ids_as_tokenizers(
+        downloaded["cl100k-today"], [*shipped_texts(), *PROBES, "end\n ", "x\r\n\t", "a\n \n", *numbers]
+    )
 
 
 @pytest.mark.skipif(not HAS_BPE_OPENAI, reason="bpe-openai is in the dev extra")
@@ -180,7 +252,9 @@ def test_a_split_that_gives_other_ids_keeps_tiktoken(downloaded):
     """cl100k's ranks split as Qwen2 splits (one digit a piece): bpe-openai would give cl100k's
     ids, so tiktoken encodes, exactly, and the engine says why."""
     tok = load_tokenizer(downloaded["cl100k-qwen-split"])
-    assert tok.engine.startswith("tiktoken (exact fast path") and "no native engine: bpe-openai splits" in tok.engine, tok.engine
+    assert tok.engine.startswith("tiktoken (exact fast path") and "no native engine: bpe-openai splits" in tok.engine, (
+        tok.engine
+    )
     same_ids_as_tokenizers(downloaded["cl100k-qwen-split"], [*shipped_texts()[:300], *PROBES])
 
 
@@ -188,7 +262,11 @@ def test_a_split_that_gives_other_ids_keeps_tiktoken(downloaded):
 LINE_ENDS = r"""\p{L}+|\s+$|\s+|[^\s\p{L}]+"""
 
 
-@pytest.mark.parametrize("pattern", [CL100K_TODAY, R50K_TODAY, QWEN2_PATTERN, LINE_ENDS], ids=["cl100k-today", "r50k-today", "qwen2", "line-ends"])
+@pytest.mark.parametrize(
+    "pattern",
+    [CL100K_TODAY, R50K_TODAY, QWEN2_PATTERN, LINE_ENDS],
+    ids=["cl100k-today", "r50k-today", "qwen2", "line-ends"],
+)
 def test_a_pattern_is_given_to_tiktoken_as_tokenizers_reads_it(pattern):
     """The rewritten pattern cuts, in tiktoken's regex dialect, the pieces ``tokenizers`` cuts
     with the original on every string of the split sample."""
@@ -197,16 +275,22 @@ def test_a_pattern_is_given_to_tiktoken_as_tokenizers_reads_it(pattern):
 
     original = pre_tokenizers.Split(Regex(pattern), "isolated")
     rewritten = regex.compile(as_oniguruma_reads_it(pattern))
-    differ = [text for text in split_sample() if [p for p, _ in original.pre_tokenize_str(text)] != rewritten.findall(text)]
+    differ = [
+        text for text in split_sample() if [p for p, _ in original.pre_tokenize_str(text)] != rewritten.findall(text)
+    ]
     assert not differ, f"{len(differ)} strings split otherwise, first {differ[0]!r}"
 
 
-@pytest.mark.parametrize("normalizer", [{"type": "Sequence", "normalizers": []}, {"type": "Sequence", "normalizers": [{"type": "NFC"}]}])
+@pytest.mark.parametrize(
+    "normalizer", [{"type": "Sequence", "normalizers": []}, {"type": "Sequence", "normalizers": [{"type": "NFC"}]}]
+)
 def test_a_sequence_of_no_normalizer_or_nfc_alone_takes_the_fast_path(normalizer, tmp_path):
     """DeepSeek-V3's file holds an empty Sequence of normalizers: no normalizer at all. (On
     cl100k's file, which ``transformers`` loads as it is written; it rebuilds GPT-2's from its
     own class, without the file's normalizer.)"""
-    directory = write_variant(built_from_ranks("cl100k"), tmp_path / "sequence", lambda s: s.__setitem__("normalizer", normalizer))
+    directory = write_variant(
+        built_from_ranks("cl100k"), tmp_path / "sequence", lambda s: s.__setitem__("normalizer", normalizer)
+    )
     tok = load_tokenizer(directory)
     assert "exact fast path" in tok.engine, tok.engine
     same_ids_as_tokenizers(directory, [*PROBES, "Cafe\u0301 and caf\u00e9", *shipped_texts()[::40]])

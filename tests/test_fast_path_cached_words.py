@@ -26,10 +26,31 @@ from conftest import CORPUS, assert_same_ids, modules_blocked, on_threads, train
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
 
 NORMALIZERS = {
-    "uncased": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": True},
-    "cased": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": False},
-    "no clean_text": {"type": "BertNormalizer", "clean_text": False, "handle_chinese_chars": False, "strip_accents": True, "lowercase": True},
-    "a sequence": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}]},
+    "uncased": {
+        "type": "BertNormalizer",
+        "clean_text": True,
+        "handle_chinese_chars": True,
+        "strip_accents": None,
+        "lowercase": True,
+    },
+    "cased": {
+        "type": "BertNormalizer",
+        "clean_text": True,
+        "handle_chinese_chars": True,
+        "strip_accents": None,
+        "lowercase": False,
+    },
+    "no clean_text": {
+        "type": "BertNormalizer",
+        "clean_text": False,
+        "handle_chinese_chars": False,
+        "strip_accents": True,
+        "lowercase": True,
+    },
+    "a sequence": {
+        "type": "Sequence",
+        "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}],
+    },
 }
 
 
@@ -80,7 +101,9 @@ class CachedWords:
         self.backend = self.tok.backend
         with modules_blocked(*(() if compiled else COMPILED)):
             self.engine = CachedWordsEncoder(self.tok.backend.to_str(), str(path), family, reference=self.tok.backend)
-        assert self.engine.engine_name.startswith("beamtok compiled" if compiled and family != "WordPiece" else "beamtok cached words"), self.engine.engine_name
+        assert self.engine.engine_name.startswith(
+            "beamtok compiled" if compiled and family != "WordPiece" else "beamtok cached words"
+        ), self.engine.engine_name
 
     def encode_batch(self, texts, add_special_tokens=True, backend="auto"):
         if backend == "hf":
@@ -107,12 +130,22 @@ def test_modules_blocked_for_a_build_come_back_and_what_it_imported_stays(tmp_pa
 FAMILY = {"wordpiece": "WordPiece", "unigram": "Unigram", "sp-bpe-metaspace": "SentencePiece-style BPE"}
 
 
-DEFAULT_ENGINE = {"unigram": "beamtok compiled Unigram on cut words (", "sp-bpe-metaspace": "beamtok compiled BPE on marked words (", "wordpiece": "kitoken ("}
+DEFAULT_ENGINE = {
+    "unigram": "beamtok compiled Unigram on cut words (",
+    "sp-bpe-metaspace": "beamtok compiled BPE on marked words (",
+    "wordpiece": "kitoken (",
+}
 
 
 # each family's cut-words engine, compiled (numba) and caching words; WordPiece has no
 # compiled model here (kitoken is native: tests/test_fast_path_families.py)
-ENGINE_KINDS = [("unigram", True), ("unigram", False), ("sp-bpe-metaspace", True), ("sp-bpe-metaspace", False), ("wordpiece", False)]
+ENGINE_KINDS = [
+    ("unigram", True),
+    ("unigram", False),
+    ("sp-bpe-metaspace", True),
+    ("sp-bpe-metaspace", False),
+    ("wordpiece", False),
+]
 
 
 @pytest.mark.parametrize(("kind", "compiled"), ENGINE_KINDS)
@@ -120,7 +153,18 @@ def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(
     engine = load_tokenizer(str(trained[kind])).engine
     assert engine.startswith(DEFAULT_ENGINE[kind]), engine
     tok = CachedWords(trained[kind], FAMILY[kind], compiled)
-    texts = [*shipped_texts(), *python_source(), *PROBES, *MIXED_LINES, "", "[CLS] inside [SEP] text", "<s> and </s> inside", "snake_case_name __dunder__", "\U00018cd6", "x" * 300]
+    texts = [
+        *shipped_texts(),
+        *python_source(),
+        *PROBES,
+        *MIXED_LINES,
+        "",
+        "[CLS] inside [SEP] text",
+        "<s> and </s> inside",
+        "snake_case_name __dunder__",
+        "\U00018cd6",
+        "x" * 300,
+    ]
     assert_same_ids(tok, texts, kind)
 
 
@@ -128,7 +172,10 @@ def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(
 def test_a_text_holding_any_added_token_goes_to_the_file_itself(trained, kind):
     """Every added token of the file, inside a text, alone, and twice: such texts go to
     ``tokenizers`` whole (the engines know no added tokens), whichever engine the file takes."""
-    added = [t["content"] for t in json.loads(Path(trained[kind], "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]]
+    added = [
+        t["content"]
+        for t in json.loads(Path(trained[kind], "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
+    ]
     assert len(added) >= 2, added
     texts = [text for token in added for text in (f"a {token} b", token, f"{token}{token}x")]
     assert_same_ids(CachedWords(trained[kind], FAMILY[kind]), texts, kind)
@@ -142,7 +189,14 @@ def test_every_bert_normalizer_setting_gives_the_ids_of_tokenizers(wordpiece, tm
     tok = load_tokenizer(path)
     bert = NORMALIZERS[name]["type"] == "BertNormalizer"
     assert tok.engine.startswith("kitoken (exact fast path" if bert else "beamtok cached words"), tok.engine
-    texts = [*shipped_texts()[::4], *python_source(40), *PROBES, *MIXED_LINES, "Ünïcödé ÀÉÎ and\x0bvertical\x0cfeed\x1c\x1dgroup", "\u0378 unassigned"]
+    texts = [
+        *shipped_texts()[::4],
+        *python_source(40),
+        *PROBES,
+        *MIXED_LINES,
+        "Ünïcödé ÀÉÎ and\x0bvertical\x0cfeed\x1c\x1dgroup",
+        "\u0378 unassigned",
+    ]
     for encoder in (tok, CachedWords(path, "WordPiece")) if bert else (tok,):
         assert_same_ids(encoder, texts, name)
 
@@ -157,24 +211,37 @@ METASPACE = {
 @pytest.mark.parametrize("name", list(METASPACE))
 @pytest.mark.parametrize("kind", ["unigram", "sp-bpe-metaspace"])
 def test_every_metaspace_form_gives_the_ids_of_tokenizers(trained, tmp_path, kind, name):
-    extra = {"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}} if kind == "sp-bpe-metaspace" else {}
+    extra = (
+        {"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}}
+        if kind == "sp-bpe-metaspace"
+        else {}
+    )
     tok = load_tokenizer(variant(trained[kind], tmp_path, pre_tokenizer=METASPACE[name], **extra))
     assert tok.engine.startswith(DEFAULT_ENGINE[kind]), tok.engine
-    assert_same_ids(tok, [*shipped_texts()[::6], *python_source(30), *PROBES, "  two  spaces  ", " lead", "trail "], f"{kind}, {name}")
+    assert_same_ids(
+        tok,
+        [*shipped_texts()[::6], *python_source(30), *PROBES, "  two  spaces  ", " lead", "trail "],
+        f"{kind}, {name}",
+    )
 
 
 ENGINES: dict[tuple[str, bool], CachedWords] = {}
 
 
 @pytest.mark.parametrize(("kind", "compiled"), ENGINE_KINDS)
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(text=ADVERSARIAL)
 def test_adversarial_text_gives_the_ids_of_tokenizers(trained, kind, compiled, text):
     if (kind, compiled) not in ENGINES:  # built once: its probes take a while
         ENGINES[kind, compiled] = CachedWords(trained[kind], FAMILY[kind], compiled)
     tok = ENGINES[kind, compiled]
     for special in (True, False):
-        assert tok.encode_batch([text], special, backend="tiktoken")[0].tolist() == tok.encode_batch([text], special, backend="hf")[0].tolist()
+        assert (
+            tok.encode_batch([text], special, backend="tiktoken")[0].tolist()
+            == tok.encode_batch([text], special, backend="hf")[0].tolist()
+        )
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "words cached"])
@@ -182,14 +249,36 @@ def test_a_text_marked_by_normalizers_is_cut_before_its_spaces_where_no_piece_sp
     """A Metaspace-trained BPE (no piece holds a character followed by a space mark) read
     with Prepend + Replace normalizers and no pre-tokenizer: ``tokenizers`` merges the whole
     text as one word, the engine cuts it; the ids agree (the argument in word_cutters)."""
-    marks = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]}
+    marks = {
+        "type": "Sequence",
+        "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        ],
+    }
     model = json.loads((trained["sp-bpe-metaspace"] / "tokenizer.json").read_text(encoding="utf-8"))["model"]
     runs = ["\u2581" * n for n in (2, 3, 4)]  # as Llama-2's vocabulary holds them: space runs merge (indentation)
     vocab = {**model["vocab"], **{run: len(model["vocab"]) + i for i, run in enumerate(runs)}}
     merges = [[run[:-1], "\u2581"] for run in runs] + model["merges"]
-    tok = CachedWords(variant(trained["sp-bpe-metaspace"], tmp_path, normalizer=marks, pre_tokenizer=None, model={**model, "vocab": vocab, "merges": merges}), "SentencePiece-style BPE", compiled)
-    assert vocab["\u2581" * 2] in tok.encode_batch(["a    b"], add_special_tokens=False, backend="hf")[0].tolist()  # the runs are used
-    assert_same_ids(tok, [*shipped_texts()[::5], *python_source(30), *PROBES, "  two  spaces  ", "\u2581already marked"], "Prepend + Replace")
+    tok = CachedWords(
+        variant(
+            trained["sp-bpe-metaspace"],
+            tmp_path,
+            normalizer=marks,
+            pre_tokenizer=None,
+            model={**model, "vocab": vocab, "merges": merges},
+        ),
+        "SentencePiece-style BPE",
+        compiled,
+    )
+    assert (
+        vocab["\u2581" * 2] in tok.encode_batch(["a    b"], add_special_tokens=False, backend="hf")[0].tolist()
+    )  # the runs are used
+    assert_same_ids(
+        tok,
+        [*shipped_texts()[::5], *python_source(30), *PROBES, "  two  spaces  ", "\u2581already marked"],
+        "Prepend + Replace",
+    )
 
 
 def test_a_cache_that_starts_over_keeps_the_ids(wordpiece, monkeypatch):
@@ -199,7 +288,9 @@ def test_a_cache_that_starts_over_keeps_the_ids(wordpiece, monkeypatch):
     texts = shipped_texts()[:200]
     for start in range(0, len(texts), 4):  # batches of 4 texts: the cache starts over many times
         batch = texts[start : start + 4]
-        assert [a.tolist() for a in encoder.encode_batch(batch)] == [e.ids for e in tok.backend.encode_batch_fast(batch)]
+        assert [a.tolist() for a in encoder.encode_batch(batch)] == [
+            e.ids for e in tok.backend.encode_batch_fast(batch)
+        ]
         assert len(encoder._words.ids) <= 50 + len({w for t in batch for w in encoder._cutter.words(t)})
 
 
@@ -263,7 +354,9 @@ def test_a_cache_built_by_beams_threads_holds_what_the_stream_gives(trained, mon
     path = str(trained["sp-bpe-metaspace"])
     ds = Dataset.from_files(sorted(str(p) for p in CORPUS.glob("*.jsonl"))).tokenize(path).concat_chunk(64)
     want = list(ds)  # before the build: what the threads write into the cache cannot reach it
-    cached = ds.cache(str(tmp_path / "threads"), direct_running_mode="multi_threading", direct_num_workers=4, progress=False)
+    cached = ds.cache(
+        str(tmp_path / "threads"), direct_running_mode="multi_threading", direct_num_workers=4, progress=False
+    )
     assert_items_equal(list(cached), want)
 
 
@@ -277,8 +370,15 @@ def test_what_it_cannot_follow_is_refused_by_name(trained):
     unigram = json.loads((trained["unigram"] / "tokenizer.json").read_text(encoding="utf-8"))
     bpe = json.loads((trained["sp-bpe-metaspace"] / "tokenizer.json").read_text(encoding="utf-8"))
     vocab = bpe["model"]["vocab"]
-    spanning = {**bpe, "pre_tokenizer": {**bpe["pre_tokenizer"], "split": False}, "model": {**bpe["model"], "vocab": {**vocab, "e\u2581t": len(vocab)}}}
-    with pytest.raises(ConfigError, match="does not split \\(the whole text is one word\\), and its vocabulary holds 'e\u2581t', a piece across a space"):
+    spanning = {
+        **bpe,
+        "pre_tokenizer": {**bpe["pre_tokenizer"], "split": False},
+        "model": {**bpe["model"], "vocab": {**vocab, "e\u2581t": len(vocab)}},
+    }
+    with pytest.raises(
+        ConfigError,
+        match="does not split \\(the whole text is one word\\), and its vocabulary holds 'e\u2581t', a piece across a space",
+    ):
         CachedWordsEncoder(json.dumps(spanning), "edited", "SentencePiece-style BPE")
     with pytest.raises(ConfigError, match="its pre-tokenizer is Whitespace, which this path does not reproduce"):
         CachedWordsEncoder(json.dumps({**unigram, "pre_tokenizer": {"type": "Whitespace"}}), "edited", "Unigram")
@@ -289,8 +389,24 @@ def test_a_metaspace_that_does_not_split_is_cut_where_no_piece_spans_a_space(tra
     """Llama-2's form as ``transformers`` writes it: to ``tokenizers`` the marked text is one
     word; a BPE's text cut before each mark that follows another character gives the same ids."""
     spec = json.loads((trained["sp-bpe-metaspace"] / "tokenizer.json").read_text(encoding="utf-8"))
-    tok = CachedWords(variant(trained["sp-bpe-metaspace"], tmp_path, pre_tokenizer={**spec["pre_tokenizer"], "split": False}), FAMILY["sp-bpe-metaspace"], compiled)
-    assert_same_ids(tok, [*shipped_texts()[::7], *python_source(20), *PROBES, "  two  spaces  ", " lead", "trail ", "\u2581\u2581marked"], "Metaspace, split false")
+    tok = CachedWords(
+        variant(trained["sp-bpe-metaspace"], tmp_path, pre_tokenizer={**spec["pre_tokenizer"], "split": False}),
+        FAMILY["sp-bpe-metaspace"],
+        compiled,
+    )
+    assert_same_ids(
+        tok,
+        [
+            *shipped_texts()[::7],
+            *python_source(20),
+            *PROBES,
+            "  two  spaces  ",
+            " lead",
+            "trail ",
+            "\u2581\u2581marked",
+        ],
+        "Metaspace, split false",
+    )
 
 
 def test_a_unigram_text_is_never_cut_where_the_model_sees_it_whole(trained):
@@ -312,7 +428,9 @@ def test_a_unigram_text_is_never_cut_where_the_model_sees_it_whole(trained):
         return [t.id for word in cut(marked) for t in whole.model.tokenize(word)]
 
     lines = (line for text in shipped_texts() for line in text.split("\n") if "--" in line and " " in line.strip())
-    assert any(whole.encode(line, add_special_tokens=False).ids != cut_apart(line) for line in lines)  # why the cut is refused
+    assert any(
+        whole.encode(line, add_special_tokens=False).ids != cut_apart(line) for line in lines
+    )  # why the cut is refused
     for pre in ({**spec["pre_tokenizer"], "split": False}, None):
         with pytest.raises(ConfigError, match="its Unigram model segments the whole text at once"):
             CachedWordsEncoder(json.dumps({**spec, "pre_tokenizer": pre}), "edited", "Unigram")
@@ -325,5 +443,7 @@ def test_the_pipeline_streams_the_same_and_a_pickled_tokenizer_rebuilds_its_engi
     assert_items_equal(fast, slow)
     tok = load_tokenizer(str(wordpiece))
     copy = pickle.loads(pickle.dumps(tok))
-    assert [a.tolist() for a in copy.encode_batch(["Hello, World!"])] == [a.tolist() for a in tok.encode_batch(["Hello, World!"])]
+    assert [a.tolist() for a in copy.encode_batch(["Hello, World!"])] == [
+        a.tolist() for a in tok.encode_batch(["Hello, World!"])
+    ]
     assert copy.engine == tok.engine

@@ -69,8 +69,30 @@ def test_bert_base_uncased_as_downloaded_runs_on_kitoken_with_the_ids_of_tokeniz
     ``[CLS]`` written in a text; ``[CLS] ... [SEP]`` around each text when asked."""
     tok = load_tokenizer(str(BERT))
     assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
-    assert tok.encode_batch(["Hello, world! I like tokenizers."])[0].tolist() == [101, 7592, 1010, 2088, 999, 1045, 2066, 19204, 17629, 2015, 1012, 102]
-    texts = [*shipped_texts(), *python_source(60), *PROBES, *ASCII_PROBES, *MIXED_LINES, "Unaffable naïve résumé, 東京 and Ελλάδα", "[CLS] inside [SEP] text", ""]
+    assert tok.encode_batch(["Hello, world! I like tokenizers."])[0].tolist() == [
+        101,
+        7592,
+        1010,
+        2088,
+        999,
+        1045,
+        2066,
+        19204,
+        17629,
+        2015,
+        1012,
+        102,
+    ]
+    texts = [
+        *shipped_texts(),
+        *python_source(60),
+        *PROBES,
+        *ASCII_PROBES,
+        *MIXED_LINES,
+        "Unaffable naïve résumé, 東京 and Ελλάδα",
+        "[CLS] inside [SEP] text",
+        "",
+    ]
     assert_same_ids(tok, texts, "bert-base-uncased")
 
 
@@ -82,7 +104,9 @@ def test_a_capital_sigma_ending_a_word_is_encoded_by_tokenizers():
     texts = ["ΟΔΥΣΣΕΥΣ", "ο ΣΊΣΥΦΟΣ.", "ΑΣ and more"]
     alone = [list(tok.tiktoken().encoder.encode(t)) for t in texts]
     want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
-    assert all(a != w for a, w in zip(alone, want)), "kitoken no longer reads these otherwise: the table can be made again"
+    assert all(a != w for a, w in zip(alone, want)), (
+        "kitoken no longer reads these otherwise: the table can be made again"
+    )
     assert_same_ids(tok, texts, "final sigma")
 
 
@@ -116,11 +140,15 @@ def test_a_file_whose_words_cannot_be_cut_keeps_the_whole_text_one_word(families
 
 
 @pytest.mark.parametrize("kind", [*KITOKEN, "bert-base-uncased"])
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(text=ADVERSARIAL)
 def test_kitoken_gives_the_ids_of_tokenizers_on_adversarial_text(families, kind, text):
     tok = load_tokenizer(families[kind])
-    assert tok.encode_batch([text], backend="tiktoken")[0].tolist() == tok.encode_batch([text], backend="hf")[0].tolist()
+    assert (
+        tok.encode_batch([text], backend="tiktoken")[0].tolist() == tok.encode_batch([text], backend="hf")[0].tolist()
+    )
 
 
 GEMMA_FORM = {  # Gemma's files as transformers 5 writes them: spaces become marks, then a Split on spaces that never cuts
@@ -134,17 +162,30 @@ def test_gemmas_form_runs_on_kitoken_cut_into_words(families, tmp_path):
     tok = load_tokenizer_from(spec, tmp_path / "gemma-form")
     assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
     assert tok.tiktoken().cuts_words
-    assert_same_ids(tok, [*shipped_texts()[::4], *PROBES, " leading and trailing ", "\u00a0no-break\u00a0spaces"], "Gemma's form")
+    assert_same_ids(
+        tok, [*shipped_texts()[::4], *PROBES, " leading and trailing ", "\u00a0no-break\u00a0spaces"], "Gemma's form"
+    )
 
 
 def test_a_split_a_later_normalizer_can_feed_is_not_taken_for_inert(families, tmp_path):
     """NFKC after the Replace turns a no-break space into a space, which the Split then cuts at."""
     normalizer = {"type": "Sequence", "normalizers": [GEMMA_FORM["normalizer"], {"type": "NFKC"}]}
-    spec = {**json.loads(Path(families["sp-bpe-prepend"], "tokenizer.json").read_text(encoding="utf-8")), **GEMMA_FORM, "normalizer": normalizer}
+    spec = {
+        **json.loads(Path(families["sp-bpe-prepend"], "tokenizer.json").read_text(encoding="utf-8")),
+        **GEMMA_FORM,
+        "normalizer": normalizer,
+    }
     tok = load_tokenizer_from(spec, tmp_path / "fed")
-    assert tok.engine.startswith("tokenizers") and "not Metaspace or none (nor a Split that never cuts)" in tok.engine, tok.engine
-    assert tok.encode_batch(["a\u00a0b c"], add_special_tokens=False)[0].tolist() == tok.backend.encode("a\u00a0b c", add_special_tokens=False).ids
-    assert len(tok.backend.pre_tokenizer.pre_tokenize_str(tok.backend.normalizer.normalize_str("a\u00a0b"))) == 2  # the Split does cut here
+    assert (
+        tok.engine.startswith("tokenizers") and "not Metaspace or none (nor a Split that never cuts)" in tok.engine
+    ), tok.engine
+    assert (
+        tok.encode_batch(["a\u00a0b c"], add_special_tokens=False)[0].tolist()
+        == tok.backend.encode("a\u00a0b c", add_special_tokens=False).ids
+    )
+    assert (
+        len(tok.backend.pre_tokenizer.pre_tokenize_str(tok.backend.normalizer.normalize_str("a\u00a0b"))) == 2
+    )  # the Split does cut here
 
 
 @pytest.mark.parametrize("gemma", [False, True])
@@ -169,9 +210,15 @@ def test_a_sentencepiece_file_kitoken_refuses_runs_on_cached_words_and_says_why(
     spec = json.loads(Path(families["sp-bpe-metaspace"], "tokenizer.json").read_text(encoding="utf-8"))
     spec["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Lowercase"}, {"type": "NFKC"}]}
     (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
-    (tmp_path / "tokenizer_config.json").write_text(Path(families["sp-bpe-metaspace"], "tokenizer_config.json").read_text(encoding="utf-8"))
+    (tmp_path / "tokenizer_config.json").write_text(
+        Path(families["sp-bpe-metaspace"], "tokenizer_config.json").read_text(encoding="utf-8")
+    )
     tok = load_tokenizer(str(tmp_path))
-    assert tok.engine.startswith("beamtok cached words") and "no native engine: " in tok.engine and "a Lowercase step" in tok.engine, tok.engine
+    assert (
+        tok.engine.startswith("beamtok cached words")
+        and "no native engine: " in tok.engine
+        and "a Lowercase step" in tok.engine
+    ), tok.engine
     spec["pre_tokenizer"] = None  # no pre-tokenizer and a piece across a space: cached words refuse it too
     spec["model"]["vocab"]["e\u2581"] = len(spec["model"]["vocab"])
     with pytest.raises(ConfigError, match=r"a Lowercase step.*and .*a piece across a space"):
@@ -192,7 +239,9 @@ def test_a_normal_form_kitoken_would_make_with_other_unicode_tables_leaves_it(fa
     spec = json.loads(Path(families["sp-bpe-metaspace"], "tokenizer.json").read_text(encoding="utf-8"))
     spec["normalizer"] = {"type": "Sequence", "normalizers": [{"type": form}]}
     tok = load_tokenizer_from(spec, tmp_path / form)
-    assert tok.engine.startswith("beamtok cached words") and f"its normalizer has an {form} step" in tok.engine, tok.engine
+    assert tok.engine.startswith("beamtok cached words") and f"its normalizer has an {form} step" in tok.engine, (
+        tok.engine
+    )
     texts = [f"\u0301{chr(c)}\u0334 a{chr(c)}b" for c in sorted(differing_points(form))]
     assert_same_ids(tok, [*texts, "a\u1dc4\u0899 x", *shipped_texts()[:20]], form)
 
@@ -213,7 +262,9 @@ def test_the_pipeline_streams_the_same_and_a_pickled_tokenizer_rebuilds_its_engi
         tok = load_tokenizer(families[kind])
         assert tok.fast_path() is not None
         copy = pickle.loads(pickle.dumps(tok))
-        assert [a.tolist() for a in copy.encode_batch(["Hello, World!"])] == [a.tolist() for a in tok.encode_batch(["Hello, World!"])]
+        assert [a.tolist() for a in copy.encode_batch(["Hello, World!"])] == [
+            a.tolist() for a in tok.encode_batch(["Hello, World!"])
+        ]
         assert copy.engine == tok.engine
 
 
@@ -263,7 +314,10 @@ def test_a_table_made_with_other_versions_is_refused_by_name_and_cached_words_en
     wordpiece_chars.routed_chars.cache_clear()
     try:
         tok = load_tokenizer(families["wordpiece"] + "/")
-        assert tok.engine.startswith("beamtok cached words") and "python -m beamtok.transforms.wordpiece_chars" in tok.engine, tok.engine
+        assert (
+            tok.engine.startswith("beamtok cached words")
+            and "python -m beamtok.transforms.wordpiece_chars" in tok.engine
+        ), tok.engine
         assert_same_ids(tok, [*PROBES, "\u0378 unassigned"], "cached words")
     finally:
         wordpiece_chars.routed_chars.cache_clear()

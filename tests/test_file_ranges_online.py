@@ -65,7 +65,21 @@ def test_a_cut_dataset_is_the_cache_built_with_the_same_ranges_and_states_cross(
 
     ds = packed(Dataset.from_files(one_file, split_bytes="auto"))
     out = tmp_path / "cache"
-    result = CliRunner().invoke(main, ["cache", one_file, "--tokenizer", small_vocab_tokenizer(), "--seq-len", "32", "--file-ranges", "auto", "--output", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "cache",
+            one_file,
+            "--tokenizer",
+            small_vocab_tokenizer(),
+            "--seq-len",
+            "32",
+            "--file-ranges",
+            "auto",
+            "--output",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     cache = Dataset.from_cache(str(out))
     assert [s.url for s in cache.shards] == [s.url for s in ds.shards]
@@ -124,7 +138,9 @@ def test_dataloader_workers_count_as_readers(one_file):
     ds = packed(Dataset.from_files(one_file))
     got = []
     for rank in range(2):
-        loader = StatefulDataLoader(ds.shard_by_rank(rank, 2, loader_workers=2).batch(4).to_torch(), batch_size=None, num_workers=2)
+        loader = StatefulDataLoader(
+            ds.shard_by_rank(rank, 2, loader_workers=2).batch(4).to_torch(), batch_size=None, num_workers=2
+        )
         for batch in loader:
             assert isinstance(batch["shard"], torch.Tensor)
             got += list(zip(batch["shard"].tolist(), batch["index"].tolist()))
@@ -134,12 +150,17 @@ def test_dataloader_workers_count_as_readers(one_file):
 
 def test_what_cannot_be_cut_is_refused_in_one_line(one_file, tmp_path):
     gz = write_jsonl(tmp_path / "one.jsonl.gz", [{"text": p} for p in real_paragraphs(5)], compression="gzip")
-    with pytest.raises(ConfigError, match=r"^1 shard\(s\) \(compressed or other files read whole cannot be cut into ranges\) cannot be split over 2 readers \(world_size=2 x workers=1\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^1 shard\(s\) \(compressed or other files read whole cannot be cut into ranges\) cannot be split over 2 readers \(world_size=2 x workers=1\)",
+    ):
         packed(Dataset.from_files(str(gz))).shard_by_rank(0, 2)
     cache = cache_without_beam(packed(Dataset.from_files(one_file)), str(tmp_path / "cache"))
     with pytest.raises(ConfigError, match=r"1 shard\(s\) cannot be split over 6 readers \(world_size=3 x workers=2\)"):
         cache.shard_by_rank(2, 3, loader_workers=2)
-    with pytest.raises(ConfigError, match=r"shard\(s\) \(1 file\(s\) cut into ranges\) cannot be split over 64 readers"):
+    with pytest.raises(
+        ConfigError, match=r"shard\(s\) \(1 file\(s\) cut into ranges\) cannot be split over 64 readers"
+    ):
         packed(Dataset.from_files(one_file)).shard_by_rank(0, 64)
     assert packed(Dataset.from_files(one_file)).shard_by_rank(0, 64, split="examples")  # every k-th example: always
 

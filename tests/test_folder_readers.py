@@ -22,7 +22,9 @@ INPUTS = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zs
 def cache(tmp_path_factory) -> Path:
     pytest.importorskip("apache_beam")
     out = tmp_path_factory.mktemp("folder") / "cache"
-    Dataset.from_files(INPUTS).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(256).cache(str(out), progress=False)
+    Dataset.from_files(INPUTS).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(256).cache(
+        str(out), progress=False
+    )
     return out
 
 
@@ -69,7 +71,12 @@ def test_spark(cache, streamed):
     pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.master("local[1]").appName("beamtok-folder").config("spark.ui.enabled", "false").getOrCreate()
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("beamtok-folder")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
     try:
         rows = spark.read.parquet(str(cache / "shards")).select("shard", "index", "input_ids").collect()
     finally:
@@ -85,8 +92,12 @@ def test_a_cache_of_the_earlier_layout_still_reads_and_rebuilds_nothing(cache, t
     for sidecar in (old / "records").iterdir():
         sidecar.rename(old / "shards" / sidecar.name)
     (old / "records").rmdir()
-    assert [(int(e["shard"]), int(e["index"]), e["input_ids"].tolist()) for e in Dataset.from_cache(str(old))] == streamed
+    assert [
+        (int(e["shard"]), int(e["index"]), e["input_ids"].tolist()) for e in Dataset.from_cache(str(old))
+    ] == streamed
     stamps = {p.name: p.stat().st_mtime_ns for p in (old / "shards").glob("*.parquet")}
     (old / "manifest.json").unlink()
-    Dataset.from_files(INPUTS).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(256).cache(str(old), progress=False)
+    Dataset.from_files(INPUTS).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(256).cache(
+        str(old), progress=False
+    )
     assert {p.name: p.stat().st_mtime_ns for p in (old / "shards").glob("*.parquet")} == stamps

@@ -76,10 +76,30 @@ def test_tokenization_worker_count_is_not_part_of_a_state(files, tokenizer_dir):
 
 # (what is forged, which file, the edit of the open shard's cursor given the file's size, the refusal)
 CURSOR_EDITS = [
-    ("past the end of a JSONL shard", "jsonl", lambda c, size: c.update(doc=size + 100, token=0), r"a\.jsonl: doc cursor \(byte offset \d+\) is past the end"),
-    ("in the middle of a line", "jsonl", lambda c, size: c.update(doc=7, token=0), r"a\.jsonl: doc cursor \(byte offset 7\) is not at the start of a line"),
-    ("past the end of a gzip shard", "gz", lambda c, size: c.update(doc=5000, token=0), r"b\.jsonl\.gz: doc cursor \(line 5001\) is past the end of the file \(30 lines\)"),
-    ("token offset past its document", "jsonl", lambda c, size: c.update(token=10**6), r"token offset 1000000 in document \d+ does not exist"),
+    (
+        "past the end of a JSONL shard",
+        "jsonl",
+        lambda c, size: c.update(doc=size + 100, token=0),
+        r"a\.jsonl: doc cursor \(byte offset \d+\) is past the end",
+    ),
+    (
+        "in the middle of a line",
+        "jsonl",
+        lambda c, size: c.update(doc=7, token=0),
+        r"a\.jsonl: doc cursor \(byte offset 7\) is not at the start of a line",
+    ),
+    (
+        "past the end of a gzip shard",
+        "gz",
+        lambda c, size: c.update(doc=5000, token=0),
+        r"b\.jsonl\.gz: doc cursor \(line 5001\) is past the end of the file \(30 lines\)",
+    ),
+    (
+        "token offset past its document",
+        "jsonl",
+        lambda c, size: c.update(token=10**6),
+        r"token offset 1000000 in document \d+ does not exist",
+    ),
 ]
 
 

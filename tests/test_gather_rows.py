@@ -27,7 +27,15 @@ def test_gather_from_equals_copying_row_by_row(shapes, one_length, data):
     if one_length:
         shapes = [[5] * len(lengths) for lengths in shapes]
     blocks = [block_of(lengths, seed) for seed, lengths in enumerate(shapes)]
-    picks = data.draw(st.lists(st.integers(0, len(blocks) - 1).flatmap(lambda b: st.tuples(st.just(b), st.integers(0, len(shapes[b]) - 1))), min_size=1, max_size=30))
+    picks = data.draw(
+        st.lists(
+            st.integers(0, len(blocks) - 1).flatmap(
+                lambda b: st.tuples(st.just(b), st.integers(0, len(shapes[b]) - 1))
+            ),
+            min_size=1,
+            max_size=30,
+        )
+    )
     which = np.array([b for b, _ in picks], dtype=np.int64)
     rows = np.array([r for _, r in picks], dtype=np.int64)
     out = gather_from(blocks, which, rows)

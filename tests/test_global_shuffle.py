@@ -157,7 +157,10 @@ def test_windowed_order_changes_inside_every_window_from_epoch_to_epoch():
     assert sorted(first) == sorted(second) == list(range(total // window))
     assert all(sorted(first[w]) == sorted(second[w]) for w in first)  # each window holds the same rows
     assert sum(first[w] != second[w] for w in first) == len(first)  # in another order, in every window
-    windows_in_order = [GlobalOrder(total, seed=7, epoch=e, window=window).rows_at(np.arange(0, total, window)) // window for e in (0, 1)]
+    windows_in_order = [
+        GlobalOrder(total, seed=7, epoch=e, window=window).rows_at(np.arange(0, total, window)) // window
+        for e in (0, 1)
+    ]
     assert windows_in_order[0].tolist() != windows_in_order[1].tolist()
 
 
@@ -174,7 +177,9 @@ def test_spread_takes_whole_units_of_one_shard_one_after_another(cached, in_orde
     out = rows_of(cached.global_shuffle(seed=3, spread=spread, unit_rows=unit).repeat(2))
     n = len(in_order)
     shard_rows = shard_rows_of(in_order)
-    assert len(shard_rows) == 3 and any(rows % unit for rows in shard_rows[:2])  # a short unit inside the cache, not only at its end
+    assert len(shard_rows) == 3 and any(
+        rows % unit for rows in shard_rows[:2]
+    )  # a short unit inside the cache, not only at its end
     epochs = [out[:n], out[n:]]
     assert all(sorted(e) == sorted(in_order) for e in epochs) and epochs[0] != epochs[1]
     order = GlobalOrder(n, 3, 0, None, spread, ShardUnits(shard_rows, unit))
@@ -189,10 +194,14 @@ def test_spread_takes_whole_units_of_one_shard_one_after_another(cached, in_orde
             units_of.setdefault((window, offset % held), []).append(in_order[r])
     keys = [{(shard, index // unit) for shard, index in rows} for rows in units_of.values()]
     assert all(len(k) == 1 for k in keys)  # a slot of a window reads one unit: rows of one shard's group of `unit`
-    assert sorted(k.pop() for k in keys) == sorted({(shard, index // unit) for shard, index in in_order})  # each unit once
+    assert sorted(k.pop() for k in keys) == sorted(
+        {(shard, index // unit) for shard, index in in_order}
+    )  # each unit once
     present = [p for p, r in enumerate(at.tolist()) if r >= 0]
     unit_at = {p: (in_order[at[p]][0], in_order[at[p]][1] // unit) for p in present}
-    assert sum(unit_at[a] == unit_at[b] for a, b in itertools.pairwise(present)) <= 2 * len(shard_rows)  # neighbours share a unit only where holes leave one slot
+    assert sum(unit_at[a] == unit_at[b] for a, b in itertools.pairwise(present)) <= 2 * len(
+        shard_rows
+    )  # neighbours share a unit only where holes leave one slot
     first_window = [{(shard, index // unit) for shard, index in e[: spread * unit // 2]} for e in epochs]
     assert first_window[0] != first_window[1]  # the units are drawn anew each epoch
     inside = [[index for shard, index in rows] for rows in units_of.values() if len(rows) == unit]
@@ -202,7 +211,11 @@ def test_spread_takes_whole_units_of_one_shard_one_after_another(cached, in_orde
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(st.integers(0, 30), min_size=1, max_size=6).filter(lambda rows: sum(rows) > 0),
-    st.integers(1, 7), st.integers(1, 5), st.integers(0, 3), st.integers(1, 7), st.data(),
+    st.integers(1, 7),
+    st.integers(1, 5),
+    st.integers(0, 3),
+    st.integers(1, 7),
+    st.data(),
 )
 def test_a_spread_order_counts_rows_and_readers_around_its_holes(shard_rows, unit, spread, epoch, parts, data):
     order = GlobalOrder(sum(shard_rows), 5, epoch, None, spread, ShardUnits(shard_rows, unit))
@@ -227,7 +240,9 @@ def test_spread_readers_share_the_order_and_read_only_their_units(cached, in_ord
         assert taken[r] == [in_order[at[p]] for p in range(r, order.positions, readers) if at[p] >= 0]
     owned = [{(shard, index // unit) for shard, index in rows} for rows in taken]
     shared = set().union(*(a & b for a, b in itertools.combinations(owned, 2)))
-    assert all(len(u) > 5 for u in owned) and len(shared) < spread  # a unit is one reader's, but in the last window of fewer units
+    assert (
+        all(len(u) > 5 for u in owned) and len(shared) < spread
+    )  # a unit is one reader's, but in the last window of fewer units
     decoded = [it.source.source.opened().groups_decoded for it in parts]
     shards = cached._pipeline.root.origin.cache.manifest.shards
     groups = sum(-(-e.rows // 8) for e in shards)
@@ -238,7 +253,9 @@ def test_spread_readers_share_the_order_and_read_only_their_units(cached, in_ord
 
 
 def test_spread_resumes_exactly_and_refuses_a_window_beside_it(cached):
-    check_resumption(lambda: cached.global_shuffle(seed=2, spread=4, unit_rows=8).repeat(2).batch(5), random_steps=6, seed=1)
+    check_resumption(
+        lambda: cached.global_shuffle(seed=2, spread=4, unit_rows=8).repeat(2).batch(5), random_steps=6, seed=1
+    )
     with pytest.raises(ConfigError, match="window= and spread="):
         cached.global_shuffle(window=8, spread=4)
     with pytest.raises(ConfigError, match="unit_rows= sizes the units of spread="):
@@ -265,7 +282,9 @@ def test_shard_units_cut_each_shard_into_units_and_holes(shard_rows, unit):
         cut = -(-rows // unit) * unit
         expected += [int(start) + k if k < rows else -1 for k in range(cut)]  # each shard padded to whole units
     assert units.rows_of(np.arange(units.positions)).tolist() == expected
-    assert units.unit_lengths(np.arange(units.units)).tolist() == [sum(r >= 0 for r in expected[u * unit : (u + 1) * unit]) for u in range(units.units)]
+    assert units.unit_lengths(np.arange(units.units)).tolist() == [
+        sum(r >= 0 for r in expected[u * unit : (u + 1) * unit]) for u in range(units.units)
+    ]
 
 
 def test_the_permutation_inverts():
@@ -282,7 +301,9 @@ def test_a_spread_shuffle_skips_past_its_holes_to_where_reading_would_be(cached,
         for k in (1, 7, 8, 100, 255, 256, 257, len(reading) // 2 + 3, len(reading) - 5):
             it = shuffled.shard_by_rank(rank, readers, split="examples").iter()
             assert it.seeks and it.skip(k) == k
-            assert [(int(e["shard"]), int(e["index"])) for e in itertools.islice(it, 5)] == [(int(e["shard"]), int(e["index"])) for e in reading[k : k + 5]], k
+            assert [(int(e["shard"]), int(e["index"])) for e in itertools.islice(it, 5)] == [
+                (int(e["shard"]), int(e["index"])) for e in reading[k : k + 5]
+            ], k
 
 
 def test_a_spread_reader_needs_a_budget_of_one_windows_row_groups(cached):

@@ -22,7 +22,11 @@ from conftest import CORPUS, ROOT, cache_without_beam
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 SFT_DATA = str(ROOT / "data" / "sft" / "shakespeare-dialogue.jsonl")
-FILES = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "shakespeare-01.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
+FILES = [
+    str(CORPUS / "shakespeare-00.jsonl"),
+    str(CORPUS / "shakespeare-01.jsonl"),
+    str(CORPUS / "pydocs-00.jsonl.zst"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +34,14 @@ def caches(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("local-rows")
     made = {
         # filter_length skips documents: their counts ride on rows and must survive the copy
-        "packed": Dataset.from_files(FILES).tokenize(TOKENIZER).filter_length(min_tokens=6000).ensure_bos_eos().concat_chunk(128),
-        "ragged": Dataset.from_files(FILES[:1]).tokenize(TOKENIZER).sliding_window(96, stride=64),  # last windows shorter
+        "packed": Dataset.from_files(FILES)
+        .tokenize(TOKENIZER)
+        .filter_length(min_tokens=6000)
+        .ensure_bos_eos()
+        .concat_chunk(128),
+        "ragged": Dataset.from_files(FILES[:1])
+        .tokenize(TOKENIZER)
+        .sliding_window(96, stride=64),  # last windows shorter
         "supervised": Dataset.from_files(SFT_DATA).tokenize_sft(TOKENIZER).pack_examples(160),
     }
     out = {}
@@ -111,7 +121,12 @@ def _build_in_process(cache: str, root: str, out: str) -> None:
 
 def test_processes_starting_together_share_one_build(caches, tmp_path):
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_build_in_process, args=(caches["packed"], str(tmp_path / "copies"), str(tmp_path / f"{i}.json"))) for i in range(3)]
+    procs = [
+        ctx.Process(
+            target=_build_in_process, args=(caches["packed"], str(tmp_path / "copies"), str(tmp_path / f"{i}.json"))
+        )
+        for i in range(3)
+    ]
     for p in procs:
         p.start()
     for p in procs:

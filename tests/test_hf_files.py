@@ -31,7 +31,9 @@ def saved(tmp_path_factory, texts):
     root = tmp_path_factory.mktemp("hf")
     train = datasets.Dataset.from_dict({"text": texts[:60], "id": list(range(60))})
     test = datasets.Dataset.from_dict({"text": texts[60:], "id": list(range(60, 90))})
-    datasets.DatasetDict({"train": train, "test": test}).save_to_disk(str(root / "dict"), num_shards={"train": 3, "test": 1})
+    datasets.DatasetDict({"train": train, "test": test}).save_to_disk(
+        str(root / "dict"), num_shards={"train": 3, "test": 1}
+    )
     train.save_to_disk(str(root / "single"), num_shards=2)
     return root
 
@@ -52,7 +54,9 @@ def test_saved_dataset_files_are_the_shards(saved, texts):
 
 
 def test_arrow_shards_resume_mid_file(saved):
-    check_resumption(lambda: packed(Dataset.from_hf(str(saved / "dict"), split="train")).shuffle(8, seed=1).batch(2), random_steps=10)
+    check_resumption(
+        lambda: packed(Dataset.from_hf(str(saved / "dict"), split="train")).shuffle(8, seed=1).batch(2), random_steps=10
+    )
 
 
 def test_data_directory_through_the_builder(tmp_path, texts):
@@ -76,7 +80,9 @@ def test_mistakes_are_refused_by_name(saved, tmp_path):
     with pytest.raises(ConfigError, match="no such directory"):
         Dataset.from_hf(str(tmp_path / "missing"))
     (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}))
+    (tmp_path / "broken" / "state.json").write_text(
+        json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]})
+    )
     with pytest.raises(InputError, match="missing"):
         Dataset.from_hf(str(tmp_path / "broken"))
 
@@ -85,7 +91,9 @@ def test_hub_data_files_become_https_urls():
     assert hub_url("hf://datasets/owner/name@abc123/data/train-0.parquet") == (
         "https://huggingface.co/datasets/owner/name/resolve/abc123/data/train-0.parquet"
     )
-    assert hub_url("hf://datasets/owner/name/x.jsonl") == "https://huggingface.co/datasets/owner/name/resolve/main/x.jsonl"
+    assert (
+        hub_url("hf://datasets/owner/name/x.jsonl") == "https://huggingface.co/datasets/owner/name/resolve/main/x.jsonl"
+    )
     assert hub_url("/local/file.jsonl") == "/local/file.jsonl"
 
 
@@ -98,7 +106,9 @@ def test_cli_caches_a_saved_dataset(saved, tmp_path):
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["totals"]["documents"]["read"] == 30
-    assert_items_equal(list(Dataset.from_cache(str(out))), list(packed(Dataset.from_hf(str(saved / "dict"), split="test"))))
+    assert_items_equal(
+        list(Dataset.from_cache(str(out))), list(packed(Dataset.from_hf(str(saved / "dict"), split="test")))
+    )
     both = subprocess.run([*cmd, "extra.jsonl"], capture_output=True, text=True, timeout=600)
     assert both.returncode != 0 and "either URL arguments or --hf-dataset" in both.stderr
 

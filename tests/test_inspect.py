@@ -14,7 +14,11 @@ from beamtok.stream.explain import explain_state
 from conftest import CORPUS, TOKENIZER_DIR, cache_without_beam
 
 TOKENIZER = str(TOKENIZER_DIR)
-FILES = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "shakespeare-01.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
+FILES = [
+    str(CORPUS / "shakespeare-00.jsonl"),
+    str(CORPUS / "shakespeare-01.jsonl"),
+    str(CORPUS / "pydocs-00.jsonl.zst"),
+]
 
 
 def packed(files: list[str]) -> Dataset:
@@ -65,7 +69,10 @@ def test_every_root_and_stage_describes_its_own_state(roots, kind):
         assert "stage 4 (enumerate): the next number is 5" in text
     # the same words either way, but for shards named by file (and cursors by what they count
     # in it) where the pipeline is known
-    unnamed = [re.sub(r"at (byte [\d,]+|line \d+|row [\d,]+),", "at doc cursor ?,", re.sub(r" \([^)]*/[^)]*\)", "", line)) for line in with_pipeline]
+    unnamed = [
+        re.sub(r"at (byte [\d,]+|line \d+|row [\d,]+),", "at doc cursor ?,", re.sub(r" \([^)]*/[^)]*\)", "", line))
+        for line in with_pipeline
+    ]
     assert unnamed == [re.sub(r"at doc cursor \d+,", "at doc cursor ?,", line) for line in declared]
     if kind != "global shuffle":
         assert any(FILES[0] in line for line in with_pipeline) and not any(FILES[0] in line for line in declared)
@@ -84,7 +91,11 @@ def test_example_split_after_an_elastic_merge_keeps_every_stage_name():
     for lines in (explain_state(state, ds(0, 3).pipeline), explain_state(state)):
         text = "\n".join(lines)
         assert "reader: rank 0 of 3, DataLoader worker 0 of 1, data split by examples" in text
-        assert re.search(r"^example split: \d+ examples of the whole stream seen \(this reader keeps every k-th\); \d+ later example", text, re.M)
+        assert re.search(
+            r"^example split: \d+ examples of the whole stream seen \(this reader keeps every k-th\); \d+ later example",
+            text,
+            re.M,
+        )
         assert re.search(r"^shard source: epoch 0", text, re.M)
         assert "stage 1 (shuffle): window" in text and "stage 2 (batch): no position of its own" in text
         assert "taken" not in text.replace("taken by readers", "")  # never read as take()'s count

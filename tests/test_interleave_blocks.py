@@ -38,7 +38,14 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def stream(paths: list[str], open_shards: int, workers: int = 0, epochs: int = 1) -> Dataset:
-    ds = Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(24).interleave(open_shards).repeat(epochs)
+    ds = (
+        Dataset.from_files(paths)
+        .tokenize(TOKENIZER)
+        .ensure_bos_eos()
+        .concat_chunk(24)
+        .interleave(open_shards)
+        .repeat(epochs)
+    )
     return ds.parallel(workers) if workers else ds
 
 
@@ -108,7 +115,12 @@ def test_rows_of_every_kind_from_workers_take_turns_too(shards, tmp_path, kind):
     build = {
         "ragged": lambda: Dataset.from_files(shards).tokenize(TOKENIZER).interleave(3),
         "records": lambda: Dataset.from_files(shards).interleave(3),
-        "sft": lambda: Dataset.from_files(sft_shards(tmp_path)).tokenize_sft(TOKENIZER, max_length=96).pack_examples(96).interleave(3),
+        "sft": lambda: (
+            Dataset.from_files(sft_shards(tmp_path))
+            .tokenize_sft(TOKENIZER, max_length=96)
+            .pack_examples(96)
+            .interleave(3)
+        ),
     }[kind]
     with build().parallel(2).batch(5).iter() as it:
         got = list(it)

@@ -33,8 +33,28 @@ def data(tmp_path_factory) -> str:
 
 def run(processes: int, data: str, root: Path, name: str, **options: int) -> list[dict]:
     log = str(root / f"{name}-{{rank}}.jsonl")
-    command = [sys.executable, SCRIPT, "--num-processes", str(processes), "--data", data, "--tokenizer", small_vocab_tokenizer()]
-    command += ["--seq-len", "32", "--batch-size", "4", "--ckpt", str(root / "ckpt"), "--save-every", "3", "--rows-log", log]
+    command = [
+        sys.executable,
+        SCRIPT,
+        "--num-processes",
+        str(processes),
+        "--data",
+        data,
+        "--tokenizer",
+        small_vocab_tokenizer(),
+    ]
+    command += [
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "4",
+        "--ckpt",
+        str(root / "ckpt"),
+        "--save-every",
+        "3",
+        "--rows-log",
+        log,
+    ]
     for key, value in options.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
     root.mkdir(parents=True, exist_ok=True)
@@ -50,11 +70,16 @@ def test_resumed_exactly_on_the_same_process_count_and_on_another_training_every
     resumed = run(2, data, tmp_path, "b", max_steps=8)
     key = lambda line: (line["step"], line["rank"])  # noqa: E731
     expected = {key(line): (line["rows"], line["loss"]) for line in whole if line["step"] > 3}
-    assert {key(line): (line["rows"], line["loss"]) for line in resumed} == expected  # the same rows and loss at every step
+    assert {
+        key(line): (line["rows"], line["loss"]) for line in resumed
+    } == expected  # the same rows and loss at every step
     last = run(3, data, tmp_path, "c")  # to the end of the epoch on another process count
     assert {line["world"] for line in last} == {3} and min(line["step"] for line in last) == 9
     trained = trained_rows(starts_of(whole) + starts_of(resumed) + starts_of(last))
-    every = Counter((int(e["shard"]), int(e["index"])) for e in Dataset.from_files(data).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(32))
+    every = Counter(
+        (int(e["shard"]), int(e["index"]))
+        for e in Dataset.from_files(data).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(32)
+    )
     assert max(trained.values()) == 1 and set(trained) == set(every)
 
 

@@ -17,7 +17,11 @@ scalars = (
     | st.text()
     | st.sampled_from(["\ud800", "a\udfffb", "\x00", "\u2028"])  # lone surrogates: json reads them, orjson refuses
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)
 records = st.dictionaries(st.sampled_from(["text", "id", "meta", "score"]), values, min_size=1)
 
 
@@ -41,7 +45,9 @@ def test_any_record_reads_as_json_reads_it(record: object, ascii_only: bool) -> 
 
 @settings(max_examples=400, deadline=None)
 @given(records, st.booleans(), st.integers(min_value=0), st.binary(max_size=3), st.integers(min_value=0, max_value=3))
-def test_damaged_lines_fail_or_read_as_json_does(record: object, ascii_only: bool, where: int, inserted: bytes, cut: int) -> None:
+def test_damaged_lines_fail_or_read_as_json_does(
+    record: object, ascii_only: bool, where: int, inserted: bytes, cut: int
+) -> None:
     line = line_of(record, ascii_only)
     at = where % len(line)
     same(line[:at] + inserted + line[at + cut :])

@@ -25,9 +25,27 @@ from conftest import TOKENIZER_DIR
 # where GPT-2's look-ahead and the rewrite could part: runs ending in a space or another
 # whitespace character, before letters, digits, punctuation, contractions, or at the end
 BOUNDARIES = [
-    "a\n\nb", "x\n'sy", "x \n'd", "  \n'll", "a\n\n", "a  ", "end\n", "\r\n\r\nx", " \t\u3000word",
-    "'s 's\t's\n's", "a\t\t1", "b\n\n\n!", "c \n \n  \nd", "\u2028x\u2029y", "e\x85f\xa0g", "q\u3000\u3000'", "\n'x",
-    "tab\tafter\ttab", "\u2003\u2003\u2003z", "trailing\t\t", "   ",
+    "a\n\nb",
+    "x\n'sy",
+    "x \n'd",
+    "  \n'll",
+    "a\n\n",
+    "a  ",
+    "end\n",
+    "\r\n\r\nx",
+    " \t\u3000word",
+    "'s 's\t's\n's",
+    "a\t\t1",
+    "b\n\n\n!",
+    "c \n \n  \nd",
+    "\u2028x\u2029y",
+    "e\x85f\xa0g",
+    "q\u3000\u3000'",
+    "\n'x",
+    "tab\tafter\ttab",
+    "\u2003\u2003\u2003z",
+    "trailing\t\t",
+    "   ",
 ]
 
 

@@ -21,7 +21,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cache", ("beamtok.cache",)),
     ("beam", ("beamtok.beam",)),
     ("dataset", ("beamtok.dataset",)),
-    ("top", ("beamtok", "beamtok.cli", "beamtok.trainer", "beamtok.attention", "beamtok.testing", "beamtok.distributed")),
+    (
+        "top",
+        ("beamtok", "beamtok.cli", "beamtok.trainer", "beamtok.attention", "beamtok.testing", "beamtok.distributed"),
+    ),
 ]
 MAX_LINES = 500
 
@@ -38,7 +41,9 @@ def layer_of(module: str) -> int:
     best = (-1, -1)  # (prefix length, layer)
     for index, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            inside = module == prefix or (prefix != "beamtok" and module.startswith(prefix + "."))  # the package itself: its __init__ only
+            inside = module == prefix or (
+                prefix != "beamtok" and module.startswith(prefix + ".")
+            )  # the package itself: its __init__ only
             if inside and len(prefix) > best[0]:
                 best = (len(prefix), index)
     assert best[1] >= 0, f"{module} is in no layer: add it to LAYERS (and to docs/architecture.md)"
@@ -53,7 +58,9 @@ def _resolve(name: str) -> str | None:
 
 def _type_checking(node: ast.If) -> bool:
     test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports_of(module: str) -> list[tuple[str, int, bool]]:
@@ -96,7 +103,9 @@ def test_no_module_imports_a_layer_above_its_own():
     for module in MODULES:
         for target, line, _ in imports_of(module):
             if layer_of(target) > layer_of(module):
-                wrong.append(f"{module}:{line} imports {target} ({LAYERS[layer_of(module)][0]} -> {LAYERS[layer_of(target)][0]})")
+                wrong.append(
+                    f"{module}:{line} imports {target} ({LAYERS[layer_of(module)][0]} -> {LAYERS[layer_of(target)][0]})"
+                )
     assert not wrong, "\n".join(wrong)
 
 
@@ -120,7 +129,8 @@ def test_the_cache_is_format_then_read_then_build():
         for module in MODULES
         if module.startswith("beamtok.cache.") and module.count(".") >= 3
         for target, line, _ in imports_of(module)
-        if target.startswith("beamtok.cache.") and target.count(".") >= 3
+        if target.startswith("beamtok.cache.")
+        and target.count(".") >= 3
         and order.index(target.split(".")[2]) > order.index(module.split(".")[2])
     ]
     assert not wrong, "\n".join(wrong)
@@ -182,7 +192,13 @@ def test_the_cycle_finder_finds_a_planted_cycle():
     graph["beamtok.stream.node"].add("beamtok.dataset.dataset")  # the facade is built on nodes
     assert find_cycle(graph) is not None
     # the stream stands on the backends alone; the cache and Beam beside it; the facade over all
-    assert layer_of("beamtok.backends.protocol") < layer_of("beamtok.stream.node") < layer_of("beamtok.cache.read.reader") < layer_of("beamtok.dataset.dataset") < layer_of("beamtok.cli")
+    assert (
+        layer_of("beamtok.backends.protocol")
+        < layer_of("beamtok.stream.node")
+        < layer_of("beamtok.cache.read.reader")
+        < layer_of("beamtok.dataset.dataset")
+        < layer_of("beamtok.cli")
+    )
 
 
 def test_no_reference_to_a_design_document_outside_the_repository():

@@ -24,8 +24,12 @@ def reads(monkeypatch) -> list[str]:
     fetched by global row number."""
     seen: list[str] = []
     documents, rows = ShardProcessor.documents, RowAccess.block  # every shard run reads through documents()
-    monkeypatch.setattr(ShardProcessor, "documents", lambda self, shard, *a: (seen.append(shard.url), documents(self, shard, *a))[1])
-    monkeypatch.setattr(RowAccess, "block", lambda self, wanted: (seen.append(f"rows {len(wanted)}"), rows(self, wanted))[1])
+    monkeypatch.setattr(
+        ShardProcessor, "documents", lambda self, shard, *a: (seen.append(shard.url), documents(self, shard, *a))[1]
+    )
+    monkeypatch.setattr(
+        RowAccess, "block", lambda self, wanted: (seen.append(f"rows {len(wanted)}"), rows(self, wanted))[1]
+    )
     return seen
 
 
@@ -83,7 +87,11 @@ def test_a_state_inside_a_mix_and_a_window(files, reads):
 
 
 def test_a_global_shuffle_inside_a_window(files, tmp_path, reads):
-    ds = cache_without_beam(packed(files), str(tmp_path / "cache"), row_group_rows=8).global_shuffle(seed=2).shuffle(window=8, seed=0)
+    ds = (
+        cache_without_beam(packed(files), str(tmp_path / "cache"), row_group_rows=8)
+        .global_shuffle(seed=2)
+        .shuffle(window=8, seed=0)
+    )
     state = state_after(ds, 5)
     first = resumes_without_reading(ds, state, reads)
     assert (first["input_ids"] == next(itertools.islice(ds.iter(), 5, None))["input_ids"]).all()

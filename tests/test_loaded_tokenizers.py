@@ -43,13 +43,21 @@ def with_chat_template(tmp_path: Path) -> str:
     directory = tmp_path / "gpt2-chat"
     shutil.copytree(TOKENIZER_DIR, directory)
     config = json.loads((directory / "tokenizer_config.json").read_text())
-    (directory / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": TEMPLATE, "pad_token": "<|endoftext|>"}))
+    (directory / "tokenizer_config.json").write_text(
+        json.dumps({**config, "chat_template": TEMPLATE, "pad_token": "<|endoftext|>"})
+    )
     return str(directory)
 
 
 @pytest.mark.slow  # new processes and the trained families: make test-fast leaves it out
-def test_a_kept_tokenizer_is_what_transformers_loads_and_a_new_process_reads_it_without_transformers(tmp_path: Path) -> None:
-    directories = [str(TOKENIZER_DIR), with_chat_template(tmp_path), *(str(trained_family(kind)) for kind in ("wordpiece", "unigram", "sp-bpe-metaspace"))]
+def test_a_kept_tokenizer_is_what_transformers_loads_and_a_new_process_reads_it_without_transformers(
+    tmp_path: Path,
+) -> None:
+    directories = [
+        str(TOKENIZER_DIR),
+        with_chat_template(tmp_path),
+        *(str(trained_family(kind)) for kind in ("wordpiece", "unigram", "sp-bpe-metaspace")),
+    ]
     cache = tmp_path / "kept"
     first = load_in_new_process(directories, cache)
     second = load_in_new_process(directories, cache)
@@ -92,7 +100,9 @@ def test_a_broken_entry_is_loaded_anew_and_rewritten(tmp_path: Path, monkeypatch
     assert json.loads(entry.read_text())["backend_json"] == want["tokenizer_json"]
 
 
-def test_a_cache_that_cannot_be_written_and_remote_code_keep_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cache_that_cannot_be_written_and_remote_code_keep_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv(TOKENIZER_CACHE_ENV, str(blocker / "kept"))
@@ -113,8 +123,16 @@ def test_a_hub_name_in_the_hugging_face_cache_is_kept_by_its_snapshot(tmp_path: 
     (snapshot / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0123abc")
-    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1", TOKENIZER_CACHE_ENV: str(tmp_path / "kept")}
-    runs = [subprocess.run([sys.executable, "-c", LOAD, "local/gpt2"], capture_output=True, text=True, cwd=ROOT, env=env) for _ in range(2)]
+    env = {
+        **os.environ,
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "HF_HUB_OFFLINE": "1",
+        TOKENIZER_CACHE_ENV: str(tmp_path / "kept"),
+    }
+    runs = [
+        subprocess.run([sys.executable, "-c", LOAD, "local/gpt2"], capture_output=True, text=True, cwd=ROOT, env=env)
+        for _ in range(2)
+    ]
     assert all(run.returncode == 0 for run in runs), runs[0].stderr[-2000:] + runs[1].stderr[-2000:]
     first, second = (json.loads(run.stdout.splitlines()[-1]) for run in runs)
     assert first["transformers"] and not second["transformers"]

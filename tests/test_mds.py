@@ -27,7 +27,9 @@ def mds_writer() -> Any:
     registered without running its ``__init__`` and the writer's own modules load as usual."""
     if "streaming" not in sys.modules:
         spec = importlib.util.find_spec("streaming")
-        assert spec is not None and spec.submodule_search_locations, "mosaicml-streaming is not installed (make setup installs it)"
+        assert spec is not None and spec.submodule_search_locations, (
+            "mosaicml-streaming is not installed (make setup installs it)"
+        )
         package = types.ModuleType("streaming")
         package.__path__ = list(spec.submodule_search_locations)
         sys.modules["streaming"] = package
@@ -40,7 +42,9 @@ def write_mds(out: Path, texts: list[str], *, compression: str | None = None, si
     columns = {"text": "str", "id": "int", "meta": "json", "score": "float32", "source": "str"}
     with mds_writer()(out=str(out), columns=columns, compression=compression, size_limit=size_limit) as writer:
         for i, text in enumerate(texts):
-            writer.write({"text": text, "id": i, "meta": {"n": i, "tags": ["a", str(i)]}, "score": i / 4, "source": f"doc-{i}"})
+            writer.write(
+                {"text": text, "id": i, "meta": {"n": i, "tags": ["a", str(i)]}, "score": i / 4, "source": f"doc-{i}"}
+            )
     return out
 
 
@@ -114,7 +118,9 @@ def test_cli_cache_of_an_mds_dataset_is_the_stream(tmp_path, mds_dirs):
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["totals"]["documents"]["read"] == 80
-    check_equivalent(lambda: Dataset.from_cache(str(out)).batch(2), lambda: packed(Dataset.from_mds(mds_dirs["zstd"])).batch(2))
+    check_equivalent(
+        lambda: Dataset.from_cache(str(out)).batch(2), lambda: packed(Dataset.from_mds(mds_dirs["zstd"])).batch(2)
+    )
     both = subprocess.run([*cmd, "extra.jsonl"], capture_output=True, text=True, timeout=600)
     assert both.returncode != 0 and "either URL arguments or --mds" in both.stderr
     assert "Traceback" not in both.stderr
@@ -188,9 +194,14 @@ def test_sample_whose_column_sizes_do_not_fit_is_refused(tmp_path, texts):
 def test_an_unknown_encoding_is_named_where_its_column_is_needed_and_the_index_version_is_checked(tmp_path, texts):
     out = write_mds(tmp_path / "d", texts[:4], size_limit=1 << 20)
     index = json.loads((out / "index.json").read_text())
-    index["shards"][0]["column_encodings"][index["shards"][0]["column_names"].index("text")] = "str16"  # no decoder for it
+    index["shards"][0]["column_encodings"][index["shards"][0]["column_names"].index("text")] = (
+        "str16"  # no decoder for it
+    )
     (out / "index.json").write_text(json.dumps(index))
-    with pytest.raises(InputError, match=r"no field 'text' \(fields: .*\): column 'text' has MDS encoding 'str16', which beamtok does not decode"):
+    with pytest.raises(
+        InputError,
+        match=r"no field 'text' \(fields: .*\): column 'text' has MDS encoding 'str16', which beamtok does not decode",
+    ):
         list(Dataset.from_mds(out).tokenize(TOKENIZER))
     assert [r["source"] for r in Dataset.from_mds(out)] == [f"doc-{i}" for i in range(4)]  # the other columns read on
     index["version"] = 3

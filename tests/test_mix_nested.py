@@ -30,10 +30,15 @@ pytestmark = pytest.mark.filterwarnings("ignore:mix sources make rows of differe
 
 def on_the_fly() -> list[Dataset]:
     """Three sources of three or four shards each, rows of three lengths."""
+
     def source(pattern: str, seq_len: int) -> Dataset:
         return Dataset.from_files(str(CORPUS / pattern)).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(seq_len)
 
-    return [source("shakespeare-{00..03}.jsonl", 8192), source("pydocs-{00..03}.jsonl.zst", 1024), source("milton/{allegro,comus,poems}.txt", 512)]
+    return [
+        source("shakespeare-{00..03}.jsonl", 8192),
+        source("pydocs-{00..03}.jsonl.zst", 1024),
+        source("milton/{allegro,comus,poems}.txt", 512),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +72,9 @@ def test_an_inner_mix_keeps_its_schedule_and_its_order(twins):
         want.append(example)  # ``source`` numbers the leaves: the inner mix's 0 and 1, then 2
     assert_items_equal(got, want)
     for b in range(0, 400 - BLOCK, BLOCK):  # the outer rule holds block by block
-        assert Counter(int(e["source"]) == 2 for e in got[b : b + BLOCK]) == dict(enumerate(block_counts([1, 1], BLOCK)))
+        assert Counter(int(e["source"]) == 2 for e in got[b : b + BLOCK]) == dict(
+            enumerate(block_counts([1, 1], BLOCK))
+        )
 
 
 @pytest.mark.parametrize("mode", ["shards", "examples"])
@@ -82,7 +89,13 @@ def test_a_world_size_change_keeps_every_inner_source_exact(twins):
     """Readers splitting by shards each read their own shards of every leaf; after 2 -> 3
     readers, no leaf example is lost or read twice within the first epochs."""
     fly, _ = twins
-    mixed = Dataset.mix([Dataset.mix(fly[:2], [1, 1], seed=5, block_size=BLOCK, stop="first_exhausted"), fly[2]], [3, 1], seed=9, block_size=BLOCK, max_epochs=[1, None])
+    mixed = Dataset.mix(
+        [Dataset.mix(fly[:2], [1, 1], seed=5, block_size=BLOCK, stop="first_exhausted"), fly[2]],
+        [3, 1],
+        seed=9,
+        block_size=BLOCK,
+        max_epochs=[1, None],
+    )
     old = [mixed.shard_by_rank(r, 2).iter() for r in range(2)]
     seen: Counter[tuple[int, int, int]] = Counter()
     for k in range(60):
@@ -102,12 +115,16 @@ def test_readers_splitting_by_examples_seek_a_nested_mix_of_caches(twins):
         it = nested(cached).shard_by_rank(rank, 3, split="examples").iter()
         assert isinstance(it.source, SeekingMix) and isinstance(it.source.rows[0], MixRows)
         read = nested(fly).shard_by_rank(rank, 3, split="examples").iter()
-        assert [key(e) for e in itertools.islice(it, 300)] == [key(e) for e in itertools.islice(read, 300)], f"reader {rank}"
+        assert [key(e) for e in itertools.islice(it, 300)] == [key(e) for e in itertools.islice(read, 300)], (
+            f"reader {rank}"
+        )
 
 
 def test_three_levels_seek_as_they_read_and_number_every_leaf(twins):
     def deep(sources: list[Dataset]) -> Dataset:
-        middle = Dataset.mix([Dataset.mix(sources[:2], SCHEDULE, seed=5, block_size=BLOCK), sources[2]], [1, 1], seed=6, block_size=BLOCK)
+        middle = Dataset.mix(
+            [Dataset.mix(sources[:2], SCHEDULE, seed=5, block_size=BLOCK), sources[2]], [1, 1], seed=6, block_size=BLOCK
+        )
         return Dataset.mix([middle, sources[1]], [2, 1], seed=7, block_size=BLOCK, flatten=False)
 
     fly, cached = twins
@@ -133,7 +150,9 @@ def test_a_mix_that_ends_is_read_once(twins):
     fly, _ = twins
     inner = Dataset.mix(fly[:2], [1, 1], seed=5, block_size=BLOCK, stop="first_exhausted")
     whole_inner = [key(e) for e in inner]
-    out = list(itertools.islice(Dataset.mix([inner, fly[2]], [1, 1], seed=9, block_size=BLOCK, max_epochs=[1, None]), 3000))
+    out = list(
+        itertools.islice(Dataset.mix([inner, fly[2]], [1, 1], seed=9, block_size=BLOCK, max_epochs=[1, None]), 3000)
+    )
     assert [key(e) for e in out if e["source"] < 2] == whole_inner
     assert sum(1 for e in out if e["source"] == 2) == 3000 - len(whole_inner)  # the other source fills the stream on
     first = [key(e) for e in Dataset.mix([inner, fly[2]], [1, 1], seed=9, block_size=BLOCK, stop="first_exhausted")]

@@ -25,7 +25,11 @@ def source(pattern: str, seq_len: int = 64) -> Dataset:
 @pytest.fixture(scope="module")
 def sources() -> list[Dataset]:
     """Three real sources of different sizes: Shakespeare (2 shards), Python docs, Milton."""
-    return [source("shakespeare-{00..01}.jsonl"), source("pydocs-00.jsonl.zst"), source("milton/allegro.txt", seq_len=32)]
+    return [
+        source("shakespeare-{00..01}.jsonl"),
+        source("pydocs-00.jsonl.zst"),
+        source("milton/allegro.txt", seq_len=32),
+    ]
 
 
 def test_largest_remainder_keeps_every_weight():
@@ -42,7 +46,9 @@ def test_every_block_holds_exact_counts_in_its_own_order(sources):
     blocks = [picks[b : b + 50] for b in range(0, 1000, 50)]
     assert all(Counter(block) == {0: 35, 1: 15} for block in blocks)
     assert len({tuple(block) for block in blocks}) == len(blocks)  # each block is ordered by its own permutation
-    other_seed = [ex["source"] for ex in itertools.islice(Dataset.mix(sources[:2], [0.7, 0.3], seed=4, block_size=50), 1000)]
+    other_seed = [
+        ex["source"] for ex in itertools.islice(Dataset.mix(sources[:2], [0.7, 0.3], seed=4, block_size=50), 1000)
+    ]
     assert other_seed != picks
 
 
@@ -90,7 +96,9 @@ def test_weight_schedule_changes_at_a_block_boundary_and_resumes(sources):
 
 
 def test_mix_resumes_exactly_with_stream_stages(sources):
-    make = lambda: Dataset.mix(sources, [0.5, 0.3, 0.2], seed=7, block_size=64).shuffle(window=16, seed=1).batch(4).take(120)  # noqa: E731
+    make = lambda: (  # noqa: E731
+        Dataset.mix(sources, [0.5, 0.3, 0.2], seed=7, block_size=64).shuffle(window=16, seed=1).batch(4).take(120)
+    )
     report = check_resumption(make, random_steps=12, seed=2)
     assert report.max_state_bytes < 4096
 
@@ -111,14 +119,24 @@ def test_stats_report_each_source_and_the_realised_proportions(sources):
     stats = it.stats()
     assert stats["proportions"] == [0.75, 0.25] and stats["examples"] == 400
     assert [s["examples"] for s in stats["sources"]] == [300, 100]
-    assert stats["tokens"] == sum(s["tokens"] for s in stats["sources"]) == sum(int((e["segment_ids"] > 0).sum()) for e in out)
+    assert (
+        stats["tokens"]
+        == sum(s["tokens"] for s in stats["sources"])
+        == sum(int((e["segment_ids"] > 0).sum()) for e in out)
+    )
     assert stats["documents"]["read"] == sum(s["documents"]["read"] for s in stats["sources"])
 
 
 def test_the_mix_does_not_depend_on_tokenization_workers(sources):
     plain = Dataset.mix(sources, [0.5, 0.3, 0.2], block_size=32)
-    workers = Dataset.mix([sources[0].interleave(2).parallel(2), sources[1], sources[2]], [0.5, 0.3, 0.2], block_size=32)
-    want = list(itertools.islice(Dataset.mix([sources[0].interleave(2), sources[1], sources[2]], [0.5, 0.3, 0.2], block_size=32), 600))
+    workers = Dataset.mix(
+        [sources[0].interleave(2).parallel(2), sources[1], sources[2]], [0.5, 0.3, 0.2], block_size=32
+    )
+    want = list(
+        itertools.islice(
+            Dataset.mix([sources[0].interleave(2), sources[1], sources[2]], [0.5, 0.3, 0.2], block_size=32), 600
+        )
+    )
     assert_items_equal(list(itertools.islice(workers, 600)), want)
     assert plain.spec_fingerprint != Dataset.mix(sources, [0.5, 0.2, 0.3], block_size=32).spec_fingerprint
 
@@ -126,7 +144,10 @@ def test_the_mix_does_not_depend_on_tokenization_workers(sources):
 def test_ranks_splitting_examples_share_one_global_mix(sources):
     mix = Dataset.mix(sources, [0.5, 0.3, 0.2], seed=5, block_size=32)
     full = [(e["source"], e["shard"], e["index"]) for e in mix.take(300)]
-    ranks = [[(e["source"], e["shard"], e["index"]) for e in mix.shard_by_rank(r, 3, split="examples").take(100)] for r in range(3)]
+    ranks = [
+        [(e["source"], e["shard"], e["index"]) for e in mix.shard_by_rank(r, 3, split="examples").take(100)]
+        for r in range(3)
+    ]
     assert [x for trio in zip(*ranks) for x in trio] == full
 
 
@@ -134,7 +155,11 @@ def test_a_cached_source_is_its_on_the_fly_twin(sources, tmp_path):
     pytest.importorskip("apache_beam")
     cached = sources[1].cache(str(tmp_path / "pydocs"), row_group_rows=8)
     fly = lambda: Dataset.mix(sources, [0.5, 0.3, 0.2], seed=2, block_size=32).shuffle(8, seed=1).take(300)  # noqa: E731
-    mixed = lambda: Dataset.mix([sources[0], cached, sources[2]], [0.5, 0.3, 0.2], seed=2, block_size=32).shuffle(8, seed=1).take(300)  # noqa: E731
+    mixed = lambda: (  # noqa: E731
+        Dataset.mix([sources[0], cached, sources[2]], [0.5, 0.3, 0.2], seed=2, block_size=32)
+        .shuffle(8, seed=1)
+        .take(300)
+    )
     check_equivalent(fly, mixed, random_steps=6, seed=4)
 
 
@@ -166,7 +191,9 @@ def test_shard_split_readers_share_one_sequence_of_sources():
         readers = [iter(mix.shard_by_rank(r, parts)) for r in range(parts)]
         turns = [next(readers[k % parts])["source"] for k in range(120)]
         assert turns == one, f"{parts} readers"
-        owned = [{ex["shard"] for ex in mix.shard_by_rank(r, parts).take(60) if ex["source"] == 0} for r in range(parts)]
+        owned = [
+            {ex["shard"] for ex in mix.shard_by_rank(r, parts).take(60) if ex["source"] == 0} for r in range(parts)
+        ]
         assert all(not a & b for a, b in itertools.combinations(owned, 2))  # each reads its own shards
 
 

@@ -29,10 +29,15 @@ BLOCK = 32
 def on_the_fly() -> list[Dataset]:
     """Three sources that each end within a test's reach (rows an epoch: 246, 248, 128), two
     shards in the first."""
+
     def source(pattern: str, seq_len: int) -> Dataset:
         return Dataset.from_files(str(CORPUS / pattern)).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(seq_len)
 
-    return [source("shakespeare-{00..01}.jsonl", 8192), source("pydocs-00.jsonl.zst", 1024), source("milton/allegro.txt", 512)]
+    return [
+        source("shakespeare-{00..01}.jsonl", 8192),
+        source("pydocs-00.jsonl.zst", 1024),
+        source("milton/allegro.txt", 512),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +108,9 @@ RULES = [
 @pytest.mark.parametrize("parts", [1, 3])
 def test_the_seeking_mix_is_the_reading_mix(twins, rule, parts):
     fly, cached = twins
-    for rank, (reading, seeking) in enumerate(zip(readers(fly, parts, **dict(rule)), readers(cached, parts, **dict(rule)))):
+    for rank, (reading, seeking) in enumerate(
+        zip(readers(fly, parts, **dict(rule)), readers(cached, parts, **dict(rule)))
+    ):
         it = seeking.iter()
         assert isinstance(it.source, SeekingMix)
         read = reading.iter()
@@ -111,7 +118,9 @@ def test_the_seeking_mix_is_the_reading_mix(twins, rule, parts):
         got = [key(e) for e in itertools.islice(it, 1500)]
         assert got == want, f"reader {rank} of {parts}"
         ended = [s["pipeline"]["upstream"] for s in (read.state_dict(), it.state_dict())]
-        assert ended[1]["index"] == ended[0]["index"] and ended[1]["stopped"] == ended[0]["stopped"]  # where it stopped, too
+        assert (
+            ended[1]["index"] == ended[0]["index"] and ended[1]["stopped"] == ended[0]["stopped"]
+        )  # where it stopped, too
 
 
 def test_every_reader_keeps_its_turns_of_the_one_mix(twins):
@@ -123,6 +132,7 @@ def test_every_reader_keeps_its_turns_of_the_one_mix(twins):
 
 
 # ------------------------------------------------------------ resume
+
 
 def test_resumes_exactly_at_many_points(twins):
     _, cached = twins
@@ -154,7 +164,10 @@ def test_a_world_size_change_loses_and_repeats_nothing(twins):
     for k in range(3 * 40 + 3):  # reader 0 three examples ahead: the new readers skip what it took
         seen[key(next(old[0 if k >= 120 else k % 3]))] += 1
     states = [json.loads(json.dumps(it.state_dict())) for it in old]
-    assert any(s["pipeline"].get("taken") for s in [*states, *(r.iter(state_dict=states).state_dict() for r in readers(cached, 2, max_epochs=1))])
+    assert any(
+        s["pipeline"].get("taken")
+        for s in [*states, *(r.iter(state_dict=states).state_dict() for r in readers(cached, 2, max_epochs=1))]
+    )
     pristine = json.loads(json.dumps(states))
     new = [r.iter(state_dict=states) for r in readers(cached, 2, max_epochs=1)]
     for it in new:
@@ -181,6 +194,7 @@ def test_weight_changes_while_training_match_the_reading_mix(twins):
 
 # ------------------------------------------------------------ what a reader reads and keeps
 
+
 def test_a_reader_decodes_only_the_row_groups_of_its_examples(twins):
     _, cached = twins
     parts = 40
@@ -189,7 +203,9 @@ def test_a_reader_decodes_only_the_row_groups_of_its_examples(twins):
     assert len(kept) == 5
     source = it.source
     assert isinstance(source, SeekingMix)
-    assert source.rows[0].rows.pool.groups_decoded <= 5  # one row group per example kept, at most (the whole mix: 200 passed)
+    assert (
+        source.rows[0].rows.pool.groups_decoded <= 5
+    )  # one row group per example kept, at most (the whole mix: 200 passed)
     assert source.stats_json()["examples"] == 5
 
 
@@ -231,7 +247,10 @@ def test_a_seeking_state_explains_itself(twins):
     state = json.loads(json.dumps(it.state_dict()))
     positions = state["pipeline"]["upstream"]["upstream"]["positions"]
     lines = explain_state(state)
-    assert any(f"each source's next example (read by seeking): 0: {positions[0]}, 1: {positions[1]}, 2: {positions[2]}" in line for line in lines), lines
+    assert any(
+        f"each source's next example (read by seeking): 0: {positions[0]}, 1: {positions[1]}, 2: {positions[2]}" in line
+        for line in lines
+    ), lines
 
 
 @pytest.mark.parametrize("even", ["drop", "pad"])
@@ -254,7 +273,9 @@ def test_dataloader_workers_each_seek_their_share(twins):
     (one,) = readers(cached, 1)
     whole = [key(e) for e in itertools.islice(one, 120)]
     loader = StatefulDataLoader(one.to_torch(), batch_size=None, num_workers=2)
-    assert [key(e) for e in itertools.islice(loader, 120)] == whole  # workers take turns, each keeping every 2nd example
+    assert [
+        key(e) for e in itertools.islice(loader, 120)
+    ] == whole  # workers take turns, each keeping every 2nd example
 
 
 # ------------------------------------------------------------ a globally shuffled cache as a source
@@ -271,12 +292,24 @@ def test_a_globally_shuffled_cache_is_a_mix_source(twins):
     own = [(int(e["shard"]), int(e["index"])) for e in itertools.islice(shuffled.repeat(), len(picked))]
     assert len(picked) > 2 * 128 and picked == own  # past its second epoch of 128 rows
     for parts in (1, 3):
-        reading = [Dataset.mix([shuffled, fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(r, parts, split="examples") for r in range(parts)]
-        seeking = [Dataset.mix([shuffled, cached[1]], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(r, parts, split="examples") for r in range(parts)]
+        reading = [
+            Dataset.mix([shuffled, fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(
+                r, parts, split="examples"
+            )
+            for r in range(parts)
+        ]
+        seeking = [
+            Dataset.mix([shuffled, cached[1]], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(
+                r, parts, split="examples"
+            )
+            for r in range(parts)
+        ]
         for rank, (a, b) in enumerate(zip(reading, seeking)):
             it = b.iter()
             assert isinstance(it.source, SeekingMix)
-            assert [key(e) for e in itertools.islice(it, 200)] == [key(e) for e in itertools.islice(a, 200)], f"reader {rank} of {parts}"
+            assert [key(e) for e in itertools.islice(it, 200)] == [key(e) for e in itertools.islice(a, 200)], (
+                f"reader {rank} of {parts}"
+            )
 
 
 def test_a_spread_global_shuffle_of_two_shards_is_a_mix_source(twins, tmp_path):
@@ -294,26 +327,44 @@ def test_a_spread_global_shuffle_of_two_shards_is_a_mix_source(twins, tmp_path):
     assert len(picked) > 246 and picked == own
     other = cache_without_beam(fly[1], str(tmp_path / "one"), row_group_rows=8)
     for parts in (1, 3):
-        reading = [Dataset.mix([shuffled, fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(r, parts, split="examples") for r in range(parts)]
-        seeking = [Dataset.mix([shuffled, other], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(r, parts, split="examples") for r in range(parts)]
+        reading = [
+            Dataset.mix([shuffled, fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(
+                r, parts, split="examples"
+            )
+            for r in range(parts)
+        ]
+        seeking = [
+            Dataset.mix([shuffled, other], [0.6, 0.4], seed=1, block_size=BLOCK).shard_by_rank(
+                r, parts, split="examples"
+            )
+            for r in range(parts)
+        ]
         for rank, (a, b) in enumerate(zip(reading, seeking)):
             it = b.iter()
             assert isinstance(it.source, SeekingMix)
-            assert [key(e) for e in itertools.islice(it, 300)] == [key(e) for e in itertools.islice(a, 300)], f"reader {rank} of {parts}"
+            assert [key(e) for e in itertools.islice(it, 300)] == [key(e) for e in itertools.islice(a, 300)], (
+                f"reader {rank} of {parts}"
+            )
 
 
 def test_a_mix_with_a_global_shuffle_resumes_and_caps_it(twins):
     fly, cached = twins
-    make = lambda: Dataset.mix([cached[2].global_shuffle(seed=4), fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK, max_epochs=[1, None]).batch(4)  # noqa: E731
+    make = lambda: Dataset.mix(  # noqa: E731
+        [cached[2].global_shuffle(seed=4), fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK, max_epochs=[1, None]
+    ).batch(4)
     report = check_resumption(make, random_steps=5, seed=3, limit=120)
     assert len(report.steps_checked) >= 5
     from_shuffle = [e for b in itertools.islice(make(), 120) for e in b["source"].tolist() if e == 0]
     assert len(from_shuffle) == 128  # capped at one epoch of its 128 rows
-    both_capped = Dataset.mix([cached[2].global_shuffle(seed=4), fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK, max_epochs=1)
+    both_capped = Dataset.mix(
+        [cached[2].global_shuffle(seed=4), fly[1]], [0.6, 0.4], seed=1, block_size=BLOCK, max_epochs=1
+    )
     assert len(list(itertools.islice(both_capped, 1000))) == 128 + 248  # ends when both are spent
 
 
-@pytest.mark.parametrize("rule", [{"max_epochs": [1, None]}, {}, {"stop": "all_exhausted"}], ids=["capped", "never", "all_exhausted"])
+@pytest.mark.parametrize(
+    "rule", [{"max_epochs": [1, None]}, {}, {"stop": "all_exhausted"}], ids=["capped", "never", "all_exhausted"]
+)
 def test_an_empty_source_drawn_forever_is_named_in_both_modes(twins, tmp_path, rule):
     """A source with no example that would repeat forever is an error where it is first
     drawn, by the reading and by the seeking mix alike (the one rule decides both)."""
@@ -329,4 +380,8 @@ def test_an_empty_source_drawn_forever_is_named_in_both_modes(twins, tmp_path, r
         with pytest.raises(InputError, match="mix source 1 yields no examples"):
             list(it)
     with_first = Dataset.mix([cached[2], empty_cache], [0.5, 0.5], seed=3, block_size=BLOCK, stop="first_exhausted")
-    assert list(with_first.shard_by_rank(0, 1, split="examples")) == list(Dataset.mix([fly[2], empty], [0.5, 0.5], seed=3, block_size=BLOCK, stop="first_exhausted")) == []
+    assert (
+        list(with_first.shard_by_rank(0, 1, split="examples"))
+        == list(Dataset.mix([fly[2], empty], [0.5, 0.5], seed=3, block_size=BLOCK, stop="first_exhausted"))
+        == []
+    )

@@ -106,7 +106,9 @@ def rows(batches) -> list[tuple[int, int, int]]:
 @pytest.mark.parametrize("split", ["shards", "examples"])
 def test_world_size_change_keeps_the_change_and_loses_nothing(sources, split):
     new_world = 3 if split == "examples" else 1
-    make = lambda rank, world: Dataset.mix(sources, [1, 1], block_size=BLOCK).shard_by_rank(rank, world, split=split).batch(2)  # noqa: E731
+    make = lambda rank, world: (  # noqa: E731
+        Dataset.mix(sources, [1, 1], block_size=BLOCK).shard_by_rank(rank, world, split=split).batch(2)
+    )
     states, seen = [], Counter()
     for rank in range(2):
         it = make(rank, 2).iter()
@@ -158,18 +160,27 @@ def test_inspect_shows_the_change_and_bad_weights_are_refused(sources, tmp_path)
 
 
 def test_a_repetition_cap_spends_a_source_and_the_others_fill_in(sources):
-    small = Dataset.from_sequence(["one two three four five six seven eight nine ten " * 3] * 4).tokenize(TOKENIZER).concat_chunk(16)
+    small = (
+        Dataset.from_sequence(["one two three four five six seven eight nine ten " * 3] * 4)
+        .tokenize(TOKENIZER)
+        .concat_chunk(16)
+    )
     big = Dataset.from_files(str(CORPUS / "pydocs-00.jsonl.zst")).tokenize(TOKENIZER).concat_chunk(16)
     rows_small = len(list(small))
     make = lambda: Dataset.mix([small, big], [1, 1], max_epochs=[2, 1], block_size=BLOCK)  # noqa: E731
     it = make().iter()
     out = list(it)
     stats = it.stats()
-    assert [s["examples"] for s in stats["sources"]] == [2 * rows_small, len(list(big))]  # each read its cap, then the mix ended
+    assert [s["examples"] for s in stats["sources"]] == [
+        2 * rows_small,
+        len(list(big)),
+    ]  # each read its cap, then the mix ended
     assert stats["spent"] == [True, True]
     uncapped = [ex["source"] for ex in itertools.islice(Dataset.mix([small, big], [1, 1], block_size=BLOCK), 400)]
     spent_at = [i for i, s in enumerate(uncapped) if s == 0][2 * rows_small - 1]
-    want = uncapped[: spent_at + 1] + [s for s in uncapped[spent_at + 1 :] if s == 1]  # the spent source's positions passed over
+    want = uncapped[: spent_at + 1] + [
+        s for s in uncapped[spent_at + 1 :] if s == 1
+    ]  # the spent source's positions passed over
     assert [ex["source"] for ex in out[: len(want)]] == want
     check_resumption(lambda: make().batch(8), random_steps=12)
     forever = Dataset.mix([small, big], [1, 1], max_epochs=[2, None], block_size=BLOCK)

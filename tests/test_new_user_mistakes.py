@@ -30,7 +30,9 @@ def cli(*args: str) -> tuple[int, str]:
 
 
 def test_a_sequence_length_that_cannot_fit_is_refused_with_what_it_would_need():
-    with pytest.raises(ConfigError, match=r"seq_len 1,000,000,000 is above the ceiling of 16,777,216 tokens \(it would need 13.0 GB\)"):
+    with pytest.raises(
+        ConfigError, match=r"seq_len 1,000,000,000 is above the ceiling of 16,777,216 tokens \(it would need 13.0 GB\)"
+    ):
         tokens().concat_chunk(1_000_000_000)
     tokens().concat_chunk(MAX_SEQ_LEN)  # the ceiling itself is allowed
     code, err = cli("cache", TEXT, "-o", "/nonexistent/never-made", "--tokenizer", TOKENIZER, "--seq-len", "1000000000")
@@ -44,7 +46,10 @@ def test_stages_that_would_hold_more_than_the_memory_are_refused():
     assert available is not None  # Linux
     wide = tokens().concat_chunk(MAX_SEQ_LEN)
     rows = available // (MAX_SEQ_LEN * 13) + 1
-    with pytest.raises(ConfigError, match=rf"batch\(\) \({rows:,} rows of {MAX_SEQ_LEN:,} tokens held at once\) would need .* of memory; this machine has"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"batch\(\) \({rows:,} rows of {MAX_SEQ_LEN:,} tokens held at once\) would need .* of memory; this machine has",
+    ):
         wide.batch(rows)
     with pytest.raises(ConfigError, match=r"shuffle\(\) .* would need"):
         wide.shuffle(rows)
@@ -57,7 +62,10 @@ def test_stages_that_would_hold_more_than_the_memory_are_refused():
 
 def test_a_tiny_mix_weight_is_refused_at_once_with_the_smallest_that_works():
     a, b = Dataset.from_sequence(["a"] * 10), Dataset.from_sequence(["b"] * 10)
-    with pytest.raises(ConfigError, match=r"source 1's weight 1e-09 .* block of 1,000,000,001 examples; the smallest share a mix takes is 1/1,048,576"):
+    with pytest.raises(
+        ConfigError,
+        match=r"source 1's weight 1e-09 .* block of 1,000,000,001 examples; the smallest share a mix takes is 1/1,048,576",
+    ):
         Dataset.mix([a, b], [1, 1e-9])
     with pytest.raises(ConfigError, match="block_size 5,000,000 is above the ceiling"):
         Dataset.mix([a, b], [1, 1], block_size=5_000_000)
@@ -86,13 +94,20 @@ def test_an_unusable_output_is_one_line(tmp_path, output, message):
 def test_silent_empty_or_wrong_results_are_refused_or_warned():
     with pytest.raises(ConfigError, match=r"filter_length\(min_tokens=100, max_tokens=10\) keeps no document"):
         tokens().filter_length(min_tokens=100, max_tokens=10)
-    with pytest.raises(ConfigError, match=r"tokenize\(\): the documents are already tokenized by tokenize\(\); tokenize once"):
+    with pytest.raises(
+        ConfigError, match=r"tokenize\(\): the documents are already tokenized by tokenize\(\); tokenize once"
+    ):
         tokens().tokenize(TOKENIZER)
     with pytest.raises(ConfigError, match="already tokenized"):
         tokens().tokenize_sft(TOKENIZER)
-    with pytest.warns(UserWarning, match=r"pack_examples\(\) packs whole examples and skips every document longer than seq_len"):
+    with pytest.warns(
+        UserWarning, match=r"pack_examples\(\) packs whole examples and skips every document longer than seq_len"
+    ):
         tokens().pack_examples(64)
-    with pytest.warns(UserWarning, match=r"mix sources make rows of different lengths \(source 0: 64, source 1: 128\): batches will vary"):
+    with pytest.warns(
+        UserWarning,
+        match=r"mix sources make rows of different lengths \(source 0: 64, source 1: 128\): batches will vary",
+    ):
         Dataset.mix([tokens().concat_chunk(64), tokens().concat_chunk(128)])
 
 
@@ -104,26 +119,38 @@ def test_a_missing_extra_is_named_when_the_feature_is_asked_for(monkeypatch, tmp
     code, err = cli("cache", TEXT, "-o", str(tmp_path / "c"), "--tokenizer", TOKENIZER, "--seq-len", "64")
     assert code == 2 and err == "beamtok: error: beamtok cache needs Apache Beam: pip install 'beamtok[beam]'\n"
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(ConfigError, match=r"^batch\(tensors=\"torch\"\) needs PyTorch: pip install 'beamtok\[torch\]'$"):
+    with pytest.raises(
+        ConfigError, match=r"^batch\(tensors=\"torch\"\) needs PyTorch: pip install 'beamtok\[torch\]'$"
+    ):
         packed.batch(4, tensors="torch")
     with pytest.raises(ConfigError, match=r"^to_torch\(\) needs PyTorch"):
         packed.to_torch()
     for module in ("beamtok.attention", "beamtok.trainer"):
         blocked = subprocess.run(
-            [sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import {module}"], capture_output=True, text=True
+            [sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import {module}"],
+            capture_output=True,
+            text=True,
         )
-        assert blocked.returncode == 1 and blocked.stderr.strip().endswith(f"ModuleNotFoundError: {module} needs PyTorch: pip install 'beamtok[torch]'")
+        assert blocked.returncode == 1 and blocked.stderr.strip().endswith(
+            f"ModuleNotFoundError: {module} needs PyTorch: pip install 'beamtok[torch]'"
+        )
 
 
 def test_names_that_are_nearly_right_get_the_nearest_one(tmp_path):
     from beamtok import InputError
 
-    with pytest.raises(InputError, match=r"shakespeare-0\.jsonl: file not found; did you mean '.*shakespeare-0\d\.jsonl'\?"):
+    with pytest.raises(
+        InputError, match=r"shakespeare-0\.jsonl: file not found; did you mean '.*shakespeare-0\d\.jsonl'\?"
+    ):
         Dataset.from_files(str(CORPUS / "shakespeare-0.jsonl"))
-    with pytest.raises(ConfigError, match=r"tokenizer '.*gpt2/vocab\.json' is a file: pass the directory that holds it \('.*gpt2'\)"):
+    with pytest.raises(
+        ConfigError, match=r"tokenizer '.*gpt2/vocab\.json' is a file: pass the directory that holds it \('.*gpt2'\)"
+    ):
         Dataset.from_sequence(["a"]).tokenize(str(TOKENIZER_DIR / "vocab.json"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigError, match=r"^tokenizer directory '.*empty' holds none of tokenizer.json, .*: not a saved tokenizer$"):
+    with pytest.raises(
+        ConfigError, match=r"^tokenizer directory '.*empty' holds none of tokenizer.json, .*: not a saved tokenizer$"
+    ):
         Dataset.from_sequence(["a"]).tokenize(str(tmp_path / "empty"))
     code, err = cli("stats", str(tmp_path / "cach"), "--tokenizer", TOKENIZER)
     assert code == 2 and err == f"beamtok: error: {tmp_path / 'cach'}: no such file or directory\n"
@@ -135,8 +162,16 @@ def test_head_cuts_long_pieces_unless_told_not_to(tmp_path):
     directory = str(tmp_path / "c")
     cache_without_beam(tokens().ensure_bos_eos().concat_chunk(512), directory)
     result = CliRunner().invoke(main, ["head", directory, "--batches", "1", "--batch-size", "1"])
-    texts = [line for line in result.stdout.split("\n")[1:] if line and not line.startswith(("[", "---", "delivered", "read"))]
-    assert result.exit_code == 0 and "… (+" in result.stdout and all(len(line) <= 500 + len("… (+99999 chars)") for line in texts)
+    texts = [
+        line
+        for line in result.stdout.split("\n")[1:]
+        if line and not line.startswith(("[", "---", "delivered", "read"))
+    ]
+    assert (
+        result.exit_code == 0
+        and "… (+" in result.stdout
+        and all(len(line) <= 500 + len("… (+99999 chars)") for line in texts)
+    )
     whole = CliRunner().invoke(main, ["head", directory, "--batches", "1", "--batch-size", "1", "--max-chars", "0"])
     assert whole.exit_code == 0 and "… (+" not in whole.stdout
 
@@ -145,7 +180,10 @@ def test_reading_past_the_end_and_unclear_arguments_get_one_line_each():
     short = Dataset.from_files(TEXT).tokenize(TOKENIZER).concat_chunk(1024).batch(8)
     steps = sum(1 for _ in short)
     for past in (10**9, steps):  # the step just past the last one answers as any later step does
-        with pytest.raises(ConfigError, match=rf"iter\(step={past}\): this reader's stream has steps 0-{steps - 1}; step {past} is past its end"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"iter\(step={past}\): this reader's stream has steps 0-{steps - 1}; step {past} is past its end",
+        ):
             short.iter(step=past)
     with pytest.warns(UserWarning, match=rf"skip\(1000000000\): the stream ended after {steps} more item"):
         assert short.iter().skip(10**9) == steps
@@ -154,7 +192,10 @@ def test_reading_past_the_end_and_unclear_arguments_get_one_line_each():
     with pytest.raises(ConfigError, match=r"tokenize\(\) takes a tokenizer directory, a hub name.*got int 42"):
         Dataset.from_files(TEXT).tokenize(42)
     mixed = Dataset.mix([tokens().concat_chunk(64), tokens().concat_chunk(64)], [1, 1])
-    with pytest.raises(ConfigError, match=r"one weight per source, in the order the mix was given its sources \(2 numbers\), not a dict"):
+    with pytest.raises(
+        ConfigError,
+        match=r"one weight per source, in the order the mix was given its sources \(2 numbers\), not a dict",
+    ):
         mixed.iter().set_weights({"web": 1})
     it = short.iter()
     next(it)
@@ -173,14 +214,18 @@ def test_a_typo_in_a_local_tokenizer_path_that_reads_as_a_hub_name_gets_the_loca
     (tmp_path / "tok" / "gpt2").symlink_to(TOKENIZER_DIR, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # no network probe: the answer is the same
-    with pytest.raises(ConfigError, match=r"a local directory 'tok' exists but holds no 'gpt3'; did you mean 'tok/gpt2'\?"):
+    with pytest.raises(
+        ConfigError, match=r"a local directory 'tok' exists but holds no 'gpt3'; did you mean 'tok/gpt2'\?"
+    ):
         Dataset.from_files(TEXT).tokenize("tok/gpt3")
     Dataset.from_files(TEXT).tokenize("tok/gpt2")  # the directory itself loads
 
 
 def test_a_token_budget_below_the_row_length_is_warned_about_once():
     rows = Dataset.from_files(TEXT).tokenize(TOKENIZER).pack_power_of_two(1024)
-    with pytest.warns(UserWarning, match=r"batch_tokens\(100\): a row of 1,024 tokens is over the budget of one batch") as said:
+    with pytest.warns(
+        UserWarning, match=r"batch_tokens\(100\): a row of 1,024 tokens is over the budget of one batch"
+    ) as said:
         list(itertools.islice(rows.batch_tokens(100), 20))
     assert len([w for w in said if "over the budget" in str(w.message)]) == 1
     cut = next(iter(rows.batch_tokens(100, max_len=100, min_len=4)))  # cut into pieces that fit

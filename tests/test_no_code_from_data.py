@@ -22,7 +22,9 @@ def test_tokenizer_code_is_not_run_without_trust_remote_code(tmp_path):
     (evil / "tokenizer_config.json").write_text(
         json.dumps({"tokenizer_class": "EvilTokenizer", "auto_map": {"AutoTokenizer": ["evil.EvilTokenizer", None]}})
     )
-    (evil / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nfrom transformers import GPT2TokenizerFast as EvilTokenizer\n")
+    (evil / "evil.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\nfrom transformers import GPT2TokenizerFast as EvilTokenizer\n"
+    )
     with pytest.raises(ConfigError, match="cannot load tokenizer"):
         load_tokenizer(str(evil))
     assert not marker.exists()
@@ -59,8 +61,16 @@ def test_no_shell_no_eval_no_pickle_of_data_in_the_package():
     # And torchrun of a training script its caller names, for checking a training job
     # (beamtok.distributed.torchrun_runs): a fixed launcher command, no shell, nothing from data.
     runs = ROOT / "beamtok" / "distributed" / "torchrun_runs.py"
-    assert set(re.findall(r"subprocess\.\w+", sources[runs])) <= {"subprocess.Popen", "subprocess.PIPE", "subprocess.TimeoutExpired", "subprocess.CompletedProcess"}
-    assert '[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]' in sources[runs]
+    assert set(re.findall(r"subprocess\.\w+", sources[runs])) <= {
+        "subprocess.Popen",
+        "subprocess.PIPE",
+        "subprocess.TimeoutExpired",
+        "subprocess.CompletedProcess",
+    }
+    assert (
+        '[sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]'
+        in sources[runs]
+    )
     assert "shell" not in sources[runs]
     sources[runs] = re.sub(r"subprocess\.(Popen|PIPE|TimeoutExpired|CompletedProcess)\b", "", sources[runs])
     for path, text in sources.items():

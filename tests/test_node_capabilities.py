@@ -19,7 +19,17 @@ def capabilities() -> set[str]:
 
 def test_the_timing_wrapper_passes_every_declared_capability_on():
     declared = capabilities()
-    assert {"can_seek", "seek", "next_rows", "catch_up", "check_merge", "stage_stats", "merge", "reset", "state_dict"} <= declared
+    assert {
+        "can_seek",
+        "seek",
+        "next_rows",
+        "catch_up",
+        "check_merge",
+        "stage_stats",
+        "merge",
+        "reset",
+        "state_dict",
+    } <= declared
     assert declared <= set(vars(TimedNode)), sorted(declared - set(vars(TimedNode)))
     assert not getattr(TimedNode, "__getattr__", None), "forward what is declared, not every attribute"
 
@@ -34,10 +44,20 @@ def test_every_live_node_is_a_node():
             yield from subclasses(sub)
 
     nodes = {cls.__name__ for cls in subclasses(Node)}
-    assert {"ShardSource", "MixSource", "GlobalShuffleSource", "BatchNode", "TakeNode", "EnumerateNode", "WindowShuffleNode", "ExampleSplitNode", "EvenNode"} <= nodes
+    assert {
+        "ShardSource",
+        "MixSource",
+        "GlobalShuffleSource",
+        "BatchNode",
+        "TakeNode",
+        "EnumerateNode",
+        "WindowShuffleNode",
+        "ExampleSplitNode",
+        "EvenNode",
+    } <= nodes
     assert issubclass(StageNode, Node) and issubclass(RootSource, Node)
     source = inspect.getsource(__import__("beamtok.stream.iterator", fromlist=["x"]))
-    assert 'getattr(self._root' not in source and 'getattr(self._source' not in source
+    assert "getattr(self._root" not in source and "getattr(self._source" not in source
 
 
 def test_a_balanced_stage_s_own_figures_reach_stats_through_the_wrapper():
@@ -51,8 +71,13 @@ def test_a_cache_read_in_batches_takes_the_column_path_through_the_wrapper(tmp_p
     """batch() asks its upstream for next_rows: through the timing wrapper it still gets blocks."""
     from conftest import cache_without_beam, write_jsonl
 
-    files = [str(write_jsonl(tmp_path / f"in-{i}.jsonl", [{"text": p} for p in real_paragraphs(20, start=20 * i)])) for i in range(2)]
-    cached = cache_without_beam(Dataset.from_files(files).tokenize(str(TOKENIZER_DIR)).concat_chunk(64), str(tmp_path / "cache"))
+    files = [
+        str(write_jsonl(tmp_path / f"in-{i}.jsonl", [{"text": p} for p in real_paragraphs(20, start=20 * i)]))
+        for i in range(2)
+    ]
+    cached = cache_without_beam(
+        Dataset.from_files(files).tokenize(str(TOKENIZER_DIR)).concat_chunk(64), str(tmp_path / "cache")
+    )
     asked = []
     real = TimedNode.next_rows
     monkeypatch.setattr(TimedNode, "next_rows", lambda self, limit: asked.append(limit) or real(self, limit))

@@ -20,7 +20,16 @@ from conftest import assert_same_ids, trained_family
 
 FORMS = ("NFC", "NFKC", "NFD", "NFKD")
 # ranges where the Unicode versions of this Python and of tokenizers' tables part ways, and old ones
-RANGES = [(0x0300, 0x0370), (0x0780, 0x0900), (0x1A80, 0x1B00), (0x1DC0, 0x1E00), (0xAC00, 0xAC40), (0x10F00, 0x11000), (0x11900, 0x11960), (0x1E000, 0x1E100)]
+RANGES = [
+    (0x0300, 0x0370),
+    (0x0780, 0x0900),
+    (0x1A80, 0x1B00),
+    (0x1DC0, 0x1E00),
+    (0xAC00, 0xAC40),
+    (0x10F00, 0x11000),
+    (0x11900, 0x11960),
+    (0x1E000, 0x1E100),
+]
 
 
 def reference(form: str):
@@ -78,7 +87,9 @@ def test_the_points_are_kept_for_the_two_versions_and_a_broken_entry_is_found_an
     try:
         found = differing_points("NFD")
         (entry,) = tmp_path.glob("normal-form-NFD-*.json")
-        assert f"unicode-{unicodedata.unidata_version}-tokenizers-" in entry.name and json.loads(entry.read_text()) == sorted(found)
+        assert f"unicode-{unicodedata.unidata_version}-tokenizers-" in entry.name and json.loads(
+            entry.read_text()
+        ) == sorted(found)
         entry.write_text(json.dumps([0x41]))
         differing_points.cache_clear()
         assert differing_points("NFD") == {0x41}  # read back, not probed again
@@ -89,7 +100,15 @@ def test_the_points_are_kept_for_the_two_versions_and_a_broken_entry_is_found_an
         differing_points.cache_clear()
 
 
-MULTILINGUAL = ["Ελληνικά κείμενα", "Русский текст", "été, où, déjà, naïve, e\u0301te\u0301", "größer, Äpfel", "中文字符和日本語のテキスト、한국어", "ﬁnancial ①②", "العربية"]
+MULTILINGUAL = [
+    "Ελληνικά κείμενα",
+    "Русский текст",
+    "été, où, déjà, naïve, e\u0301te\u0301",
+    "größer, Äpfel",
+    "中文字符和日本語のテキスト、한국어",
+    "ﬁnancial ①②",
+    "العربية",
+]
 
 
 def test_a_unigram_file_normalized_by_nfkc_encodes_as_tokenizers_around_the_points():

@@ -20,9 +20,13 @@ def test_the_notebooks_are_there():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path):
     book = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client = nbclient.NotebookClient(
+        book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     client.execute()  # raises CellExecutionError naming the cell on any error
-    errors = [o for c in book.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [
+        o for c in book.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
+    ]
     assert not errors
 
 

@@ -16,7 +16,9 @@ SCRIPT = str(ROOT / "examples" / "numpy_training_loop.py")
 
 
 def run(*args: str) -> None:
-    proc = subprocess.run([sys.executable, "-c", NO_TORCH, SCRIPT, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, SCRIPT, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr
 
 

@@ -170,7 +170,9 @@ def test_world_size_change_loses_and_repeats_nothing(corpus):
 
 def test_a_forged_row_number_is_refused():
     def make():
-        return Dataset.from_files([str(CORPUS / "pydocs-00.jsonl.zst")]).tokenize(TOKENIZER).pack_documents(512, window=8)
+        return (
+            Dataset.from_files([str(CORPUS / "pydocs-00.jsonl.zst")]).tokenize(TOKENIZER).pack_documents(512, window=8)
+        )
 
     it = make().iter()
     next(it)

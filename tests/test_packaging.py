@@ -42,12 +42,23 @@ def test_setup_file_package_carries_the_pipeline(tmp_path):
     subprocess.run(cmd, shell=True, check=True, cwd=ROOT, capture_output=True)
     (wheel,) = tmp_path.glob("beamtok-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("beamtok/beam/build.py", "beamtok/beam/run.py", "beamtok/shards/processor.py", "beamtok/cli/__init__.py", "beamtok/py.typed"):
+    for required in (
+        "beamtok/beam/build.py",
+        "beamtok/beam/run.py",
+        "beamtok/shards/processor.py",
+        "beamtok/cli/__init__.py",
+        "beamtok/py.typed",
+    ):
         assert required in names
     assert not any(n.startswith("pipelines/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "beamtok = beamtok.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
-    for demo in ("demo/gpt2/vocab.json", "demo/gpt2/merges.txt", "demo/gpt2/tokenizer_config.json", "demo/corpus/shakespeare-04.jsonl.gz"):
+    for demo in (
+        "demo/gpt2/vocab.json",
+        "demo/gpt2/merges.txt",
+        "demo/gpt2/tokenizer_config.json",
+        "demo/corpus/shakespeare-04.jsonl.gz",
+    ):
         assert f"beamtok/{demo}" in names
     # `beamtok demo` from the installed files alone, in a directory with no data/ of its own
     installed = tmp_path / "site"
@@ -55,11 +66,23 @@ def test_setup_file_package_carries_the_pipeline(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(installed)}
-    demo = subprocess.run([sys.executable, "-m", "beamtok.cli", "demo", "--batches", "1"], capture_output=True, text=True, cwd=elsewhere, env=env)
+    demo = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "demo", "--batches", "1"],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=env,
+    )
     assert demo.returncode == 0, demo.stderr
-    assert "resumed stream identical: True" in demo.stdout and str(installed / "beamtok" / "demo" / "gpt2") in demo.stdout
+    assert (
+        "resumed stream identical: True" in demo.stdout and str(installed / "beamtok" / "demo" / "gpt2") in demo.stdout
+    )
     broken = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "demo", "--data", str(elsewhere / "none.jsonl")], capture_output=True, text=True, cwd=elsewhere, env=env
+        [sys.executable, "-m", "beamtok.cli", "demo", "--data", str(elsewhere / "none.jsonl")],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        env=env,
     )
     assert broken.returncode == 2 and "none.jsonl: file not found" in broken.stderr
 

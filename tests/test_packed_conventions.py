@@ -34,7 +34,11 @@ def pretraining(prose: str) -> Dataset:
 
 
 def sft() -> Dataset:
-    return Dataset.from_files([SFT]).tokenize_sft(TOKENIZER, max_length=120).pack_examples(128, method="first_fit", window=16)
+    return (
+        Dataset.from_files([SFT])
+        .tokenize_sft(TOKENIZER, max_length=120)
+        .pack_examples(128, method="first_fit", window=16)
+    )
 
 
 def pieces_of(batch: dict, row: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -64,7 +68,11 @@ def test_masked_starts_equal_trl_and_transformers_collators(prose, kind):
     if "labels" in ours:
         assert ours["labels"][real].tolist() == ours_flat
     # transformers: one feature a piece, its labels as packed (the flattening masks each first one)
-    features = [{"input_ids": ids.tolist(), "labels": labels_of(ids, mask)} for row in range(6) for ids, mask in pieces_of(plain, row)]
+    features = [
+        {"input_ids": ids.tolist(), "labels": labels_of(ids, mask)}
+        for row in range(6)
+        for ids, mask in pieces_of(plain, row)
+    ]
     flattened = DataCollatorWithFlattening(return_position_ids=True, separator_id=-100, return_tensors="np")(features)
     assert np.asarray(flattened["labels"]).reshape(-1).tolist() == ours_flat
     assert np.asarray(flattened["position_ids"]).reshape(-1).tolist() == plain["position_ids"][real].tolist()
@@ -73,7 +81,13 @@ def test_masked_starts_equal_trl_and_transformers_collators(prose, kind):
     for row in range(6):
         pieces = pieces_of(plain, row)
         ids = np.concatenate([p[0] for p in pieces])
-        examples.append({"input_ids": ids.tolist(), "labels": labels_of(ids, np.concatenate([p[1] for p in pieces])), "seq_lengths": [len(p[0]) for p in pieces]})
+        examples.append(
+            {
+                "input_ids": ids.tolist(),
+                "labels": labels_of(ids, np.concatenate([p[1] for p in pieces])),
+                "seq_lengths": [len(p[0]) for p in pieces],
+            }
+        )
     trl = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(examples)
     assert trl["labels"].reshape(-1).tolist() == ours_flat
     assert trl["position_ids"].reshape(-1).tolist() == plain["position_ids"][real].tolist()
@@ -93,7 +107,9 @@ def test_padding_positions_are_not_taken_for_sequence_starts():
     cont = next(iter(ds.batch(4, pad_positions="continue", tensors="torch")))
     real = zero["segment_ids"] > 0
     assert not real.all()  # padded rows: the case in question
-    np.testing.assert_array_equal(cont["position_ids"].numpy()[real], zero["position_ids"][real])  # real tokens untouched
+    np.testing.assert_array_equal(
+        cont["position_ids"].numpy()[real], zero["position_ids"][real]
+    )  # real tokens untouched
     for row in range(4):
         pieces = varlen_seqlens(torch.from_numpy(zero["segment_ids"][row : row + 1])).cu_seqlens.tolist()
         length = zero["segment_ids"].shape[1]
@@ -117,8 +133,15 @@ def test_cache_and_stream_give_the_same_conventions(prose, tmp_path):
     pytest.importorskip("apache_beam")
     online = pretraining(prose)
     cached = online.cache(str(tmp_path / "c"), progress=False)
-    for options in ({"mask_starts": True}, {"pad_positions": "continue"}, {"mask_starts": True, "pad_positions": "continue"}):
-        a, b = list(online.batch(5, **options)), list(cached.batch(5, **options))  # examples collated; row blocks stacked
+    for options in (
+        {"mask_starts": True},
+        {"pad_positions": "continue"},
+        {"mask_starts": True, "pad_positions": "continue"},
+    ):
+        a, b = (
+            list(online.batch(5, **options)),
+            list(cached.batch(5, **options)),
+        )  # examples collated; row blocks stacked
         assert len(a) == len(b)
         for x, y in zip(a, b):
             for name in ("input_ids", "loss_mask", "position_ids", "segment_ids"):

@@ -25,7 +25,10 @@ TOKENIZER = str(TOKENIZER_DIR)
 @pytest.fixture
 def files(tmp_path):
     paragraphs = real_paragraphs(40)
-    return [str(write_jsonl(tmp_path / f"in-{i}.jsonl", [{"text": p} for p in paragraphs[i * 20 : (i + 1) * 20]])) for i in range(2)]
+    return [
+        str(write_jsonl(tmp_path / f"in-{i}.jsonl", [{"text": p} for p in paragraphs[i * 20 : (i + 1) * 20]]))
+        for i in range(2)
+    ]
 
 
 def tokenized(files):
@@ -34,17 +37,38 @@ def tokenized(files):
 
 # what each API call stores; these dicts are the JSON every earlier version fingerprinted
 API_CALLS = {
-    "concat_chunk": (lambda ds: ds.concat_chunk(64, remainder="drop"), {"mode": "concat", "seq_len": 64, "pad_id": 50256, "stride": None, "remainder": "drop", "window": None}),
-    "pad": (lambda ds: ds.pad(64), {"mode": "pad", "seq_len": 64, "pad_id": 50256, "stride": None, "remainder": "pad", "window": None}),
-    "sliding_window": (lambda ds: ds.sliding_window(64, stride=48), {"mode": "window", "seq_len": 64, "pad_id": 50256, "stride": 48, "remainder": "pad", "window": None}),
-    "pack_examples": (lambda ds: ds.pack_examples(512), {"mode": "greedy", "seq_len": 512, "pad_id": 50256, "stride": None, "remainder": "pad", "window": None}),
+    "concat_chunk": (
+        lambda ds: ds.concat_chunk(64, remainder="drop"),
+        {"mode": "concat", "seq_len": 64, "pad_id": 50256, "stride": None, "remainder": "drop", "window": None},
+    ),
+    "pad": (
+        lambda ds: ds.pad(64),
+        {"mode": "pad", "seq_len": 64, "pad_id": 50256, "stride": None, "remainder": "pad", "window": None},
+    ),
+    "sliding_window": (
+        lambda ds: ds.sliding_window(64, stride=48),
+        {"mode": "window", "seq_len": 64, "pad_id": 50256, "stride": 48, "remainder": "pad", "window": None},
+    ),
+    "pack_examples": (
+        lambda ds: ds.pack_examples(512),
+        {"mode": "greedy", "seq_len": 512, "pad_id": 50256, "stride": None, "remainder": "pad", "window": None},
+    ),
     "pack_examples first_fit": (
         lambda ds: ds.pack_examples(512, method="first_fit", window=8),
         {"mode": "first_fit", "seq_len": 512, "pad_id": 50256, "stride": None, "remainder": "pad", "window": 8},
     ),
     "pack_documents": (
         lambda ds: ds.pack_documents(64, window=16, long_docs="truncate", bos=True),
-        {"mode": "best_fit", "seq_len": 64, "pad_id": 50256, "stride": None, "remainder": "pad", "window": 16, "long_docs": "truncate", "bos_id": 50256},
+        {
+            "mode": "best_fit",
+            "seq_len": 64,
+            "pad_id": 50256,
+            "stride": None,
+            "remainder": "pad",
+            "window": 16,
+            "long_docs": "truncate",
+            "bos_id": 50256,
+        },
     ),
     "pack_power_of_two": (
         lambda ds: ds.pack_power_of_two(64, min_len=16),
@@ -58,8 +82,14 @@ OPTIONS = {
     "pad": ({"pack": "pad", "seq_len": 64}, "pad"),
     "sliding_window": ({"pack": "sliding_window", "seq_len": 64, "stride": 48}, "window"),
     "pack_examples": ({"pack": "pack_examples", "seq_len": 512}, "greedy"),
-    "pack_examples first_fit": ({"pack": "pack_examples", "pack_method": "first_fit", "seq_len": 512, "pack_window": 8}, "first_fit"),
-    "pack_documents": ({"pack": "pack_documents", "seq_len": 64, "pack_window": 16, "long_docs": "truncate", "bos_rows": True}, "best_fit"),
+    "pack_examples first_fit": (
+        {"pack": "pack_examples", "pack_method": "first_fit", "seq_len": 512, "pack_window": 8},
+        "first_fit",
+    ),
+    "pack_documents": (
+        {"pack": "pack_documents", "seq_len": 64, "pack_window": 16, "long_docs": "truncate", "bos_rows": True},
+        "best_fit",
+    ),
     "pack_power_of_two": ({"pack": "pack_power_of_two", "seq_len": 64, "min_len": 16}, "power_of_two"),
 }
 
@@ -68,7 +98,15 @@ def test_every_mode_is_reachable_from_the_api_and_the_option_table():
     assert {json["mode"] for _, json in API_CALLS.values()} == set(PACKING_MODES) - {"none"}
     assert set(OPTIONS) == set(API_CALLS)
     names = command_line_names()
-    assert {"concat_chunk", "pad", "sliding_window", "pack_examples", "pack_documents", "pack_power_of_two", "none"} <= set(names)
+    assert {
+        "concat_chunk",
+        "pad",
+        "sliding_window",
+        "pack_examples",
+        "pack_documents",
+        "pack_power_of_two",
+        "none",
+    } <= set(names)
     assert {"concat", "window", "greedy", "first_fit", "best_fit", "power_of_two"} <= set(names)
 
 
@@ -90,7 +128,9 @@ def test_the_option_table_names_modes_as_the_api_does_and_keeps_the_old_names(fi
         warnings.simplefilter("ignore", UserWarning)
         expected = call(tokenized(files))
         by_api_name = dataset_from_options({**base, **options})
-        by_old_name = dataset_from_options({**base, **{k: v for k, v in options.items() if k != "pack_method"}, "pack": old})
+        by_old_name = dataset_from_options(
+            {**base, **{k: v for k, v in options.items() if k != "pack_method"}, "pack": old}
+        )
     assert by_api_name.stream_fingerprint == expected.stream_fingerprint == by_old_name.stream_fingerprint
     assert_items_equal(list(itertools.islice(by_api_name, 12)), list(itertools.islice(expected, 12)))
 
@@ -108,7 +148,24 @@ def test_option_mistakes_are_refused_by_name(files):
 def test_beamtok_cache_packs_power_of_two_rows(tmp_path, files):
     """`--pack pack_power_of_two` (refused before: the command line knew only some modes)."""
     out = tmp_path / "cache"
-    result = CliRunner().invoke(main, ["cache", *files, "-o", str(out), "--tokenizer", TOKENIZER, "--seq-len", "64", "--pack", "pack_power_of_two", "--min-len", "16", "-q"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "cache",
+            *files,
+            "-o",
+            str(out),
+            "--tokenizer",
+            TOKENIZER,
+            "--seq-len",
+            "64",
+            "--pack",
+            "pack_power_of_two",
+            "--min-len",
+            "16",
+            "-q",
+        ],
+    )
     assert result.exit_code == 0, result.output
     expected = tokenized(files).pack_power_of_two(64, min_len=16)
     rows = list(Dataset.from_cache(str(out)))

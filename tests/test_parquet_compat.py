@@ -22,7 +22,11 @@ pytest.importorskip("apache_beam")
 fastparquet = pytest.importorskip("fastparquet")
 duckdb = pytest.importorskip("duckdb")
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
-INPUTS = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "shakespeare-01.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
+INPUTS = [
+    str(CORPUS / "shakespeare-00.jsonl"),
+    str(CORPUS / "shakespeare-01.jsonl"),
+    str(CORPUS / "pydocs-00.jsonl.zst"),
+]
 
 
 def online() -> Dataset:
@@ -30,7 +34,21 @@ def online() -> Dataset:
 
 
 def cache_command(output: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "beamtok.cli", "cache", *INPUTS, "--output", str(output), "--tokenizer", TOKENIZER, "--seq-len", "256", "-q", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "beamtok.cli",
+        "cache",
+        *INPUTS,
+        "--output",
+        str(output),
+        "--tokenizer",
+        TOKENIZER,
+        "--seq-len",
+        "256",
+        "-q",
+        *extra,
+    ]
 
 
 def shard_files(directory: Path) -> list[str]:
@@ -94,7 +112,9 @@ def test_a_directory_keeps_one_form(tmp_path):
     assert other.returncode == 2
     assert "holds shard files written without --parquet-compat" in other.stderr and "--overwrite" in other.stderr
     assert "Traceback" not in other.stderr
-    replaced = subprocess.run(cache_command(out, "--parquet-compat", "--overwrite"), capture_output=True, text=True, timeout=600)
+    replaced = subprocess.run(
+        cache_command(out, "--parquet-compat", "--overwrite"), capture_output=True, text=True, timeout=600
+    )
     assert replaced.returncode == 0, replaced.stderr
     assert column_forms(shard_files(out))[0] == {"SNAPPY"}
     back = subprocess.run(cache_command(out), capture_output=True, text=True, timeout=600)

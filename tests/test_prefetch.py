@@ -104,7 +104,10 @@ def test_a_cache_left_part_read_at_interpreter_exit_says_nothing(tmp_path):
 
     from conftest import TOKENIZER_DIR, real_paragraphs, write_jsonl
 
-    files = [str(write_jsonl(tmp_path / f"in-{i}.jsonl", [{"text": p} for p in real_paragraphs(30, start=30 * i)])) for i in range(2)]
+    files = [
+        str(write_jsonl(tmp_path / f"in-{i}.jsonl", [{"text": p} for p in real_paragraphs(30, start=30 * i)]))
+        for i in range(2)
+    ]
     code = (
         "from beamtok import Dataset\n"
         f"ds = Dataset.from_files({files!r}).tokenize({str(TOKENIZER_DIR)!r}).concat_chunk(64)\n"

@@ -41,7 +41,16 @@ RESTARTED = textwrap.dedent(
 def test_a_group_restarted_by_max_restarts_starts_again(tmp_path):
     script = tmp_path / "restarted.py"
     script.write_text(RESTARTED)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--max-restarts=1", "--monitor-interval=0.5"]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "--max-restarts=1",
+        "--monitor-interval=0.5",
+    ]
     done = run_group([*command, str(script), str(tmp_path)], timeout=120, cwd=str(ROOT))
     assert done.returncode == 0, done.stderr[-3000:]
     finished = {p.name: p.read_text() for p in tmp_path.glob("attempt-*.txt")}
@@ -94,7 +103,9 @@ def test_a_checkpoint_that_lost_a_file_is_named_and_passed_over(tmp_path, caplog
     assert str(second) in warning and data in warning and "passed over" in warning
     metadata = first / ".metadata"
     metadata.write_bytes(metadata.read_bytes()[:-1])  # cut short
-    assert missing_files(first) == [f".metadata ({len(metadata.read_bytes()) + 1} bytes written, {len(metadata.read_bytes())} now)"]
+    assert missing_files(first) == [
+        f".metadata ({len(metadata.read_bytes()) + 1} bytes written, {len(metadata.read_bytes())} now)"
+    ]
     assert newest_complete(tmp_path) is None
 
 

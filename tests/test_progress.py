@@ -110,7 +110,10 @@ def test_worker_reports_reach_the_build_display(tmp_path):
     (progress_dir / "0.json").write_text(json.dumps({"fraction": 0.25, "tokens": 7, "rows": 1, "documents": 1}))
     (progress_dir / "1.json").write_text(json.dumps({"fraction": 0.5, "tokens": 5, "rows": 1, "documents": 1}))
     monitor = BuildProgress(storage, 3, str(progress_dir), enabled=False)
-    assert monitor.figures() == (1.5, 5)  # shard 0 finished before the monitor started: counted done, its tokens not this run's
+    assert monitor.figures() == (
+        1.5,
+        5,
+    )  # shard 0 finished before the monitor started: counted done, its tokens not this run's
     (Path(storage.url) / RECORDS_DIR / "shard-00000.json").unlink()
     assert BuildProgress(storage, 3, str(progress_dir), enabled=False).figures() == (0.75, 12)
 
@@ -122,7 +125,19 @@ def _cache_cli(tmp_path: Path, *flags: str, workers: bool = True) -> subprocess.
     if not data.exists():
         write_jsonl(data, [{"text": p} for p in real_paragraphs(60)])
     out = tmp_path / f"cache{len(list(tmp_path.iterdir()))}"
-    command = [sys.executable, "-m", "beamtok.cli", "cache", str(data), "-o", str(out), "--tokenizer", TOKENIZER, "--seq-len", "64"]
+    command = [
+        sys.executable,
+        "-m",
+        "beamtok.cli",
+        "cache",
+        str(data),
+        "-o",
+        str(out),
+        "--tokenizer",
+        TOKENIZER,
+        "--seq-len",
+        "64",
+    ]
     multi = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"] if workers else []
     return subprocess.run([*command, *multi, *flags], capture_output=True, text=True, cwd=ROOT)
 
@@ -130,7 +145,9 @@ def _cache_cli(tmp_path: Path, *flags: str, workers: bool = True) -> subprocess.
 def test_cli_log_levels_and_quiet_beam_workers(tmp_path):
     default = _cache_cli(tmp_path)
     assert default.returncode == 0, default.stderr
-    assert default.stderr.splitlines() == [line for line in default.stderr.splitlines() if line.startswith("beamtok: cache: 1/1 shards (100%)")]
+    assert default.stderr.splitlines() == [
+        line for line in default.stderr.splitlines() if line.startswith("beamtok: cache: 1/1 shards (100%)")
+    ]
     assert len(default.stderr.splitlines()) == 1  # Beam's worker processes log ~40 lines at INFO/WARNING
     chatty = _cache_cli(tmp_path, "-vv")
     assert chatty.returncode == 0 and "INFO:" in chatty.stderr and "sdk_worker" in chatty.stderr
@@ -140,7 +157,9 @@ def test_cli_log_levels_and_quiet_beam_workers(tmp_path):
     debug = _cache_cli(tmp_path, "--log-level", "debug", workers=False)
     assert "beamtok: running the build of 1 shards" in debug.stderr and "Beam counters" in debug.stderr
     both = _cache_cli(tmp_path, "-q", "-v")
-    assert both.returncode == 2 and both.stderr.strip() == "beamtok: error: -q cannot be combined with -v or --log-level"
+    assert (
+        both.returncode == 2 and both.stderr.strip() == "beamtok: error: -q cannot be combined with -v or --log-level"
+    )
 
 
 def test_python_cache_shows_progress_unless_asked_not_to(tmp_path):
@@ -150,8 +169,12 @@ def test_python_cache_shows_progress_unless_asked_not_to(tmp_path):
         f"ds = Dataset.from_files([{str(data)!r}]).tokenize({TOKENIZER!r}).concat_chunk(64)\n"
         "ds.cache(sys.argv[1], progress=sys.argv[2] == 'on')\n"
     )
-    shown = subprocess.run([sys.executable, "-c", code, str(tmp_path / "a"), "on"], capture_output=True, text=True, cwd=ROOT)
+    shown = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "a"), "on"], capture_output=True, text=True, cwd=ROOT
+    )
     assert shown.returncode == 0, shown.stderr
     assert shown.stderr.startswith("beamtok: cache: 1/1 shards (100%), tokens ") and len(shown.stderr.splitlines()) == 1
-    hidden = subprocess.run([sys.executable, "-c", code, str(tmp_path / "b"), "off"], capture_output=True, text=True, cwd=ROOT)
+    hidden = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "b"), "off"], capture_output=True, text=True, cwd=ROOT
+    )
     assert hidden.returncode == 0 and hidden.stderr == ""

@@ -34,7 +34,12 @@ SPLIT = 40_000  # ~24 ranges of ~10k tokens
 
 
 def concat(path: str, seq_len: int = 64, remainder: str = "pad", on_error: str = "raise") -> Dataset:
-    return Dataset.from_files(path, on_error=on_error).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(seq_len, remainder=remainder)
+    return (
+        Dataset.from_files(path, on_error=on_error)
+        .tokenize(TOKENIZER)
+        .ensure_bos_eos()
+        .concat_chunk(seq_len, remainder=remainder)
+    )
 
 
 def build_pair(make, tmp_path: Path, rows: int, split: int = SPLIT, **options) -> tuple[Path, Path]:
@@ -49,7 +54,9 @@ def groups_of(cache: Path) -> int:
 
 
 @pytest.mark.parametrize("remainder", ["pad", "drop", "keep"])
-@pytest.mark.parametrize("rows", [16, 50, 700])  # many groups inside a range, a few per range, one across several ranges
+@pytest.mark.parametrize(
+    "rows", [16, 50, 700]
+)  # many groups inside a range, a few per range, one across several ranges
 def test_parallel_packing_writes_the_unsplit_file(tmp_path, remainder, rows):
     split, whole = build_pair(lambda: concat(BOOK, remainder=remainder), tmp_path, rows)
     same_cache(split, whole)
@@ -64,7 +71,12 @@ def test_many_pack_tasks_are_planned_for_a_split_file():
 
     processor = ShardProcessor(spec)
     reported = [
-        RangeTokens(p.number, p.count, f"r{p.number}", sum(len(d.value) for d in processor.documents(Shard(0, BOOK), p.start, p.stop) if d.value is not None))
+        RangeTokens(
+            p.number,
+            p.count,
+            f"r{p.number}",
+            sum(len(d.value) for d in processor.documents(Shard(0, BOOK), p.start, p.stop) if d.value is not None),
+        )
         for p in ranges
     ]
     tasks = plan_pack_tasks(0, reported, 64, 50, "pad")
@@ -76,7 +88,9 @@ def test_many_pack_tasks_are_planned_for_a_split_file():
     total = sum(r.tokens for r in reported)
     for t in tasks:  # a task's first row starts inside its own range
         before = sum(r.tokens for r in reported[: t.number])
-        assert (before == t.tokens_before and before <= t.first_row * 64 < before + reported[t.number].tokens) or t.first_row == 0
+        assert (
+            before == t.tokens_before and before <= t.first_row * 64 < before + reported[t.number].tokens
+        ) or t.first_row == 0
     assert (tasks[-1].first_row - 1) * 64 < total
 
 
@@ -92,23 +106,57 @@ def test_a_range_of_many_groups_is_packed_by_a_few_even_tasks():
     # rows of 10 tokens, groups of 1 row: range 0 holds the first tokens of 10 groups, range 1 of 1
     ranges = [RangeTokens(0, 2, "a", 100), RangeTokens(1, 2, "b", 10)]
     tasks = plan_pack_tasks(3, ranges, 10, 1, "pad")
-    assert [(t.number, t.first_row, t.stop_row) for t in tasks] == [(0, 0, 2), (0, 2, 5), (0, 5, 7), (0, 7, 10), (1, 10, None)]
+    assert [(t.number, t.first_row, t.stop_row) for t in tasks] == [
+        (0, 0, 2),
+        (0, 2, 5),
+        (0, 5, 7),
+        (0, 7, 10),
+        (1, 10, None),
+    ]
     assert_even_tasks(tasks, 1, total_rows=11)
 
 
 def test_plan_pack_tasks_edges():
-    ranges = [RangeTokens(0, 4, "a", 0), RangeTokens(1, 4, "b", 100), RangeTokens(2, 4, "c", 0), RangeTokens(3, 4, "d", 30)]
+    ranges = [
+        RangeTokens(0, 4, "a", 0),
+        RangeTokens(1, 4, "b", 100),
+        RangeTokens(2, 4, "c", 0),
+        RangeTokens(3, 4, "d", 30),
+    ]
     # rows of 10 tokens, groups of 2 rows: groups start at tokens 0, 20, ..., 120; range 1 holds [0, 100), range 3 [100, 130)
     tasks = plan_pack_tasks(7, ranges + ranges[:1], 10, 2, "pad")  # a range reported twice counts once
     # range 1 holds the first tokens of groups 1-4: a task each (range 3: groups 5 and 6)
     assert [(t.number, t.first_row, t.stop_row, t.tokens_before) for t in tasks] == [
-        (0, 0, 2, 0), (1, 2, 4, 0), (1, 4, 6, 0), (1, 6, 8, 0), (1, 8, 10, 0), (3, 10, 12, 100), (3, 12, None, 100)
+        (0, 0, 2, 0),
+        (1, 2, 4, 0),
+        (1, 4, 6, 0),
+        (1, 6, 8, 0),
+        (1, 8, 10, 0),
+        (3, 10, 12, 100),
+        (3, 12, None, 100),
     ]
     # groups of 3 rows start at tokens 0, 30, 60, 90, 120; the last row (tokens 120-129) is whole only with 130 tokens
     short = [*ranges[:3], RangeTokens(3, 4, "d", 29)]
-    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, ranges, 10, 3, "drop")] == [(0, 0, 3), (1, 3, 6), (1, 6, 9), (1, 9, 12), (3, 12, None)]
-    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, short, 10, 3, "drop")] == [(0, 0, 3), (1, 3, 6), (1, 6, 9), (1, 9, None)]
-    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, short, 10, 3, "keep")] == [(0, 0, 3), (1, 3, 6), (1, 6, 9), (1, 9, 12), (3, 12, None)]
+    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, ranges, 10, 3, "drop")] == [
+        (0, 0, 3),
+        (1, 3, 6),
+        (1, 6, 9),
+        (1, 9, 12),
+        (3, 12, None),
+    ]
+    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, short, 10, 3, "drop")] == [
+        (0, 0, 3),
+        (1, 3, 6),
+        (1, 6, 9),
+        (1, 9, None),
+    ]
+    assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, short, 10, 3, "keep")] == [
+        (0, 0, 3),
+        (1, 3, 6),
+        (1, 6, 9),
+        (1, 9, 12),
+        (3, 12, None),
+    ]
     nothing = [RangeTokens(0, 2, "a", 0), RangeTokens(1, 2, "b", 0)]
     assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, nothing, 10, 2, "pad")] == [(0, 0, None)]
     from beamtok.base.errors import CacheError
@@ -129,7 +177,12 @@ def test_loss_masks_and_a_file_without_a_row(tmp_path, paragraphs):
     rows = [json.dumps({"prompt": paras[i], "completion": paras[i + 1]}) for i in range(0, 240, 2)]
     sft = tmp_path / "sft.jsonl"
     sft.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    split, whole = build_pair(lambda: Dataset.from_files(str(sft)).tokenize_sft(TOKENIZER, max_length=200).concat_chunk(128), tmp_path / "sft", 5, split=3000)
+    split, whole = build_pair(
+        lambda: Dataset.from_files(str(sft)).tokenize_sft(TOKENIZER, max_length=200).concat_chunk(128),
+        tmp_path / "sft",
+        5,
+        split=3000,
+    )
     same_cache(split, whole)
     assert pq.read_table(split / "shards" / "shard-00000.parquet").column("loss_mask").null_count < groups_of(split) * 5
     tiny = tmp_path / "tiny.jsonl"  # fewer tokens than one row, dropped: no row at all
@@ -140,7 +193,9 @@ def test_loss_masks_and_a_file_without_a_row(tmp_path, paragraphs):
 
 
 def test_parallel_packing_on_two_worker_processes(tmp_path):
-    split, whole = build_pair(lambda: concat(BOOK), tmp_path, 50, direct_running_mode="multi_processing", direct_num_workers=2)
+    split, whole = build_pair(
+        lambda: concat(BOOK), tmp_path, 50, direct_running_mode="multi_processing", direct_num_workers=2
+    )
     same_cache(split, whole)
 
 
@@ -169,7 +224,11 @@ def test_joined_row_groups_are_the_one_writer_file():
     examples, counts = _examples(100, 0)
     groups = [(0, 30), (30, 60), (60, 90), (90, 100)]
     whole = _parquet(examples, counts, groups)
-    parts = [_parquet(examples, counts, groups[:1]), _parquet(examples, counts, groups[1:3]), _parquet(examples, counts, groups[3:])]
+    parts = [
+        _parquet(examples, counts, groups[:1]),
+        _parquet(examples, counts, groups[1:3]),
+        _parquet(examples, counts, groups[3:]),
+    ]
     out = io.BytesIO()
     assert join_row_groups([GroupsOf(pa.BufferReader(p), None, f"part {i}") for i, p in enumerate(parts)], out) == 100
     assert out.getvalue() == whole
@@ -178,7 +237,9 @@ def test_joined_row_groups_are_the_one_writer_file():
     footer = whole[-8 - length : -8]
     fields, used = decode_struct(footer)
     assert used == length and encode_struct(fields) == footer
-    assert [e[0] for e in read_footer(pa.BufferReader(whole)).extents] == sorted(e[0] for e in read_footer(pa.BufferReader(whole)).extents)
+    assert [e[0] for e in read_footer(pa.BufferReader(whole)).extents] == sorted(
+        e[0] for e in read_footer(pa.BufferReader(whole)).extents
+    )
     assert pq.read_table(io.BytesIO(out.getvalue())).equals(pq.read_table(io.BytesIO(whole)))
 
 
@@ -186,12 +247,21 @@ def test_join_refuses_parts_it_cannot_copy():
     examples, counts = _examples(40, 1)
     plain = _parquet(examples, counts, [(0, 20)])
     with pytest.raises(ValueError, match="page index"):
-        join_row_groups([GroupsOf(pa.BufferReader(_parquet(examples, counts, [(0, 20)], write_page_index=True)), None, "indexed")], io.BytesIO())
+        join_row_groups(
+            [GroupsOf(pa.BufferReader(_parquet(examples, counts, [(0, 20)], write_page_index=True)), None, "indexed")],
+            io.BytesIO(),
+        )
     other = _parquet(examples, counts, [(0, 20)], compression="snappy")
     other_schema = io.BytesIO()
     pq.write_table(pa.table({"x": [1, 2]}), other_schema)
     with pytest.raises(ValueError, match="another schema or writer"):
-        join_row_groups([GroupsOf(pa.BufferReader(plain), None, "a"), GroupsOf(pa.BufferReader(other_schema.getvalue()), None, "b")], io.BytesIO())
+        join_row_groups(
+            [
+                GroupsOf(pa.BufferReader(plain), None, "a"),
+                GroupsOf(pa.BufferReader(other_schema.getvalue()), None, "b"),
+            ],
+            io.BytesIO(),
+        )
     joined = io.BytesIO()  # another codec is the same schema: still a valid file, each chunk says its codec
     join_row_groups([GroupsOf(pa.BufferReader(plain), None, "a"), GroupsOf(pa.BufferReader(other), None, "b")], joined)
     assert pq.read_table(io.BytesIO(joined.getvalue())).num_rows == 40

@@ -87,7 +87,9 @@ def http_root(tmp_path, make_shards):
 
 def test_http_stream_equals_local_and_resumes_by_seeking(http_root, tokenizer_dir):
     base_url, paths = http_root
-    remote = lambda: Dataset.from_files(base_url + "/part-{00..02}.jsonl").tokenize(tokenizer_dir).concat_chunk(24).batch(2)  # noqa: E731
+    remote = lambda: (  # noqa: E731
+        Dataset.from_files(base_url + "/part-{00..02}.jsonl").tokenize(tokenizer_dir).concat_chunk(24).batch(2)
+    )
     local = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(24).batch(2)
     got, want = list(remote()), list(local)
     assert len(got) == len(want) and all(items_equal(a, b) for a, b in zip(got, want))
@@ -170,7 +172,9 @@ def test_s3_shards_read_compressed_and_plain(s3_bucket, tokenizer_dir):
     names = ["shakespeare-00.jsonl", "shakespeare-05.jsonl.gz", "pydocs-00.jsonl.zst"]
     for name in names:
         s3_bucket.upload_file(str(CORPUS / name), "corpus", f"train/{name}")
-    remote = lambda: Dataset.from_files([f"s3://corpus/train/{n}" for n in names]).tokenize(tokenizer_dir).concat_chunk(512).take(60)  # noqa: E731
+    remote = lambda: (  # noqa: E731
+        Dataset.from_files([f"s3://corpus/train/{n}" for n in names]).tokenize(tokenizer_dir).concat_chunk(512).take(60)
+    )
     local = Dataset.from_files([str(CORPUS / n) for n in names]).tokenize(tokenizer_dir).concat_chunk(512).take(60)
     got, want = list(remote()), list(local)
     assert len(got) == 60 and all(items_equal(a, b) for a, b in zip(got, want))
@@ -180,13 +184,19 @@ def test_s3_shards_read_compressed_and_plain(s3_bucket, tokenizer_dir):
     assert os.environ["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1")
 
 
-def test_a_server_without_range_support_resumes_by_reading_forward_and_exits_quietly(tmp_path, make_shards, tokenizer_dir):
+def test_a_server_without_range_support_resumes_by_reading_forward_and_exits_quietly(
+    tmp_path, make_shards, tokenizer_dir
+):
     """``python -m http.server`` ignores Range requests: a resume reads forward to the cursor,
     said once, and the process exits with nothing printed after it (a stream's generator
     finalized at exit used to log through a torn-down logging module)."""
     make_shards(2, docs_per_shard=8)
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -43,7 +43,20 @@ def inputs(s3_bucket, tmp_path) -> list[str]:
 
 def test_cache_on_s3_killed_mid_write_then_completed(s3_bucket, inputs):
     out = "s3://corpus/caches/c"
-    cmd = [sys.executable, "-m", "beamtok.cli", "cache", *inputs, "--output", out, "--tokenizer", TOKENIZER, "--seq-len", "1024", "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "beamtok.cli",
+        "cache",
+        *inputs,
+        "--output",
+        out,
+        "--tokenizer",
+        TOKENIZER,
+        "--seq-len",
+        "1024",
+        "-q",
+    ]
     cmd += ["--split-bytes", "1MB"]  # ranges go through the bucket too
     build = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300

@@ -31,15 +31,36 @@ pytest.importorskip("sentencepiece")
 
 # whitespace on either side of the line Rust and Python draw (U+001C to U+001F are whitespace
 # to str.split only), the mark itself, and runs of them
-SPACES = ["\x1c", "\x1f", "\u3000", "\u2028", "\x85", "\xa0", "\u180e", "\u200b", "\t", "\n", " ", "  ", "\u2581", "\u2581\u2581", " \u2581", "\u2581 "]
-SPACED = st.lists(st.one_of(st.sampled_from(SPACES), st.text("ab\u2581 ", max_size=6), ADVERSARIAL), max_size=10).map("".join)
+SPACES = [
+    "\x1c",
+    "\x1f",
+    "\u3000",
+    "\u2028",
+    "\x85",
+    "\xa0",
+    "\u180e",
+    "\u200b",
+    "\t",
+    "\n",
+    " ",
+    "  ",
+    "\u2581",
+    "\u2581\u2581",
+    " \u2581",
+    "\u2581 ",
+]
+SPACED = st.lists(st.one_of(st.sampled_from(SPACES), st.text("ab\u2581 ", max_size=6), ADVERSARIAL), max_size=10).map(
+    "".join
+)
 
 
 def converted(kind: str) -> Path:
     """``sentencepiece_tokenizer(kind)`` on the shipped corpus, once per machine."""
     versions = [importlib.metadata.version(name) for name in ("sentencepiece", "transformers", "tokenizers")]
     key = [versions, inspect.getsource(sentencepiece_tokenizer), corpus_texts()]
-    return built_once(f"sentencepiece-{kind}", key, lambda directory: sentencepiece_tokenizer(kind, corpus_texts(), directory))
+    return built_once(
+        f"sentencepiece-{kind}", key, lambda directory: sentencepiece_tokenizer(kind, corpus_texts(), directory)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +72,13 @@ def reference(directory: Path) -> RustTokenizer:
     return RustTokenizer.from_file(str(directory / "tokenizer.json"))
 
 
-@pytest.mark.parametrize(("kind", "engine"), [("t5", "beamtok compiled Unigram on cut words (exact fast path"), ("llama2", "beamtok compiled BPE on marked words (exact fast path")])
+@pytest.mark.parametrize(
+    ("kind", "engine"),
+    [
+        ("t5", "beamtok compiled Unigram on cut words (exact fast path"),
+        ("llama2", "beamtok compiled BPE on marked words (exact fast path"),
+    ],
+)
 def test_a_converted_sentencepiece_file_gives_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(files, kind, engine):
     spec = json.loads((files[kind] / "tokenizer.json").read_text(encoding="utf-8"))
     if kind == "t5":  # the form this test is about, as transformers writes it
@@ -59,8 +86,15 @@ def test_a_converted_sentencepiece_file_gives_the_ids_of_tokenizers_on_the_shipp
         assert [step["type"] for step in spec["pre_tokenizer"]["pretokenizers"]] == ["WhitespaceSplit", "Metaspace"]
     tok = load_tokenizer(str(files[kind]))
     assert tok.engine.startswith(engine), tok.engine
-    if kind == "llama2":  # one word to tokenizers (a Metaspace that does not split); cut before a "▁" after another character
-        assert spec["pre_tokenizer"] == {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}
+    if (
+        kind == "llama2"
+    ):  # one word to tokenizers (a Metaspace that does not split); cut before a "▁" after another character
+        assert spec["pre_tokenizer"] == {
+            "type": "Metaspace",
+            "replacement": "\u2581",
+            "prepend_scheme": "first",
+            "split": False,
+        }
         assert tok.tiktoken()._cutter.native_cut == CUT_BEFORE_MARK_AFTER_OTHER
     texts = [*shipped_texts(), *python_source(), *PROBES, *SPACES, "", "<extra_id_0> inside", "</s> and <s>", "x" * 300]
     assert_same_ids(tok, texts, kind, reference(files[kind]))
@@ -74,7 +108,10 @@ def test_a_converted_sentencepiece_file_gives_the_ids_of_tokenizers_on_adversari
     @given(SPACED)
     def same(text: str) -> None:
         for special in (True, False):
-            assert tok.encode_batch([text], special, backend="tiktoken")[0].tolist() == ref.encode(text, add_special_tokens=special).ids
+            assert (
+                tok.encode_batch([text], special, backend="tiktoken")[0].tolist()
+                == ref.encode(text, add_special_tokens=special).ids
+            )
 
     same()
 
@@ -107,26 +144,77 @@ def test_t5_words_are_the_words_its_pre_tokenizer_cuts(files):
 @pytest.mark.parametrize(
     ("edit", "reason"),
     [
-        ({"pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}]}, "prepends 'first'"),
-        ({"pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False}]}, "does not split"),
-        ({"pretokenizers": [{"type": "Whitespace"}, {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}]}, "a Sequence of \\['Whitespace', 'Metaspace'\\]"),
+        (
+            {
+                "pretokenizers": [
+                    {"type": "WhitespaceSplit"},
+                    {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
+                ]
+            },
+            "prepends 'first'",
+        ),
+        (
+            {
+                "pretokenizers": [
+                    {"type": "WhitespaceSplit"},
+                    {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False},
+                ]
+            },
+            "does not split",
+        ),
+        (
+            {
+                "pretokenizers": [
+                    {"type": "Whitespace"},
+                    {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
+                ]
+            },
+            "a Sequence of \\['Whitespace', 'Metaspace'\\]",
+        ),
     ],
     ids=["prepend first", "no split", "another sequence"],
 )
 def test_what_the_t5_cut_cannot_follow_is_refused_by_name(files, tmp_path, edit, reason):
     path = variant(files["t5"], tmp_path, pre_tokenizer={"type": "Sequence", **edit})
     # the file as it stands: T5Tokenizer would build its own pre-tokenizer over the edited one
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "</s>"}))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "</s>"})
+    )
     engine = load_tokenizer(path).engine
     assert engine.startswith("tokenizers (") and "cached words" in engine, engine
     assert re.search(reason, engine), engine
 
 
-ASCII = st.text(st.characters(max_codepoint=127), max_size=40) | st.lists(st.sampled_from(["\r", "\n", "\r\n", "\t", "\x00", "\x7f", "a", " "]), max_size=12).map("".join)
+ASCII = st.text(st.characters(max_codepoint=127), max_size=40) | st.lists(
+    st.sampled_from(["\r", "\n", "\r\n", "\t", "\x00", "\x7f", "a", " "]), max_size=12
+).map("".join)
 
 
-MIXED_PIECES = ["a b", "\r", "\n", "\r\n", "\t", "\x00", " ", "é", "e\u0301", "\u0301", "ﬁ", "①", "Ａ", "語", "😀", "\u2028", "\x85", "ß", "\u3000", "\u200b"]
-MIXED = st.lists(st.sampled_from(MIXED_PIECES) | st.text(st.characters(max_codepoint=127), max_size=8), max_size=16).map("".join)
+MIXED_PIECES = [
+    "a b",
+    "\r",
+    "\n",
+    "\r\n",
+    "\t",
+    "\x00",
+    " ",
+    "é",
+    "e\u0301",
+    "\u0301",
+    "ﬁ",
+    "①",
+    "Ａ",
+    "語",
+    "😀",
+    "\u2028",
+    "\x85",
+    "ß",
+    "\u3000",
+    "\u200b",
+]
+MIXED = st.lists(
+    st.sampled_from(MIXED_PIECES) | st.text(st.characters(max_codepoint=127), max_size=8), max_size=16
+).map("".join)
 
 
 @pytest.mark.parametrize("normalizer", ["t5's Precompiled", "NFKC", "NFKD", "NFC"])
@@ -171,8 +259,12 @@ def test_an_ascii_text_is_normalized_by_table_as_the_normalizer_does(files, norm
 
     from beamtok.transforms.word_cutters import AsciiTable
 
-    ref = {"NFKC": normalizers.NFKC(), "BERT's": normalizers.BertNormalizer(lowercase=True)}.get(normalizer) or reference(files["t5"]).normalizer
-    assert AsciiTable.takes(ref) == (normalizer != "BERT's")  # BERT's is taken by its own cutter and kitoken's ASCII path
+    ref = {"NFKC": normalizers.NFKC(), "BERT's": normalizers.BertNormalizer(lowercase=True)}.get(
+        normalizer
+    ) or reference(files["t5"]).normalizer
+    assert AsciiTable.takes(ref) == (
+        normalizer != "BERT's"
+    )  # BERT's is taken by its own cutter and kitoken's ASCII path
     table = AsciiTable(ref)
     assert table.byte_table is not None and table.unchanged == (normalizer == "NFKC")
     if normalizer == "t5's Precompiled":

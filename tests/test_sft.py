@@ -48,7 +48,9 @@ def test_generation_field_and_custom_names(tmp_path, tokenizer_dir, gpt2):
     (ex,) = examples(Dataset.from_files(str(path)).tokenize_sft(tokenizer_dir))
     assert trained_text(gpt2, ex) == " A.<|endoftext|>"
     path = write_jsonl(tmp_path / "n.jsonl", [{"instruction": "Q?", "output": " B."}])
-    (ex,) = examples(Dataset.from_files(str(path)).tokenize_sft(tokenizer_dir, prompt="instruction", completion="output"))
+    (ex,) = examples(
+        Dataset.from_files(str(path)).tokenize_sft(tokenizer_dir, prompt="instruction", completion="output")
+    )
     assert trained_text(gpt2, ex) == " B.<|endoftext|>"
 
 
@@ -98,7 +100,9 @@ def test_chat_masks_every_non_assistant_turn(tokenizer_dir, gpt2):
     record = json.loads(open(CHAT_DATA).readline())
     (ex,) = examples(Dataset.from_sequence([record]).tokenize_chat(tokenizer_dir, template=TEMPLATE))
     assistant = [m["content"] for m in record["messages"] if m["role"] == "assistant"]
-    want = "".join(f"{content}\n<|end|>\n<|endoftext|>" for content in assistant)  # the shipped template ends them with EOS
+    want = "".join(
+        f"{content}\n<|end|>\n<|endoftext|>" for content in assistant
+    )  # the shipped template ends them with EOS
     assert trained_text(gpt2, ex) == want
     eos_at = np.flatnonzero(ex["input_ids"] == EOT)
     assert len(eos_at) == len(assistant) and (ex["labels"][eos_at] == EOT).all()
@@ -155,7 +159,9 @@ def test_first_fit_wastes_less_padding_than_greedy():
 
 @pytest.mark.parametrize("method", ["greedy", "first_fit"])
 def test_packers_resume_exactly(method):
-    check_resumption(lambda: sft(method, seq_len=128, **({"window": 16} if method == "first_fit" else {})).batch(3), random_steps=12)
+    check_resumption(
+        lambda: sft(method, seq_len=128, **({"window": 16} if method == "first_fit" else {})).batch(3), random_steps=12
+    )
 
 
 def test_sliding_window_labels_mask_the_overlap(make_shards, tokenizer_dir):
@@ -199,7 +205,9 @@ def test_hf_causal_lm_loss_equals_loss_by_hand_on_unmasked_positions():
 def test_sft_and_chat_caches_equal_the_stream_and_resume_across_modes(tmp_path, tokenizer_dir):
     pytest.importorskip("apache_beam")
     online_sft = sft("first_fit", seq_len=256, window=32)
-    online_chat = Dataset.from_files(CHAT_DATA).tokenize_chat(tokenizer_dir, template=TEMPLATE, max_length=512).pack_examples(512)
+    online_chat = (
+        Dataset.from_files(CHAT_DATA).tokenize_chat(tokenizer_dir, template=TEMPLATE, max_length=512).pack_examples(512)
+    )
     for name, online in (("sft", online_sft), ("chat", online_chat)):
         cached = online.cache(str(tmp_path / name))
         assert_items_equal(examples(cached.shuffle(16, seed=2).batch(4)), examples(online.shuffle(16, seed=2).batch(4)))
@@ -219,7 +227,19 @@ def test_cli_builds_sft_and_chat_caches(tmp_path, tokenizer_dir):
 
     for fmt, data, extra in (("sft", SFT_DATA, []), ("chat", CHAT_DATA, ["--chat-template", TEMPLATE])):
         out = tmp_path / fmt
-        cmd = [sys.executable, "-m", "beamtok.cli", "cache", data, "--records", fmt, "--output", str(out), "--tokenizer", tokenizer_dir]
+        cmd = [
+            sys.executable,
+            "-m",
+            "beamtok.cli",
+            "cache",
+            data,
+            "--records",
+            fmt,
+            "--output",
+            str(out),
+            "--tokenizer",
+            tokenizer_dir,
+        ]
         cmd += ["--seq-len", "512", "--max-length", "300", "--pack", "first_fit", "-q", *extra]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         assert proc.returncode == 0, proc.stderr
@@ -238,7 +258,12 @@ def test_unpacked_sft_cache_packs_at_read_time_like_on_the_fly(tmp_path, tokeniz
     unpacked = Dataset.from_files(SFT_DATA).tokenize_sft(tokenizer_dir)
     cache = unpacked.cache(str(tmp_path / "sft-none"), row_group_rows=16)
     fly = lambda: unpacked.pack_examples(96, method=method, window=16).shuffle(16, seed=2).batch(4)  # noqa: E731
-    cached = lambda: Dataset.from_cache(cache.pipeline.root.origin.cache.directory).pack_examples(96, method=method, window=16).shuffle(16, seed=2).batch(4)  # noqa: E731
+    cached = lambda: (  # noqa: E731
+        Dataset.from_cache(cache.pipeline.root.origin.cache.directory)
+        .pack_examples(96, method=method, window=16)
+        .shuffle(16, seed=2)
+        .batch(4)
+    )
     check_equivalent(fly, cached, random_steps=6, seed=3)
     it = fly().iter()
     list(it)

@@ -58,14 +58,31 @@ def test_provenance_points_into_the_document(make_shards, tokenizer_dir, gpt2):
 
 def test_counts_add_up_and_skips_are_counted(tmp_path, tokenizer_dir, paragraphs):
     good = [{"text": t} for t in paragraphs(8)]
-    lines = [good[0], "{not json", good[1], {"body": "x"}, good[2], {"text": 5}, {"text": ""}, good[3], "[1]", *good[4:]]
+    lines = [
+        good[0],
+        "{not json",
+        good[1],
+        {"body": "x"},
+        good[2],
+        {"text": 5},
+        {"text": ""},
+        good[3],
+        "[1]",
+        *good[4:],
+    ]
     path = str(write_jsonl(tmp_path / "mixed.jsonl", lines))
     proc = ShardProcessor(spec_for([path], tokenizer_dir, seq_len=32, on_error="skip"))
     full = list(proc.run(Shard(0, path)))
     total = sum((p.counts for p in full), DocCounts())
     assert total.read == len(lines) == total.emitted + sum(total.skipped.values())
     assert total.emitted == 8
-    assert dict(total.skipped) == {"malformed_json": 1, "missing_field": 1, "wrong_type": 1, "empty": 1, "not_an_object": 1}
+    assert dict(total.skipped) == {
+        "malformed_json": 1,
+        "missing_field": 1,
+        "wrong_type": 1,
+        "empty": 1,
+        "not_an_object": 1,
+    }
     for k, produced in enumerate(full[:-1]):  # counts after a resume continue exactly
         rest = list(proc.run(Shard(0, path), produced.cursor))
         resumed = sum((p.counts for p in full[: k + 1] + rest), DocCounts())

@@ -24,7 +24,10 @@ pytest.importorskip("apache_beam")
 @pytest.fixture
 def two_caches(tmp_path, monkeypatch):
     paras = real_paragraphs(60)
-    paths = [str(write_jsonl(tmp_path / f"p-{i}.jsonl", [{"text": t} for t in paras[i * 10 : (i + 1) * 10]])) for i in range(6)]
+    paths = [
+        str(write_jsonl(tmp_path / f"p-{i}.jsonl", [{"text": t} for t in paras[i * 10 : (i + 1) * 10]]))
+        for i in range(6)
+    ]
     online = Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(32)
     inline = online.cache(str(tmp_path / "inline"))
     monkeypatch.setattr(manifest_module, "INLINE_SHARDS", 3)  # six shards: past the limit
@@ -39,16 +42,24 @@ def test_the_table_cache_is_the_inline_cache(two_caches):
     manifest = json.loads((directory / "manifest.json").read_text())
     assert manifest["format"] == 3 and "shards" not in manifest and manifest["shard_table"]["shards"] == 6
     assert manifest["totals"] == json.loads((directory.parent / "inline" / "manifest.json").read_text())["totals"]
-    assert manifest["totals"]["rows"] == len(list(online)) and manifest["totals"]["tokens"] == sum(int((r["segment_ids"] > 0).sum()) for r in online)
+    assert manifest["totals"]["rows"] == len(list(online)) and manifest["totals"]["tokens"] == sum(
+        int((r["segment_ids"] > 0).sum()) for r in online
+    )
     assert (table.spec_fingerprint, table.stream_fingerprint) == (online.spec_fingerprint, online.stream_fingerprint)
     assert [s.url for s in table.shards] == [s.url for s in online.shards]
-    for make in (lambda ds: ds.shuffle_shards(seed=2).interleave(2).batch(3), lambda ds: ds.global_shuffle(seed=4).batch(5)):
+    for make in (
+        lambda ds: ds.shuffle_shards(seed=2).interleave(2).batch(3),
+        lambda ds: ds.global_shuffle(seed=4).batch(5),
+    ):
         a, b = make(inline).iter(), make(table).iter()
         assert_items_equal(list(b), list(a))
         assert a.stats() == b.stats()
     from beamtok.cache.read.reader import Cache
 
-    entries_inline, entries_table = Cache(str(directory.parent / "inline")).manifest.shards, Cache(str(directory)).manifest.shards
+    entries_inline, entries_table = (
+        Cache(str(directory.parent / "inline")).manifest.shards,
+        Cache(str(directory)).manifest.shards,
+    )
     assert [e.to_json() for e in entries_table] == [e.to_json() for e in entries_inline]  # every field, in order
     for start in (7, 30, 61):  # seeks use the row counts: into later shards too
         assert_items_equal(list(table.iter(start_example=start)), list(inline.iter(start_example=start)))
@@ -58,7 +69,9 @@ def test_verify_and_a_rerun_work_on_a_table_cache(two_caches):
     online, _, _, directory = two_caches
     report = verify_cache(str(directory), sample=2)
     assert report.ok, report.problems
-    shown = subprocess.run([sys.executable, "-m", "beamtok.cli", "stats", str(directory)], capture_output=True, text=True, cwd=ROOT)
+    shown = subprocess.run(
+        [sys.executable, "-m", "beamtok.cli", "stats", str(directory)], capture_output=True, text=True, cwd=ROOT
+    )
     assert shown.returncode == 0 and "6 shards" in shown.stdout, shown.stderr
     again = online.cache(str(directory))  # every shard reused, the manifest and table written again
     assert_items_equal(list(again), list(online))
@@ -90,10 +103,15 @@ def test_a_large_cache_checks_each_shard_file_when_a_reader_first_opens_it(two_c
     reader = Dataset.from_cache(str(directory)).shard_by_rank(1, 3)  # owns shards 1 and 4
     untouched = Dataset.from_cache(str(directory)).shard_by_rank(0, 3)  # owns shards 0 and 3: both whole
     assert len(list(untouched)) > 0
-    with pytest.raises(CacheError, match=rf"{files[1].name}: {len(blob) - 100} bytes, but the manifest says {len(blob)} \(truncated or replaced\); run `beamtok verify`"):
+    with pytest.raises(
+        CacheError,
+        match=rf"{files[1].name}: {len(blob) - 100} bytes, but the manifest says {len(blob)} \(truncated or replaced\); run `beamtok verify`",
+    ):
         next(iter(reader))
     files[1].write_bytes(blob)
-    with pytest.raises(CacheError, match=rf"{files[4].name}: shard file is missing; re-run `beamtok cache` to rebuild it"):
+    with pytest.raises(
+        CacheError, match=rf"{files[4].name}: shard file is missing; re-run `beamtok cache` to rebuild it"
+    ):
         list(reader)
     report = verify_cache(str(directory), sample=0)
     assert any(files[4].name in p for p in report.problems)

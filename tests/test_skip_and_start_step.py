@@ -28,7 +28,9 @@ def cache(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("skip")
     paras = real_paragraphs(120)
-    paths = [str(write_jsonl(root / f"p-{i}.jsonl", [{"text": t} for t in paras[i * 30 : (i + 1) * 30]])) for i in range(4)]
+    paths = [
+        str(write_jsonl(root / f"p-{i}.jsonl", [{"text": t} for t in paras[i * 30 : (i + 1) * 30]])) for i in range(4)
+    ]
     online = Dataset.from_files(paths).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(32)
     return online, online.cache(str(root / "cache"), row_group_rows=16)
 
@@ -50,7 +52,10 @@ def streams(cache):
     online, cached = cache
     return {
         "global shuffle, 3 epochs": (lambda: cached.global_shuffle(seed=5).repeat(3).batch(7), True),
-        "global shuffle, rank 1 of 3": (lambda: cached.global_shuffle(seed=5).repeat(2).shard_by_rank(1, 3).batch(4), True),
+        "global shuffle, rank 1 of 3": (
+            lambda: cached.global_shuffle(seed=5).repeat(2).shard_by_rank(1, 3).batch(4),
+            True,
+        ),
         "cache in order, enumerate": (lambda: cached.interleave(1).repeat(2).batch(5).enumerate(), True),
         "cache in order, take": (lambda: cached.interleave(1).batch(3).take(40), True),
         "on the fly": (lambda: online.shuffle_shards(seed=1).interleave(2).batch(4), False),
@@ -58,7 +63,17 @@ def streams(cache):
     }
 
 
-@pytest.mark.parametrize("name", ["global shuffle, 3 epochs", "global shuffle, rank 1 of 3", "cache in order, enumerate", "cache in order, take", "on the fly", "cache behind a shuffle window"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "global shuffle, 3 epochs",
+        "global shuffle, rank 1 of 3",
+        "cache in order, enumerate",
+        "cache in order, take",
+        "on the fly",
+        "cache behind a shuffle window",
+    ],
+)
 def test_skip_equals_reading_and_dropping_at_every_point(cache, name):
     make, seeks = streams(cache)[name]
     full = list(make())
@@ -77,7 +92,9 @@ def test_skip_equals_reading_and_dropping_at_every_point(cache, name):
             assert_items_equal(list(make().iter(state)), rest, f"{name}, resumed after skip {skip}: ")
 
 
-@pytest.mark.parametrize("name", ["global shuffle, 3 epochs", "global shuffle, rank 1 of 3", "cache in order, enumerate"])
+@pytest.mark.parametrize(
+    "name", ["global shuffle, 3 epochs", "global shuffle, rank 1 of 3", "cache in order, enumerate"]
+)
 def test_a_seek_reads_nothing_and_lands_where_reading_would(cache, name):
     make, _ = streams(cache)[name]
     n = len(list(make()))

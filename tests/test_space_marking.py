@@ -26,7 +26,9 @@ MARK = "\u2581"
 TEXTS = st.lists(st.text(" ab▁é😀\n", max_size=30), max_size=6)
 
 
-def filled(buffer: CodePointBuffer, texts: list[str], marking: SpaceMarking | WordsMarking) -> tuple[list[int], list[int]]:
+def filled(
+    buffer: CodePointBuffer, texts: list[str], marking: SpaceMarking | WordsMarking
+) -> tuple[list[int], list[int]]:
     chars, ends = buffer.fill(texts, marking)
     return chars[: int(ends[-1]) if len(ends) else 0].tolist(), ends.tolist()
 
@@ -62,9 +64,20 @@ def test_marking_puts_the_mark_first_only_where_the_marked_text_lacks_it():
 
 def bpe_spec() -> dict:
     letters = ["a", "b", "é", MARK, "\n", " "]
-    vocab = {t: i for i, t in enumerate([*letters, MARK + "a", MARK + "a" + "b", "<unk>", *(f"<0x{b:02X}>" for b in range(256))])}
+    vocab = {
+        t: i
+        for i, t in enumerate([*letters, MARK + "a", MARK + "a" + "b", "<unk>", *(f"<0x{b:02X}>" for b in range(256))])
+    }
     merges = [[MARK, "a"], [MARK + "a", "b"]]
-    return {"type": "BPE", "vocab": vocab, "merges": merges, "unk_token": "<unk>", "fuse_unk": False, "byte_fallback": True, "ignore_merges": False}
+    return {
+        "type": "BPE",
+        "vocab": vocab,
+        "merges": merges,
+        "unk_token": "<unk>",
+        "fuse_unk": False,
+        "byte_fallback": True,
+        "ignore_merges": False,
+    }
 
 
 @settings(max_examples=150, deadline=None)
@@ -74,11 +87,24 @@ def test_compiled_engines_give_the_same_ids_marking_strings_or_code_points(texts
     marked = [marking.apply(text) for text in texts]
     bpe = NativeBPE(bpe_spec(), MARK, cut)
     assert [ids.tolist() for ids in bpe.encode(texts, marking)] == [ids.tolist() for ids in bpe.encode(marked)]
-    pieces = [["<unk>", 0.0], ["a", -1.0], ["b", -1.5], [MARK, -2.0], [MARK + "a", -1.2], ["é", -3.0], ["\n", -3.0], [" ", -3.0]]
-    unigram = NativeUnigram({"type": "Unigram", "vocab": pieces, "unk_id": 0, "byte_fallback": False}, lambda words: np.zeros(0, np.int32))
+    pieces = [
+        ["<unk>", 0.0],
+        ["a", -1.0],
+        ["b", -1.5],
+        [MARK, -2.0],
+        [MARK + "a", -1.2],
+        ["é", -3.0],
+        ["\n", -3.0],
+        [" ", -3.0],
+    ]
+    unigram = NativeUnigram(
+        {"type": "Unigram", "vocab": pieces, "unk_id": 0, "byte_fallback": False}, lambda words: np.zeros(0, np.int32)
+    )
     got = unigram.encode_marked(texts, cut, MARK, marking)
     want = unigram.encode_marked(marked, cut, MARK)
-    assert [None if ids is None else ids.tolist() for ids in got] == [None if ids is None else ids.tolist() for ids in want]
+    assert [None if ids is None else ids.tolist() for ids in got] == [
+        None if ids is None else ids.tolist() for ids in want
+    ]
 
 
 WHITE = " \t\n\r\x0b\x0c\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\x1c\x1f\u200b"  # and four that are not White_Space
@@ -94,7 +120,13 @@ def test_words_marked_in_the_buffer_are_those_of_the_strings_and_of_the_cutter(f
     words cut by Unicode White_Space, each behind a mark, give them."""
     marking = WordsMarking(MARK)
     cutter = WhitespaceMetaspaceWords.__new__(WhitespaceMetaspaceWords)  # its string marking alone, no file
-    cutter.string_steps, cutter.ascii, cutter.normal_form, cutter.normalizer, cutter.marking = None, None, None, None, marking
+    cutter.string_steps, cutter.ascii, cutter.normal_form, cutter.normalizer, cutter.marking = (
+        None,
+        None,
+        None,
+        None,
+        marking,
+    )
     buffer = CodePointBuffer()
     for texts in (first_batch, second_batch):
         by_words = ["".join(w if w.startswith(MARK) else MARK + w for w in WHITE_SPACE_WORDS(t)) for t in texts]
@@ -107,7 +139,11 @@ def test_words_marked_in_the_buffer_are_those_of_the_strings_and_of_the_cutter(f
 def test_unigram_gives_the_same_ids_marking_words_as_strings_or_code_points(texts):
     marking = WordsMarking(MARK)
     pieces = [["<unk>", 0.0], ["a", -1.0], ["b", -1.5], [MARK, -2.0], [MARK + "a", -1.2], ["é", -3.0]]
-    unigram = NativeUnigram({"type": "Unigram", "vocab": pieces, "unk_id": 0, "byte_fallback": False}, lambda words: np.zeros(0, np.int32))
+    unigram = NativeUnigram(
+        {"type": "Unigram", "vocab": pieces, "unk_id": 0, "byte_fallback": False}, lambda words: np.zeros(0, np.int32)
+    )
     got = unigram.encode_marked(texts, CUT_BEFORE_EVERY_MARK, MARK, marking)
     want = unigram.encode_marked([marking.apply(t) for t in texts], CUT_BEFORE_EVERY_MARK, MARK)
-    assert [None if ids is None else ids.tolist() for ids in got] == [None if ids is None else ids.tolist() for ids in want]
+    assert [None if ids is None else ids.tolist() for ids in got] == [
+        None if ids is None else ids.tolist() for ids in want
+    ]

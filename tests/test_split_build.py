@@ -75,14 +75,18 @@ def test_split_build_in_process_equals_unsplit_and_the_stream(inputs, unsplit, t
 
 def test_split_build_on_two_worker_processes(inputs, unsplit, tmp_path):
     out = tmp_path / "split"
-    online(inputs).cache(str(out), split_bytes=SPLIT, progress=False, direct_running_mode="multi_processing", direct_num_workers=2)
+    online(inputs).cache(
+        str(out), split_bytes=SPLIT, progress=False, direct_running_mode="multi_processing", direct_num_workers=2
+    )
     same_cache(out, unsplit)
 
 
 def test_split_build_through_the_portable_job_service(inputs, unsplit, tmp_path):
     out = tmp_path / "split"
     with portable_job_service() as endpoint:
-        online(inputs).cache(str(out), split_bytes=SPLIT, runner="PortableRunner", job_endpoint=endpoint, environment_type="LOOPBACK")
+        online(inputs).cache(
+            str(out), split_bytes=SPLIT, runner="PortableRunner", job_endpoint=endpoint, environment_type="LOOPBACK"
+        )
     same_cache(out, unsplit)
 
 
@@ -185,10 +189,23 @@ def test_cli_split_bytes(inputs, unsplit, tmp_path):
     import sys
 
     cmd = [sys.executable, "-m", "beamtok.cli", "cache", *inputs, "--tokenizer", TOKENIZER, "--seq-len", "256"]
-    done = subprocess.run([*cmd, "--output", str(tmp_path / "c"), "--split-bytes", "20KB"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [*cmd, "--output", str(tmp_path / "c"), "--split-bytes", "20KB"], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     same_cache(tmp_path / "c", unsplit)
-    ranges = sum(len(plan_ranges(Shard(0, url), SourceSpec(), 20_000)) for url in inputs if not url.endswith((".zst", ".txt")))
-    assert f"Beam counters: shards_written 6, shards_reused 0, split_shards 4, ranges {ranges:,}, pack_tasks 4, documents " in done.stdout
-    bad = subprocess.run([*cmd, "--output", str(tmp_path / "d"), "--split-bytes", "lots"], capture_output=True, text=True, timeout=600)
-    assert bad.returncode == 2 and bad.stderr.strip() == "beamtok: error: --split-bytes: 'lots' is not a size (write e.g. 268435456, 256MB, 64MiB or 1GB)"
+    ranges = sum(
+        len(plan_ranges(Shard(0, url), SourceSpec(), 20_000)) for url in inputs if not url.endswith((".zst", ".txt"))
+    )
+    assert (
+        f"Beam counters: shards_written 6, shards_reused 0, split_shards 4, ranges {ranges:,}, pack_tasks 4, documents "
+        in done.stdout
+    )
+    bad = subprocess.run(
+        [*cmd, "--output", str(tmp_path / "d"), "--split-bytes", "lots"], capture_output=True, text=True, timeout=600
+    )
+    assert (
+        bad.returncode == 2
+        and bad.stderr.strip()
+        == "beamtok: error: --split-bytes: 'lots' is not a size (write e.g. 268435456, 256MB, 64MiB or 1GB)"
+    )

@@ -90,14 +90,20 @@ def test_full_pipeline_across_epochs_with_ranks(make_shards, tokenizer_dir):
 
 def test_ranks_split_shards_disjointly_within_an_epoch(make_shards, tokenizer_dir):
     paths = make_shards(6, docs_per_shard=4)
-    seen = [{e["shard"] for e in base(paths, tokenizer_dir).shuffle_shards(seed=1).shard_by_rank(r, 3)} for r in range(3)]
+    seen = [
+        {e["shard"] for e in base(paths, tokenizer_dir).shuffle_shards(seed=1).shard_by_rank(r, 3)} for r in range(3)
+    ]
     assert all(len(s) == 2 for s in seen) and set().union(*seen) == set(range(6))
 
 
 def test_example_split_for_few_shards(make_shards, tokenizer_dir):
     (path,) = make_shards(1, docs_per_shard=10)
     by_ranges = [list(base([path], tokenizer_dir).shard_by_rank(r, 2)) for r in range(2)]  # the file is cut into ranges
-    assert by_ranges[0] and by_ranges[1] and {e["shard"] for e in by_ranges[0]}.isdisjoint({e["shard"] for e in by_ranges[1]})
+    assert (
+        by_ranges[0]
+        and by_ranges[1]
+        and {e["shard"] for e in by_ranges[0]}.isdisjoint({e["shard"] for e in by_ranges[1]})
+    )
     full = list(base([path], tokenizer_dir))
     parts = [list(base([path], tokenizer_dir).shard_by_rank(r, 2, split="examples")) for r in range(2)]
     assert all(items_equal(a, b) for a, b in zip(parts[0], full[0::2]))
@@ -125,7 +131,13 @@ def test_state_is_small_and_does_not_grow(tmp_path, tokenizer_dir, paragraphs):
     sizes = {}
     texts = paragraphs(400)
     for seq_len in (16, 512):
-        ds = Dataset.from_sequence(texts, shards=4).tokenize(tokenizer_dir).concat_chunk(seq_len).shuffle(64, seed=0).batch(2)
+        ds = (
+            Dataset.from_sequence(texts, shards=4)
+            .tokenize(tokenizer_dir)
+            .concat_chunk(seq_len)
+            .shuffle(64, seed=0)
+            .batch(2)
+        )
         it = ds.iter()
         for step in (1, 10, 40):
             for _ in itertools.islice(it, step):
@@ -146,21 +158,28 @@ def test_restore_rejects_other_specs_versions_and_keys(shards, tokenizer_dir):
     # a refusal names the part that changed: old → new where the state kept the old value
     with pytest.raises(StateError, match=r"spec fingerprint .*: packing: seq_len 32 → 33$"):
         base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state_dict=state)
-    base(shards, tokenizer_dir).batch(3).iter(state_dict=state)  # another batch size resumes (a state is at a batch boundary)
+    base(shards, tokenizer_dir).batch(3).iter(
+        state_dict=state
+    )  # another batch size resumes (a state is at a batch boundary)
     with pytest.raises(StateError, match=r"stream fingerprint .*: stage 2 \(take\) added \(now count=9\)$"):
         base(shards, tokenizer_dir).batch(2).take(9).iter(state_dict=state)
     with pytest.raises(StateError, match=r"changed since the state was saved: shard list \(now 3 shards"):
         base(shards[:3], tokenizer_dir).batch(2).iter(state_dict=state)
     with pytest.raises(
-        StateError, match=r"shuffle_shards seed: null → 4; stage 1 \(shuffle\) added \(now window=4, seed=1\); .*stage 1 \(batch\) removed"
+        StateError,
+        match=r"shuffle_shards seed: null → 4; stage 1 \(shuffle\) added \(now window=4, seed=1\); .*stage 1 \(batch\) removed",
     ):
         base(shards, tokenizer_dir).shuffle_shards(4).shuffle(4, seed=1).batch(2).iter(state_dict=state)
-    earlier = {k: v for k, v in state.items() if k != "plan"}  # states of an earlier beamtok: no plan, every part hashed
+    earlier = {
+        k: v for k, v in state.items() if k != "plan"
+    }  # states of an earlier beamtok: no plan, every part hashed
     hashed = {**earlier, "about": {name: _hash(value) for name, value in ds.pipeline.parts().items()}}
     with pytest.raises(StateError, match=r"spec fingerprint .*: packing \(now mode=\"concat\", seq_len=33"):
         base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state_dict=hashed)
     with pytest.raises(StateError, match=r"changed since the state was saved: step 1 \(tokenize\) \(now tokenizer="):
-        Dataset.from_files(shards).tokenize(tokenizer_dir, add_special_tokens=False).ensure_bos_eos().concat_chunk(32).batch(2).iter(state_dict=state)
+        Dataset.from_files(shards).tokenize(tokenizer_dir, add_special_tokens=False).ensure_bos_eos().concat_chunk(
+            32
+        ).batch(2).iter(state_dict=state)
     old_format = {k: v for k, v in state.items() if k != "about"}  # states saved before 'about' still resume
     assert_items_equal([next(ds.iter(state_dict=old_format))], [next(ds.iter(state_dict=state))])
     with pytest.raises(StateError, match="format version"):
@@ -207,7 +226,13 @@ def test_stats_account_for_documents(tmp_path, tokenizer_dir, paragraphs):
 
     lines = [{"text": t} for t in paragraphs(10)] + ["{oops", {"text": ""}]
     path = str(write_jsonl(tmp_path / "s.jsonl", lines))
-    it = Dataset.from_files(path, on_error="skip").tokenize(tokenizer_dir).filter_length(min_tokens=5).concat_chunk(16).iter()
+    it = (
+        Dataset.from_files(path, on_error="skip")
+        .tokenize(tokenizer_dir)
+        .filter_length(min_tokens=5)
+        .concat_chunk(16)
+        .iter()
+    )
     examples = list(it)
     stats = it.stats()
     docs = stats["documents"]
@@ -233,7 +258,13 @@ def test_map_and_filter_are_per_document_steps(shards, tokenizer_dir):
 
 def test_tiktoken_backend_stream_equals_hf_and_shares_states(shards, tokenizer_dir):
     pytest.importorskip("tiktoken")
-    fast = lambda: Dataset.from_files(shards).tokenize(tokenizer_dir, backend="tiktoken").ensure_bos_eos().concat_chunk(32).batch(2)  # noqa: E731
+    fast = lambda: (  # noqa: E731
+        Dataset.from_files(shards)
+        .tokenize(tokenizer_dir, backend="tiktoken")
+        .ensure_bos_eos()
+        .concat_chunk(32)
+        .batch(2)
+    )
     hf = lambda: base(shards, tokenizer_dir).batch(2)  # noqa: E731
     assert fast().spec_fingerprint == hf().spec_fingerprint
     check_resumption(fast, random_steps=5, resume_dataset=hf)
@@ -250,17 +281,31 @@ def test_a_state_passed_as_json_text_says_to_parse_it(shards, tokenizer_dir):
 
 
 def test_stats_say_what_was_delivered_apart_from_what_was_read_ahead(shards, tokenizer_dir):
-    ds = Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32).shuffle(16, seed=0).batch(4)
+    ds = (
+        Dataset.from_files(shards)
+        .tokenize(tokenizer_dir)
+        .ensure_bos_eos()
+        .concat_chunk(32)
+        .shuffle(16, seed=0)
+        .batch(4)
+    )
     it = ds.iter()
     first = next(it)
     stats = it.stats()
-    assert stats["delivered"] == {"items": 1, "examples": 4, "tokens": int((first["segment_ids"] > 0).sum()), "pad_tokens": int((first["segment_ids"] == 0).sum())}
+    assert stats["delivered"] == {
+        "items": 1,
+        "examples": 4,
+        "tokens": int((first["segment_ids"] > 0).sum()),
+        "pad_tokens": int((first["segment_ids"] == 0).sum()),
+    }
     assert stats["examples"] == 16  # the shuffle window read ahead
     rest = list(it)
     delivered = it.stats()["delivered"]
     assert delivered["items"] == 1 + len(rest) and delivered["examples"] == it.stats()["examples"]
     assert delivered["tokens"] == it.stats()["tokens"] and delivered["pad_tokens"] == it.stats()["pad_tokens"]
-    resumed = ds.iter(state_dict={**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": 5, "pad_tokens": 0}})
+    resumed = ds.iter(
+        state_dict={**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": 5, "pad_tokens": 0}}
+    )
     assert resumed.stats()["delivered"]["tokens"] == 5  # carried by the state, not recounted
     with pytest.raises(StateError, match=r"delivered: tokens must be an integer >= 0"):
         ds.iter(state_dict={**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": -5, "pad_tokens": 0}})
@@ -272,13 +317,23 @@ def test_delivered_counts_the_batches_inside_enumerate_pairs(shards, tokenizer_d
     items = list(it)
     delivered = it.stats()["delivered"]
     assert delivered["items"] == len(items) and delivered["examples"] == it.stats()["examples"] > 0
-    assert delivered["tokens"] == sum(int((batch["segment_ids"] > 0).sum()) for _, batch in items) == it.stats()["tokens"]
+    assert (
+        delivered["tokens"] == sum(int((batch["segment_ids"] > 0).sum()) for _, batch in items) == it.stats()["tokens"]
+    )
 
 
 @pytest.mark.parametrize(("before", "after"), [(8, 5), (4, 12), (6, 6)])
 def test_a_state_resumes_under_another_batch_size_at_the_next_example(shards, tokenizer_dir, before, after):
     def ds(size: int) -> Dataset:
-        return Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32).shuffle(16, seed=0).batch(size).enumerate()
+        return (
+            Dataset.from_files(shards)
+            .tokenize(tokenizer_dir)
+            .ensure_bos_eos()
+            .concat_chunk(32)
+            .shuffle(16, seed=0)
+            .batch(size)
+            .enumerate()
+        )
 
     examples = [(int(s), int(i)) for _, batch in ds(1) for s, i in zip(batch["shard"], batch["index"])]
     it = ds(before).iter()
@@ -288,12 +343,21 @@ def test_a_state_resumes_under_another_batch_size_at_the_next_example(shards, to
     resumed = list(ds(after).iter(state_dict=state))
     got = [(int(s), int(i)) for _, batch in resumed for s, i in zip(batch["shard"], batch["index"])]
     assert got == examples[3 * before :]  # the next example on, in the uninterrupted order
-    assert all(len(batch["index"]) == after for _, batch in resumed[:-1]) and resumed[0][0] == 3  # enumerate() goes on counting
+    assert (
+        all(len(batch["index"]) == after for _, batch in resumed[:-1]) and resumed[0][0] == 3
+    )  # enumerate() goes on counting
 
 
 def test_a_batch_size_change_is_refused_where_a_later_stage_holds_batches(shards, tokenizer_dir):
     def ds(size: int) -> Dataset:
-        return Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(32).batch(size).shuffle(4, seed=0)
+        return (
+            Dataset.from_files(shards)
+            .tokenize(tokenizer_dir)
+            .ensure_bos_eos()
+            .concat_chunk(32)
+            .batch(size)
+            .shuffle(4, seed=0)
+        )
 
     it = ds(4).iter()
     next(it)

@@ -39,15 +39,23 @@ def test_the_plan_holds_every_stage_whole():
     assert [s["stage"] for s in plan["stages"]] == ["shuffle", "batch_tokens"]
     assert plan["stages"][1]["max_len"] == [list(p) for p in LONG_SCHEDULE]  # whole, though its JSON is long
     about = saved(ds)["about"]
-    assert "shard list" in about and not any(name.startswith("stage ") for name in about)  # the data, for people; stages are in the plan
+    assert "shard list" in about and not any(
+        name.startswith("stage ") for name in about
+    )  # the data, for people; stages are in the plan
 
 
 def test_a_mix_plan_names_each_source_s_packing():
     mix = Dataset.mix([packed(), Dataset.from_files(FILES).tokenize(str(TOKENIZER_DIR)).pad(32)], [0.5, 0.5], seed=0)
     plan = saved(mix)["plan"]
-    assert plan["root"]["kind"] == "mix" and [s["packing"]["mode"] for _, s in plan["root"]["sources"]] == ["concat", "pad"]
+    assert plan["root"]["kind"] == "mix" and [s["packing"]["mode"] for _, s in plan["root"]["sources"]] == [
+        "concat",
+        "pad",
+    ]
     lines = explain_state(saved(mix))
-    assert "packing (mix source 0): concat_chunk, rows of 64 tokens" in lines and "packing (mix source 1): pad, rows of 32 tokens" in lines
+    assert (
+        "packing (mix source 0): concat_chunk, rows of 64 tokens" in lines
+        and "packing (mix source 1): pad, rows of 32 tokens" in lines
+    )
 
 
 def test_a_resume_under_another_batch_size_reads_the_plan():
@@ -63,7 +71,16 @@ def earlier_pipeline(batch: int = 2) -> Dataset:
     """The pipeline tests/data/states/before_plans.json was saved by (a version before plans,
     3 items in, run from the repository: a spec names its tokenizer as it was given)."""
     texts = real_paragraphs(60)
-    return Dataset.from_sequence(texts, shards=3).tokenize("data/tokenizers/gpt2").ensure_bos_eos().concat_chunk(64).shuffle(window=8, seed=0).take(40).batch(batch).enumerate()
+    return (
+        Dataset.from_sequence(texts, shards=3)
+        .tokenize("data/tokenizers/gpt2")
+        .ensure_bos_eos()
+        .concat_chunk(64)
+        .shuffle(window=8, seed=0)
+        .take(40)
+        .batch(batch)
+        .enumerate()
+    )
 
 
 def test_a_state_saved_before_plans_resumes_and_explains_as_a_new_one(monkeypatch):
@@ -77,7 +94,9 @@ def test_a_state_saved_before_plans_resumes_and_explains_as_a_new_one(monkeypatc
     now = saved(earlier_pipeline(), 3)
     assert explain_state(earlier)[1:] == explain_state(now)[1:]  # the first line names the fingerprints
     assert any(line.startswith("stage 4 (enumerate): the next number is 3") for line in explain_state(earlier))
-    first = next(earlier_pipeline(batch=4).iter(state_dict=earlier))  # its batch size read back from about, turned into a plan
+    first = next(
+        earlier_pipeline(batch=4).iter(state_dict=earlier)
+    )  # its batch size read back from about, turned into a plan
     assert first[0] == 3 and (first[1]["input_ids"][:2] == uninterrupted[0][1]["input_ids"]).all()
 
 
@@ -97,7 +116,9 @@ def test_a_plan_of_another_version_is_refused_by_name():
 
 def test_a_version_1_plan_of_a_mix_still_loads_and_explains():
     """Version 1 kept a mix's sources as a list of plans; version 2 keeps runs of equal ones."""
-    mix = lambda: Dataset.mix([packed(), packed(), Dataset.from_files(FILES).tokenize(str(TOKENIZER_DIR)).pad(32)], seed=0).batch(2)  # noqa: E731
+    mix = lambda: Dataset.mix(  # noqa: E731
+        [packed(), packed(), Dataset.from_files(FILES).tokenize(str(TOKENIZER_DIR)).pad(32)], seed=0
+    ).batch(2)
     state = saved(mix())
     runs = state["plan"]["root"]["sources"]
     assert [count for count, _ in runs] == [2, 1]
@@ -106,4 +127,7 @@ def test_a_version_1_plan_of_a_mix_still_loads_and_explains():
     want = list(itertools.islice(mix().iter(state_dict=saved(mix())), 5))
     assert_items_equal(list(itertools.islice(mix().iter(state_dict=state), 5)), want)
     lines = explain_state(state)
-    assert "packing (mix source 1): concat_chunk, rows of 64 tokens" in lines and "packing (mix source 2): pad, rows of 32 tokens" in lines
+    assert (
+        "packing (mix source 1): concat_chunk, rows of 64 tokens" in lines
+        and "packing (mix source 2): pad, rows of 32 tokens" in lines
+    )

@@ -72,7 +72,22 @@ def test_the_issue_case_through_the_command_line(tmp_path):
     """shakespeare-00 at 2048 by pack_documents: 29 documents, the longest 30,581 tokens, as the
     files say (it used to report 14, the longest 2,171)."""
     out = tmp_path / "cache"
-    run = CliRunner().invoke(main, ["cache", PROSE, "-o", str(out), "--tokenizer", TOKENIZER, "--seq-len", "2048", "--pack", "pack_documents", "-q"])
+    run = CliRunner().invoke(
+        main,
+        [
+            "cache",
+            PROSE,
+            "-o",
+            str(out),
+            "--tokenizer",
+            TOKENIZER,
+            "--seq-len",
+            "2048",
+            "--pack",
+            "pack_documents",
+            "-q",
+        ],
+    )
     assert run.exit_code == 0, run.output
     cached = json.loads(CliRunner().invoke(main, ["stats", str(out), "--json"]).stdout)
     files = json.loads(CliRunner().invoke(main, ["stats", PROSE, "--tokenizer", TOKENIZER, "--json"]).stdout)
@@ -127,7 +142,9 @@ def test_head_on_concat_rows_still_names_the_offset(tmp_path):
     run = CliRunner().invoke(main, ["head", str(out), "--no-shuffle", "--batches", "2", "--batch-size", "4", "--json"])
     rows = [json.loads(line) for line in run.stdout.splitlines() if line.startswith('{"batch"')]
     continued = [r for r in rows if r["token"] > 0]
-    assert continued and all(r["pieces"][0]["offset"] == r["token"] and r["pieces"][0]["starts_document"] is False for r in continued)
+    assert continued and all(
+        r["pieces"][0]["offset"] == r["token"] and r["pieces"][0]["starts_document"] is False for r in continued
+    )
     assert np.all([p["starts_document"] for r in rows for p in r["pieces"][1:]])
 
 

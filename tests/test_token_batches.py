@@ -27,7 +27,10 @@ TOKENIZER = tiny_tokenizer()  # a stage test: what a token is does not matter
 def corpus(tmp_path_factory) -> list[str]:
     root = tmp_path_factory.mktemp("vsl")
     paras = real_paragraphs(90)
-    paths = [str(write_jsonl(root / f"part-{i}.jsonl", [{"text": t} for t in paras[i * 30 : (i + 1) * 30]])) for i in range(3)]
+    paths = [
+        str(write_jsonl(root / f"part-{i}.jsonl", [{"text": t} for t in paras[i * 30 : (i + 1) * 30]]))
+        for i in range(3)
+    ]
     return [*paths, str(CORPUS / "pydocs-00.jsonl.zst")]
 
 
@@ -94,7 +97,10 @@ def test_unequal_rows_are_grouped_by_length_with_little_padding(corpus):
 
 
 def test_grow_orders_each_cycle_short_to_long_and_natural_is_seeded(corpus):
-    grown = [b["input_ids"].shape[1] for b in rows(corpus).batch_tokens(2048, window=10_000, order="grow", cycles=3, min_len=16)]
+    grown = [
+        b["input_ids"].shape[1]
+        for b in rows(corpus).batch_tokens(2048, window=10_000, order="grow", cycles=3, min_len=16)
+    ]
     drops = [i for i in range(1, len(grown)) if grown[i] < grown[i - 1]]
     assert 1 <= len(drops) <= 2  # three cycles, each non-decreasing
     natural = [b["input_ids"].shape[1] for b in rows(corpus).batch_tokens(2048, window=10_000, seed=1, min_len=16)]
@@ -123,7 +129,9 @@ def test_cache_equals_stream_and_resumes_at_many_points(corpus, tmp_path):
     pytest.importorskip("apache_beam")
     online = rows(corpus)
     cached = online.cache(str(tmp_path / "pow2"))
-    stage = lambda ds: ds.shuffle_shards(seed=2).batch_tokens(2048, window=24, order="grow", cycles=2, max_len=[(0, 256), (48, 1024)], min_len=16)  # noqa: E731
+    stage = lambda ds: ds.shuffle_shards(seed=2).batch_tokens(  # noqa: E731
+        2048, window=24, order="grow", cycles=2, max_len=[(0, 256), (48, 1024)], min_len=16
+    )
     check_equivalent(lambda: stage(online), lambda: stage(cached), random_steps=10, seed=3)
     check_resumption(lambda: stage(online), random_steps=20, seed=5)
 

@@ -39,7 +39,9 @@ def test_output_is_identical_for_any_worker_count(paths, tokenizer_dir):
     reference = list(make(paths, tokenizer_dir, 0))
     assert len(reference) > 10
     for workers, interleave in ((1, 1), (1, 2), (2, 2), (3, 2)):
-        assert_items_equal(list(make(paths, tokenizer_dir, workers, interleave)), list(make(paths, tokenizer_dir, 0, interleave)))
+        assert_items_equal(
+            list(make(paths, tokenizer_dir, workers, interleave)), list(make(paths, tokenizer_dir, 0, interleave))
+        )
     assert_items_equal(list(make(paths, tokenizer_dir, 2)), reference)
 
 
@@ -55,7 +57,9 @@ def test_open_shards_get_the_workers_and_prefetches_are_read(make_shards, tokeni
 
 def test_checkpoints_with_workers_running_resume_exactly(paths, tokenizer_dir):
     check_resumption(lambda: make(paths, tokenizer_dir, 2), random_steps=8)
-    check_resumption(lambda: make(paths, tokenizer_dir, 2), random_steps=4, resume_dataset=lambda: make(paths, tokenizer_dir, 0))
+    check_resumption(
+        lambda: make(paths, tokenizer_dir, 2), random_steps=4, resume_dataset=lambda: make(paths, tokenizer_dir, 0)
+    )
 
 
 def test_state_dict_does_not_drain_the_workers(make_shards, tokenizer_dir):
@@ -122,7 +126,10 @@ def test_workers_exit_when_their_consumer_is_killed(tmp_path, tokenizer_dir, par
     import sys
     import time
 
-    paths = [str(write_jsonl(tmp_path / f"k-{i}.jsonl", [{"text": t} for t in paragraphs(400, start=i * 400)])) for i in range(2)]
+    paths = [
+        str(write_jsonl(tmp_path / f"k-{i}.jsonl", [{"text": t} for t in paragraphs(400, start=i * 400)]))
+        for i in range(2)
+    ]
     script = (
         "import sys, time\n"
         "from beamtok import Dataset\n"
@@ -164,7 +171,9 @@ PIPELINES = {
     "records": lambda paths, tok: Dataset.from_files(paths),
     "sft": lambda paths, tok: Dataset.from_files(paths).tokenize_sft(tok, max_length=96).pack_examples(96),
     "sft-packed": lambda paths, tok: Dataset.from_files(paths).tokenize_sft(tok, max_length=96).concat_chunk(64),
-    "packed-keep": lambda paths, tok: Dataset.from_files(paths).tokenize(tok).ensure_bos_eos().concat_chunk(48, remainder="keep"),
+    "packed-keep": lambda paths, tok: (
+        Dataset.from_files(paths).tokenize(tok).ensure_bos_eos().concat_chunk(48, remainder="keep")
+    ),
 }
 
 
@@ -205,7 +214,9 @@ def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
         again = list(SpanReader(iter(span_from_wire(w) for w in wires)))
         assert_items_equal([p.example for p in again], [p.example for p in produced])
         for a, b in zip(again, produced):
-            assert {k: getattr(v, "dtype", None) for k, v in a.example.items()} == {k: getattr(v, "dtype", None) for k, v in b.example.items()}
+            assert {k: getattr(v, "dtype", None) for k, v in a.example.items()} == {
+                k: getattr(v, "dtype", None) for k, v in b.example.items()
+            }
         assert [p.cursor for p in again] == [p.cursor for p in produced]
         assert [p.counts for p in again] == [p.counts for p in produced]
 
@@ -225,7 +236,10 @@ def test_packed_rows_ship_their_layout_instead_of_segment_and_position_ids(make_
 
     path = _sft_shards(tmp_path)[0] if kind.startswith("sft") else make_shards(1, docs_per_shard=30)[0]
     spec = PIPELINES[kind]([path], tokenizer_dir).spec
-    wires = [pickle.loads(pickle.dumps(span_to_wire(s))) for s in shard_spans(ShardProcessor(spec), Shard(0, path), ShardCursor())]
+    wires = [
+        pickle.loads(pickle.dumps(span_to_wire(s)))
+        for s in shard_spans(ShardProcessor(spec), Shard(0, path), ShardCursor())
+    ]
     assert len(wires) > 2
     shipped = {name for w in wires for name, values, _ in w[2] if values is not None}
     assert shipped == ({"input_ids", "loss_mask"} if kind == "sft-packed" else {"input_ids"})
@@ -445,7 +459,7 @@ def test_the_narrowest_type_is_chosen_at_each_limit(values, narrow):
     from beamtok.backends.wire import _packed_fields, _unpacked_fields
 
     field = np.array(values, dtype=np.int32)
-    (_, shipped, _), = _packed_fields([("input_ids", field)])
+    ((_, shipped, _),) = _packed_fields([("input_ids", field)])
     assert shipped.dtype == narrow
-    (_, back), = _unpacked_fields(_packed_fields([("input_ids", field)]))
+    ((_, back),) = _unpacked_fields(_packed_fields([("input_ids", field)]))
     assert back.dtype == np.int32 and back.tolist() == values

@@ -25,10 +25,19 @@ from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
 
 BERT_DIR = ROOT / "data" / "tokenizers" / "bert-base-uncased"
 TRUNCATION = {"direction": "Right", "max_length": 128, "strategy": "LongestFirst", "stride": 0}
-PADDING = {"strategy": {"Fixed": 128}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0, "pad_type_id": 0, "pad_token": "[PAD]"}
+PADDING = {
+    "strategy": {"Fixed": 128},
+    "direction": "Right",
+    "pad_to_multiple_of": None,
+    "pad_id": 0,
+    "pad_type_id": 0,
+    "pad_token": "[PAD]",
+}
 
 
-def with_length_settings(source: Path, target: Path, *, truncation: bool = True, padding: bool = True, pad_id: int = 0) -> str:
+def with_length_settings(
+    source: Path, target: Path, *, truncation: bool = True, padding: bool = True, pad_id: int = 0
+) -> str:
     """A copy of the tokenizer directory ``source`` whose tokenizer.json sets truncation to 128
     tokens and fixed padding to 128, as distributed files set them."""
     if (source / "tokenizer.json").exists():
@@ -101,7 +110,20 @@ def test_stream_and_cache_keep_every_token(bert_cut, long_text, tmp_path):
     assert got == want
     assert 0 not in got[1]  # no [PAD] inside a document
     code = CliRunner().invoke(
-        main, ["cache", str(docs), "-o", str(tmp_path / "cache"), "--tokenizer", bert_cut, "--seq-len", "256", "--no-bos", "--no-eos", "-q"]
+        main,
+        [
+            "cache",
+            str(docs),
+            "-o",
+            str(tmp_path / "cache"),
+            "--tokenizer",
+            bert_cut,
+            "--seq-len",
+            "256",
+            "--no-bos",
+            "--no-eos",
+            "-q",
+        ],
     )
     assert code.exit_code == 0, code.output
     manifest = json.loads((tmp_path / "cache" / "manifest.json").read_text())
@@ -118,7 +140,9 @@ def test_a_state_or_cache_made_while_the_file_cut_documents_is_refused(bert_cut)
     old_json = (Path(bert_cut) / "tokenizer.json").read_text(encoding="utf-8")  # what an older beamtok serialized
     import hashlib
 
-    old_fingerprint = hashlib.sha256((RustTokenizer.from_str(old_json).to_str() + json.dumps([101, 102, 0])).encode()).hexdigest()[:20]
+    old_fingerprint = hashlib.sha256(
+        (RustTokenizer.from_str(old_json).to_str() + json.dumps([101, 102, 0])).encode()
+    ).hexdigest()[:20]
     assert old_fingerprint != tok.fingerprint
     blob = {**tok.serialize(), "tokenizer_json": old_json, "fingerprint": old_fingerprint}
     with pytest.raises(ConfigError, match="kept the tokenizer file's own truncation or padding"):

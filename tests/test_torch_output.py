@@ -125,13 +125,17 @@ def test_another_number_of_workers_is_refused_with_the_way_that_works(make_shard
     del it
     wrong = stateful_loader(ds, 1)
     wrong.load_state_dict(state)
-    with pytest.raises(Exception, match=r"saved by DataLoader worker \d of 2, this is worker 0 of 1.*to_torch\(resume_from=beamtok.reader_states"):
+    with pytest.raises(
+        Exception,
+        match=r"saved by DataLoader worker \d of 2, this is worker 0 of 1.*to_torch\(resume_from=beamtok.reader_states",
+    ):
         next(iter(wrong))
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     right = StatefulDataLoader(ds.to_torch(resume_from=beamtok.reader_states(state)), batch_size=None, num_workers=1)
     rest = list(right)
     full = list(stateful_loader(ds, 0))
+
     def rows(batches):
         return sorted((int(s), int(i)) for b in batches for s, i in zip(b["shard"], b["index"]))
 

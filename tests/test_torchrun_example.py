@@ -45,12 +45,32 @@ class Runs:
         self.root, self.data, self.count = root, data, 0
         self.logs: list[tuple[str, int]] = []
 
-    def start(self, nproc: int, *, max_steps: int | None = None, save_every: int = 3, max_restarts: int = 0, workers: int = 1) -> TorchrunJob:
+    def start(
+        self, nproc: int, *, max_steps: int | None = None, save_every: int = 3, max_restarts: int = 0, workers: int = 1
+    ) -> TorchrunJob:
         self.count += 1
         log = str(self.root / f"run{self.count}-rows-{{rank}}.jsonl")
         self.logs.append((log, nproc))
-        args = ["--data", self.data, "--tokenizer", small_vocab_tokenizer(), "--seq-len", str(SEQ_LEN), "--batch-size", "4"]
-        args += ["--ckpt", str(self.root / "ckpt"), "--save-every", str(save_every), "--rows-log", log, "--num-workers", str(workers)]
+        args = [
+            "--data",
+            self.data,
+            "--tokenizer",
+            small_vocab_tokenizer(),
+            "--seq-len",
+            str(SEQ_LEN),
+            "--batch-size",
+            "4",
+        ]
+        args += [
+            "--ckpt",
+            str(self.root / "ckpt"),
+            "--save-every",
+            str(save_every),
+            "--rows-log",
+            log,
+            "--num-workers",
+            str(workers),
+        ]
         args += ["--max-steps", str(max_steps)] if max_steps is not None else []
         return TorchrunJob(nproc, SCRIPT, args, max_restarts=max_restarts, cwd=str(ROOT))
 
@@ -82,10 +102,14 @@ class Runs:
 def assert_exactly_once(trained: Counter, every_row: Counter) -> None:
     repeated = [row for row, n in trained.items() if n > 1]
     assert not repeated, f"trained twice: {repeated[:8]}"
-    assert set(trained) == set(every_row), f"lost: {sorted(set(every_row) - set(trained))[:8]}, unknown: {sorted(set(trained) - set(every_row))[:8]}"
+    assert set(trained) == set(every_row), (
+        f"lost: {sorted(set(every_row) - set(trained))[:8]}, unknown: {sorted(set(trained) - set(every_row))[:8]}"
+    )
 
 
-def test_resumed_exactly_on_the_same_ranks_then_on_another_number_past_a_checkpoint_cut_off_mid_write(tmp_path, data, every_row):
+def test_resumed_exactly_on_the_same_ranks_then_on_another_number_past_a_checkpoint_cut_off_mid_write(
+    tmp_path, data, every_row
+):
     runs = Runs(tmp_path, data)
     runs.run(2, max_steps=7, save_every=3, workers=2)  # checkpoints at 3, 6 and 7 (the last step)
     for later in ("step_00000006", "step_00000007"):  # as a job killed after step 3's checkpoint leaves it
@@ -134,7 +158,13 @@ def test_killed_ranks_resume_on_fewer_and_on_more_ranks_and_torchrun_restarts_th
 def test_one_file_on_two_ranks_with_workers_then_three_every_row_once(tmp_path):
     """The ONE_FILE case: fewer files than readers are cut into ranges; resumed on 3 ranks."""
     one = str(paragraph_files(tmp_path, 1, 80)).replace("part-{0..0}", "part-0")
-    ds = Dataset.from_files(one).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(SEQ_LEN).cut_files("auto")
+    ds = (
+        Dataset.from_files(one)
+        .tokenize(small_vocab_tokenizer())
+        .ensure_bos_eos()
+        .concat_chunk(SEQ_LEN)
+        .cut_files("auto")
+    )
     every_row = Counter((int(e["shard"]), int(e["index"])) for e in ds)
     runs = Runs(tmp_path, one)
     runs.run(2, max_steps=5, save_every=2, workers=2)
@@ -154,6 +184,8 @@ def test_a_file_that_cannot_be_split_is_refused_in_one_line_before_training(tmp_
     done = runs.start(2, workers=2).wait(timeout=300)
     assert done.returncode != 0
     said = [line for line in done.stderr.splitlines() if line.startswith("torchrun_train.py: ")]
-    assert said == ["torchrun_train.py: 1 shard(s) (compressed or other files read whole cannot be cut into ranges) cannot be split over 4 readers (world_size=2 x workers=2): use more shards (from_files(..., split_bytes=...) cuts files finer), fewer workers, or split='examples'"]
+    assert said == [
+        "torchrun_train.py: 1 shard(s) (compressed or other files read whole cannot be cut into ranges) cannot be split over 4 readers (world_size=2 x workers=2): use more shards (from_files(..., split_bytes=...) cuts files finer), fewer workers, or split='examples'"
+    ]
     assert "ConfigError" not in done.stderr and "beamtok/" not in done.stderr
     assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").iterdir())

@@ -24,7 +24,9 @@ BATCH, ACCUMULATE, STEPS = 2, 2, 12
 
 
 def data() -> Dataset:
-    packed = Dataset.from_files(SFT).tokenize_sft(TOKENIZER, max_length=96).pack_examples(128, method="first_fit", window=16)
+    packed = (
+        Dataset.from_files(SFT).tokenize_sft(TOKENIZER, max_length=96).pack_examples(128, method="first_fit", window=16)
+    )
     return packed.repeat().shuffle(8, seed=3)
 
 
@@ -53,7 +55,9 @@ def trainer(out: Path, **overrides) -> tuple[Recording, object]:
     args = transformers.TrainingArguments(**settings)
     train = data().to_torch()
     callback = BeamtokCallback(train)
-    return Recording(model=model, args=args, train_dataset=train, data_collator=PackedCollator(), callbacks=[callback]), train
+    return Recording(
+        model=model, args=args, train_dataset=train, data_collator=PackedCollator(), callbacks=[callback]
+    ), train
 
 
 @pytest.mark.slow  # a whole job: make test-fast leaves it out

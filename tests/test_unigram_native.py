@@ -74,7 +74,11 @@ vocabularies = st.builds(
 
 
 @settings(max_examples=300, deadline=None)
-@given(vocabulary=vocabularies, words=st.lists(st.text(ALPHABET + UNKNOWN + "<>unk", min_size=1, max_size=16), min_size=1, max_size=12), byte_fallback=st.booleans())
+@given(
+    vocabulary=vocabularies,
+    words=st.lists(st.text(ALPHABET + UNKNOWN + "<>unk", min_size=1, max_size=16), min_size=1, max_size=12),
+    byte_fallback=st.booleans(),
+)
 def test_random_vocabularies_with_ties_give_the_ids_of_tokenizers(vocabulary, words, byte_fallback):
     pieces, scores, extra, bytes_kept = vocabulary
     vocab = [(piece, scores[i % len(scores)]) for i, piece in enumerate(pieces)]  # duplicates stay: the last entry wins
@@ -93,7 +97,8 @@ def test_random_vocabularies_with_ties_give_the_ids_of_tokenizers(vocabulary, wo
     if all(reference_ids(model, word) is not None for word in words):
         got = native.encode([words[: len(words) // 2], words[len(words) // 2 :], []])
         assert [ids.tolist() for ids in got] == [
-            [i for word in part for i in reference_ids(model, word)] for part in (words[: len(words) // 2], words[len(words) // 2 :], [])
+            [i for word in part for i in reference_ids(model, word)]
+            for part in (words[: len(words) // 2], words[len(words) // 2 :], [])
         ]
 
 
@@ -135,9 +140,16 @@ def test_marked_texts_cut_in_compiled_code_give_the_ids_of_their_words(vocabular
 def test_each_cut_gives_its_own_words():
     """``▁▁a`` is one word cut before a mark after another character, two cut before every
     mark, and the model segments them apart: ``▁▁`` + ``a`` against ``▁`` and ``▁a``."""
-    model, spec = serialized([("<unk>", 0.0), (MARK, -5.0), (MARK * 2, -1.0), ("a", -1.0), (MARK + "a", -3.0)], 0, False)
+    model, spec = serialized(
+        [("<unk>", 0.0), (MARK, -5.0), (MARK * 2, -1.0), ("a", -1.0), (MARK + "a", -3.0)], 0, False
+    )
     native = NativeUnigram(spec, ask)
-    ids = {piece: i for i, (piece, _) in enumerate([("<unk>", 0.0), (MARK, -5.0), (MARK * 2, -1.0), ("a", -1.0), (MARK + "a", -3.0)])}
+    ids = {
+        piece: i
+        for i, (piece, _) in enumerate(
+            [("<unk>", 0.0), (MARK, -5.0), (MARK * 2, -1.0), ("a", -1.0), (MARK + "a", -3.0)]
+        )
+    }
     text = MARK * 2 + "a" + MARK + "a"
     assert native.encode_marked([text], 0, MARK)[0].tolist() == [ids[MARK], ids[MARK + "a"], ids[MARK + "a"]]
     assert native.encode_marked([text], 1, MARK)[0].tolist() == [ids[MARK * 2], ids["a"], ids[MARK + "a"]]
@@ -165,7 +177,9 @@ def test_unknown_characters_are_fused_then_spelled_in_bytes():
 def test_ids_a_call_returned_stay_as_they_were_after_later_calls():
     """The arrays a call segments into are kept for the next call: what it returned is copied
     out of them."""
-    model, spec = serialized([("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -1.5), *[(t, -5.0) for t in BYTE_TOKENS]], 0, True)
+    model, spec = serialized(
+        [("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -1.5), *[(t, -5.0) for t in BYTE_TOKENS]], 0, True
+    )
     native = NativeUnigram(spec, ask)
     words = ["ab", "ba", "aé語b", "bb"] * 20
     first = native.encode([words])
@@ -180,12 +194,18 @@ def test_threads_segmenting_at_once_each_get_their_own_ids():
     engine at once each get a workspace no other is writing."""
     import random
 
-    model, spec = serialized([("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -1.5), ("é語", -2.0), *[(t, -5.0) for t in BYTE_TOKENS]], 0, True)
+    model, spec = serialized(
+        [("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -1.5), ("é語", -2.0), *[(t, -5.0) for t in BYTE_TOKENS]],
+        0,
+        True,
+    )
     native = NativeUnigram(spec, ask)
 
     def texts(seed: int) -> list[list[str]]:
         rng = random.Random(seed)
-        return [["".join(rng.choice("abé語😀-") for _ in range(rng.randint(1, 9))) for _ in range(300)] for _ in range(10)]
+        return [
+            ["".join(rng.choice("abé語😀-") for _ in range(rng.randint(1, 9))) for _ in range(300)] for _ in range(10)
+        ]
 
     batches = [texts(seed) for seed in range(6)]
     want = [[[i for word in text for i in reference_ids(model, word)] for text in batch] for batch in batches]
@@ -200,7 +220,13 @@ def unigram():
 def test_every_word_of_the_corpus_and_code_gives_the_models_ids(unigram):
     tok = RustTokenizer.from_file(str(unigram / "tokenizer.json"))
     native = NativeUnigram(json.loads(tok.to_str())["model"], ask)
-    words = sorted({w for text in [*shipped_texts(), *python_source(60), *PROBES] for w, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text))})
+    words = sorted(
+        {
+            w
+            for text in [*shipped_texts(), *python_source(60), *PROBES]
+            for w, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text))
+        }
+    )
     assert len(words) > 50_000
     got = native.encode([[w] for w in words])
     differ = [w for w, ids in zip(words, got) if ids.tolist() != [t.id for t in tok.model.tokenize(w)]]
@@ -236,7 +262,10 @@ def test_where_numba_can_cache_nothing_it_compiles_in_each_process(tmp_path):
     """A read-only install with no writable home: numba refuses ``cache=True`` there; the
     compiled tables are then compiled without a cache instead of failing to import."""
     module = tmp_path / "compiled_tables.py"
-    module.write_text((Path(__file__).parents[1] / "beamtok" / "transforms" / "compiled_tables.py").read_text(encoding="utf-8"), encoding="utf-8")
+    module.write_text(
+        (Path(__file__).parents[1] / "beamtok" / "transforms" / "compiled_tables.py").read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
     (tmp_path / "__pycache__").write_text("a file where numba would put its cache")
     program = (
         "import importlib.util\n"

@@ -74,7 +74,19 @@ def test_manifest_paths_outside_the_cache_are_refused(tmp_path, tokenizer_dir, p
 def test_cli_reports_a_bad_tokenizer_in_one_line(tmp_path):
     source = write_jsonl(tmp_path / "in.jsonl", [{"text": "hello"}])
     proc = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "cache", str(source), "-o", str(tmp_path / "c"), "--tokenizer", str(tmp_path / "nope"), "--seq-len", "8"],
+        [
+            sys.executable,
+            "-m",
+            "beamtok.cli",
+            "cache",
+            str(source),
+            "-o",
+            str(tmp_path / "c"),
+            "--tokenizer",
+            str(tmp_path / "nope"),
+            "--seq-len",
+            "8",
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -86,7 +98,9 @@ def test_cli_reports_a_bad_tokenizer_in_one_line(tmp_path):
 
 def test_mistyped_tokenizer_directory_names_the_nearest(monkeypatch):
     monkeypatch.chdir(ROOT)
-    with pytest.raises(ConfigError, match=r"'data/tokenizers/gtp2' does not exist; did you mean 'data/tokenizers/gpt2'\?"):
+    with pytest.raises(
+        ConfigError, match=r"'data/tokenizers/gtp2' does not exist; did you mean 'data/tokenizers/gpt2'\?"
+    ):
         Dataset.from_sequence(["a"]).tokenize("data/tokenizers/gtp2")
     with pytest.raises(ConfigError, match=r"'nowhere/dir/tok' does not exist \('nowhere/dir' does not exist either\)"):
         Dataset.from_sequence(["a"]).tokenize("nowhere/dir/tok")
@@ -97,7 +111,9 @@ def test_hub_name_without_the_hub_fails_at_once_with_the_way_out(tmp_path, env):
     """A hub name that is not cached, with the hub unreachable (a closed local port stands for
     no network) or offline mode set: one error naming why and what to do, no retries."""
     script = "from beamtok import Dataset\nDataset.from_sequence(['a']).tokenize('owner/some-tokenizer')"
-    run_env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_ENDPOINT") and "proxy" not in k.lower()}
+    run_env = {
+        k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_ENDPOINT") and "proxy" not in k.lower()
+    }
     run_env.update(HF_HOME=str(tmp_path / "hf"), **env)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=run_env, timeout=120)
     assert proc.returncode != 0

@@ -131,7 +131,14 @@ def test_a_warm_two_worker_build_writes_the_in_process_cache(tmp_path):
     book = str(CORPUS / "shakespeare-00.jsonl")
     make = lambda: Dataset.from_files(book).tokenize(TOKENIZER).ensure_bos_eos().concat_chunk(128)  # noqa: E731
     make().cache(str(tmp_path / "in"), progress=False, split_bytes=100_000, row_group_rows=20)
-    make().cache(str(tmp_path / "warm"), progress=False, split_bytes=100_000, row_group_rows=20, direct_running_mode="multi_processing", direct_num_workers=2)
+    make().cache(
+        str(tmp_path / "warm"),
+        progress=False,
+        split_bytes=100_000,
+        row_group_rows=20,
+        direct_running_mode="multi_processing",
+        direct_num_workers=2,
+    )
     same_cache(tmp_path / "warm", tmp_path / "in")
 
 
@@ -230,8 +237,27 @@ def test_the_cli_starts_the_server_before_loading_the_tokenizer_and_a_failure_le
     and the server it started ends with the command."""
     mark = f"{os.getpid()}-{time.monotonic_ns()}"
     missing = tmp_path / "no-such-tokenizer"
-    command = [sys.executable, "-m", "beamtok.cli", "cache", str(CORPUS / "shakespeare-00.jsonl"), "--output", str(tmp_path / "out"), "--tokenizer", str(missing), "--seq-len", "64", *TWO]
-    cli = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "BEAMTOK_TEST_MARK": mark})
+    command = [
+        sys.executable,
+        "-m",
+        "beamtok.cli",
+        "cache",
+        str(CORPUS / "shakespeare-00.jsonl"),
+        "--output",
+        str(tmp_path / "out"),
+        "--tokenizer",
+        str(missing),
+        "--seq-len",
+        "64",
+        *TWO,
+    ]
+    cli = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "BEAMTOK_TEST_MARK": mark},
+    )
     seen: set[int] = set()
     while cli.poll() is None:
         seen |= servers_marked(mark)
@@ -256,7 +282,10 @@ def test_a_temporary_directory_too_deep_for_a_socket_puts_it_in_a_short_one(tmp_
     monkeypatch.setattr(tempfile, "tempdir", str(deep))
     directory = worker_server.socket_directory()
     try:
-        assert Path(directory).parent == Path(worker_server.SHORT_TEMP_ROOT) and oct(os.stat(directory).st_mode & 0o777) == "0o700"
+        assert (
+            Path(directory).parent == Path(worker_server.SHORT_TEMP_ROOT)
+            and oct(os.stat(directory).st_mode & 0o777) == "0o700"
+        )
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind(os.path.join(directory, worker_server.SOCKET_NAME))
         assert list(deep.iterdir()) == []  # the first try, too deep, was removed

@@ -214,7 +214,12 @@ def cached(tmp_path_factory):
     from conftest import CORPUS, ROOT
 
     files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
-    ds = Dataset.from_files(files).tokenize(str(ROOT / "data" / "tokenizers" / "gpt2")).ensure_bos_eos().concat_chunk(256)
+    ds = (
+        Dataset.from_files(files)
+        .tokenize(str(ROOT / "data" / "tokenizers" / "gpt2"))
+        .ensure_bos_eos()
+        .concat_chunk(256)
+    )
     return ds.cache(str(tmp_path_factory.mktemp("elastic") / "cache"), row_group_rows=16)
 
 

@@ -55,5 +55,7 @@ class OnTheFlyOrigin:
             return ParallelShards(spec, workers)
         return OnTheFly(spec)
 
-    def row_access(self, spec: Spec, local_copy: bool | str | None = None, pool: DecodePool | None = None) -> RowSource | None:
+    def row_access(
+        self, spec: Spec, local_copy: bool | str | None = None, pool: DecodePool | None = None
+    ) -> RowSource | None:
         return None

@@ -178,7 +178,11 @@ class ParallelShards(SequentialBackend):
         free (done producing their shard) while the consumer still reads it."""
         if not self._workers:
             self._start()
-        self._upcoming = [(shard, cursor) for shard, cursor in upcoming if not cursor.done and (shard.index, cursor) not in self._tasks]
+        self._upcoming = [
+            (shard, cursor)
+            for shard, cursor in upcoming
+            if not cursor.done and (shard.index, cursor) not in self._tasks
+        ]
         self._top_up()
 
     def close(self) -> None:

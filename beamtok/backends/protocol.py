@@ -119,7 +119,9 @@ class ShardOrigin(Protocol):
         """The backend that yields ``spec``'s examples, with ``workers`` worker processes."""
         ...
 
-    def row_access(self, spec: Spec, local_copy: bool | str | None = None, pool: DecodePool | None = None) -> RowSource | None:
+    def row_access(
+        self, spec: Spec, local_copy: bool | str | None = None, pool: DecodePool | None = None
+    ) -> RowSource | None:
         """Random access to ``spec``'s examples by global row number, where the origin has it
         (a packed cache), else None. ``local_copy``: read them from a local memory-mapped copy
         (True, or the directory to keep it in), decode row groups (False), or choose by size

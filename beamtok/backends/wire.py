@@ -86,7 +86,17 @@ def span_to_wire(span: RowSpan) -> tuple[Any, ...]:
     provenance = block.provenance
     layout = block.layout  # packed rows: the layout travels instead of the columns it makes
     laid_out = None if layout is None else (layout.starts, layout.width)
-    return ("columns", cursor, fields, first.offsets, provenance, rows, block.count_tokens(), laid_out, block.supervised)
+    return (
+        "columns",
+        cursor,
+        fields,
+        first.offsets,
+        provenance,
+        rows,
+        block.count_tokens(),
+        laid_out,
+        block.supervised,
+    )
 
 
 def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
@@ -102,7 +112,16 @@ def span_from_wire(wire: tuple[Any, ...]) -> RowSpan:
         counts[i] = c
     layout = None if wire[7] is None else PackedLayout(*wire[7])
     supervised = wire[8]  # batches of SFT rows get labels and attention_mask
-    block = RowBlock(columns_of(fields, offsets), counts, provenance, supervised, busy=sorted(rows), fresh=True, real_before=real_before, layout=layout)
+    block = RowBlock(
+        columns_of(fields, offsets),
+        counts,
+        provenance,
+        supervised,
+        busy=sorted(rows),
+        fresh=True,
+        real_before=real_before,
+        layout=layout,
+    )
     return RowSpan(block, cursor)
 
 
@@ -122,7 +141,10 @@ def _packed_fields(fields: list[tuple[str, np.ndarray]]) -> list[tuple[str, np.n
             continue
         if dtype.kind in "iu" and dtype.itemsize > 1 and len(values):
             lo, hi = int(values.min()), int(values.max())
-            narrow = next((t for t in _NARROW if t.itemsize < dtype.itemsize and np.iinfo(t).min <= lo and hi <= np.iinfo(t).max), None)
+            narrow = next(
+                (t for t in _NARROW if t.itemsize < dtype.itemsize and np.iinfo(t).min <= lo and hi <= np.iinfo(t).max),
+                None,
+            )
             if narrow is not None:
                 values = values.astype(narrow)
         packed.append((name, values, dtype.str))

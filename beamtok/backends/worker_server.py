@@ -96,7 +96,9 @@ class WorkerServer:
             listener.bind(os.path.join(directory, SOCKET_NAME))
             listener.listen(64)
             fd = listener.fileno()
-            process = subprocess.Popen([sys.executable, "-m", "beamtok.beam.fork_server", str(fd)], stdin=subprocess.PIPE, pass_fds=[fd])
+            process = subprocess.Popen(
+                [sys.executable, "-m", "beamtok.beam.fork_server", str(fd)], stdin=subprocess.PIPE, pass_fds=[fd]
+            )
         except BaseException:
             release_directory(directory)
             raise

@@ -20,7 +20,16 @@ EXTRAS = {  # module -> the beamtok extra that installs it
     "jax": "jax",
     "orbax": "jax",
 }
-NAMES = {"apache_beam": "Apache Beam", "torch": "PyTorch", "torchdata": "torchdata", "accelerate": "accelerate", "datasets": "Hugging Face datasets", "matplotlib": "matplotlib", "jax": "JAX", "orbax": "orbax-checkpoint"}
+NAMES = {
+    "apache_beam": "Apache Beam",
+    "torch": "PyTorch",
+    "torchdata": "torchdata",
+    "accelerate": "accelerate",
+    "datasets": "Hugging Face datasets",
+    "matplotlib": "matplotlib",
+    "jax": "JAX",
+    "orbax": "orbax-checkpoint",
+}
 
 
 def _installed(module: str) -> bool:

@@ -37,7 +37,9 @@ def shared_pool() -> ThreadPoolExecutor:
     global _pool, _pool_pid
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(max_workers=min(8, max(2, os.cpu_count() or 1)), thread_name_prefix="beamtok-prefetch")
+            _pool = ThreadPoolExecutor(
+                max_workers=min(8, max(2, os.cpu_count() or 1)), thread_name_prefix="beamtok-prefetch"
+            )
             _pool_pid = os.getpid()
         return _pool
 

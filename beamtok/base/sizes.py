@@ -62,7 +62,9 @@ def check_memory(what: str, need: int) -> None:
     """Refuse ``what`` when it needs more memory than the machine has available now."""
     available = memory_available()
     if available is not None and need > available:
-        raise ConfigError(f"{what} would need {human_bytes(need)} of memory; this machine has {human_bytes(available)} available")
+        raise ConfigError(
+            f"{what} would need {human_bytes(need)} of memory; this machine has {human_bytes(available)} available"
+        )
 
 
 ROW_GROUP_BYTES = 8 << 20  # tokens per row group: small enough to seek to, big enough to read fast

@@ -205,7 +205,9 @@ def _planned_as(planned: tuple[str, Any], kind: str) -> list[Any]:
 class _WriteShardFn(_ShardStepFn):
     """Process one whole shard and write its Parquet file (or reuse a completed one)."""
 
-    def __init__(self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: ShippedTokenizers, layout: dict[str, Any]) -> None:
+    def __init__(
+        self, spec: Spec, shards: Sequence[Shard], output: str, tokenizers: ShippedTokenizers, layout: dict[str, Any]
+    ) -> None:
         super().__init__(spec, shards, output, tokenizers)
         self.layout = layout
         self.counters = _ShardCounters()
@@ -260,7 +262,16 @@ class _PackShardFn(_ShardStepFn):
         documents = lengths.tally(itertools.chain.from_iterable(read_range_file(self.storage, rel) for rel in files))
         seq_len = self.spec.pack.seq_len if self.spec.pack is not None else None
         produced = self.processor.pack(index, documents)
-        entry = write_rows(self.storage, shard, produced, self.spec.fingerprint, seq_len, **self.layout, report=None, document_lengths=lengths)
+        entry = write_rows(
+            self.storage,
+            shard,
+            produced,
+            self.spec.fingerprint,
+            seq_len,
+            **self.layout,
+            report=None,
+            document_lengths=lengths,
+        )
         for rel in files:
             self.storage.delete(rel)
         self.counters.written(entry)
@@ -293,7 +304,9 @@ class _PackRowsFn(_PackShardFn):
         self.group = group
 
     def process(self, element: PackTask) -> Any:  # type: ignore[override]
-        part = pack_part(self.storage, self.processor, element, self.group, parquet_compat=self.layout["parquet_compat"])
+        part = pack_part(
+            self.storage, self.processor, element, self.group, parquet_compat=self.layout["parquet_compat"]
+        )
         yield part.shard, part
 
 
@@ -317,7 +330,9 @@ class _JoinPartsFn(_PackShardFn):
 
 
 class _WriteManifestFn(beam.DoFn):
-    def __init__(self, spec: Spec, output: str, versions: dict[str, str], tokenizer_file: str | None, input_root: str) -> None:
+    def __init__(
+        self, spec: Spec, output: str, versions: dict[str, str], tokenizer_file: str | None, input_root: str
+    ) -> None:
         self.spec = spec
         self.output = output
         self.input_root = input_root
@@ -332,7 +347,12 @@ class _WriteManifestFn(beam.DoFn):
         storage.remove_empty_dir(RANGES_DIR)
         shards = sorted((ShardEntry.from_json(e, self.output) for e in entries), key=lambda e: e.index)
         manifest = Manifest(
-            self.spec.to_json(), self.spec.fingerprint, shards, self.versions, self.tokenizer_file, input_root=self.input_root
+            self.spec.to_json(),
+            self.spec.fingerprint,
+            shards,
+            self.versions,
+            self.tokenizer_file,
+            input_root=self.input_root,
         )
         yield write_manifest(storage, manifest)["totals"]
 
@@ -367,7 +387,9 @@ class BuildCache(beam.PTransform):
             raise ConfigError("BuildCache needs at least one shard")
         if spec.tokenizer is None:
             raise ConfigError("a cache holds tokens: the spec needs a tokenize step")
-        layout = check_layout(row_group_rows, row_group_bytes, spec.pack.seq_len if spec.pack is not None else None, parquet_compat)
+        layout = check_layout(
+            row_group_rows, row_group_bytes, spec.pack.seq_len if spec.pack is not None else None, parquet_compat
+        )
         check_optional_int(split_bytes, "split_bytes", minimum=1)
         self.spec = spec
         self.shards = list(shards)
@@ -383,7 +405,9 @@ class BuildCache(beam.PTransform):
     def write_tokenizer_file(self) -> None:
         """Write the cache's tokenizer where the workers read it (``tokenizer.json``)."""
         if self.tokenizers:
-            Storage(self.output).write_bytes(self.tokenizer_file or TOKENIZER_FILE, json.dumps(self.tokenizers[-1]).encode())
+            Storage(self.output).write_bytes(
+                self.tokenizer_file or TOKENIZER_FILE, json.dumps(self.tokenizers[-1]).encode()
+            )
 
     def expand(self, pbegin: Any) -> Any:
         if self.write_tokenizer:
@@ -402,7 +426,8 @@ class BuildCache(beam.PTransform):
                 pbegin
                 | "ShardNumbers" >> beam.Create(list(range(len(self.shards))))
                 | "Spread" >> beam.Reshuffle()
-                | "WriteShards" >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.shipped, self.layout))
+                | "WriteShards"
+                >> beam.ParDo(_WriteShardFn(self.spec, self.shards, self.output, self.shipped, self.layout))
             )
             return self._manifest((whole,))
         planned = (
@@ -424,17 +449,24 @@ class BuildCache(beam.PTransform):
             | "RangesOfShard" >> beam.GroupByKey()
         )
         if packs_in_parallel(self.spec):
-            group = rows_per_group(self.spec.pack.seq_len if self.spec.pack is not None else None, self.layout["row_group_rows"], self.layout["row_group_bytes"])
+            group = rows_per_group(
+                self.spec.pack.seq_len if self.spec.pack is not None else None,
+                self.layout["row_group_rows"],
+                self.layout["row_group_bytes"],
+            )
             split = (
                 tokenized
                 | "PlanPacking" >> beam.ParDo(_PlanPackingFn(self.spec, group))
                 | "SpreadPacking" >> beam.Reshuffle()
-                | "PackRows" >> beam.ParDo(_PackRowsFn(self.spec, self.shards, self.output, group, self.layout["parquet_compat"]))
+                | "PackRows"
+                >> beam.ParDo(_PackRowsFn(self.spec, self.shards, self.output, group, self.layout["parquet_compat"]))
                 | "PartsOfShard" >> beam.GroupByKey()
                 | "JoinParts" >> beam.ParDo(_JoinPartsFn(self.spec, self.shards, self.output))
             )
         else:
-            split = tokenized | "PackSplitShards" >> beam.ParDo(_PackShardFn(self.spec, self.shards, self.output, self.layout))
+            split = tokenized | "PackSplitShards" >> beam.ParDo(
+                _PackShardFn(self.spec, self.shards, self.output, self.layout)
+            )
         return self._manifest((whole, split))
 
     def _may_split(self) -> bool:
@@ -448,7 +480,11 @@ class BuildCache(beam.PTransform):
             if is_remote(shard.url):
                 return True
             fmt = source_format(shard.url, self.spec.source)
-            if fmt in ("jsonl", "parquet") and not (fmt == "jsonl" and is_compressed(shard.url)) and (source_size(shard) or 0) > self.split_bytes:
+            if (
+                fmt in ("jsonl", "parquet")
+                and not (fmt == "jsonl" and is_compressed(shard.url))
+                and (source_size(shard) or 0) > self.split_bytes
+            ):
                 return True
         return False
 
@@ -457,5 +493,6 @@ class BuildCache(beam.PTransform):
             entries
             | "Entries" >> beam.Flatten()
             | "Collect" >> beam.combiners.ToList()
-            | "WriteManifest" >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file, self.input_root))
+            | "WriteManifest"
+            >> beam.ParDo(_WriteManifestFn(self.spec, self.output, versions(), self.tokenizer_file, self.input_root))
         )

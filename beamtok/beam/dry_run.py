@@ -70,24 +70,42 @@ def plan_job(
     check_bucket_names([output, *beam_args, *(s.url for s in shards)])
     options = PipelineOptions(list(beam_args))
     cloud = options.view_as(GoogleCloudOptions)
-    if options.view_as(StandardOptions).runner == "DataflowRunner" and not (cloud.temp_location or cloud.staging_location):
+    if options.view_as(StandardOptions).runner == "DataflowRunner" and not (
+        cloud.temp_location or cloud.staging_location
+    ):
         # without one, Beam looks for (or creates) a default bucket: network calls in a dry run
-        raise ConfigError("DataflowRunner needs --temp_location=gs://my-bucket/tmp (where Dataflow stages the job and its files)")
+        raise ConfigError(
+            "DataflowRunner needs --temp_location=gs://my-bucket/tmp (where Dataflow stages the job and its files)"
+        )
     with pipeline_for(beam_args) as pipeline:
         if is_local(pipeline):
-            raise ConfigError("--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)")
-        transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, parquet_compat=parquet_compat, split_bytes=split_bytes)
+            raise ConfigError(
+                "--dry_run builds a job for a remote runner: add --runner=DataflowRunner (or another runner)"
+            )
+        transform = cache_transform(
+            spec,
+            shards,
+            output,
+            row_group_rows=row_group_rows,
+            row_group_bytes=row_group_bytes,
+            parquet_compat=parquet_compat,
+            split_bytes=split_bytes,
+        )
         _ = pipeline | BuildCache.__name__ >> transform
         try:
             result = pipeline.run()
         except ImportError as e:
-            raise ConfigError(f"the {pipeline.options.view_as(StandardOptions).runner} needs its extra: pip install 'beamtok[dataflow]' ({e})") from e
+            raise ConfigError(
+                f"the {pipeline.options.view_as(StandardOptions).runner} needs its extra: pip install 'beamtok[dataflow]' ({e})"
+            ) from e
         except ValueError as e:  # Beam's checks of the options (a missing --project, --temp_location...)
             raise ConfigError(f"the job request is not valid: {e}") from e
     job = getattr(result, "job", None)
     proto = getattr(job, "proto_pipeline", None)
     if proto is None:
-        raise ConfigError(f"{pipeline.options.view_as(StandardOptions).runner} does not support --dry_run (DataflowRunner does)")
+        raise ConfigError(
+            f"{pipeline.options.view_as(StandardOptions).runner} does not support --dry_run (DataflowRunner does)"
+        )
     transforms = proto.components.transforms
     (root,) = [t for t in transforms.values() if t.unique_name == BuildCache.__name__]
     steps = [transforms[child].unique_name.removeprefix(f"{BuildCache.__name__}/") for child in root.subtransforms]

@@ -102,7 +102,9 @@ def warm(path: str) -> None:
             if item["fast_path"]:
                 tok.fast_path()
     except Exception as e:  # any failure: the workers load the tokenizers themselves, as without a server
-        print(f"beamtok worker server: could not load the tokenizers in {path}: {type(e).__name__}: {e}", file=sys.stderr)
+        print(
+            f"beamtok worker server: could not load the tokenizers in {path}: {type(e).__name__}: {e}", file=sys.stderr
+        )
     finally:
         try:
             os.remove(path)

@@ -85,7 +85,9 @@ def _unknown(name: str, known: Iterable[str], where: str) -> ConfigError:
     return ConfigError(f"{where}no such option: {name} (neither a beamtok option nor a Beam pipeline option){hint}")
 
 
-def split_command_line(tokens: Sequence[str], own_options: Iterable[str], where: str = "") -> tuple[list[str], list[str]]:
+def split_command_line(
+    tokens: Sequence[str], own_options: Iterable[str], where: str = ""
+) -> tuple[list[str], list[str]]:
     """Split what the command line left over into positional arguments and Beam options.
 
     A Beam option that takes a value may have it after ``=`` or as the next token, as Beam

@@ -105,14 +105,28 @@ def run_cache(
     check_output(storage)
     with contextlib.ExitStack() as cleanup:
         with gc_paused():  # building the graph makes many lasting objects; collections then walk all of Beam
-            transform = cache_transform(spec, shards, output, row_group_rows=row_group_rows, row_group_bytes=row_group_bytes, parquet_compat=parquet_compat, split_bytes=split_bytes)
+            transform = cache_transform(
+                spec,
+                shards,
+                output,
+                row_group_rows=row_group_rows,
+                row_group_bytes=row_group_bytes,
+                parquet_compat=parquet_compat,
+                split_bytes=split_bytes,
+            )
             pipeline = cleanup.enter_context(pipeline_for(beam_args))
             _ = pipeline | BuildCache.__name__ >> transform
         local = is_local(pipeline)
         with BuildLock(storage), write_failures(output):
             prepare_output(storage, spec, shards, overwrite=overwrite, parquet_compat=parquet_compat)
             transform.write_tokenizer_file()  # where the workers read it
-            log.debug("running the build of %d shards into %s with Beam options %s (%s)", len(shards), output, list(beam_args), "local" if local else "remote")
+            log.debug(
+                "running the build of %d shards into %s with Beam options %s (%s)",
+                len(shards),
+                output,
+                list(beam_args),
+                "local" if local else "remote",
+            )
             with contextlib.ExitStack() as stack:
                 monitor = None
                 if local:

@@ -64,8 +64,14 @@ class _StderrHandler(logging.StreamHandler):
 def log_options(fn: F) -> F:
     """``--log-level``, ``-v`` and ``-q`` on a command; logging is set up before it runs."""
 
-    @click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False), help="Level of beamtok's and Beam's log messages.")
-    @click.option("--verbose", "-v", count=True, help="More messages: -v beamtok's debug and Beam's warnings, -vv Beam's info.")
+    @click.option(
+        "--log-level",
+        type=click.Choice(LEVELS, case_sensitive=False),
+        help="Level of beamtok's and Beam's log messages.",
+    )
+    @click.option(
+        "--verbose", "-v", count=True, help="More messages: -v beamtok's debug and Beam's warnings, -vv Beam's info."
+    )
     @click.option("--quiet", "-q", is_flag=True, help="Warnings and errors only; no progress display.")
     @functools.wraps(fn)
     def wrapper(*args: Any, log_level: str | None, verbose: int, quiet: bool, **kwargs: Any) -> Any:

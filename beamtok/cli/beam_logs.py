@@ -28,13 +28,18 @@ def _quiet_beam_logs(record: logging.LogRecord) -> bool:
     error = record.exc_info[1] if record.exc_info else None
     if error is not None and out_of_room(error) is not None:
         return False  # reported in one line as a CacheError
-    return not (isinstance(error, BeamtokError) or "beamtok.base.errors." in (record.exc_text or "") or _names_user_error(record))
+    return not (
+        isinstance(error, BeamtokError)
+        or "beamtok.base.errors." in (record.exc_text or "")
+        or _names_user_error(record)
+    )
 
 
 def _names_user_error(record: logging.LogRecord) -> bool:
     # Beam logs a DoFn's failure with the traceback as text; a user error's class is in it.
     return record.name.startswith("apache_beam") and any(
-        f"beamtok.base.errors.{name}" in record.getMessage() for name in ("InputError", "ConfigError", "CacheError", "StateError")
+        f"beamtok.base.errors.{name}" in record.getMessage()
+        for name in ("InputError", "ConfigError", "CacheError", "StateError")
     )
 
 

@@ -38,7 +38,9 @@ def build_cache_dataset(options: dict[str, Any]) -> Any:
 def cache_options(fn: F) -> F:
     """The command-line options of every command-line entry of the table."""
     for option in reversed([o for o in CACHE_OPTIONS if o.command_line]):
-        names_ = [option.cli_name, *("--" + a.replace("_", "-") for a in option.aliases), option.name] + (["-o"] if option.name == "output" else [])
+        names_ = [option.cli_name, *("--" + a.replace("_", "-") for a in option.aliases), option.name] + (
+            ["-o"] if option.name == "output" else []
+        )
         if option.switch:
             decorator = click.option(f"{option.cli_name}/--no-{option.cli_name[2:]}", default=None, help=option.help)
         elif option.flag:
@@ -135,7 +137,9 @@ def _cache_data_config(path: str, flags: dict[str, Any], beam_args: list[str], q
         ds = config.datasets[name]
         build = {**config.builds[name], **flags}
         dataset_beam_args = [*build["beam_options"], *beam_args]
-        start_early(dataset_beam_args, functools.partial(tokenizers_to_warm, ds.spec))  # the server loads this dataset's tokenizers for its workers
+        start_early(
+            dataset_beam_args, functools.partial(tokenizers_to_warm, ds.spec)
+        )  # the server loads this dataset's tokenizers for its workers
         started = time.perf_counter()
         with interrupted_build(directory):
             manifest = run_cache(
@@ -156,7 +160,12 @@ def _cache_data_config(path: str, flags: dict[str, Any], beam_args: list[str], q
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("urls", nargs=-1)
 @cache_options
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML file with any of these options, or a data config (datasets: ...): builds every cache it names.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="YAML file with any of these options, or a data config (datasets: ...): builds every cache it names.",
+)
 @log_options
 @click.pass_context
 @user_errors
@@ -187,7 +196,9 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         positional, passthrough = split_command_line([*urls, *ctx.args], own)
         given = {name: value for name, value in flags.items() if value is not None and value is not False}
         build = {name: value for name, value in given.items() if name in BUILD_SETTINGS}
-        dataset_flags = [f"--{name.replace('_', '-')}" for name in given if name not in build] + (["URLS"] if positional else [])
+        dataset_flags = [f"--{name.replace('_', '-')}" for name in given if name not in build] + (
+            ["URLS"] if positional else []
+        )
         if dataset_flags:
             raise ConfigError(
                 f"{config_path} is a data config: it names every dataset's options; drop {', '.join(sorted(dataset_flags))} "
@@ -249,5 +260,15 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         f"({totals['tokens'] / seconds / 1e6:.2f}M tokens/s), documents {json.dumps(totals['documents'])}, spec {manifest.fingerprint}"
     )
     if counters and not quiet:
-        shown = ("shards_written", "shards_reused", "split_shards", "ranges", "pack_tasks", "documents", "skipped_documents", "examples", "tokens")
+        shown = (
+            "shards_written",
+            "shards_reused",
+            "split_shards",
+            "ranges",
+            "pack_tasks",
+            "documents",
+            "skipped_documents",
+            "examples",
+            "tokens",
+        )
         click.echo("Beam counters: " + ", ".join(f"{name} {counters.get(name, 0):,}" for name in shown))

@@ -171,7 +171,11 @@ def cache_stats(directory: str, *, limit: int | None = None) -> tuple[dict[str, 
 
     cache = Cache(directory)
     manifest = cache.manifest
-    gathered = DataStats(sft=_is_sft(manifest.spec), token_offsets=_token_offsets(manifest.spec), recorded=_recorded_lengths(directory, len(manifest.shards)))
+    gathered = DataStats(
+        sft=_is_sft(manifest.spec),
+        token_offsets=_token_offsets(manifest.spec),
+        recorded=_recorded_lengths(directory, len(manifest.shards)),
+    )
     it = Dataset.from_cache(directory).interleave(1).iter()
     for example in it:
         if limit is not None and gathered.rows >= limit:
@@ -268,7 +272,9 @@ def describe_stats(summary: dict[str, Any]) -> str:
     lines = []
     if summary["kind"] == "cache":
         totals = summary["totals"]
-        lines.append(f"cache {summary['path']} (spec {summary['spec']}): {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens")
+        lines.append(
+            f"cache {summary['path']} (spec {summary['spec']}): {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens"
+        )
         if summary.get("packing"):
             from beamtok.transforms.packing_modes import packing_words
 
@@ -277,19 +283,36 @@ def describe_stats(summary: dict[str, Any]) -> str:
             lines.append(f"distributions below over the first {read['rows']:,} rows")
     else:
         sample = summary["sample"]
-        whole = "whole files" if sample["complete"] else f"the first {sample['documents_per_file']:,} documents of each file"
-        lines.append(f"{len(summary['shards'])} input file(s), {whole}: {read['rows']:,} examples, {read['tokens']:,} tokens")
+        whole = (
+            "whole files"
+            if sample["complete"]
+            else f"the first {sample['documents_per_file']:,} documents of each file"
+        )
+        lines.append(
+            f"{len(summary['shards'])} input file(s), {whole}: {read['rows']:,} examples, {read['tokens']:,} tokens"
+        )
         if "tokenizer_engine" in summary:
             lines.append(f"tokenized by {summary['tokenizer_engine']}")
     skipped = ", ".join(f"{reason} {n:,}" for reason, n in docs["skipped"].items()) or "none"
-    lines.append(f"documents: {docs['read']:,} read, {docs['emitted']:,} emitted, skipped: {skipped}; truncated: {docs['truncated']:,}")
+    lines.append(
+        f"documents: {docs['read']:,} read, {docs['emitted']:,} emitted, skipped: {skipped}; truncated: {docs['truncated']:,}"
+    )
     lines.append(
         f"tokens: {read['tokens']:,} real, {read['pad_tokens']:,} padding (waste {read['padding_waste']:.2%}); "
         f"trained on {read['trained_fraction']:.2%}"
     )
     from_rows = read.get("document_tokens_from") == "rows"
-    document_label = "document length (tokens, rebuilt from the rows: not recorded by this build)" if from_rows else "document length (tokens)"
-    for name, label in (("document_tokens", document_label), ("row_fill", "row fill"), ("prompt_tokens", "prompt tokens"), ("completion_tokens", "completion tokens")):
+    document_label = (
+        "document length (tokens, rebuilt from the rows: not recorded by this build)"
+        if from_rows
+        else "document length (tokens)"
+    )
+    for name, label in (
+        ("document_tokens", document_label),
+        ("row_fill", "row fill"),
+        ("prompt_tokens", "prompt tokens"),
+        ("completion_tokens", "completion tokens"),
+    ):
         dist = read.get(name)
         if dist:
             fmt = "{:.1%}" if name == "row_fill" else "{:,.0f}"
@@ -297,7 +320,9 @@ def describe_stats(summary: dict[str, Any]) -> str:
             lines.append(f"{label}: {figures}; mean {fmt.format(dist['mean'])} over {dist['count']:,}")
     lines.append("shard  rows        tokens          documents  skipped  url")
     for s in summary["shards"]:
-        lines.append(f"{s['shard']:<6} {s['rows']:<11,} {s['tokens']:<15,} {s['documents']:<10,} {s['skipped']:<8,} {s['url']}")
+        lines.append(
+            f"{s['shard']:<6} {s['rows']:<11,} {s['tokens']:<15,} {s['documents']:<10,} {s['skipped']:<8,} {s['url']}"
+        )
     return "\n".join(lines)
 
 

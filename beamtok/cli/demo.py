@@ -12,21 +12,33 @@ from beamtok.cli.app import log_options, main, user_errors
 
 __all__ = ["demo"]
 
-DEMO_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo")  # shipped inside the package
+DEMO_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo"
+)  # shipped inside the package
 DEMO_DATA = os.path.join(DEMO_DIR, "corpus", "shakespeare-{04..05}.jsonl.gz")
 DEMO_TOKENIZER = os.path.join(DEMO_DIR, "gpt2")
 
 
 @main.command()
-@click.option("--data", "urls", multiple=True, default=[DEMO_DATA], help="Input URL patterns. [default: Shakespeare shipped with beamtok]")
-@click.option("--tokenizer", default=DEMO_TOKENIZER, help="Tokenizer directory or hub name. [default: GPT-2 shipped with beamtok]")
+@click.option(
+    "--data",
+    "urls",
+    multiple=True,
+    default=[DEMO_DATA],
+    help="Input URL patterns. [default: Shakespeare shipped with beamtok]",
+)
+@click.option(
+    "--tokenizer", default=DEMO_TOKENIZER, help="Tokenizer directory or hub name. [default: GPT-2 shipped with beamtok]"
+)
 @click.option("--seq-len", default=64, show_default=True, help="Tokens per packed row.")
 @click.option("--batch-size", default=2, show_default=True)
 @click.option("--batches", default=2, show_default=True, help="How many batches to print.")
 @click.option("--seed", default=0, show_default=True, help="Shuffle seed.")
 @log_options
 @user_errors
-def demo(urls: tuple[str, ...], tokenizer: str, seq_len: int, batch_size: int, batches: int, seed: int, quiet: bool) -> None:
+def demo(
+    urls: tuple[str, ...], tokenizer: str, seq_len: int, batch_size: int, batches: int, seed: int, quiet: bool
+) -> None:
     """Stream packed batches of the shipped corpus on the fly and print them decoded.
 
     It also saves the stream's state after the first batch, resumes a fresh iterator from

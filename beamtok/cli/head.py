@@ -17,7 +17,13 @@ __all__ = ["head"]
 @click.option("--batches", default=2, show_default=True)
 @click.option("--seed", default=0, show_default=True, help="Shuffle seed.")
 @click.option("--no-shuffle", is_flag=True, help="Rows in cache order (shard 0 first) instead of shuffled.")
-@click.option("--max-chars", type=int, default=500, show_default=True, help="Cut each piece's text after this many characters (0: never).")
+@click.option(
+    "--max-chars",
+    type=int,
+    default=500,
+    show_default=True,
+    help="Cut each piece's text after this many characters (0: never).",
+)
 @click.option("--ids", is_flag=True, help="Show each piece's token ids.")
 @click.option("--mask", is_flag=True, help="Mark tokens that are not trained on (loss_mask 0) as «...».")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per row (then one with the stats).")
@@ -60,7 +66,9 @@ def head(
             if as_json:
                 click.echo(json.dumps({**where, "pieces": [p.to_json(ids=ids) for p in pieces]}))
                 continue
-            click.echo(f"--- batch {b} row {row}: shard {where['shard']} example {where['index']}, {len(pieces)} piece(s) ---")
+            click.echo(
+                f"--- batch {b} row {row}: shard {where['shard']} example {where['index']}, {len(pieces)} piece(s) ---"
+            )
             for p in pieces:
                 click.echo(f"[{p.describe()}]")
                 click.echo(p.text)

@@ -88,10 +88,14 @@ def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
         if plan is None or not isinstance(split, dict):
             return cached, ""
         options = plan["root"]["options"]
-        root = cached.pipeline.root.with_options(epochs=options["epochs"], shuffle_seed=options["shuffle_seed"], interleave=options["interleave"])
+        root = cached.pipeline.root.with_options(
+            epochs=options["epochs"], shuffle_seed=options["shuffle_seed"], interleave=options["interleave"]
+        )
         if isinstance(options.get("global_shuffle"), dict):
             shuffle = options["global_shuffle"]
-            root = GlobalShuffleRoot(root, shuffle["seed"], shuffle["window"], None, shuffle.get("spread"), shuffle.get("unit_rows"))
+            root = GlobalShuffleRoot(
+                root, shuffle["seed"], shuffle["window"], None, shuffle.get("spread"), shuffle.get("unit_rows")
+            )
         stages = []
         for name, config in stage_configs(plan):
             kind = Stage.named(name)

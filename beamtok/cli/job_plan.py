@@ -24,7 +24,9 @@ def show_job_plan(ds: Any, options: dict[str, Any], beam_args: list[str]) -> Non
         row_group_bytes=options.get("row_group_bytes"),
         parquet_compat=options.get("parquet_compat", False),
     )
-    click.echo(f"dry run: {plan.runner} job {plan.job_name} built and checked, not submitted; {options['output']} untouched")
+    click.echo(
+        f"dry run: {plan.runner} job {plan.job_name} built and checked, not submitted; {options['output']} untouched"
+    )
     click.echo(f"  {len(ds.shards)} input files, spec {ds.spec_fingerprint}")
     click.echo(f"  steps: {', '.join(step.removeprefix('BuildCache/') for step in plan.steps)}")
     click.echo(f"  worker image: {plan.container_image}")

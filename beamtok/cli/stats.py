@@ -18,14 +18,35 @@ __all__ = ["stats"]
 @click.option("--tokenizer", help="Tokenizer for input files (a cache brings its own).")
 @click.option("--documents", default=1000, show_default=True, help="Input files: documents read from each file.")
 @click.option("--limit", type=int, help="Cache: rows read for the distributions. [default: all]")
-@click.option("--records", "--format", "records", type=click.Choice(["pretrain", "sft", "chat"]), default="pretrain", show_default=True, help="Input files: what the records hold, as for beamtok cache (older name: --format).")
+@click.option(
+    "--records",
+    "--format",
+    "records",
+    type=click.Choice(["pretrain", "sft", "chat"]),
+    default="pretrain",
+    show_default=True,
+    help="Input files: what the records hold, as for beamtok cache (older name: --format).",
+)
 @click.option("--text-field", default="text", show_default=True, help="Input files: the text field.")
 @click.option("--prompt-field", default="prompt", show_default=True)
 @click.option("--completion-field", default="completion", show_default=True)
 @click.option("--messages-field", default="messages", show_default=True)
-@click.option("--chat-template", help="Input files, --records chat: Jinja chat template file (default: the tokenizer's).")
-@click.option("--input-format", type=click.Choice(["auto", "jsonl", "parquet", "arrow", "text"]), default="auto", show_default=True)
-@click.option("--on-error", type=click.Choice(["raise", "skip"]), default="skip", show_default=True, help="Input files: bad documents.")
+@click.option(
+    "--chat-template", help="Input files, --records chat: Jinja chat template file (default: the tokenizer's)."
+)
+@click.option(
+    "--input-format",
+    type=click.Choice(["auto", "jsonl", "parquet", "arrow", "text"]),
+    default="auto",
+    show_default=True,
+)
+@click.option(
+    "--on-error",
+    type=click.Choice(["raise", "skip"]),
+    default="skip",
+    show_default=True,
+    help="Input files: bad documents.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write histograms to this PNG file.")
 @log_options
@@ -57,7 +78,12 @@ def stats(
     check_int(documents, "--documents", minimum=1)
     if limit is not None:
         check_int(limit, "--limit", minimum=1)
-    if len(paths) == 1 and "://" not in paths[0] and not any(c in paths[0] for c in "*?[{") and not os.path.exists(paths[0]):
+    if (
+        len(paths) == 1
+        and "://" not in paths[0]
+        and not any(c in paths[0] for c in "*?[{")
+        and not os.path.exists(paths[0])
+    ):
         from beamtok.sources.urls import nearest_name
 
         raise ConfigError(f"{paths[0]}: no such file or directory{nearest_name(paths[0])}")
@@ -74,7 +100,9 @@ def stats(
         if records == "sft":
             ds = ds.tokenize_sft(tokenizer, prompt=prompt_field, completion=completion_field)
         elif records == "chat":
-            ds = named_chat_template_option(ds.tokenize_chat)(tokenizer, template=chat_template, messages=messages_field)
+            ds = named_chat_template_option(ds.tokenize_chat)(
+                tokenizer, template=chat_template, messages=messages_field
+            )
         else:
             ds = ds.tokenize(tokenizer).ensure_bos_eos()
         summary, gathered = files_stats(ds, documents=documents)
@@ -84,7 +112,10 @@ def stats(
     if plot is not None:
         from beamtok.cli.plots import plot_stats
 
-        summary["plot"] = {"path": plot, "panels": plot_stats(gathered, plot, title=f"beamtok stats: {' '.join(paths)}")}
+        summary["plot"] = {
+            "path": plot,
+            "panels": plot_stats(gathered, plot, title=f"beamtok stats: {' '.join(paths)}"),
+        }
     if as_json:
         click.echo(json.dumps(summary, indent=1))
     else:

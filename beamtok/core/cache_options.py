@@ -48,7 +48,11 @@ class CacheOption:
         return "--" + self.name.replace("_", "-")
 
 
-LOCAL_RUNNERS = (None, "DirectRunner", "FnApiRunner")  # --runner values a build runs on this machine (pinned to the FnApiRunner)
+LOCAL_RUNNERS = (
+    None,
+    "DirectRunner",
+    "FnApiRunner",
+)  # --runner values a build runs on this machine (pinned to the FnApiRunner)
 
 CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("urls", "Input files or patterns.", scope="input", command_line=False),
@@ -115,7 +119,11 @@ def names(*scopes: str) -> tuple[str, ...]:
 
 def defaults(*scopes: str) -> dict[str, Any]:
     """The defaults of the options of these scopes that have one."""
-    return {o.name: (list(o.default) if isinstance(o.default, tuple) else o.default) for o in CACHE_OPTIONS if o.scope in scopes and o.default is not None}
+    return {
+        o.name: (list(o.default) if isinstance(o.default, tuple) else o.default)
+        for o in CACHE_OPTIONS
+        if o.scope in scopes and o.default is not None
+    }
 
 
 BUILD_DEFAULTS: Mapping[str, Any] = defaults("build")

@@ -90,7 +90,11 @@ class SourceSpec:
             raise ConfigError("text_field must be a non-empty string")
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": self.format, "text_field": self.text_field, "columns": list(self.columns) if self.columns is not None else None}
+        return {
+            "format": self.format,
+            "text_field": self.text_field,
+            "columns": list(self.columns) if self.columns is not None else None,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SourceSpec:
@@ -131,7 +135,11 @@ class Spec:
     def fast_path_tokenizers(self) -> list[TokenizerRef]:
         """The tokenizers a step encodes with through the fast path (any backend but "hf"),
         each once, in step order."""
-        refs = {s.tokenizer_ref.fingerprint: s.tokenizer_ref for s in self.steps if s.tokenizer_ref is not None and s.encoder_backend in ("auto", "tiktoken")}
+        refs = {
+            s.tokenizer_ref.fingerprint: s.tokenizer_ref
+            for s in self.steps
+            if s.tokenizer_ref is not None and s.encoder_backend in ("auto", "tiktoken")
+        }
         return list(refs.values())
 
     @property

@@ -70,7 +70,9 @@ class StepContext:
     """What steps need from the shard they run in: its URL for errors, the error policy, and
     the loaded tokenizers and chat templates (loaded once per process by ``prepare``)."""
 
-    def __init__(self, url: str, on_error: str, tokenizers: dict[str, Tokenizer], templates: dict[str, ChatTemplate]) -> None:
+    def __init__(
+        self, url: str, on_error: str, tokenizers: dict[str, Tokenizer], templates: dict[str, ChatTemplate]
+    ) -> None:
         self.url = url
         self.on_error = on_error
         self._tokenizers = tokenizers
@@ -91,7 +93,11 @@ class StepContext:
 
     def fail_missing(self, doc: Doc, name: str) -> None:
         why = getattr(doc.record, "left_out", {}).get(name)  # a reader that left the column out says why
-        self.fail(doc, SkipReason.MISSING_FIELD, f"no field {name!r} (fields: {sorted(doc.record)[:8]})" + (f": {why}" if why else ""))
+        self.fail(
+            doc,
+            SkipReason.MISSING_FIELD,
+            f"no field {name!r} (fields: {sorted(doc.record)[:8]})" + (f": {why}" if why else ""),
+        )
 
     def text_field(self, doc: Doc, name: str, fallback: str | None = None) -> str | None:
         """The string in field ``name`` (or ``fallback``), or None after counting why not."""
@@ -266,7 +272,9 @@ class _SupervisedStep(Step):
         if self.max_length is not None:
             check_ceiling(self.max_length, "max_length", MAX_SEQ_LEN, "tokens", bytes_each=ROW_BYTES_PER_TOKEN)
         if self.tokenizer.eos_id is None and self.adds_eos:
-            raise ConfigError(f"{self.OP}(): tokenizer {self.tokenizer.name!r} has no EOS token to end completions with")
+            raise ConfigError(
+                f"{self.OP}(): tokenizer {self.tokenizer.name!r} has no EOS token to end completions with"
+            )
         if self.bos and self.tokenizer.bos_id is None:
             raise ConfigError(f"{self.OP}(): tokenizer {self.tokenizer.name!r} has no BOS token")
 
@@ -315,7 +323,9 @@ class SftStep(_SupervisedStep):
         bos = tok.bos_id if self.bos else None
         assert tok.eos_id is not None
         for (d, _, _), p_ids, c_ids in zip(pairs, prompts, completions):
-            built = assemble_sft(p_ids, c_ids, bos_id=bos, eos_id=tok.eos_id, max_length=self.max_length, truncation=self.truncation)
+            built = assemble_sft(
+                p_ids, c_ids, bos_id=bos, eos_id=tok.eos_id, max_length=self.max_length, truncation=self.truncation
+            )
             self._set_tokens(d, built)
 
 
@@ -361,7 +371,11 @@ class ChatStep(_SupervisedStep):
                 ctx.fail_missing(d, self.messages)
                 continue
             if not _is_conversation(messages):
-                ctx.fail(d, SkipReason.WRONG_TYPE, f"field {self.messages!r} must be a list of {{role, content}} objects with string values")
+                ctx.fail(
+                    d,
+                    SkipReason.WRONG_TYPE,
+                    f"field {self.messages!r} must be a list of {{role, content}} objects with string values",
+                )
                 continue
             try:
                 segments = template.segments(messages)
@@ -383,11 +397,15 @@ class ChatStep(_SupervisedStep):
         eos = tok.eos_id if self.eos else None
         for (d, segs), whole in zip(convs, wholes):
             mask = _chat_mask(tok, segs, [next(pieces) for _ in segs], whole)
-            built = assemble_chat(whole, mask, bos_id=bos, eos_id=eos, max_length=self.max_length, truncation=self.truncation)
+            built = assemble_chat(
+                whole, mask, bos_id=bos, eos_id=eos, max_length=self.max_length, truncation=self.truncation
+            )
             self._set_tokens(d, built)
 
 
-def _chat_mask(tok: Tokenizer, segments: list[tuple[str, bool]], pieces: list[np.ndarray], whole: np.ndarray) -> np.ndarray:
+def _chat_mask(
+    tok: Tokenizer, segments: list[tuple[str, bool]], pieces: list[np.ndarray], whole: np.ndarray
+) -> np.ndarray:
     """The loss mask of a conversation tokenized whole (``whole``). Where its turns tokenized
     apart (``pieces``) give the same ids, the turns' edges are token edges and the mask follows
     them; where a token merges text across an edge, each token's character span decides
@@ -397,7 +415,9 @@ def _chat_mask(tok: Tokenizer, segments: list[tuple[str, bool]], pieces: list[np
     text = "".join(t for t, _ in segments)
     encoding = tok.backend.encode(text, add_special_tokens=False)
     if encoding.ids != whole.tolist():  # the fast path is exact; a difference is a bug to be seen, not masked over
-        raise AssertionError(f"tokenizer {tok.name!r}: the fast path and tokenizers disagree on a rendered conversation")
+        raise AssertionError(
+            f"tokenizer {tok.name!r}: the fast path and tokenizers disagree on a rendered conversation"
+        )
     spans, at = [], 0
     for t, train in segments:
         if train:

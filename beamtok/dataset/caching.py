@@ -63,7 +63,9 @@ class Caching:
         root = shard_root(self._pipeline.root, "cache()")
         require("cache()", "apache_beam")
         args = beam_args(beam_options)
-        start_early(args, lambda: tokenizers_to_warm(root.spec))  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
+        start_early(
+            args, lambda: tokenizers_to_warm(root.spec)
+        )  # local worker processes import Beam (and load the tokenizers) while this process imports Beam
         from beamtok.beam.run import run_cache
 
         run_cache(
@@ -81,10 +83,19 @@ class Caching:
         from beamtok.cache.read.backend import CacheOrigin
 
         origin = CacheOrigin.open(output_dir, fingerprint=self._pipeline.root.spec_fingerprint)
-        cached_root = ShardsRoot(tuple(origin.shards), origin.spec, origin, ranges=root.ranges).with_options(**dataclasses.asdict(root.options))
+        cached_root = ShardsRoot(tuple(origin.shards), origin.spec, origin, ranges=root.ranges).with_options(
+            **dataclasses.asdict(root.options)
+        )
         return self._replace(root=cached_root)
 
-    def cache_as_you_go(self: D, directory: str, *, row_group_rows: int | None = None, row_group_bytes: int | None = None, parquet_compat: bool = False) -> D:
+    def cache_as_you_go(
+        self: D,
+        directory: str,
+        *,
+        row_group_rows: int | None = None,
+        row_group_bytes: int | None = None,
+        parquet_compat: bool = False,
+    ) -> D:
         """This dataset, streamed on the fly while every shard it reads whole is written into a
         cache at ``directory`` (the files, manifest and checksums a Beam build writes); shards
         already cached there are read from it instead of being tokenized again. The stream and
@@ -94,7 +105,9 @@ class Caching:
             raise ConfigError("this dataset already reads a cache")
         root = shard_root(self._pipeline.root, "cache_as_you_go()")
         if self._pipeline.stages:
-            raise ConfigError("cache_as_you_go() caches the shard processing: call it before shuffle/batch/take/enumerate")
+            raise ConfigError(
+                "cache_as_you_go() caches the shard processing: call it before shuffle/batch/take/enumerate"
+            )
         if root.spec.tokenizer is None:
             raise ConfigError("a cache holds tokens: call tokenize() before cache_as_you_go()")
         if any(shard.data is not None for shard in root.shards):
@@ -105,6 +118,10 @@ class Caching:
         from beamtok.cache.format.storage import Storage
 
         check_output(Storage(directory), create=False)
-        layout = check_layout(row_group_rows, row_group_bytes, root.spec.pack.seq_len if root.spec.pack is not None else None, parquet_compat)
+        layout = check_layout(
+            row_group_rows,
+            row_group_bytes,
+            root.spec.pack.seq_len if root.spec.pack is not None else None,
+            parquet_compat,
+        )
         return self._replace(root=root.with_origin(CachingOrigin(directory, root.shards, layout)))
-

@@ -54,7 +54,18 @@ DATASET_KEYS = (*names("input", "dataset", "config"), *BUILD_SETTINGS)
 DATASET_DEFAULTS = defaults("input", "dataset")
 SHARED_KEYS = ("tokenizer", "seq_len", "pack", "on_error", *BUILD_SETTINGS)  # may be given once at the top
 TOP_KEYS = ("datasets", "train", "validation", *SHARED_KEYS)
-TRAIN_KEYS = ("weights", "seed", "stop", "block_size", "schedule", "max_epochs", "shuffle_shards", "shuffle", "batch", "batch_tokens")
+TRAIN_KEYS = (
+    "weights",
+    "seed",
+    "stop",
+    "block_size",
+    "schedule",
+    "max_epochs",
+    "shuffle_shards",
+    "shuffle",
+    "batch",
+    "batch_tokens",
+)
 BATCH_TOKENS_KEYS = ("max_tokens", "window", "order", "cycles", "seed", "min_len", "max_len")
 VALIDATION_KEYS = ("sets", "batch")
 
@@ -104,7 +115,11 @@ def config_from_mapping(data: Any, where: str, base: str | None = None) -> DataC
     caches: dict[str, str] = {}
     builds: dict[str, dict[str, Any]] = {}
     for name, entry in named.items():
-        options = {**DATASET_DEFAULTS, **shared, **_mapping(entry, f"{where}: datasets.{name}", DATASET_KEYS, aliases=True)}
+        options = {
+            **DATASET_DEFAULTS,
+            **shared,
+            **_mapping(entry, f"{where}: datasets.{name}", DATASET_KEYS, aliases=True),
+        }
         if isinstance(options.get("urls"), str):
             options["urls"] = [options["urls"]]
         if base is not None:
@@ -118,9 +133,16 @@ def config_from_mapping(data: Any, where: str, base: str | None = None) -> DataC
         if options.get("cache"):
             caches[name] = str(options["cache"])
             builds[name] = build
-    streams = {name: _cached_as_it_streams(ds, caches[name], builds[name]) if name in caches else ds for name, ds in datasets.items()}
+    streams = {
+        name: _cached_as_it_streams(ds, caches[name], builds[name]) if name in caches else ds
+        for name, ds in datasets.items()
+    }
     train = _train(_mapping(mapping.get("train"), f"{where}: train", TRAIN_KEYS), streams, f"{where}: train")
-    validation = _validation(_mapping(mapping.get("validation") or {}, f"{where}: validation", VALIDATION_KEYS), streams, f"{where}: validation")
+    validation = _validation(
+        _mapping(mapping.get("validation") or {}, f"{where}: validation", VALIDATION_KEYS),
+        streams,
+        f"{where}: validation",
+    )
     return DataConfig(train, validation, datasets, caches, builds)
 
 
@@ -143,7 +165,12 @@ def _build_options(build: dict[str, Any]) -> dict[str, Any]:
 
 def _cached_as_it_streams(ds: Dataset, directory: str, build: dict[str, Any]) -> Dataset:
     """``ds`` caching itself at ``directory`` with the Parquet layout its build options name."""
-    return ds.cache_as_you_go(directory, row_group_rows=build.get("row_group_rows"), row_group_bytes=build.get("row_group_bytes"), parquet_compat=build["parquet_compat"])
+    return ds.cache_as_you_go(
+        directory,
+        row_group_rows=build.get("row_group_rows"),
+        row_group_bytes=build.get("row_group_bytes"),
+        parquet_compat=build["parquet_compat"],
+    )
 
 
 def _relative_to(base: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -170,7 +197,11 @@ def _relative_to(base: str, options: dict[str, Any]) -> dict[str, Any]:
 
 def _whole(value: Any, where: str) -> int:
     """``value`` as a whole number, or a ConfigError naming where it was written."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, str) and not value.strip().lstrip("-").isdigit()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, str))
+        or (isinstance(value, str) and not value.strip().lstrip("-").isdigit())
+    ):
         raise ConfigError(f"{where}: must be a whole number, got {value!r}")
     return int(value)
 
@@ -193,14 +224,20 @@ def _mapping(value: Any, where: str, known: tuple[str, ...] | None, *, aliases: 
         for key in out:
             if key not in known:
                 close = difflib.get_close_matches(key, known, n=1)
-                raise ConfigError(f"{where}: unknown key {key!r}" + (f"; did you mean {close[0]!r}?" if close else f"; known: {list(known)}"))
+                raise ConfigError(
+                    f"{where}: unknown key {key!r}"
+                    + (f"; did you mean {close[0]!r}?" if close else f"; known: {list(known)}")
+                )
     return out
 
 
 def _named(name: Any, streams: dict[str, Dataset], where: str) -> Dataset:
     if name not in streams:
         close = difflib.get_close_matches(str(name), list(streams), n=1)
-        raise ConfigError(f"{where}: no dataset named {name!r}" + (f"; did you mean {close[0]!r}?" if close else f"; datasets: {list(streams)}"))
+        raise ConfigError(
+            f"{where}: no dataset named {name!r}"
+            + (f"; did you mean {close[0]!r}?" if close else f"; datasets: {list(streams)}")
+        )
     return streams[name]
 
 
@@ -248,7 +285,10 @@ def _train(train: dict[str, Any], streams: dict[str, Dataset], where: str) -> Da
         )
     if train.get("shuffle") is not None:
         shuffle = _mapping(train["shuffle"], f"{where}: shuffle", ("window", "seed"))
-        ds = ds.shuffle(_whole(shuffle.get("window"), f"{where}: shuffle.window"), seed=_whole(shuffle.get("seed", 0), f"{where}: shuffle.seed"))
+        ds = ds.shuffle(
+            _whole(shuffle.get("window"), f"{where}: shuffle.window"),
+            seed=_whole(shuffle.get("seed", 0), f"{where}: shuffle.seed"),
+        )
     if train.get("batch") is not None and train.get("batch_tokens") is not None:
         raise ConfigError(f"{where}: give batch or batch_tokens, not both")
     if train.get("batch") is not None:
@@ -275,5 +315,7 @@ def _validation(validation: dict[str, Any], streams: dict[str, Dataset], where: 
     out = {}
     for name in sets:
         ds = _named(name, streams, f"{where}: sets")  # shards in order, no shuffle, one pass
-        out[name] = ds.batch(_whole(validation["batch"], f"{where}: batch")) if validation.get("batch") is not None else ds
+        out[name] = (
+            ds.batch(_whole(validation["batch"], f"{where}: batch")) if validation.get("batch") is not None else ds
+        )
     return out

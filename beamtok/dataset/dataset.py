@@ -101,7 +101,12 @@ class Dataset(PerShardStages, StreamStages, Caching):
 
     @classmethod
     def from_sequence(
-        cls, data: Sequence[Any] | Sequence[Sequence[Any]], *, text_field: str = "text", shards: int = 1, on_error: str = "raise"
+        cls,
+        data: Sequence[Any] | Sequence[Sequence[Any]],
+        *,
+        text_field: str = "text",
+        shards: int = 1,
+        on_error: str = "raise",
     ) -> Dataset:
         """Read an in-memory sequence of strings or dicts (a list, a ``datasets.Dataset``...).
 
@@ -176,10 +181,14 @@ class Dataset(PerShardStages, StreamStages, Caching):
         for i, d in enumerate(sources):
             p = d._pipeline
             if p.stages:
-                raise ConfigError(f"mix source {i} has stream stages {[s.NAME for s in p.stages]}; add them to the mix instead")
+                raise ConfigError(
+                    f"mix source {i} has stream stages {[s.NAME for s in p.stages]}; add them to the mix instead"
+                )
             if p.reader != ReaderSplit() or p.even is not None:
                 raise ConfigError(f"mix source {i} is split by rank; call shard_by_rank() on the mix instead")
-            roots.append(p.root if isinstance(p.root, (MixRoot, GlobalShuffleRoot)) else shard_root(p.root, f"mix source {i}"))
+            roots.append(
+                p.root if isinstance(p.root, (MixRoot, GlobalShuffleRoot)) else shard_root(p.root, f"mix source {i}")
+            )
         if flatten is not False:
             roots, weights, max_epochs = flattened_mixes(roots, weights, max_epochs, required=flatten is True)
         plan = MixPlan.make(len(roots), weights, seed=seed, stop=stop, block_size=block_size, max_epochs=max_epochs)
@@ -213,10 +222,14 @@ class Dataset(PerShardStages, StreamStages, Caching):
             return cls.from_files(found.urls, format=found.format, text_field=text_field, on_error=on_error)
         kind = type(dataset).__name__
         if kind in ("DatasetDict", "IterableDatasetDict"):
-            raise ConfigError(f"from_hf(): a {kind} holds several splits ({sorted(dataset)}); pass one, e.g. dataset['train']")
+            raise ConfigError(
+                f"from_hf(): a {kind} holds several splits ({sorted(dataset)}); pass one, e.g. dataset['train']"
+            )
         if kind == "IterableDataset":
             if shards != 1:
-                raise ConfigError(f"from_hf(): an IterableDataset is read in its own {dataset.num_shards} shards; drop shards=")
+                raise ConfigError(
+                    f"from_hf(): an IterableDataset is read in its own {dataset.num_shards} shards; drop shards="
+                )
             spec = Spec(SourceSpec("memory", text_field), on_error=on_error)  # type: ignore[arg-type]
             return cls._of_shards(hf_iterable_shards(dataset), spec)
         return cls.from_sequence(dataset, text_field=text_field, shards=shards, on_error=on_error)
@@ -302,7 +315,9 @@ class Dataset(PerShardStages, StreamStages, Caching):
         that cheap); with ``spread``, the default is ``False``. See docs/scale.md."""
         if spread is not None and local_copy is None:
             local_copy = False  # spread windows are read whole from decoded row groups: no copy needed
-        root = GlobalShuffleRoot(shard_root(self._pipeline.root, "global_shuffle()"), seed, window, local_copy, spread, unit_rows)
+        root = GlobalShuffleRoot(
+            shard_root(self._pipeline.root, "global_shuffle()"), seed, window, local_copy, spread, unit_rows
+        )
         return self._replace(root=root)
 
     def shard_by_rank(
@@ -326,7 +341,11 @@ class Dataset(PerShardStages, StreamStages, Caching):
             check_choice(even, "even", EVEN_MODES)
         check_choice(split, "split", SPLIT_MODES)
         readers = ReaderSplit(rank, world_size, mode=split).parts * max(1, check_int(loader_workers, "loader_workers"))
-        root = cut_for_readers(self._pipeline.root, readers, f"world_size={world_size} x workers={max(1, loader_workers)}") if split == "shards" else self._pipeline.root
+        root = (
+            cut_for_readers(self._pipeline.root, readers, f"world_size={world_size} x workers={max(1, loader_workers)}")
+            if split == "shards"
+            else self._pipeline.root
+        )
         return self._replace(root=root, reader=ReaderSplit(rank, world_size, mode=split), even=even)
 
     # ------------------------------------------------------------ iteration
@@ -385,10 +404,18 @@ class Dataset(PerShardStages, StreamStages, Caching):
         ``step`` that must be read through); use the iterator as a context manager (or call
         ``close()``) to stop workers early."""
         if state_dict is not None:
-            return self._replace(root=cut_as_saved(self._pipeline.root, state_dict))._iter(state_dict, start_example=start_example, step=step)
+            return self._replace(root=cut_as_saved(self._pipeline.root, state_dict))._iter(
+                state_dict, start_example=start_example, step=step
+            )
         return self._iter(None, start_example=start_example, step=step)
 
-    def _iter(self, state_dict: dict[str, Any] | list[dict[str, Any]] | None, *, start_example: int | None = None, step: int | None = None) -> DatasetIterator:
+    def _iter(
+        self,
+        state_dict: dict[str, Any] | list[dict[str, Any]] | None,
+        *,
+        start_example: int | None = None,
+        step: int | None = None,
+    ) -> DatasetIterator:
         split = self._pipeline.reader_split()
         if step is not None:
             if state_dict is not None or start_example is not None:
@@ -422,7 +449,9 @@ class Dataset(PerShardStages, StreamStages, Caching):
             return there
         if passed == 0:
             raise ConfigError(f"iter(step={step}): this reader's stream has no step at all")
-        raise ConfigError(f"iter(step={step}): this reader's stream has steps 0-{passed - 1}; step {step} is past its end")
+        raise ConfigError(
+            f"iter(step={step}): this reader's stream has steps 0-{passed - 1}; step {step} is past its end"
+        )
 
     def __iter__(self) -> Iterator[Any]:
         return self.iter()
@@ -438,7 +467,9 @@ class Dataset(PerShardStages, StreamStages, Caching):
         require("to_torch()", "torch", "torchdata")
         from beamtok.stream.torch_dataset import TorchIterableDataset
 
-        adapter = TorchIterableDataset(self if resume_from is None else self._replace(root=cut_as_saved(self._pipeline.root, resume_from)))
+        adapter = TorchIterableDataset(
+            self if resume_from is None else self._replace(root=cut_as_saved(self._pipeline.root, resume_from))
+        )
         if resume_from is not None:
             adapter.load_state_dict(resume_from)
         return adapter

@@ -26,7 +26,11 @@ def cut_for_readers(root: RootPlan, readers: int, layout: str) -> RootPlan:
     what = f"{len(cut.files)} shard(s)"
     if root.cuttable:
         grew = len(cut.files) > len(root.files)
-        what += f" ({len(root.files)} file(s) cut into ranges)" if grew else " (compressed or other files read whole cannot be cut into ranges)"
+        what += (
+            f" ({len(root.files)} file(s) cut into ranges)"
+            if grew
+            else " (compressed or other files read whole cannot be cut into ranges)"
+        )
     raise ConfigError(
         f"{what} cannot be split over {readers} readers ({layout}): "
         "use more shards (from_files(..., split_bytes=...) cuts files finer), fewer workers, or split='examples'"

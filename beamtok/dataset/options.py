@@ -59,7 +59,14 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
     options = input_urls(options, spell)
     for required in ("urls", "tokenizer"):
         if not options.get(required):
-            raise ConfigError(f"missing {spell(required)}" + (f" (or {spell('hf_dataset')} / {spell('mds')})" if required == "urls" and spell is not in_a_file else ""))
+            raise ConfigError(
+                f"missing {spell(required)}"
+                + (
+                    f" (or {spell('hf_dataset')} / {spell('mds')})"
+                    if required == "urls" and spell is not in_a_file
+                    else ""
+                )
+            )
     kind = options["records"]
     if kind not in ("pretrain", "sft", "chat"):
         raise ConfigError(f"{spell('records')} must be pretrain, sft or chat, got {kind!r}")
@@ -76,17 +83,30 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
     )
     sft = {"max_length": options.get("max_length"), "truncation": options["truncation"], "bos": options.get("bos")}
     if kind == "sft":
-        ds = ds.tokenize_sft(options["tokenizer"], prompt=options["prompt_field"], completion=options["completion_field"], **sft)
+        ds = ds.tokenize_sft(
+            options["tokenizer"], prompt=options["prompt_field"], completion=options["completion_field"], **sft
+        )
     elif kind == "chat":
-        ds = ds.tokenize_chat(options["tokenizer"], template=options.get("chat_template"), messages=options["messages_field"], eos=options.get("eos"), **sft)
+        ds = ds.tokenize_chat(
+            options["tokenizer"],
+            template=options.get("chat_template"),
+            messages=options["messages_field"],
+            eos=options.get("eos"),
+            **sft,
+        )
     else:
         ds = ds.tokenize(options["tokenizer"])
         bos, eos = options.get("bos", True) is not False, options.get("eos", True) is not False
         ref = ds.spec.tokenizer
-        for wanted, token_id, name in ((bos, ref.bos_id if ref else None, "bos"), (eos, ref.eos_id if ref else None, "eos")):
+        for wanted, token_id, name in (
+            (bos, ref.bos_id if ref else None, "bos"),
+            (eos, ref.eos_id if ref else None, "eos"),
+        ):
             if wanted and token_id is None:  # said with the option's own spelling, not the Python call's
                 off = f"--no-{name}" if spell is on_the_command_line else f"{name}: false"
-                raise ConfigError(f"tokenizer {options['tokenizer']!r} has no {name.upper()} token; pass {off} to build without one")
+                raise ConfigError(
+                    f"tokenizer {options['tokenizer']!r} has no {name.upper()} token; pass {off} to build without one"
+                )
         if bos or eos:
             ds = ds.ensure_bos_eos(bos=bos, eos=eos)
     return mode.from_options(ds, options)

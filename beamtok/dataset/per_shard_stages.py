@@ -54,7 +54,9 @@ class PerShardStages:
         """Keep documents for which ``fn(record)`` is true; others count as ``filtered``."""
         return self._add_step(FilterStep(name or callable_name(fn), fn))
 
-    def tokenize(self: D, tokenizer: Any, *, field: str | None = None, add_special_tokens: bool = True, backend: str = "auto") -> D:
+    def tokenize(
+        self: D, tokenizer: Any, *, field: str | None = None, add_special_tokens: bool = True, backend: str = "auto"
+    ) -> D:
         """Tokenize the text field with a fast tokenizer (a path, hub name or loaded tokenizer).
 
         ``backend="auto"`` encodes through tiktoken, several times faster, when the tokenizer
@@ -168,7 +170,13 @@ class PerShardStages:
         return self._set_pack(mode, seq_len, window=window if mode is FirstFit else None)
 
     def pack_documents(
-        self: D, seq_len: int, *, method: str = "best_fit", window: int = 256, long_docs: str = "split", bos: bool = False
+        self: D,
+        seq_len: int,
+        *,
+        method: str = "best_fit",
+        window: int = 256,
+        long_docs: str = "split",
+        bos: bool = False,
     ) -> D:
         """Pack whole documents into padded rows of ``seq_len``, best-fit decreasing over
         windows of ``window`` documents: fewer documents cut across rows than ``concat_chunk``,

@@ -38,7 +38,13 @@ class StreamStages:
         return self._add_stage(Shuffle(window, seed))
 
     def batch(
-        self: S, size: int, *, drop_last: bool = False, tensors: str = "numpy", mask_starts: bool = False, pad_positions: str = "zero"
+        self: S,
+        size: int,
+        *,
+        drop_last: bool = False,
+        tensors: str = "numpy",
+        mask_starts: bool = False,
+        pad_positions: str = "zero",
     ) -> S:
         """Collate ``size`` examples into a dict of numpy arrays (or torch tensors).
 
@@ -70,7 +76,13 @@ class StreamStages:
         ``"grow"`` (each of ``cycles`` cycles short rows first). ``max_len`` (a length, or a
         schedule ``[(start_row, length), ...]``) cuts longer rows into pieces, for a
         sequence-length warm-up. See ``beamtok.stream.token_batch``."""
-        schedule = ((0, max_len),) if isinstance(max_len, int) else tuple(tuple(s) for s in max_len) if max_len is not None else None
+        schedule = (
+            ((0, max_len),)
+            if isinstance(max_len, int)
+            else tuple(tuple(s) for s in max_len)
+            if max_len is not None
+            else None
+        )
         return self._add_stage(BatchTokens(max_tokens, window, order, cycles, seed, min_len, schedule, tensors))  # type: ignore[arg-type]
 
     def balance_ranks(self: S, batch_size: int, *, rank: int, world_size: int, tensors: str = "numpy") -> S:
@@ -96,5 +108,8 @@ class StreamStages:
         width = self._pipeline.root.row_tokens
         held = sum(s.rows_held() for s in stages)
         if width is not None and held:  # what the stages hold at once, with a copy for collating
-            check_memory(f"{stage.NAME}() ({held:,} rows of {width:,} tokens held at once)", 2 * held * width * ROW_BYTES_PER_TOKEN)
+            check_memory(
+                f"{stage.NAME}() ({held:,} rows of {width:,} tokens held at once)",
+                2 * held * width * ROW_BYTES_PER_TOKEN,
+            )
         return type(self)(dataclasses.replace(self._pipeline, stages=stages))

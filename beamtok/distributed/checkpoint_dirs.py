@@ -78,5 +78,7 @@ def newest_complete(root: str | os.PathLike[str]) -> tuple[int, Path] | None:
         problems = missing_files(path)
         if not problems:
             return step, path
-        log.warning("checkpoint %s was marked complete but %s; passed over for an earlier one", path, ", ".join(problems))
+        log.warning(
+            "checkpoint %s was marked complete but %s; passed over for an earlier one", path, ", ".join(problems)
+        )
     return None

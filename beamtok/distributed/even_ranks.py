@@ -55,7 +55,12 @@ def padding_like(item: Any, pad_id: int) -> Any:
 
 
 def evened(
-    batches: Iterator[Any], mode: str, agree: Callable[[int, bool], int], pad_id: int, template: Callable[[], Any], where: str
+    batches: Iterator[Any],
+    mode: str,
+    agree: Callable[[int, bool], int],
+    pad_id: int,
+    template: Callable[[], Any],
+    where: str,
 ) -> Iterator[Any]:
     """``batches`` ended on every rank at once (``mode`` drop or pad). ``agree(flag, any)``
     reduces this rank's 0/1 over the group (the max where ``any``, else the min);
@@ -68,7 +73,11 @@ def evened(
         if mode == "drop":
             if not agree(int(have), False):
                 if have:
-                    log.warning("%s: another rank's data ended at step %d; this rank's remaining batches are not read (even='drop')", where, step)
+                    log.warning(
+                        "%s: another rank's data ended at step %d; this rank's remaining batches are not read (even='drop')",
+                        where,
+                        step,
+                    )
                 return
         elif not agree(int(have), True):
             return

@@ -65,7 +65,9 @@ class BeamtokCheckpointHandler(ocp.handlers.CheckpointHandler):
 
 
 def _read_states(directory: epath.Path) -> list[dict[str, Any]]:
-    named = [(int(m.group(1)), int(m.group(2)), path) for path in directory.iterdir() if (m := _STATE_FILE.match(path.name))]
+    named = [
+        (int(m.group(1)), int(m.group(2)), path) for path in directory.iterdir() if (m := _STATE_FILE.match(path.name))
+    ]
     if not named:
         raise StateError(f"{directory}: no beamtok state in this checkpoint item (saved without BeamtokSave?)")
     counts = {count for _, count, _ in named}
@@ -79,7 +81,9 @@ def _read_states(directory: epath.Path) -> list[dict[str, Any]]:
     (count,) = counts
     missing = sorted(set(range(count)) - set(found))
     if missing:
-        raise StateError(f"{directory}: the beamtok states of processes {missing} of {count} are missing; resuming would lose their data")
+        raise StateError(
+            f"{directory}: the beamtok states of processes {missing} of {count} are missing; resuming would lose their data"
+        )
     states = []
     for index in range(count):
         try:

@@ -51,8 +51,12 @@ def start_process_group(backend: str = "gloo", *, timeout: timedelta | None = No
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # torchrun's agent hosts the store
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=not agent_store and rank == 0)
-    dist.init_process_group(backend, store=dist.PrefixStore(f"restart-{restart}", store), rank=rank, world_size=world, timeout=timeout)
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=not agent_store and rank == 0
+    )
+    dist.init_process_group(
+        backend, store=dist.PrefixStore(f"restart-{restart}", store), rank=rank, world_size=world, timeout=timeout
+    )
     return rank, world
 
 

@@ -58,10 +58,14 @@ def unpack_rank_states(value: Any, where: str = "the checkpoint") -> RankStates:
     """The entries packed by :func:`pack_rank_states`, checked."""
     if not isinstance(value, dict) or value.get("format") != RANK_STATES_FORMAT:
         found = sorted(value) if isinstance(value, dict) else type(value).__name__
-        raise StateError(f"{where} holds no beamtok rank states under this key (found {found}): was it saved by another loader?")
+        raise StateError(
+            f"{where} holds no beamtok rank states under this key (found {found}): was it saved by another loader?"
+        )
     version = value.get("version")
     if not isinstance(version, int) or version > RANK_STATES_VERSION:
-        raise StateError(f"{where}: rank states of format version {version!r}; this beamtok reads up to {RANK_STATES_VERSION}: upgrade beamtok")
+        raise StateError(
+            f"{where}: rank states of format version {version!r}; this beamtok reads up to {RANK_STATES_VERSION}: upgrade beamtok"
+        )
     blob = value.get("states")
     try:
         entries = orjson.loads(zlib.decompress(bytes(blob)))  # type: ignore[arg-type]
@@ -84,7 +88,9 @@ def _check_entries(entries: Any, world_size: int, where: str) -> None:
     missing = sorted(set(range(world_size)) - {r for r in ranks if isinstance(r, int)})
     doubled = sorted({r for r in ranks if isinstance(r, int) and ranks.count(r) > 1})
     if missing or doubled or len(entries) != world_size or ranks != list(range(world_size)):
-        problems = ([f"missing ranks {missing}"] if missing else []) + ([f"ranks {doubled} given twice"] if doubled else [])
+        problems = ([f"missing ranks {missing}"] if missing else []) + (
+            [f"ranks {doubled} given twice"] if doubled else []
+        )
         raise StateError(
             f"{where}: the beamtok states must be those of all {world_size} ranks of the saved run, once each, in rank order; "
             + ("; ".join(problems) or f"found ranks {ranks}")

@@ -49,7 +49,9 @@ try:
     from torch.distributed.device_mesh import DeviceMesh
     from torchdata.stateful_dataloader import StatefulDataLoader
 except ImportError as error:
-    raise ModuleNotFoundError(missing_extra("beamtok.distributed.torch_loader", "torch", "torchdata") or str(error)) from None
+    raise ModuleNotFoundError(
+        missing_extra("beamtok.distributed.torch_loader", "torch", "torchdata") or str(error)
+    ) from None
 
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.validate import check_choice
@@ -100,7 +102,9 @@ class DistributedLoader(Stateful):
         distributed = dist.is_available() and dist.is_initialized()
         if isinstance(group, DeviceMesh):
             if group.ndim != 1:
-                raise ConfigError(f"group: a DeviceMesh of one dimension (the data-parallel one, e.g. mesh['dp']), not {group.ndim} ({group.mesh_dim_names})")
+                raise ConfigError(
+                    f"group: a DeviceMesh of one dimension (the data-parallel one, e.g. mesh['dp']), not {group.ndim} ({group.mesh_dim_names})"
+                )
             group = group.get_group()
         self.group = group
         self.rank = rank if rank is not None else (dist.get_rank(group) if distributed else 0)
@@ -110,9 +114,13 @@ class DistributedLoader(Stateful):
         if even is not None:
             check_choice(even, "even", LOADER_EVEN_MODES)
             if self.world_size > 1 and not distributed:
-                raise ConfigError(f"even={even!r} agrees with the other ranks at every step, which needs torch.distributed initialized (or even=None)")
+                raise ConfigError(
+                    f"even={even!r} agrees with the other ranks at every step, which needs torch.distributed initialized (or even=None)"
+                )
         self.even = even if self.world_size > 1 else None
-        self._per_rank = callable(dataset) and not hasattr(dataset, "pipeline")  # a function (rank, world_size) -> Dataset
+        self._per_rank = callable(dataset) and not hasattr(
+            dataset, "pipeline"
+        )  # a function (rank, world_size) -> Dataset
         self._source = dataset
         if self._per_rank:
             self.dataset: Dataset = dataset(self.rank, self.world_size)  # type: ignore[operator]
@@ -139,12 +147,18 @@ class DistributedLoader(Stateful):
         if self.even is None:
             return iter(self.loader)
         where = f"rank {self.rank} of {self.world_size}"
-        return evened(iter(self.loader), self.even, self._agree, self.dataset.pipeline.root.pad_id, self._template, where)
+        return evened(
+            iter(self.loader), self.even, self._agree, self.dataset.pipeline.root.pad_id, self._template, where
+        )
 
     @functools.cached_property
     def _agree_device(self) -> torch.device:
         """Where the agreement's integer lives: the rank's GPU on NCCL, else the CPU."""
-        return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(self.group) == "nccl" else torch.device("cpu")
+        return (
+            torch.device("cuda", torch.cuda.current_device())
+            if dist.get_backend(self.group) == "nccl"
+            else torch.device("cpu")
+        )
 
     def _agree(self, flag: int, any_rank: bool) -> int:
         """``flag`` reduced over the group: the max (``any_rank``) or the min."""
@@ -165,7 +179,9 @@ class DistributedLoader(Stateful):
         saved = self._loaded
         exact = saved is not None and saved.same_layout(self.world_size, self.num_workers)
         resume = reader_states(*saved.loader_states) if saved is not None and not exact else None
-        loader = StatefulDataLoader(self.dataset.to_torch(resume_from=resume), num_workers=self.num_workers, **self.loader_options)
+        loader = StatefulDataLoader(
+            self.dataset.to_torch(resume_from=resume), num_workers=self.num_workers, **self.loader_options
+        )
         if exact:
             assert saved is not None
             loader.load_state_dict(saved.entries[self.rank]["loader"])  # this rank's own state: exact
@@ -180,7 +196,12 @@ class DistributedLoader(Stateful):
             # loaded and not read since: the checkpoint's states still say where every reader is
             packed = pack_rank_states(list(self._loaded.entries))
         else:
-            own = {"rank": self.rank, "num_workers": self.num_workers, "replica": self._replica, "loader": self.loader.state_dict()}
+            own = {
+                "rank": self.rank,
+                "num_workers": self.num_workers,
+                "replica": self._replica,
+                "loader": self.loader.state_dict(),
+            }
             packed = pack_rank_states(self._gather(own))
         self._returned = packed["states"]
         return packed
@@ -202,7 +223,9 @@ class DistributedLoader(Stateful):
         if self.world_size == 1:
             return [own]
         if not (dist.is_available() and dist.is_initialized()):
-            raise ConfigError(f"a loader of rank {self.rank} of {self.world_size} saves every rank's state, which needs torch.distributed initialized")
+            raise ConfigError(
+                f"a loader of rank {self.rank} of {self.world_size} saves every rank's state, which needs torch.distributed initialized"
+            )
         gathered: list[Any] = [None] * self.world_size
         dist.all_gather_object(gathered, own, group=self.group)
         return gathered

@@ -79,12 +79,16 @@ class TorchrunJob:
     """``python -m torch.distributed.run --standalone`` of a script, in a process group of its
     own (so a timeout or a failed test ends every rank and DataLoader worker with it)."""
 
-    def __init__(self, nproc: int, script: str, args: Sequence[str], *, max_restarts: int = 0, cwd: str | None = None) -> None:
+    def __init__(
+        self, nproc: int, script: str, args: Sequence[str], *, max_restarts: int = 0, cwd: str | None = None
+    ) -> None:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
         command += [f"--max-restarts={max_restarts}", "--monitor-interval=0.5", script, *args]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         self.started = time.monotonic()
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, env=env)
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, env=env
+        )
 
     def rank_pids(self) -> list[int]:
         """The pids of the ranks torchrun runs now (its direct children)."""

@@ -87,7 +87,9 @@ class ColumnChunker:
                 ids = item.value.ids
                 if offset < len(ids):
                     mask = item.value.mask
-                    self._pieces.append(_Piece(item.cursor, offset, ids[offset:], None if mask is None else mask[offset:]))
+                    self._pieces.append(
+                        _Piece(item.cursor, offset, ids[offset:], None if mask is None else mask[offset:])
+                    )
                     self._buffered += len(ids) - offset
             self._pending.append((item.through, item.counts))
             while self._buffered - keep >= self._target * self.seq_len:
@@ -119,10 +121,19 @@ class ColumnChunker:
         np.cumsum(lengths[:-1], out=piece_start[1:])
         row_start = np.arange(rows, dtype=np.int64) * width
         first_piece = np.searchsorted(piece_start, row_start, side="right") - 1
-        ids = (np.concatenate([p.ids for p in used]).astype(np.int32, copy=False) if len(used) > 1 else used[0].ids.astype(np.int32)).reshape(shape)
+        ids = (
+            np.concatenate([p.ids for p in used]).astype(np.int32, copy=False)
+            if len(used) > 1
+            else used[0].ids.astype(np.int32)
+        ).reshape(shape)
         stored = [("input_ids", ids)]
         if any(p.mask is not None for p in used):
-            mask = np.concatenate([np.ones(n, np.int8) if p.mask is None else p.mask.astype(np.int8, copy=False) for p, n in zip(used, lengths)])
+            mask = np.concatenate(
+                [
+                    np.ones(n, np.int8) if p.mask is None else p.mask.astype(np.int8, copy=False)
+                    for p, n in zip(used, lengths)
+                ]
+            )
             stored.append(("loss_mask", mask.reshape(shape)))
         width_out = width
         if width != self.seq_len and self.remainder == "pad":  # the short last row, padded
@@ -145,10 +156,20 @@ class ColumnChunker:
         offsets_out = np.arange(rows + 1, dtype=np.int64) * width_out
         shard = np.full(rows, self.shard_index, dtype=np.int64)
         real_before = np.arange(rows + 1, dtype=np.int64) * width  # every token of a row is real, its padding is not
-        columns = {name: TokenColumn(values.reshape(-1), offsets_out, width_out) for name, values in stored}  # every row is width_out long
+        columns = {
+            name: TokenColumn(values.reshape(-1), offsets_out, width_out) for name, values in stored
+        }  # every row is width_out long
         # segment and position ids (and a pretraining row's mask) are made from the layout when read
         layout = PackedLayout(piece_start, width)
-        block = RowBlock(columns, counts, (shard, index, docs, tokens), self.supervised, fresh=True, real_before=real_before, layout=layout)
+        block = RowBlock(
+            columns,
+            counts,
+            (shard, index, docs, tokens),
+            self.supervised,
+            fresh=True,
+            real_before=real_before,
+            layout=layout,
+        )
         return RowSpan(block, end)
 
     def _padded(self, values: np.ndarray, fill: int) -> np.ndarray:
@@ -169,7 +190,9 @@ class ColumnChunker:
             else:
                 mask = piece.mask
                 used.append(_Piece(piece.doc, piece.offset, piece.ids[:need], None if mask is None else mask[:need]))
-                self._pieces[0] = _Piece(piece.doc, piece.offset + need, piece.ids[need:], None if mask is None else mask[need:])
+                self._pieces[0] = _Piece(
+                    piece.doc, piece.offset + need, piece.ids[need:], None if mask is None else mask[need:]
+                )
                 need = 0
         self._buffered -= tokens
         return used

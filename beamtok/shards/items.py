@@ -78,7 +78,9 @@ class DocCounts:
 
     def __post_init__(self) -> None:
         if self.skipped is not _NO_SKIPS:
-            frozen = MappingProxyType({k: v for k, v in sorted(self.skipped.items()) if v}) if self.skipped else _NO_SKIPS
+            frozen = (
+                MappingProxyType({k: v for k, v in sorted(self.skipped.items()) if v}) if self.skipped else _NO_SKIPS
+            )
             object.__setattr__(self, "skipped", frozen)
 
     def __add__(self, other: DocCounts) -> DocCounts:
@@ -99,12 +101,21 @@ class DocCounts:
         return bool(self.read or self.truncated_tokens or self.dropped_tokens)
 
     def __reduce__(self) -> tuple[Any, ...]:  # a mapping proxy does not pickle; its dict does
-        fields = (self.read, self.emitted, dict(self.skipped), self.truncated_tokens, self.dropped_tokens, self.truncated_docs)
+        fields = (
+            self.read,
+            self.emitted,
+            dict(self.skipped),
+            self.truncated_tokens,
+            self.dropped_tokens,
+            self.truncated_docs,
+        )
         return (DocCounts, fields)
 
     def skip_emitted(self, reason: str) -> DocCounts:
         """These counts with one emitted document moved to ``skipped[reason]``."""
-        return replace(self, emitted=self.emitted - 1, skipped={**self.skipped, reason: self.skipped.get(reason, 0) + 1})
+        return replace(
+            self, emitted=self.emitted - 1, skipped={**self.skipped, reason: self.skipped.get(reason, 0) + 1}
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -35,7 +35,13 @@ __all__ = ["ShardPacker", "packed"]
 
 
 def packed(
-    shard_index: int, documents: Iterable[DocItem], pack: PackSpec | None, supervised: bool, start: ShardCursor, *, tokenized: bool = True
+    shard_index: int,
+    documents: Iterable[DocItem],
+    pack: PackSpec | None,
+    supervised: bool,
+    start: ShardCursor,
+    *,
+    tokenized: bool = True,
 ) -> Iterator[Produced]:
     """A shard's documents (read from ``start``) packed by ``pack`` (None: a whole document a
     row), each example with the cursor after it; documents that are records, not tokens
@@ -94,7 +100,9 @@ class ShardPacker:
             rows = [(r.doc, r.token, r.fields()) for r in self.packer.add(item.cursor, item.value, offset)]
             after = self.packer.counts
             if after.truncated_tokens > before.truncated_tokens:
-                counts = replace(counts, truncated_tokens=counts.truncated_tokens + after.truncated_tokens - before.truncated_tokens)
+                counts = replace(
+                    counts, truncated_tokens=counts.truncated_tokens + after.truncated_tokens - before.truncated_tokens
+                )
             if after.too_long > before.too_long:
                 counts = counts.skip_emitted(SkipReason.TOO_LONG)
         self._pending_counts.append((item.through, counts))
@@ -106,7 +114,9 @@ class ShardPacker:
         before = self.packer.counts.dropped_tokens
         rows = [(r.doc, r.token, r.fields()) for r in self.packer.finish()]
         if self.packer.counts.dropped_tokens > before:
-            self._pending_counts.append((END_OF_SHARD, DocCounts(dropped_tokens=self.packer.counts.dropped_tokens - before)))
+            self._pending_counts.append(
+                (END_OF_SHARD, DocCounts(dropped_tokens=self.packer.counts.dropped_tokens - before))
+            )
         return rows
 
     def _counts_due(self, next_doc: int | None) -> DocCounts:

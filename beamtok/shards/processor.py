@@ -70,12 +70,23 @@ class ShardProcessor:
                     yield DocItem(cursor, None, DocCounts(read=1, skipped={doc.skip: 1}), cursor)
                 else:
                     value = TokenDoc(doc.record["input_ids"], doc.record.get("loss_mask")) if tokenized else doc.record
-                    yield DocItem(cursor, value, DocCounts(read=1, emitted=1, truncated_docs=int(doc.truncated)), cursor)
+                    yield DocItem(
+                        cursor, value, DocCounts(read=1, emitted=1, truncated_docs=int(doc.truncated)), cursor
+                    )
 
-    def pack(self, shard_index: int, documents: Iterable[DocItem], start: ShardCursor | None = None) -> Iterator[Produced]:
+    def pack(
+        self, shard_index: int, documents: Iterable[DocItem], start: ShardCursor | None = None
+    ) -> Iterator[Produced]:
         """Pack a shard's documents (from :meth:`documents`, read from ``start``) into examples,
         each with the cursor after it (``beamtok.shards.packing``: the one packer of each mode)."""
-        return packed(shard_index, documents, self.spec.pack, self.spec.supervised, start or ShardCursor(), tokenized=self.spec.tokenized)
+        return packed(
+            shard_index,
+            documents,
+            self.spec.pack,
+            self.spec.supervised,
+            start or ShardCursor(),
+            tokenized=self.spec.tokenized,
+        )
 
     def _apply_steps(self, ctx: StepContext, block: list[RawDocument]) -> list[Doc]:
         docs = [Doc(raw) for raw in block]

@@ -14,7 +14,16 @@ import numpy as np
 
 from beamtok.shards.items import DocCounts, with_training_fields
 
-__all__ = ["PROVENANCE", "PackedLayout", "RowBlock", "TokenColumn", "columns_of", "gather_from", "gather_rows", "row_offsets"]
+__all__ = [
+    "PROVENANCE",
+    "PackedLayout",
+    "RowBlock",
+    "TokenColumn",
+    "columns_of",
+    "gather_from",
+    "gather_rows",
+    "row_offsets",
+]
 
 PROVENANCE = ("shard", "index", "doc", "token")
 
@@ -37,7 +46,13 @@ class TokenColumn:
     def of(cls, values: np.ndarray, offsets: np.ndarray) -> TokenColumn:
         rows = len(offsets) - 1
         width = int(offsets[1] - offsets[0]) if rows else 0
-        even = rows > 0 and width > 0 and offsets[0] == 0 and len(values) == width * rows and bool((np.diff(offsets) == width).all())
+        even = (
+            rows > 0
+            and width > 0
+            and offsets[0] == 0
+            and len(values) == width * rows
+            and bool((np.diff(offsets) == width).all())
+        )
         return cls(values, offsets, width if even else None)
 
     def rows(self) -> list[np.ndarray]:
@@ -185,7 +200,11 @@ class RowBlock:
         if mask is None:
             mask = TokenColumn(layout.real_mask(rows, width_out).reshape(-1), ids.offsets, width_out)
         made = {"segment_ids": segments, "position_ids": positions}
-        return {"input_ids": ids, **{name: TokenColumn(values.reshape(-1), ids.offsets, width_out) for name, values in made.items()}, "loss_mask": mask}
+        return {
+            "input_ids": ids,
+            **{name: TokenColumn(values.reshape(-1), ids.offsets, width_out) for name, values in made.items()},
+            "loss_mask": mask,
+        }
 
     def file_columns(self) -> tuple[TokenColumn, TokenColumn, TokenColumn | None, TokenColumn | None]:
         """The token columns a cache file is made from: ``input_ids``, ``segment_ids``,
@@ -199,7 +218,12 @@ class RowBlock:
         ids = self.stored_columns["input_ids"]
         assert ids.width is not None
         segments = self.layout.segments(len(ids.offsets) - 1, ids.width)
-        return ids, TokenColumn(segments.reshape(-1), ids.offsets, ids.width), None, self.stored_columns.get("loss_mask")
+        return (
+            ids,
+            TokenColumn(segments.reshape(-1), ids.offsets, ids.width),
+            None,
+            self.stored_columns.get("loss_mask"),
+        )
 
     @property
     def examples(self) -> list[dict[str, Any]]:
@@ -304,7 +328,9 @@ def gather_from(blocks: list[RowBlock], which: np.ndarray, rows: np.ndarray) -> 
             lengths[where] = row_offsets[rows[where] + 1] - starts[where]
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        spans = [(b, _spans(offsets[where], lengths[where]), _spans(starts[where], lengths[where])) for b, where in chosen]
+        spans = [
+            (b, _spans(offsets[where], lengths[where]), _spans(starts[where], lengths[where])) for b, where in chosen
+        ]
         for name, column in first.columns.items():
             out = np.empty(int(offsets[-1]), dtype=column.values.dtype)
             for b, into, taken in spans:

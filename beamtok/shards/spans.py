@@ -233,7 +233,10 @@ def stack_taken(pieces: list[Taken]) -> dict[str, np.ndarray] | None:
     if len(pieces) == 1:  # the usual batch: rows of one block, taken without a list per field
         lo, hi = pieces[0].lo, pieces[0].hi
         fresh = first.fresh
-        out = {name: column.matrix[lo:hi] if fresh else column.matrix[lo:hi].copy() for name, column in first.columns.items()}  # type: ignore[index]
+        out = {
+            name: column.matrix[lo:hi] if fresh else column.matrix[lo:hi].copy()  # type: ignore[index]
+            for name, column in first.columns.items()
+        }
         if first.supervised:
             out = with_training_fields(out)
         for name, values in zip(PROVENANCE, first.provenance):

@@ -51,7 +51,9 @@ def cut_files(shards: Sequence[Shard], fmt_of: Callable[[str], str], split_bytes
     out: list[Shard] = []
     for shard in shards:
         url, first, stop = split_range(shard.url)
-        found = None if shard.data is not None or (first, stop) != (0, None) else file_bounds(url, fmt_of(url), split_bytes)
+        found = (
+            None if shard.data is not None or (first, stop) != (0, None) else file_bounds(url, fmt_of(url), split_bytes)
+        )
         if found is None or len(found[0]) <= 2:
             out.append(Shard(len(out), shard.url, shard.data))
             continue

@@ -92,7 +92,5 @@ def _parse_json_line_exactly(line: bytes) -> dict[str, Any] | ParseFailure:
     except RecursionError:
         return ParseFailure(SkipReason.MALFORMED_JSON, "malformed JSON: nested deeper than Python's recursion limit")
     if not isinstance(value, dict):
-        return ParseFailure(
-            SkipReason.NOT_AN_OBJECT, f"expected a JSON object, got {type(value).__name__}"
-        )
+        return ParseFailure(SkipReason.NOT_AN_OBJECT, f"expected a JSON object, got {type(value).__name__}")
     return value

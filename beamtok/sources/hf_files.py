@@ -71,7 +71,9 @@ def _from_builder(name: str, split: str, config: str | None) -> HfFiles:
     try:
         import datasets
     except ImportError as e:
-        raise ConfigError(f"{name}: reading Hugging Face datasets needs the 'hf' extra (pip install 'beamtok[hf]')") from e
+        raise ConfigError(
+            f"{name}: reading Hugging Face datasets needs the 'hf' extra (pip install 'beamtok[hf]')"
+        ) from e
     if not os.path.exists(name) and ("/" not in name or name.startswith((".", "/"))):
         raise ConfigError(f"{name}: no such directory (and not a hub name of the form owner/dataset)")
     try:
@@ -83,9 +85,14 @@ def _from_builder(name: str, split: str, config: str | None) -> HfFiles:
         ) from e
     data_files = builder.config.data_files or {}
     if split not in data_files:
-        raise ConfigError(f"{name}: no split {split!r}; its splits are {sorted(data_files)} (choose one with split=/--split)")
+        raise ConfigError(
+            f"{name}: no split {split!r}; its splits are {sorted(data_files)} (choose one with split=/--split)"
+        )
     urls = [hub_url(str(u)) for u in data_files[split]]
-    formats = {FORMAT_OF_SUFFIX.get(os.path.splitext(u.split("::")[0].removesuffix(".gz").removesuffix(".zst"))[1].lower()) for u in urls}
+    formats = {
+        FORMAT_OF_SUFFIX.get(os.path.splitext(u.split("::")[0].removesuffix(".gz").removesuffix(".zst"))[1].lower())
+        for u in urls
+    }
     if None in formats or len(formats) != 1:
         raise ConfigError(f"{name}: split {split!r} has data files beamtok cannot read as one format: {urls[:5]}")
     return HfFiles(urls, formats.pop() or "auto", f"{name} split {split!r}")

@@ -96,7 +96,9 @@ class MdsShardInfo:
     @classmethod
     def from_entry(cls, entry: dict[str, Any], where: str) -> MdsShardInfo:
         if entry.get("format") != "mds" or entry.get("version") != 2:
-            raise InputError(f"{where}: shard is format {entry.get('format')!r} version {entry.get('version')!r}; beamtok reads MDS version 2")
+            raise InputError(
+                f"{where}: shard is format {entry.get('format')!r} version {entry.get('version')!r}; beamtok reads MDS version 2"
+            )
         try:
             return cls(
                 int(entry["samples"]),
@@ -140,7 +142,9 @@ def _parsed_index(index_url: str, stamp: tuple[int, int] | None) -> dict[str, tu
     if not isinstance(entries, list):
         raise InputError(f"{index_url}: not an MDS index (no 'shards' list)")
     if data.get("version", 2) != 2:
-        raise InputError(f"{index_url}: MDS index version {data.get('version')!r}; beamtok reads index version 2 (MosaicML Streaming's)")
+        raise InputError(
+            f"{index_url}: MDS index version {data.get('version')!r}; beamtok reads index version 2 (MosaicML Streaming's)"
+        )
     shards: dict[str, tuple[MdsShardInfo, str]] = {}
     for i, entry in enumerate(entries):
         where = f"{index_url} shard {i}"
@@ -210,7 +214,9 @@ def _decompress(url: str, algorithm: str, data: bytes) -> bytes:
             return bytes(snappy.decompress(data))
     except ImportError as e:
         package = {"br": "Brotli", "snappy": "python-snappy"}[name]
-        raise ConfigError(f"{url}: reading {name}-compressed MDS shards needs the {package} package (pip install {package})") from e
+        raise ConfigError(
+            f"{url}: reading {name}-compressed MDS shards needs the {package} package (pip install {package})"
+        ) from e
     except Exception as e:
         raise InputError(f"{url}: {name}-compressed shard is truncated or corrupt: {e}") from e
     raise InputError(f"{url}: unknown MDS compression {algorithm!r}")
@@ -231,7 +237,9 @@ def _columns_to_decode(url: str, info: MdsShardInfo, columns: Sequence[str] | No
         raise InputError(f"{url}: MDS shard has no column(s) {missing}; it has {list(info.names)}")
     undecodable = [f"{n} ({e})" for n, e in zip(info.names, info.encodings) if n in columns and e not in DECODERS]
     if undecodable:
-        raise ConfigError(f"{url}: cannot read column(s) {undecodable} as text or numbers; beamtok reads {sorted(DECODERS)}")
+        raise ConfigError(
+            f"{url}: cannot read column(s) {undecodable} as text or numbers; beamtok reads {sorted(DECODERS)}"
+        )
     return [name in columns for name in info.names]
 
 
@@ -250,7 +258,9 @@ def _left_out(info: MdsShardInfo, wanted: list[bool]) -> dict[str, str]:
     }
 
 
-def _decode_sample(blob: bytes, info: MdsShardInfo, wanted: list[bool], left_out: dict[str, str] | None = None) -> dict[str, Any] | ParseFailure:
+def _decode_sample(
+    blob: bytes, info: MdsShardInfo, wanted: list[bool], left_out: dict[str, str] | None = None
+) -> dict[str, Any] | ParseFailure:
     sizes: list[int] = []
     at = 0
     for size in info.sizes:
@@ -259,7 +269,9 @@ def _decode_sample(blob: bytes, info: MdsShardInfo, wanted: list[bool], left_out
             at += 4
         sizes.append(size)
     if at + sum(sizes) != len(blob):
-        return ParseFailure(SkipReason.TRUNCATED, f"column sizes add up to {at + sum(sizes)} bytes, the sample holds {len(blob)}")
+        return ParseFailure(
+            SkipReason.TRUNCATED, f"column sizes add up to {at + sum(sizes)} bytes, the sample holds {len(blob)}"
+        )
     record = MdsRecord()
     if left_out:
         record.left_out = left_out
@@ -320,7 +332,9 @@ def read_mds(url: str, start: int, columns: Sequence[str] | None) -> Iterator[Ra
         head = data.read(0, 4)
         count = int.from_bytes(head, "little") if len(head) == 4 else -1
         if count != info.samples:
-            raise InputError(f"{url}: shard holds {count} samples by its header, index.json says {info.samples}: not the file the index describes")
+            raise InputError(
+                f"{url}: shard holds {count} samples by its header, index.json says {info.samples}: not the file the index describes"
+            )
         table = data.read(4 * (1 + start), 4 * (count + 1 - start))
         if len(table) != 4 * (count + 1 - start):
             raise InputError(f"{url}: shard is truncated inside its offset table")
@@ -328,7 +342,9 @@ def read_mds(url: str, start: int, columns: Sequence[str] | None) -> Iterator[Ra
         for i, (begin, end) in enumerate(itertools.pairwise(offsets), start):
             blob = data.read(begin, end - begin) if end >= begin else b""
             if end < begin or len(blob) != end - begin:
-                yield RawDocument(i, f"sample {i}", ParseFailure(SkipReason.TRUNCATED, "shard is truncated or corrupt here"))
+                yield RawDocument(
+                    i, f"sample {i}", ParseFailure(SkipReason.TRUNCATED, "shard is truncated or corrupt here")
+                )
                 return
             yield RawDocument(i, f"sample {i}", _decode_sample(blob, info, wanted, left_out))
     finally:

@@ -49,7 +49,9 @@ def iterable_shard(source: Iterable[Any] | Callable[[], Iterable[Any]]) -> Shard
     if callable(source) and not isinstance(source, Iterable):
         factory: Callable[[], Iterable[Any]] = source
     elif isinstance(source, Iterator):
-        raise ConfigError("from_iterable needs a re-iterable object or a function returning an iterable, not a one-shot iterator")
+        raise ConfigError(
+            "from_iterable needs a re-iterable object or a function returning an iterable, not a one-shot iterator"
+        )
     elif isinstance(source, Iterable):
         obj = source
 

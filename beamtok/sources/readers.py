@@ -136,7 +136,9 @@ def _seek_line_start(url: str, f: IO[bytes], start: int) -> None:
     before = f.read(1)
     if before != b"\n":
         where = "past the end of" if not before else "not at the start of a line in"
-        raise StateError(f"{url}: doc cursor (byte offset {start}) is {where} the file; the state does not belong to this file")
+        raise StateError(
+            f"{url}: doc cursor (byte offset {start}) is {where} the file; the state does not belong to this file"
+        )
 
 
 def _read_compressed_jsonl(url: str, start: int) -> Iterator[RawDocument]:
@@ -150,7 +152,9 @@ def _read_compressed_jsonl(url: str, start: int) -> Iterator[RawDocument]:
         for line in _lines_until_break(f):
             if isinstance(line, ParseFailure):
                 if line_no < start:
-                    raise StateError(f"{url}: doc cursor (line {start + 1}) is past the break of this truncated file (line {line_no + 1})")
+                    raise StateError(
+                        f"{url}: doc cursor (line {start + 1}) is past the break of this truncated file (line {line_no + 1})"
+                    )
                 yield RawDocument(line_no, f"line {line_no + 1}", line)
                 return
             if line_no >= start and line and not line.isspace():
@@ -212,7 +216,9 @@ def _read_parquet(url: str, start: int, columns: Sequence[str] | None) -> Iterat
         if seek.group >= seek.groups:
             return
         row = start - seek.skip
-        for batch in pf.iter_batches(PARQUET_ROWS_PER_BATCH, row_groups=list(range(seek.group, seek.groups)), columns=cols):
+        for batch in pf.iter_batches(
+            PARQUET_ROWS_PER_BATCH, row_groups=list(range(seek.group, seek.groups)), columns=cols
+        ):
             records = batch.to_pylist()
             skip = max(0, start - row)
             for i, record in enumerate(records[skip:], row + skip):

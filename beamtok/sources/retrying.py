@@ -69,9 +69,19 @@ def transient(error: BaseException) -> bool:
     if status is not None:
         return status == 429 or status >= 500
     names = {cls.__name__ for cls in type(error).__mro__}
-    if names & {"ConnectionError", "ChunkedEncodingError", "ProtocolError", "IncompleteRead", "ReadTimeoutError", "Timeout", "ContentDecodingError"}:
+    if names & {
+        "ConnectionError",
+        "ChunkedEncodingError",
+        "ProtocolError",
+        "IncompleteRead",
+        "ReadTimeoutError",
+        "Timeout",
+        "ContentDecodingError",
+    }:
         return True
-    return isinstance(error, (ConnectionError, TimeoutError)) or (isinstance(error, OSError) and "Connection broken" in str(error))
+    return isinstance(error, (ConnectionError, TimeoutError)) or (
+        isinstance(error, OSError) and "Connection broken" in str(error)
+    )
 
 
 class RetryingReader(io.RawIOBase):
@@ -94,9 +104,18 @@ class RetryingReader(io.RawIOBase):
                 if not transient(error):
                     raise
                 if attempt == RETRIES:
-                    raise InputError(f"{self.url}: still failing after {RETRIES} retries at byte {self._position:,}: {type(error).__name__}: {error}") from error
+                    raise InputError(
+                        f"{self.url}: still failing after {RETRIES} retries at byte {self._position:,}: {type(error).__name__}: {error}"
+                    ) from error
                 count_retry()
-                log.info("%s: %s at byte %d; retry %d in %.1fs", self.url, type(error).__name__, self._position, attempt + 1, wait)
+                log.info(
+                    "%s: %s at byte %d; retry %d in %.1fs",
+                    self.url,
+                    type(error).__name__,
+                    self._position,
+                    attempt + 1,
+                    wait,
+                )
                 self._drop()
                 time.sleep(wait)
                 wait = min(wait * 2, MAX_BACKOFF_SECONDS)
@@ -138,7 +157,9 @@ class RetryingReader(io.RawIOBase):
         while left:
             piece = raw.read(min(left, READ_BYTES))
             if not piece:
-                raise InputError(f"{self.url}: the object ends before byte {position:,}, where the state says reading stopped")
+                raise InputError(
+                    f"{self.url}: the object ends before byte {position:,}, where the state says reading stopped"
+                )
             left -= len(piece)
         return raw
 

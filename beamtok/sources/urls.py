@@ -15,7 +15,17 @@ from braceexpand import braceexpand
 
 from beamtok.base.errors import ConfigError, InputError
 
-__all__ = ["RANGE_MARK", "Shard", "check_bucket_names", "expand_urls", "is_remote", "local_path", "nearest_name", "range_url", "split_range"]
+__all__ = [
+    "RANGE_MARK",
+    "Shard",
+    "check_bucket_names",
+    "expand_urls",
+    "is_remote",
+    "local_path",
+    "nearest_name",
+    "range_url",
+    "split_range",
+]
 
 REMOTE_PREFIXES = ("s3://", "gs://", "gcs://", "http://", "https://", "az://", "abfs://", "hdfs://")
 GLOB_CHARS = ("*", "?", "[")
@@ -37,7 +47,13 @@ class Shard:
 
     def location(self) -> str:
         """The URL to open: ``url``, under ``root`` when it is a relative local path."""
-        if self.root is None or self.data is not None or is_remote(self.url) or self.url.startswith("file://") or os.path.isabs(self.url):
+        if (
+            self.root is None
+            or self.data is not None
+            or is_remote(self.url)
+            or self.url.startswith("file://")
+            or os.path.isabs(self.url)
+        ):
             return self.url
         return os.path.join(self.root, self.url)
 
@@ -104,7 +120,9 @@ def _expand_one(url: str, pattern: str) -> list[str]:
     if any(c in path for c in GLOB_CHARS):
         matches = sorted(p for p in glob.glob(path) if os.path.isfile(p))
         if not matches:
-            raise InputError(f"{pattern}: pattern matches no file{nearest_name(os.path.dirname(path)) if not os.path.isdir(os.path.dirname(path) or '.') else ''}")
+            raise InputError(
+                f"{pattern}: pattern matches no file{nearest_name(os.path.dirname(path)) if not os.path.isdir(os.path.dirname(path) or '.') else ''}"
+            )
         return matches
     try:
         is_dir = stat.S_ISDIR(os.stat(path).st_mode)

@@ -104,7 +104,13 @@ class BalancedNode(WindowNode):
     NAME = "balance_ranks"
     MEASURED = "balance"  # [global batches, summed largest rank cost dealt, the same split plainly, summed total cost, rows dropped]
 
-    def __init__(self, upstream: Node, config: BalanceRanks, pad_id: int, rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None) -> None:
+    def __init__(
+        self,
+        upstream: Node,
+        config: BalanceRanks,
+        pad_id: int,
+        rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None,
+    ) -> None:
         self.config = config
         self.pad_id = pad_id
         self._measured = [0, 0, 0, 0, 0]

@@ -41,7 +41,9 @@ def collate(examples: list[dict[str, Any]], pad_id: int, tensors: str = "numpy")
     return to_tensors(batch) if tensors == "torch" else batch
 
 
-def packed_conventions(batch: dict[str, Any], *, mask_starts: bool = False, pad_positions: str = "zero") -> dict[str, Any]:
+def packed_conventions(
+    batch: dict[str, Any], *, mask_starts: bool = False, pad_positions: str = "zero"
+) -> dict[str, Any]:
     """A numpy batch of packed rows in the conventions other trainers' collators use.
 
     ``mask_starts``: no loss on the first token of each piece (``loss_mask`` 0, ``labels``

@@ -69,7 +69,11 @@ def changes(saved: Any, pipeline: Pipeline, plan: dict[str, Any] | None = None) 
     for name in saved:
         if name not in current:
             old = saved[name]
-            lines.append(f"{name} removed (was {_show(old[0])})" if isinstance(old, list) and len(old) == 1 else f"{name} removed")
+            lines.append(
+                f"{name} removed (was {_show(old[0])})"
+                if isinstance(old, list) and len(old) == 1
+                else f"{name} removed"
+            )
     if not lines:
         return ""
     shown = "; ".join(lines[:SHOWN]) + (f"; and {len(lines) - SHOWN} more" if len(lines) > SHOWN else "")

@@ -43,7 +43,9 @@ def check_readers(olds: list[ReaderSplit]) -> None:
     first = olds[0]
     for old in olds:
         if (old.world_size, old.num_workers, old.mode) != (first.world_size, first.num_workers, first.mode):
-            raise StateError(f"the states come from different splits: {dataclasses.asdict(first)} and {dataclasses.asdict(old)}")
+            raise StateError(
+                f"the states come from different splits: {dataclasses.asdict(first)} and {dataclasses.asdict(old)}"
+            )
     have = sorted(old.part for old in olds)
     if have != list(range(first.parts)):
         missing = sorted(set(range(first.parts)) - set(have))

@@ -35,7 +35,9 @@ def pad_example(spec: Spec) -> dict[str, Any]:
     """A row of padding shaped like the rows of ``spec``: pad tokens, segment 0, no loss."""
     pack = spec.pack
     if pack is None or not pack.packing.HAS_SEQ_LEN or pack.seq_len is None:
-        raise ConfigError("even='pad' adds padding rows, which needs rows of one width: pack the data (concat_chunk, pad...)")
+        raise ConfigError(
+            "even='pad' adds padding rows, which needs rows of one width: pack the data (concat_chunk, pad...)"
+        )
     width = pack.seq_len
     row: dict[str, Any] = {
         "input_ids": np.full(width, spec.pad_id, dtype=np.int32),
@@ -81,7 +83,9 @@ class EvenNode(StageNode):
     def _restore(self, state: dict[str, Any] | None) -> None:
         self._emitted = 0 if state is None else check_int(state["emitted"], "emitted", self.NAME)
         if self._emitted > self.target:
-            raise StateError(f"{self.NAME}: {self._emitted} handed out is more than the {self.target} every reader gets")
+            raise StateError(
+                f"{self.NAME}: {self._emitted} handed out is more than the {self.target} every reader gets"
+            )
 
     def _position(self) -> dict[str, Any]:
         return {"emitted": self._emitted}

@@ -40,7 +40,9 @@ def find_states(data: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
 def explain_state(state: dict[str, Any], pipeline: Pipeline | None = None) -> list[str]:
     """Lines describing ``state``; with ``pipeline`` (the one it belongs to), shards are
     named by file and cursors by what they count there."""
-    lines = [f"beamtok state format {state.get('beamtok_state')}, spec {state.get('spec')}, stream {state.get('stream')}"]
+    lines = [
+        f"beamtok state format {state.get('beamtok_state')}, spec {state.get('spec')}, stream {state.get('stream')}"
+    ]
     split = state.get("split")
     if isinstance(split, dict):
         lines.append(
@@ -95,5 +97,7 @@ def _declared(state: dict[str, Any], plan: dict[str, Any] | None) -> list[str]:
     lines = root.describe_state(node, state_split(state), None) + even
     for i, ((name, _), own) in enumerate(zip(stages, reversed(chain))):
         stage = Stage.named(name)
-        lines.append(f"stage {i + 1} ({name}): {stage.describe_state(own) if stage is not None else Stage.describe_state(own)}")
+        lines.append(
+            f"stage {i + 1} ({name}): {stage.describe_state(own) if stage is not None else Stage.describe_state(own)}"
+        )
     return lines

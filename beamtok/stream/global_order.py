@@ -87,7 +87,9 @@ class GlobalOrder:
         present = np.flatnonzero(row < length)  # the rest are holes of short units
         key = _spread_key(unit[present], self.seed, self.epoch)
         inner = np.empty(len(present), dtype=np.int64)
-        for n in np.unique(length[present]).tolist():  # one permutation per unit length: each unit its own rotation of it
+        for n in np.unique(
+            length[present]
+        ).tolist():  # one permutation per unit length: each unit its own rotation of it
             same = length[present] == n
             shifted = (row[present][same] + key[same] % n) % n
             inner[same] = FeistelPermutation(n, (self.seed, self.epoch, 2))(shifted)
@@ -107,7 +109,9 @@ class GlobalOrder:
         after = i >= 0
         ii = i[after]
         inside = rows[after] - holes.rows_before[ii] < holes.window_rows[ii]
-        out[np.flatnonzero(after)[~inside]] = rows[after][~inside] + holes.before[ii[~inside]] + holes.count[ii[~inside]]
+        out[np.flatnonzero(after)[~inside]] = (
+            rows[after][~inside] + holes.before[ii[~inside]] + holes.count[ii[~inside]]
+        )
         for k in np.flatnonzero(after)[inside].tolist():
             w = int(i[k])
             out[k] = int(holes.windows[w]) * span + holes.select(w, int(rows[k] - holes.rows_before[w]))
@@ -146,8 +150,12 @@ class EpochHoles:
         window, slot, length = window[by_window], slot[by_window], length[by_window]
         self.windows, first = np.unique(window, return_index=True)
         holes = units.unit - length
-        self.count = np.add.reduceat(holes, first) if len(first) else np.zeros(0, dtype=np.int64)  # holes in each such window
-        self.before = np.concatenate([[0], np.cumsum(self.count)[:-1]]).astype(np.int64)  # holes in the windows before it
+        self.count = (
+            np.add.reduceat(holes, first) if len(first) else np.zeros(0, dtype=np.int64)
+        )  # holes in each such window
+        self.before = np.concatenate([[0], np.cumsum(self.count)[:-1]]).astype(
+            np.int64
+        )  # holes in the windows before it
         span = spread * units.unit
         self.rows_before = self.windows * span - self.before
         self.held = np.minimum(spread, units.units - self.windows * spread)  # units in each such window

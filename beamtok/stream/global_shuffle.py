@@ -76,7 +76,9 @@ class GlobalShuffleSource(RootSource):
         if spread is not None and units is None:
             units = ShardUnits(rows.shard_rows, spread[1])
         self.units = units  # with spread (made once: a merge's probes share it)
-        self.positions = units.positions if spread is not None and units is not None else self.total  # an epoch's, holes included
+        self.positions = (
+            units.positions if spread is not None and units is not None else self.total
+        )  # an epoch's, holes included
         self.epochs = epochs
         self.part, self.parts = split.part, split.parts
         self.reset(None)
@@ -105,13 +107,19 @@ class GlobalShuffleSource(RootSource):
         if state is None:
             return
         state = copy_state(state)
-        state = check_keys(state, (*self.KEYS, "taken") if isinstance(state, dict) and "taken" in state else self.KEYS, "global shuffle")
+        state = check_keys(
+            state,
+            (*self.KEYS, "taken") if isinstance(state, dict) and "taken" in state else self.KEYS,
+            "global shuffle",
+        )
         self._epoch = check_int(state["epoch"], "epoch", "global shuffle")
         if self.epochs is not None and self._epoch >= self.epochs:
             raise StateError(f"global shuffle: epoch {self._epoch} is past the last epoch ({self.epochs})")
         self._position = check_int(state["position"], "position", "global shuffle")
         if self._position > self.positions:
-            raise StateError(f"global shuffle: position {self._position} is past the epoch's {self.positions} positions")
+            raise StateError(
+                f"global shuffle: position {self._position} is past the epoch's {self.positions} positions"
+            )
         taken = state.get("taken", [])
         if not isinstance(taken, list):
             raise StateError("global shuffle: taken must be a list of positions")
@@ -273,7 +281,15 @@ class GlobalShuffleSource(RootSource):
         total, parts = self.positions, olds[0].parts
         probes = []
         for state, old in zip(states, olds):
-            probe = GlobalShuffleSource(self.source, seed=self.seed, window=self.window, epochs=self.epochs, split=old, spread=self.spread, units=self.units)
+            probe = GlobalShuffleSource(
+                self.source,
+                seed=self.seed,
+                window=self.window,
+                epochs=self.epochs,
+                split=old,
+                spread=self.spread,
+                units=self.units,
+            )
             probe.reset(state)
             probes.append(probe)
         taken_before = {i for probe in probes for i in probe._taken}
@@ -298,7 +314,11 @@ class GlobalShuffleSource(RootSource):
                 taken.add(linear)
                 linear = next_owned(linear + 1, old.part)
         epoch, position = divmod(start, total)
-        merged: dict[str, Any] = {"epoch": epoch, "position": position, "stats": summed_stats([s["stats"] for s in states], new.part)}
+        merged: dict[str, Any] = {
+            "epoch": epoch,
+            "position": position,
+            "stats": summed_stats([s["stats"] for s in states], new.part),
+        }
         if self.epochs is not None and epoch >= self.epochs:
             merged = {"epoch": self.epochs - 1, "position": total, "stats": merged["stats"]}
         if taken:
@@ -351,7 +371,9 @@ class GlobalShuffleSource(RootSource):
             return step
         passed, start = 0, self._position
         while passed < rows:
-            positions = np.arange(_first_owned(start, self.part, self.parts), self.positions, self.parts, dtype=np.int64)[: max(4 * FETCH, rows - passed)]
+            positions = np.arange(
+                _first_owned(start, self.part, self.parts), self.positions, self.parts, dtype=np.int64
+            )[: max(4 * FETCH, rows - passed)]
             if not len(positions):
                 break
             present = np.flatnonzero(order.rows_at(positions) >= 0)

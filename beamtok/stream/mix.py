@@ -91,7 +91,9 @@ class MixPlan:
         check_choice(stop, "stop", STOP_RULES)
         caps = _caps(max_epochs, sources)
         if caps is not None and stop != "never":
-            raise ConfigError(f"max_epochs caps sources of a mix that never stops by itself (stop='never'), not stop={stop!r}")
+            raise ConfigError(
+                f"max_epochs caps sources of a mix that never stops by itself (stop='never'), not stop={stop!r}"
+            )
         schedule = _schedule(weights, sources)
         for _, ws in schedule:  # weights are shares of their sum: a source's share is w / sum(ws)
             for i, w in enumerate(ws):
@@ -108,7 +110,9 @@ class MixPlan:
         check_ceiling(block_size, "block_size", MAX_BLOCK, "examples")
         for start, ws in schedule:
             if start % block_size:
-                raise ConfigError(f"a weight schedule stage starts at example {start}, not at a block boundary (block_size={block_size})")
+                raise ConfigError(
+                    f"a weight schedule stage starts at example {start}, not at a block boundary (block_size={block_size})"
+                )
             for i, (w, n) in enumerate(zip(ws, block_counts(ws, block_size))):
                 if w > 0 and n == 0:
                     raise ConfigError(
@@ -131,7 +135,12 @@ class MixPlan:
             else:
                 schedule.append((start, ws))
         return MixPlan.make(
-            len(self.schedule[0][1]), schedule, seed=self.seed, stop=self.stop, block_size=self.block_size, max_epochs=self.max_epochs
+            len(self.schedule[0][1]),
+            schedule,
+            seed=self.seed,
+            stop=self.stop,
+            block_size=self.block_size,
+            max_epochs=self.max_epochs,
         )
 
     @property
@@ -162,7 +171,10 @@ class MixPlan:
         """The rule as a state's plan keeps it: each weight stage as the examples of each
         source in a block (what decides the order, in small integers: a mix of 1,000 sources
         keeps its weights in a few KB however they were written), seed, stop rule, caps."""
-        out = {**self.to_json(), "schedule": [[start, block_counts(ws, self.block_size)] for start, ws in self.schedule]}
+        out = {
+            **self.to_json(),
+            "schedule": [[start, block_counts(ws, self.block_size)] for start, ws in self.schedule],
+        }
         out["per_block"] = out.pop("schedule")
         return out
 
@@ -204,7 +216,10 @@ def _schedule(weights: Any, sources: int) -> tuple[tuple[int, tuple[float, ...]]
         check_option(start, "schedule start_example")
         if len(ws) != sources:
             raise ConfigError(f"{len(ws)} weights for {sources} sources")
-        if any(not isinstance(w, (int, float)) or isinstance(w, bool) or not w >= 0 or w == float("inf") for w in ws) or sum(ws) <= 0:
+        if (
+            any(not isinstance(w, (int, float)) or isinstance(w, bool) or not w >= 0 or w == float("inf") for w in ws)
+            or sum(ws) <= 0
+        ):
             raise ConfigError(f"weights must be finite, non-negative numbers with a positive sum, got {list(ws)}")
         if out and start <= out[-1][0]:
             raise ConfigError("weight schedule stages must start at increasing example indices")
@@ -226,12 +241,20 @@ def first_leaves(leaves: Sequence[int]) -> list[int]:
 
 def changes_of(saved: Any, sources: int) -> list[tuple[int, tuple[float, ...]]]:
     """Weight changes ``[[start_example, weights], ...]`` from a state, checked."""
-    if not isinstance(saved, list) or not all(isinstance(c, list) and len(c) == 2 and isinstance(c[1], list) for c in saved):
+    if not isinstance(saved, list) or not all(
+        isinstance(c, list) and len(c) == 2 and isinstance(c[1], list) for c in saved
+    ):
         raise StateError("mix: weight_changes must be a list of [start_example, weights] pairs")
     out = []
     for start, ws in saved:
         check_int(start, "weight_changes start", "mix")
-        if len(ws) != sources or any(not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf") for w in ws) or not sum(ws) > 0:
-            raise StateError(f"mix: weight_changes: weights must be {sources} finite, non-negative numbers with a positive sum, got {ws!r}")
+        if (
+            len(ws) != sources
+            or any(not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf") for w in ws)
+            or not sum(ws) > 0
+        ):
+            raise StateError(
+                f"mix: weight_changes: weights must be {sources} finite, non-negative numbers with a positive sum, got {ws!r}"
+            )
         out.append((start, tuple(float(w) for w in ws)))
     return out

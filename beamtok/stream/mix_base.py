@@ -43,7 +43,9 @@ class MixBase(RootSource):
         their own kinds)."""
         if not isinstance(state, dict) or not ("sources" in state or "positions" in state):
             return [f"{indent}mix: unreadable ({state!r})"]
-        lines = [f"{indent}mix: {state.get('index')} examples decided so far (the global index), stopped: {state.get('stopped')}"]
+        lines = [
+            f"{indent}mix: {state.get('index')} examples decided so far (the global index), stopped: {state.get('stopped')}"
+        ]
         for change in state.get(cls.CHANGES) or []:
             if isinstance(change, list) and len(change) == 2:
                 lines.append(f"{indent}  weights set while training: {change[1]} from global example {change[0]:,}")
@@ -71,7 +73,10 @@ class MixBase(RootSource):
             plan = self.declared.with_changes(changes)
         except ConfigError as e:
             raise StateError(f"mix: weight_changes: {e}") from None
-        self._changes, self.plan = sorted(changes), plan  # a change starts past every position taken: nothing taken moves
+        self._changes, self.plan = (
+            sorted(changes),
+            plan,
+        )  # a change starts past every position taken: nothing taken moves
 
     def _changes_json(self) -> list[list[Any]]:
         return [[start, list(ws)] for start, ws in self._changes]

@@ -27,9 +27,7 @@ def flattens(root: Any) -> bool:
     return isinstance(root, MixRoot) and len(root.plan.schedule) == 1 and root.plan.stop == "never"
 
 
-def flattened_mixes(
-    roots: list[Any], weights: Any, max_epochs: Any, *, required: bool
-) -> tuple[list[Any], Any, Any]:
+def flattened_mixes(roots: list[Any], weights: Any, max_epochs: Any, *, required: bool) -> tuple[list[Any], Any, Any]:
     """The outer mix's roots, weights and caps with each inner mix that can be flattened
     replaced by its sources (weighted by their share of it times its weight, caps carried
     over); ``required``: every inner mix must flatten (else a ConfigError names it).
@@ -40,7 +38,9 @@ def flattened_mixes(
             if isinstance(root, MixRoot) and schedule:
                 raise ConfigError("flatten=True: a mix of mixes flattens under constant weights, not a schedule")
             if isinstance(root, MixRoot) and not flattens(root):
-                raise ConfigError(f"flatten=True: mix source {i} is a mix with a weight schedule or stop={root.plan.stop!r}: only mixes of constant weights that never stop flatten")
+                raise ConfigError(
+                    f"flatten=True: mix source {i} is a mix with a weight schedule or stop={root.plan.stop!r}: only mixes of constant weights that never stop flatten"
+                )
     if schedule or not any(flattens(root) for root in roots):
         return roots, weights, max_epochs
     outer = [1.0] * len(roots) if weights is None else list(weights)

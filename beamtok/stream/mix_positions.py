@@ -43,7 +43,11 @@ class MixPositions:
         self.sources = len(plan.schedule[0][1])
         starts = [start // plan.block_size for start, _ in plan.schedule]
         self._stages = [
-            (first, starts[i + 1] if i + 1 < len(starts) else None, np.array(block_counts(ws, plan.block_size), dtype=np.int64))
+            (
+                first,
+                starts[i + 1] if i + 1 < len(starts) else None,
+                np.array(block_counts(ws, plan.block_size), dtype=np.int64),
+            )
             for i, (first, (_, ws)) in enumerate(zip(starts, plan.schedule))
         ]
         self._blocks: OrderedDict[int, BlockOrder] = OrderedDict()

@@ -43,7 +43,12 @@ class MixSource(MixBase):
 
     KEYS: tuple[str, ...] = ("index", "sources", "stopped")
 
-    def __init__(self, sources: Sequence[ShardSource | GlobalShuffleSource | MixSource], plan: MixPlan, split: ReaderSplit | None = None) -> None:
+    def __init__(
+        self,
+        sources: Sequence[ShardSource | GlobalShuffleSource | MixSource],
+        plan: MixPlan,
+        split: ReaderSplit | None = None,
+    ) -> None:
         self.sources = list(sources)
         self.declared = plan
         shared = split is not None and split.mode == "shards"  # an example split splits the mixed stream instead
@@ -71,7 +76,9 @@ class MixSource(MixBase):
         self._set_changes(changes_of(state.get(self.CHANGES, []), len(self.sources)))
         children = state["sources"]
         if not isinstance(children, list) or len(children) != len(self.sources):
-            raise StateError(f"mix: the state holds {len(children) if isinstance(children, list) else '?'} sources, this mix has {len(self.sources)}")
+            raise StateError(
+                f"mix: the state holds {len(children) if isinstance(children, list) else '?'} sources, this mix has {len(self.sources)}"
+            )
         for source, child in zip(self.sources, children):
             source.reset(child)
         self._index = check_int(state["index"], "index", "mix")
@@ -86,17 +93,25 @@ class MixSource(MixBase):
         starts over and reads through to its position at the first ``next()``; the counts
         handed out are carried as totals."""
         if self.parts > 1:
-            raise StateError("mix: a state of readers that split the mix by examples resumes only readers that split by examples")
+            raise StateError(
+                "mix: a state of readers that split the mix by examples resumes only readers that split by examples"
+            )
         positions = state.pop("positions")
         if not isinstance(positions, list) or len(positions) != len(self.sources):
-            raise StateError(f"mix: the state holds {len(positions) if isinstance(positions, list) else '?'} source positions, this mix has {len(self.sources)}")
+            raise StateError(
+                f"mix: the state holds {len(positions) if isinstance(positions, list) else '?'} source positions, this mix has {len(self.sources)}"
+            )
         self._read_through = [check_int(p, "positions", "mix") for p in positions]
         state[self.CARRIED] = state.pop("stats", StreamStats().to_json())
         state["sources"] = [None] * len(self.sources)
         return state
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"index": self._index, "sources": [s.state_dict() for s in self.sources], "stopped": self._stopped}
+        state: dict[str, Any] = {
+            "index": self._index,
+            "sources": [s.state_dict() for s in self.sources],
+            "stopped": self._stopped,
+        }
         if self._carried is not None:
             state[self.CARRIED] = self._carried.to_json()
         if self._changes:
@@ -109,7 +124,14 @@ class MixSource(MixBase):
         takes positions ``part, part + parts, ...`` counted from there. No position's
         source is drawn twice; old readers that kept in step leave no gap, and one that fell
         behind leaves fewer positions unfilled than there were old readers."""
-        states = [check_keys(copy_state(s), (*self.KEYS, self.CHANGES) if isinstance(s, dict) and self.CHANGES in s else self.KEYS, "mix") for s in states]
+        states = [
+            check_keys(
+                copy_state(s),
+                (*self.KEYS, self.CHANGES) if isinstance(s, dict) and self.CHANGES in s else self.KEYS,
+                "mix",
+            )
+            for s in states
+        ]
         for state in states:
             if not isinstance(state["sources"], list) or len(state["sources"]) != len(self.sources):
                 raise StateError(f"mix: a state holds another number of sources than this mix's {len(self.sources)}")
@@ -118,12 +140,18 @@ class MixSource(MixBase):
         start = max(check_int(s["index"], "index", "mix") - old_parts for s in states) + 1  # after the last taken
         if new.mode == "shards":
             start += new.part
-        merged: dict[str, Any] = {"index": start, "sources": sources, "stopped": all(s["stopped"] is True for s in states)}
+        merged: dict[str, Any] = {
+            "index": start,
+            "sources": sources,
+            "stopped": all(s["stopped"] is True for s in states),
+        }
         changes: dict[int, tuple[float, ...]] = {}
         for state in states:  # every old reader was told the same changes; a conflict means they were not
             for begin, ws in changes_of(state.get(self.CHANGES, []), len(self.sources)):
                 if changes.get(begin, ws) != ws:
-                    raise StateError(f"mix: old readers disagree on the weights from example {begin}: {list(changes[begin])} and {list(ws)}")
+                    raise StateError(
+                        f"mix: old readers disagree on the weights from example {begin}: {list(changes[begin])} and {list(ws)}"
+                    )
                 changes[begin] = ws
         if changes:
             merged[self.CHANGES] = [[begin, list(ws)] for begin, ws in sorted(changes.items())]
@@ -161,11 +189,15 @@ class MixSource(MixBase):
             if exhausted or past_first:  # the only positions the rule may stop at
                 status = self._status(chosen, exhausted)
                 here = np.array([self._index], dtype=np.int64)
-                stop = stop_offset(self.plan, block, here, np.array([chosen]), np.array([exhausted]), np.array([past_first]), status)
+                stop = stop_offset(
+                    self.plan, block, here, np.array([chosen]), np.array([exhausted]), np.array([past_first]), status
+                )
                 if stop is not None:
                     self._stopped = True
                     if empty_source_at(self.plan, chosen, exhausted, status):
-                        raise InputError(f"mix source {chosen} yields no examples; it cannot be mixed at a weight above 0")
+                        raise InputError(
+                            f"mix source {chosen} yields no examples; it cannot be mixed at a weight above 0"
+                        )
                     raise StopIteration
             self._index += self.parts
             if not exhausted:  # an exhausted position the rule runs on past is passed over; the others fill the stream

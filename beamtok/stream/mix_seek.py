@@ -89,15 +89,21 @@ class SeekingMix(MixBase):
         self._stats = StreamStats.from_json(state["stats"])
         positions = state["positions"]
         if not isinstance(positions, list) or len(positions) != len(self.rows):
-            raise StateError(f"mix: the state holds {len(positions) if isinstance(positions, list) else '?'} source positions, this mix has {len(self.rows)} sources")
+            raise StateError(
+                f"mix: the state holds {len(positions) if isinstance(positions, list) else '?'} source positions, this mix has {len(self.rows)} sources"
+            )
         if [check_int(p, "positions", "mix") for p in positions] != self._positions.draws_before(self._index).tolist():
-            raise StateError(f"mix: the sources' positions do not follow from global position {self._index} under this mix's weights (a state of another mix?)")
+            raise StateError(
+                f"mix: the sources' positions do not follow from global position {self._index} under this mix's weights (a state of another mix?)"
+            )
 
     def _from_reading(self, state: dict[str, Any]) -> dict[str, Any]:
         """A reading mix's state in this mix's form: the global position decides the sources'."""
         children = state.get("sources")
         if not isinstance(children, list) or len(children) != len(self.rows):
-            raise StateError(f"mix: the state holds {len(children) if isinstance(children, list) else '?'} sources, this mix has {len(self.rows)}")
+            raise StateError(
+                f"mix: the state holds {len(children) if isinstance(children, list) else '?'} sources, this mix has {len(self.rows)}"
+            )
         total = StreamStats()
         for child in children:
             total.add(StreamStats.from_json(child.get("stats") if isinstance(child, dict) else None))
@@ -130,9 +136,19 @@ class SeekingMix(MixBase):
         where it is spent (its draw number ``total``) and where first drawn past its first
         epoch (its draw number ``rows an epoch``), as positions."""
         self._positions: MixPositions = positions_of(plan)
-        spent_at = [self._position_of(i, int(self.totals[i])) for i in range(len(self.rows))] if plan.max_epochs else [NEVER] * len(self.rows)
-        second_at = [self._position_of(i, int(n)) for i, n in enumerate(self.lengths)] if plan.stop == "all_exhausted" else [NEVER] * len(self.rows)
-        self._status = SourceStatus(np.array(spent_at, dtype=np.int64), np.array(second_at, dtype=np.int64), (self.lengths == 0) & self.forever)
+        spent_at = (
+            [self._position_of(i, int(self.totals[i])) for i in range(len(self.rows))]
+            if plan.max_epochs
+            else [NEVER] * len(self.rows)
+        )
+        second_at = (
+            [self._position_of(i, int(n)) for i, n in enumerate(self.lengths)]
+            if plan.stop == "all_exhausted"
+            else [NEVER] * len(self.rows)
+        )
+        self._status = SourceStatus(
+            np.array(spent_at, dtype=np.int64), np.array(second_at, dtype=np.int64), (self.lengths == 0) & self.forever
+        )
 
     def _position_of(self, source: int, draw: int) -> int:
         found = self._positions.draw_position(source, draw) if draw != UNBOUNDED else None
@@ -157,7 +173,9 @@ class SeekingMix(MixBase):
             positions = self._index + np.arange(len(sources))
             stop = stop_offset(self.plan, block, positions, sources, exhausted, past_first, self._status)
             end = len(sources) if stop is None else stop
-            kept = np.flatnonzero(~exhausted[:end])[: want - have]  # exhausted positions before a stop are passed over (caps)
+            kept = np.flatnonzero(~exhausted[:end])[
+                : want - have
+            ]  # exhausted positions before a stop are passed over (caps)
             found.append((sources[kept], draws[kept]))
             have += len(kept)
             if have == want and len(kept):
@@ -213,7 +231,9 @@ class SeekingMix(MixBase):
         if self._changes:
             out["weight_changes"] = self._changes_json()
         if self.plan.max_epochs is not None:
-            out["spent"] = [bool(self.plan.max_epochs[i] is not None and drawn[i] > self.totals[i]) for i in range(len(self.rows))]
+            out["spent"] = [
+                bool(self.plan.max_epochs[i] is not None and drawn[i] > self.totals[i]) for i in range(len(self.rows))
+            ]
         return out
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:

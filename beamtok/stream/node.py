@@ -192,7 +192,9 @@ class StageNode(Node):
         """A stage without a position of its own passes the merge upstream; others refuse
         unless they override this."""
         self.check_merge(olds)
-        states = [check_keys(s, self.KEYS, self.NAME) for s in states]  # read, never changed: the merged state is copied when restored
+        states = [
+            check_keys(s, self.KEYS, self.NAME) for s in states
+        ]  # read, never changed: the merged state is copied when restored
         return {"upstream": self.upstream.merge([s["upstream"] for s in states], olds, new)}
 
     def _restore(self, state: dict[str, Any] | None) -> None:

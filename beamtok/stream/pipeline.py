@@ -59,12 +59,19 @@ class Pipeline:
     def _stream_fingerprint(self, world_size: int) -> str:
         reader = dataclasses.replace(self.reader, rank=0, world_size=world_size)
         even = {"even": self.even} if self.even is not None else {}
-        return fingerprint_of({**self.root.fingerprint_json(reader), **even, "stages": [s.to_json() for s in self.stages]})
+        return fingerprint_of(
+            {**self.root.fingerprint_json(reader), **even, "stages": [s.to_json() for s in self.stages]}
+        )
 
     def plan_json(self) -> dict[str, Any]:
         """This pipeline as data for a state (``beamtok.stream.plan``): the root's kind,
         options and packing, ``even``, and every stage's configuration, whole."""
-        return {"version": PLAN_VERSION, "root": self.root.plan_json(self.reader), "even": self.even, "stages": [s.to_json() for s in self.stages]}
+        return {
+            "version": PLAN_VERSION,
+            "root": self.root.plan_json(self.reader),
+            "even": self.even,
+            "stages": [s.to_json() for s in self.stages],
+        }
 
     def as_saved(self, plan: dict[str, Any] | None) -> Pipeline | None:
         """This pipeline with the options a resume may change (``Stage.FREE_ON_RESUME``: a
@@ -81,7 +88,9 @@ class Pipeline:
             if not free or name != stage.NAME:
                 continue
             defaults = {f.name: f.default for f in dataclasses.fields(stage) if f.default is not dataclasses.MISSING}
-            was = {k: saved.get(k, defaults.get(k)) for k in free if k in saved or k in defaults}  # a stage's JSON may leave out defaults
+            was = {
+                k: saved.get(k, defaults.get(k)) for k in free if k in saved or k in defaults
+            }  # a stage's JSON may leave out defaults
             old = {k: v for k, v in was.items() if v != getattr(stage, k)}
             if not old:
                 continue

@@ -18,7 +18,16 @@ from typing import Any
 
 from beamtok.base.errors import StateError
 
-__all__ = ["OPTION_NAMES", "PLAN_VERSION", "mix_source_plans", "option_parts", "plan_of", "plan_parts", "source_runs", "stage_configs"]
+__all__ = [
+    "OPTION_NAMES",
+    "PLAN_VERSION",
+    "mix_source_plans",
+    "option_parts",
+    "plan_of",
+    "plan_parts",
+    "source_runs",
+    "stage_configs",
+]
 
 PLAN_VERSION = 2
 
@@ -79,7 +88,12 @@ def plan_of(state: dict[str, Any]) -> dict[str, Any] | None:
     states kept plans; None when neither is readable."""
     plan = state.get("plan")
     if plan is not None:
-        if not isinstance(plan, dict) or plan.get("version") not in (1, PLAN_VERSION) or not isinstance(plan.get("stages"), list) or not isinstance(plan.get("root"), dict):
+        if (
+            not isinstance(plan, dict)
+            or plan.get("version") not in (1, PLAN_VERSION)
+            or not isinstance(plan.get("stages"), list)
+            or not isinstance(plan.get("root"), dict)
+        ):
             raise StateError(f"the state's plan is not a version-{PLAN_VERSION} plan: {str(plan)[:200]}")
         if plan["version"] == 1:  # a mix's sources were a list of plans
             root = plan["root"]
@@ -119,18 +133,35 @@ def _plan_from_about(about: dict[str, Any]) -> dict[str, Any]:
         kind = "mix"
     else:
         kind = "shard source"
-    options = {_ROOT_OPTION_LABELS.get(label, label): kept(label) for label in ("epochs", "shuffle_shards seed", "open shards (interleave)", "rank split", "global_shuffle") if label in about}
+    options = {
+        _ROOT_OPTION_LABELS.get(label, label): kept(label)
+        for label in ("epochs", "shuffle_shards seed", "open shards (interleave)", "rank split", "global_shuffle")
+        if label in about
+    }
     stages: list[tuple[int, dict[str, Any]]] = []
     for label, value in about.items():
         if label.startswith("stage ") and label.endswith(")") and " (" in label:
             number, name = label[len("stage ") : -1].split(" (", 1)
             if number.isdigit():
-                config = value[0] if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict) else None
-                stages.append((int(number), {"stage": name, **(config or {}), **({} if config is not None else {"unkept": True})}))
+                config = (
+                    value[0] if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict) else None
+                )
+                stages.append(
+                    (int(number), {"stage": name, **(config or {}), **({} if config is not None else {"unkept": True})})
+                )
     packing = {label: kept(label) for label in about if label == "packing" or label.endswith(" packing")}
     root: dict[str, Any] = {"kind": kind, "options": options, "packing": packing.get("packing")}
     if kind == "mix":
         root["sources"] = source_runs(
-            [{"kind": "shard source", "packing": packing.get(f"mix source {i} packing")} for i in range(sum(1 for label in packing if label.startswith("mix source ")))]
+            [
+                {"kind": "shard source", "packing": packing.get(f"mix source {i} packing")}
+                for i in range(sum(1 for label in packing if label.startswith("mix source ")))
+            ]
         )
-    return {"version": PLAN_VERSION, "root": root, "even": kept("even"), "stages": [config for _, config in sorted(stages, key=lambda pair: pair[0])], "from_about": True}
+    return {
+        "version": PLAN_VERSION,
+        "root": root,
+        "even": kept("even"),
+        "stages": [config for _, config in sorted(stages, key=lambda pair: pair[0])],
+        "from_about": True,
+    }

@@ -26,7 +26,12 @@ class ReaderSplit:
     mode: str = "shards"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.world_size, int) or self.world_size < 1 or not isinstance(self.rank, int) or not 0 <= self.rank < self.world_size:
+        if (
+            not isinstance(self.world_size, int)
+            or self.world_size < 1
+            or not isinstance(self.rank, int)
+            or not 0 <= self.rank < self.world_size
+        ):
             raise ConfigError(f"rank must be in 0..world_size-1, got rank={self.rank!r} world_size={self.world_size!r}")
         if self.num_workers < 1 or not 0 <= self.worker < self.num_workers:
             raise ConfigError(f"worker must be in 0..num_workers-1, got {self.worker} of {self.num_workers}")
@@ -41,4 +46,10 @@ class ReaderSplit:
         return self.world_size * self.num_workers
 
     def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "world_size": self.world_size, "worker": self.worker, "num_workers": self.num_workers, "mode": self.mode}
+        return {
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "worker": self.worker,
+            "num_workers": self.num_workers,
+            "mode": self.mode,
+        }

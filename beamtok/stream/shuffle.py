@@ -49,7 +49,9 @@ class WindowShuffleNode(WindowNode):
 
     NAME = "shuffle"
 
-    def __init__(self, upstream: Node, config: Shuffle, rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None) -> None:
+    def __init__(
+        self, upstream: Node, config: Shuffle, rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None
+    ) -> None:
         self.config = config
         super().__init__(upstream, config.window, rebuild)
 

@@ -113,7 +113,9 @@ class ShardSource(RootSource):
         ]
         open_slots = state.get("slots") or []
         if not open_slots:
-            lines.append(f"{indent}  no shard open: the next starts at the beginning of shard {state.get('position')} of the order")
+            lines.append(
+                f"{indent}  no shard open: the next starts at the beginning of shard {state.get('position')} of the order"
+            )
         for slot in open_slots:
             lines.append(f"{indent}  open: {_slot_words(slot, shards)}")
         for slot in state.get(cls.CARRY) or []:
@@ -203,7 +205,9 @@ class ShardSource(RootSource):
         if self.interleave != 1 or self.split.parts > 1:
             raise ConfigError("start_example works with interleave(1) and a single reader")
         if self.backend.rows(self.shards[0]) is None:
-            raise ConfigError("start_example needs the row counts of a packed cache; on the fly, resume from a state_dict")
+            raise ConfigError(
+                "start_example needs the row counts of a packed cache; on the fly, resume from a state_dict"
+            )
         rows = [self.backend.rows(shard) or 0 for shard in self.shards]
         stats = StreamStats().to_json()
         left = example
@@ -235,7 +239,12 @@ class ShardSource(RootSource):
     def can_seek(self) -> bool:
         """Whether :meth:`seek` can move without reading: one open shard, a single reader, and
         a backend that knows every shard's row count (a packed cache)."""
-        return self.interleave == 1 and self.split.parts == 1 and not self._carry and self.backend.rows(self.shards[0]) is not None
+        return (
+            self.interleave == 1
+            and self.split.parts == 1
+            and not self._carry
+            and self.backend.rows(self.shards[0]) is not None
+        )
 
     def seek(self, examples: int) -> int:
         """Move past the next ``examples`` examples without reading them (see ``can_seek``);
@@ -421,7 +430,9 @@ class ShardSource(RootSource):
             self._turn = i % len(self._slots)
 
 
-def merge_shard_sources(source: ShardSource, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+def merge_shard_sources(
+    source: ShardSource, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit
+) -> dict[str, Any]:
     """The state of ``source`` (reader ``new``) that reads what the old readers left."""
     if new.mode != "shards":
         raise StateError("a shard source splits by examples here: merge the example split, not the source")
@@ -431,7 +442,10 @@ def merge_shard_sources(source: ShardSource, states: list[dict[str, Any]], olds:
         probe.reset(state)
         probes.append(probe)
     last = max(p.epoch for p in probes)
-    rank_of = {e: {shard: i for i, shard in enumerate(source.epoch_order(e))} for e in range(min(p.epoch for p in probes), last + 1)}
+    rank_of = {
+        e: {shard: i for i, shard in enumerate(source.epoch_order(e))}
+        for e in range(min(p.epoch for p in probes), last + 1)
+    }
     carried: list[tuple[int, int, int, dict[str, Any]]] = []  # (epoch, rank in the epoch's order, shard, cursor)
 
     def carry(epoch: int, shard: int, cursor: dict[str, Any]) -> None:
@@ -452,7 +466,11 @@ def merge_shard_sources(source: ShardSource, states: list[dict[str, Any]], olds:
             for shard in probe.order(epoch):
                 carry(epoch, shard, fresh)
     carried.sort(key=lambda item: item[:2])
-    mine = [{"shard": shard, "cursor": cursor} for k, (_, _, shard, cursor) in enumerate(carried) if k % new.parts == new.part]
+    mine = [
+        {"shard": shard, "cursor": cursor}
+        for k, (_, _, shard, cursor) in enumerate(carried)
+        if k % new.parts == new.part
+    ]
     target = ShardSource(source.shards, source.backend, source.options, new)
     merged: dict[str, Any] = {
         "epoch": last,

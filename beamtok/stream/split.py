@@ -127,7 +127,12 @@ class ExampleSplitNode(StageNode):
     def _end(self) -> Any:
         """The stream ended after ``_seen`` examples: with even='pad', a reader whose share of the
         last round is missing gets one padding row, so every reader has ceil(seen / parts)."""
-        if self.even == "pad" and self.pad is not None and self._seen % self.parts and self.part >= self._seen % self.parts:
+        if (
+            self.even == "pad"
+            and self.pad is not None
+            and self._seen % self.parts
+            and self.part >= self._seen % self.parts
+        ):
             self._padded = True
             return fresh_pad(self.pad)
         raise StopIteration
@@ -142,7 +147,9 @@ class ExampleSplitNode(StageNode):
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
         states = [{k: v for k, v in s.items() if k != "padded"} if isinstance(s, dict) else s for s in states]
         for state in states:
-            check_keys(state, (*self.KEYS, "taken") if isinstance(state, dict) and "taken" in state else self.KEYS, self.NAME)
+            check_keys(
+                state, (*self.KEYS, "taken") if isinstance(state, dict) and "taken" in state else self.KEYS, self.NAME
+            )
             check_int(state["seen"], "seen", self.NAME)
             if not isinstance(state.get("taken", []), list):
                 raise StateError(f"{self.NAME}: taken must be a list of example numbers")

@@ -27,8 +27,12 @@ def check_keys(state: Any, keys: tuple[str, ...], stage: str) -> dict[str, Any]:
     unknown = sorted(set(state) - set(keys))
     missing = sorted(set(keys) - set(state))
     if unknown or missing:
-        problems = ([f"lacks keys {missing}"] if missing else []) + ([f"has keys it does not know {unknown}"] if unknown else [])
-        raise StateError(f"{stage}: the state {' and '.join(problems)} (a state of another beamtok version, or edited by hand?)")
+        problems = ([f"lacks keys {missing}"] if missing else []) + (
+            [f"has keys it does not know {unknown}"] if unknown else []
+        )
+        raise StateError(
+            f"{stage}: the state {' and '.join(problems)} (a state of another beamtok version, or edited by hand?)"
+        )
     return state
 
 

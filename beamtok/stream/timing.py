@@ -125,7 +125,12 @@ class Timing:
             own = max(0.0, timer.seconds - below)
             below = timer.seconds
             stages.append(
-                {"stage": timer.name, "seconds": own, "share": own / inclusive_total if inclusive_total else 0.0, "items": timer.items}
+                {
+                    "stage": timer.name,
+                    "seconds": own,
+                    "share": own / inclusive_total if inclusive_total else 0.0,
+                    "items": timer.items,
+                }
             )
         since_first = self.waiting + self.consuming
         return {

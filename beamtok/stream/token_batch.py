@@ -122,7 +122,13 @@ class TokenBatchNode(WindowNode):
 
     NAME = "batch_tokens"
 
-    def __init__(self, upstream: Node, config: BatchTokens, pad_id: int, rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None) -> None:
+    def __init__(
+        self,
+        upstream: Node,
+        config: BatchTokens,
+        pad_id: int,
+        rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None,
+    ) -> None:
         self.config = config
         self.pad_id = pad_id
         self._warned_over_budget = False
@@ -135,7 +141,9 @@ class TokenBatchNode(WindowNode):
         buckets: dict[int, list[dict[str, Any]]] = {}
         for row in rows:
             if not isinstance(row, dict) or "input_ids" not in row:
-                raise ConfigError("batch_tokens() batches examples with input_ids: call it after tokenize() (and before batch())")
+                raise ConfigError(
+                    "batch_tokens() batches examples with input_ids: call it after tokenize() (and before batch())"
+                )
             if len(row["input_ids"]) > config.max_tokens and not self._warned_over_budget:
                 self._warned_over_budget = True
                 warnings.warn(

@@ -45,7 +45,9 @@ class WindowNode(StageNode):
     DRAIN = "drain"
     NAME = "window"
 
-    def __init__(self, upstream: Node, size: int, rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None) -> None:
+    def __init__(
+        self, upstream: Node, size: int, rebuild: Callable[[ReaderSplit], tuple[Any, Node]] | None = None
+    ) -> None:
         super().__init__(upstream)
         self.size = size
         self.rebuild = rebuild
@@ -125,7 +127,9 @@ class WindowNode(StageNode):
         while self._drain:
             entry = self._drain[0]
             if self._drain_items is None:
-                self._drain_items, _ = self._window_of(ReaderSplit(**entry["split"]), entry["upstream"], entry["window"])
+                self._drain_items, _ = self._window_of(
+                    ReaderSplit(**entry["split"]), entry["upstream"], entry["window"]
+                )
             if entry["emitted"] < len(self._drain_items):
                 entry["emitted"] += 1
                 return True, self._drain_items[entry["emitted"] - 1]

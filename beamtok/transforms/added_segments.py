@@ -60,6 +60,10 @@ class AddedSegments:
     def probe_texts(self) -> list[str]:
         """Texts built from the added tokens, for the load probe (see the module docstring)."""
         tokens = sorted(self.ids, key=lambda t: (len(t), t))[:PROBED_TOKENS]
-        texts = [form.format(t=t) for t in tokens for form in ("{t}", "a{t}b", "x {t} y", "{t}{t}", " {t}", "{t} ", "Ab\n{t}\ncD")]
+        texts = [
+            form.format(t=t)
+            for t in tokens
+            for form in ("{t}", "a{t}b", "x {t} y", "{t}{t}", " {t}", "{t} ", "Ab\n{t}\ncD")
+        ]
         texts += [f"x{t}{u}y" for t in tokens[:12] for u in tokens[:12]]
         return texts

@@ -93,7 +93,9 @@ def _heap_pop(heap: np.ndarray, size: int) -> int:  # pragma: no cover - compile
 
 
 @compiled
-def _join(symbol: np.ndarray, prev: np.ndarray, following: np.ndarray, alive: np.ndarray, p: int, merged: int) -> None:  # pragma: no cover - compiled
+def _join(
+    symbol: np.ndarray, prev: np.ndarray, following: np.ndarray, alive: np.ndarray, p: int, merged: int
+) -> None:  # pragma: no cover - compiled
     """Symbol ``p`` becomes ``merged``, taking the symbol after it out of the word."""
     right = following[p]
     symbol[p] = merged
@@ -210,7 +212,9 @@ def _merge_by_scan(
         _join(symbol, prev, following, alive, p, pair_new[p])
         pair_rank[p] = none
         if following[p] != -1:
-            value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]]))
+            value = find(
+                merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]])
+            )
             if value >= 0:
                 pair_rank[p], pair_new[p] = value >> 32, value & 0xFFFFFFFF
         if prev[p] >= 0:
@@ -245,7 +249,9 @@ def _merge_by_heap(
         rank, p = heap[size] >> 32, heap[size] & 0xFFFFFFFF
         if not alive[p] or following[p] == -1:
             continue
-        value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]]))
+        value = find(
+            merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]])
+        )
         if value < 0 or value >> 32 != rank:
             continue  # a stale entry: the pair at p changed since it was pushed (a rank is one pair's)
         _join(symbol, prev, following, alive, p, value & 0xFFFFFFFF)
@@ -254,7 +260,9 @@ def _merge_by_heap(
             if value >= 0:
                 size = _heap_push(heap, size, (value >> 32 << 32) | prev[p])
         if following[p] != -1:
-            value = find(merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]]))
+            value = find(
+                merge_keys, merge_values, merge_shift, (np.int64(symbol[p]) << 32) | np.int64(symbol[following[p]])
+            )
             if value >= 0:
                 size = _heap_push(heap, size, (value >> 32 << 32) | p)
 
@@ -342,7 +350,11 @@ def _encode(
                     asked = True
                     break
                 if cacheable:
-                    if used[0] >= slots.shape[0] // 2 or used[1] + (x - w) > key_arena.shape[0] or used[2] + count > id_arena.shape[0]:
+                    if (
+                        used[0] >= slots.shape[0] // 2
+                        or used[1] + (x - w) > key_arena.shape[0]
+                        or used[2] + count > id_arena.shape[0]
+                    ):
                         slots[:] = -1  # full: start over
                         used[:] = 0
                         s = (h * 0x9E3779B1) & mask
@@ -379,8 +391,12 @@ class NativeBPE:
         self.cut, self.mark = cut, ord(mark)
         vocab: dict[str, int] = model["vocab"]
         singles = [(ord(token), i) for token, i in vocab.items() if len(token) == 1]
-        chars = IntMap(np.array([c for c, _ in singles], dtype=np.int64), np.array([i for _, i in singles], dtype=np.int64))
-        char_dense = np.full(1 << 16, -1, dtype=np.int64)  # the Basic Multilingual Plane read directly, the rest from the map
+        chars = IntMap(
+            np.array([c for c, _ in singles], dtype=np.int64), np.array([i for _, i in singles], dtype=np.int64)
+        )
+        char_dense = np.full(
+            1 << 16, -1, dtype=np.int64
+        )  # the Basic Multilingual Plane read directly, the rest from the map
         for c, i in singles:
             if c < 1 << 16:
                 char_dense[c] = i
@@ -391,7 +407,11 @@ class NativeBPE:
         whole = bool(model.get("ignore_merges"))
         trie = Trie(list(vocab) if whole else [])  # a token's index in the vocabulary's order
         ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
-        trie_ids = np.where(trie.token_at >= 0, ids[np.maximum(trie.token_at, 0)], -1) if whole else np.full(trie.token_at.shape[0], -1, dtype=np.int64)
+        trie_ids = (
+            np.where(trie.token_at >= 0, ids[np.maximum(trie.token_at, 0)], -1)
+            if whole
+            else np.full(trie.token_at.shape[0], -1, dtype=np.int64)
+        )
         self.tables = (char_dense, chars.keys, chars.values, chars.shift, byte_ids, unk_id, bool(model.get("fuse_unk")), merges.keys, merges.values, merges.shift,
                        whole, trie.keys, trie.children, trie.shift, trie_ids)  # fmt: skip
         self._workspaces = Workspaces(_Workspace)

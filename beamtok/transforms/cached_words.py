@@ -107,7 +107,9 @@ class CachedWordsEncoder(ExactEncoder):
 
     engine_name = "beamtok cached words"
 
-    def __init__(self, tokenizer_json: str, name: str, family: str, reference: Any = None, compiled_only: bool = False) -> None:
+    def __init__(
+        self, tokenizer_json: str, name: str, family: str, reference: Any = None, compiled_only: bool = False
+    ) -> None:
         """``compiled_only``: refuse where the model cannot be compiled (``native_refusal``
         says why) rather than cache words."""
         from beamtok.transforms.split_patterns import split_sample

@@ -21,7 +21,19 @@ import numpy as np
 from beamtok.transforms.kernel_cache import drop_stale_kernels
 from beamtok.transforms.word_cutters import WHITE_SPACE, Marking, WordsMarking
 
-__all__ = ["CHAR_BITS", "CodePointBuffer", "IntMap", "KeptArray", "Trie", "Workspaces", "byte_token_ids", "code_points", "compiled", "put_byte_ids", "word_end"]
+__all__ = [
+    "CHAR_BITS",
+    "CodePointBuffer",
+    "IntMap",
+    "KeptArray",
+    "Trie",
+    "Workspaces",
+    "byte_token_ids",
+    "code_points",
+    "compiled",
+    "put_byte_ids",
+    "word_end",
+]
 
 drop_stale_kernels()  # before the first kernel below is compiled or loaded
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -142,7 +154,9 @@ WHITE_SPACE_TABLE[[ord(c) for c in re.findall(f"[{WHITE_SPACE}]", "".join(map(ch
 
 
 @compiled
-def _mark_words(chars: np.ndarray, ends: np.ndarray, mark: int, white: np.ndarray, out: np.ndarray, out_ends: np.ndarray) -> int:  # pragma: no cover - compiled
+def _mark_words(
+    chars: np.ndarray, ends: np.ndarray, mark: int, white: np.ndarray, out: np.ndarray, out_ends: np.ndarray
+) -> int:  # pragma: no cover - compiled
     """Each text's words (runs of characters outside ``white``) written one after another
     into ``out``, each behind ``mark`` unless it starts with it; where each text ends there in
     ``out_ends``. Returns how many code points in all."""
@@ -218,13 +232,17 @@ def find(keys: np.ndarray, values: np.ndarray, shift: int, key: int) -> int:  # 
 
 
 @compiled
-def child(keys: np.ndarray, children: np.ndarray, shift: int, node: int, char: int) -> int:  # pragma: no cover - compiled
+def child(
+    keys: np.ndarray, children: np.ndarray, shift: int, node: int, char: int
+) -> int:  # pragma: no cover - compiled
     """The trie node after ``node`` on ``char``, or -1."""
     return find(keys, children, shift, (np.int64(node) << CHAR_BITS) | np.int64(char))
 
 
 @compiled
-def _build_trie(chars: np.ndarray, token_ends: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
+def _build_trie(
+    chars: np.ndarray, token_ends: np.ndarray, bits: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover - compiled
     """A trie of the tokens (token t is ``chars[token_ends[t - 1]:token_ends[t]]``) as an
     open-addressing table of 2**bits slots, (node << 21 | char) -> child, and the token ending
     at each node (-1: none; a later duplicate overwrites an earlier one). Gives up (nodes
@@ -258,7 +276,9 @@ def _build_trie(chars: np.ndarray, token_ends: np.ndarray, bits: int) -> tuple[n
 
 
 @compiled
-def _build_map(keys: np.ndarray, values: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+def _build_map(
+    keys: np.ndarray, values: np.ndarray, bits: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     """An open-addressing table of 2**bits slots: keys[i] -> values[i] (a later key overwrites)."""
     capacity = 1 << bits
     shift = 64 - bits
@@ -294,7 +314,9 @@ class IntMap:
 
     def __init__(self, keys: np.ndarray, values: np.ndarray) -> None:
         self.bits = max(4, (2 * len(keys) + 1).bit_length())
-        self.keys, self.values = _build_map(np.asarray(keys, dtype=np.int64), np.asarray(values, dtype=np.int64), self.bits)
+        self.keys, self.values = _build_map(
+            np.asarray(keys, dtype=np.int64), np.asarray(values, dtype=np.int64), self.bits
+        )
         self.shift = 64 - self.bits
 
 
@@ -322,7 +344,9 @@ def byte_token_ids(token_id: Mapping[str, int], byte_fallback: bool) -> np.ndarr
 
 
 @compiled
-def put_byte_ids(chars: np.ndarray, a: int, b: int, byte_ids: np.ndarray, ids: np.ndarray, at: int) -> int:  # pragma: no cover - compiled
+def put_byte_ids(
+    chars: np.ndarray, a: int, b: int, byte_ids: np.ndarray, ids: np.ndarray, at: int
+) -> int:  # pragma: no cover - compiled
     """Writes the ``<0xXX>`` ids of ``chars[a:b]``'s UTF-8 bytes at ``ids[at:]``; how many,
     or -1 (what was written not counted) when a byte has no token."""
     count = 0

@@ -18,7 +18,15 @@ from beamtok.transforms.tokenizer_parts import steps_of
 
 EMPTY = np.zeros(0, dtype=np.int32)
 
-__all__ = ["EMPTY", "EitherFound", "ExactEncoder", "Needles", "TextFinder", "added_around", "refuse_unrouted_added_tokens"]
+__all__ = [
+    "EMPTY",
+    "EitherFound",
+    "ExactEncoder",
+    "Needles",
+    "TextFinder",
+    "added_around",
+    "refuse_unrouted_added_tokens",
+]
 
 
 class TextFinder(Protocol):
@@ -53,7 +61,9 @@ class ExactEncoder:
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def _take_file(self, spec: dict[str, Any], tokenizer_json: str, name: str, reference: Any, routed_too: TextFinder | None = None) -> None:
+    def _take_file(
+        self, spec: dict[str, Any], tokenizer_json: str, name: str, reference: Any, routed_too: TextFinder | None = None
+    ) -> None:
         """What an engine that knows no added tokens keeps of its file: the ids the
         post-processor puts around a text, the file loaded by ``tokenizers`` (the caller's,
         when it has one), and the added tokens, whose texts go to that file (``_routed``), as
@@ -98,7 +108,9 @@ class ExactEncoder:
             return [int32_ids(e.ids) for e in self.reference.encode_batch_fast(list(texts), add_special_tokens=False)]
         out: list[np.ndarray] = [EMPTY] * len(texts)
         by_file = [i for i, text in enumerate(texts) if whole is not None and whole.found_in(text)]
-        for i, ids in zip(by_file, self.reference.encode_batch_fast([texts[i] for i in by_file], add_special_tokens=False)):
+        for i, ids in zip(
+            by_file, self.reference.encode_batch_fast([texts[i] for i in by_file], add_special_tokens=False)
+        ):
             out[i] = int32_ids(ids.ids)
         apart = set(by_file)
         cut = {i: segments.parts(text) for i, text in enumerate(texts) if i not in apart}
@@ -106,11 +118,17 @@ class ExactEncoder:
         encoded = iter(self._encode_batch(between))
         token_ids = segments.ids
         for i, parts in cut.items():
-            pieces = [next(encoded) if k % 2 == 0 else np.array([token_ids[part]], dtype=np.int32) for k, part in enumerate(parts) if part]
+            pieces = [
+                next(encoded) if k % 2 == 0 else np.array([token_ids[part]], dtype=np.int32)
+                for k, part in enumerate(parts)
+                if part
+            ]
             out[i] = np.concatenate(pieces) if pieces else EMPTY
         return out
 
-    def _routed_apart(self, texts: Sequence[str], encode_rest: Callable[[list[str]], list[np.ndarray]]) -> list[np.ndarray]:
+    def _routed_apart(
+        self, texts: Sequence[str], encode_rest: Callable[[list[str]], list[np.ndarray]]
+    ) -> list[np.ndarray]:
         """Each text's ids: by the engine (``encode_rest``, given the texts in order), but for
         the texts ``_routed`` finds (an added token, or what the file must encode whole), which
         ``_encode_routed`` encodes together."""
@@ -221,7 +239,9 @@ def refuse_unrouted_added_tokens(spec: dict[str, Any], refuse: Callable[[str], C
     them by their exact text only."""
     for added in spec.get("added_tokens", []):
         if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
-            raise refuse(f"added token {added['content']!r} has matching options (strip, single word, normalized) beamtok does not route")
+            raise refuse(
+                f"added token {added['content']!r} has matching options (strip, single word, normalized) beamtok does not route"
+            )
 
 
 def added_around(spec: dict[str, Any], name: str) -> tuple[list[int], list[int]]:

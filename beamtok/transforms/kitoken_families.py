@@ -139,15 +139,21 @@ class KitokenEncoder(ExactEncoder):
 
             self.encoder = Kitoken.from_tokenizers(engine_json.encode())
         except ImportError as e:
-            raise ConfigError("the exact fast path for this tokenizer needs the kitoken package: pip install kitoken") from e
+            raise ConfigError(
+                "the exact fast path for this tokenizer needs the kitoken package: pip install kitoken"
+            ) from e
         except Exception as e:  # kitoken refuses a part of the file
-            raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: kitoken cannot read it ({e})") from None
+            raise ConfigError(
+                f"tokenizer {name!r} cannot use the exact fast path: kitoken cannot read it ({e})"
+            ) from None
         wordpiece = self.family == "WordPiece"
         self._take_file(spec, tokenizer_json, name, reference, routed_too=routed_chars() if wordpiece else None)
         self.whole_words = [] if wordpiece else self._whole_words_read_otherwise(spec)
         if self.whole_words:
             self._route_whole(Needles(self.whole_words))
-        self.ascii = AsciiWordPiece(Kitoken.from_tokenizers(engine_json.encode()), self.reference) if wordpiece else None
+        self.ascii = (
+            AsciiWordPiece(Kitoken.from_tokenizers(engine_json.encode()), self.reference) if wordpiece else None
+        )
         self.engine_name = "kitoken"
         self.specials = False
         self.specials_refusal = ""  # why kitoken does not split the added tokens out itself
@@ -169,10 +175,17 @@ class KitokenEncoder(ExactEncoder):
         for encoder, definition in zip(encoders, before):
             known = {special["id"]: special for special in definition["specials"]}
             specials = [
-                {**known.get(t["id"], {"kind": "Control", "ident": None, "score": 0.0}), "id": t["id"], "bytes": list(t["content"].encode()), "extract": True}
+                {
+                    **known.get(t["id"], {"kind": "Control", "ident": None, "score": 0.0}),
+                    "id": t["id"],
+                    "bytes": list(t["content"].encode()),
+                    "extract": True,
+                }
                 for t in spec["added_tokens"]
             ]
-            encoder.set_definition({**definition, "specials": sorted(specials, key=lambda special: -len(special["bytes"]))})
+            encoder.set_definition(
+                {**definition, "specials": sorted(specials, key=lambda special: -len(special["bytes"]))}
+            )
         routed, whole = self._routed, self._whole
         unknown = (spec.get("model") or {}).get("unk_token")
         fused = [unknown] if isinstance(unknown, str) and unknown in self._segments.ids else []
@@ -218,16 +231,22 @@ class KitokenEncoder(ExactEncoder):
             return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (kitoken, {self.family}): {why}")
 
         if self.family is None:
-            raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its model is none of the families kitoken encodes here")
+            raise ConfigError(
+                f"tokenizer {name!r} cannot use the exact fast path: its model is none of the families kitoken encodes here"
+            )
         model = spec["model"]
         normalizer = spec.get("normalizer") or {}
         pre = spec.get("pre_tokenizer") or {}
         refuse_unrouted_added_tokens(spec, refuse)
         if self.family == "Unigram":
-            raise refuse("kitoken's Unigram gave other ids than tokenizers on real text (see beamtok.transforms.kitoken_families)")
+            raise refuse(
+                "kitoken's Unigram gave other ids than tokenizers on real text (see beamtok.transforms.kitoken_families)"
+            )
         if self.family == "WordPiece":
             if normalizer.get("type") != "BertNormalizer" or pre.get("type") != "BertPreTokenizer":
-                raise refuse(f"its normalizer is {normalizer.get('type')} and its pre-tokenizer {pre.get('type')}, not BertNormalizer and BertPreTokenizer")
+                raise refuse(
+                    f"its normalizer is {normalizer.get('type')} and its pre-tokenizer {pre.get('type')}, not BertNormalizer and BertPreTokenizer"
+                )
             try:
                 routed_chars()
             except ConfigError as e:
@@ -239,7 +258,9 @@ class KitokenEncoder(ExactEncoder):
             raise refuse(f"its pre-tokenizer is {pre.get('type')}, not Metaspace or none (nor a Split that never cuts)")
         for step in steps_of(spec, "normalizer"):
             if step.get("type") in ("NFC", "NFKC"):  # kitoken's own Unicode tables, not tokenizers' (see normal_forms)
-                raise refuse(f"its normalizer has an {step['type']} step, which kitoken makes with other Unicode tables than tokenizers")
+                raise refuse(
+                    f"its normalizer has an {step['type']} step, which kitoken makes with other Unicode tables than tokenizers"
+                )
             if step.get("type") not in ("Prepend", "Replace"):
                 raise refuse(f"its normalizer has a {step.get('type')} step")
 
@@ -251,16 +272,24 @@ class KitokenEncoder(ExactEncoder):
         text stays one word."""
         pre = spec.get("pre_tokenizer")
         one_word = not pre or (pre.get("type") == "Metaspace" and not pre.get("split", True))
-        if self.family != "SentencePiece-style BPE" or not one_word or SpaceMarkWords.why_not(spec["model"]) is not None:
+        if (
+            self.family != "SentencePiece-style BPE"
+            or not one_word
+            or SpaceMarkWords.why_not(spec["model"]) is not None
+        ):
             return None
         split = {"type": "Split", "pattern": {"Regex": SpaceMarkWords.PATTERN}, "behavior": "Isolated", "invert": False}
-        return json.dumps({**spec, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [pre, split]} if pre else split})
+        return json.dumps(
+            {**spec, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [pre, split]} if pre else split}
+        )
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode, specials = self.encoder.encode, self.specials
         if self.ascii is not None:
             ascii_encode = self.ascii.encode
-            return self._routed_apart(texts, lambda rest: [int32_ids(ascii_encode(t) if t.isascii() else encode(t, specials)) for t in rest])
+            return self._routed_apart(
+                texts, lambda rest: [int32_ids(ascii_encode(t) if t.isascii() else encode(t, specials)) for t in rest]
+            )
         return self._routed_apart(texts, lambda rest: [int32_ids(encode(t, specials)) for t in rest])
 
     def __getstate__(self) -> dict[str, Any]:

@@ -31,11 +31,32 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TOKENIZER_CACHE_ENV", "LoadedTokenizer", "cache_root", "directory_key", "keep", "keep_json", "kept", "kept_json"]
+__all__ = [
+    "TOKENIZER_CACHE_ENV",
+    "LoadedTokenizer",
+    "cache_root",
+    "directory_key",
+    "keep",
+    "keep_json",
+    "kept",
+    "kept_json",
+]
 
 TOKENIZER_CACHE_ENV = "BEAMTOK_TOKENIZER_CACHE"
 FORMAT = 1
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".gguf", ".tflite", ".ot")
+WEIGHT_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".h5",
+    ".msgpack",
+    ".onnx",
+    ".gguf",
+    ".tflite",
+    ".ot",
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +74,9 @@ class LoadedTokenizer:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get(TOKENIZER_CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "beamtok", "tokenizers"))
+    return Path(
+        os.environ.get(TOKENIZER_CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "beamtok", "tokenizers")
+    )
 
 
 def _version(package: str) -> str:
@@ -74,7 +97,9 @@ def directory_key(directory: str) -> str | None:
 
 
 def _digest_of(directory: str) -> str:
-    digest = hashlib.sha256(f"format {FORMAT}\ntransformers {_version('transformers')}\ntokenizers {_version('tokenizers')}\n".encode())
+    digest = hashlib.sha256(
+        f"format {FORMAT}\ntransformers {_version('transformers')}\ntokenizers {_version('tokenizers')}\n".encode()
+    )
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         if not entry.is_file() or entry.name.endswith(WEIGHT_SUFFIXES):
             continue

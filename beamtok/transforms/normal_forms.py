@@ -73,7 +73,11 @@ def _differing(normalizer: Any, form: Form, probe: Callable[[int], str]) -> set[
         probes = [probe(c) for c in block]
         joined = "\0".join(probes)  # NUL is a starter no normal form touches or composes with
         if normalizer.normalize_str(joined) != unicodedata.normalize(form, joined):
-            found.update(c for c, text in zip(block, probes) if normalizer.normalize_str(text) != unicodedata.normalize(form, text))
+            found.update(
+                c
+                for c, text in zip(block, probes)
+                if normalizer.normalize_str(text) != unicodedata.normalize(form, text)
+            )
     return found
 
 

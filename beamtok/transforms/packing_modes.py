@@ -29,7 +29,16 @@ from beamtok.transforms.pack import (
 )
 from beamtok.transforms.power_of_two import PowerOfTwoRows
 
-__all__ = ["PACKING_MODES", "PackSpec", "PackingMode", "command_line_names", "make_packer", "mode_named", "packing_mode", "packing_words"]
+__all__ = [
+    "PACKING_MODES",
+    "PackSpec",
+    "PackingMode",
+    "command_line_names",
+    "make_packer",
+    "mode_named",
+    "packing_mode",
+    "packing_words",
+]
 
 LONG_DOCUMENT_POLICIES = ("split", "truncate")
 PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit", "best_fit", "power_of_two"]
@@ -44,7 +53,9 @@ class PackableDataset(Protocol):
     def pad(self, seq_len: int) -> Any: ...
     def sliding_window(self, seq_len: int, *, stride: int | None = ...) -> Any: ...
     def pack_examples(self, seq_len: int, *, method: str = ..., window: int = ...) -> Any: ...
-    def pack_documents(self, seq_len: int, *, method: str = ..., window: int = ..., long_docs: str = ..., bos: bool = ...) -> Any: ...
+    def pack_documents(
+        self, seq_len: int, *, method: str = ..., window: int = ..., long_docs: str = ..., bos: bool = ...
+    ) -> Any: ...
     def pack_power_of_two(self, max_len: int, *, min_len: int = ...) -> Any: ...
 
 
@@ -58,7 +69,9 @@ class PackingMode:
     NAME: ClassVar[str]  # what a spec stores and fingerprints
     API: ClassVar[str]  # the Dataset method that asks for it
     ALIASES: ClassVar[tuple[str, ...]] = ()  # other names the command line accepts
-    CUTS_BY_TOKEN_OFFSET: ClassVar[bool] = False  # rows are a function of token offsets: packed range by range, column-wise
+    CUTS_BY_TOKEN_OFFSET: ClassVar[bool] = (
+        False  # rows are a function of token offsets: packed range by range, column-wise
+    )
     SUPERVISED: ClassVar[bool] = False  # rows carry labels and an attention mask
     HAS_SEQ_LEN: ClassVar[bool] = True  # rows hold at most seq_len tokens (needs tokens; padding rows can be made)
     # what a row's ``token`` says: "tokens" (how far into its first piece's document the row
@@ -82,7 +95,14 @@ class PackingMode:
     def to_json(cls, pack: PackSpec) -> dict[str, Any]:
         """The fields a spec fingerprints (the same keys for every mode but best_fit, so the
         fingerprints of specs written before best_fit stay as they were)."""
-        return {"mode": pack.mode, "seq_len": pack.seq_len, "pad_id": pack.pad_id, "stride": pack.stride, "remainder": pack.remainder, "window": pack.window}
+        return {
+            "mode": pack.mode,
+            "seq_len": pack.seq_len,
+            "pad_id": pack.pad_id,
+            "stride": pack.stride,
+            "remainder": pack.remainder,
+            "window": pack.window,
+        }
 
     @classmethod
     def packer(cls, pack: PackSpec) -> Packer:
@@ -137,7 +157,9 @@ class ConcatChunk(PackingMode):
 
     @classmethod
     def packer(cls, pack: PackSpec) -> Packer:
-        raise ConfigError("concat_chunk is cut column-wise by beamtok.shards.column_chunker (beamtok.shards.packing.packed), not a row at a time")
+        raise ConfigError(
+            "concat_chunk is cut column-wise by beamtok.shards.column_chunker (beamtok.shards.packing.packed), not a row at a time"
+        )
 
     @classmethod
     def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
@@ -213,7 +235,9 @@ class _Windowed(PackingMode):
 
     @classmethod
     def cursor_words(cls) -> str | None:
-        return "a cursor's token offset is the number of the window's next row, its doc cursor the window's first document"
+        return (
+            "a cursor's token offset is the number of the window's next row, its doc cursor the window's first document"
+        )
 
 
 class FirstFit(_Windowed):
@@ -232,7 +256,9 @@ class FirstFit(_Windowed):
 
     @classmethod
     def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
-        return ds.pack_examples(options["seq_len"], method="first_fit", window=options.get("pack_window") or cls.DEFAULT_WINDOW)
+        return ds.pack_examples(
+            options["seq_len"], method="first_fit", window=options.get("pack_window") or cls.DEFAULT_WINDOW
+        )
 
 
 class BestFit(_Windowed):
@@ -265,7 +291,9 @@ class BestFit(_Windowed):
     @classmethod
     def from_options(cls, ds: D, options: Mapping[str, Any]) -> D:
         window = options.get("pack_window") or cls.DEFAULT_WINDOW
-        return ds.pack_documents(options["seq_len"], window=window, long_docs=options["long_docs"], bos=bool(options.get("bos_rows")))
+        return ds.pack_documents(
+            options["seq_len"], window=window, long_docs=options["long_docs"], bos=bool(options.get("bos_rows"))
+        )
 
 
 class PowerOfTwo(PackingMode):
@@ -298,7 +326,9 @@ class PowerOfTwo(PackingMode):
         return ds.pack_power_of_two(options["seq_len"], min_len=options.get("min_len") or 64)
 
 
-PACKING_MODES: dict[str, type[PackingMode]] = {mode.NAME: mode for mode in (ConcatChunk, Pad, Window, WholeDocuments, Greedy, FirstFit, BestFit, PowerOfTwo)}
+PACKING_MODES: dict[str, type[PackingMode]] = {
+    mode.NAME: mode for mode in (ConcatChunk, Pad, Window, WholeDocuments, Greedy, FirstFit, BestFit, PowerOfTwo)
+}
 
 # the names `--pack` takes: the API's, then the old command-line names; first_fit is pack_examples
 # with --pack-method first_fit under its API name
@@ -323,7 +353,9 @@ def mode_named(name: str, method: str | None, spell: Spell) -> type[PackingMode]
     """The mode an option table's ``pack`` (and ``pack_method``) ask for."""
     if name not in _BY_COMMAND_LINE_NAME:
         api = [n for n in _BY_COMMAND_LINE_NAME if n in {m.API for m in PACKING_MODES.values()}]
-        raise ConfigError(f"{spell('pack')} must be one of {', '.join(api)} (or the older {', '.join(n for n in _BY_COMMAND_LINE_NAME if n not in api)}), got {name!r}")
+        raise ConfigError(
+            f"{spell('pack')} must be one of {', '.join(api)} (or the older {', '.join(n for n in _BY_COMMAND_LINE_NAME if n not in api)}), got {name!r}"
+        )
     mode = _BY_COMMAND_LINE_NAME[name]
     if method is not None:
         if mode.API != "pack_examples":
@@ -342,7 +374,11 @@ def packing_words(pack: Mapping[str, Any]) -> str:
     form named by its Dataset method (``stage``, and ``method`` for pack_examples) too."""
     if "stage" in pack and "mode" not in pack:
         stage = str(pack["stage"])
-        mode = PACKING_MODES.get(str(pack.get("method"))) if stage == "pack_examples" else next((m for m in PACKING_MODES.values() if m.API == stage), None)
+        mode = (
+            PACKING_MODES.get(str(pack.get("method")))
+            if stage == "pack_examples"
+            else next((m for m in PACKING_MODES.values() if m.API == stage), None)
+        )
         return mode.words(pack) if mode is not None else stage
     mode = PACKING_MODES.get(str(pack.get("mode")))
     return mode.words(pack) if mode is not None else str(pack.get("mode"))

@@ -74,7 +74,9 @@ def merges_from_ranks(ranks: Mapping[bytes, int]) -> list[tuple[bytes, bytes]]:
             i = best[1]
             parts[i : i + 2] = [parts[i] + parts[i + 1]]
         if len(parts) != 2 or ranks.get(parts[0], rank) >= rank or ranks.get(parts[1], rank) >= rank:
-            raise ConfigError(f"rank {rank} ({token!r}) is not the merge of two lower-ranked tokens: not a BPE vocabulary")
+            raise ConfigError(
+                f"rank {rank} ({token!r}) is not the merge of two lower-ranked tokens: not a BPE vocabulary"
+            )
         merges.append((parts[0], parts[1]))
     return merges
 
@@ -111,7 +113,15 @@ def tokenizer_json_from_ranks(
     vocab.update(special_tokens)  # in the model's vocabulary too, or tokenizers renumbers them
     merges = [[text(left), text(right)] for left, right in merges_from_ranks(ranks)]
     added = [
-        {"id": i, "content": content, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+        {
+            "id": i,
+            "content": content,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
         for content, i in sorted(special_tokens.items(), key=lambda item: item[1])
     ]
     spec = {

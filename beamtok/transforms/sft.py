@@ -187,9 +187,17 @@ class ChatTemplate:
         self.eos_token = eos_token
 
     def render(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = False) -> str:
-        tokens = {name: value for name, value in (("bos_token", self.bos_token), ("eos_token", self.eos_token)) if value}
+        tokens = {
+            name: value for name, value in (("bos_token", self.bos_token), ("eos_token", self.eos_token)) if value
+        }
         return str(
-            self.template.render(messages=list(messages), tools=None, documents=None, add_generation_prompt=add_generation_prompt, **tokens)
+            self.template.render(
+                messages=list(messages),
+                tools=None,
+                documents=None,
+                add_generation_prompt=add_generation_prompt,
+                **tokens,
+            )
         )
 
     def segments(self, messages: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
@@ -239,13 +247,21 @@ def compile_chat_template(source: str) -> Any:
     def raise_exception(message: str) -> None:
         raise jinja2.exceptions.TemplateError(message)
 
-    def tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None, sort_keys: bool = False) -> str:
+    def tojson(
+        value: Any,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: Any = None,
+        sort_keys: bool = False,
+    ) -> str:
         return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def strftime_now(form: str) -> str:
         return datetime.now().strftime(form)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlocks, loopcontrols])
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationBlocks, loopcontrols]
+    )
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now

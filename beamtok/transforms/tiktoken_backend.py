@@ -74,15 +74,49 @@ SAMPLE_CHUNK = 4096  # split-sample strings compared per batch
 
 # Strings where byte-level BPE engines tend to part ways; each must encode identically.
 PROBES = (
-    "", " ", "  ", "\t\t x", "a  b   c    d", "trailing   ", "\n\n\n", "\r\n\r\nx", " \n \n  \n", "line\n  indented\n\tTab",
-    "1234567890 12 123 1234", "3.14159e-10, -42, +7, 1,000,000", "x²³ ½ ⅓ ٣٤٥ ໒໓",
-    "中文字符和日本語のテキスト、한국어 텍스트。", "Ελληνικά Русский עברית العربية हिन्दी",
-    "emoji 😀👍🏽 👩‍👩‍👧‍👦 🏳️‍🌈 ❤️", "e\u0301 a\u0308 n\u0303 ü é", "a\u1dc4\u0899 \u0301\u1ac1\u0334 \u0301\U00010f46\u0334", "\u200b\u200d\ufeff zero width", "ctrl \x00\x01\x1f\x7f end",
-    "don't I'LL we'Ve they'RE it's", "CamelCaseWordsAndALLCAPS snake_case kebab-case", "https://example.com/a?b=c&d=e#f",
-    "<|endoftext|>inside<|endoftext|> text", "a" * 300, "ab" * 200 + "!", "  " * 40 + "x", "\u00a0\u2003\u3000 odd spaces",
-    "def f(x):\n    return x ** 2  # comment\n", "para\n\nnext\n's x\t'd y \n'll\r\n\r\n're\u3000z\u2028w \u2008語 \u2008a\x85b", "{\"json\": [1, 2, {\"k\": null}]}",
+    "",
+    " ",
+    "  ",
+    "\t\t x",
+    "a  b   c    d",
+    "trailing   ",
+    "\n\n\n",
+    "\r\n\r\nx",
+    " \n \n  \n",
+    "line\n  indented\n\tTab",
+    "1234567890 12 123 1234",
+    "3.14159e-10, -42, +7, 1,000,000",
+    "x²³ ½ ⅓ ٣٤٥ ໒໓",
+    "中文字符和日本語のテキスト、한국어 텍스트。",
+    "Ελληνικά Русский עברית العربية हिन्दी",
+    "emoji 😀👍🏽 👩‍👩‍👧‍👦 🏳️‍🌈 ❤️",
+    "e\u0301 a\u0308 n\u0303 ü é",
+    "a\u1dc4\u0899 \u0301\u1ac1\u0334 \u0301\U00010f46\u0334",
+    "\u200b\u200d\ufeff zero width",
+    "ctrl \x00\x01\x1f\x7f end",
+    "don't I'LL we'Ve they'RE it's",
+    "CamelCaseWordsAndALLCAPS snake_case kebab-case",
+    "https://example.com/a?b=c&d=e#f",
+    "<|endoftext|>inside<|endoftext|> text",
+    "a" * 300,
+    "ab" * 200 + "!",
+    "  " * 40 + "x",
+    "\u00a0\u2003\u3000 odd spaces",
+    "def f(x):\n    return x ** 2  # comment\n",
+    "para\n\nnext\n's x\t'd y \n'll\r\n\r\n're\u3000z\u2028w \u2008語 \u2008a\x85b",
+    '{"json": [1, 2, {"k": null}]}',
     # runs of one character and repeated pairs: where two overlapping pairs can make one token
-    " " * 77, "=" * 61, "*" * 33, "/" * 29, "-" * 71, "\t" * 17, "\n" * 23, "0" * 41, "atatatatatat", "erererererer", "enccnce",
+    " " * 77,
+    "=" * 61,
+    "*" * 33,
+    "/" * 29,
+    "-" * 71,
+    "\t" * 17,
+    "\n" * 23,
+    "0" * 41,
+    "atatatatatat",
+    "erererererer",
+    "enccnce",
 )
 
 
@@ -97,7 +131,9 @@ def _byte_level_table() -> dict[int, str]:
 
 def _byte_decoder() -> dict[str, int]:
     """The inverse of GPT-2's byte-to-printable-character table."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars = printable[:]
     extra = 0
     for b in range(256):
@@ -127,7 +163,9 @@ class TiktokenEncoder(ExactEncoder):
         try:
             pattern = as_oniguruma_reads_it(pattern)  # tiktoken's regex engine reads two spellings otherwise
         except ValueError as e:
-            raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: its split pattern has {e}, which beamtok does not translate") from None
+            raise ConfigError(
+                f"tokenizer {name!r} cannot use the exact fast path: its split pattern has {e}, which beamtok does not translate"
+            ) from None
         self.prefix, self.suffix = added_around(spec, name)
         to_bytes = _byte_level_table()
         # added tokens are split out of the text before BPE, by both libraries
@@ -139,9 +177,13 @@ class TiktokenEncoder(ExactEncoder):
             try:
                 ranks[token.translate(to_bytes).encode("latin-1")] = rank
             except UnicodeEncodeError as e:
-                raise ConfigError(f"tokenizer {name!r}: vocab entry {token!r} is not byte-level; tiktoken cannot reproduce it") from e
+                raise ConfigError(
+                    f"tokenizer {name!r}: vocab entry {token!r} is not byte-level; tiktoken cannot reproduce it"
+                ) from e
         try:
-            self.encoding = tiktoken.Encoding(name=f"beamtok:{name}", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
+            self.encoding = tiktoken.Encoding(
+                name=f"beamtok:{name}", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special
+            )
         except ValueError as e:
             raise ConfigError(f"tokenizer {name!r} cannot use the exact fast path: tiktoken refuses it ({e})") from e
         if reference is None:
@@ -199,8 +241,14 @@ class TiktokenEncoder(ExactEncoder):
             return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (tiktoken): {why}")
 
         normalizer = spec.get("normalizer")
-        while normalizer is not None and normalizer.get("type") == "Sequence" and len(normalizer.get("normalizers") or []) <= 1:
-            normalizer = (normalizer.get("normalizers") or [None])[0]  # DeepSeek-V3's file holds an empty Sequence: no normalizer
+        while (
+            normalizer is not None
+            and normalizer.get("type") == "Sequence"
+            and len(normalizer.get("normalizers") or []) <= 1
+        ):
+            normalizer = (normalizer.get("normalizers") or [None])[
+                0
+            ]  # DeepSeek-V3's file holds an empty Sequence: no normalizer
         if normalizer is not None and normalizer.get("type") != "NFC":
             raise refuse(f"its normalizer is {normalizer.get('type')} (only NFC can be applied exactly)")
         pattern = _split_pattern(spec.get("pre_tokenizer") or {}, refuse)
@@ -275,7 +323,9 @@ def _bpe_openai_pattern_of_size(ranks: dict[bytes, int]) -> str | None:
 def _check_merges(model: dict[str, Any], refuse: Any) -> None:
     """Refuse a merges list tiktoken's rank order cannot reproduce (see the module docstring)."""
     vocab = model["vocab"]
-    pairs = [(merge[0], merge[1]) if isinstance(merge, list) else tuple(merge.split(" ", 1)) for merge in model["merges"]]
+    pairs = [
+        (merge[0], merge[1]) if isinstance(merge, list) else tuple(merge.split(" ", 1)) for merge in model["merges"]
+    ]
     made = [vocab.get(left + right) for left, right in pairs]
     unknown = made.index(None) if None in made else len(made)
     ranks = np.array(made[:unknown], dtype=np.int64)
@@ -300,7 +350,11 @@ def _check_merges(model: dict[str, Any], refuse: Any) -> None:
     # tiktoken merges any two tokens that make a token: every such split must be listed. A token
     # with as many listed (distinct) splits as it has cuts has them all; only the others are cut.
     listed = set(pairs)
-    distinct = ranks if len(listed) == len(pairs) else np.array([vocab[left + right] for left, right in listed], dtype=np.int64)
+    distinct = (
+        ranks
+        if len(listed) == len(pairs)
+        else np.array([vocab[left + right] for left, right in listed], dtype=np.int64)
+    )
     splits_listed = np.bincount(distinct, minlength=max(vocab.values(), default=0) + 1)
     for token, rank in vocab.items():
         if splits_listed[rank] >= len(token) - 1:

@@ -40,6 +40,7 @@ __all__ = [
     "without_length_settings",
 ]
 
+
 @dataclass(frozen=True)
 class TokenizerRef:
     """Which tokenizer to load, and the fingerprint its files must have."""
@@ -51,7 +52,13 @@ class TokenizerRef:
     pad_id: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "fingerprint": self.fingerprint, "bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id}
+        return {
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+            "pad_id": self.pad_id,
+        }
 
 
 _CACHE: dict[str, Tokenizer] = {}  # by fingerprint: what a spec's tokenizer resolves to
@@ -105,7 +112,9 @@ class Tokenizer:
         serialized = self.backend.to_str()
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
         self.fingerprint = hashlib.sha256((serialized + specials).encode()).hexdigest()[:20]
-        self._serialized: str | None = serialized  # kept until the fast path is built from it (to_str takes ~0.1 s on a large vocabulary)
+        self._serialized: str | None = (
+            serialized  # kept until the fast path is built from it (to_str takes ~0.1 s on a large vocabulary)
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # the fast path's native engines (kitoken, bpe-openai) cannot be pickled: a copy
@@ -162,7 +171,14 @@ class Tokenizer:
 
     def kept_form(self) -> LoadedTokenizer:
         """What :mod:`beamtok.transforms.loaded_tokenizers` keeps of this tokenizer."""
-        return LoadedTokenizer(self._serialized or self.backend.to_str(), self.bos_id, self.eos_id, self.pad_id, self.vocab_size, self._chat_template)
+        return LoadedTokenizer(
+            self._serialized or self.backend.to_str(),
+            self.bos_id,
+            self.eos_id,
+            self.pad_id,
+            self.vocab_size,
+            self._chat_template,
+        )
 
     def serialize(self) -> dict[str, Any]:
         """Everything needed to rebuild this tokenizer exactly, as JSON."""
@@ -245,7 +261,9 @@ class Tokenizer:
         splits them out natively where the compiled path cuts each text in Python."""
         if family == "Unigram":
             return CachedWordsEncoder(serialized, self.name, family, reference=self.backend)
-        kitoken_first = family != "SentencePiece-style BPE" or any(not t.content.strip() for t in self.backend.get_added_tokens_decoder().values())
+        kitoken_first = family != "SentencePiece-style BPE" or any(
+            not t.content.strip() for t in self.backend.get_added_tokens_decoder().values()
+        )
         if not kitoken_first:
             try:
                 return self._compiled_bpe(serialized, family)
@@ -299,7 +317,9 @@ class Tokenizer:
             "tiktoken ranks, beamtok.transforms.ranks.tokenizer_json_from_ranks writes a tokenizer.json the fast path takes)"
         )
 
-    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True, backend: str = "auto") -> list[np.ndarray]:
+    def encode_batch(
+        self, texts: Sequence[str], add_special_tokens: bool = True, backend: str = "auto"
+    ) -> list[np.ndarray]:
         """Token ids of each text, as int32 arrays. ``backend``: "auto" (tiktoken where it is
         proven exact, else ``tokenizers``), "tiktoken" (refused where not exact) or "hf"."""
         if backend == "tiktoken":
@@ -337,7 +357,11 @@ def without_length_settings(backend: Any, name: str) -> Any:
         "tokenizer %r: its file sets %s; beamtok tokenizes whole documents (as transformers does unless asked), "
         "so those settings are off here",
         name,
-        " and ".join(f"{what} {settings}" for what, settings in (("truncation", backend.truncation), ("padding", backend.padding)) if settings),
+        " and ".join(
+            f"{what} {settings}"
+            for what, settings in (("truncation", backend.truncation), ("padding", backend.padding))
+            if settings
+        ),
     )
     copy = RustTokenizer.from_str(backend.to_str())
     copy.no_truncation()
@@ -420,10 +444,14 @@ def _from_local_files(name: str, trust_remote_code: bool) -> Any:
     (checked reachable first); a path that does not exist is refused."""
     path = os.path.expanduser(name)
     if os.path.isfile(path):
-        raise ConfigError(f"tokenizer {name!r} is a file: pass the directory that holds it ({os.path.dirname(os.path.abspath(path))!r})")
+        raise ConfigError(
+            f"tokenizer {name!r} is a file: pass the directory that holds it ({os.path.dirname(os.path.abspath(path))!r})"
+        )
     if os.path.isdir(path):
         if not any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES):
-            raise ConfigError(f"tokenizer directory {name!r} holds none of {', '.join(TOKENIZER_FILES)}: not a saved tokenizer")
+            raise ConfigError(
+                f"tokenizer directory {name!r} holds none of {', '.join(TOKENIZER_FILES)}: not a saved tokenizer"
+            )
         return None  # transformers loads a directory itself, with its own errors for bad files
     if is_path_like(name):
         raise missing_directory_error(name)

@@ -61,8 +61,12 @@ def check_hub_reachable(name: str) -> None:
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
-        raise ConfigError(f"tokenizer {name!r} is not a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE is set; {hint}")
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")):
+        raise ConfigError(
+            f"tokenizer {name!r} is not a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE is set; {hint}"
+        )
+    if any(
+        os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+    ):
         return  # the hub is reached through a proxy: a direct probe would say nothing; let the client try
     endpoint = urlsplit(constants.ENDPOINT)
     host = endpoint.hostname or "huggingface.co"

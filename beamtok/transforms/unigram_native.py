@@ -155,7 +155,9 @@ def _segment(
 
 
 @compiled
-def _cut_marked(chars: np.ndarray, text_ends: np.ndarray, cut: int, mark: int, word_ends: np.ndarray, text_word_ends: np.ndarray) -> int:  # pragma: no cover - compiled
+def _cut_marked(
+    chars: np.ndarray, text_ends: np.ndarray, cut: int, mark: int, word_ends: np.ndarray, text_word_ends: np.ndarray
+) -> int:  # pragma: no cover - compiled
     """The words of each marked text (``compiled_tables.word_end``): where each ends, in
     ``word_ends``, and the words up to each text's end, in ``text_word_ends``. Returns how many
     words in all."""
@@ -203,7 +205,9 @@ class NativeUnigram:
             out = self._texts_ids(chars, word_ends, text_word_ends, buffers)
         return [ids if ids is not None else self.ask_model(texts_words[i]) for i, ids in enumerate(out)]
 
-    def encode_marked(self, marked: Sequence[str], cut: int, mark: str, marking: Marking | None = None) -> list[np.ndarray | None]:
+    def encode_marked(
+        self, marked: Sequence[str], cut: int, mark: str, marking: Marking | None = None
+    ) -> list[np.ndarray | None]:
         """Each marked text's ids (or normalized text's, for ``marking`` to mark), its words
         cut as ``cut`` says (``word_cutters``' ``native_cut``) before ``mark``; None for a text
         with a word the model must be asked about."""
@@ -214,12 +218,27 @@ class NativeUnigram:
             words = _cut_marked(chars, text_ends, cut, ord(mark), word_ends, text_word_ends)
             return self._texts_ids(chars, word_ends[:words], text_word_ends, buffers)
 
-    def _texts_ids(self, chars: np.ndarray, word_ends: np.ndarray, text_word_ends: np.ndarray, buffers: _Buffers) -> list[np.ndarray | None]:
+    def _texts_ids(
+        self, chars: np.ndarray, word_ends: np.ndarray, text_word_ends: np.ndarray, buffers: _Buffers
+    ) -> list[np.ndarray | None]:
         """Each text's ids (its words end where ``text_word_ends`` says; the ids copied out of
         ``buffers``), None for a text with a word the model must be asked about."""
         written = buffers.ids.room(self._ids_per_char * len(chars))
         counts = np.empty(len(word_ends), dtype=np.int64)
-        _segment(chars, word_ends, self.trie.keys, self.trie.children, self.trie.shift, self.trie.token_at, self.scores, self.unk_id, self.unk_score, self.byte_ids, written, counts)
+        _segment(
+            chars,
+            word_ends,
+            self.trie.keys,
+            self.trie.children,
+            self.trie.shift,
+            self.trie.token_at,
+            self.scores,
+            self.unk_id,
+            self.unk_score,
+            self.byte_ids,
+            written,
+            counts,
+        )
         asked = counts < 0
         id_ends = np.concatenate(([0], np.cumsum(np.where(asked, 0, counts))))
         ids = written[: int(id_ends[-1])].copy()

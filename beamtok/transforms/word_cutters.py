@@ -183,7 +183,10 @@ class AsciiTable:
     def takes(normalizer: Any) -> bool:
         from tokenizers import normalizers
 
-        return isinstance(normalizer, normalizers.Precompiled | normalizers.NFC | normalizers.NFD | normalizers.NFKC | normalizers.NFKD)
+        return isinstance(
+            normalizer,
+            normalizers.Precompiled | normalizers.NFC | normalizers.NFD | normalizers.NFKC | normalizers.NFKD,
+        )
 
 
 class StringSteps:
@@ -205,7 +208,12 @@ class StringSteps:
             kind = step.get("type")
             if kind == "Prepend" and isinstance(step.get("prepend"), str):
                 steps.append(("prepend", step["prepend"], ""))
-            elif kind == "Replace" and isinstance((step.get("pattern") or {}).get("String"), str) and step["pattern"]["String"] and isinstance(step.get("content"), str):
+            elif (
+                kind == "Replace"
+                and isinstance((step.get("pattern") or {}).get("String"), str)
+                and step["pattern"]["String"]
+                and isinstance(step.get("content"), str)
+            ):
                 steps.append(("replace", step["pattern"]["String"], step["content"]))
             else:
                 return None
@@ -323,7 +331,11 @@ class BertWords(WordCutter):
         # parts: the text is cut line by line, so one accented name leaves the rest ASCII
         words: list[str] = []
         for line in text.split("\n"):
-            words += ASCII_WORDS.findall(line.translate(self.translate)) if line.isascii() else self._cut(self.normalized(line))
+            words += (
+                ASCII_WORDS.findall(line.translate(self.translate))
+                if line.isascii()
+                else self._cut(self.normalized(line))
+            )
         return words
 
     def _cut(self, normalized: str) -> list[str]:
@@ -452,7 +464,11 @@ def _cutter_for(spec: dict[str, Any], reference: Any, refuse: Refuse) -> WordCut
         split = bool(pre.get("split", True))
         replacement = str(pre.get("replacement", MARK))
         if not split:
-            why = SpaceMarkWords.why_not(model) if replacement == MARK else f"its Metaspace marks spaces with {replacement!r}"
+            why = (
+                SpaceMarkWords.why_not(model)
+                if replacement == MARK
+                else f"its Metaspace marks spaces with {replacement!r}"
+            )
             if why is not None:
                 raise refuse(f"its Metaspace pre-tokenizer does not split (the whole text is one word), and {why}")
         scheme = _prepend_scheme(pre)
@@ -474,13 +490,17 @@ def _sequence_cutter(pre: dict[str, Any], reference: Any, refuse: Refuse) -> Wor
     steps = pre.get("pretokenizers") or []
     kinds = [step.get("type") for step in steps]
     if kinds != ["WhitespaceSplit", "Metaspace"]:
-        raise refuse(f"its pre-tokenizer is a Sequence of {kinds}; of sequences this path reproduces WhitespaceSplit then Metaspace only")
+        raise refuse(
+            f"its pre-tokenizer is a Sequence of {kinds}; of sequences this path reproduces WhitespaceSplit then Metaspace only"
+        )
     metaspace = steps[1]
     if not metaspace.get("split", True):
         raise refuse("its Metaspace pre-tokenizer does not split")
     scheme = _prepend_scheme(metaspace)
     if scheme not in ("always", "never"):
-        raise refuse(f"its Metaspace after WhitespaceSplit prepends {scheme!r}: which part is first depends on offsets this path does not keep")
+        raise refuse(
+            f"its Metaspace after WhitespaceSplit prepends {scheme!r}: which part is first depends on offsets this path does not keep"
+        )
     return WhitespaceMetaspaceWords(reference, str(metaspace.get("replacement", MARK)), scheme == "always")
 
 

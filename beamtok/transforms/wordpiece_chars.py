@@ -49,8 +49,16 @@ TABLE = Path(__file__).with_name("wordpiece_chars.json")
 FORMS = ("{}", "a{}b", "x {} y", "a{}")  # alone, inside a word, a word of its own, ending a word
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SETTINGS = [
-    {"type": "BertNormalizer", "clean_text": clean, "handle_chinese_chars": chinese, "strip_accents": strip, "lowercase": lower}
-    for clean, chinese, strip, lower in itertools.product((True, False), (True, False), (None, True, False), (True, False))
+    {
+        "type": "BertNormalizer",
+        "clean_text": clean,
+        "handle_chinese_chars": chinese,
+        "strip_accents": strip,
+        "lowercase": lower,
+    }
+    for clean, chinese, strip, lower in itertools.product(
+        (True, False), (True, False), (None, True, False), (True, False)
+    )
 ]
 
 
@@ -68,7 +76,9 @@ def characters_for(points: Sequence[int]) -> list[int]:
     found = set(points)
     for c in points:
         lowered = chr(c).lower()
-        found.update(ord(x) for x in lowered + unicodedata.normalize("NFD", chr(c)) + unicodedata.normalize("NFD", lowered))
+        found.update(
+            ord(x) for x in lowered + unicodedata.normalize("NFD", chr(c)) + unicodedata.normalize("NFD", lowered)
+        )
     return sorted(found)
 
 
@@ -82,10 +92,29 @@ def every_character_file(normalizer: dict[str, Any], points: Sequence[int]) -> s
             continue
         vocab.setdefault(chr(c), len(vocab))
         vocab.setdefault("##" + chr(c), len(vocab))
-    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True} for i, t in enumerate(SPECIALS)]
-    model = {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100, "vocab": vocab}
+    added = [
+        {
+            "id": i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, t in enumerate(SPECIALS)
+    ]
+    model = {
+        "type": "WordPiece",
+        "unk_token": "[UNK]",
+        "continuing_subword_prefix": "##",
+        "max_input_chars_per_word": 100,
+        "vocab": vocab,
+    }
     spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": normalizer}
-    spec.update({"pre_tokenizer": {"type": "BertPreTokenizer"}, "post_processor": None, "decoder": None, "model": model})
+    spec.update(
+        {"pre_tokenizer": {"type": "BertPreTokenizer"}, "post_processor": None, "decoder": None, "model": model}
+    )
     return json.dumps(spec)
 
 
@@ -146,7 +175,7 @@ class CharsReadOtherwise:
         return False
 
 
-ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
+ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
 def _class_range(lo: int, hi: int) -> str:
@@ -182,7 +211,12 @@ def main() -> None:
         for setting, chars in zip(SETTINGS, pool.map(_differing_under, SETTINGS)):
             print(f"{setting}: {len(chars)} characters", file=sys.stderr, flush=True)
             found |= chars
-    table: dict[str, Any] = {"versions": versions(), "made_by": "python -m beamtok.transforms.wordpiece_chars", "characters": len(found), "ranges": as_ranges(found)}
+    table: dict[str, Any] = {
+        "versions": versions(),
+        "made_by": "python -m beamtok.transforms.wordpiece_chars",
+        "characters": len(found),
+        "ranges": as_ranges(found),
+    }
     TABLE.write_text(json.dumps(table, indent=None) + "\n", encoding="utf-8")
     print(f"{TABLE}: {len(found)} characters in {len(table['ranges'])} ranges", file=sys.stderr)
 

@@ -16,7 +16,19 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
-SKIPPED_KEYS = {"runs", "rounds", "read_rounds", "command", "corpus", "machine", "date", "cores", "note", "pinned", "source"}
+SKIPPED_KEYS = {
+    "runs",
+    "rounds",
+    "read_rounds",
+    "command",
+    "corpus",
+    "machine",
+    "date",
+    "cores",
+    "note",
+    "pinned",
+    "source",
+}
 RATIO_KEYS = ("ratios", "bounds", "peak_ratios", "ratios to sequential")
 
 
@@ -99,7 +111,9 @@ def _split_grids(leaves: list[tuple[tuple[str, ...], Any]]) -> tuple[dict[str, A
 
 
 def _grid_table(title: str, columns: list[str], rows: dict[str, dict[str, Any]]) -> list[str]:
-    ordered = sorted(rows.items(), key=lambda item: (not any(_is_ratio(p) for p, _ in item[1].values()), list(rows).index(item[0])))
+    ordered = sorted(
+        rows.items(), key=lambda item: (not any(_is_ratio(p) for p, _ in item[1].values()), list(rows).index(item[0]))
+    )
     lines = [f"| {title} | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for label, cells in ordered:
         values = [_format(*cells[c]) if c in cells else "" for c in columns]
@@ -138,7 +152,12 @@ def cli_markdown() -> str:
     from beamtok.cli import main
     from beamtok.core.cache_options import CACHE_OPTIONS
 
-    scopes = {"input": "which data", "dataset": "how it is read, tokenized and packed", "build": "how the cache is written", "config": "data configs"}
+    scopes = {
+        "input": "which data",
+        "dataset": "how it is read, tokenized and packed",
+        "build": "how the cache is written",
+        "config": "data configs",
+    }
     lines = ["## The option table", ""]
     lines += [
         "One table (`beamtok.core.cache_options`) makes `beamtok cache`'s options, the keys of its",
@@ -152,9 +171,15 @@ def cli_markdown() -> str:
         if option.switch:
             flag = f"`{option.cli_name}` / `--no-{option.cli_name[2:]}`"
         default = "" if option.default in (None, ()) else f"`{option.default}`"
-        values = ", ".join(f"`{c}`" for c in option.choices) if option.choices else (option.type.__name__ if option.type else ("flag" if option.flag or option.switch else "text"))
+        values = (
+            ", ".join(f"`{c}`" for c in option.choices)
+            if option.choices
+            else (option.type.__name__ if option.type else ("flag" if option.flag or option.switch else "text"))
+        )
         text = re.sub(r"\s*\[default: [^\]]*\]", "", option.help).replace("|", "\\|")
-        lines.append(f"| {flag} | `{option.name}` | {default} | {values} | {text} | {scopes.get(option.scope, option.scope)} |")
+        lines.append(
+            f"| {flag} | `{option.name}` | {default} | {values} | {text} | {scopes.get(option.scope, option.scope)} |"
+        )
     lines.append("")
     context = click.Context(main, info_name="beamtok")
     lines += ["## Commands", "", "```text", main.get_help(context), "```", ""]

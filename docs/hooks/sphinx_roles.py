@@ -26,7 +26,9 @@ class SphinxRoles(griffe.Extension):
         rendered = _rendered(pkg)
         for obj in _objects(pkg):
             if obj.docstring is not None and ":`" in obj.docstring.value:
-                obj.docstring.value = ROLE.sub(lambda m, o=obj: _link(pkg, o, m.group(1) == "~", m.group(2), rendered), obj.docstring.value)
+                obj.docstring.value = ROLE.sub(
+                    lambda m, o=obj: _link(pkg, o, m.group(1) == "~", m.group(2), rendered), obj.docstring.value
+                )
 
 
 def _rendered(pkg: griffe.Module) -> tuple[str, ...]:

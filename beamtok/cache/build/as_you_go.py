@@ -95,7 +95,11 @@ class _ShardWriter(threading.Thread):
             self.items.put_nowait(item)
         except queue.Full:
             self.given_up = True
-            log.debug("shard %d: the cache writer fell %d examples behind; not caching it this time", self.shard.index, QUEUE_ITEMS * HANDOFF)
+            log.debug(
+                "shard %d: the cache writer fell %d examples behind; not caching it this time",
+                self.shard.index,
+                QUEUE_ITEMS * HANDOFF,
+            )
             with contextlib.suppress(queue.Full):
                 self.items.get_nowait()  # make room for the message that stops the writer
                 self.items.put_nowait(_GIVE_UP)
@@ -125,7 +129,11 @@ class _ShardWriter(threading.Thread):
         except _GiveUp:
             return
         except Exception:  # a full disk must not stop training: the shard is simply not cached
-            log.warning("shard %d: writing it to the cache failed; it will be tokenized again next time", self.shard.index, exc_info=True)
+            log.warning(
+                "shard %d: writing it to the cache failed; it will be tokenized again next time",
+                self.shard.index,
+                exc_info=True,
+            )
             return
         self.on_written(entry)
 
@@ -146,7 +154,9 @@ class CachingBackend:
         return None
 
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
-        entry = completed_entry(self.storage, shard, self.spec.fingerprint, check_file=False)  # reads check footers and pages
+        entry = completed_entry(
+            self.storage, shard, self.spec.fingerprint, check_file=False
+        )  # reads check footers and pages
         if entry is not None:
             return Cache.of_entries(self.storage.url, self.spec, [entry]).open_rows(shard, cursor)
         if cursor != ShardCursor():
@@ -176,11 +186,17 @@ class CachingBackend:
         """After a shard lands: write the manifest when every shard has."""
         entries = []
         for shard in self.shards:
-            done = entry if shard.index == entry.index else completed_entry(self.storage, shard, self.spec.fingerprint, check_file=False)
+            done = (
+                entry
+                if shard.index == entry.index
+                else completed_entry(self.storage, shard, self.spec.fingerprint, check_file=False)
+            )
             if done is None:
                 return
             entries.append(done)
-        manifest = Manifest(self.spec.to_json(), self.spec.fingerprint, entries, versions(), TOKENIZER_FILE, input_root=_cwd())
+        manifest = Manifest(
+            self.spec.to_json(), self.spec.fingerprint, entries, versions(), TOKENIZER_FILE, input_root=_cwd()
+        )
         write_manifest(self.storage, manifest)
         log.info("cache %s is complete (%d shards)", self.storage.url, len(entries))
 
@@ -190,7 +206,9 @@ class CachingBackend:
             writer.join(timeout)
 
     def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
-        self.inner.prefetch([(s, c) for s, c in upcoming if completed_entry(self.storage, s, self.spec.fingerprint) is None])
+        self.inner.prefetch(
+            [(s, c) for s, c in upcoming if completed_entry(self.storage, s, self.spec.fingerprint) is None]
+        )
 
     def close(self) -> None:
         """Stop reading: shards still being written are given up (their files never appear)."""
@@ -224,7 +242,9 @@ class CachingOrigin(OnTheFlyOrigin):
         storage = Storage(self.directory)
         problem = other_cache(storage, spec, self.shards, parquet_compat=self.layout.get("parquet_compat", False))
         if problem is not None:
-            raise CacheError(f"{storage.url} {problem}; cache_as_you_go() never replaces a cache: choose another directory")
+            raise CacheError(
+                f"{storage.url} {problem}; cache_as_you_go() never replaces a cache: choose another directory"
+            )
         if not storage.exists(TOKENIZER_FILE):
             from beamtok.transforms.tokenize import serialize_tokenizers
 

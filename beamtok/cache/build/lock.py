@@ -56,7 +56,9 @@ def _process_alive(pid: int) -> bool:
 class BuildLock:
     """The build lock of one cache directory; use as a context manager around a build."""
 
-    def __init__(self, storage: Storage, *, heartbeat: float = HEARTBEAT_SECONDS, stale_after: float = STALE_SECONDS) -> None:
+    def __init__(
+        self, storage: Storage, *, heartbeat: float = HEARTBEAT_SECONDS, stale_after: float = STALE_SECONDS
+    ) -> None:
         self.storage = storage
         self.heartbeat = heartbeat
         self.stale_after = stale_after
@@ -69,7 +71,13 @@ class BuildLock:
     # ----------------------------------------------------------------- holder
 
     def _record(self) -> dict[str, Any]:
-        return {"token": self.token, "host": socket.gethostname(), "pid": os.getpid(), "started": self.started, "heartbeat": time.time()}
+        return {
+            "token": self.token,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": self.started,
+            "heartbeat": time.time(),
+        }
 
     def _read(self) -> dict[str, Any] | None:
         try:
@@ -133,7 +141,13 @@ class BuildLock:
             reason = self.stale_reason(holder)
             if reason is None:
                 raise self._refusal(holder)
-            log.warning("%s: taking over the build lock of pid %s on %s: %s", self.storage.url, holder.get("pid"), holder.get("host"), reason)
+            log.warning(
+                "%s: taking over the build lock of pid %s on %s: %s",
+                self.storage.url,
+                holder.get("pid"),
+                holder.get("host"),
+                reason,
+            )
             self.taken_over = holder
             self.storage.delete(LOCK_FILE)
         if not self._create():
@@ -160,7 +174,9 @@ class BuildLock:
         while not self._stop.wait(self.heartbeat):
             current = self._read()
             if current is None or current.get("token") != self.token:
-                log.error("%s: the build lock was taken by another run; this run's files may be replaced", self.storage.url)
+                log.error(
+                    "%s: the build lock was taken by another run; this run's files may be replaced", self.storage.url
+                )
                 return
             try:
                 self.storage.write_bytes(LOCK_FILE, json.dumps(self._record()).encode())

@@ -53,7 +53,9 @@ def check_output(storage: Storage, *, create: bool = True) -> None:
         raise CacheError(f"{path}: cannot create or write a directory there: {e.strerror or e}") from None
 
 
-def prepare_output(storage: Storage, spec: Spec, shards: Sequence[Shard], *, overwrite: bool, parquet_compat: bool = False) -> None:
+def prepare_output(
+    storage: Storage, spec: Spec, shards: Sequence[Shard], *, overwrite: bool, parquet_compat: bool = False
+) -> None:
     """Refuse a directory holding another cache, or shard files written with the other
     ``parquet_compat`` choice (unless ``overwrite``, which empties it); mark it unfinished
     until the new manifest is written."""
@@ -94,7 +96,9 @@ def _other_parquet_form(storage: Storage, names: Sequence[str], parquet_compat: 
     return f"holds shard files written {'with' if compat else 'without'} --parquet-compat ({storage.display(rel)})"
 
 
-def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard], *, parquet_compat: bool | None = None) -> str | None:
+def other_cache(
+    storage: Storage, spec: Spec, shards: Sequence[Shard], *, parquet_compat: bool | None = None
+) -> str | None:
     """What makes the directory's cache another one than (spec, shards), or None; with
     ``parquet_compat`` given, shard files written with the other choice do too."""
     urls = [s.url for s in shards]
@@ -105,7 +109,9 @@ def other_cache(storage: Storage, spec: Spec, shards: Sequence[Shard], *, parque
             return "holds an unreadable manifest"
         if manifest.fingerprint != spec.fingerprint:
             changed = json_differences(manifest.spec, spec.to_json())
-            return f"holds a cache built with spec {manifest.fingerprint}, not {spec.fingerprint}" + (f" ({changed})" if changed else "")
+            return f"holds a cache built with spec {manifest.fingerprint}, not {spec.fingerprint}" + (
+                f" ({changed})" if changed else ""
+            )
         old = [e.url for e in manifest.shards]
         if old != urls:
             return f"holds a cache of other input files ({_first_difference(old, urls)})"
@@ -134,7 +140,11 @@ def _first_difference(old: list[str], new: list[str]) -> str:
 
 
 # Errors of a write that ran out of room: no space, a quota, the file size limit (RLIMIT_FSIZE).
-OUT_OF_ROOM = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file too large for the file size limit"}
+OUT_OF_ROOM = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large for the file size limit",
+}
 
 
 def out_of_room(error: BaseException) -> str | None:
@@ -175,8 +185,16 @@ def check_counters(counters: dict[str, int], manifest: Manifest) -> None:
     if not counters or counters.get("shards_reused", 0) or counters.get("shards_written", 0) != len(manifest.shards):
         return
     documents = manifest.totals["documents"]
-    skipped = {k.removeprefix("skipped_"): v for k, v in counters.items() if k.startswith("skipped_") and k != "skipped_documents" and v}
+    skipped = {
+        k.removeprefix("skipped_"): v
+        for k, v in counters.items()
+        if k.startswith("skipped_") and k != "skipped_documents" and v
+    }
     found = {"read": counters.get("documents", 0), "emitted": counters.get("emitted_documents", 0), "skipped": skipped}
-    want = {"read": documents["read"], "emitted": documents["emitted"], "skipped": {k: v for k, v in documents["skipped"].items() if v}}
+    want = {
+        "read": documents["read"],
+        "emitted": documents["emitted"],
+        "skipped": {k: v for k, v in documents["skipped"].items() if v},
+    }
     if found != want:
         raise CacheError(f"document counts disagree: Beam counted {found}, the manifest holds {want}")

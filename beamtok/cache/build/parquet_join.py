@@ -87,7 +87,11 @@ def _extent(group: list[Field], name: str, number: int) -> tuple[int, int]:
     start, stop, total = None, 0, 0
     for chunk in field_value(group, _GROUP_COLUMNS).items:
         meta = field_value(chunk, _CHUNK_META)
-        if meta is None or any(field_value(chunk, k) is not None for k in _CHUNK_APART) or field_value(meta, _META_BLOOM) is not None:
+        if (
+            meta is None
+            or any(field_value(chunk, k) is not None for k in _CHUNK_APART)
+            or field_value(meta, _META_BLOOM) is not None
+        ):
             raise ValueError(f"{name}: row group {number} has metadata stored apart from it (page index, bloom filter)")
         offsets = [o for o in (field_value(meta, _META_DICTIONARY_PAGE), field_value(meta, _META_DATA_PAGE)) if o]
         size = int(field_value(meta, _META_COMPRESSED))
@@ -133,7 +137,9 @@ def join_row_groups(parts: Sequence[GroupsOf], sink: Any) -> int:
     for part, footer in zip(parts, footers):
         for key, expected in same.items():
             if encode_struct([f for f in footer.fields if f.id == key]) != expected:
-                raise ValueError(f"{part.name}: written with another schema or writer than {parts[0].name} (footer field {key})")
+                raise ValueError(
+                    f"{part.name}: written with another schema or writer than {parts[0].name} (footer field {key})"
+                )
     sink.write(MAGIC)
     at = len(MAGIC)
     groups: list[list[Field]] = []
@@ -149,7 +155,9 @@ def join_row_groups(parts: Sequence[GroupsOf], sink: Any) -> int:
             at += stop - start
     kinds: ThriftList = field_value(template, _FILE_ROW_GROUPS)
     fields = [
-        Field(f.id, f.type, ThriftList(kinds.kind, kinds.element_type, groups)) if f.id == _FILE_ROW_GROUPS else copy.deepcopy(f)
+        Field(f.id, f.type, ThriftList(kinds.kind, kinds.element_type, groups))
+        if f.id == _FILE_ROW_GROUPS
+        else copy.deepcopy(f)
         for f in template
     ]
     set_field(fields, _FILE_NUM_ROWS, rows)

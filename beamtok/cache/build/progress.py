@@ -72,7 +72,9 @@ class ShardReporter:
     """Worker side: writes one shard's progress (or one range's share of it) at most every
     ``interval`` seconds."""
 
-    def __init__(self, directory: str, shard: Shard, source: SourceSpec, interval: float = 0.5, part: InputRange | None = None) -> None:
+    def __init__(
+        self, directory: str, shard: Shard, source: SourceSpec, interval: float = 0.5, part: InputRange | None = None
+    ) -> None:
         name = f"{shard.index}" if part is None else f"{shard.index}.{part.number}"
         self.path = os.path.join(directory, f"{name}.json")
         whole = shard_fraction(shard, source)
@@ -125,7 +127,14 @@ class BuildProgress(threading.Thread):
     """Parent side: shows shards done (with the fractions of open ones), tokens and rate."""
 
     def __init__(
-        self, storage: Storage, total: int, directory: str, *, enabled: bool = True, stream: IO[str] | None = None, poll: float = 0.5
+        self,
+        storage: Storage,
+        total: int,
+        directory: str,
+        *,
+        enabled: bool = True,
+        stream: IO[str] | None = None,
+        poll: float = 0.5,
     ) -> None:
         super().__init__(daemon=True)
         self.storage = storage
@@ -169,7 +178,11 @@ class BuildProgress(threading.Thread):
     def show(self) -> None:
         done, tokens = self.figures()
         rate = tokens / max(time.monotonic() - self.started, 1e-9)
-        self.display.set(done, tokens=f"{tokens:,}", rate=f"{rate / 1e6:.2f}M tokens/s" if rate >= 1e5 else f"{rate / 1e3:.1f}K tokens/s")
+        self.display.set(
+            done,
+            tokens=f"{tokens:,}",
+            rate=f"{rate / 1e6:.2f}M tokens/s" if rate >= 1e5 else f"{rate / 1e3:.1f}K tokens/s",
+        )
 
     def run(self) -> None:
         while not self.finished.wait(self.poll):

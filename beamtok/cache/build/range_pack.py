@@ -34,7 +34,17 @@ from beamtok.shards.items import DocItem, Produced, ShardCursor
 from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard
 
-__all__ = ["PackTask", "PackedPart", "RangeTokens", "join_parts", "ordered_ranges", "pack_part", "packs_in_parallel", "part_file", "plan_pack_tasks"]
+__all__ = [
+    "PackTask",
+    "PackedPart",
+    "RangeTokens",
+    "join_parts",
+    "ordered_ranges",
+    "pack_part",
+    "packs_in_parallel",
+    "part_file",
+    "plan_pack_tasks",
+]
 
 
 def packs_in_parallel(spec: Spec) -> bool:
@@ -96,7 +106,9 @@ def ordered_ranges(shard: int, ranges: Iterable[RangeTokens]) -> list[RangeToken
     ordered = sorted(set(ranges), key=lambda r: r.number)
     numbers = [r.number for r in ordered]
     if not ordered or numbers != list(range(ordered[0].count)):
-        raise CacheError(f"shard {shard}: ranges {numbers} reached the packer, expected 0..{(ordered[0].count if ordered else 0) - 1}")
+        raise CacheError(
+            f"shard {shard}: ranges {numbers} reached the packer, expected 0..{(ordered[0].count if ordered else 0) - 1}"
+        )
     return ordered
 
 
@@ -124,11 +136,17 @@ def plan_pack_tasks(
         count = min(len(groups), TASKS_PER_RANGE)
         for k in range(count):
             first, stop = groups[k * len(groups) // count], groups[(k + 1) * len(groups) // count - 1] + 1
-            tasks.append(PackTask(shard, number, files, before[number], first * group, stop * group if stop < len(owners) else None))
+            tasks.append(
+                PackTask(
+                    shard, number, files, before[number], first * group, stop * group if stop < len(owners) else None
+                )
+            )
     return tasks
 
 
-def _from_row(items: Iterator[DocItem], row: int, token: int, seen: int, where: str) -> tuple[ShardCursor, Iterator[DocItem]]:
+def _from_row(
+    items: Iterator[DocItem], row: int, token: int, seen: int, where: str
+) -> tuple[ShardCursor, Iterator[DocItem]]:
     """The cursor of row ``row``, which starts at the shard's token ``token`` (``seen``: tokens
     before ``items``), and the documents from the one holding that token on."""
     for item in items:
@@ -140,10 +158,14 @@ def _from_row(items: Iterator[DocItem], row: int, token: int, seen: int, where: 
     raise CacheError(f"{where}: holds fewer tokens than its range reported (token {token} not found)")
 
 
-def pack_part(storage: Storage, processor: ShardProcessor, task: PackTask, group: int, *, parquet_compat: bool = False) -> PackedPart:
+def pack_part(
+    storage: Storage, processor: ShardProcessor, task: PackTask, group: int, *, parquet_compat: bool = False
+) -> PackedPart:
     """Pack ``task``'s rows into its own Parquet file of whole row groups."""
     seq_len = processor.spec.pack.seq_len if processor.spec.pack is not None else None
-    items: Iterator[DocItem] = itertools.chain.from_iterable(read_range_file(storage, rel) for rel in task.files[task.number :])
+    items: Iterator[DocItem] = itertools.chain.from_iterable(
+        read_range_file(storage, rel) for rel in task.files[task.number :]
+    )
     if task.first_row == 0:
         start = ShardCursor()
     else:
@@ -154,10 +176,14 @@ def pack_part(storage: Storage, processor: ShardProcessor, task: PackTask, group
         produced = itertools.islice(produced, task.stop_row - task.first_row)
     rel = part_file(task.shard, task.first_row)
     with storage.writing(rel) as sink:
-        written = write_row_groups(sink, produced, group, empty_group=task.first_row == 0, parquet_compat=parquet_compat)
+        written = write_row_groups(
+            sink, produced, group, empty_group=task.first_row == 0, parquet_compat=parquet_compat
+        )
     expected = None if task.stop_row is None else task.stop_row - task.first_row
     if (written.rows == 0 and task.first_row > 0) or (expected is not None and written.rows != expected):
-        raise CacheError(f"shard {task.shard}: range {task.number} packed {written.rows} rows from row {task.first_row}, expected {expected}")
+        raise CacheError(
+            f"shard {task.shard}: range {task.number} packed {written.rows} rows from row {task.first_row}, expected {expected}"
+        )
     return PackedPart(task.shard, task.number, task.first_row, rel, written, task.files)
 
 
@@ -170,7 +196,9 @@ def join_parts(storage: Storage, shard: Shard, parts: Sequence[PackedPart], fing
     row = 0
     for part in parts:
         if part.first_row != row:
-            raise CacheError(f"shard {shard.index}: the packed parts do not follow each other (rows from {part.first_row}, expected {row})")
+            raise CacheError(
+                f"shard {shard.index}: the packed parts do not follow each other (rows from {part.first_row}, expected {row})"
+            )
         row += part.written.rows
     files = [storage.open_input(p.file) for p in parts]
     try:

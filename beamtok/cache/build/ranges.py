@@ -105,7 +105,10 @@ def plan_ranges(shard: Shard, source: SourceSpec, split_bytes: int) -> list[Inpu
         return whole
     bounds, total = found
     count = len(bounds) - 1
-    return [InputRange(shard.index, i, count, bounds[i], bounds[i + 1] if i + 1 < count else None, total) for i in range(count)]
+    return [
+        InputRange(shard.index, i, count, bounds[i], bounds[i + 1] if i + 1 < count else None, total)
+        for i in range(count)
+    ]
 
 
 def range_file(part: InputRange) -> str:

@@ -62,7 +62,9 @@ def rows_per_group(seq_len: int | None, rows: int | None = None, nbytes: int | N
     return default_group_rows(seq_len, nbytes)
 
 
-def check_layout(row_group_rows: int | None, row_group_bytes: int | None, seq_len: int | None, parquet_compat: bool = False) -> dict[str, Any]:
+def check_layout(
+    row_group_rows: int | None, row_group_bytes: int | None, seq_len: int | None, parquet_compat: bool = False
+) -> dict[str, Any]:
     """The file layout options, checked: the row-group options (whole numbers, one of them at
     most, and a row group a writer can hold in memory: it is built whole before it is written)
     and whether files are written for every Parquet reader (``parquet_compat``)."""
@@ -75,7 +77,10 @@ def check_layout(row_group_rows: int | None, row_group_bytes: int | None, seq_le
     if row_group_bytes is not None:
         check_ceiling(row_group_bytes, "row_group_bytes", MAX_ROW_GROUP_BYTES, "bytes")
     rows = rows_per_group(seq_len, row_group_rows, row_group_bytes)
-    check_memory(f"a row group of {rows:,} rows of {seq_len or 2048:,} tokens", rows * (seq_len or 2048) * ROW_BYTES_PER_TOKEN * 2)
+    check_memory(
+        f"a row group of {rows:,} rows of {seq_len or 2048:,} tokens",
+        rows * (seq_len or 2048) * ROW_BYTES_PER_TOKEN * 2,
+    )
     return {"row_group_rows": row_group_rows, "row_group_bytes": row_group_bytes, "parquet_compat": parquet_compat}
 
 
@@ -98,7 +103,11 @@ def completed_entry(storage: Storage, shard: Shard, fingerprint: str, *, check_f
     if entry.source_size is not None and source_size(shard) != entry.source_size:
         return None  # the input file changed since the shard was written
     if check_file and storage.sha256(entry.file) != entry.sha256:
-        log.warning("%s: shard %d's file was altered after it was written (checksum mismatch): rebuilding it", storage.url, shard.index)
+        log.warning(
+            "%s: shard %d's file was altered after it was written (checksum mismatch): rebuilding it",
+            storage.url,
+            shard.index,
+        )
         storage.delete(rel)
         storage.delete(entry.file)
         return None
@@ -174,7 +183,12 @@ def write_rows(
 
 
 def record_shard(
-    storage: Storage, shard: Shard, hashing: HashingWriter, written: WrittenRows, fingerprint: str, document_lengths: DocumentLengths | None = None
+    storage: Storage,
+    shard: Shard,
+    hashing: HashingWriter,
+    written: WrittenRows,
+    fingerprint: str,
+    document_lengths: DocumentLengths | None = None,
 ) -> ShardEntry:
     """The entry of ``shard``'s file, just written through ``hashing``; its sidecar is written
     (what marks the shard complete), with its documents' lengths where the build knows them
@@ -224,7 +238,12 @@ class WrittenRows:
     documents: DocCounts = NO_COUNTS
 
     def __add__(self, other: WrittenRows) -> WrittenRows:
-        return WrittenRows(self.rows + other.rows, self.tokens + other.tokens, self.pad_tokens + other.pad_tokens, self.documents + other.documents)
+        return WrittenRows(
+            self.rows + other.rows,
+            self.tokens + other.tokens,
+            self.pad_tokens + other.pad_tokens,
+            self.documents + other.documents,
+        )
 
 
 def write_row_groups(
@@ -244,7 +263,11 @@ def write_row_groups(
     block at a time, with no dict per row; the file is the same."""
     options = parquet_options(parquet_compat)
     writer: pq.ParquetWriter | None = None
-    tables = _block_tables(produced_rows, group, report) if isinstance(produced_rows, SpanReader) else _example_tables(produced_rows, group, report)
+    tables = (
+        _block_tables(produced_rows, group, report)
+        if isinstance(produced_rows, SpanReader)
+        else _example_tables(produced_rows, group, report)
+    )
     written = WrittenRows()
     try:
         for table, part in tables:
@@ -263,7 +286,9 @@ def write_row_groups(
 Tables = Iterator[tuple[pa.Table | None, WrittenRows]]
 
 
-def _example_tables(produced_rows: Iterable[Produced], group: int, report: Callable[[ShardCursor, int, int, int], None] | None) -> Tables:
+def _example_tables(
+    produced_rows: Iterable[Produced], group: int, report: Callable[[ShardCursor, int, int, int], None] | None
+) -> Tables:
     """Row groups of ``group`` examples, one dict each, and what each holds (the last one
     holds the rest, and is written empty when there is no row at all)."""
     documents = NO_COUNTS
@@ -290,7 +315,9 @@ def _example_tables(produced_rows: Iterable[Produced], group: int, report: Calla
     yield examples_to_table(examples, counts), part
 
 
-def _block_tables(reader: SpanReader, group: int, report: Callable[[ShardCursor, int, int, int], None] | None) -> Tables:
+def _block_tables(
+    reader: SpanReader, group: int, report: Callable[[ShardCursor, int, int, int], None] | None
+) -> Tables:
     """Row groups of ``group`` rows taken from row blocks column-wise, and what each holds."""
     documents = NO_COUNTS
     rows = tokens = 0
@@ -347,10 +374,16 @@ def _pieces_table(pieces: list[Taken]) -> pa.Table:
     row_ends = np.concatenate(lengths)
     offsets_out = np.zeros(len(row_ends) + 1, dtype=np.int64)
     np.cumsum(row_ends, out=offsets_out[1:])
-    flat: dict[str, np.ndarray | None] = {"input_ids": np.concatenate(ids), "segment_ids": np.concatenate(segments), "loss_mask": _joined_mask(masks, segments)}
+    flat: dict[str, np.ndarray | None] = {
+        "input_ids": np.concatenate(ids),
+        "segment_ids": np.concatenate(segments),
+        "loss_mask": _joined_mask(masks, segments),
+    }
     if all(p is not None for p in positions):  # rows not made from a layout: their positions are checked
         flat["position_ids"] = np.concatenate(positions)  # type: ignore[arg-type]
-    return token_columns_to_table(flat, offsets_out, {name: np.concatenate(parts) for name, parts in provenance.items()}, counts)
+    return token_columns_to_table(
+        flat, offsets_out, {name: np.concatenate(parts) for name, parts in provenance.items()}, counts
+    )
 
 
 def _joined_mask(masks: list[np.ndarray | None], segments: list[np.ndarray]) -> np.ndarray | None:

@@ -69,7 +69,9 @@ class Manifest:
     created: str = ""
     format: int = MANIFEST_FORMAT
     input_root: str | None = None  # the directory relative local input paths were given in
-    shard_table: dict[str, Any] | None = None  # where the entries are, when not inline (beamtok.cache.format.shard_table)
+    shard_table: dict[str, Any] | None = (
+        None  # where the entries are, when not inline (beamtok.cache.format.shard_table)
+    )
     _columns: dict[str, Sequence[Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def input_path(self, url: str, source_root: str | None = None) -> str:
@@ -101,7 +103,11 @@ class Manifest:
 
     def distinct(self, name: str) -> set[Any]:
         """The distinct values of one field over every shard entry."""
-        return self.shards.distinct(name) if isinstance(self.shards, ShardTable) else {getattr(e, name) for e in self.shards}
+        return (
+            self.shards.distinct(name)
+            if isinstance(self.shards, ShardTable)
+            else {getattr(e, name) for e in self.shards}
+        )
 
     def shard_rows(self, index: int) -> int:
         """Rows of shard ``index``, without building its entry."""
@@ -147,17 +153,26 @@ class Manifest:
             raise CacheError(f"{where}: not a beamtok manifest")
         if data["format"] not in READABLE_FORMATS:
             readable = ", ".join(map(str, READABLE_FORMATS))
-            raise CacheError(f"{where}: manifest format {data['format']!r} is not supported (this beamtok reads formats {readable}); upgrade beamtok")
+            raise CacheError(
+                f"{where}: manifest format {data['format']!r} is not supported (this beamtok reads formats {readable}); upgrade beamtok"
+            )
         try:
             shards: Sequence[ShardEntry]
             if data["format"] == TABLE_FORMAT:
                 if storage is None:
-                    raise CacheError(f"{where}: the shard entries are in a table beside the manifest; open the cache directory")
+                    raise CacheError(
+                        f"{where}: the shard entries are in a table beside the manifest; open the cache directory"
+                    )
                 shards = read_shard_table(storage, data["shard_table"], where)
             else:
                 shards = [ShardEntry.from_json(s, where) for s in data["shards"]]
             manifest = cls(
-                data["spec"], data["fingerprint"], shards, data["versions"], data["tokenizer_file"], data["created"],
+                data["spec"],
+                data["fingerprint"],
+                shards,
+                data["versions"],
+                data["tokenizer_file"],
+                data["created"],
                 input_root=data.get("input_root"),  # absent from manifests of earlier versions
                 format=data["format"],
                 shard_table=data.get("shard_table"),
@@ -175,7 +190,9 @@ def read_manifest(storage: Storage) -> Manifest:
     """Read and validate a cache's manifest; a missing one means the cache is unfinished."""
     if not storage.exists(MANIFEST):
         if storage.list(SHARDS_DIR) or storage.list(RECORDS_DIR):
-            raise CacheError(f"{storage.url}: cache is unfinished (shard files but no {MANIFEST}); re-run `beamtok cache` to complete it")
+            raise CacheError(
+                f"{storage.url}: cache is unfinished (shard files but no {MANIFEST}); re-run `beamtok cache` to complete it"
+            )
         raise CacheError(f"{storage.url}: not a beamtok cache (no {MANIFEST})")
     where = storage.display(MANIFEST)
     try:
@@ -203,7 +220,13 @@ def versions() -> dict[str, str]:
     from importlib import metadata
 
     found = {}
-    for key, distribution in (("beamtok", "beamtok"), ("apache_beam", "apache-beam"), ("tokenizers", "tokenizers"), ("pyarrow", "pyarrow"), ("transformers", "transformers")):
+    for key, distribution in (
+        ("beamtok", "beamtok"),
+        ("apache_beam", "apache-beam"),
+        ("tokenizers", "tokenizers"),
+        ("pyarrow", "pyarrow"),
+        ("transformers", "transformers"),
+    ):
         try:
             found[key] = metadata.version(distribution)
         except metadata.PackageNotFoundError:

@@ -53,7 +53,12 @@ TOKEN_FIELDS: dict[str, pa.DataType] = {
 }
 # the numpy dtype of each token field (pyarrow's to_pandas_dtype() would import pandas)
 TOKEN_DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(str(t)) for name, t in TOKEN_FIELDS.items()}
-PROVENANCE_FIELDS: dict[str, pa.DataType] = {"shard": pa.int32(), "index": pa.int64(), "doc": pa.int64(), "token": pa.int64()}
+PROVENANCE_FIELDS: dict[str, pa.DataType] = {
+    "shard": pa.int32(),
+    "index": pa.int64(),
+    "doc": pa.int64(),
+    "token": pa.int64(),
+}
 COUNTS_TYPE = pa.struct(
     [
         ("read", pa.int32()),
@@ -143,7 +148,9 @@ def _run_positions(segments: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return positions.astype(np.int32, copy=False)
 
 
-def _list_array(values: np.ndarray, offsets: np.ndarray, dtype: pa.DataType, mask: np.ndarray | None = None) -> pa.Array:
+def _list_array(
+    values: np.ndarray, offsets: np.ndarray, dtype: pa.DataType, mask: np.ndarray | None = None
+) -> pa.Array:
     if offsets[-1] >= 2**31:
         raise CacheError(f"a row group of {offsets[-1]} tokens is too large; use a smaller row_group_rows")
     list_type = _tokens_type(dtype)
@@ -159,13 +166,23 @@ def examples_to_table(examples: list[dict[str, Any]], counts: list[DocCounts]) -
     Raises CacheError if an example's ``position_ids`` do not follow from its segments (a
     packer bug: reading would return other positions)."""
     offsets = row_offsets([ex["input_ids"] for ex in examples])
-    flat = {name: np.concatenate([ex[name] for ex in examples]) if examples else np.zeros(0, dtype=TOKEN_DTYPES[name]) for name in TOKEN_FIELDS}
-    provenance = {name: np.fromiter((ex[name] for ex in examples), dtype=np.int64, count=len(examples)) for name in PROVENANCE_FIELDS}
+    flat = {
+        name: np.concatenate([ex[name] for ex in examples]) if examples else np.zeros(0, dtype=TOKEN_DTYPES[name])
+        for name in TOKEN_FIELDS
+    }
+    provenance = {
+        name: np.fromiter((ex[name] for ex in examples), dtype=np.int64, count=len(examples))
+        for name in PROVENANCE_FIELDS
+    }
     return token_columns_to_table(flat, offsets, provenance, counts, lambda row: examples[row].get("index", row))
 
 
 def token_columns_to_table(
-    flat: Mapping[str, np.ndarray | None], offsets: np.ndarray, provenance: dict[str, np.ndarray], counts: list[DocCounts], name_row: Any = None
+    flat: Mapping[str, np.ndarray | None],
+    offsets: np.ndarray,
+    provenance: dict[str, np.ndarray],
+    counts: list[DocCounts],
+    name_row: Any = None,
 ) -> pa.Table:
     """A layout-2 cache table from rows given column-wise: each token field's values end to end
     (``TOKEN_FIELDS``), the rows' ``offsets`` into them, each provenance field and each row's
@@ -179,7 +196,11 @@ def token_columns_to_table(
         if values is not None and len(values) != offsets[-1]:
             raise CacheError(f"an example's {name} is not as long as its input_ids")
     positions = flat.get("position_ids")
-    wrong = np.flatnonzero(derive_positions(segments, offsets) != positions) if positions is not None else np.zeros(0, dtype=np.int64)
+    wrong = (
+        np.flatnonzero(derive_positions(segments, offsets) != positions)
+        if positions is not None
+        else np.zeros(0, dtype=np.int64)
+    )
     if len(wrong):
         row = int(np.searchsorted(offsets, wrong[0], side="right")) - 1
         named = name_row(row) if name_row is not None else row
@@ -206,7 +227,9 @@ def _present(flat: Mapping[str, np.ndarray | None], name: str) -> np.ndarray:
 def _null_mask_column(offsets: np.ndarray) -> pa.Array:
     """The loss mask column of rows whose mask is their real tokens: a null row each."""
     rows = len(offsets) - 1
-    return _list_array(np.zeros(0, dtype=np.int8), np.zeros(rows + 1, dtype=np.int64), pa.int8(), mask=np.ones(rows, dtype=bool))
+    return _list_array(
+        np.zeros(0, dtype=np.int8), np.zeros(rows + 1, dtype=np.int64), pa.int8(), mask=np.ones(rows, dtype=bool)
+    )
 
 
 def _mask_column(mask: np.ndarray, segments: np.ndarray, offsets: np.ndarray) -> pa.Array:

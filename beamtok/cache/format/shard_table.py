@@ -66,10 +66,14 @@ def read_shard_table(storage: Storage, recorded: Any, where: str) -> ShardTable:
         raise CacheError(f"{where}: malformed shard_table record {recorded!r}")
     check_relative(recorded["file"])
     if not storage.exists(recorded["file"]):
-        raise CacheError(f"{storage.display(recorded['file'])}: missing (the manifest lists the shards there); re-run `beamtok cache`")
+        raise CacheError(
+            f"{storage.display(recorded['file'])}: missing (the manifest lists the shards there); re-run `beamtok cache`"
+        )
     blob = storage.read_buffer(recorded["file"])
     if blob.size != recorded["bytes"]:
-        raise CacheError(f"{storage.display(recorded['file'])}: {blob.size} bytes, but the manifest says {recorded['bytes']}; run `beamtok verify`")
+        raise CacheError(
+            f"{storage.display(recorded['file'])}: {blob.size} bytes, but the manifest says {recorded['bytes']}; run `beamtok verify`"
+        )
     try:
         table = pa.ipc.open_file(blob).read_all()
     except pa.ArrowInvalid as e:

@@ -98,7 +98,9 @@ class Storage:
             except FileNotFoundError:
                 return {}
         selector = pafs.FileSelector(self.path(rel_dir), allow_not_found=True)
-        return {info.base_name: info.size for info in self.fs.get_file_info(selector) if info.type == pafs.FileType.File}
+        return {
+            info.base_name: info.size for info in self.fs.get_file_info(selector) if info.type == pafs.FileType.File
+        }
 
     def read_buffer(self, rel: str) -> Any:
         """A file's bytes as a pyarrow buffer, without a copy into Python bytes (a local

@@ -121,7 +121,9 @@ class _Reader:
                 return ThriftMap(0, 0, [])
             types = self.byte()
             key_type, value_type = types >> 4, types & 0x0F
-            return ThriftMap(key_type, value_type, [(self.value(key_type), self.value(value_type)) for _ in range(size)])
+            return ThriftMap(
+                key_type, value_type, [(self.value(key_type), self.value(value_type)) for _ in range(size)]
+            )
         if kind == STRUCT:
             return self.struct()
         raise ValueError(f"unknown Thrift wire type {kind}")

@@ -98,7 +98,9 @@ class CacheOrigin:
         if self.cache.spec.pack is not None:
             raise ConfigError(f"{name}(): the cache is already packed; build it with --pack none to pack at read time")
 
-    def row_access(self, spec: Spec, local_copy: bool | str | None = None, pool: DecodePool | None = None) -> RowSource | None:
+    def row_access(
+        self, spec: Spec, local_copy: bool | str | None = None, pool: DecodePool | None = None
+    ) -> RowSource | None:
         if spec.pack != self.cache.spec.pack:
             return None
         return ShuffleRows(self.cache, local_copy) if pool is None else RowAccess(self.cache, pool=pool)

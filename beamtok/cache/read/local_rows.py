@@ -109,7 +109,11 @@ def _build(cache: Cache, target: Path) -> None:
         raise
     log.info(
         "local copy of %s for the global shuffle: %d rows, %.1f GB in %s (%.1f s)",
-        cache.directory, about["rows"], about["bytes"] / 1e9, target, time.perf_counter() - start,
+        cache.directory,
+        about["rows"],
+        about["bytes"] / 1e9,
+        target,
+        time.perf_counter() - start,
     )
 
 
@@ -136,11 +140,17 @@ def _write(cache: Cache, directory: Path) -> dict[str, Any]:
                     files[name] = open(directory / f"{name}.bin", "wb")
                     dtypes[name] = block.columns[name].values.dtype.str
             elif list(block.columns) != names:
-                raise CacheError(f"{cache.directory}: shard {int(block.shard[0])} holds other fields ({list(block.columns)}) than {names}")
+                raise CacheError(
+                    f"{cache.directory}: shard {int(block.shard[0])} holds other fields ({list(block.columns)}) than {names}"
+                )
             first = block.columns[names[0]].offsets
             for name in names:
                 column = block.columns[name]
-                files[name].write(np.ascontiguousarray(column.values[column.offsets[0] : column.offsets[-1]], dtype=dtypes[name]).tobytes())
+                files[name].write(
+                    np.ascontiguousarray(
+                        column.values[column.offsets[0] : column.offsets[-1]], dtype=dtypes[name]
+                    ).tobytes()
+                )
             files["offsets"].write((first[1:] - first[0] + end).astype(np.int64).tobytes())
             end += int(first[-1] - first[0])
             provenance = np.stack(block.provenance, axis=1).astype(np.int64)
@@ -160,7 +170,14 @@ def _write(cache: Cache, directory: Path) -> dict[str, Any]:
         raise CacheError(f"{cache.directory}: the cache holds no rows to copy")
     (directory / "skipped.json").write_text(json.dumps(skipped))
     size = sum(os.path.getsize(directory / f"{name}.bin") for name in [*names, "offsets", "provenance", "counts"])
-    return {"format": FORMAT, "cache": cache.directory, "rows": rows, "columns": dtypes, "supervised": supervised, "bytes": size}
+    return {
+        "format": FORMAT,
+        "cache": cache.directory,
+        "rows": rows,
+        "columns": dtypes,
+        "supervised": supervised,
+        "bytes": size,
+    }
 
 
 class LocalRows:
@@ -171,14 +188,18 @@ class LocalRows:
         self.shard_rows = shard_rows  # the cache's, in shard order
         about = json.loads(Path(directory, "rows.json").read_text())
         if about.get("format") != FORMAT:
-            raise CacheError(f"{directory}: a local copy of format {about.get('format')}, not {FORMAT}; delete it to rebuild")
+            raise CacheError(
+                f"{directory}: a local copy of format {about.get('format')}, not {FORMAT}; delete it to rebuild"
+            )
         self.total: int = about["rows"]
         self.supervised: bool = about["supervised"]
         self.columns = {name: self._map(name, np.dtype(dtype)) for name, dtype in about["columns"].items()}
         self.offsets = self._map("offsets", np.dtype(np.int64))
         self.provenance = self._map("provenance", np.dtype(np.int64)).reshape(-1, 4)
         self.counts = self._map("counts", np.dtype(np.int64)).reshape(-1, len(COUNT_FIELDS))
-        self.skipped = {int(row): reasons for row, reasons in json.loads(Path(directory, "skipped.json").read_text()).items()}
+        self.skipped = {
+            int(row): reasons for row, reasons in json.loads(Path(directory, "skipped.json").read_text()).items()
+        }
         widths = np.diff(self.offsets) if self.total else np.zeros(0, dtype=np.int64)
         self.width = int(widths[0]) if self.total and bool((widths == widths[0]).all()) else None
 
@@ -196,7 +217,10 @@ class LocalRows:
         rows = np.asarray(global_rows, dtype=np.int64)
         if self.width is not None:
             offsets = np.arange(len(rows) + 1, dtype=np.int64) * self.width
-            fields = [(name, np.asarray(values.reshape(-1, self.width)[rows]).reshape(-1)) for name, values in self.columns.items()]
+            fields = [
+                (name, np.asarray(values.reshape(-1, self.width)[rows]).reshape(-1))
+                for name, values in self.columns.items()
+            ]
         else:
             starts, ends = self.offsets[rows], self.offsets[rows + 1]
             offsets = np.zeros(len(rows) + 1, dtype=np.int64)

@@ -64,8 +64,12 @@ class RowAccess:
     def decode_ahead(self, global_rows: np.ndarray, keep: int) -> None:
         """Start decoding the row groups of these rows on a helper thread, as far as the decode
         budget has room beside the ``keep`` groups read last (see :meth:`DecodePool.decode_ahead`)."""
-        for shard, group, _, _ in self._groups_of(np.asarray(global_rows, dtype=np.int64)):  # footers read here, not on the helper
-            self.pool.decode_ahead((self._key, shard, group), functools.partial(self._decode_on_helper, shard, group), keep)
+        for shard, group, _, _ in self._groups_of(
+            np.asarray(global_rows, dtype=np.int64)
+        ):  # footers read here, not on the helper
+            self.pool.decode_ahead(
+                (self._key, shard, group), functools.partial(self._decode_on_helper, shard, group), keep
+            )
 
     def _groups_of(self, rows: np.ndarray) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
         """(shard, row group, which of ``rows`` lie in it, their rows within it) per group."""
@@ -110,14 +114,18 @@ class RowAccess:
         """The row after each row group of ``shard``, counted from the shard's first row."""
         if shard not in self._group_ends:
             meta = self._file(shard).metadata
-            self._group_ends[shard] = np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)], dtype=np.int64)
+            self._group_ends[shard] = np.cumsum(
+                [meta.row_group(i).num_rows for i in range(meta.num_row_groups)], dtype=np.int64
+            )
         return self._group_ends[shard]
 
     def _file(self, shard: int) -> Any:
         return self.pool.file((self._key, shard), lambda: self.cache.open_shard_file(shard))
 
     def _block(self, shard: int, group: int) -> RowBlock:
-        return self.pool.group((self._key, shard, group), lambda: self.cache.decode_row_group(self._file(shard), shard, group))
+        return self.pool.group(
+            (self._key, shard, group), lambda: self.cache.decode_row_group(self._file(shard), shard, group)
+        )
 
 
 _KEYS = itertools.count()

@@ -37,7 +37,9 @@ from beamtok.transforms.tokenize import Tokenizer, register_tokenizer
 
 __all__ = ["Cache", "ReadAhead", "size_problem"]
 
-DECODING_AHEAD = 2  # row groups decoded at once ahead of the stream, on the process's prefetch pool (beamtok.base.prefetch)
+DECODING_AHEAD = (
+    2  # row groups decoded at once ahead of the stream, on the process's prefetch pool (beamtok.base.prefetch)
+)
 
 
 class Cache:
@@ -56,11 +58,18 @@ class Cache:
         self.spec = Spec.from_json(self.manifest.spec)
         self.supervised = self.spec.supervised
         if fingerprint is not None and self.manifest.fingerprint != fingerprint:
-            raise CacheError(f"{directory} was built with spec {self.manifest.fingerprint}, not the requested {fingerprint}")
-        if self.manifest.distinct("fingerprint") - {"", self.manifest.fingerprint}:  # columns: a large cache builds no entry here
+            raise CacheError(
+                f"{directory} was built with spec {self.manifest.fingerprint}, not the requested {fingerprint}"
+            )
+        if self.manifest.distinct("fingerprint") - {
+            "",
+            self.manifest.fingerprint,
+        }:  # columns: a large cache builds no entry here
             for entry in self.manifest.shards:
                 if entry.fingerprint and entry.fingerprint != self.manifest.fingerprint:
-                    raise CacheError(f"{self.storage.display(entry.file)}: built with spec {entry.fingerprint}, not the manifest's {self.manifest.fingerprint}")
+                    raise CacheError(
+                        f"{self.storage.display(entry.file)}: built with spec {entry.fingerprint}, not the manifest's {self.manifest.fingerprint}"
+                    )
         self._size_checked: set[int] | None = None  # a large cache's files checked so far; None: no check at first open
         if check_files and self.manifest.shard_table is not None:
             self._size_checked = set()
@@ -162,7 +171,9 @@ class Cache:
         entries = self.manifest.shards
         try:
             for number, entry in enumerate(entries):
-                ahead.upcoming = [(Shard(e.index, e.url), ShardCursor()) for e in entries[number + 1 : number + 3] if e.rows]
+                ahead.upcoming = [
+                    (Shard(e.index, e.url), ShardCursor()) for e in entries[number + 1 : number + 3] if e.rows
+                ]
                 if entry.rows:
                     yield from self._blocks(entry, 0, ahead)
         finally:
@@ -222,7 +233,9 @@ class Cache:
             self._refuse_size(entry, self.storage.size(entry.file))
             self._size_checked.add(entry.index)
         if entry.footer_sha256 and self.storage.parquet_footer_sha256(entry.file) != entry.footer_sha256:
-            raise CacheError(f"{where}: Parquet footer checksum mismatch (the file was altered after it was written); run `beamtok verify`")
+            raise CacheError(
+                f"{where}: Parquet footer checksum mismatch (the file was altered after it was written); run `beamtok verify`"
+            )
         source = self.storage.open_input(entry.file)
         try:
             return pq.ParquetFile(source, page_checksum_verification=True)
@@ -332,7 +345,11 @@ def _read_row_group(pf: pq.ParquetFile, group: int, where: str) -> pa.Table:
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:
-    return table.combine_chunks().to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], schema=table.schema)
+    return (
+        table.combine_chunks().to_batches()[0]
+        if table.num_rows
+        else pa.RecordBatch.from_pylist([], schema=table.schema)
+    )
 
 
 def _token_doc(row: dict[str, Any]) -> TokenDoc:

@@ -19,6 +19,7 @@ from beamtok.sources.urls import Shard, is_remote
 
 __all__ = ["VerifyReport", "verify_cache"]
 
+
 @dataclass
 class VerifyReport:
     """What verify checked and what it found; ``ok`` when nothing."""
@@ -58,7 +59,10 @@ def verify_cache(
     cache = Cache(directory, fingerprint=fingerprint, check_files=False)  # file problems are reported below
     manifest = cache.manifest
     report = VerifyReport(shards=len(manifest.shards))
-    if manifest.shard_table is not None and table_sha256(cache.storage, manifest.shard_table) != manifest.shard_table["sha256"]:
+    if (
+        manifest.shard_table is not None
+        and table_sha256(cache.storage, manifest.shard_table) != manifest.shard_table["sha256"]
+    ):
         report.problems.append(
             f"{cache.storage.display(manifest.shard_table['file'])}: SHA-256 differs from the manifest's (the shard table was altered); "
             "its entries cannot be trusted, so no shard was checked: rebuild with `beamtok cache --overwrite`"
@@ -75,6 +79,7 @@ def verify_cache(
         if problem is not None:
             report.problems.append(f"{where}: {problem}")
             continue
+
         def read(count: int) -> None:
             nonlocal done
             done += count
@@ -103,7 +108,11 @@ def verify_cache(
                 url = manifest.shards[index].url
                 path = manifest.input_path(url, source_root)
                 if not is_remote(path) and not path.startswith("memory://") and not os.path.exists(path):
-                    hint = "pass --source-root DIR (the directory that now holds the inputs)" if source_root is None else "check --source-root"
+                    hint = (
+                        "pass --source-root DIR (the directory that now holds the inputs)"
+                        if source_root is None
+                        else "check --source-root"
+                    )
                     report.problems.append(f"shard {index}: cannot re-run: input {url} is not at {path}; {hint}")
                     continue
                 problem = _compare_shard(cache, processor, Shard(index, path), report, rerun)
@@ -112,7 +121,9 @@ def verify_cache(
     return report
 
 
-def _compare_shard(cache: Cache, processor: ShardProcessor, shard: Shard, report: VerifyReport, progress: Progress) -> str | None:
+def _compare_shard(
+    cache: Cache, processor: ShardProcessor, shard: Shard, report: VerifyReport, progress: Progress
+) -> str | None:
     fresh = processor.pack(shard.index, processor.documents(shard))
     stored = cache.open_rows(shard, ShardCursor())
     row = 0
@@ -125,7 +136,11 @@ def _compare_shard(cache: Cache, processor: ShardProcessor, shard: Shard, report
             if want.example is not None and got.example is not None:
                 for name, value in want.example.items():
                     other = got.example.get(name)
-                    same = bool(np.array_equal(value, np.asarray(other))) if isinstance(value, np.ndarray) else value == other
+                    same = (
+                        bool(np.array_equal(value, np.asarray(other)))
+                        if isinstance(value, np.ndarray)
+                        else value == other
+                    )
                     if not same:
                         return f"shard {shard.index} row {row} field {name!r} differs from the on-the-fly result"
             if want.cursor != got.cursor:

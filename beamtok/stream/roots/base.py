@@ -69,7 +69,9 @@ class RootPlan(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
+    def describe_state(
+        cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = ""
+    ) -> list[str]:
         """Lines describing a saved state of this root's node (with ``shards``, the files of
         the pipeline it belongs to, shards are named by file)."""
 

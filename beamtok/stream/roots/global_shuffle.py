@@ -59,7 +59,9 @@ class GlobalShuffleRoot(RootPlan):
         if o.shuffle_seed is not None or o.interleave != 1 or o.workers:
             raise ConfigError("global_shuffle() replaces shuffle_shards(), interleave() and parallel(); drop them")
         if self.base.origin.row_access(self.base.spec) is None:
-            raise ConfigError("global_shuffle() needs random access to rows: a packed cache (Dataset.from_cache), not repacked")
+            raise ConfigError(
+                "global_shuffle() needs random access to rows: a packed cache (Dataset.from_cache), not repacked"
+            )
 
     @property
     def spec(self) -> Spec:
@@ -107,7 +109,14 @@ class GlobalShuffleRoot(RootPlan):
     def build(self, split: ReaderSplit) -> tuple[GlobalShuffleSource, Node]:
         rows = self.base.origin.row_access(self.base.spec, self.local_copy)
         assert rows is not None  # checked when the plan was made
-        source = GlobalShuffleSource(rows, seed=self.seed, window=self.window, epochs=self.base.options.epochs, split=split, spread=self.spread_units())
+        source = GlobalShuffleSource(
+            rows,
+            seed=self.seed,
+            window=self.window,
+            epochs=self.base.options.epochs,
+            split=split,
+            spread=self.spread_units(),
+        )
         return source, source
 
     def spread_units(self) -> tuple[int, int] | None:
@@ -123,7 +132,9 @@ class GlobalShuffleRoot(RootPlan):
         spread = self.spread_units()
         if spread is not None:  # only when set: the fingerprints of other shuffles stay as they were
             shuffle["spread"], shuffle["unit_rows"] = spread
-            shuffle["units"] = "within shards"  # since 2026-11-26 (see ShardUnits): states of the older order are refused
+            shuffle["units"] = (
+                "within shards"  # since 2026-11-26 (see ShardUnits): states of the older order are refused
+            )
         return {**self.base.options.to_json(reader), "global_shuffle": shuffle}
 
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
@@ -140,7 +151,9 @@ class GlobalShuffleRoot(RootPlan):
         return {**self.base.plan_json(reader), "kind": self.KIND, "options": self._options_json(reader)}
 
     @classmethod
-    def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
+    def describe_state(
+        cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = ""
+    ) -> list[str]:
         return GlobalShuffleSource.describe_state(state, indent)
 
     def reader_counts(self, split: ReaderSplit) -> list[int] | None:

@@ -48,7 +48,9 @@ class MixRoot(RootPlan):
             if isinstance(source, MixRoot):
                 self._check_inner(i, source, caps[i])
             elif self.plan.stop != "first_exhausted" and source.options.epochs != 1:
-                raise ConfigError(f"mix source {i} sets repeat(); with stop={self.plan.stop!r} the mix restarts exhausted sources itself")
+                raise ConfigError(
+                    f"mix source {i} sets repeat(); with stop={self.plan.stop!r} the mix restarts exhausted sources itself"
+                )
         widths = [source.seq_len for source in self.mixed]
         if len(set(widths)) > 1:
             shown = ", ".join(f"source {i}: {w if w is not None else 'not packed'}" for i, w in enumerate(widths))
@@ -107,7 +109,10 @@ class MixRoot(RootPlan):
         if self.plan.stop == "first_exhausted":
             return list(self.mixed)
         caps = self.plan.max_epochs or (None,) * len(self.mixed)
-        return [root if isinstance(root, MixRoot) else root.with_options(epochs=caps[i]) for i, root in enumerate(self.mixed)]
+        return [
+            root if isinstance(root, MixRoot) else root.with_options(epochs=caps[i])
+            for i, root in enumerate(self.mixed)
+        ]
 
     def build(self, split: ReaderSplit) -> tuple[MixBase, Node]:
         if split.mode == "examples" and self.seekable_here():
@@ -185,7 +190,9 @@ class MixRoot(RootPlan):
         }
 
     @classmethod
-    def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
+    def describe_state(
+        cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = ""
+    ) -> list[str]:
         """``shards`` are not used: a mix's sources each have their own (see
         :meth:`describe_mix_state`)."""
         return cls.describe_mix_state(state, split, None, indent)

@@ -65,7 +65,9 @@ class ShardsRoot(RootPlan):
 
     def source(self, split: ReaderSplit) -> ShardSource:
         """The live shard source for reader ``split``."""
-        return ShardSource(list(self.files), self.origin.backend(self.shard_spec, self.options.workers), self.options, split)
+        return ShardSource(
+            list(self.files), self.origin.backend(self.shard_spec, self.options.workers), self.options, split
+        )
 
     @property
     def seekable(self) -> bool:
@@ -81,7 +83,12 @@ class ShardsRoot(RootPlan):
         backend = self.origin.backend(self.shard_spec, 0)
         counts = [backend.rows(shard) or 0 for shard in self.files]
         backend.close()
-        return SourceRows(rows, counts, ShardOrder(len(self.files), self.options.shuffle_seed, ReaderSplit(mode="examples")), self.options.epochs)
+        return SourceRows(
+            rows,
+            counts,
+            ShardOrder(len(self.files), self.options.shuffle_seed, ReaderSplit(mode="examples")),
+            self.options.epochs,
+        )
 
     def build(self, split: ReaderSplit) -> tuple[ShardSource, Node]:
         source = self.source(split)
@@ -111,7 +118,11 @@ class ShardsRoot(RootPlan):
         return f"shards={len(self.files)}, steps={steps}"
 
     def plan_json(self, reader: ReaderSplit) -> dict[str, Any]:
-        plan = {"kind": self.KIND, "options": self.options.to_json(reader), "packing": self.shard_spec.to_json()["pack"]}
+        plan = {
+            "kind": self.KIND,
+            "options": self.options.to_json(reader),
+            "packing": self.shard_spec.to_json()["pack"],
+        }
         if self.ranges is not None:
             plan["ranges"] = self.ranges
         return plan
@@ -119,20 +130,31 @@ class ShardsRoot(RootPlan):
     @property
     def cuttable(self) -> bool:
         """Whether its files may still be cut into ranges: files read on the fly, not cut yet."""
-        return not self.cached and self.ranges is None and all(s.data is None and split_range(s.url)[1:] == (0, None) for s in self.files)
+        return (
+            not self.cached
+            and self.ranges is None
+            and all(s.data is None and split_range(s.url)[1:] == (0, None) for s in self.files)
+        )
 
     def cut(self, split_bytes: int | str) -> ShardsRoot:
         """This root with its files cut into ranges of ``split_bytes`` (or ``"auto"``), each a
         shard of its own (``beamtok.sources.byte_ranges``)."""
         if not self.cuttable:
-            raise ConfigError("only files read on the fly can be cut into ranges, once (not a cache, in-memory data or files already cut)")
+            raise ConfigError(
+                "only files read on the fly can be cut into ranges, once (not a cache, in-memory data or files already cut)"
+            )
         files = cut_files(self.files, lambda url: source_format(url, self.shard_spec.source), split_bytes)
         return dataclasses.replace(self, files=files, ranges=split_bytes)
 
     @classmethod
-    def describe_state(cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = "") -> list[str]:
+    def describe_state(
+        cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = ""
+    ) -> list[str]:
         if split is not None and split.mode == "examples" and isinstance(state, dict) and "upstream" in state:
-            return [f"{indent}{ExampleSplitNode.describe_state(state)}", *ShardSource.describe_state(state["upstream"], shards, indent)]
+            return [
+                f"{indent}{ExampleSplitNode.describe_state(state)}",
+                *ShardSource.describe_state(state["upstream"], shards, indent),
+            ]
         return ShardSource.describe_state(state, shards, indent)
 
     def reader_counts(self, split: ReaderSplit) -> list[int] | None:
@@ -145,7 +167,11 @@ class ShardsRoot(RootPlan):
             return None
         counts = []
         for part in range(split.parts):
-            order = ShardOrder(len(self.files), self.options.shuffle_seed, dataclasses.replace(split, rank=part // split.num_workers, worker=part % split.num_workers))
+            order = ShardOrder(
+                len(self.files),
+                self.options.shuffle_seed,
+                dataclasses.replace(split, rank=part // split.num_workers, worker=part % split.num_workers),
+            )
             counts.append(sum(rows[shard] or 0 for epoch in range(self.options.epochs) for shard in order.owned(epoch)))
         return counts
 
