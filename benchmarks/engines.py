@@ -66,7 +66,7 @@ def main() -> None:
     }
     for kind in args.tokenizers.split(","):
         tok = load_tokenizer(tokenizer_dir(kind))
-        fast = tok.tiktoken()  # the fast path's encoder, after its checks and probes
+        fast = tok.exact_encoder()  # the fast path's encoder, after its checks and probes
         hf = tok.backend
         engines: dict[str, Callable[[str], list[int]]] = {"tiktoken": fast.encoding.encode_ordinary}
         native = fast.engine_name if fast.native is not None else None

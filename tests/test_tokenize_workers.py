@@ -280,15 +280,14 @@ def test_workers_use_the_encoder_built_before_they_were_forked(make_shards, toke
     monkeypatch.setattr(tokenize, "_CACHE", {})  # no encoder an earlier test built
     monkeypatch.setattr(tokenize, "_BY_NAME", {})
     builds = mp.get_context("fork").Value("i", 0)  # counted in every process
-    build = tokenize.Tokenizer.tiktoken
+    build = tokenize.choose
 
-    def counted(self):
-        if self._tiktoken is None:
-            with builds.get_lock():
-                builds.value += 1
-        return build(self)
+    def counted(*args):
+        with builds.get_lock():
+            builds.value += 1
+        return build(*args)
 
-    monkeypatch.setattr(tokenize.Tokenizer, "tiktoken", counted)
+    monkeypatch.setattr(tokenize, "choose", counted)
 
     def not_serialized(self):
         raise AssertionError("a forked worker holds the tokenizer: nothing to serialize")

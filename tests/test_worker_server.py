@@ -156,7 +156,7 @@ def run_checking_tokenizer(tmp_path: Path, fingerprint: str) -> set[str]:
         from beamtok.transforms import tokenize
 
         held = tokenize._CACHE.get(fingerprint)
-        state = "none" if held is None else "encoder" if held._tiktoken is not None else "tokenizer"
+        state = "none" if held is None else "encoder" if held._choice is not None else "tokenizer"
         with open(os.path.join(directory, f"{os.getpid()}-{element}"), "w") as f:
             f.write(state)
         return element

@@ -108,7 +108,9 @@ def stats(
         summary, gathered = files_stats(ds, documents=documents)
         from beamtok import load_tokenizer
 
-        summary["tokenizer_engine"] = load_tokenizer(tokenizer).engine
+        tok = load_tokenizer(tokenizer)
+        summary["tokenizer_engine"] = tok.engine
+        summary["tokenizer_engine_choice"] = tok.engine_choice.to_json()
     if plot is not None:
         from beamtok.cli.plots import plot_stats
 

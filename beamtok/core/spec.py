@@ -18,17 +18,9 @@ from typing import Any, Literal
 
 from beamtok.base.errors import ConfigError
 from beamtok.base.validate import check_choice
-from beamtok.core.steps import (
-    BosEosStep,
-    ChatStep,
-    FilterStep,
-    LengthFilterStep,
-    MapStep,
-    SftStep,
-    Step,
-    TokenizeStep,
-    step_from_json,
-)
+from beamtok.core.step_table import step_from_json
+from beamtok.core.steps import BosEosStep, FilterStep, LengthFilterStep, MapStep, Step, TokenizeStep
+from beamtok.core.supervised_steps import ChatStep, SftStep
 from beamtok.transforms.packing_modes import PACKING_MODES, PackSpec
 from beamtok.transforms.tokenize import TokenizerRef, serialize_tokenizers
 

@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 from beamtok.base.errors import ConfigError
 from beamtok.base.validate import check_choice
 from beamtok.core.spec import PackSpec, callable_name
-from beamtok.core.steps import BosEosStep, ChatStep, FilterStep, LengthFilterStep, MapStep, SftStep, Step, TokenizeStep
+from beamtok.core.steps import BosEosStep, FilterStep, LengthFilterStep, MapStep, Step, TokenizeStep
+from beamtok.core.supervised_steps import ChatStep, SftStep
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.roots.shards import ShardsRoot, shard_root
 from beamtok.transforms.packing_modes import (
@@ -70,7 +71,7 @@ class PerShardStages:
         tok = load_tokenizer(tokenizer)
         step = TokenizeStep(tok.ref(), field or self._pipeline.root.spec.source.text_field, add_special_tokens, backend)
         if backend == "tiktoken":
-            tok.tiktoken()  # refuse now a tokenizer tiktoken cannot reproduce
+            tok.exact_encoder()  # refuse now a tokenizer tiktoken cannot reproduce
         return self._add_step(step)
 
     def tokenize_sft(

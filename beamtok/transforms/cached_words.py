@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
+from beamtok.transforms.cutter_choice import cutter_for
 from beamtok.transforms.exact_encoder import EMPTY, ExactEncoder, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
-from beamtok.transforms.word_cutters import Marking, cutter_for
+from beamtok.transforms.word_cutters import Marking
 
 if TYPE_CHECKING:
     from beamtok.transforms.bpe_native import NativeBPE

@@ -23,6 +23,7 @@ __all__ = [
     "EitherFound",
     "ExactEncoder",
     "Needles",
+    "ProbeMismatch",
     "TextFinder",
     "added_around",
     "refuse_unrouted_added_tokens",
@@ -33,6 +34,10 @@ class TextFinder(Protocol):
     """Finds the texts an engine must leave to the file itself."""
 
     def found_in(self, text: str) -> bool: ...
+
+
+class ProbeMismatch(ConfigError):
+    """An encoder built for a file gave other ids than ``tokenizers`` on its probe strings."""
 
 
 class ExactEncoder:
@@ -151,7 +156,7 @@ class ExactEncoder:
         for special in (True, False):
             differs = self._first_difference(texts, special)
             if differs:
-                raise ConfigError(
+                raise ProbeMismatch(
                     f"tokenizer {name!r} cannot use the exact fast path ({self.engine_name}): {differs} (tokenizers, add_special_tokens={special})"
                 )
 

@@ -37,7 +37,7 @@ Families:
   agree on each ASCII character: each of the 128, alone and between letters, is among the
   probe strings;
 - BPE with byte fallback, a ``Metaspace`` pre-tokenizer or none (or a ``Split`` that never
-  cuts, Gemma's form as ``transformers`` 5 writes it: ``word_cutters.inert_split``; then the normalizers
+  cuts, Gemma's form as ``transformers`` 5 writes it: ``cutter_choice.inert_split``; then the normalizers
   ``Prepend``/``Replace`` do the SentencePiece spacing, as in Llama-2's and Mistral's files
   (not NFC or NFKC: kitoken makes those with Unicode tables of its own, which order or
   decompose some recent marks otherwise than ``tokenizers``, see ``normal_forms``),
@@ -66,11 +66,12 @@ import numpy as np
 
 from beamtok.base.errors import ConfigError
 from beamtok.transforms.added_segments import AddedSegments
+from beamtok.transforms.cutter_choice import inert_split
 from beamtok.transforms.exact_encoder import ExactEncoder, Needles, refuse_unrouted_added_tokens
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.split_patterns import split_sample
 from beamtok.transforms.tokenizer_parts import steps_of
-from beamtok.transforms.word_cutters import MARK, AsciiTable, SpaceMarkWords, inert_split
+from beamtok.transforms.word_cutters import MARK, AsciiTable, SpaceMarkWords
 from beamtok.transforms.wordpiece_chars import routed_chars
 
 __all__ = ["AsciiWordPiece", "KitokenEncoder", "family_of", "family_of_backend"]

@@ -57,7 +57,7 @@ import numpy as np
 import orjson
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.exact_encoder import ExactEncoder, Needles, added_around
+from beamtok.transforms.exact_encoder import ExactEncoder, Needles, ProbeMismatch, added_around
 from beamtok.transforms.id_arrays import int32_ids
 from beamtok.transforms.kitoken_engine import kitoken_engine
 from beamtok.transforms.normal_forms import ExactNormalForm
@@ -228,7 +228,7 @@ class TiktokenEncoder(ExactEncoder):
             got = [ids.tolist() for ids in self.encode_batch(PROBES, add_special_tokens=special)]
             for text, a, b in zip(PROBES, want, got):
                 if a != b:
-                    raise ConfigError(
+                    raise ProbeMismatch(
                         f"tokenizer {name!r} cannot use the exact fast path: {text[:40]!r} encodes as {b[:8]}... "
                         f"instead of {a[:8]}... (tokenizers, add_special_tokens={special})"
                     )

@@ -7,24 +7,20 @@ import json
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from beamtok.base.errors import ConfigError
 from beamtok.base.gc_pause import gc_paused
-from beamtok.transforms.cached_words import CachedWordsEncoder
+from beamtok.transforms.engine_choice import EngineChoice, choose
 from beamtok.transforms.exact_encoder import ExactEncoder
 from beamtok.transforms.id_arrays import int32_ids
-from beamtok.transforms.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok.transforms.loaded_tokenizers import LoadedTokenizer, directory_key, keep, kept
-from beamtok.transforms.tiktoken_backend import TiktokenEncoder
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +103,7 @@ class Tokenizer:
         self.pad_id: int = pad_id if pad_id is not None else (eos_id if eos_id is not None else 0)
         self.vocab_size: int = vocab_size if vocab_size is not None else backend.get_vocab_size(with_added_tokens=True)
         self._chat_template = chat_template
-        self._tiktoken: ExactEncoder | None = None
-        self._fast_refusal: str | None = None  # why the exact fast path is not used, once known
+        self._choice: EngineChoice | None = None  # the engine that encodes, once chosen
         serialized = self.backend.to_str()
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
         self.fingerprint = hashlib.sha256((serialized + specials).encode()).hexdigest()[:20]
@@ -120,7 +115,7 @@ class Tokenizer:
         # the fast path's native engines (kitoken, bpe-openai) cannot be pickled: a copy
         # rebuilds its encoder, with the same checks, when it first encodes
         state = self.__dict__.copy()
-        state["_tiktoken"] = None
+        state["_choice"] = None
         state["_serialized"] = None
         return state
 
@@ -228,92 +223,61 @@ class Tokenizer:
         ids = self.backend.encode("", add_special_tokens=True).ids
         return self.bos_id is not None and bool(ids) and ids[0] == self.bos_id
 
+    def exact_encoder(self) -> ExactEncoder:
+        """The exact fast-path encoder of this tokenizer, as :func:`~beamtok.transforms.engine_choice.choose`
+        takes it (ConfigError naming every refused candidate where none can be exact)."""
+        choice = self.engine_choice
+        if choice.encoder is None:
+            raise ConfigError(f"tokenizer {self.name!r} cannot use the exact fast path: {choice.why_not()}")
+        return choice.encoder
+
     def tiktoken(self) -> ExactEncoder:
-        """The exact fast-path encoder of this tokenizer (ConfigError where none can be exact):
-        tiktoken (with kitoken or bpe-openai inside) for byte-level BPE, a compiled Unigram on
-        cut words for Unigram (``unigram_native``; cached words without numba), a compiled BPE
-        on marked words for SentencePiece-style BPE (``bpe_native``) and kitoken for it
-        without numba and for WordPiece (``kitoken_families``; cached words where kitoken refuses)."""
-        if self._tiktoken is None:
-            with _BUILDING:
-                if self._tiktoken is None:  # another thread may have built it while this one waited
-                    self._build_fast_path()
-        assert self._tiktoken is not None
-        return self._tiktoken
-
-    def _build_fast_path(self) -> None:
-        serialized, self._serialized = self._serialized or self.backend.to_str(), None
-        with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the whole heap
-            family = family_of_backend(self.backend)
-            if family is not None:
-                self._tiktoken = self._family_encoder(serialized, family)
-            else:
-                self._tiktoken = TiktokenEncoder(serialized, self.name, reference=self.backend)
-
-    def _family_encoder(self, serialized: str, family: str) -> ExactEncoder:
-        """Cut words (``cached_words``) for Unigram, each segmented in compiled code
-        (``unigram_native``) or cached; for SentencePiece-style BPE, its marked words merged
-        in compiled code (``bpe_native``) where numba is installed and the words can be cut,
-        else kitoken; for WordPiece, kitoken (native: as fast on text it has not seen as on
-        text it has, where the cache pays only once words repeat); else cached words (the
-        encoder then says why kitoken does not run). A BPE whose added tokens are whitespace
-        (Gemma 2's newlines) tries kitoken first: nearly every text holds one, and kitoken
-        splits them out natively where the compiled path cuts each text in Python."""
-        if family == "Unigram":
-            return CachedWordsEncoder(serialized, self.name, family, reference=self.backend)
-        kitoken_first = family != "SentencePiece-style BPE" or any(
-            not t.content.strip() for t in self.backend.get_added_tokens_decoder().values()
+        """Deprecated name of :meth:`exact_encoder` (most engines it returns are not tiktoken)."""
+        warnings.warn(
+            "Tokenizer.tiktoken() is renamed exact_encoder(); the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
         )
-        if not kitoken_first:
-            try:
-                return self._compiled_bpe(serialized, family)
-            except ConfigError as refused:
-                log.debug("%s", refused)
-        try:
-            return KitokenEncoder(serialized, self.name, reference=self.backend)
-        except ConfigError as native:
-            if family == "SentencePiece-style BPE" and kitoken_first:
-                try:
-                    return self._compiled_bpe(serialized, family)
-                except ConfigError as refused:
-                    log.debug("%s", refused)
-            try:
-                encoder = CachedWordsEncoder(serialized, self.name, family, reference=self.backend)
-            except ConfigError as cut:
-                raise ConfigError(f"{native}; and {cut}") from None
-            encoder.native_refusal = str(native)
-            return encoder
+        return self.exact_encoder()
 
-    def _compiled_bpe(self, serialized: str, family: str) -> ExactEncoder:
-        """The compiled BPE on marked words, or ConfigError (numba missing, words not cut)."""
-        return CachedWordsEncoder(serialized, self.name, family, reference=self.backend, compiled_only=True)
+    @property
+    def engine_choice(self) -> EngineChoice:
+        """Which engine encodes this tokenizer and why each faster candidate was refused
+        (built once, on first use; :mod:`beamtok.transforms.engine_choice`)."""
+        if self._choice is None:
+            with _BUILDING:  # threads asking at once: one builds, the others find its outcome
+                if self._choice is None:
+                    serialized, self._serialized = self._serialized or self.backend.to_str(), None
+                    with gc_paused():  # its checks make ~100,000 short-lived containers: each burst would walk the heap
+                        self._choice = choose(self.backend, self.name, serialized)
+                    log.debug("tokenizer %r encodes on %s", self.name, self._choice.engine)
+        return self._choice
 
     def fast_path(self) -> ExactEncoder | None:
         """The exact fast-path encoder when this tokenizer qualifies, else None; the reason
-        is kept in :attr:`engine`."""
-        if self._tiktoken is None and self._fast_refusal is None:
-            with _BUILDING:  # threads asking at once: one builds (or is refused), the others find the outcome
-                if self._tiktoken is None and self._fast_refusal is None:
-                    try:
-                        self.tiktoken()
-                    except ConfigError as e:
-                        self._fast_refusal = str(e)
-                        log.debug("%s", e)
-                    else:
-                        log.debug("tokenizer %r: the exact fast path passed its checks and probes", self.name)
-        return self._tiktoken
+        is kept in :attr:`engine` and :attr:`engine_choice`."""
+        return self.engine_choice.encoder
 
     @property
     def engine(self) -> str:
         """Which engine ``backend="auto"`` uses, and why."""
-        fast = self.fast_path()
+        choice = self.engine_choice
+        fast = choice.encoder
         if fast is not None:
             passed = f"{fast.engine_name} (exact fast path: checks and probe strings passed"
+            # a compiled engine missing only for want of numba is the install's choice, not the file's
+            reasons = [
+                f"{r.candidate}: {r.reason}"
+                for r in choice.refused
+                if not (r.candidate == "compiled BPE" and "numba" in r.reason)
+            ]
             if fast.native_refusal:
-                return f"{passed}; no native engine: {fast.native_refusal})"
+                reasons.append(fast.native_refusal)
+            if reasons:
+                passed += "; no native engine: " + "; ".join(reasons)
             return passed + ")"
         return (
-            f"tokenizers ({self._fast_refusal}). The tokens are the same either way, only slower; where the model also ships "
+            f"tokenizers ({choice.why_not()}). The tokens are the same either way, only slower; where the model also ships "
             "tiktoken ranks, beamtok.transforms.ranks.tokenizer_json_from_ranks writes a tokenizer.json the fast path takes)"
         )
 
@@ -323,9 +287,9 @@ class Tokenizer:
         """Token ids of each text, as int32 arrays. ``backend``: "auto" (tiktoken where it is
         proven exact, else ``tokenizers``), "tiktoken" (refused where not exact) or "hf"."""
         if backend == "tiktoken":
-            return self.tiktoken().encode_batch(texts, add_special_tokens)
+            return self.exact_encoder().encode_batch(texts, add_special_tokens)
         if backend == "auto" and self.fast_path() is not None:
-            return self.tiktoken().encode_batch(texts, add_special_tokens)
+            return self.exact_encoder().encode_batch(texts, add_special_tokens)
         encodings = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [int32_ids(e.ids) for e in encodings]
 

@@ -1,0 +1,109 @@
+"""The engine that encodes a tokenizer file is chosen in one place
+(beamtok.transforms.engine_choice): an ordered list of candidates per family, a record of the
+engine taken and of every candidate refused with its reason, and a warning when a candidate
+was built but gave other ids than ``tokenizers`` (a broken engine would otherwise leave a
+file on a slower one with nothing said)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from beamtok import load_tokenizer
+from beamtok.transforms import engine_choice, tokenize
+from beamtok.transforms.engine_choice import BYTE_LEVEL, candidates_for, choose
+from beamtok.transforms.kitoken_families import KitokenEncoder
+
+from conftest import ROOT, TOKENIZER_DIR, real_paragraphs
+
+BERT = ROOT / "data" / "tokenizers" / "bert-base-uncased"
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """No tokenizer or warning kept from an earlier test."""
+    monkeypatch.setattr(tokenize, "_CACHE", {})
+    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(engine_choice, "_WARNED", set())
+
+
+def test_each_family_has_its_candidates_in_order(fresh):
+    gpt2, bert = load_tokenizer(str(TOKENIZER_DIR)), load_tokenizer(str(BERT))
+    assert [c.name for c in candidates_for(BYTE_LEVEL, gpt2.backend)] == ["tiktoken"]
+    assert [c.name for c in candidates_for("WordPiece", bert.backend)] == ["kitoken", "cached words"]
+    assert gpt2.engine_choice.family == BYTE_LEVEL and gpt2.engine_choice.engine == "kitoken"
+    assert bert.engine_choice.family == "WordPiece" and bert.engine_choice.refused == ()
+    record = bert.engine_choice.to_json()
+    assert record["engine"] == bert.engine_choice.encoder.engine_name and record["refused"] == []
+    json.dumps(record)
+
+
+def test_a_candidate_that_gives_other_ids_is_refused_and_said_once_at_warning(fresh, monkeypatch, caplog):
+    """The planted bug: kitoken's ids off by one. The file must still encode exactly (on the
+    next candidate), the record must name kitoken's refusal, and a warning must say so."""
+    right = KitokenEncoder._encode_batch
+
+    def off_by_one(self, texts):
+        return [ids + 1 for ids in right(self, texts)]
+
+    monkeypatch.setattr(KitokenEncoder, "_encode_batch", off_by_one)
+    with caplog.at_level(logging.WARNING, logger="beamtok.transforms.engine_choice"):
+        tok = load_tokenizer(str(BERT))
+        choice = tok.engine_choice
+        again = choose(tok.backend, tok.name, tok.backend.to_str())
+    assert choice.engine == "beamtok cached words" and again.engine == "beamtok cached words"
+    assert [r.candidate for r in choice.refused] == ["kitoken"] and choice.refused[0].probes_differed
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "kitoken engine was built but gave other ids" in warnings[0].getMessage()
+    assert "no native engine: kitoken: " in tok.engine
+    texts = real_paragraphs(20)
+    want = [np.array(e.ids) for e in tok.backend.encode_batch_fast(texts)]
+    assert all(np.array_equal(a, b) for a, b in zip(tok.encode_batch(texts), want))
+
+
+def test_a_candidate_refused_by_its_checks_is_not_a_warning(fresh, caplog):
+    """A file kitoken does not read (a Lowercase normalizer on a SentencePiece BPE) is refused
+    by its checks, which is what the next candidate is for: said at debug level only."""
+    from conftest import modules_blocked, trained_family
+
+    spec = json.loads((trained_family("sp-bpe-metaspace") / "tokenizer.json").read_text(encoding="utf-8"))
+    spec["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Lowercase"}, {"type": "NFKC"}]}
+    from tokenizers import Tokenizer as RustTokenizer
+
+    backend = RustTokenizer.from_str(json.dumps(spec))
+    with caplog.at_level(logging.WARNING, logger="beamtok.transforms.engine_choice"):
+        with modules_blocked("beamtok.transforms.bpe_native", "beamtok.transforms.unigram_native"):  # as without numba
+            choice = choose(backend, "lowercased", json.dumps(spec))
+    assert choice.engine == "beamtok cached words"
+    assert [r.candidate for r in choice.refused] == ["compiled BPE", "kitoken"], choice.refused
+    assert "numba is not installed" in choice.refused[0].reason and "Lowercase" in choice.refused[1].reason
+    assert not any(r.probes_differed for r in choice.refused)
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_the_old_name_still_works_with_a_deprecation_warning(fresh):
+    tok = load_tokenizer(str(TOKENIZER_DIR))
+    with pytest.warns(DeprecationWarning, match="exact_encoder"):
+        assert tok.tiktoken() is tok.exact_encoder()
+
+
+def test_beamtok_stats_reports_the_record(fresh, monkeypatch):
+    """GPT-2's one candidate planted broken: the stats say tokenizers encodes, and why."""
+    from click.testing import CliRunner
+
+    from beamtok.cli import main
+    from beamtok.transforms.tiktoken_backend import TiktokenEncoder
+
+    right = TiktokenEncoder._encode_batch
+    monkeypatch.setattr(TiktokenEncoder, "_encode_batch", lambda self, texts: [ids + 1 for ids in right(self, texts)])
+    shard = str(ROOT / "data" / "corpus" / "shakespeare-00.jsonl")
+    result = CliRunner().invoke(main, ["stats", shard, "--tokenizer", str(TOKENIZER_DIR), "--json", "--documents", "5"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)["tokenizer_engine_choice"]
+    assert record["family"] == BYTE_LEVEL and record["engine"] == "tokenizers"
+    assert [r["candidate"] for r in record["refused"]] == ["tiktoken"] and "encodes as" in record["refused"][0][
+        "reason"
+    ]
