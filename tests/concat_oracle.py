@@ -20,6 +20,8 @@ class ConcatChunker:
     each piece; padding (only in a padded last row) has segment 0 and loss mask 0.
     """
 
+    TOKEN_OFFSETS = True  # a resume may start inside a document (beamtok.transforms.pack.Packer)
+
     def __init__(self, seq_len: int, pad_id: int, remainder: str = "pad") -> None:
         self.seq_len = seq_len
         self.pad_id = pad_id

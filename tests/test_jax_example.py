@@ -103,3 +103,34 @@ def test_the_handler_refuses_missing_doubled_and_mixed_states(tmp_path):
     (item / "process_0-of-2.json").write_text("{}")
     with pytest.raises(StateError, match=r"runs with \[2, 3\] processes"):
         _read_states(item)
+
+
+def test_restore_returns_every_process_s_state_and_a_list_of_the_same_split_resumes_each_exactly(tmp_path):
+    """One type back from the handler (a list, in process order) whatever the process count:
+    each reader of a run split as the saved one resumes from its own entry, its deliveries its own."""
+    from beamtok.distributed.orbax_state import BeamtokCheckpointHandler
+
+    from conftest import CORPUS, TOKENIZER_DIR
+
+    def ds(rank: int) -> Dataset:
+        files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "shakespeare-01.jsonl")]
+        return Dataset.from_files(files).tokenize(str(TOKENIZER_DIR)).concat_chunk(64).shard_by_rank(rank, 2).batch(2)
+
+    states = []
+    for rank in range(2):
+        it = ds(rank).iter()
+        for _ in range(3 + rank):
+            next(it)
+        states.append(it.state_dict())
+    item = tmp_path / "data"
+    item.mkdir()
+    for rank, state in enumerate(states):  # as two processes' handlers write them
+        (item / f"process_{rank}-of-2.json").write_text(json.dumps(state))
+    restored = BeamtokCheckpointHandler().restore(item)
+    assert isinstance(restored, list) and [s["split"]["rank"] for s in restored] == [0, 1]
+    for rank in range(2):
+        alone, listed = ds(rank).iter(state_dict=states[rank]), ds(rank).iter(state_dict=restored)
+        assert listed.state_dict()["delivered"] == states[rank]["delivered"]
+        for _ in range(4):
+            a, b = next(alone), next(listed)
+            assert (a["input_ids"] == b["input_ids"]).all() and (a["index"] == b["index"]).all()

@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from beamtok.base.errors import ConfigError
+from beamtok.base.errors import ConfigError, StateError
 
 __all__ = ["check_choice", "check_int", "check_optional_int"]
 
 
-def check_int(value: Any, name: str, *, minimum: int = 0) -> int:
-    """``value`` if it is an integer (not a bool) of at least ``minimum``."""
+def check_int(value: Any, name: str, stage: str | None = None, *, minimum: int = 0) -> int:
+    """``value`` if it is an integer (not a bool) of at least ``minimum``. A user's option
+    (no ``stage``) that is not one is a ConfigError; a value read from a state, a StateError
+    naming the ``stage`` whose state holds it."""
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        if stage is not None:
+            raise StateError(f"{stage}: {name} must be an integer >= {minimum}, got {value!r}")
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return value
 

@@ -3,9 +3,9 @@ number of processes.
 
 Each process saves its own iterator state (``it.state_dict()``) as a JSON file named for its
 process index and the process count; restoring reads *every* process's file from the
-checkpoint, so a restart on the same number of processes resumes each from its own state
-(exactly), and a restart on another number hands every new process the list of all old states
-(beamtok's elastic merge: nothing lost or repeated)::
+checkpoint and returns them all, in process order, whatever the process count now. Handed that
+list, a restart on the same number of processes resumes each from its own state (exactly), and
+a restart on another number merges them (beamtok's elastic merge: nothing lost or repeated)::
 
     import orbax.checkpoint as ocp
     from beamtok.distributed.orbax_state import BeamtokRestore, BeamtokSave
@@ -44,7 +44,7 @@ _STATE_FILE = re.compile(r"^process_(\d+)-of-(\d+)\.json$")
 
 
 class BeamtokCheckpointHandler(ocp.handlers.CheckpointHandler):
-    """Saves this process's beamtok state; restores this process's, or every process's."""
+    """Saves this process's beamtok state; restores every process's, in process order."""
 
     def save(self, directory: epath.Path, *args: Any, **kwargs: Any) -> None:
         save_args: BeamtokSave = kwargs["args"] if "args" in kwargs else args[0]
@@ -52,13 +52,11 @@ class BeamtokCheckpointHandler(ocp.handlers.CheckpointHandler):
         path = epath.Path(directory) / f"process_{index}-of-{count}.json"
         path.write_text(json.dumps(save_args.state))
 
-    def restore(self, directory: epath.Path, *args: Any, **kwargs: Any) -> dict[str, Any] | list[dict[str, Any]]:
-        """This process's state when the process count is the saved one; otherwise every old
-        process's state, in process order (``iter(state_dict=...)`` takes either)."""
-        states = _read_states(epath.Path(directory))
-        if len(states) == jax.process_count():
-            return states[jax.process_index()]
-        return states
+    def restore(self, directory: epath.Path, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        """Every old process's state, in process order, whatever the process count now:
+        ``iter(state_dict=...)`` resumes each process from its own where the count is the
+        saved one, and merges them where it is not."""
+        return _read_states(epath.Path(directory))
 
     def metadata(self, directory: epath.Path) -> None:
         return None

@@ -84,7 +84,7 @@ class ShardPacker:
             if item.value is None:
                 self._pending_counts.append((item.through, item.counts))
                 continue
-            if first and self.start.token and getattr(self.packer, "TOKEN_OFFSETS", self.packer is not None):
+            if first and self.start.token and self.packer is not None and self.packer.TOKEN_OFFSETS:
                 check_token_offset(self.shard_index, self.start, item)
             first = False
             yield from self._pack(item)

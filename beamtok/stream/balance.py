@@ -34,7 +34,6 @@ from beamtok.base.validate import check_choice, check_int
 from beamtok.stream.collate import Batched, collate
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.state import check_int as check_state_int
 from beamtok.stream.window import WindowNode
 
 __all__ = ["BalanceRanks", "BalancedNode", "attention_cost", "deal_rows"]
@@ -169,4 +168,4 @@ class BalancedNode(WindowNode):
 def _measured_of(saved: Any) -> list[int]:
     if not isinstance(saved, list) or len(saved) != 5:
         raise StateError("balance_ranks: balance must be a list of 5 counts")
-    return [check_state_int(v, "balance", "balance_ranks") for v in saved]
+    return [check_int(v, "balance", "balance_ranks") for v in saved]

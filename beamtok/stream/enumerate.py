@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from beamtok.base.validate import check_int
 from beamtok.base.validate import check_int as check_option
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
-from beamtok.stream.state import check_int
 
 __all__ = ["Enumerate", "EnumerateNode"]
 

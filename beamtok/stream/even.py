@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError, StateError
+from beamtok.base.validate import check_int
 from beamtok.core.spec import Spec
 from beamtok.shards.items import with_training_fields
 from beamtok.stream.node import Node, StageNode
-from beamtok.stream.state import check_int
 
 __all__ = ["EVEN_MODES", "EvenNode", "fresh_pad", "pad_example"]
 

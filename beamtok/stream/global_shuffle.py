@@ -35,6 +35,7 @@ import numpy as np
 
 from beamtok.backends.protocol import RowSource
 from beamtok.base.errors import ConfigError, StateError
+from beamtok.base.validate import check_int
 from beamtok.shards.items import Produced, ShardCursor
 from beamtok.shards.rows import RowBlock
 from beamtok.shards.spans import RowSpan, Taken
@@ -42,7 +43,7 @@ from beamtok.stream.global_order import GlobalOrder
 from beamtok.stream.node import RootSource
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.shard_units import ShardUnits
-from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.stream.state import check_keys, copy_state
 from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
 
 __all__ = ["GlobalShuffleSource"]

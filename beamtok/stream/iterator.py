@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError, StateError
+from beamtok.base.validate import check_int
 from beamtok.base.validate import check_int as check_option
 from beamtok.sources.retrying import remote_retries
 from beamtok.stream.collate import Batched
@@ -21,7 +22,7 @@ from beamtok.stream.node import Node
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.plan import plan_of
 from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.stream.state import check_keys, copy_state
 from beamtok.stream.timing import Timing, describe_timing
 
 __all__ = ["STATE_VERSION", "DatasetIterator", "Delivered"]
@@ -105,8 +106,13 @@ class DatasetIterator:
         self._skipped: list[list[int]] = []  # [first item skipped, how many]: what skip() passed over
         self._pending_merge: tuple[list[dict[str, Any]], list[ReaderSplit]] | None = None
         if isinstance(state, list):
-            self._start_merged(state)
-            if split.part == 0:  # the old readers' deliveries go to one new reader, so the sum over readers stays right
+            own = self._start_merged(state)
+            if own is not None:  # every reader's state, this one's among them: it resumes from its own
+                self._delivered = Delivered.from_state(own)
+                self._skipped = skipped_of(own)
+            elif (
+                split.part == 0
+            ):  # the old readers' deliveries go to one new reader, so the sum over readers stays right
                 self._delivered = Delivered.total(Delivered.from_state(s) for s in state)
                 self._skipped = sorted(r for s in state for r in skipped_of(s))
         elif state is not None:
@@ -116,10 +122,12 @@ class DatasetIterator:
         else:
             self._root.reset(None)
 
-    def _start_merged(self, states: list[Any]) -> None:
+    def _start_merged(self, states: list[Any]) -> dict[str, Any] | None:
         """Start from the states of all readers of a run, which may have had another world size
         (see ``beamtok.stream.elastic``). Each state is checked now; merging them may read (a
-        shuffle finds where old readers' windows end), so it waits for the first ``next()``."""
+        shuffle finds where old readers' windows end), so it waits for the first ``next()``.
+        Where the readers were split as this run's are, this reader's own state is restored
+        (and returned): the same as being handed it alone."""
         if not states:
             raise StateError("an empty list of states: pass every old reader's state_dict()")
         checked = []
@@ -136,11 +144,13 @@ class DatasetIterator:
         olds = [old for old, _ in checked]
         check_readers(olds)
         if olds[0].parts == self.split.parts and olds[0].mode == self.split.mode:
-            self._root.reset(next(state for old, state in checked if old.part == self.split.part)["pipeline"])
-            return
+            own = next(state for old, state in checked if old.part == self.split.part)
+            self._root.reset(own["pipeline"])
+            return own
         self._root.check_merge(olds)
         self._root.reset(None)
         self._pending_merge = ([state["pipeline"] for _, state in checked], olds)
+        return None
 
     def _merge_now(self) -> None:
         if self._pending_merge is not None:

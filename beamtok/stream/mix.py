@@ -51,9 +51,8 @@ import numpy as np
 
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.sizes import MAX_BLOCK, check_ceiling
-from beamtok.base.validate import check_choice
+from beamtok.base.validate import check_choice, check_int
 from beamtok.base.validate import check_int as check_option
-from beamtok.stream.state import check_int
 
 __all__ = ["STOP_RULES", "MixPlan", "block_counts", "changes_of", "first_leaves"]
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import InputError, StateError
+from beamtok.base.validate import check_int
 from beamtok.shards.items import Produced, ShardCursor
 from beamtok.stream.mix import MixPlan, changes_of, first_leaves
 from beamtok.stream.mix_base import MixBase
@@ -42,7 +43,7 @@ from beamtok.stream.mix_positions import MixPositions, positions_of
 from beamtok.stream.mix_rule import NEVER, SourceStatus, empty_source_at, stop_offset
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.source_rows import NumberedRows
-from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.stream.state import check_keys, copy_state
 from beamtok.stream.stats import StreamStats
 
 __all__ = ["SeekingMix"]

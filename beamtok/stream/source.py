@@ -19,8 +19,8 @@ from typing import Any
 from beamtok.backends.protocol import ShardBackend
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
+from beamtok.base.validate import check_int, check_optional_int
 from beamtok.base.validate import check_int as check_option
-from beamtok.base.validate import check_optional_int
 from beamtok.shards.items import Produced, ShardCursor
 from beamtok.shards.spans import SpanReader, Taken, in_turns
 from beamtok.sources.readers import cursor_words
@@ -28,7 +28,7 @@ from beamtok.sources.urls import Shard
 from beamtok.stream.node import RootSource
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.shard_order import ShardOrder
-from beamtok.stream.state import check_int, check_keys, copy_state
+from beamtok.stream.state import check_keys, copy_state
 from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
 
 __all__ = ["ShardOptions", "ShardSource", "merge_shard_sources"]

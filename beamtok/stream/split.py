@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from beamtok.base.errors import StateError
+from beamtok.base.validate import check_int
 from beamtok.stream.even import fresh_pad
 from beamtok.stream.node import Node, StageNode
 from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.state import check_int, check_keys
+from beamtok.stream.state import check_keys
 
 __all__ = ["ExampleSplitNode"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from beamtok.base.errors import StateError
 
-__all__ = ["check_int", "check_keys", "copy_state"]
+__all__ = ["check_keys", "copy_state"]
 
 
 def copy_state(state: Any) -> Any:
@@ -34,9 +34,3 @@ def check_keys(state: Any, keys: tuple[str, ...], stage: str) -> dict[str, Any]:
             f"{stage}: the state {' and '.join(problems)} (a state of another beamtok version, or edited by hand?)"
         )
     return state
-
-
-def check_int(value: Any, name: str, stage: str, *, minimum: int = 0) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise StateError(f"{stage}: {name} must be an integer >= {minimum}, got {value!r}")
-    return value

@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import StateError
+from beamtok.base.validate import check_int
 from beamtok.shards.items import NO_COUNTS, DocCounts, Produced
 from beamtok.shards.spans import Taken
-from beamtok.stream.state import check_int, check_keys
+from beamtok.stream.state import check_keys
 
 __all__ = ["StreamStats", "describe_stats", "summed_stats"]
 

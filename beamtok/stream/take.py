@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok.base.errors import StateError
+from beamtok.base.validate import check_int
 from beamtok.base.validate import check_int as check_option
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
-from beamtok.stream.state import check_int
 
 __all__ = ["Take", "TakeNode"]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class BestFitPacker:
     the state never holds tokens.
     """
 
-    TOKEN_OFFSETS = False  # ``offset`` counts rows of a window, not tokens of a document
+    TOKEN_OFFSETS: ClassVar[bool] = False  # ``offset`` counts rows of a window, not tokens of a document
 
     def __init__(
         self, seq_len: int, pad_id: int, window: int, long_docs: str = "split", bos_id: int | None = None

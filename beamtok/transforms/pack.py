@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
@@ -67,6 +67,13 @@ class PackCounts:
 
 
 class Packer(Protocol):
+    """Rows made of documents' tokens, one document at a time, then what is left at the end.
+
+    ``TOKEN_OFFSETS`` says what the ``offset`` of :meth:`add` counts: tokens of the document
+    (True: a resume may start inside a document, and the offset is checked against it), or
+    rows of a packing window (False: the windowed packers)."""
+
+    TOKEN_OFFSETS: ClassVar[bool]
     counts: PackCounts
 
     def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]: ...
@@ -154,6 +161,8 @@ def _slice(tokens: TokenDoc, start: int, stop: int | None = None) -> TokenDoc:
 class PadTruncate:
     """One document a row: keep its first ``seq_len`` tokens, pad the rest."""
 
+    TOKEN_OFFSETS: ClassVar[bool] = True
+
     def __init__(self, seq_len: int, pad_id: int) -> None:
         self.seq_len = seq_len
         self.pad_id = pad_id
@@ -177,6 +186,8 @@ class SlidingWindow:
     Windows after the first mask the tokens they share with the window before, so no token
     is trained on twice. The last window may be shorter.
     """
+
+    TOKEN_OFFSETS: ClassVar[bool] = True
 
     def __init__(self, seq_len: int, stride: int) -> None:
         self.seq_len = seq_len
@@ -202,6 +213,8 @@ class SlidingWindow:
 class WholeDocument:
     """One whole document a row, any length."""
 
+    TOKEN_OFFSETS: ClassVar[bool] = True
+
     def __init__(self) -> None:
         self.counts = PackCounts()
 
@@ -216,6 +229,8 @@ class WholeDocument:
 class GreedyPacker:
     """Whole examples, in order, into rows of ``seq_len``: a row is closed (and padded) when
     the next example does not fit. No example is ever split; each is its own segment."""
+
+    TOKEN_OFFSETS: ClassVar[bool] = True
 
     def __init__(self, seq_len: int, pad_id: int) -> None:
         self.seq_len = seq_len
@@ -256,7 +271,7 @@ class FirstFitPacker:
     re-reads one window and skips the rows already emitted: the state never holds tokens.
     """
 
-    TOKEN_OFFSETS = False  # ``offset`` counts rows of a window, not tokens of a document
+    TOKEN_OFFSETS: ClassVar[bool] = False  # ``offset`` counts rows of a window, not tokens of a document
 
     def __init__(self, seq_len: int, pad_id: int, window: int) -> None:
         self.seq_len = seq_len

@@ -12,6 +12,7 @@ from there, so a cursor at a row's first token reproduces every later row.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 from beamtok.transforms.pack import PackCounts, Row, TokenDoc, _join, _slice
 
@@ -33,6 +34,8 @@ def power_of_two_cuts(n: int, max_len: int, min_len: int) -> tuple[list[int], in
 
 class PowerOfTwoRows:
     """Documents into rows of power-of-two lengths between ``min_len`` and ``max_len``."""
+
+    TOKEN_OFFSETS: ClassVar[bool] = True
 
     def __init__(self, max_len: int, min_len: int) -> None:
         self.max_len = max_len
