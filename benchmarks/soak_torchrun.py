@@ -18,13 +18,16 @@ import argparse
 import random
 import shutil
 import statistics
+import sys
 import time
 from collections import Counter
 
-from beamtok import Dataset
-from beamtok.distributed.torchrun_runs import Start, TorchrunJob, read_rows_log, starts_of, trained_rows
-
 from common import ROOT, WORK, build_shards, write_results
+
+sys.path.insert(0, str(ROOT / "tests"))  # the torchrun harness is the tests'
+from beamtok import Dataset
+
+from torchrun_runs import Start, TorchrunJob, read_rows_log, starts_of, trained_rows
 
 SCRIPT = str(ROOT / "examples" / "torchrun_train.py")
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")

@@ -21,7 +21,7 @@ pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 transformers = pytest.importorskip("transformers")
 
-from beamtok.distributed.torchrun_runs import read_rows_log, starts_of, trained_rows  # noqa: E402
+from torchrun_runs import read_rows_log, starts_of, trained_rows  # noqa: E402
 
 JOB = str(Path(__file__).resolve().parent / "accelerate_job.py")
 

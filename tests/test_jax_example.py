@@ -21,7 +21,7 @@ from conftest import ROOT, paragraph_files, run_group, small_vocab_tokenizer
 pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
 
-from beamtok.distributed.torchrun_runs import read_rows_log, starts_of, trained_rows
+from torchrun_runs import read_rows_log, starts_of, trained_rows
 
 SCRIPT = str(ROOT / "examples" / "jax_train.py")
 

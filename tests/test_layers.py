@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("backends", ("beamtok.backends",)),
     ("stream", ("beamtok.stream",)),
     ("cache", ("beamtok.cache",)),
-    ("beam", ("beamtok.beam",)),
+    ("beam", ("beamtok.beam", "beamtok.beam_launch")),
     ("dataset", ("beamtok.dataset",)),
     (
         "top",
@@ -63,9 +63,12 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(module: str) -> list[tuple[str, int, bool]]:
+def imports_of(module: str, named: bool = False) -> list[tuple[str, int, bool]]:
     """Every beamtok module ``module`` imports: (target, line, runtime), wherever the import
-    stands (module level, in a function, under ``if TYPE_CHECKING``: runtime False)."""
+    stands (module level, in a function, under ``if TYPE_CHECKING``: runtime False). With
+    ``named``, also every module it names in a string (``-m beamtok.x``, ``import_module``):
+    a dependency for the layers, though not an import cycle (it runs in another process or
+    later)."""
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[str, int, bool]] = []
@@ -86,6 +89,14 @@ def imports_of(module: str) -> list[tuple[str, int, bool]]:
                 parts = package.split(".")
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
             names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        if (
+            named
+            and isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "." in node.value
+            and node.value in MODULES
+        ):
+            names = [node.value]  # a module named in a string: started with -m, or import_module()
         for name in names:
             target = _resolve(name) if name.startswith("beamtok") else None
             if target is not None and target != module:
@@ -98,10 +109,17 @@ def imports_of(module: str) -> list[tuple[str, int, bool]]:
     return found
 
 
+def test_a_module_named_in_a_string_counts_as_an_import():
+    """``python -m beamtok.x`` or ``import_module("beamtok.x")`` depends on ``beamtok.x`` as an
+    import does; the layer test must see it (the worker server starts the fork server so)."""
+    server = "beamtok.beam_launch.worker_server"
+    assert ("beamtok.beam.fork_server", True) in {(t, runtime) for t, _, runtime in imports_of(server, named=True)}
+
+
 def test_no_module_imports_a_layer_above_its_own():
     wrong = []
     for module in MODULES:
-        for target, line, _ in imports_of(module):
+        for target, line, _ in imports_of(module, named=True):
             if layer_of(target) > layer_of(module):
                 wrong.append(
                     f"{module}:{line} imports {target} ({LAYERS[layer_of(module)][0]} -> {LAYERS[layer_of(target)][0]})"

@@ -21,7 +21,7 @@ from conftest import ROOT, paragraph_files, small_vocab_tokenizer
 pytest.importorskip("torch")
 pytest.importorskip("torchdata")
 
-from beamtok.distributed.torchrun_runs import TorchrunJob, read_rows_log, starts_of, trained_rows
+from torchrun_runs import TorchrunJob, read_rows_log, starts_of, trained_rows
 
 SCRIPT = str(ROOT / "examples" / "torchrun_train.py")
 SEQ_LEN = 32

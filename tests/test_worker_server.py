@@ -19,8 +19,8 @@ import pytest
 from test_split_build import same_cache
 
 from beamtok import Dataset
-from beamtok.backends import worker_server
-from beamtok.backends.worker_server import WorkerServer, asks_for_local_workers, process_server, start_early
+from beamtok.beam_launch import worker_server
+from beamtok.beam_launch.worker_server import WorkerServer, asks_for_local_workers, process_server, start_early
 from beamtok.core.spec import tokenizers_to_warm
 
 from conftest import CORPUS, ROOT
@@ -193,8 +193,8 @@ def test_the_server_ends_when_its_launcher_is_killed(tmp_path):
         f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from beamtok.backends.worker_server import start_early
-        import beamtok.backends.worker_server as w
+        from beamtok.beam_launch.worker_server import start_early
+        import beamtok.beam_launch.worker_server as w
         start_early({TWO!r})
         print(w._server.process.pid, flush=True)
         time.sleep(600)

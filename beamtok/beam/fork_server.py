@@ -1,6 +1,6 @@
 """The worker server: imports Beam and beamtok once, then forks a local worker per request.
 
-Started by :class:`beamtok.backends.worker_server.WorkerServer` as ``python -m beamtok.beam.fork_server
+Started by :class:`beamtok.beam_launch.worker_server.WorkerServer` as ``python -m beamtok.beam.fork_server
 FD``, FD the listening socket (bound by the launcher, so a worker's shim can connect from the
 start), with a pipe from the launcher as standard input. Each connection
 carries a shim's standard streams, environment, arguments and working directory

@@ -4,7 +4,7 @@ With ``--direct_running_mode=multi_processing`` the FnApiRunner starts each work
 ``python -m apache_beam.runners.worker.sdk_worker_main``; this runner starts the same worker
 through :mod:`beamtok.beam.local_worker`, which ignores the terminal's Ctrl-C, so an
 interrupted build prints one line, not the workers' tracebacks; on Linux, forked warm by this
-process's worker server (``beamtok.backends.worker_server``: started before Beam's import by
+process's worker server (``beamtok.beam_launch.worker_server``: started before Beam's import by
 ``start_early`` where the caller could, else here, and kept for the next builds). Everything
 else is Beam's.
 """
@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
-from beamtok.backends.worker_server import process_server
+from beamtok.beam_launch.worker_server import process_server
 
 __all__ = ["LocalRunner", "worker_command"]
 

@@ -1,4 +1,4 @@
-"""The command Beam runs for a local worker when a worker server is up (``beamtok.backends.worker_server``).
+"""The command Beam runs for a local worker when a worker server is up (``beamtok.beam_launch.worker_server``).
 
 Run as ``python -I -S worker_shim.py SOCKET [worker arguments]``: standard library only, so it
 starts in milliseconds. It sends the worker server its environment (Beam's control and

@@ -122,7 +122,7 @@ def written_as(build: dict[str, Any]) -> dict[str, Any]:
 def _cache_data_config(path: str, flags: dict[str, Any], beam_args: list[str], quiet: bool) -> None:
     """Build the cache of every dataset of a data config that names one, with the build options
     the config gives it; ``flags`` (build options from the command line) override them."""
-    from beamtok.backends.worker_server import start_early
+    from beamtok.beam_launch.worker_server import start_early
     from beamtok.core.spec import tokenizers_to_warm
 
     start_early(beam_args)  # kept for every dataset's build
@@ -227,7 +227,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         from beamtok.cache.build.lock import refuse_if_building
 
         refuse_if_building(output)
-    from beamtok.backends.worker_server import start_early
+    from beamtok.beam_launch.worker_server import start_early
     from beamtok.core.spec import tokenizers_to_warm
 
     start_early(beam_args)  # local worker processes import Beam while this process loads the tokenizer, then Beam

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from beamtok.backends.worker_server import start_early
 from beamtok.base.errors import ConfigError
 from beamtok.base.extras import require
+from beamtok.beam_launch.worker_server import start_early
 from beamtok.core.cache_options import BUILD_DEFAULTS, beam_args
 from beamtok.core.spec import tokenizers_to_warm
 from beamtok.stream.pipeline import Pipeline
