@@ -131,3 +131,27 @@ def test_a_version_1_plan_of_a_mix_still_loads_and_explains():
         "packing (mix source 1): concat_chunk, rows of 64 tokens" in lines
         and "packing (mix source 2): pad, rows of 32 tokens" in lines
     )
+
+
+def test_the_kinds_table_holds_every_stage_and_root():
+    """A plan names its stages and root; beamtok.stream.kinds is the one table they are found
+    in again. Every Stage and RootPlan subclass in the package must be in it."""
+    import importlib
+    import pkgutil
+
+    import beamtok.stream
+    from beamtok.stream.kinds import ROOTS, STAGES
+    from beamtok.stream.node import Stage
+    from beamtok.stream.roots.base import RootPlan
+
+    for info in pkgutil.walk_packages(beamtok.stream.__path__, "beamtok.stream."):
+        importlib.import_module(info.name)
+
+    def every(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from every(sub)
+
+    assert {c for c in every(Stage) if "NAME" in c.__dict__} == set(STAGES.values())
+    assert {c for c in every(RootPlan) if "KIND" in c.__dict__} == set(ROOTS.values())
+    assert all(STAGES[c.NAME] is c for c in STAGES.values()) and all(ROOTS[c.KIND] is c for c in ROOTS.values())

@@ -76,7 +76,7 @@ def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
     ``from_cache(DIR).shuffle(...).batch(...)`` (or its on-the-fly twin) is checked whole;
     ``(cached, '')`` when the state holds no plan that names them."""
     from beamtok.base.errors import StateError
-    from beamtok.stream.node import Stage
+    from beamtok.stream.kinds import stage_named
     from beamtok.stream.pipeline import Pipeline
     from beamtok.stream.plan import plan_of, stage_configs
     from beamtok.stream.reader_split import ReaderSplit
@@ -98,7 +98,7 @@ def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
             )
         stages = []
         for name, config in stage_configs(plan):
-            kind = Stage.named(name)
+            kind = stage_named(name)
             if kind is None or config.get("unkept"):  # a state of an earlier version kept only a hash of it
                 return cached, ""
             stages.append(kind(**config))

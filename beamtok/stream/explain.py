@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import beamtok.stream.kinds  # noqa: F401  (every stage and root, so Stage.named and root_plan_of_kind know them)
+from beamtok.stream.kinds import root_of_kind, stage_named
 from beamtok.stream.node import Stage
 from beamtok.stream.pipeline import Pipeline, peel_even, state_split
 from beamtok.stream.plan import mix_source_plans, plan_of, stage_configs
-from beamtok.stream.roots.base import root_plan_of_kind
 from beamtok.transforms.packing_modes import PACKING_MODES, packing_words
 
 __all__ = ["explain_state", "find_states"]
@@ -89,14 +88,14 @@ def _declared(state: dict[str, Any], plan: dict[str, Any] | None) -> list[str]:
             break
         chain.append(node)
         node = node["upstream"]
-    root = root_plan_of_kind(plan["root"].get("kind")) if plan is not None else None
+    root = root_of_kind(plan["root"].get("kind")) if plan is not None else None
     if root is None or len(chain) != len(stages):
         return [f"pipeline (its parts were not saved with the state): {json.dumps(state.get('pipeline'))[:400]}"]
     assert plan is not None
     node, even = peel_even(node, plan.get("even") is not None)
     lines = root.describe_state(node, state_split(state), None) + even
     for i, ((name, _), own) in enumerate(zip(stages, reversed(chain))):
-        stage = Stage.named(name)
+        stage = stage_named(name)
         lines.append(
             f"stage {i + 1} ({name}): {stage.describe_state(own) if stage is not None else Stage.describe_state(own)}"
         )

@@ -1,7 +1,36 @@
-"""Every stage and root module of the stream, imported so ``Stage.named`` and
-``root_plan_of_kind`` know them all (a state names its stages and root by kind)."""
+"""Every stage and root of the stream by the name a plan gives it: the one table through which
+a saved plan's stages and root are found again (``beamtok inspect``, ``explain_state``).
+A new stage or root is added here; the test of this table fails on one left out."""
 
-from beamtok.stream import balance, batch, enumerate, shuffle, take, token_batch
-from beamtok.stream.roots import global_shuffle, mix, shards
+from __future__ import annotations
 
-__all__ = ["balance", "batch", "enumerate", "global_shuffle", "mix", "shards", "shuffle", "take", "token_batch"]
+from typing import Any
+
+from beamtok.stream.balance import BalanceRanks
+from beamtok.stream.batch import Batch
+from beamtok.stream.enumerate import Enumerate
+from beamtok.stream.node import Stage
+from beamtok.stream.roots.base import RootPlan
+from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
+from beamtok.stream.roots.mix import MixRoot
+from beamtok.stream.roots.shards import ShardsRoot
+from beamtok.stream.shuffle import Shuffle
+from beamtok.stream.take import Take
+from beamtok.stream.token_batch import BatchTokens
+
+__all__ = ["ROOTS", "STAGES", "root_of_kind", "stage_named"]
+
+STAGES: dict[str, type[Stage]] = {
+    stage.NAME: stage for stage in (Shuffle, Batch, BatchTokens, Take, Enumerate, BalanceRanks)
+}
+ROOTS: dict[str, type[RootPlan]] = {root.KIND: root for root in (ShardsRoot, MixRoot, GlobalShuffleRoot)}
+
+
+def stage_named(name: Any) -> type[Stage] | None:
+    """The stage a plan calls ``name``, or None."""
+    return STAGES.get(name) if isinstance(name, str) else None
+
+
+def root_of_kind(kind: Any) -> type[RootPlan] | None:
+    """The root a plan calls ``kind``, or None."""
+    return ROOTS.get(kind) if isinstance(kind, str) else None

@@ -136,17 +136,6 @@ class Stage(abc.ABC):
         own = {k: v for k, v in state.items() if k != "upstream"} if isinstance(state, dict) else state
         return f"position {own}" if own else "no position of its own"
 
-    @classmethod
-    def named(cls, name: str) -> type[Stage] | None:
-        """The stage whose ``NAME`` is ``name`` (every stage module imported so far)."""
-        pending = list(cls.__subclasses__())
-        while pending:
-            kind = pending.pop()
-            if getattr(kind, "NAME", None) == name:
-                return kind
-            pending.extend(kind.__subclasses__())
-        return None
-
 
 class StageNode(Node):
     """Common plumbing of live stages: an upstream node and strict restore of ``KEYS``."""

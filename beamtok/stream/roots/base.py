@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from beamtok.core.spec import Spec
     from beamtok.sources.urls import Shard
 
-__all__ = ["RootPlan", "root_plan_of_kind"]
+__all__ = ["RootPlan"]
 
 
 class RootPlan(abc.ABC):
@@ -135,14 +135,3 @@ class RootPlan(abc.ABC):
         """This root with other shard options (``epochs``, ``shuffle_seed``, ``interleave``,
         ``workers``), or a ConfigError naming what the root cannot take."""
         raise ConfigError(f"{', '.join(sorted(changes))}: not on a {self.KIND}")
-
-
-def root_plan_of_kind(kind: Any) -> type[RootPlan] | None:
-    """The root class whose ``KIND`` a plan names (every root module imported so far), or None."""
-    pending: list[type[RootPlan]] = list(RootPlan.__subclasses__())
-    while pending:
-        found = pending.pop()
-        pending.extend(found.__subclasses__())
-        if found.__dict__.get("KIND") == kind:
-            return found
-    return None
