@@ -127,6 +127,18 @@ def test_no_module_imports_a_layer_above_its_own():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_readers_know_no_spec():
+    """sources/ reads records; what a spec is (core/) is built on it, never the other way."""
+    wrong = [
+        f"{module}:{line} imports {target}"
+        for module in MODULES
+        if module.startswith("beamtok.sources")
+        for target, line, _ in imports_of(module, named=True)
+        if target.startswith("beamtok.core")
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_cache_never_imports_stream_or_beam():
     wrong = [
         f"{module}:{line} imports {target}"

@@ -11,17 +11,40 @@ import itertools
 import lzma
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from beamtok.base.errors import ConfigError, InputError, StateError
-from beamtok.core.spec import SourceSpec
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason, parse_json_line
 from beamtok.sources.mds import is_mds_url, read_mds
 from beamtok.sources.opening import COMPRESSED_SUFFIXES, is_compressed, open_url
 from beamtok.sources.row_groups import seek_row
 from beamtok.sources.urls import Shard, is_remote, split_range
 
-__all__ = ["cursor_words", "detect_format", "is_compressed", "open_url", "read_documents", "source_format"]
+__all__ = [
+    "RecordFormat",
+    "cursor_words",
+    "detect_format",
+    "is_compressed",
+    "open_url",
+    "read_documents",
+    "source_format",
+]
+
+
+class RecordFormat(Protocol):
+    """What a reader needs to know of how records are read: the file ``format`` (or
+    ``"auto"``), the ``text_field`` of a record, and the Parquet ``columns`` to read (None: all).
+    The spec's source part (``beamtok.core.spec.SourceSpec``) is one."""
+
+    @property
+    def format(self) -> str: ...
+
+    @property
+    def text_field(self) -> str: ...
+
+    @property
+    def columns(self) -> tuple[str, ...] | None: ...
+
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 TEXT_SUFFIXES = (".txt", ".md", ".rst", ".text")
@@ -51,7 +74,7 @@ def detect_format(url: str) -> str:
     )
 
 
-def source_format(url: str, source: SourceSpec) -> str:
+def source_format(url: str, source: RecordFormat) -> str:
     """The format a file is read in: the source's, or told from the name under ``auto``."""
     return detect_format(url) if source.format == "auto" else source.format
 
@@ -74,7 +97,7 @@ def cursor_words(url: str | None, doc: int) -> str:
     return f"doc cursor {doc}"
 
 
-def read_documents(shard: Shard, source: SourceSpec, start: int, stop: int | None = None) -> Iterator[RawDocument]:
+def read_documents(shard: Shard, source: RecordFormat, start: int, stop: int | None = None) -> Iterator[RawDocument]:
     """Yield the documents of ``shard`` with doc cursors from ``start`` up to ``stop`` (None:
     to the end; a shard that is a range of a file ends at the range's end too), decoded into
     records.
@@ -97,7 +120,7 @@ def read_documents(shard: Shard, source: SourceSpec, start: int, stop: int | Non
         yield document
 
 
-def _read_file(url: str, source: SourceSpec, start: int) -> Iterator[RawDocument]:
+def _read_file(url: str, source: RecordFormat, start: int) -> Iterator[RawDocument]:
     fmt = source_format(url, source)
     if fmt == "jsonl":
         reader = _read_compressed_jsonl if is_compressed(url) else _read_jsonl
