@@ -170,9 +170,10 @@ def test_restore_rejects_other_specs_versions_and_keys(shards, tokenizer_dir):
         match=r"shuffle_shards seed: null → 4; stage 1 \(shuffle\) added \(now window=4, seed=1\); .*stage 1 \(batch\) removed",
     ):
         base(shards, tokenizer_dir).shuffle_shards(4).shuffle(4, seed=1).batch(2).iter(state_dict=state)
-    earlier = {
-        k: v for k, v in state.items() if k != "plan"
-    }  # states of an earlier beamtok: no plan, every part hashed
+    earlier = {  # states of an earlier beamtok: version 1, no plan, every part hashed
+        **{k: v for k, v in state.items() if k != "plan"},
+        "beamtok_state": 1,
+    }
     hashed = {**earlier, "about": {name: _hash(value) for name, value in ds.pipeline.parts().items()}}
     with pytest.raises(StateError, match=r"spec fingerprint .*: packing \(now mode=\"concat\", seq_len=33"):
         base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state_dict=hashed)
@@ -182,8 +183,10 @@ def test_restore_rejects_other_specs_versions_and_keys(shards, tokenizer_dir):
         ).batch(2).iter(state_dict=state)
     old_format = {k: v for k, v in state.items() if k != "about"}  # states saved before 'about' still resume
     assert_items_equal([next(ds.iter(state_dict=old_format))], [next(ds.iter(state_dict=state))])
-    with pytest.raises(StateError, match="format version"):
+    with pytest.raises(StateError, match=r"format version 99 is not supported .*reads versions 1, 2"):
         ds.iter(state_dict={**state, "beamtok_state": 99})
+    with pytest.raises(StateError, match=r"lacks keys \['plan'\]"):  # a version-2 state always holds its plan
+        ds.iter(state_dict={k: v for k, v in state.items() if k != "plan"})
     with pytest.raises(StateError, match="not a beamtok state"):
         ds.iter(state_dict={"pipeline": {}})
     with pytest.raises(StateError, match=r"has keys it does not know \['extra'\]"):

@@ -81,11 +81,12 @@ def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
     from beamtok.stream.plan import plan_of, stage_configs
     from beamtok.stream.reader_split import ReaderSplit
     from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
+    from beamtok.stream.state_migration import migrate
 
     split = state.get("split")
     try:
-        plan = plan_of(state)
-        if plan is None or not isinstance(split, dict):
+        plan = plan_of(migrate(state))
+        if not isinstance(split, dict):
             return cached, ""
         options = plan["root"]["options"]
         root = cached.pipeline.root.with_options(

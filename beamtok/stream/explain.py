@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from beamtok.base.errors import StateError
 from beamtok.stream.kinds import root_of_kind, stage_named
 from beamtok.stream.node import Stage
 from beamtok.stream.pipeline import Pipeline, peel_even, state_split
 from beamtok.stream.plan import mix_source_plans, plan_of, stage_configs
+from beamtok.stream.state_migration import STATE_VERSION, migrate
 from beamtok.transforms.packing_modes import PACKING_MODES, packing_words
 
 __all__ = ["explain_state", "find_states"]
@@ -39,16 +41,20 @@ def find_states(data: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
 def explain_state(state: dict[str, Any], pipeline: Pipeline | None = None) -> list[str]:
     """Lines describing ``state``; with ``pipeline`` (the one it belongs to), shards are
     named by file and cursors by what they count there."""
-    lines = [
-        f"beamtok state format {state.get('beamtok_state')}, spec {state.get('spec')}, stream {state.get('stream')}"
-    ]
+    saved = state.get("beamtok_state")
+    try:
+        state = migrate(state)
+        plan: dict[str, Any] | None = plan_of(state)
+    except StateError:  # described as far as it can be: without a plan, its pipeline as saved
+        plan = None
+    read_as = f" (read as version {STATE_VERSION})" if saved != STATE_VERSION else ""
+    lines = [f"beamtok state format {saved}{read_as}, spec {state.get('spec')}, stream {state.get('stream')}"]
     split = state.get("split")
     if isinstance(split, dict):
         lines.append(
             f"reader: rank {split.get('rank')} of {split.get('world_size')}, DataLoader worker {split.get('worker')} "
             f"of {split.get('num_workers')}, data split by {split.get('mode')}"
         )
-    plan = plan_of(state)
     lines += _packing(plan)
     skipped = state.get("skipped")
     if isinstance(skipped, list) and skipped:
@@ -93,7 +99,7 @@ def _declared(state: dict[str, Any], plan: dict[str, Any] | None) -> list[str]:
         return [f"pipeline (its parts were not saved with the state): {json.dumps(state.get('pipeline'))[:400]}"]
     assert plan is not None
     node, even = peel_even(node, plan.get("even") is not None)
-    lines = root.describe_state(node, state_split(state), None) + even
+    lines = root.describe_state(node, state_split(state), None, plan=plan["root"]) + even
     for i, ((name, _), own) in enumerate(zip(stages, reversed(chain))):
         stage = stage_named(name)
         lines.append(

@@ -22,12 +22,11 @@ from beamtok.stream.node import Node
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.plan import plan_of
 from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.state import check_keys, copy_state
+from beamtok.stream.state import DeliveredJSON, IteratorState, check_keys, copy_state
+from beamtok.stream.state_migration import STATE_VERSION, migrate
 from beamtok.stream.timing import Timing, describe_timing
 
 __all__ = ["STATE_VERSION", "DatasetIterator", "Delivered"]
-
-STATE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -56,8 +55,8 @@ class Delivered:
         rows = 1 if len(shape) <= 1 else shape[0] if len(shape) == 2 else int(np.prod(shape[:-1]))
         return Delivered(self.items + 1, self.examples + rows, self.tokens + real, self.pad_tokens + pad)
 
-    def to_json(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
+    def to_json(self) -> DeliveredJSON:
+        return DeliveredJSON(items=self.items, examples=self.examples, tokens=self.tokens, pad_tokens=self.pad_tokens)
 
     @classmethod
     def from_state(cls, state: Any) -> Delivered:
@@ -90,10 +89,12 @@ class DatasetIterator:
     manager it stops its workers on exit.
     """
 
-    KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline")
-    OPTIONAL_KEYS = ("about", "plan", "delivered", "skipped")  # states of earlier versions lack them and still resume
+    KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline", "plan")
+    OPTIONAL_KEYS = ("about", "delivered", "skipped")  # a state with none of them still resumes
 
-    def __init__(self, pipeline: Pipeline, split: ReaderSplit, state: dict[str, Any] | list[Any] | None = None) -> None:
+    def __init__(
+        self, pipeline: Pipeline, split: ReaderSplit, state: IteratorState | dict[str, Any] | list[Any] | None = None
+    ) -> None:
         self.pipeline = pipeline
         self.split = split
         self._spec_fp = pipeline.spec_fingerprint
@@ -168,11 +169,9 @@ class DatasetIterator:
         # an old reader's state (split given) is only read: merges copy nothing, the merged state is copied when restored
         if not isinstance(state, dict) or "beamtok_state" not in state:
             raise StateError("not a beamtok state: it has no 'beamtok_state' version key")
-        if state["beamtok_state"] != STATE_VERSION:
-            raise StateError(
-                f"state format version {state['beamtok_state']!r} is not supported (this beamtok reads version {STATE_VERSION})"
-            )
+        state = migrate(state)
         check_keys(state, (*self.KEYS, *(k for k in self.OPTIONAL_KEYS if k in state)), "state")
+        plan_of(state)  # a plan of another version is refused by name, whatever else matches
         stream_fp = self._stream_fp if split is None else self.pipeline.stream_fingerprint_for(split.world_size)
         saved_split = state["split"]
         if split is None and isinstance(saved_split, dict) and saved_split.get("world_size") != self.split.world_size:
@@ -230,20 +229,22 @@ class DatasetIterator:
         self._delivered = self._delivered.plus(item)
         return item
 
-    def state_dict(self) -> dict[str, Any]:
-        """Where the stream is now, as a JSON-serializable dict."""
+    def state_dict(self) -> IteratorState:
+        """Where the stream is now, as a JSON-serializable dict (see :class:`~beamtok.stream.state.IteratorState`)."""
         self._merge_now()
-        return {
-            "beamtok_state": STATE_VERSION,
-            "spec": self._spec_fp,
-            "stream": self._stream_fp,
-            "split": self.split.to_json(),
-            "pipeline": self._root.state_dict(),
-            "plan": self._plan,
-            "about": self._about,
-            "delivered": self._delivered.to_json(),
-            **({"skipped": [list(r) for r in self._skipped]} if self._skipped else {}),
-        }
+        state = IteratorState(
+            beamtok_state=STATE_VERSION,
+            spec=self._spec_fp,
+            stream=self._stream_fp,
+            split=self.split.to_json(),
+            pipeline=self._root.state_dict(),
+            plan=self._plan,
+            about=self._about,
+            delivered=self._delivered.to_json(),
+        )
+        if self._skipped:
+            state["skipped"] = [list(r) for r in self._skipped]
+        return state
 
     @property
     def step(self) -> int:

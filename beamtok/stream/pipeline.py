@@ -22,6 +22,7 @@ from beamtok.stream.plan import PLAN_VERSION, plan_parts, stage_configs
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.split import ExampleSplitNode
+from beamtok.stream.state import PlanJSON
 from beamtok.stream.timing import Timing
 
 __all__ = ["Pipeline", "peel_even", "state_split"]
@@ -63,7 +64,7 @@ class Pipeline:
             {**self.root.fingerprint_json(reader), **even, "stages": [s.to_json() for s in self.stages]}
         )
 
-    def plan_json(self) -> dict[str, Any]:
+    def plan_json(self) -> PlanJSON:
         """This pipeline as data for a state (``beamtok.stream.plan``): the root's kind,
         options and packing, ``even``, and every stage's configuration, whole."""
         return {

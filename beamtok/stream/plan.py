@@ -3,17 +3,18 @@ configuration, whole, under a version number.
 
 Code that needs to know what a state's pipeline was (a resume under another batch size,
 ``beamtok inspect`` rebuilding the stream, explaining a state without its pipeline) reads the
-plan. The state's ``about`` is made for people (each part by name, long data as a short hash)
-and is read by code only to turn a state of an earlier version, which has no plan, into one
-(:func:`plan_of`).
+plan; every state of the current version holds one. The state's ``about`` is made for people
+(each part by name, long data as a short hash); only the migration of a state saved before
+plans (``beamtok.stream.state_migration``) reads it.
 
 Version 2 keeps a mix's sources as runs of equal plans (``[[count, plan], ...]``, read with
 :func:`mix_source_plans`): a mix of 1,000 caches packed alike holds one plan, not 1,000, in
-every reader's state. Version-1 plans still load (their list of plans becomes runs).
+every reader's state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from beamtok.base.errors import StateError
@@ -40,7 +41,7 @@ def option_parts(options: dict[str, Any]) -> dict[str, Any]:
     return {OPTION_NAMES.get(key, key): value for key, value in options.items() if key != "world_size"}
 
 
-def plan_parts(plan: dict[str, Any]) -> dict[str, Any]:
+def plan_parts(plan: Mapping[str, Any]) -> dict[str, Any]:
     """A plan's parts by the names a refused resume uses: the root's options, ``even``, each
     stage (``stage 2 (batch)``), in that order."""
     out = option_parts(plan["root"]["options"])
@@ -83,29 +84,22 @@ def mix_source_plans(root: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def plan_of(state: dict[str, Any]) -> dict[str, Any] | None:
-    """The plan a state keeps, or the one its ``about`` describes when it was saved before
-    states kept plans; None when neither is readable."""
+def plan_of(state: dict[str, Any]) -> dict[str, Any]:
+    """The plan a (current-version) state keeps, checked to be a version-2 plan; StateError
+    otherwise. A state of an earlier version goes through
+    :func:`beamtok.stream.state_migration.migrate` first."""
     plan = state.get("plan")
-    if plan is not None:
-        if (
-            not isinstance(plan, dict)
-            or plan.get("version") not in (1, PLAN_VERSION)
-            or not isinstance(plan.get("stages"), list)
-            or not isinstance(plan.get("root"), dict)
-        ):
-            raise StateError(f"the state's plan is not a version-{PLAN_VERSION} plan: {str(plan)[:200]}")
-        if plan["version"] == 1:  # a mix's sources were a list of plans
-            root = plan["root"]
-            if isinstance(root.get("sources"), list):
-                root = {**root, "sources": source_runs(root["sources"])}
-            plan = {**plan, "version": PLAN_VERSION, "root": root}
-        return plan
-    about = state.get("about")
-    return _plan_from_about(about) if isinstance(about, dict) else None
+    if (
+        not isinstance(plan, dict)
+        or plan.get("version") != PLAN_VERSION
+        or not isinstance(plan.get("stages"), list)
+        or not isinstance(plan.get("root"), dict)
+    ):
+        raise StateError(f"the state's plan is not a version-{PLAN_VERSION} plan: {str(plan)[:200]}")
+    return plan
 
 
-def stage_configs(plan: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+def stage_configs(plan: Mapping[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
     """Each stage of a plan as ``(name, options)``."""
     if plan is None:
         return []
@@ -115,53 +109,3 @@ def stage_configs(plan: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]
             raise StateError(f"the state's plan holds a stage that is not one: {stage!r}")
         out.append((stage["stage"], {k: v for k, v in stage.items() if k != "stage"}))
     return out
-
-
-# -- states saved before plans: their about names each part; values short enough were kept whole
-
-_ROOT_OPTION_LABELS = {label: key for key, label in OPTION_NAMES.items()}
-
-
-def _plan_from_about(about: dict[str, Any]) -> dict[str, Any]:
-    def kept(name: str) -> Any:
-        value = about.get(name)
-        return value[0] if isinstance(value, list) and len(value) == 1 else None
-
-    if "global_shuffle" in about:
-        kind = "global shuffle"
-    elif "mix" in about:
-        kind = "mix"
-    else:
-        kind = "shard source"
-    options = {
-        _ROOT_OPTION_LABELS.get(label, label): kept(label)
-        for label in ("epochs", "shuffle_shards seed", "open shards (interleave)", "rank split", "global_shuffle")
-        if label in about
-    }
-    stages: list[tuple[int, dict[str, Any]]] = []
-    for label, value in about.items():
-        if label.startswith("stage ") and label.endswith(")") and " (" in label:
-            number, name = label[len("stage ") : -1].split(" (", 1)
-            if number.isdigit():
-                config = (
-                    value[0] if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict) else None
-                )
-                stages.append(
-                    (int(number), {"stage": name, **(config or {}), **({} if config is not None else {"unkept": True})})
-                )
-    packing = {label: kept(label) for label in about if label == "packing" or label.endswith(" packing")}
-    root: dict[str, Any] = {"kind": kind, "options": options, "packing": packing.get("packing")}
-    if kind == "mix":
-        root["sources"] = source_runs(
-            [
-                {"kind": "shard source", "packing": packing.get(f"mix source {i} packing")}
-                for i in range(sum(1 for label in packing if label.startswith("mix source ")))
-            ]
-        )
-    return {
-        "version": PLAN_VERSION,
-        "root": root,
-        "even": kept("even"),
-        "stages": [config for _, config in sorted(stages, key=lambda pair: pair[0])],
-        "from_about": True,
-    }

@@ -4,10 +4,10 @@ whether readers share whole shards or every k-th example."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from beamtok.base.errors import ConfigError
 from beamtok.base.validate import check_choice
+from beamtok.stream.state import ReaderSplitJSON
 
 __all__ = ["SPLIT_MODES", "ReaderSplit"]
 
@@ -45,7 +45,7 @@ class ReaderSplit:
     def parts(self) -> int:
         return self.world_size * self.num_workers
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReaderSplitJSON:
         return {
             "rank": self.rank,
             "world_size": self.world_size,

@@ -3,11 +3,62 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from beamtok.base.errors import StateError
 
-__all__ = ["check_keys", "copy_state"]
+__all__ = ["DeliveredJSON", "IteratorState", "PlanJSON", "ReaderSplitJSON", "check_keys", "copy_state"]
+
+
+class ReaderSplitJSON(TypedDict):
+    """A reader's part of the data (``ReaderSplit.to_json``)."""
+
+    rank: int
+    world_size: int
+    worker: int
+    num_workers: int
+    mode: str
+
+
+class PlanJSON(TypedDict, total=False):
+    """A stream's plan (``beamtok.stream.plan``): its version, the root's kind, options and
+    packing (a mix's sources as runs of plans), ``even``, and every stage's options.
+    ``from_about`` marks a plan a migration read from a state saved before plans."""
+
+    version: int
+    root: dict[str, Any]
+    even: str | None
+    stages: list[dict[str, Any]]
+    from_about: bool
+
+
+class DeliveredJSON(TypedDict):
+    """What an iterator has returned: items, examples, real and pad tokens."""
+
+    items: int
+    examples: int
+    tokens: int
+    pad_tokens: int
+
+
+class _IteratorStateKeys(TypedDict):
+    beamtok_state: int
+    spec: str
+    stream: str
+    split: ReaderSplitJSON
+    pipeline: dict[str, Any]
+    plan: PlanJSON
+
+
+class IteratorState(_IteratorStateKeys, total=False):
+    """A saved position (``DatasetIterator.state_dict()``), version 2: the format version, the
+    spec and stream fingerprints, the reader's split, the nodes' positions (``pipeline``, each
+    stage's state over its ``upstream``), the plan; and, for people and statistics, ``about``,
+    ``delivered`` and the ranges ``skip()`` passed over."""
+
+    about: dict[str, Any]
+    delivered: DeliveredJSON
+    skipped: list[list[int]]
 
 
 def copy_state(state: Any) -> Any:

@@ -31,6 +31,7 @@ from beamtok.base.errors import ConfigError, StateError
 from beamtok.stream.collate import Batched
 from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.pipeline import Pipeline
+from beamtok.stream.state import IteratorState
 
 __all__ = ["TorchIterableDataset"]
 
@@ -50,7 +51,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         self.dataset = dataset
         self._iterator: DatasetIterator | None = None
         self._pending_state: dict[str, Any] | list[dict[str, Any]] | None = None
-        self._history: dict[int, dict[str, Any]] | None = None  # count of items yielded -> state after them
+        self._history: dict[int, IteratorState] | None = None  # count of items yielded -> state after them
         self._count = 0
         # Set by a DataLoader worker's copy; shared memory, so this process sees it.
         self._iterated_in_worker = multiprocessing.Value("b", 0, lock=False)
@@ -81,7 +82,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         """Number the next item yielded ``count + 1`` (after resuming at ``count`` consumed)."""
         self._count = count
 
-    def state_after(self, count: int) -> dict[str, Any]:
+    def state_after(self, count: int) -> IteratorState:
         """The state after the first ``count`` items yielded (counted across passes), and
         forget older ones."""
         if self._history is None or count not in self._history:
@@ -102,7 +103,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
             self._history[self._count] = iterator.state_dict()
             yield item
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> IteratorState | dict[str, Any]:
         """The state of this process's iterator (the start, or the state loaded, before one)."""
         if self._iterator is not None:
             return self._iterator.state_dict()

@@ -70,10 +70,16 @@ class RootPlan(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def describe_state(
-        cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = ""
+        cls,
+        state: Any,
+        split: ReaderSplit | None,
+        shards: tuple[Shard, ...] | None,
+        indent: str = "",
+        plan: dict[str, Any] | None = None,
     ) -> list[str]:
         """Lines describing a saved state of this root's node (with ``shards``, the files of
-        the pipeline it belongs to, shards are named by file)."""
+        the pipeline it belongs to, shards are named by file; ``plan``: the root's part of the
+        state's plan, which says what a mix's sources are)."""
 
     def explain(self, state: Any, split: ReaderSplit | None) -> list[str]:
         """Lines describing a saved state of this root, with the shards it reads named by file."""

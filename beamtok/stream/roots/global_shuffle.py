@@ -152,7 +152,12 @@ class GlobalShuffleRoot(RootPlan):
 
     @classmethod
     def describe_state(
-        cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = ""
+        cls,
+        state: Any,
+        split: ReaderSplit | None,
+        shards: tuple[Shard, ...] | None,
+        indent: str = "",
+        plan: dict[str, Any] | None = None,
     ) -> list[str]:
         return GlobalShuffleSource.describe_state(state, indent)
 

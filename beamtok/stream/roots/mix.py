@@ -19,7 +19,7 @@ from beamtok.stream.mix_read import MixSource
 from beamtok.stream.mix_rows import MixRows
 from beamtok.stream.mix_seek import SeekingMix
 from beamtok.stream.node import Node
-from beamtok.stream.plan import source_runs
+from beamtok.stream.plan import mix_source_plans, source_runs
 from beamtok.stream.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
@@ -191,17 +191,29 @@ class MixRoot(RootPlan):
 
     @classmethod
     def describe_state(
-        cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = ""
+        cls,
+        state: Any,
+        split: ReaderSplit | None,
+        shards: tuple[Shard, ...] | None,
+        indent: str = "",
+        plan: dict[str, Any] | None = None,
     ) -> list[str]:
         """``shards`` are not used: a mix's sources each have their own (see
         :meth:`describe_mix_state`)."""
-        return cls.describe_mix_state(state, split, None, indent)
+        return cls.describe_mix_state(state, split, None, indent, plan)
 
     @classmethod
     def describe_mix_state(
-        cls, state: Any, split: ReaderSplit | None, sources: tuple[tuple[Shard, ...], ...] | None, indent: str = ""
+        cls,
+        state: Any,
+        split: ReaderSplit | None,
+        sources: tuple[tuple[Shard, ...], ...] | None,
+        indent: str = "",
+        plan: dict[str, Any] | None = None,
     ) -> list[str]:
-        """Lines describing a mix's state, each source's shards named by file where given."""
+        """Lines describing a mix's state, each source's shards named by file where given;
+        each source is described as what the mix's ``plan`` says it is (a mix, a global
+        shuffle, a shard source)."""
         lines: list[str] = []
         if split is not None and split.mode == "examples" and isinstance(state, dict) and "upstream" in state:
             lines.append(f"{indent}{ExampleSplitNode.describe_state(state)}")
@@ -213,19 +225,23 @@ class MixRoot(RootPlan):
             more = f" (and {len(positions) - ABOUT_SOURCES} more)" if len(positions) > ABOUT_SOURCES else ""
             lines.append(f"{indent}  each source's next example (read by seeking): {shown}{more}")
         children = state.get("sources") if isinstance(state, dict) else None
+        plans = mix_source_plans(plan) if plan is not None else []
         for i, child in enumerate(children if isinstance(children, list) else []):
             shards = sources[i] if sources is not None and i < len(sources) else None
+            child_plan = plans[i] if i < len(plans) else None
+            kind = child_plan.get("kind") if isinstance(child_plan, dict) else None
             lines.append(f"{indent}  mix source {i}:")
-            if isinstance(child, dict) and "index" in child:  # a mixed mix's
-                lines += cls.describe_mix_state(child, None, None, indent + "    ")
-            elif isinstance(child, dict) and "slots" not in child and "position" in child:  # a global shuffle's
+            if kind == cls.KIND:
+                lines += cls.describe_mix_state(child, None, None, indent + "    ", child_plan)
+            elif kind == GlobalShuffleRoot.KIND:
                 lines += GlobalShuffleSource.describe_state(child, indent + "    ")
             else:
                 lines += ShardSource.describe_state(child, shards, indent + "    ")
         return lines
 
     def explain(self, state: Any, split: ReaderSplit | None) -> list[str]:
-        return self.describe_mix_state(state, split, tuple(s.shards for s in self.mixed))
+        plan = self.plan_json(split or ReaderSplit())
+        return self.describe_mix_state(state, split, tuple(s.shards for s in self.mixed), "", plan)
 
     def pad_example(self) -> dict[str, Any]:
         return {**self.mixed[0].pad_example(), "source": -1}

@@ -148,7 +148,12 @@ class ShardsRoot(RootPlan):
 
     @classmethod
     def describe_state(
-        cls, state: Any, split: ReaderSplit | None, shards: tuple[Shard, ...] | None, indent: str = ""
+        cls,
+        state: Any,
+        split: ReaderSplit | None,
+        shards: tuple[Shard, ...] | None,
+        indent: str = "",
+        plan: dict[str, Any] | None = None,
     ) -> list[str]:
         if split is not None and split.mode == "examples" and isinstance(state, dict) and "upstream" in state:
             return [
