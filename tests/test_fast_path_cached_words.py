@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from beamtok import ConfigError, Dataset, load_tokenizer
+from beamtok.engines import cached_words
+from beamtok.engines.cached_words import CachedWordsEncoder
+from beamtok.engines.tiktoken_backend import PROBES
 from beamtok.testing import assert_items_equal
-from beamtok.transforms import cached_words
-from beamtok.transforms.cached_words import CachedWordsEncoder
-from beamtok.transforms.tiktoken_backend import PROBES
 
 from conftest import CORPUS, assert_same_ids, modules_blocked, on_threads, trained_family
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
@@ -88,7 +88,7 @@ def python_source(limit: int = 150) -> list[str]:
     return [f.read_text(encoding="utf-8", errors="replace") for f in files]
 
 
-COMPILED = ("beamtok.transforms.bpe_native", "beamtok.transforms.unigram_native")
+COMPILED = ("beamtok.engines.bpe_native", "beamtok.engines.unigram_native")
 
 
 class CachedWords:
@@ -321,7 +321,8 @@ def test_threads_encoding_at_once_through_a_cache_that_starts_over_get_their_ids
 def test_streams_iterated_on_threads_at_once_give_what_one_gives(trained, monkeypatch):
     """Two streams through one tokenizer on two threads (its compiled BPE encoder is shared,
     as by Beam's threaded workers) give the examples one stream gives alone."""
-    from beamtok.transforms import bpe_native, tokenize
+    from beamtok.engines import bpe_native
+    from beamtok.transforms import tokenize
 
     monkeypatch.setattr(tokenize, "_CACHE", {})  # an encoder of its own, with a small cache
     monkeypatch.setattr(tokenize, "_BY_NAME", {})
@@ -346,7 +347,8 @@ def test_a_cache_built_by_beams_threads_holds_what_the_stream_gives(trained, mon
     """Beam's ``multi_threading`` workers run bundles on threads of one process, through its
     one tokenizer and compiled encoder: the cache they build holds the stream's examples."""
     pytest.importorskip("apache_beam")
-    from beamtok.transforms import bpe_native, tokenize
+    from beamtok.engines import bpe_native
+    from beamtok.transforms import tokenize
 
     monkeypatch.setattr(tokenize, "_CACHE", {})  # an encoder of its own, with a small cache
     monkeypatch.setattr(tokenize, "_BY_NAME", {})

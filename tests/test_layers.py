@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "beamtok"
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("beamtok.base",)),
-    ("core", ("beamtok.transforms", "beamtok.sources", "beamtok.core")),
+    ("core", ("beamtok.engines", "beamtok.transforms", "beamtok.sources", "beamtok.core")),
     ("shards", ("beamtok.shards",)),
     ("backends", ("beamtok.backends",)),
     ("stream", ("beamtok.stream",)),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from beamtok.transforms.loaded_tokenizers import TOKENIZER_CACHE_ENV, cache_root
+from beamtok.base.kept_json import TOKENIZER_CACHE_ENV, cache_root
 from beamtok.transforms.tokenize import Tokenizer, load_tokenizer
 
 from conftest import ROOT, TOKENIZER_DIR, trained_family

@@ -1,4 +1,4 @@
-"""The compiled Unigram (``transforms/unigram_native``) gives the ids of the ``tokenizers``
+"""The compiled Unigram (``engines/unigram_native``) gives the ids of the ``tokenizers``
 Unigram model word for word: on random vocabularies whose scores tie often (a small set of
 values), with unknown characters, a literal ``<unk>``, duplicate tokens, byte fallback with
 every byte token or some, and no unknown id (where ``tokenizers`` raises, the word is given
@@ -21,9 +21,9 @@ from tokenizers import Tokenizer as RustTokenizer
 from tokenizers import models
 
 from beamtok import load_tokenizer
-from beamtok.transforms.cached_words import CachedWordsEncoder
-from beamtok.transforms.tiktoken_backend import PROBES
-from beamtok.transforms.unigram_native import NativeUnigram
+from beamtok.engines.cached_words import CachedWordsEncoder
+from beamtok.engines.tiktoken_backend import PROBES
+from beamtok.engines.unigram_native import NativeUnigram
 
 from conftest import assert_same_ids, modules_blocked, trained_family, wrong_on_threads
 from test_fast_path_byte_level import shipped_texts
@@ -244,7 +244,7 @@ def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
     """As where numba is not installed: the engine caches words the file's model computes,
     and says what the ``unigram`` extra would give."""
     tok = load_tokenizer(str(unigram))
-    with modules_blocked("beamtok.transforms.unigram_native"):
+    with modules_blocked("beamtok.engines.unigram_native"):
         encoder = CachedWordsEncoder(tok.backend.to_str(), "no numba", "Unigram", reference=tok.backend)
     assert encoder.engine_name == "beamtok cached words", encoder.engine_name
     assert "pip install 'beamtok[compiled]'" in encoder.native_refusal

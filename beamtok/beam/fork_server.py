@@ -34,7 +34,7 @@ def preload() -> None:
     import pyarrow.parquet  # noqa: F401
 
     import beamtok.beam.build
-    import beamtok.transforms.tiktoken_backend  # noqa: F401
+    import beamtok.engines.tiktoken_backend  # noqa: F401
 
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:

@@ -1,20 +1,16 @@
 """The shared core: pure functions and classes over token arrays, used by both modes."""
 
 from beamtok.transforms.bos_eos import ensure_bos_eos
-from beamtok.transforms.engine_choice import EngineChoice, Refusal, choose
 from beamtok.transforms.pack import PadTruncate, Row, SlidingWindow, WholeDocument
 from beamtok.transforms.packing_modes import make_packer
 from beamtok.transforms.tokenize import Tokenizer, load_tokenizer, resolve_tokenizer
 
 __all__ = [
-    "EngineChoice",
     "PadTruncate",
-    "Refusal",
     "Row",
     "SlidingWindow",
     "Tokenizer",
     "WholeDocument",
-    "choose",
     "ensure_bos_eos",
     "load_tokenizer",
     "make_packer",

@@ -22,27 +22,15 @@ so a kept entry is never used for files it was not made from. Directories loaded
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
-from typing import Any
 
-__all__ = [
-    "TOKENIZER_CACHE_ENV",
-    "LoadedTokenizer",
-    "cache_root",
-    "directory_key",
-    "keep",
-    "keep_json",
-    "kept",
-    "kept_json",
-]
+from beamtok.base.kept_json import keep_json, kept_json
 
-TOKENIZER_CACHE_ENV = "BEAMTOK_TOKENIZER_CACHE"
+__all__ = ["LoadedTokenizer", "directory_key", "keep", "kept"]
+
 FORMAT = 1
 WEIGHT_SUFFIXES = (
     ".safetensors",
@@ -71,12 +59,6 @@ class LoadedTokenizer:
     pad_id: int | None
     vocab_size: int
     chat_template: str | None
-
-
-def cache_root() -> Path:
-    return Path(
-        os.environ.get(TOKENIZER_CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "beamtok", "tokenizers")
-    )
 
 
 def _version(package: str) -> str:
@@ -124,33 +106,3 @@ def kept(key: str) -> LoadedTokenizer | None:
 def keep(key: str, loaded: LoadedTokenizer) -> None:
     """Keep ``loaded`` under ``key`` (:func:`directory_key`)."""
     keep_json(key, loaded.__dict__)
-
-
-def kept_json(name: str) -> Any:
-    """What :func:`keep_json` kept under ``name`` in the cache, or None (none kept, or unreadable)."""
-    path = cache_root() / f"{name}.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        log.debug("kept entry %s unreadable (%s); made anew", path, e)
-        return None
-
-
-def keep_json(name: str, value: Any) -> None:
-    """Keep ``value`` (plain JSON) under ``name`` in the cache, whole or not at all; a cache
-    that cannot be written is passed over."""
-    root = cache_root()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        fd, scratch = tempfile.mkstemp(dir=root, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(value, f)
-            os.replace(scratch, root / f"{name}.json")  # a reader never sees half an entry
-        finally:
-            if os.path.exists(scratch):
-                os.unlink(scratch)
-    except OSError as e:
-        log.debug("cannot keep %s under %s: %s", name, root, e)

@@ -16,9 +16,9 @@ import numpy as np
 
 from beamtok.base.errors import ConfigError
 from beamtok.base.gc_pause import gc_paused
-from beamtok.transforms.engine_choice import EngineChoice, choose
-from beamtok.transforms.exact_encoder import ExactEncoder
-from beamtok.transforms.id_arrays import int32_ids
+from beamtok.engines.engine_choice import EngineChoice, choose
+from beamtok.engines.exact_encoder import ExactEncoder
+from beamtok.engines.id_arrays import int32_ids
 from beamtok.transforms.loaded_tokenizers import LoadedTokenizer, directory_key, keep, kept
 from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
 
@@ -224,7 +224,7 @@ class Tokenizer:
         return self.bos_id is not None and bool(ids) and ids[0] == self.bos_id
 
     def exact_encoder(self) -> ExactEncoder:
-        """The exact fast-path encoder of this tokenizer, as :func:`~beamtok.transforms.engine_choice.choose`
+        """The exact fast-path encoder of this tokenizer, as :func:`~beamtok.engines.engine_choice.choose`
         takes it (ConfigError naming every refused candidate where none can be exact)."""
         choice = self.engine_choice
         if choice.encoder is None:
@@ -243,7 +243,7 @@ class Tokenizer:
     @property
     def engine_choice(self) -> EngineChoice:
         """Which engine encodes this tokenizer and why each faster candidate was refused
-        (built once, on first use; :mod:`beamtok.transforms.engine_choice`)."""
+        (built once, on first use; :mod:`beamtok.engines.engine_choice`)."""
         if self._choice is None:
             with _BUILDING:  # threads asking at once: one builds, the others find its outcome
                 if self._choice is None:
@@ -278,7 +278,7 @@ class Tokenizer:
             return passed + ")"
         return (
             f"tokenizers ({choice.why_not()}). The tokens are the same either way, only slower; where the model also ships "
-            "tiktoken ranks, beamtok.transforms.ranks.tokenizer_json_from_ranks writes a tokenizer.json the fast path takes)"
+            "tiktoken ranks, beamtok.engines.ranks.tokenizer_json_from_ranks writes a tokenizer.json the fast path takes)"
         )
 
     def encode_batch(

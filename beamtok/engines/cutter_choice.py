@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from beamtok.transforms.tokenizer_parts import steps_of
-from beamtok.transforms.word_cutters import (
+from beamtok.engines.tokenizer_parts import steps_of
+from beamtok.engines.word_cutters import (
     MARK,
     BertWords,
     MetaspaceWords,

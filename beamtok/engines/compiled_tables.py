@@ -18,8 +18,8 @@ from typing import Any, Generic, TypeVar
 import numba
 import numpy as np
 
-from beamtok.transforms.kernel_cache import drop_stale_kernels
-from beamtok.transforms.word_cutters import WHITE_SPACE, Marking, WordsMarking
+from beamtok.engines.kernel_cache import drop_stale_kernels
+from beamtok.engines.word_cutters import WHITE_SPACE, Marking, WordsMarking
 
 __all__ = [
     "CHAR_BITS",

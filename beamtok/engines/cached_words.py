@@ -1,7 +1,7 @@
 """An exact fast path for tokenizers whose model encodes word by word — WordPiece (BERT's
 kind), Unigram (T5's, XLM-R's) and SentencePiece-style BPE with byte fallback (Llama-2's,
 Mistral's): the text cut into the words ``tokenizers`` would cut
-(``beamtok.transforms.word_cutters``, where each cut is stated and argued), each word's ids
+(``beamtok.engines.word_cutters``, where each cut is stated and argued), each word's ids
 computed once by the file's own model and cached.
 
 Why a cache of words is exact: the model turns each word into pieces looking at that word
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.cutter_choice import cutter_for
-from beamtok.transforms.exact_encoder import EMPTY, ExactEncoder, refuse_unrouted_added_tokens
-from beamtok.transforms.id_arrays import int32_ids
-from beamtok.transforms.word_cutters import Marking
+from beamtok.engines.cutter_choice import cutter_for
+from beamtok.engines.exact_encoder import EMPTY, ExactEncoder, refuse_unrouted_added_tokens
+from beamtok.engines.id_arrays import int32_ids
+from beamtok.engines.word_cutters import Marking
 
 if TYPE_CHECKING:
-    from beamtok.transforms.bpe_native import NativeBPE
-    from beamtok.transforms.unigram_native import NativeUnigram
+    from beamtok.engines.bpe_native import NativeBPE
+    from beamtok.engines.unigram_native import NativeUnigram
 
 __all__ = ["CachedWordsEncoder"]
 
@@ -113,8 +113,8 @@ class CachedWordsEncoder(ExactEncoder):
     ) -> None:
         """``compiled_only``: refuse where the model cannot be compiled (``native_refusal``
         says why) rather than cache words."""
-        from beamtok.transforms.split_patterns import split_sample
-        from beamtok.transforms.tiktoken_backend import PROBES
+        from beamtok.engines.split_patterns import split_sample
+        from beamtok.engines.tiktoken_backend import PROBES
 
         self.family = family
         spec = json.loads(tokenizer_json)
@@ -149,7 +149,7 @@ class CachedWordsEncoder(ExactEncoder):
         if model.get("type") != "Unigram":
             return None
         try:
-            from beamtok.transforms.unigram_native import NativeUnigram
+            from beamtok.engines.unigram_native import NativeUnigram
         except ImportError:
             self.native_refusal = (
                 "numba is not installed, so each new word goes to the file's Unigram model from Python; "
@@ -165,7 +165,7 @@ class CachedWordsEncoder(ExactEncoder):
         if model.get("type") != "BPE" or self._cutter.native_cut is None:
             return None
         try:
-            from beamtok.transforms.bpe_native import NativeBPE
+            from beamtok.engines.bpe_native import NativeBPE
         except ImportError:
             self.native_refusal = "numba is not installed: pip install 'beamtok[compiled]' compiles this BPE"
             return None

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.transforms.compiled_tables import (
+from beamtok.engines.compiled_tables import (
     CodePointBuffer,
     KeptArray,
     Trie,
@@ -43,7 +43,7 @@ from beamtok.transforms.compiled_tables import (
     put_byte_ids,
     word_end,
 )
-from beamtok.transforms.word_cutters import Marking
+from beamtok.engines.word_cutters import Marking
 
 __all__ = ["NativeUnigram"]
 

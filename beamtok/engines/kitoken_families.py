@@ -1,6 +1,6 @@
 """kitoken as an exact engine for SentencePiece-style BPE with byte fallback (Llama-2,
 Mistral, Gemma's kind): native, so as fast on text it has not seen as on text it has (the
-cached-words engine, ``beamtok.transforms.cached_words``, which takes WordPiece and Unigram,
+cached-words engine, ``beamtok.engines.cached_words``, which takes WordPiece and Unigram,
 takes these files too where kitoken refuses them). Where numba is installed, such a BPE is
 compiled instead (``bpe_native``), and kitoken runs it where the text cannot be cut into
 words or the added tokens are whitespace nearly every text holds (Gemma 2's newlines, which
@@ -26,7 +26,7 @@ Families:
 - WordPiece with ``BertNormalizer`` (any setting) and ``BertPreTokenizer`` (BERT's kind):
   kitoken's Unicode tables read some characters otherwise than ``tokenizers`` (it drops the
   ones it holds unassigned, where ``tokenizers`` gives ``[UNK]``); those characters were found
-  once for all settings (``beamtok.transforms.wordpiece_chars``) and a text holding one is
+  once for all settings (``beamtok.engines.wordpiece_chars``) and a text holding one is
   encoded by ``tokenizers``. An ASCII text is normalized here instead, by the table of what
   the file's ``BertNormalizer`` makes of each ASCII character alone
   (``word_cutters.AsciiTable``: it maps character by character), and given to a second
@@ -65,14 +65,14 @@ from typing import Any
 import numpy as np
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.added_segments import AddedSegments
-from beamtok.transforms.cutter_choice import inert_split
-from beamtok.transforms.exact_encoder import ExactEncoder, Needles, refuse_unrouted_added_tokens
-from beamtok.transforms.id_arrays import int32_ids
-from beamtok.transforms.split_patterns import split_sample
-from beamtok.transforms.tokenizer_parts import steps_of
-from beamtok.transforms.word_cutters import MARK, AsciiTable, SpaceMarkWords
-from beamtok.transforms.wordpiece_chars import routed_chars
+from beamtok.engines.added_segments import AddedSegments
+from beamtok.engines.cutter_choice import inert_split
+from beamtok.engines.exact_encoder import ExactEncoder, Needles, refuse_unrouted_added_tokens
+from beamtok.engines.id_arrays import int32_ids
+from beamtok.engines.split_patterns import split_sample
+from beamtok.engines.tokenizer_parts import steps_of
+from beamtok.engines.word_cutters import MARK, AsciiTable, SpaceMarkWords
+from beamtok.engines.wordpiece_chars import routed_chars
 
 __all__ = ["AsciiWordPiece", "KitokenEncoder", "family_of", "family_of_backend"]
 
@@ -122,7 +122,7 @@ class KitokenEncoder(ExactEncoder):
     """Encodes exactly like the given HF tokenizer through kitoken, for the families above."""
 
     def __init__(self, tokenizer_json: str, name: str, reference: Any = None) -> None:
-        from beamtok.transforms.tiktoken_backend import PROBES
+        from beamtok.engines.tiktoken_backend import PROBES
 
         spec = json.loads(tokenizer_json)
         model = spec.get("model") or {}
@@ -241,7 +241,7 @@ class KitokenEncoder(ExactEncoder):
         refuse_unrouted_added_tokens(spec, refuse)
         if self.family == "Unigram":
             raise refuse(
-                "kitoken's Unigram gave other ids than tokenizers on real text (see beamtok.transforms.kitoken_families)"
+                "kitoken's Unigram gave other ids than tokenizers on real text (see beamtok.engines.kitoken_families)"
             )
         if self.family == "WordPiece":
             if normalizer.get("type") != "BertNormalizer" or pre.get("type") != "BertPreTokenizer":

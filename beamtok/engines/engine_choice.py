@@ -16,7 +16,7 @@ The families and their candidates, fastest first:
 - **Unigram**: cached words (segmented in compiled code where numba is installed).
 
 A candidate that was built but gave other ids than ``tokenizers`` on its probes
-(:class:`~beamtok.transforms.exact_encoder.ProbeMismatch`) is logged once at warning level: a
+(:class:`~beamtok.engines.exact_encoder.ProbeMismatch`) is logged once at warning level: a
 broken engine would otherwise leave a file on a slower one with nothing said.
 """
 
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.cached_words import CachedWordsEncoder
-from beamtok.transforms.exact_encoder import ExactEncoder, ProbeMismatch
-from beamtok.transforms.kitoken_families import KitokenEncoder, family_of_backend
-from beamtok.transforms.tiktoken_backend import TiktokenEncoder
+from beamtok.engines.cached_words import CachedWordsEncoder
+from beamtok.engines.exact_encoder import ExactEncoder, ProbeMismatch
+from beamtok.engines.kitoken_families import KitokenEncoder, family_of_backend
+from beamtok.engines.tiktoken_backend import TiktokenEncoder
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 r"""How ``tokenizers`` cuts a text into the words its model encodes one by one, reproduced
-where that can be stated whole, for the cached-words engine (``beamtok.transforms.cached_words``).
+where that can be stated whole, for the cached-words engine (``beamtok.engines.cached_words``).
 
 ``tokenizers`` encodes in three parts: the normalizer maps the whole text, the pre-tokenizer
 cuts the normalized text into words, the model encodes each word looking at that word alone.
@@ -76,8 +76,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.normal_forms import normal_form_of
-from beamtok.transforms.tokenizer_parts import steps_of
+from beamtok.engines.normal_forms import normal_form_of
+from beamtok.engines.tokenizer_parts import steps_of
 
 Refuse = Callable[[str], ConfigError]
 

@@ -12,9 +12,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.added_segments import AddedSegments
-from beamtok.transforms.id_arrays import int32_ids
-from beamtok.transforms.tokenizer_parts import steps_of
+from beamtok.engines.added_segments import AddedSegments
+from beamtok.engines.id_arrays import int32_ids
+from beamtok.engines.tokenizer_parts import steps_of
 
 EMPTY = np.zeros(0, dtype=np.int32)
 

@@ -24,7 +24,7 @@ module with the kitoken and ``tokenizers`` versions that made it. Another versio
 is refused by name (``tokens`` stay exact: the cached-words engine encodes), until the table
 is made again::
 
-    python -m beamtok.transforms.wordpiece_chars      # ~7 min on 2 cores
+    python -m beamtok.engines.wordpiece_chars      # ~7 min on 2 cores
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def routed_chars() -> CharsReadOtherwise:
         here = ", ".join(f"{k} {v}" for k, v in versions().items())
         raise ConfigError(
             f"the characters kitoken's WordPiece reads otherwise were found with {made}, not {here}: "
-            "run python -m beamtok.transforms.wordpiece_chars to find them for these versions"
+            "run python -m beamtok.engines.wordpiece_chars to find them for these versions"
         )
     return CharsReadOtherwise(table["ranges"])
 
@@ -213,7 +213,7 @@ def main() -> None:
             found |= chars
     table: dict[str, Any] = {
         "versions": versions(),
-        "made_by": "python -m beamtok.transforms.wordpiece_chars",
+        "made_by": "python -m beamtok.engines.wordpiece_chars",
         "characters": len(found),
         "ranges": as_ranges(found),
     }

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from beamtok.transforms.tokenizer_parts import steps_of
+from beamtok.engines.tokenizer_parts import steps_of
 
 __all__ = ["AddedSegments"]
 

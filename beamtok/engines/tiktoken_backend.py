@@ -57,12 +57,12 @@ import numpy as np
 import orjson
 
 from beamtok.base.errors import ConfigError
-from beamtok.transforms.exact_encoder import ExactEncoder, Needles, ProbeMismatch, added_around
-from beamtok.transforms.id_arrays import int32_ids
-from beamtok.transforms.kitoken_engine import kitoken_engine
-from beamtok.transforms.normal_forms import ExactNormalForm
-from beamtok.transforms.split_patterns import as_oniguruma_reads_it, split_sample
-from beamtok.transforms.whole_numbers import WholeNumbers, keeps_numbers_whole
+from beamtok.engines.exact_encoder import ExactEncoder, Needles, ProbeMismatch, added_around
+from beamtok.engines.id_arrays import int32_ids
+from beamtok.engines.kitoken_engine import kitoken_engine
+from beamtok.engines.normal_forms import ExactNormalForm
+from beamtok.engines.split_patterns import as_oniguruma_reads_it, split_sample
+from beamtok.engines.whole_numbers import WholeNumbers, keeps_numbers_whole
 
 __all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder"]
 
@@ -291,7 +291,7 @@ def _native_engine(tokenizer_json: str, pattern: str, ranks: dict[bytes, int]) -
     (None). Its name, the characters it leaves to tiktoken, and whether the file spells the
     engine's split pattern as the engine's own (else the caller compares ids on the split
     sample: see ``split_patterns``)."""
-    from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN
+    from beamtok.engines.ranks import CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN
 
     if pattern == GPT2_PATTERN:
         engine = kitoken_engine(tokenizer_json, ranks)
@@ -315,7 +315,7 @@ def _native_engine(tokenizer_json: str, pattern: str, ranks: dict[bytes, int]) -
 def _bpe_openai_pattern_of_size(ranks: dict[bytes, int]) -> str | None:
     """The pattern of the bpe-openai encoding whose size these ranks have (the ranks
     themselves are compared by :func:`native_encoder`)."""
-    from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN
+    from beamtok.engines.ranks import CL100K_PATTERN, O200K_PATTERN
 
     return {100_256: CL100K_PATTERN, 199_998: O200K_PATTERN}.get(len(ranks))
 
@@ -341,7 +341,7 @@ def _check_merges(model: dict[str, Any], refuse: Any) -> None:
         left, right = pairs[unknown]
         raise refuse(f"merge {unknown} ({left!r} + {right!r}) makes a token that is not in its vocabulary")
     if not (steps == 0).any():
-        return  # one merge per token, in id order: the form beamtok.transforms.ranks writes
+        return  # one merge per token, in id order: the form beamtok.engines.ranks writes
     if not model.get("ignore_merges"):
         raise refuse(
             "its merges list several merges per token but ignore_merges is off: a word that is itself a token could be "
@@ -374,7 +374,7 @@ def native_encoder(pattern: str, ranks: dict[bytes, int]) -> Any:
     """bpe-openai's native encoder (an optional, alpha engine) when it is installed and this
     tokenizer is one of its built-in encodings: the same split pattern and the very same
     ranks. Else None, and tiktoken encodes. The probe strings check it like tiktoken."""
-    from beamtok.transforms.ranks import CL100K_PATTERN, O200K_PATTERN
+    from beamtok.engines.ranks import CL100K_PATTERN, O200K_PATTERN
 
     encoding = {CL100K_PATTERN: "cl100k_base", O200K_PATTERN: "o200k_base"}.get(pattern)
     if encoding is None:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any, Literal, cast, get_args
 
-from beamtok.transforms.loaded_tokenizers import keep_json, kept_json
+from beamtok.base.kept_json import keep_json, kept_json
 
 __all__ = ["ExactNormalForm", "Form", "differing_points", "normal_form_of"]
 
@@ -42,7 +42,7 @@ BLOCK = 8192  # code points probed in one call
 def differing_points(form: Form) -> frozenset[int]:
     """The code points near which ``unicodedata`` and ``tokenizers`` give other ``form``
     results: found once, then kept on this machine for this Unicode version of Python's
-    and this version of ``tokenizers`` (``loaded_tokenizers.keep_json``)."""
+    and this version of ``tokenizers`` (``beamtok.base.kept_json``)."""
     name = f"normal-form-{form}-unicode-{unicodedata.unidata_version}-tokenizers-{metadata.version('tokenizers')}"
     kept = kept_json(name)
     if isinstance(kept, list) and all(isinstance(c, int) for c in kept):

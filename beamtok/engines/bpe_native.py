@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.transforms.compiled_tables import (
+from beamtok.engines.compiled_tables import (
     CodePointBuffer,
     IntMap,
     KeptArray,
@@ -46,7 +46,7 @@ from beamtok.transforms.compiled_tables import (
     put_byte_ids,
     word_end,
 )
-from beamtok.transforms.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT, Marking
+from beamtok.engines.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT, Marking
 
 __all__ = ["NativeBPE"]
 

@@ -1,0 +1,39 @@
+"""The exact tokenizer engines: encoders that give the ids Hugging Face ``tokenizers`` gives
+for a tokenizer file, faster, each refusing by name a file it cannot prove it reproduces.
+
+- :mod:`~beamtok.engines.engine_choice`: each family's candidates in order and
+  :func:`~beamtok.engines.engine_choice.choose`, the one place an engine is chosen;
+- the encoders: :mod:`~beamtok.engines.tiktoken_backend` (byte-level BPE on tiktoken, with
+  kitoken or bpe-openai inside), :mod:`~beamtok.engines.kitoken_families` (kitoken for
+  SentencePiece-style BPE and WordPiece), :mod:`~beamtok.engines.cached_words` (words cut as
+  the file's pre-tokenizer cuts them, then merged in compiled code or looked up in a cache);
+- their parts: the word cutters and their choice, compiled BPE and Unigram kernels, normal
+  forms, split patterns, added-token routing, rank files.
+
+:class:`Engine` is what every encoder answers; ``Tokenizer.engine_choice`` keeps the record of
+the choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from beamtok.engines.engine_choice import Candidate, EngineChoice, Refusal, candidates_for, choose
+
+__all__ = ["Candidate", "Engine", "EngineChoice", "Refusal", "candidates_for", "choose"]
+
+
+class Engine(Protocol):
+    """An exact encoder of one tokenizer file."""
+
+    engine_name: str
+    """Its name as ``Tokenizer.engine`` reports it (``kitoken``, ``beamtok cached words``...)."""
+    native_refusal: str
+    """Why a faster engine inside it does not run ('' where none was refused)."""
+
+    def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
+        """Token ids (int32) of each text, as ``tokenizers`` gives them."""
+        ...
