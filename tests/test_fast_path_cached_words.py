@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok.engines import cached_words
-from beamtok.engines.cached_words import CachedWordsEncoder
+from beamtok.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder, CompiledUnigramEncoder
 from beamtok.engines.tiktoken_backend import PROBES
 from beamtok.testing import assert_items_equal
 
@@ -99,8 +99,11 @@ class CachedWords:
     def __init__(self, path: str | Path, family: str, compiled: bool = True) -> None:
         self.tok = load_tokenizer(str(path))
         self.backend = self.tok.backend
+        engine = CachedWordsEncoder
+        if compiled and family != "WordPiece":
+            engine = CompiledUnigramEncoder if family == "Unigram" else CompiledBPEEncoder
         with modules_blocked(*(() if compiled else COMPILED)):
-            self.engine = CachedWordsEncoder(self.tok.backend.to_str(), str(path), family, reference=self.tok.backend)
+            self.engine = engine(self.tok.backend.to_str(), str(path), family, reference=self.tok.backend)
         assert self.engine.engine_name.startswith(
             "beamtok compiled" if compiled and family != "WordPiece" else "beamtok cached words"
         ), self.engine.engine_name

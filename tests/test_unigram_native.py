@@ -22,6 +22,7 @@ from tokenizers import models
 
 from beamtok import load_tokenizer
 from beamtok.engines.cached_words import CachedWordsEncoder
+from beamtok.engines.engine_choice import choose
 from beamtok.engines.tiktoken_backend import PROBES
 from beamtok.engines.unigram_native import NativeUnigram
 
@@ -245,9 +246,11 @@ def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
     and says what the ``unigram`` extra would give."""
     tok = load_tokenizer(str(unigram))
     with modules_blocked("beamtok.engines.unigram_native"):
-        encoder = CachedWordsEncoder(tok.backend.to_str(), "no numba", "Unigram", reference=tok.backend)
-    assert encoder.engine_name == "beamtok cached words", encoder.engine_name
-    assert "pip install 'beamtok[compiled]'" in encoder.native_refusal
+        choice = choose(tok.backend, "no numba", tok.backend.to_str())
+    encoder = choice.encoder
+    assert isinstance(encoder, CachedWordsEncoder) and encoder.engine_name == "beamtok cached words", choice
+    assert [r.candidate for r in choice.refused] == ["compiled Unigram"]
+    assert "pip install 'beamtok[compiled]'" in choice.refused[0].reason
 
     class WithoutNumba:
         backend = tok.backend
@@ -263,7 +266,7 @@ def test_where_numba_can_cache_nothing_it_compiles_in_each_process(tmp_path):
     compiled tables are then compiled without a cache instead of failing to import."""
     module = tmp_path / "compiled_tables.py"
     module.write_text(
-        (Path(__file__).parents[1] / "beamtok" / "transforms" / "compiled_tables.py").read_text(encoding="utf-8"),
+        (Path(__file__).parents[1] / "beamtok" / "engines" / "compiled_tables.py").read_text(encoding="utf-8"),
         encoding="utf-8",
     )
     (tmp_path / "__pycache__").write_text("a file where numba would put its cache")

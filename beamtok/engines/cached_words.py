@@ -31,7 +31,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from beamtok.engines.bpe_native import NativeBPE
     from beamtok.engines.unigram_native import NativeUnigram
 
-__all__ = ["CachedWordsEncoder"]
+__all__ = ["CachedWordsEncoder", "CompiledBPEEncoder", "CompiledUnigramEncoder", "WordsEncoder"]
 
 CACHED_WORDS = 1 << 20  # words kept before the cache starts over (a word's ids are a few bytes)
 PROBE_STRIDE = 8  # every 8th string of the split sample (~10,000) is probed at load
@@ -102,17 +102,19 @@ class WordCache:
             ids[word] = array.array("i", [token.id for token in tokenize(word)]).tobytes()
 
 
-class CachedWordsEncoder(ExactEncoder):
-    """Encodes exactly like the given tokenizer by cutting words and caching their ids (see
-    the module docstring)."""
+class WordsEncoder(ExactEncoder):
+    """Encodes exactly like the given tokenizer by cutting words (see the module docstring);
+    each word's ids come from the compiled kernel the subclass names (``KERNEL``), or from a
+    cache of the file model's answers where it names none. The three engines are
+    :class:`CompiledBPEEncoder`, :class:`CompiledUnigramEncoder` and :class:`CachedWordsEncoder`."""
 
-    engine_name = "beamtok cached words"
+    KERNEL: ClassVar[str | None] = None
+    ENGINE: ClassVar[str] = "cached words"
 
-    def __init__(
-        self, tokenizer_json: str, name: str, family: str, reference: Any = None, compiled_only: bool = False
-    ) -> None:
-        """``compiled_only``: refuse where the model cannot be compiled (``native_refusal``
-        says why) rather than cache words."""
+    def __init__(self, tokenizer_json: str, name: str, family: str, reference: Any = None) -> None:
+        """``reference``: the ``tokenizers.Tokenizer`` of ``tokenizer_json`` where the caller
+        holds one. ConfigError where this engine cannot be exact for the file (a kernel's
+        engine also where its kernel cannot run: ``native_refusal`` says why)."""
         from beamtok.engines.split_patterns import split_sample
         from beamtok.engines.tiktoken_backend import PROBES
 
@@ -120,7 +122,7 @@ class CachedWordsEncoder(ExactEncoder):
         spec = json.loads(tokenizer_json)
 
         def refuse(why: str) -> ConfigError:
-            return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (cached words, {family}): {why}")
+            return ConfigError(f"tokenizer {name!r} cannot use the exact fast path ({self.ENGINE}, {family}): {why}")
 
         model = spec.get("model") or {}
         if model.get("dropout"):
@@ -128,8 +130,10 @@ class CachedWordsEncoder(ExactEncoder):
         refuse_unrouted_added_tokens(spec, refuse)
         self._take_file(spec, tokenizer_json, name, reference)
         self._cutter = cutter_for(spec, self.reference, refuse)
-        compiled_bpe = self._compiled_bpe(model)
-        compiled_unigram = self._native_model(model)
+        compiled_bpe = self._compiled_bpe(model) if self.KERNEL == "BPE" else None
+        compiled_unigram = self._native_model(model) if self.KERNEL == "Unigram" else None
+        if self.KERNEL is not None and compiled_bpe is None and compiled_unigram is None:
+            raise refuse(self.native_refusal or f"its model is not a {self.KERNEL} this path compiles")
         self._words: WordCache | NativeUnigram = compiled_unigram or WordCache(self.reference.model)
         # the compiled engine that cuts marked texts itself (their words are cut before marks), if any
         self._encode_marked: Callable[[list[str], Marking | None], list[np.ndarray | None]] | None = None
@@ -138,8 +142,6 @@ class CachedWordsEncoder(ExactEncoder):
         elif compiled_unigram is not None and (cut := self._cutter.native_cut) is not None:
             unigram, mark = compiled_unigram, self._cutter.mark
             self._encode_marked = lambda texts, marking: unigram.encode_marked(texts, cut, mark, marking)
-        if compiled_only and compiled_bpe is None and compiled_unigram is None:
-            raise refuse(self.native_refusal or "its model is not one this path compiles")
         self._check_segments(name)
         self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
 
@@ -156,7 +158,6 @@ class CachedWordsEncoder(ExactEncoder):
                 "pip install 'beamtok[compiled]' segments words in compiled code"
             )
             return None
-        self.engine_name = "beamtok compiled Unigram on cut words"
         return NativeUnigram(model, self._ask_model)
 
     def _compiled_bpe(self, model: dict[str, Any]) -> NativeBPE | None:
@@ -173,7 +174,6 @@ class CachedWordsEncoder(ExactEncoder):
         if why is not None:
             self.native_refusal = f"{why}, which the compiled BPE does not follow"
             return None
-        self.engine_name = "beamtok compiled BPE on marked words"
         return NativeBPE(model, self._cutter.mark, self._cutter.native_cut)
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -205,4 +205,28 @@ class CachedWordsEncoder(ExactEncoder):
         return np.array([token.id for word in words for token in tokenize(word)], dtype=np.int32)
 
     def __getstate__(self) -> dict[str, Any]:
-        raise TypeError("a CachedWordsEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")
+        raise TypeError(f"a {type(self).__name__} is rebuilt, not pickled (Tokenizer drops it when pickled)")
+
+
+class CompiledBPEEncoder(WordsEncoder):
+    """A SentencePiece-style BPE whose words are its marked text cut before marks, cut and
+    merged in compiled code (``bpe_native``; numba)."""
+
+    KERNEL = "BPE"
+    ENGINE = "compiled BPE"
+    engine_name = "beamtok compiled BPE on marked words"
+
+
+class CompiledUnigramEncoder(WordsEncoder):
+    """A Unigram model segmenting every cut word in compiled code (``unigram_native``;
+    numba), with no cache."""
+
+    KERNEL = "Unigram"
+    ENGINE = "compiled Unigram"
+    engine_name = "beamtok compiled Unigram on cut words"
+
+
+class CachedWordsEncoder(WordsEncoder):
+    """Each word's ids computed once by the file's own model and cached (no numba needed)."""
+
+    engine_name = "beamtok cached words"

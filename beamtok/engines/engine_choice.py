@@ -13,7 +13,7 @@ The families and their candidates, fastest first:
 - **SentencePiece-style BPE**: the compiled BPE on marked words (numba), then kitoken, then
   cached words; kitoken first where an added token is whitespace (Gemma 2's newlines);
 - **WordPiece**: kitoken, then cached words;
-- **Unigram**: cached words (segmented in compiled code where numba is installed).
+- **Unigram**: the compiled Unigram on cut words (numba), then cached words.
 
 A candidate that was built but gave other ids than ``tokenizers`` on its probes
 (:class:`~beamtok.engines.exact_encoder.ProbeMismatch`) is logged once at warning level: a
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beamtok.base.errors import ConfigError
-from beamtok.engines.cached_words import CachedWordsEncoder
+from beamtok.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder, CompiledUnigramEncoder, WordsEncoder
 from beamtok.engines.exact_encoder import ExactEncoder, ProbeMismatch
 from beamtok.engines.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok.engines.tiktoken_backend import TiktokenEncoder
@@ -98,16 +98,9 @@ def _kitoken(serialized: str, name: str, reference: Any) -> ExactEncoder:
     return KitokenEncoder(serialized, name, reference=reference)
 
 
-def _cached_words(family: str) -> Build:
+def _words(engine: type[WordsEncoder], family: str) -> Build:
     def build(serialized: str, name: str, reference: Any) -> ExactEncoder:
-        return CachedWordsEncoder(serialized, name, family, reference=reference)
-
-    return build
-
-
-def _compiled_bpe(family: str) -> Build:
-    def build(serialized: str, name: str, reference: Any) -> ExactEncoder:
-        return CachedWordsEncoder(serialized, name, family, reference=reference, compiled_only=True)
+        return engine(serialized, name, family, reference=reference)
 
     return build
 
@@ -117,11 +110,11 @@ def candidates_for(family: str, backend: Any) -> list[Candidate]:
     in the order they are tried."""
     if family == BYTE_LEVEL:
         return [Candidate("tiktoken", _tiktoken)]
+    cached = Candidate("cached words", _words(CachedWordsEncoder, family))
     if family == "Unigram":
-        return [Candidate("cached words", _cached_words(family))]
-    compiled = Candidate("compiled BPE", _compiled_bpe(family))
+        return [Candidate("compiled Unigram", _words(CompiledUnigramEncoder, family)), cached]
+    compiled = Candidate("compiled BPE", _words(CompiledBPEEncoder, family))
     kitoken = Candidate("kitoken", _kitoken)
-    cached = Candidate("cached words", _cached_words(family))
     if family == "SentencePiece-style BPE":
         whitespace_added = any(not t.content.strip() for t in backend.get_added_tokens_decoder().values())
         return [kitoken, compiled, cached] if whitespace_added else [compiled, kitoken, cached]
