@@ -10,8 +10,8 @@ from beamtok.dataset import DataConfig, Dataset, load_config
 from beamtok.shards.items import DocCounts, Produced, ShardCursor
 from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard, expand_urls
-from beamtok.stream.elastic import reader_states
 from beamtok.stream.iterator import STATE_VERSION, DatasetIterator
+from beamtok.stream.ranks.elastic import reader_states
 from beamtok.transforms.bos_eos import ensure_bos_eos
 from beamtok.transforms.tokenize import Tokenizer, load_tokenizer
 

@@ -43,7 +43,7 @@ except ImportError as error:
 
 from beamtok.attention import flatten_packed, packed_attention_mask, packed_labels
 from beamtok.base.errors import ConfigError, StateError
-from beamtok.stream.collate import collate
+from beamtok.stream.stages.collate import collate
 from beamtok.stream.torch_dataset import TorchIterableDataset
 
 __all__ = ["BeamtokCallback", "PackedCollator"]

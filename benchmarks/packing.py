@@ -145,8 +145,8 @@ def batching(paths: list[str], max_tokens: int, repeats: int) -> dict[str, Any]:
     """Padding of one-document rows batched by count against by token budget, the power-of-two
     rows' truncation, and the batching speed (rows/s of collating fixed-size batches against
     token-budget batches of the same rows, paired rounds)."""
-    from beamtok.stream.collate import collate
-    from beamtok.stream.token_batch import BatchTokens, TokenBatchNode
+    from beamtok.stream.stages.collate import collate
+    from beamtok.stream.stages.token_batch import BatchTokens, TokenBatchNode
 
     def area(ds: Any) -> tuple[float, int]:
         real = total = 0

@@ -93,8 +93,8 @@ def quality(order: np.ndarray, group_rows: int | np.ndarray, shard: np.ndarray, 
 
 def order_of(rows: int, *, window: int | None = None, spread: int | None = None, unit: int | None = None) -> np.ndarray:
     """Epoch 0's rows in order (a spread order's holes left out; the cache is one shard)."""
-    from beamtok.stream.global_order import GlobalOrder
-    from beamtok.stream.shard_units import ShardUnits
+    from beamtok.stream.global_order.order import GlobalOrder
+    from beamtok.stream.global_order.shard_units import ShardUnits
 
     units = ShardUnits([rows], unit) if spread is not None and unit is not None else None
     order = GlobalOrder(rows, seed=0, epoch=0, window=window, spread=spread, units=units)

@@ -39,8 +39,8 @@ from beamtok.cache.read import random_access
 from beamtok.cache.read.random_access import RowAccess
 from beamtok.cache.read.reader import Cache
 from beamtok.cache.read.shuffle_rows import decoded_bytes
-from beamtok.stream.global_order import GlobalOrder
-from beamtok.stream.shard_units import ShardUnits
+from beamtok.stream.global_order.order import GlobalOrder
+from beamtok.stream.global_order.shard_units import ShardUnits
 
 from common import ROOT, WORK, build_jsonl, write_results
 

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamtok import Dataset, InputError, StateError
-from beamtok.stream.mix import MixPlan
-from beamtok.stream.mix_positions import MixPositions
-from beamtok.stream.mix_seek import SeekingMix
+from beamtok.stream.mixing.plan import MixPlan
+from beamtok.stream.mixing.positions import MixPositions
+from beamtok.stream.mixing.seeking import SeekingMix
 from beamtok.testing import assert_items_equal, check_resumption, tiny_tokenizer
 
 from conftest import CORPUS, cache_without_beam

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from beamtok import ConfigError, Dataset
-from beamtok.stream.token_batch import bucket_of
+from beamtok.stream.stages.token_batch import bucket_of
 from beamtok.testing import check_equivalent, check_resumption, tiny_tokenizer
 from beamtok.transforms.power_of_two import power_of_two_cuts
 

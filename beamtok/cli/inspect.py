@@ -54,7 +54,7 @@ def inspect(state_file: str, pipeline: str | None, quiet: bool) -> None:
             click.echo(line)
         if dataset is not None:
             from beamtok.stream.iterator import DatasetIterator
-            from beamtok.stream.reader_split import ReaderSplit
+            from beamtok.stream.ranks.reader_split import ReaderSplit
 
             try:
                 split = ReaderSplit(**state["split"]) if isinstance(state.get("split"), dict) else None
@@ -79,7 +79,7 @@ def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
     from beamtok.stream.kinds import stage_named
     from beamtok.stream.pipeline import Pipeline
     from beamtok.stream.plan import plan_of, stage_configs
-    from beamtok.stream.reader_split import ReaderSplit
+    from beamtok.stream.ranks.reader_split import ReaderSplit
     from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
     from beamtok.stream.state_migration import migrate
 

@@ -38,12 +38,12 @@ from beamtok.dataset.stream_stages import StreamStages
 from beamtok.sources.byte_ranges import AUTO
 from beamtok.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok.sources.urls import Shard, expand_urls
-from beamtok.stream.even import EVEN_MODES
 from beamtok.stream.iterator import DatasetIterator
-from beamtok.stream.mix import MixPlan
-from beamtok.stream.mix_nesting import flattened_mixes
+from beamtok.stream.mixing.nesting import flattened_mixes
+from beamtok.stream.mixing.plan import MixPlan
 from beamtok.stream.pipeline import Pipeline
-from beamtok.stream.reader_split import SPLIT_MODES, ReaderSplit
+from beamtok.stream.ranks.even import EVEN_MODES
+from beamtok.stream.ranks.reader_split import SPLIT_MODES, ReaderSplit
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.mix import MixRoot
@@ -335,7 +335,7 @@ class Dataset(PerShardStages, StreamStages, Caching):
         examples, so no rank waits at a last all-reduce: ``"drop"`` ends all at the smallest
         share, ``"pad"`` fills all up to the largest with padding rows (no loss). Readers split
         by examples work it out as they read; split by shards, the counts come from a cache's
-        row counts (see ``beamtok.stream.even``). ``DistributedLoader(even=)`` evens ranks as
+        row counts (see ``beamtok.stream.ranks.even``). ``DistributedLoader(even=)`` evens ranks as
         they read instead, for any data and across world sizes."""
         if even is not None:
             check_choice(even, "even", EVEN_MODES)

@@ -11,14 +11,14 @@ from typing import TypeVar
 
 from beamtok.base.errors import ConfigError
 from beamtok.base.sizes import ROW_BYTES_PER_TOKEN, check_memory
-from beamtok.stream.balance import BalanceRanks
-from beamtok.stream.batch import Batch
-from beamtok.stream.enumerate import Enumerate
 from beamtok.stream.node import Stage
 from beamtok.stream.pipeline import Pipeline
-from beamtok.stream.shuffle import Shuffle
-from beamtok.stream.take import Take
-from beamtok.stream.token_batch import BatchTokens
+from beamtok.stream.ranks.balance import BalanceRanks
+from beamtok.stream.stages.batch import Batch
+from beamtok.stream.stages.enumerate import Enumerate
+from beamtok.stream.stages.shuffle import Shuffle
+from beamtok.stream.stages.take import Take
+from beamtok.stream.stages.token_batch import BatchTokens
 
 __all__ = ["StreamStages"]
 
@@ -75,7 +75,7 @@ class StreamStages:
         batch, over windows of ``window`` rows. ``order``: ``"natural"`` (seeded) or
         ``"grow"`` (each of ``cycles`` cycles short rows first). ``max_len`` (a length, or a
         schedule ``[(start_row, length), ...]``) cuts longer rows into pieces, for a
-        sequence-length warm-up. See ``beamtok.stream.token_batch``."""
+        sequence-length warm-up. See ``beamtok.stream.stages.token_batch``."""
         schedule = (
             ((0, max_len),)
             if isinstance(max_len, int)
@@ -90,7 +90,7 @@ class StreamStages:
         batch_size``, dealt so every rank gets about the same attention cost (the sum of its
         documents' squared lengths), in place of ``shard_by_rank`` + ``batch``: every rank reads
         the whole stream. ``stats()["balance"]`` reports the imbalance dealt and that of a
-        plain split. A resume may change rank and world size. See ``beamtok.stream.balance``."""
+        plain split. A resume may change rank and world size. See ``beamtok.stream.ranks.balance``."""
         if self._pipeline.reader.world_size > 1:
             raise ConfigError("balance_ranks() deals each global batch between ranks itself: drop shard_by_rank()")
         return self._add_stage(BalanceRanks(batch_size, rank, world_size, tensors))

@@ -22,7 +22,7 @@ rank: DCP writes it once, every rank of any later world size reads it whole. A r
 world size with the same ``num_workers`` resumes each rank from its own entry through
 ``StatefulDataLoader.load_state_dict``: an exact continuation. Any other layout gathers the
 readers' states with ``beamtok.reader_states`` and each new rank (and worker) resumes its share
-of what the old readers left (``beamtok.stream.elastic``).
+of what the old readers left (``beamtok.stream.ranks.elastic``).
 
 The cost grows with the world: a rank's entry is its loader's state (about 1-2 KB of JSON per
 DataLoader worker for a plain stream, compressed about 3x). docs/architecture.md works out the
@@ -57,7 +57,7 @@ from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.validate import check_choice
 from beamtok.distributed.even_ranks import LOADER_EVEN_MODES, evened
 from beamtok.distributed.rank_states import RankStates, pack_rank_states, unpack_rank_states
-from beamtok.stream.elastic import reader_states
+from beamtok.stream.ranks.elastic import reader_states
 
 if TYPE_CHECKING:
     from beamtok.dataset.dataset import Dataset

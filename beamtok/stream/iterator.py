@@ -15,13 +15,13 @@ from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.validate import check_int
 from beamtok.base.validate import check_int as check_option
 from beamtok.sources.retrying import remote_retries
-from beamtok.stream.collate import Batched
 from beamtok.stream.describe import changes, describe
-from beamtok.stream.elastic import check_readers
 from beamtok.stream.node import Node
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.plan import plan_of
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.elastic import check_readers
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.stages.collate import Batched
 from beamtok.stream.state import DeliveredJSON, IteratorState, check_keys, copy_state
 from beamtok.stream.state_migration import STATE_VERSION, migrate
 from beamtok.stream.timing import Timing, describe_timing
@@ -125,7 +125,7 @@ class DatasetIterator:
 
     def _start_merged(self, states: list[Any]) -> dict[str, Any] | None:
         """Start from the states of all readers of a run, which may have had another world size
-        (see ``beamtok.stream.elastic``). Each state is checked now; merging them may read (a
+        (see ``beamtok.stream.ranks.elastic``). Each state is checked now; merging them may read (a
         shuffle finds where old readers' windows end), so it waits for the first ``next()``.
         Where the readers were split as this run's are, this reader's own state is restored
         (and returned): the same as being handed it alone."""

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from beamtok.stream.balance import BalanceRanks
-from beamtok.stream.batch import Batch
-from beamtok.stream.enumerate import Enumerate
 from beamtok.stream.node import Stage
+from beamtok.stream.ranks.balance import BalanceRanks
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.mix import MixRoot
 from beamtok.stream.roots.shards import ShardsRoot
-from beamtok.stream.shuffle import Shuffle
-from beamtok.stream.take import Take
-from beamtok.stream.token_batch import BatchTokens
+from beamtok.stream.stages.batch import Batch
+from beamtok.stream.stages.enumerate import Enumerate
+from beamtok.stream.stages.shuffle import Shuffle
+from beamtok.stream.stages.take import Take
+from beamtok.stream.stages.token_batch import BatchTokens
 
 __all__ = ["ROOTS", "STAGES", "root_of_kind", "stage_named"]
 

@@ -21,7 +21,7 @@ from beamtok.stream.state import check_keys, copy_state
 
 if TYPE_CHECKING:
     from beamtok.shards.spans import Taken
-    from beamtok.stream.reader_split import ReaderSplit  # a type only: the split module builds on this one
+    from beamtok.stream.ranks.reader_split import ReaderSplit  # a type only: the split module builds on this one
 
 __all__ = ["Node", "RootSource", "Stage", "StageNode", "StreamContext"]
 

@@ -16,12 +16,12 @@ from typing import Any
 from beamtok.backends.workers import dataloader_worker
 from beamtok.base.errors import ConfigError
 from beamtok.core.spec import fingerprint_of
-from beamtok.stream.even import EvenNode
 from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.plan import PLAN_VERSION, plan_parts, stage_configs
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.even import EvenNode
+from beamtok.stream.ranks.example_split import ExampleSplitNode
+from beamtok.stream.ranks.reader_split import ReaderSplit
 from beamtok.stream.roots.base import RootPlan
-from beamtok.stream.split import ExampleSplitNode
 from beamtok.stream.state import PlanJSON
 from beamtok.stream.timing import Timing
 
@@ -36,7 +36,7 @@ class Pipeline:
     root: RootPlan
     reader: ReaderSplit = dataclasses.field(default_factory=ReaderSplit)
     stages: tuple[Stage, ...] = ()
-    even: str | None = None  # every reader the same number of examples: "drop" or "pad" (beamtok.stream.even)
+    even: str | None = None  # every reader the same number of examples: "drop" or "pad" (beamtok.stream.ranks.even)
 
     @property
     def spec_fingerprint(self) -> str:

@@ -17,7 +17,7 @@ from beamtok.stream.node import Node
 
 if TYPE_CHECKING:
     from beamtok.shards.spans import Taken
-    from beamtok.stream.reader_split import ReaderSplit
+    from beamtok.stream.ranks.reader_split import ReaderSplit
 
 __all__ = ["StageTimer", "TimedNode", "Timing", "describe_timing"]
 

@@ -28,9 +28,9 @@ from typing import Any, Protocol
 import torch.utils.data
 
 from beamtok.base.errors import ConfigError, StateError
-from beamtok.stream.collate import Batched
 from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.pipeline import Pipeline
+from beamtok.stream.stages.collate import Batched
 from beamtok.stream.state import IteratorState
 
 __all__ = ["TorchIterableDataset"]

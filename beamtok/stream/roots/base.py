@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from beamtok.base.errors import ConfigError
 from beamtok.core.spec import fingerprint_of
 from beamtok.stream.node import Node
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.reader_split import ReaderSplit
 
 if TYPE_CHECKING:
     from beamtok.core.spec import Spec
@@ -128,7 +128,7 @@ class RootPlan(abc.ABC):
 
     def pad_example(self) -> dict[str, Any]:
         """A row of padding shaped like this root's rows (``even="pad"``)."""
-        from beamtok.stream.even import pad_example
+        from beamtok.stream.ranks.even import pad_example
 
         return pad_example(self.spec)
 

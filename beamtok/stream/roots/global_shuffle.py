@@ -1,6 +1,6 @@
 """The global-shuffle root: every row of a packed cache once per epoch, in a keyed
 permutation over the whole cache (or within windows of rows); its live source is
-:class:`~beamtok.stream.global_shuffle.GlobalShuffleSource`. Readers take every k-th
+:class:`~beamtok.stream.global_order.global_shuffle.GlobalShuffleSource`. Readers take every k-th
 position of the one order, so it splits the data between readers itself."""
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from beamtok.base.sizes import default_group_rows
 from beamtok.base.validate import check_int, check_optional_int
 from beamtok.core.spec import Spec
 from beamtok.sources.urls import Shard
-from beamtok.stream.global_order import GlobalOrder
-from beamtok.stream.global_shuffle import GlobalShuffleSource
+from beamtok.stream.global_order.global_shuffle import GlobalShuffleSource
+from beamtok.stream.global_order.order import GlobalOrder
+from beamtok.stream.global_order.shard_units import ShardUnits
 from beamtok.stream.node import Node
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.reading.source import ShardOptions
+from beamtok.stream.reading.source_rows import ShuffledRows
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.shards import ShardsRoot
-from beamtok.stream.shard_units import ShardUnits
-from beamtok.stream.source import ShardOptions
-from beamtok.stream.source_rows import ShuffledRows
 
 __all__ = ["GlobalShuffleRoot"]
 
@@ -41,7 +41,7 @@ class GlobalShuffleRoot(RootPlan):
     seed: int = 0
     window: int | None = None
     local_copy: bool | str | None = None  # how rows are read, not which: in no fingerprint
-    spread: int | None = None  # units per window (see beamtok.stream.global_shuffle)
+    spread: int | None = None  # units per window (see beamtok.stream.global_order.global_shuffle)
     unit_rows: int | None = None  # rows per unit with spread (default: a default row group's)
 
     def __post_init__(self) -> None:

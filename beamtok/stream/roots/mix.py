@@ -1,6 +1,6 @@
 """The mix root: several datasets' shard roots mixed by weight, decided globally (see
-``beamtok.stream.mix`` for the rule); its live source is
-:class:`~beamtok.stream.mix_read.MixSource` over one shard source per dataset."""
+``beamtok.stream.mixing.plan`` for the rule); its live source is
+:class:`~beamtok.stream.mixing.reading.MixSource` over one shard source per dataset."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from beamtok.backends.decode_pool import DEFAULT_DECODE_BUDGET, DecodePool
 from beamtok.base.errors import ConfigError
 from beamtok.core.spec import Spec, fingerprint_of
 from beamtok.sources.urls import Shard
-from beamtok.stream.global_shuffle import GlobalShuffleSource
-from beamtok.stream.mix import MixPlan
-from beamtok.stream.mix_base import MixBase
-from beamtok.stream.mix_read import MixSource
-from beamtok.stream.mix_rows import MixRows
-from beamtok.stream.mix_seek import SeekingMix
+from beamtok.stream.global_order.global_shuffle import GlobalShuffleSource
+from beamtok.stream.mixing.base import MixBase
+from beamtok.stream.mixing.plan import MixPlan
+from beamtok.stream.mixing.reading import MixSource
+from beamtok.stream.mixing.rows import MixRows
+from beamtok.stream.mixing.seeking import SeekingMix
 from beamtok.stream.node import Node
 from beamtok.stream.plan import mix_source_plans, source_runs
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.example_split import ExampleSplitNode
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.reading.source import ShardOptions, ShardSource
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.shards import ShardsRoot
-from beamtok.stream.source import ShardOptions, ShardSource
-from beamtok.stream.split import ExampleSplitNode
 
 __all__ = ["MixRoot"]
 
@@ -152,7 +152,7 @@ class MixRoot(RootPlan):
 
     def _seeking(self, split: ReaderSplit) -> tuple[MixBase, Node]:
         """Readers splitting a mix of packed caches by examples seek each source to the
-        examples they keep (beamtok.stream.mix_seek) instead of reading the whole stream."""
+        examples they keep (beamtok.stream.mixing.seeking) instead of reading the whole stream."""
         pool = DecodePool(DEFAULT_DECODE_BUDGET, open_files=MIX_OPEN_FILES)
         source = SeekingMix([root.source_rows(pool) for root in self._roots()], self.plan, split.parts)
         return source, ExampleSplitNode(source, split.part, split.parts)

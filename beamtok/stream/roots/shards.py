@@ -1,10 +1,10 @@
 """The shard root: files (or in-memory data, or a cache) read shard by shard.
 
-Its live source is :class:`~beamtok.stream.source.ShardSource`: the shards of each epoch in
+Its live source is :class:`~beamtok.stream.reading.source.ShardSource`: the shards of each epoch in
 order (shuffled by seed), this reader's share of them, ``interleave`` open at once, through
 the backend its origin makes (the shard processing run now, in worker processes, or a cache's
 rows). Readers that split by examples read the whole stream through an
-:class:`~beamtok.stream.split.ExampleSplitNode`.
+:class:`~beamtok.stream.ranks.example_split.ExampleSplitNode`.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from beamtok.sources.byte_ranges import cut_files
 from beamtok.sources.readers import source_format
 from beamtok.sources.urls import Shard, split_range
 from beamtok.stream.node import Node
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.example_split import ExampleSplitNode
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.reading.shard_order import ShardOrder
+from beamtok.stream.reading.source import ShardOptions, ShardSource
+from beamtok.stream.reading.source_rows import SourceRows
 from beamtok.stream.roots.base import RootPlan
-from beamtok.stream.shard_order import ShardOrder
-from beamtok.stream.source import ShardOptions, ShardSource
-from beamtok.stream.source_rows import SourceRows
-from beamtok.stream.split import ExampleSplitNode
 
 __all__ = ["ShardsRoot", "shard_root"]
 

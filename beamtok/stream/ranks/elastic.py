@@ -15,7 +15,7 @@ list of them all. Each live node merges the old states of its own layer:
   old readers took beyond it; the new reader takes every ``parts``-th example from there,
   skipping the listed ones.
 - a mix merges each source's states this way; its one sequence of sources continues after
-  the last position an old reader filled (``MixSource.merge``, ``beamtok.stream.mix_read``).
+  the last position an old reader filled (``MixSource.merge``, ``beamtok.stream.mixing.reading``).
 - a stage without a position of its own passes the merge upstream; a shuffle hands each old
   reader's half-emitted window to one new reader, which finishes it first
   (``WindowNode.merge``, which every windowed stage shares); take and enumerate refuse (their counts are per reader).
@@ -33,7 +33,7 @@ import dataclasses
 from typing import Any
 
 from beamtok.base.errors import StateError
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.reader_split import ReaderSplit
 
 __all__ = ["check_readers", "reader_states"]
 

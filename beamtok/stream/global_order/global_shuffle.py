@@ -7,7 +7,7 @@ windows of ``window`` consecutive rows followed by a permutation inside each win
 row groups, so a small decode cache serves them; without, any row may follow any other.
 
 With ``spread=K``, the rows are cut into units of ``unit`` rows within each shard (one row
-group each; :class:`~beamtok.stream.shard_units.ShardUnits`), and a window is K units drawn
+group each; :class:`~beamtok.stream.global_order.shard_units.ShardUnits`), and a window is K units drawn
 anywhere in the cache by a permutation of all units keyed by ``(seed, e)``; its rows are taken
 one unit after another: position ``o`` of a window is row ``o div K`` (permuted inside the
 unit) of its unit in slot ``o mod K``. Every unit is read whole within its window, so a
@@ -39,12 +39,12 @@ from beamtok.base.validate import check_int
 from beamtok.shards.items import Produced, ShardCursor
 from beamtok.shards.rows import RowBlock
 from beamtok.shards.spans import RowSpan, Taken
-from beamtok.stream.global_order import GlobalOrder
+from beamtok.stream.global_order.order import GlobalOrder
+from beamtok.stream.global_order.shard_units import ShardUnits
 from beamtok.stream.node import RootSource
-from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.shard_units import ShardUnits
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.reading.stats import StreamStats, describe_stats, summed_stats
 from beamtok.stream.state import check_keys, copy_state
-from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
 
 __all__ = ["GlobalShuffleSource"]
 

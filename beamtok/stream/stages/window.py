@@ -15,7 +15,7 @@ from typing import Any
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.validate import check_int
 from beamtok.stream.node import Node, StageNode
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.reader_split import ReaderSplit
 from beamtok.stream.state import check_keys, copy_state
 
 __all__ = ["WindowNode", "describe_window_state"]

@@ -1,9 +1,9 @@
 """The order of one epoch of a global shuffle: position ``p`` -> global row, computed, never
-stored (see :mod:`beamtok.stream.global_shuffle` for the orders and how readers take them).
+stored (see :mod:`beamtok.stream.global_order.global_shuffle` for the orders and how readers take them).
 
 A whole-cache order is a Feistel permutation keyed by ``(seed, epoch)``; a windowed one
 permutes windows of consecutive rows, then the rows inside each; a spread one takes K units
-cut within shards (:class:`~beamtok.stream.shard_units.ShardUnits`) one after another, and
+cut within shards (:class:`~beamtok.stream.global_order.shard_units.ShardUnits`) one after another, and
 its short units leave holes: :class:`EpochHoles` finds them from the shards' row counts.
 """
 
@@ -17,8 +17,8 @@ import numpy as np
 
 from beamtok.base.validate import check_int as check_option
 from beamtok.base.validate import check_optional_int
-from beamtok.stream.permutation import FeistelPermutation
-from beamtok.stream.shard_units import ShardUnits
+from beamtok.stream.global_order.permutation import FeistelPermutation
+from beamtok.stream.global_order.shard_units import ShardUnits
 
 __all__ = ["EpochHoles", "GlobalOrder"]
 
@@ -26,7 +26,7 @@ __all__ = ["EpochHoles", "GlobalOrder"]
 @dataclass(frozen=True)
 class GlobalOrder:
     """The permutation of one epoch over ``total`` rows (with ``spread``, over the positions of
-    ``units``, holes included: see :class:`~beamtok.stream.shard_units.ShardUnits`)."""
+    ``units``, holes included: see :class:`~beamtok.stream.global_order.shard_units.ShardUnits`)."""
 
     total: int
     seed: int

@@ -11,8 +11,8 @@ import numpy as np
 from beamtok.base.sizes import MAX_WINDOW, check_ceiling
 from beamtok.base.validate import check_int as check_option
 from beamtok.stream.node import Node, Stage, StreamContext
-from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.window import WindowNode, describe_window_state
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.stages.window import WindowNode, describe_window_state
 
 __all__ = ["Shuffle", "WindowShuffleNode"]
 

@@ -1,6 +1,6 @@
 """The one rule of a mix: where its stream stops, which positions are passed over, and when
-drawing a source is an error. The reading mix (:mod:`beamtok.stream.mix`) and the seeking
-mix (:mod:`beamtok.stream.mix_seek`) both ask it; they differ only in how they know what it
+drawing a source is an error. The reading mix (:mod:`beamtok.stream.mixing.plan`) and the seeking
+mix (:mod:`beamtok.stream.mixing.seeking`) both ask it; they differ only in how they know what it
 takes.
 
 The rule is asked about positions of one block, in order: each position's source, whether
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from beamtok.stream.mix import MixPlan
+from beamtok.stream.mixing.plan import MixPlan
 
 __all__ = ["NEVER", "SourceStatus", "empty_source_at", "stop_offset"]
 

@@ -26,10 +26,10 @@ from beamtok.shards.spans import SpanReader, Taken, in_turns
 from beamtok.sources.readers import cursor_words
 from beamtok.sources.urls import Shard
 from beamtok.stream.node import RootSource
-from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.shard_order import ShardOrder
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.reading.shard_order import ShardOrder
+from beamtok.stream.reading.stats import StreamStats, describe_stats, summed_stats
 from beamtok.stream.state import check_keys, copy_state
-from beamtok.stream.stats import StreamStats, describe_stats, summed_stats
 
 __all__ = ["ShardOptions", "ShardSource", "merge_shard_sources"]
 
@@ -196,7 +196,7 @@ class ShardSource(RootSource):
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
         """This reader's state from the states of all readers of another split (see
-        ``beamtok.stream.elastic``)."""
+        ``beamtok.stream.ranks.elastic``)."""
         return merge_shard_sources(self, states, olds, new)
 
     def state_at(self, example: int) -> dict[str, Any]:

@@ -13,7 +13,7 @@ the plain split (rank ``r`` taking rows ``r, r + world_size, ...``) and reported
 A last global batch with fewer rows than ranks is dropped (``dropped_rows``), so every rank
 ends at the same step and none waits at a collective the others never reach.
 
-The stage is windowed (``beamtok.stream.window``) with one output per window, so a state is
+The stage is windowed (``beamtok.stream.stages.window``) with one output per window, so a state is
 always at a global batch boundary and the same on every rank: a resume may change the world
 size and the rank (they are free on resume); any old rank's state resumes every new rank.
 """
@@ -31,10 +31,10 @@ from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.extras import require
 from beamtok.base.sizes import MAX_BATCH_ROWS, check_ceiling
 from beamtok.base.validate import check_choice, check_int
-from beamtok.stream.collate import Batched, collate
 from beamtok.stream.node import Node, Stage, StreamContext
-from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.window import WindowNode
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.stages.collate import Batched, collate
+from beamtok.stream.stages.window import WindowNode
 
 __all__ = ["BalanceRanks", "BalancedNode", "attention_cost", "deal_rows"]
 

@@ -16,7 +16,7 @@ or after ``start_row`` (rows counted on this reader's stream before the stage), 
 ``length`` are cut into pieces of at most ``length`` tokens, each a row of its own with
 positions restarting, so a model can warm up on short sequences and grow.
 
-The stage is windowed (``beamtok.stream.window``): its state is the upstream position where
+The stage is windowed (``beamtok.stream.stages.window``): its state is the upstream position where
 the window began, the window number and the batches handed out, so a resume re-reads one
 window and a resume on another world size finishes old readers' windows first.
 """
@@ -35,10 +35,10 @@ from beamtok.base.extras import require
 from beamtok.base.sizes import MAX_SEQ_LEN, MAX_WINDOW, check_ceiling
 from beamtok.base.validate import check_choice
 from beamtok.base.validate import check_int as check_option
-from beamtok.stream.collate import Batched, collate
 from beamtok.stream.node import Node, Stage, StreamContext
-from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.window import WindowNode, describe_window_state
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.stages.collate import Batched, collate
+from beamtok.stream.stages.window import WindowNode, describe_window_state
 
 __all__ = ["ORDERS", "BatchTokens", "TokenBatchNode", "bucket_of"]
 

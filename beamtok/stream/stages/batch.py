@@ -25,8 +25,8 @@ from beamtok.base.extras import require
 from beamtok.base.sizes import MAX_BATCH_ROWS, check_ceiling
 from beamtok.base.validate import check_choice, check_int
 from beamtok.shards.spans import stack_taken
-from beamtok.stream.collate import PAD_POSITIONS, Batched, collate, packed_conventions, to_tensors
 from beamtok.stream.node import Node, Stage, StageNode, StreamContext
+from beamtok.stream.stages.collate import PAD_POSITIONS, Batched, collate, packed_conventions, to_tensors
 
 __all__ = ["Batch", "BatchNode"]
 
@@ -35,7 +35,7 @@ __all__ = ["Batch", "BatchNode"]
 class Batch(Stage):
     """Group ``size`` examples into one batch; ragged fields are padded (``input_ids`` with
     the tokenizer's pad id). ``drop_last`` drops a short last batch. ``mask_starts`` and
-    ``pad_positions``: see :func:`~beamtok.stream.collate.packed_conventions`."""
+    ``pad_positions``: see :func:`~beamtok.stream.stages.collate.packed_conventions`."""
 
     NAME = "batch"
     # a state is always at a batch boundary, and the conventions touch no position

@@ -4,12 +4,12 @@ Readers that split a mix by examples each keep every k-th example of the one mix
 Read naively, each reader reads the whole stream; with thousands of readers and sources that
 is thousands of shards opened for a first batch. Here the mix is computed, not read: the
 source of every position and its example number in that source come in closed form
-(:mod:`beamtok.stream.mix_positions`), each cached source maps an example number to a row
-(:mod:`beamtok.stream.source_rows`), so passing over other readers' examples costs
+(:mod:`beamtok.stream.mixing.positions`), each cached source maps an example number to a row
+(:mod:`beamtok.stream.reading.source_rows`), so passing over other readers' examples costs
 arithmetic (:meth:`SeekingMix.seek`) and only the examples a reader keeps are read.
 
-It gives what the reading mix (:class:`~beamtok.stream.mix_read.MixSource`) gives over the
-same sources, example for example: both ask the one rule of :mod:`beamtok.stream.mix_rule`
+It gives what the reading mix (:class:`~beamtok.stream.mixing.reading.MixSource`) gives over the
+same sources, example for example: both ask the one rule of :mod:`beamtok.stream.mixing.rule`
 where the stream stops and which positions are passed over. Here what the rule takes is
 computed from the sources' lengths (known from row counts) for a whole block at once, where
 the reading mix finds it by reading: a source with ``T`` examples in all (its epochs times
@@ -37,14 +37,14 @@ import numpy as np
 from beamtok.base.errors import InputError, StateError
 from beamtok.base.validate import check_int
 from beamtok.shards.items import Produced, ShardCursor
-from beamtok.stream.mix import MixPlan, changes_of, first_leaves
-from beamtok.stream.mix_base import MixBase
-from beamtok.stream.mix_positions import MixPositions, positions_of
-from beamtok.stream.mix_rule import NEVER, SourceStatus, empty_source_at, stop_offset
-from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.source_rows import NumberedRows
+from beamtok.stream.mixing.base import MixBase
+from beamtok.stream.mixing.plan import MixPlan, changes_of, first_leaves
+from beamtok.stream.mixing.positions import MixPositions, positions_of
+from beamtok.stream.mixing.rule import NEVER, SourceStatus, empty_source_at, stop_offset
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.reading.source_rows import NumberedRows
+from beamtok.stream.reading.stats import StreamStats
 from beamtok.stream.state import check_keys, copy_state
-from beamtok.stream.stats import StreamStats
 
 __all__ = ["SeekingMix"]
 

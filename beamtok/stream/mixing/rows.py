@@ -2,7 +2,7 @@
 
 Example ``n`` of a mix that never stops and caps no source is its global position ``n``
 (no position is passed over), so its source and that source's example number come in
-closed form (:mod:`beamtok.stream.mix_positions`); the example is then the source's own
+closed form (:mod:`beamtok.stream.mixing.positions`); the example is then the source's own
 numbered example. An outer mix split by examples reads an inner mix this way, block by
 block, without reading the positions other readers keep.
 """
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from beamtok.shards.rows import RowBlock, gather_rows
-from beamtok.stream.mix import MixPlan, first_leaves
-from beamtok.stream.mix_positions import positions_of
-from beamtok.stream.source_rows import NumberedRows
+from beamtok.stream.mixing.plan import MixPlan, first_leaves
+from beamtok.stream.mixing.positions import positions_of
+from beamtok.stream.reading.source_rows import NumberedRows
 
 __all__ = ["MixRows"]
 

@@ -1,9 +1,9 @@
 """What the reading mix and the seeking mix share: the mixing plan with the weight changes
 made while training, and the global position a reader fills next.
 
-:class:`~beamtok.stream.mix.MixSource` reads its sources; :class:`~beamtok.stream.mix_seek.SeekingMix`
+:class:`~beamtok.stream.mixing.plan.MixSource` reads its sources; :class:`~beamtok.stream.mixing.seeking.SeekingMix`
 computes which example of which source each position takes and seeks to it. Both are this
-class's children, and both ask :mod:`beamtok.stream.mix_rule` where the stream stops.
+class's children, and both ask :mod:`beamtok.stream.mixing.rule` where the stream stops.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from beamtok.base.errors import ConfigError, StateError
-from beamtok.stream.mix import MixPlan, changes_of
+from beamtok.stream.mixing.plan import MixPlan, changes_of
 from beamtok.stream.node import RootSource
 
 __all__ = ["MixBase"]

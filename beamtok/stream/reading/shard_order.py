@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.reader_split import ReaderSplit
 
 __all__ = ["ShardOrder"]
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from beamtok.base.errors import StateError
 from beamtok.base.validate import check_int
-from beamtok.stream.even import fresh_pad
 from beamtok.stream.node import Node, StageNode
-from beamtok.stream.reader_split import ReaderSplit
+from beamtok.stream.ranks.even import fresh_pad
+from beamtok.stream.ranks.reader_split import ReaderSplit
 from beamtok.stream.state import check_keys
 
 __all__ = ["ExampleSplitNode"]
@@ -30,7 +30,7 @@ class ExampleSplitNode(StageNode):
         super().__init__(upstream)
         self.part = part
         self.parts = parts
-        self.even: str | None = None  # "drop" or "pad": see beamtok.stream.even
+        self.even: str | None = None  # "drop" or "pad": see beamtok.stream.ranks.even
         self.pad: dict[str, Any] | None = None
         self._seen = 0
         self._taken: list[int] = []

@@ -35,10 +35,10 @@ Stop rules: ``"never"`` (sources restart when exhausted, reshuffled by their own
 end keep cycling until the last one ends its first epoch).
 
 This module holds the plan; the stop, cap and empty-source rules are one function
-(:mod:`beamtok.stream.mix_rule`) that both live forms ask: the reading mix
-(:mod:`beamtok.stream.mix_read`, which reads its sources) and the seeking mix
-(:mod:`beamtok.stream.mix_seek`, which computes positions over packed caches), siblings over
-:mod:`beamtok.stream.mix_base`.
+(:mod:`beamtok.stream.mixing.rule`) that both live forms ask: the reading mix
+(:mod:`beamtok.stream.mixing.reading`, which reads its sources) and the seeking mix
+(:mod:`beamtok.stream.mixing.seeking`, which computes positions over packed caches), siblings over
+:mod:`beamtok.stream.mixing.base`.
 """
 
 from __future__ import annotations

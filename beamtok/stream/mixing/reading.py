@@ -1,16 +1,16 @@
 """The reading mix: a mix that reads its sources (shard sources, global shuffles, other mixes).
 
-Each position's source comes from the plan (:mod:`beamtok.stream.mix`); the position takes
+Each position's source comes from the plan (:mod:`beamtok.stream.mixing.plan`); the position takes
 that source's next example. Readers that split by shards fill positions ``part, part + parts,
 ...`` from their own shards of each source; readers that split by examples each read the whole
 stream and keep their turns downstream. Where the stream stops is the rule of
-:mod:`beamtok.stream.mix_rule`, asked at a position when its source has run out (exhausted) or
+:mod:`beamtok.stream.mixing.rule`, asked at a position when its source has run out (exhausted) or
 has just passed its first epoch, with what reading has shown so far: a source that ran out or
 reports itself finished is spent, one whose epoch moved past 0 is past its first epoch.
 
 The state is the next global position, each source's own state (so a source crosses modes:
 a cached source resumes its on-the-fly twin), the stop flag and the weight changes made while
-training. A state of the seeking mix (:mod:`beamtok.stream.mix_seek`) loads here: the same
+training. A state of the seeking mix (:mod:`beamtok.stream.mixing.seeking`) loads here: the same
 mix is seeked when its sources are packed caches read by readers that split by examples, and
 read otherwise (on the fly, or split by shards), and a state must cross between the two as it
 crosses between a cache and its on-the-fly twin. It holds each source's next example number
@@ -27,14 +27,14 @@ import numpy as np
 
 from beamtok.base.errors import InputError, StateError
 from beamtok.base.validate import check_int
-from beamtok.stream.global_shuffle import GlobalShuffleSource
-from beamtok.stream.mix import MixPlan, changes_of, first_leaves
-from beamtok.stream.mix_base import MixBase
-from beamtok.stream.mix_rule import NEVER, SourceStatus, empty_source_at, stop_offset
-from beamtok.stream.reader_split import ReaderSplit
-from beamtok.stream.source import ShardSource
+from beamtok.stream.global_order.global_shuffle import GlobalShuffleSource
+from beamtok.stream.mixing.base import MixBase
+from beamtok.stream.mixing.plan import MixPlan, changes_of, first_leaves
+from beamtok.stream.mixing.rule import NEVER, SourceStatus, empty_source_at, stop_offset
+from beamtok.stream.ranks.reader_split import ReaderSplit
+from beamtok.stream.reading.source import ShardSource
+from beamtok.stream.reading.stats import StreamStats
 from beamtok.stream.state import check_keys, copy_state
-from beamtok.stream.stats import StreamStats
 
 __all__ = ["MixSource"]
 
@@ -120,7 +120,7 @@ class MixSource(MixBase):
         return state
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
-        """Each source's states merged (see ``beamtok.stream.elastic``). The sequence of
+        """Each source's states merged (see ``beamtok.stream.ranks.elastic``). The sequence of
         sources continues after the last position any old reader filled: new reader ``part``
         takes positions ``part, part + parts, ...`` counted from there. No position's
         source is drawn twice; old readers that kept in step leave no gap, and one that fell

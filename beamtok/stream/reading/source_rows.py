@@ -19,8 +19,8 @@ import numpy as np
 
 from beamtok.backends.protocol import RowSource
 from beamtok.shards.rows import RowBlock
-from beamtok.stream.global_order import GlobalOrder
-from beamtok.stream.shard_order import ShardOrder
+from beamtok.stream.global_order.order import GlobalOrder
+from beamtok.stream.reading.shard_order import ShardOrder
 
 __all__ = ["CacheRows", "NumberedRows", "ShuffledRows", "SourceRows"]
 
