@@ -1,7 +1,7 @@
 """The per-row definition of ``concat_chunk``: the tests' oracle for the one packer the
 library runs (``beamtok.shards.column_chunker``, rows cut in blocks). Run a row at a time
 through ``beamtok.shards.packing.ShardPacker``, it gives each row, its provenance, the cursor
-after it and the document counts it carries; tests/test_column_pack.py holds the two equal."""
+after it and the document counts it carries; tests/shards/test_column_pack.py holds the two equal."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    missing = SLOW_MODULES - {path.stem for path in Path(__file__).parent.glob("test_*.py")}
+    missing = SLOW_MODULES - {path.stem for path in Path(__file__).parent.rglob("test_*.py")}
     if missing:  # a renamed module would silently join make test-fast
         raise pytest.UsageError(f"tests/conftest.py SLOW_MODULES names no test file: {sorted(missing)}")
     for item in items:

@@ -1,4 +1,4 @@
-"""A job run under torchrun by tests/test_dcp_checkpoint.py: for each pipeline kind, read some
+"""A job run under torchrun by tests/distributed/test_dcp_checkpoint.py: for each pipeline kind, read some
 batches through a DistributedLoader, save it with a tiny model (DDP-free: replicated, or FSDP2
 ``fully_shard``) in one DCP checkpoint; or load that checkpoint at this world size and read to
 the end, meeting the other ranks in a barrier after every batch as a training step's all-reduce

@@ -3,7 +3,7 @@ BPE and BERT-style WordPiece run on kitoken with the ids of ``tokenizers`` (text
 character kitoken reads otherwise go to ``tokenizers``); a file kitoken refuses runs on cached words
 and says why; one both refuse names both reasons. SentencePiece-style BPE takes kitoken where
 numba is not installed (or its words cannot be cut), as every test here arranges; compiled,
-it is tested in tests/test_bpe_native.py and tests/test_fast_path_cached_words.py. The
+it is tested in tests/engines/test_bpe_native.py and tests/engines/test_fast_path_cached_words.py. The
 tokenizers are trained here with ``tokenizers`` on the shipped corpus."""
 
 from __future__ import annotations

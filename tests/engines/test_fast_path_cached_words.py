@@ -141,7 +141,7 @@ DEFAULT_ENGINE = {
 
 
 # each family's cut-words engine, compiled (numba) and caching words; WordPiece has no
-# compiled model here (kitoken is native: tests/test_fast_path_families.py)
+# compiled model here (kitoken is native: tests/engines/test_fast_path_families.py)
 ENGINE_KINDS = [
     ("unigram", True),
     ("unigram", False),

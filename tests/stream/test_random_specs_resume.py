@@ -25,7 +25,7 @@ settings.register_profile("ci", max_examples=12, deadline=None, suppress_health_
 settings.register_profile("long", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-TOKENIZER = str(Path(__file__).resolve().parent.parent / "data" / "tokenizers" / "gpt2")
+TOKENIZER = str(Path(__file__).resolve().parents[2] / "data" / "tokenizers" / "gpt2")
 
 # Letters, digits, spaces, punctuation, combining marks, CJK, emoji and lone surrogates.
 UNICODE = st.characters(codec=None, categories=["L", "N", "Zs", "P", "Mn", "Mc", "So", "Cs"])

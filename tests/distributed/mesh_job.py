@@ -1,4 +1,4 @@
-"""A job run under torchrun by tests/test_device_mesh.py: ranks on a 2-D device mesh (data
+"""A job run under torchrun by tests/distributed/test_device_mesh.py: ranks on a 2-D device mesh (data
 parallel x tensor parallel, gloo on CPU). The loader splits the data over the mesh's
 data-parallel dimension (``DistributedLoader(ds, group=mesh["dp"])``); a linear layer is
 sharded column-wise over the tensor-parallel one and saved in the same DCP checkpoint. Phase

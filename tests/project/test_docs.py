@@ -1,5 +1,5 @@
 """The README's and the guides' Python examples, the docs site, and module docstring examples
-(notebooks: tests/test_notebooks.py)."""
+(notebooks: tests/project/test_notebooks.py)."""
 
 from __future__ import annotations
 

@@ -200,4 +200,6 @@ def test_a_mix_of_mixes_is_the_mix_of_its_sources_by_share(sources):
     for b in range(0, 4 * BLOCK, BLOCK):
         assert Counter(chosen[b : b + BLOCK]) == dict(enumerate(block_counts([0.5, 1.5, 2.0], BLOCK)))
     scheduled = Dataset.mix([Dataset.mix(sources, [(0, [1, 1]), (4096, [1, 2])]), third])
-    assert len(scheduled.pipeline.root.mixed) == 2  # a schedule does not flatten: nested (tests/test_mix_nested.py)
+    assert (
+        len(scheduled.pipeline.root.mixed) == 2
+    )  # a schedule does not flatten: nested (tests/stream/test_mix_nested.py)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "beamtok"
+PACKAGE = Path(__file__).resolve().parents[2] / "beamtok"
 
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [

@@ -1,4 +1,4 @@
-"""A Trainer job run by tests/test_accelerate.py under ``accelerate launch --num_processes N``:
+"""A Trainer job run by tests/distributed/test_accelerate.py under ``accelerate launch --num_processes N``:
 a tiny GPT-2 trained on a beamtok stream with BeamtokCallback, checkpointing every few steps,
 optionally resumed from a checkpoint. Every process logs, per optimizer step, the provenance of
 the rows it trained on to ``--log`` (``{rank}`` replaced) as JSON lines."""
