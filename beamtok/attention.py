@@ -53,7 +53,14 @@ def packed_attention_mask(segment_ids: Any, *, dtype: torch.dtype = torch.bool) 
     token sees only itself, so no row of the mask is empty (an empty row makes softmax NaN);
     its outputs carry no loss. ``dtype=torch.bool`` gives True where attention is allowed
     (``scaled_dot_product_attention``, Hugging Face ``sdpa``); a float dtype gives an additive
-    mask, 0 where allowed and the dtype's lowest value elsewhere (Hugging Face ``eager``)."""
+    mask, 0 where allowed and the dtype's lowest value elsewhere (Hugging Face ``eager``).
+
+    Args:
+        segment_ids: ``[batch, L]`` segment ids (0: padding).
+        dtype: ``torch.bool``, or a float dtype for an additive mask.
+    Returns:
+        The mask, ``[batch, 1, L, L]``.
+    """
     segments = _rows(segment_ids, "segment_ids")
     length = segments.shape[1]
     same = segments.unsqueeze(2) == segments.unsqueeze(1)
@@ -74,7 +81,13 @@ def packed_labels(batch: Mapping[str, Any]) -> torch.Tensor:
 
     From ``labels`` when the batch has them (SFT and chat data), else from ``input_ids`` and
     ``loss_mask``; -100 on padding and on the first token of each piece, so no piece is
-    trained to continue the one before it."""
+    trained to continue the one before it.
+
+    Args:
+        batch: A packed batch: ``segment_ids`` and ``labels``, or ``input_ids`` and ``loss_mask``.
+    Returns:
+        The labels, ``[batch, L]``.
+    """
     segments = _rows(batch["segment_ids"], "segment_ids")
     if "labels" in batch:
         labels = _rows(batch["labels"], "labels").long().clone()
@@ -99,7 +112,13 @@ class VarlenSeqs:
 
     ``indices`` selects the real tokens from the batch flattened to ``[batch * L]`` (gather
     q, k and v with it); ``cu_seqlens`` (int32, ``pieces + 1``) are the pieces' boundaries in
-    that selection; ``max_seqlen`` is the longest piece."""
+    that selection; ``max_seqlen`` is the longest piece.
+
+    Attributes:
+        indices: The real tokens' indices in the flattened batch.
+        cu_seqlens: The pieces' boundaries (int32, pieces + 1).
+        max_seqlen: The longest piece.
+    """
 
     indices: torch.Tensor
     cu_seqlens: torch.Tensor
@@ -107,7 +126,13 @@ class VarlenSeqs:
 
 
 def varlen_seqlens(segment_ids: Any) -> VarlenSeqs:
-    """``cu_seqlens``/``max_seqlen`` for ``flash_attn_varlen_func`` from ``segment_ids``."""
+    """``cu_seqlens``/``max_seqlen`` for ``flash_attn_varlen_func`` from ``segment_ids``.
+
+    Args:
+        segment_ids: ``[batch, L]`` segment ids (0: padding).
+    Returns:
+        The pieces as variable-length sequences (:class:`VarlenSeqs`).
+    """
     segments = _rows(segment_ids, "segment_ids")
     flat = segments.reshape(-1)
     indices = torch.nonzero(flat > 0).reshape(-1)
@@ -126,7 +151,13 @@ def flatten_packed(batch: Mapping[str, Any]) -> dict[str, Any]:
     dropped, positions restarting per piece, the first label of each piece -100) and
     ``cu_seq_lens_q``/``cu_seq_lens_k``/``max_length_q``/``max_length_k``: pass them all to a
     model that uses ``flash_attention_2`` (or any attention that reads packed sequences from
-    these arguments), as with ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)``."""
+    these arguments), as with ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)``.
+
+    Args:
+        batch: A packed batch.
+    Returns:
+        The batch as one flattened row.
+    """
     seqs = varlen_seqlens(batch["segment_ids"])
     segments = _rows(batch["segment_ids"], "segment_ids")
     starts = seqs.cu_seqlens[:-1].long()

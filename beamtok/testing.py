@@ -33,7 +33,13 @@ __all__ = [
 
 @dataclass
 class ResumptionReport:
-    """What check_resumption checked."""
+    """What check_resumption checked.
+
+    Attributes:
+        total_items: Items of the uninterrupted run.
+        steps_checked: The steps resumed at.
+        max_state_bytes: The largest state, as JSON.
+    """
 
     total_items: int
     steps_checked: list[int]
@@ -41,7 +47,14 @@ class ResumptionReport:
 
 
 def items_equal(a: Any, b: Any) -> bool:
-    """Deep equality for examples and batches: dicts, tuples, lists, numpy arrays, tensors."""
+    """Deep equality for examples and batches: dicts, tuples, lists, numpy arrays, tensors.
+
+    Args:
+        a: An item.
+        b: Another.
+    Returns:
+        Whether they are equal, arrays and tensors compared by value.
+    """
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(items_equal(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
@@ -55,7 +68,15 @@ def items_equal(a: Any, b: Any) -> bool:
 
 
 def assert_items_equal(got: list[Any], want: list[Any], context: str = "") -> None:
-    """Assert two item lists are equal, naming the first position that differs."""
+    """Assert two item lists are equal, naming the first position that differs.
+
+    Args:
+        got: Items read.
+        want: Items expected.
+        context: Words put before the message.
+    Raises:
+        AssertionError: The lists differ (the first position that does is named).
+    """
     for i, (g, w) in enumerate(zip(got, want)):
         if not items_equal(g, w):
             raise AssertionError(f"{context}item {i} differs:\n got {_brief(g)}\nwant {_brief(w)}")
@@ -82,6 +103,18 @@ def check_resumption(
     The states are taken in one run, as a trainer takes them, which must itself be the
     uninterrupted run (taking a state changes nothing that follows); each is then restored
     into a new pipeline, whose remainder and final ``stats()`` must be the reference's.
+
+    Args:
+        make_dataset: Builds the dataset (called once a run).
+        steps: The steps to resume at (None: every step).
+        random_steps: Resume at this many seeded random steps besides the first and last.
+        seed: The seed of those steps.
+        limit: Items the reference run takes at most.
+        resume_dataset: Builds the dataset states are restored into (None: ``make_dataset``).
+    Returns:
+        A ResumptionReport: items, steps checked, the largest state.
+    Raises:
+        AssertionError: A resume differs from the uninterrupted run.
     """
     reference = make_dataset().iter()
     full = list(itertools.islice(reference, limit))
@@ -130,7 +163,16 @@ def check_equivalent(
 ) -> None:
     """Check two pipelines are one stream (e.g. on the fly and from a cache): the same spec
     fingerprint, the same items, the same ``stats()`` at the end, and states taken at seeded
-    random steps of either one resume the other exactly."""
+    random steps of either one resume the other exactly.
+
+    Args:
+        make_a: Builds one pipeline.
+        make_b: Builds the other.
+        random_steps: Random steps resumed across.
+        seed: Their seed.
+    Raises:
+        AssertionError: The pipelines differ, or a state of one does not resume the other exactly.
+    """
     if make_a().spec_fingerprint != make_b().spec_fingerprint:
         raise AssertionError(f"spec fingerprints differ: {make_a().spec_fingerprint} vs {make_b().spec_fingerprint}")
     a, b = make_a().iter(), make_b().iter()
@@ -167,7 +209,16 @@ def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: i
     - ``unigram``: T5's kind (NFKC, Metaspace, Unigram).
 
     It trains on the texts' lines: a model with no pre-tokenizer takes a whole text as one
-    word and trains ten times slower on whole documents, for a vocabulary of the same kind."""
+    word and trains ten times slower on whole documents, for a vocabulary of the same kind.
+
+    Args:
+        kind: The family (``wordpiece``, ``unigram``, ``sp-bpe-metaspace``...).
+        texts: The training texts.
+        directory: Where the files go.
+        vocab_size: The vocabulary size.
+    Returns:
+        The directory holding the tokenizer files.
+    """
     from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from tokenizers import Tokenizer as RustTokenizer
 

@@ -53,6 +53,11 @@ class BeamtokCallback(TrainerCallback, ExportableState):
     """Saves the beamtok state in every Trainer checkpoint and resumes from it without replay."""
 
     def __init__(self, dataset: TorchIterableDataset | None = None) -> None:
+        """Give the dataset the Trainer reads, or let the callback find it at ``on_init_end``.
+
+        Args:
+            dataset: The ``ds.to_torch()`` object given to the Trainer.
+        """
         self.dataset = dataset
         self.saved: dict[str, Any] | None = None  # what the next checkpoint records
         self.start = (0, 0)  # (global step, examples consumed) the run started or resumed at
@@ -63,6 +68,16 @@ class BeamtokCallback(TrainerCallback, ExportableState):
         return {"args": {}, "attributes": {"saved": self.saved}}
 
     def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        """Check the Trainer reads the data as the callback can follow it.
+
+        Args:
+            args: The Trainer's ``TrainingArguments``.
+            state: The Trainer's ``TrainerState``.
+            control: The Trainer's ``TrainerControl``.
+            **kwargs: What the Trainer passes besides (unused).
+        Raises:
+            ConfigError: The Trainer reads the data in a way the callback cannot follow.
+        """
         if self.dataset is None:
             raise ConfigError("BeamtokCallback(dataset): pass the ds.to_torch() object given to the Trainer")
         if args.dataloader_num_workers:
@@ -86,6 +101,14 @@ class BeamtokCallback(TrainerCallback, ExportableState):
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        """Resume the data where the checkpoint the Trainer resumes from left it.
+
+        Args:
+            args: The Trainer's ``TrainingArguments``.
+            state: The Trainer's ``TrainerState``.
+            control: The Trainer's ``TrainerControl``.
+            **kwargs: What the Trainer passes besides (unused).
+        """
         assert self.dataset is not None
         self.start = (0, 0)
         if state.global_step == 0:
@@ -114,6 +137,14 @@ class BeamtokCallback(TrainerCallback, ExportableState):
         self.start = (state.global_step, saved["examples"])
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        """Record the data position after this optimizer step, for the next checkpoint.
+
+        Args:
+            args: The Trainer's ``TrainingArguments``.
+            state: The Trainer's ``TrainerState``.
+            control: The Trainer's ``TrainerControl``.
+            **kwargs: What the Trainer passes besides (unused).
+        """
         assert self.dataset is not None
         if not state.is_world_process_zero and not self.dataset.recorded():
             return  # accelerate dispatches batches read on process 0; this process never reads the data
@@ -142,6 +173,13 @@ class PackedCollator:
     from restarting ``position_ids``."""
 
     def __init__(self, pad_id: int = 0, *, flatten: bool = False, mask_dtype: torch.dtype = torch.bool) -> None:
+        """Set how rows are collated (see the class docstring).
+
+        Args:
+            pad_id: The id padding rows get where they are flattened.
+            flatten: Collate into one flattened row (see above).
+            mask_dtype: The attention mask's dtype: ``torch.bool``, or a float dtype for an additive mask.
+        """
         self.pad_id = pad_id
         self.flatten = flatten
         self.mask_dtype = mask_dtype

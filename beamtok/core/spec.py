@@ -96,7 +96,14 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class Spec:
-    """Everything that decides which examples a shard yields."""
+    """Everything that decides which examples a shard yields.
+
+    Attributes:
+        source: How records are read.
+        steps: The per-document steps, in order.
+        pack: The packing (None: none).
+        on_error: ``"raise"`` or ``"skip"`` for bad records.
+    """
 
     source: SourceSpec = SourceSpec()
     steps: tuple[Step, ...] = ()
@@ -167,7 +174,15 @@ class Spec:
 
     @classmethod
     def from_json(cls, data: Any) -> Spec:
-        """Rebuild a spec from :meth:`to_json` output (user steps as names that cannot run)."""
+        """Rebuild a spec from :meth:`to_json` output (user steps as names that cannot run).
+
+        Args:
+            data: What ``to_json()`` returned.
+        Returns:
+            The Spec.
+        Raises:
+            ConfigError: The JSON is not a spec.
+        """
         try:
             pack = PackSpec(**data["pack"]) if data["pack"] is not None else None
             steps = tuple(step_from_json(step) for step in data["steps"])

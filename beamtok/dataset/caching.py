@@ -57,6 +57,21 @@ class Caching:
         for local runs; Beam's worker chatter is hidden unless the ``apache_beam`` logger's
         level is set lower than ERROR. The options are those of ``beamtok cache`` (one table,
         ``beamtok.core.cache_options``).
+
+        Args:
+            output_dir: Where the cache is written (local or an object store URL).
+            overwrite: Remove a cache of another spec or input there instead of refusing it.
+            progress: Show progress (a bar on a terminal, lines elsewhere).
+            row_group_rows: Rows a Parquet row group.
+            row_group_bytes: About this many bytes of tokens a row group.
+            parquet_compat: Write snappy files every Parquet reader opens.
+            split_bytes: Cut input files larger than this into ranges (bytes or ``"64MB"``).
+            **beam_options: Beam pipeline options (``runner``, ``direct_num_workers``, ...).
+        Returns:
+            The cached Dataset, with this dataset's stream stages.
+        Raises:
+            ConfigError: The dataset already reads a cache, or an option is invalid.
+            CacheError: A cache of another spec is there and ``overwrite`` is False.
         """
         if self._pipeline.root.cached:
             raise ConfigError("this dataset already reads a cache")
@@ -100,7 +115,16 @@ class Caching:
         cache at ``directory`` (the files, manifest and checksums a Beam build writes); shards
         already cached there are read from it instead of being tokenized again. The stream and
         its states are the same as on the fly and as from the finished cache. Call it after
-        the per-shard stages (tokenize, pack), before stream stages."""
+        the per-shard stages (tokenize, pack), before stream stages.
+
+        Args:
+            directory: Where the cache is written.
+            row_group_rows: Rows a Parquet row group.
+            row_group_bytes: About this many bytes of tokens a row group.
+            parquet_compat: Write snappy files every Parquet reader opens.
+        Returns:
+            A Dataset streamed on the fly that fills the cache as it goes.
+        """
         if self._pipeline.root.cached:
             raise ConfigError("this dataset already reads a cache")
         root = shard_root(self._pipeline.root, "cache_as_you_go()")

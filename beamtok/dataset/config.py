@@ -74,7 +74,15 @@ VALIDATION_KEYS = ("sets", "batch")
 class DataConfig:
     """What a data config describes: the training stream, the validation streams by name,
     every named dataset's per-shard stream (on the fly), the cache directory each names and
-    how each of those caches is written (its build options, defaults filled in)."""
+    how each of those caches is written (its build options, defaults filled in).
+
+    Attributes:
+        train: The training Dataset.
+        validation: The validation Datasets by name.
+        datasets: Every named dataset of the file.
+        caches: The caches the file names, by dataset.
+        builds: What ``beamtok cache --config`` builds.
+    """
 
     train: Dataset
     validation: dict[str, Dataset]
@@ -86,7 +94,15 @@ class DataConfig:
 def load_config(path: str) -> DataConfig:
     """The training and validation datasets of the data config at ``path``. Relative paths in
     it (input files, caches, chat templates, a tokenizer directory) are relative to the
-    directory holding the file, not to the working directory."""
+    directory holding the file, not to the working directory.
+
+    Args:
+        path: The YAML data config.
+    Returns:
+        The config's datasets.
+    Raises:
+        ConfigError: The file is not a data config beamtok reads (the message names the key).
+    """
     return config_from_mapping(read_yaml(path, "the data config"), path, base=os.path.dirname(os.path.abspath(path)))
 
 

@@ -84,6 +84,21 @@ class Dataset(PerShardStages, StreamStages, Caching):
         when that makes more. A range is packed on its own: a row never spans two ranges, as
         it never spans two files. Without it, ``shard_by_rank`` cuts ``"auto"`` by itself
         when the files are fewer than the readers (docs/distributed.md).
+
+        Args:
+            urls: A URL or path, or a list of them: local, ``s3://``, ``gs://``, ``https://``, with brace
+                patterns and globs.
+            format: ``"auto"`` (from each file's name) or ``"jsonl"``, ``"parquet"``, ``"text"``.
+            text_field: The record field holding the text (JSONL and Parquet).
+            columns: The Parquet columns to read (None: all).
+            on_error: ``"raise"`` (a bad record stops the stream, naming its file and line or row) or
+                ``"skip"`` (skipped and counted).
+            split_bytes: Cut large files into ranges of about this size (``"64MB"``, bytes, or ``"auto"``);
+                None: whole files.
+        Returns:
+            A Dataset with one shard a file (or a range).
+        Raises:
+            ConfigError: A pattern matches no file, or an option is not one beamtok knows.
         """
         source = SourceSpec(format, text_field, tuple(columns) if columns is not None else None)
         spec = Spec(source, on_error=on_error)  # type: ignore[arg-type]
@@ -92,7 +107,13 @@ class Dataset(PerShardStages, StreamStages, Caching):
 
     def cut_files(self, split_bytes: int | str) -> Dataset:
         """This dataset with its input files cut into ranges (see :meth:`from_files`'
-        ``split_bytes``); only a dataset of files read on the fly, not cut yet."""
+        ``split_bytes``); only a dataset of files read on the fly, not cut yet.
+
+        Args:
+            split_bytes: The range size (``"64MB"`` or bytes), or ``"auto"``.
+        Returns:
+            A new Dataset.
+        """
         from beamtok.cache.build.ranges import parse_size
 
         if split_bytes != AUTO:
@@ -111,6 +132,15 @@ class Dataset(PerShardStages, StreamStages, Caching):
         """Read an in-memory sequence of strings or dicts (a list, a ``datasets.Dataset``...).
 
         ``shards`` > 1 splits it into that many contiguous shards.
+
+        Args:
+            data: Strings or dicts, in order.
+            text_field: The field holding the text in dicts.
+            shards: Contiguous shards to cut it into.
+            on_error: ``"raise"`` (a bad record stops the stream, naming its file and line or row) or
+                ``"skip"`` (skipped and counted).
+        Returns:
+            A new Dataset.
         """
         spec = Spec(SourceSpec("memory", text_field), on_error=on_error)  # type: ignore[arg-type]
         return cls._of_shards(sequence_shards(data, shards), spec)
@@ -123,6 +153,16 @@ class Dataset(PerShardStages, StreamStages, Caching):
 
         Resuming skips the items before the cursor, so a one-shot iterator (a generator) is
         refused: pass a function that creates it instead.
+
+        Args:
+            source: A re-iterable object, or a function returning a fresh iterable each call.
+            text_field: The field holding the text in dicts.
+            on_error: ``"raise"`` (a bad record stops the stream, naming its file and line or row) or
+                ``"skip"`` (skipped and counted).
+        Returns:
+            A new Dataset.
+        Raises:
+            ConfigError: ``source`` is a one-shot iterator.
         """
         shard = iterable_shard(source)
         spec = Spec(SourceSpec("memory", text_field), on_error=on_error)  # type: ignore[arg-type]
@@ -135,6 +175,14 @@ class Dataset(PerShardStages, StreamStages, Caching):
         It yields the examples the on-the-fly pipeline of the same spec yields, with the same
         cursors, so states cross between the two. Pass ``fingerprint`` to insist on a spec.
         A cache built without packing can be packed here with ``.concat_chunk(n)`` etc.
+
+        Args:
+            directory: The cache directory (local or an object store URL).
+            fingerprint: The spec fingerprint the cache must have; None takes whatever it holds.
+        Returns:
+            A new Dataset.
+        Raises:
+            CacheError: The directory holds no complete cache, or one of another fingerprint.
         """
         from beamtok.cache.read.backend import CacheOrigin  # pyarrow is imported only for caches
 
@@ -173,6 +221,18 @@ class Dataset(PerShardStages, StreamStages, Caching):
         may be a cache's ``global_shuffle()``: its rows come in that order. Give each
         source its own per-shard stages and shard options (``shuffle_shards``, ``interleave``,
         ``parallel``); add stream stages (``shuffle``, ``batch``, ``shard_by_rank``...) to the mix.
+
+        Args:
+            datasets: The sources, each a Dataset without stream stages.
+            weights: One weight a source (None: equal), or a schedule ``[(start_example, weights), ...]``.
+            seed: The seed of the order within each block.
+            stop: ``"never"``, ``"first_exhausted"`` or ``"all_exhausted"``.
+            block_size: Examples a block holding each source's exact share (None: 4096, or more as the weights
+                need).
+            max_epochs: How many times a source is read: one cap for all, one a source, or None for none.
+            flatten: Make a mix of mixes one mix of their sources (None: where that is exact).
+        Returns:
+            A Dataset of the mixed examples, each with its ``source`` number.
         """
         sources = tuple(datasets)
         if not sources or not all(isinstance(d, Dataset) for d in sources):
@@ -214,7 +274,20 @@ class Dataset(PerShardStages, StreamStages, Caching):
         string names the dataset's files instead, one shard per file, read as beamtok reads
         any file (and cacheable by ``beamtok cache --hf-dataset``): a directory written by
         ``save_to_disk`` (a ``DatasetDict``'s: pick ``split``), a directory of data files, or a
-        hub name when the hub is reachable (``config`` selects its configuration)."""
+        hub name when the hub is reachable (``config`` selects its configuration).
+
+        Args:
+            dataset: A loaded ``datasets.Dataset`` or ``IterableDataset``, or a name or directory of its
+                files.
+            text_field: The column holding the text.
+            shards: Column slices a map-style dataset is read in.
+            on_error: ``"raise"`` (a bad record stops the stream, naming its file and line or row) or
+                ``"skip"`` (skipped and counted).
+            split: The split of a ``DatasetDict`` directory or hub dataset.
+            config: The hub dataset's configuration.
+        Returns:
+            A new Dataset.
+        """
         if isinstance(dataset, (str, os.PathLike)):
             from beamtok.sources.hf_files import hf_dataset_files
 
@@ -251,6 +324,16 @@ class Dataset(PerShardStages, StreamStages, Caching):
         is one beamtok shard read in the index's order, its cursor the sample index inside it,
         so a resume seeks straight to the sample. The streaming package is not needed. Text,
         bytes, number and JSON columns are read; pickled columns are refused.
+
+        Args:
+            url: The dataset directory (or its ``index.json``), local or remote.
+            split: A subdirectory, as Streaming's ``split=``.
+            text_field: The column holding the text.
+            columns: The columns to read (None: all).
+            on_error: ``"raise"`` (a bad record stops the stream, naming its file and line or row) or
+                ``"skip"`` (skipped and counted).
+        Returns:
+            A new Dataset.
         """
         from beamtok.sources.mds import mds_shard_urls
 
@@ -260,15 +343,33 @@ class Dataset(PerShardStages, StreamStages, Caching):
     # ------------------------------------------------------ source options
 
     def shuffle_shards(self, seed: int) -> Dataset:
-        """Shuffle the shard order, differently each epoch, with ``seed``."""
+        """Shuffle the shard order, differently each epoch, with ``seed``.
+
+        Args:
+            seed: The seed of each epoch's order.
+        Returns:
+            A new Dataset.
+        """
         return self._with_root_options(shuffle_seed=seed)
 
     def interleave(self, open_shards: int) -> Dataset:
-        """Read ``open_shards`` shards at once, one example from each in turn."""
+        """Read ``open_shards`` shards at once, one example from each in turn.
+
+        Args:
+            open_shards: Shards read at once.
+        Returns:
+            A new Dataset.
+        """
         return self._with_root_options(interleave=open_shards)
 
     def repeat(self, epochs: int | None = None) -> Dataset:
-        """Go over the shards ``epochs`` times (None: forever)."""
+        """Go over the shards ``epochs`` times (None: forever).
+
+        Args:
+            epochs: Passes over the shards (None: forever).
+        Returns:
+            A new Dataset.
+        """
         return self._with_root_options(epochs=epochs)
 
     def parallel(self, workers: int | None = None) -> Dataset:
@@ -282,6 +383,11 @@ class Dataset(PerShardStages, StreamStages, Caching):
         ``interleave(k)`` with k >= workers keeps every worker busy. Inside a torch DataLoader
         worker the step runs in-process (DataLoader workers cannot fork). Workers start at the
         iterator's first ``next()``.
+
+        Args:
+            workers: Worker processes (None: one a core; 0: in this process).
+        Returns:
+            A new Dataset.
         """
         return self._with_root_options(workers=default_workers() if workers is None else workers)
 
@@ -312,7 +418,20 @@ class Dataset(PerShardStages, StreamStages, Caching):
         uncompressed memory-mapped file (``None``, the default; ``True`` always; a directory
         to keep it in, else ``$BEAMTOK_LOCAL_ROWS`` or ``~/.cache/beamtok/local-rows``);
         ``False`` decodes row groups in memory (small row groups, ``--row-group-rows``, keep
-        that cheap); with ``spread``, the default is ``False``. See docs/scale.md."""
+        that cheap); with ``spread``, the default is ``False``. See docs/scale.md.
+
+        Args:
+            seed: The seed of the permutation (each epoch's derives from it).
+            window: Shuffle within windows of this many consecutive rows (None: the whole cache).
+            spread: Units drawn anywhere in the cache and read one after another (None: rows one by one).
+            unit_rows: Rows of a unit with ``spread`` (default: a row group's).
+            local_copy: None (copy where the cache exceeds the decode budget), True, False, or a directory for
+                the copy.
+        Returns:
+            A new Dataset.
+        Raises:
+            ConfigError: The dataset is not a packed cache.
+        """
         if spread is not None and local_copy is None:
             local_copy = False  # spread windows are read whole from decoded row groups: no copy needed
         root = GlobalShuffleRoot(
@@ -336,7 +455,20 @@ class Dataset(PerShardStages, StreamStages, Caching):
         share, ``"pad"`` fills all up to the largest with padding rows (no loss). Readers split
         by examples work it out as they read; split by shards, the counts come from a cache's
         row counts (see ``beamtok.stream.ranks.even``). ``DistributedLoader(even=)`` evens ranks as
-        they read instead, for any data and across world sizes."""
+        they read instead, for any data and across world sizes.
+
+        Args:
+            rank: This reader's rank.
+            world_size: The number of ranks.
+            split: ``"shards"`` (whole shards) or ``"examples"`` (every world_size-th example).
+            even: None, ``"drop"`` or ``"pad"``: every reader ends with the same number of examples.
+            loader_workers: DataLoader workers a rank (to check there are shards for every reader).
+        Returns:
+            A new Dataset.
+        Raises:
+            ConfigError: The data cannot be split over that many readers (said in one line, before any worker
+                starts).
+        """
         if even is not None:
             check_choice(even, "even", EVEN_MODES)
         check_choice(split, "split", SPLIT_MODES)
@@ -377,7 +509,13 @@ class Dataset(PerShardStages, StreamStages, Caching):
         return self._pipeline.root.cached
 
     def stream_fingerprint_for(self, world_size: int) -> str:
-        """The stream fingerprint this dataset has when split over ``world_size`` ranks."""
+        """The stream fingerprint this dataset has when split over ``world_size`` ranks.
+
+        Args:
+            world_size: A world size.
+        Returns:
+            The stream fingerprint (a hex string).
+        """
         return self._pipeline.stream_fingerprint_for(world_size)
 
     @property
@@ -402,7 +540,19 @@ class Dataset(PerShardStages, StreamStages, Caching):
         of this reader (``skip(step)`` on a fresh iterator: without reading the steps before
         where ``it.seeks``). Nothing is read and no worker starts before ``next()`` (but a
         ``step`` that must be read through); use the iterator as a context manager (or call
-        ``close()``) to stop workers early."""
+        ``close()``) to stop workers early.
+
+        Args:
+            state_dict: A state from ``state_dict()``, or the list of every reader's state of a run on another
+                world size.
+            start_example: Start at this global example of the source (packed caches).
+            step: Start at this reader's step (the item ``skip(step)`` would reach).
+        Returns:
+            A DatasetIterator.
+        Raises:
+            StateError: The state belongs to another pipeline (the message names what changed) or is
+                malformed.
+        """
         if state_dict is not None:
             return self._replace(root=cut_as_saved(self._pipeline.root, state_dict))._iter(
                 state_dict, start_example=start_example, step=step
@@ -463,7 +613,13 @@ class Dataset(PerShardStages, StreamStages, Caching):
         ``resume_from``: every reader state of a run with another world size or number of
         DataLoader workers (``beamtok.reader_states(*loader_state_dicts)`` gathers them from
         each old rank's ``loader.state_dict()``); each new worker of each new rank resumes
-        its share of what they left."""
+        its share of what they left.
+
+        Args:
+            resume_from: Every reader state of a run with another world size or number of DataLoader workers.
+        Returns:
+            A ``torch.utils.data.IterableDataset`` with ``state_dict()`` and ``load_state_dict()``.
+        """
         require("to_torch()", "torch", "torchdata")
         from beamtok.stream.torch_dataset import TorchIterableDataset
 

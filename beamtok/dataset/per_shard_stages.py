@@ -48,11 +48,26 @@ class PerShardStages:
         return type(self)(dataclasses.replace(self._pipeline, root=root))
 
     def map(self: D, fn: Callable[[dict[str, Any]], dict[str, Any]], *, name: str | None = None) -> D:
-        """Transform each document record (before or after tokenize)."""
+        """Transform each document record (before or after tokenize).
+
+        Args:
+            fn: Called with each document record (a dict); returns the record to keep in its place.
+            name: The step's name in fingerprints and states (default: the function's qualified name); give
+                one for a lambda.
+        Returns:
+            A new Dataset with this step added (datasets are immutable).
+        """
         return self._add_step(MapStep(name or callable_name(fn), fn))
 
     def filter(self: D, fn: Callable[[dict[str, Any]], bool], *, name: str | None = None) -> D:
-        """Keep documents for which ``fn(record)`` is true; others count as ``filtered``."""
+        """Keep documents for which ``fn(record)`` is true; others count as ``filtered``.
+
+        Args:
+            fn: Called with each document record; a false result skips it (counted as ``filtered``).
+            name: The step's name in fingerprints and states (default: the function's qualified name).
+        Returns:
+            A new Dataset with this step added (datasets are immutable).
+        """
         return self._add_step(FilterStep(name or callable_name(fn), fn))
 
     def tokenize(
@@ -66,6 +81,20 @@ class PerShardStages:
         ``tokenizers`` otherwise; ``"tiktoken"`` insists on the fast path (refusing a tokenizer
         it cannot reproduce), ``"hf"`` never takes it. The tokens, and so the fingerprints and
         states, are the same whichever runs.
+
+        Args:
+            tokenizer: A tokenizer directory, a Hugging Face hub name kept on this machine, or a loaded
+                tokenizer.
+            field: The record field holding the text (default: the dataset's ``text_field``).
+            add_special_tokens: Whether the tokenizer's post-processor adds its tokens (BOS, [CLS]...) as it
+                does by default.
+            backend: ``"auto"``, ``"tiktoken"`` (the exact fast path or a ConfigError) or ``"hf"`` (Hugging
+                Face ``tokenizers`` only).
+        Returns:
+            A new Dataset with this step added (datasets are immutable).
+        Raises:
+            ConfigError: The tokenizer cannot be loaded, or ``backend="tiktoken"`` and no exact engine takes
+                it.
         """
         self._root_for_steps("tokenize").origin.check_step("tokenize")
         tok = load_tokenizer(tokenizer)
@@ -88,7 +117,18 @@ class PerShardStages:
         completion and EOS only (``labels`` -100 elsewhere). ``completion="completion"`` also
         accepts a ``generation`` field. Longer than ``max_length``: ``truncation`` cuts the
         completion's tail, the prompt's head, or drops the example (all counted).
-        ``bos=None`` follows the tokenizer's own policy (GPT-2 adds none)."""
+        ``bos=None`` follows the tokenizer's own policy (GPT-2 adds none).
+
+        Args:
+            tokenizer: A tokenizer directory, kept hub name, or loaded tokenizer.
+            prompt: The record field holding the prompt.
+            completion: The record field holding the completion (``generation`` is accepted in its place).
+            max_length: The longest example in tokens, or None for no limit.
+            truncation: ``"completion_tail"``, ``"prompt_head"`` or ``"drop"``: what a longer example loses.
+            bos: Whether to start each example with BOS; None follows the tokenizer's own post-processor.
+        Returns:
+            A new Dataset with this step added (datasets are immutable).
+        """
         self._root_for_steps("tokenize_sft").origin.check_step("tokenize_sft")
         tok = load_tokenizer(tokenizer)
         step = SftStep(tok.ref(), _bos_policy(tok, bos), max_length, truncation, prompt=prompt, completion=completion)
@@ -115,7 +155,21 @@ class PerShardStages:
         where the text does not start with it; ``eos=True`` puts EOS after each assistant turn
         that does not already hold it (for a template that ends turns with a marker the
         tokenizer does not treat as EOS). Longer than ``max_length``: ``truncation`` cuts the
-        end, the beginning, or drops the example (all counted)."""
+        end, the beginning, or drops the example (all counted).
+
+        Args:
+            tokenizer: A tokenizer directory, kept hub name, or loaded tokenizer.
+            template: A Jinja chat template, as a file path or a string; None takes the tokenizer's own.
+            messages: The record field holding the conversation (a list of ``{role, content}``).
+            max_length: The longest example in tokens, or None for no limit.
+            truncation: ``"completion_tail"``, ``"prompt_head"`` or ``"drop"``: what a longer example loses.
+            bos: Put BOS first where the rendered text does not start with it.
+            eos: Put EOS after each assistant turn that does not already end with it.
+        Returns:
+            A new Dataset with this step added (datasets are immutable).
+        Raises:
+            ConfigError: The template does not parse, or the tokenizer has none and none is given.
+        """
         self._root_for_steps("tokenize_chat").origin.check_step("tokenize_chat")
         tok = load_tokenizer(tokenizer)
         source = load_template_source(template, tok.chat_template, tok.name)
@@ -124,7 +178,16 @@ class PerShardStages:
         return self._add_step(step)
 
     def ensure_bos_eos(self: D, *, bos: bool = True, eos: bool = True) -> D:
-        """Add BOS/EOS where a document lacks them (GPT-2, whose BOS is its EOS, included)."""
+        """Add BOS/EOS where a document lacks them (GPT-2, whose BOS is its EOS, included).
+
+        Args:
+            bos: Add the tokenizer's BOS token where a document does not start with it.
+            eos: Add the tokenizer's EOS token where a document does not end with it.
+        Returns:
+            A new Dataset with this step added (datasets are immutable).
+        Raises:
+            ConfigError: The tokenizer lacks the token asked for, or the records are SFT or chat examples.
+        """
         if any(s.SUPERVISED for s in self._root_for_steps("ensure_bos_eos").spec.steps):
             raise ConfigError("ensure_bos_eos(): tokenize_sft/tokenize_chat already place BOS and EOS")
         ref = self._tokenizer_ref("ensure_bos_eos")
@@ -135,7 +198,14 @@ class PerShardStages:
         return self._add_step(BosEosStep(ref.bos_id if bos else None, ref.eos_id if eos else None))
 
     def filter_length(self: D, *, min_tokens: int | None = None, max_tokens: int | None = None) -> D:
-        """Skip documents shorter or longer than these token counts (counted as too_short/too_long)."""
+        """Skip documents shorter or longer than these token counts (counted as too_short/too_long).
+
+        Args:
+            min_tokens: Skip documents with fewer tokens (counted as ``too_short``); None: no floor.
+            max_tokens: Skip documents with more tokens (counted as ``too_long``); None: no ceiling.
+        Returns:
+            A new Dataset with this step added (datasets are immutable).
+        """
         return self._add_step(LengthFilterStep(min_tokens, max_tokens))
 
     def concat_chunk(self: D, seq_len: int, *, remainder: str = "pad") -> D:
@@ -143,11 +213,23 @@ class PerShardStages:
 
         ``remainder`` says what happens to a shard's last partial row: ``pad`` it, ``drop`` it
         (its tokens are counted as dropped) or ``keep`` it shorter.
+
+        Args:
+            seq_len: The tokens of each row.
+            remainder: ``"pad"``, ``"drop"`` or ``"keep"``: what becomes of a shard's last partial row.
+        Returns:
+            A new Dataset packed this way (a dataset has one packing).
         """
         return self._set_pack(ConcatChunk, seq_len, remainder=remainder)
 
     def pad(self: D, seq_len: int) -> D:
-        """One document (or SFT example) a row, truncated (counted) and padded to ``seq_len``."""
+        """One document (or SFT example) a row, truncated (counted) and padded to ``seq_len``.
+
+        Args:
+            seq_len: The tokens of each row: longer documents are truncated, shorter ones padded.
+        Returns:
+            A new Dataset packed this way (a dataset has one packing).
+        """
         return self._set_pack(Pad, seq_len)
 
     def pack_examples(self: D, seq_len: int, *, method: str = "greedy", window: int = 64) -> D:
@@ -158,6 +240,13 @@ class PerShardStages:
         example; examples longer than ``seq_len`` are skipped and counted as ``too_long``
         (set ``max_length`` on tokenize_sft/tokenize_chat to truncate them instead). The same
         holds when packing an unpacked cache at read time.
+
+        Args:
+            seq_len: The tokens of each row.
+            method: ``"greedy"`` (in order) or ``"first_fit"`` (first-fit decreasing over a window).
+            window: The examples ``first_fit`` packs at a time.
+        Returns:
+            A new Dataset packed this way (a dataset has one packing).
         """
         check_choice(method, "method", ("greedy", "first_fit"))
         mode = FirstFit if method == "first_fit" else Greedy
@@ -188,6 +277,15 @@ class PerShardStages:
         (``"truncate"``; the rest count as ``truncated_tokens``). ``bos=True`` starts every
         row with the tokenizer's BOS token: pieces that lack it get it prepended. A larger
         window wastes less padding and re-reads more documents when a resume lands in it.
+
+        Args:
+            seq_len: The tokens of each row.
+            method: ``"best_fit"``, the one method (best-fit decreasing over a window).
+            window: The documents packed at a time.
+            long_docs: ``"split"`` a longer document into pieces, or ``"truncate"`` it.
+            bos: Start every row with the tokenizer's BOS token.
+        Returns:
+            A new Dataset packed this way (a dataset has one packing).
         """
         check_choice(method, "method", ("best_fit",))
         check_choice(long_docs, "long_docs", ("split", "truncate"))
@@ -203,13 +301,26 @@ class PerShardStages:
         """Cut each document into unpadded rows of power-of-two lengths: ``max_len`` rows
         while the document lasts, then the binary form of the rest down to ``min_len`` (fewer
         tokens left over count as ``truncated_tokens``). No row crosses a document; batch them
-        with ``batch_tokens(max_tokens)`` for variable sequence length training."""
+        with ``batch_tokens(max_tokens)`` for variable sequence length training.
+
+        Args:
+            max_len: The longest row (a power of two).
+            min_len: The shortest row (a power of two); shorter leftovers are counted as truncated.
+        Returns:
+            A new Dataset packed this way (a dataset has one packing).
+        """
         return self._set_pack(PowerOfTwo, max_len, window=min_len)
 
     def sliding_window(self: D, seq_len: int, *, stride: int | None = None) -> D:
         """Windows of ``seq_len`` tokens every ``stride`` tokens (default: no overlap).
 
         Overlapped tokens are masked out of the loss in every window but a document's first.
+
+        Args:
+            seq_len: The tokens of each window.
+            stride: Tokens between window starts; None: ``seq_len`` (no overlap).
+        Returns:
+            A new Dataset packed this way (a dataset has one packing).
         """
         return self._set_pack(Window, seq_len, stride=stride if stride is not None else seq_len)
 

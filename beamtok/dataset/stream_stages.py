@@ -34,7 +34,14 @@ class StreamStages:
         self._pipeline = pipeline
 
     def shuffle(self: S, window: int, *, seed: int = 0) -> S:
-        """Shuffle examples within windows of ``window``; a checkpoint re-reads at most one window."""
+        """Shuffle examples within windows of ``window``; a checkpoint re-reads at most one window.
+
+        Args:
+            window: Examples shuffled together (memory holds one window).
+            seed: The seed; each window's order derives from it and the window's number.
+        Returns:
+            A new Dataset with this stream stage added.
+        """
         return self._add_stage(Shuffle(window, seed))
 
     def batch(
@@ -55,7 +62,17 @@ class StreamStages:
         ``beamtok.attention.packed_labels`` masks those tokens where labels are made for a
         model. ``pad_positions="continue"`` numbers padding on from the row's last token, so
         ``position_ids == 0`` marks exactly the pieces (flash-attention varlen from position
-        ids); the default ``"zero"`` keeps padding at 0."""
+        ids); the default ``"zero"`` keeps padding at 0.
+
+        Args:
+            size: Rows a batch.
+            drop_last: Drop a last batch of fewer rows.
+            tensors: ``"numpy"`` arrays or ``"torch"`` tensors.
+            mask_starts: Zero the loss mask at each segment's first token (no loss across a document edge).
+            pad_positions: ``"zero"`` or ``"continue"``: the position ids of padding.
+        Returns:
+            A new Dataset with this stream stage added.
+        """
         return self._add_stage(Batch(size, drop_last, tensors, mask_starts, pad_positions))
 
     def batch_tokens(
@@ -75,7 +92,21 @@ class StreamStages:
         batch, over windows of ``window`` rows. ``order``: ``"natural"`` (seeded) or
         ``"grow"`` (each of ``cycles`` cycles short rows first). ``max_len`` (a length, or a
         schedule ``[(start_row, length), ...]``) cuts longer rows into pieces, for a
-        sequence-length warm-up. See ``beamtok.stream.stages.token_batch``."""
+        sequence-length warm-up. See ``beamtok.stream.stages.token_batch``.
+
+        Args:
+            max_tokens: The token budget of a batch (rows x row length).
+            window: Rows gathered to sort into batches of one length.
+            order: ``"natural"`` (seeded) or ``"grow"`` (short rows first in each cycle).
+            cycles: Cycles of ``"grow"`` over the stream.
+            seed: The seed of the ``"natural"`` order.
+            min_len: The smallest bucket (rows shorter are padded up to it).
+            max_len: Cut longer rows into pieces of this length, or a schedule ``[(start_row,
+                length), ...]``; None: no cut.
+            tensors: ``"numpy"`` arrays or ``"torch"`` tensors.
+        Returns:
+            A new Dataset with this stream stage added.
+        """
         schedule = (
             ((0, max_len),)
             if isinstance(max_len, int)
@@ -90,17 +121,38 @@ class StreamStages:
         batch_size``, dealt so every rank gets about the same attention cost (the sum of its
         documents' squared lengths), in place of ``shard_by_rank`` + ``batch``: every rank reads
         the whole stream. ``stats()["balance"]`` reports the imbalance dealt and that of a
-        plain split. A resume may change rank and world size. See ``beamtok.stream.ranks.balance``."""
+        plain split. A resume may change rank and world size. See ``beamtok.stream.ranks.balance``.
+
+        Args:
+            batch_size: Rows of each rank's batch.
+            rank: This reader's rank.
+            world_size: The number of ranks.
+            tensors: ``"numpy"`` arrays or ``"torch"`` tensors.
+        Returns:
+            A new Dataset with this stream stage added.
+        """
         if self._pipeline.reader.world_size > 1:
             raise ConfigError("balance_ranks() deals each global batch between ranks itself: drop shard_by_rank()")
         return self._add_stage(BalanceRanks(batch_size, rank, world_size, tensors))
 
     def take(self: S, count: int) -> S:
-        """Stop after ``count`` items."""
+        """Stop after ``count`` items.
+
+        Args:
+            count: Items handed out before the stream ends.
+        Returns:
+            A new Dataset with this stream stage added.
+        """
         return self._add_stage(Take(count))
 
     def enumerate(self: S, start: int = 0) -> S:
-        """Yield ``(i, item)`` pairs."""
+        """Yield ``(i, item)`` pairs.
+
+        Args:
+            start: The first number.
+        Returns:
+            A new Dataset whose items are ``(number, item)`` pairs.
+        """
         return self._add_stage(Enumerate(start))
 
     def _add_stage(self: S, stage: Stage) -> S:

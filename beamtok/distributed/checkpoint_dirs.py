@@ -28,12 +28,23 @@ _STEP_DIRECTORY = re.compile(r"^step_(\d+)$")
 
 
 def step_directory(root: str | os.PathLike[str], step: int) -> Path:
-    """Where the checkpoint of global step ``step`` goes under ``root``."""
+    """Where the checkpoint of global step ``step`` goes under ``root``.
+
+    Args:
+        root: The checkpoints' directory.
+        step: The global step.
+    Returns:
+        The directory of that step's checkpoint.
+    """
     return Path(root) / f"step_{step:08d}"
 
 
 def mark_complete(directory: str | os.PathLike[str]) -> None:
-    """Mark a checkpoint directory as fully written (atomically: a reader sees it or not)."""
+    """Mark a checkpoint directory as fully written (atomically: a reader sees it or not).
+
+    Args:
+        directory: A checkpoint directory, every file written.
+    """
     directory = Path(directory)
     partial = directory / f".{COMPLETE_MARKER}.partial"
     files = {p.name: p.stat().st_size for p in sorted(directory.iterdir()) if p.is_file() and p.name != partial.name}
@@ -46,7 +57,13 @@ def mark_complete(directory: str | os.PathLike[str]) -> None:
 
 def missing_files(directory: str | os.PathLike[str]) -> list[str]:
     """The files a complete checkpoint's marker lists that are gone or of another size now
-    (``name (N bytes, now M)``); empty for a marker that lists none."""
+    (``name (N bytes, now M)``); empty for a marker that lists none.
+
+    Args:
+        directory: A checkpoint directory.
+    Returns:
+        What its marker lists that is gone or changed.
+    """
     directory = Path(directory)
     try:
         listed = json.loads((directory / COMPLETE_MARKER).read_text()).get("files", {})
@@ -65,7 +82,13 @@ def missing_files(directory: str | os.PathLike[str]) -> list[str]:
 def newest_complete(root: str | os.PathLike[str]) -> tuple[int, Path] | None:
     """The step and directory of the newest complete checkpoint under ``root`` (None: none).
     A checkpoint marked complete that has lost a file since is passed over for the one before
-    it, with one warning naming the file."""
+    it, with one warning naming the file.
+
+    Args:
+        root: The checkpoints' directory.
+    Returns:
+        ``(step, directory)``, or None.
+    """
     root = Path(root)
     if not root.is_dir():
         return None

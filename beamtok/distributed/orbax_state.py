@@ -47,6 +47,13 @@ class BeamtokCheckpointHandler(ocp.handlers.CheckpointHandler):
     """Saves this process's beamtok state; restores every process's, in process order."""
 
     def save(self, directory: epath.Path, *args: Any, **kwargs: Any) -> None:
+        """Write this process's state as ``process_I-of-N.json``.
+
+        Args:
+            directory: The checkpoint item's directory.
+            *args: ``BeamtokSave`` (Orbax passes it as ``args``).
+            **kwargs: Orbax's.
+        """
         save_args: BeamtokSave = kwargs["args"] if "args" in kwargs else args[0]
         index, count = jax.process_index(), jax.process_count()
         path = epath.Path(directory) / f"process_{index}-of-{count}.json"
@@ -55,10 +62,27 @@ class BeamtokCheckpointHandler(ocp.handlers.CheckpointHandler):
     def restore(self, directory: epath.Path, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         """Every old process's state, in process order, whatever the process count now:
         ``iter(state_dict=...)`` resumes each process from its own where the count is the
-        saved one, and merges them where it is not."""
+        saved one, and merges them where it is not.
+
+        Args:
+            directory: The checkpoint item's directory.
+            *args: Orbax's (unused).
+            **kwargs: Orbax's (unused).
+        Returns:
+            Every old process's state.
+        Raises:
+            StateError: A process's file is missing or doubled, or files of two process counts are mixed.
+        """
         return _read_states(epath.Path(directory))
 
     def metadata(self, directory: epath.Path) -> None:
+        """No metadata is kept.
+
+        Args:
+            directory: The checkpoint item's directory.
+        Returns:
+            None: the item keeps none.
+        """
         return None
 
 
@@ -94,7 +118,11 @@ def _read_states(directory: epath.Path) -> list[dict[str, Any]]:
 @ocp.args.register_with_handler(BeamtokCheckpointHandler, for_save=True)
 @dataclasses.dataclass
 class BeamtokSave(ocp.args.CheckpointArgs):
-    """This process's beamtok iterator state (``it.state_dict()``), to save."""
+    """This process's beamtok iterator state (``it.state_dict()``), to save.
+
+    Attributes:
+        state: This process's ``it.state_dict()``.
+    """
 
     state: dict[str, Any]
 
@@ -102,4 +130,5 @@ class BeamtokSave(ocp.args.CheckpointArgs):
 @ocp.args.register_with_handler(BeamtokCheckpointHandler, for_restore=True)
 @dataclasses.dataclass
 class BeamtokRestore(ocp.args.CheckpointArgs):
-    """Restore the beamtok state: this process's, or every old process's on another count."""
+    """Restore the beamtok state: every old process's, in process order. It has no fields:
+    the handler reads every state file of the checkpoint item."""

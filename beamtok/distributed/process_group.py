@@ -40,7 +40,14 @@ def start_process_group(backend: str = "gloo", *, timeout: timedelta | None = No
     restarted by ``--max-restarts`` starts rather than hangs. Outside it: a group of one
     process. With ``backend="nccl"`` each process takes the GPU of its ``LOCAL_RANK`` first
     (collectives of Python objects, such as a loader's state gather, need it). A group already
-    started is left as it is."""
+    started is left as it is.
+
+    Args:
+        backend: ``"gloo"`` or ``"nccl"``.
+        timeout: The collectives' timeout (None: torch's).
+    Returns:
+        ``(rank, world_size)``.
+    """
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     if backend == "nccl":

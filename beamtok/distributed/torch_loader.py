@@ -99,6 +99,22 @@ class DistributedLoader(Stateful):
         group: Any = None,
         **loader_options: Any,
     ) -> None:
+        """See the class docstring for what each choice does.
+
+        Args:
+            dataset: A Dataset, or a function ``(rank, world_size) -> Dataset``.
+            split: ``"shards"`` or ``"examples"``: how the data is split over the readers.
+            even: ``"drop"``, ``"pad"`` or None (see above).
+            num_workers: DataLoader workers a rank.
+            rank: This rank (None: the group's).
+            world_size: The ranks (None: the group's).
+            group: The data-parallel process group, or a one-dimensional ``DeviceMesh`` (None: the default
+                group).
+            **loader_options: Passed to the ``StatefulDataLoader``.
+        Raises:
+            ConfigError: The data cannot be split over the readers, or an option is invalid (before any worker
+                starts).
+        """
         distributed = dist.is_available() and dist.is_initialized()
         if isinstance(group, DeviceMesh):
             if group.ndim != 1:
@@ -208,7 +224,13 @@ class DistributedLoader(Stateful):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Every old rank's state, from a checkpoint of any world size; applied when the loader
-        is next built (a loader already reading starts again from it)."""
+        is next built (a loader already reading starts again from it).
+
+        Args:
+            state_dict: What ``state_dict()`` returned, from a run of any world size.
+        Raises:
+            StateError: The checkpoint holds no beamtok state under this loader's key.
+        """
         # DCP loads into the dict state_dict() returned: a value it did not read is still the very object given
         if self._returned is not None and isinstance(state_dict, dict) and state_dict.get("states") is self._returned:
             raise StateError(

@@ -30,7 +30,14 @@ END_OF_SHARD = 1 << 62  # a DocItem whose counts are due only when the shard end
 
 @dataclass(frozen=True)
 class ShardCursor:
-    """Where the next example of a shard starts: its index, doc cursor and token offset."""
+    """Where the next example of a shard starts: its index, doc cursor and token offset.
+
+    Attributes:
+        index: The shard's number.
+        doc: The document cursor (a byte, line or row, as the format counts).
+        token: The token offset into that document.
+        done: Whether the shard is finished.
+    """
 
     index: int = 0
     doc: int = 0
@@ -44,6 +51,15 @@ class ShardCursor:
 
     @classmethod
     def from_json(cls, state: Any) -> ShardCursor:
+        """From its JSON form.
+
+        Args:
+            state: What ``to_json()`` returned.
+        Returns:
+            The cursor.
+        Raises:
+            StateError: The state is malformed.
+        """
         if not isinstance(state, dict) or set(state) != set(cls.KEYS):
             raise StateError(f"shard cursor must have exactly the keys {cls.KEYS}, got {state!r}")
         ints = [state[k] for k in ("index", "doc", "token")]
@@ -67,7 +83,16 @@ def _add_skips(a: Mapping[str, int], b: Mapping[str, int]) -> Mapping[str, int]:
 
 @dataclass(frozen=True)
 class DocCounts:
-    """What happened to documents: read = emitted + sum(skipped). Immutable; add with ``+``."""
+    """What happened to documents: read = emitted + sum(skipped). Immutable; add with ``+``.
+
+    Attributes:
+        read: Documents read.
+        emitted: Documents that became examples.
+        skipped: Documents skipped, by reason.
+        truncated_tokens: Tokens cut off by truncation.
+        dropped_tokens: Tokens dropped (a remainder row dropped, a piece too short).
+        truncated_docs: Documents truncated.
+    """
 
     read: int = 0
     emitted: int = 0
@@ -112,7 +137,13 @@ class DocCounts:
         return (DocCounts, fields)
 
     def skip_emitted(self, reason: str) -> DocCounts:
-        """These counts with one emitted document moved to ``skipped[reason]``."""
+        """These counts with one emitted document moved to ``skipped[reason]``.
+
+        Args:
+            reason: Why (a skip reason).
+        Returns:
+            These counts with one emitted example counted as skipped.
+        """
         return replace(
             self, emitted=self.emitted - 1, skipped={**self.skipped, reason: self.skipped.get(reason, 0) + 1}
         )
@@ -129,6 +160,15 @@ class DocCounts:
 
     @classmethod
     def from_json(cls, state: dict[str, Any]) -> DocCounts:
+        """From its JSON form.
+
+        Args:
+            state: What ``to_json()`` returned.
+        Returns:
+            The counts.
+        Raises:
+            StateError: The state is malformed.
+        """
         return cls(
             state["read"],
             state["emitted"],

@@ -33,6 +33,11 @@ class ShardProcessor:
     """Run a spec's shard processing over one shard, from any cursor."""
 
     def __init__(self, spec: Spec) -> None:
+        """Nothing is loaded until the first shard: the tokenizers load in ``prepare()``.
+
+        Args:
+            spec: What decides the examples: reading, per-document steps, packing.
+        """
         self.spec = spec
         self._tokenizers: dict[str, Tokenizer] = {}
         self._templates: dict[str, ChatTemplate] = {}
@@ -49,7 +54,14 @@ class ShardProcessor:
                 self._templates[source] = ChatTemplate(source, tok.bos_token, tok.eos_token)
 
     def run(self, shard: Shard, start: ShardCursor | None = None) -> Iterator[Produced]:
-        """Yield the examples of ``shard`` from ``start`` on, each with the cursor after it."""
+        """Yield the examples of ``shard`` from ``start`` on, each with the cursor after it.
+
+        Args:
+            shard: The shard.
+            start: Where to start (None: the shard's start).
+        Yields:
+            Each example (``Produced``) with the cursor after it.
+        """
         start = start or ShardCursor()
         if start.done:
             return
@@ -58,7 +70,15 @@ class ShardProcessor:
     def documents(self, shard: Shard, start: int = 0, stop: int | None = None) -> Iterator[DocItem]:
         """The documents of ``shard`` with doc cursors in ``[start, stop)``, through the
         per-document steps, ready to pack. Steps see one document at a time, so the items of
-        a file read in ranges are those of the file read whole."""
+        a file read in ranges are those of the file read whole.
+
+        Args:
+            shard: The shard.
+            start: The first doc cursor.
+            stop: The doc cursor to stop at (None: the end).
+        Yields:
+            Each document after the per-document steps.
+        """
         self.prepare()
         ctx = StepContext(shard.url, self.spec.on_error, self._tokenizers, self._templates)
         tokenized = self.spec.tokenized
@@ -78,7 +98,15 @@ class ShardProcessor:
         self, shard_index: int, documents: Iterable[DocItem], start: ShardCursor | None = None
     ) -> Iterator[Produced]:
         """Pack a shard's documents (from :meth:`documents`, read from ``start``) into examples,
-        each with the cursor after it (``beamtok.shards.packing``: the one packer of each mode)."""
+        each with the cursor after it (``beamtok.shards.packing``: the one packer of each mode).
+
+        Args:
+            shard_index: The shard's number.
+            documents: Its documents, from :meth:`documents`.
+            start: Where they were read from.
+        Yields:
+            Each example with the cursor after it.
+        """
         return packed(
             shard_index,
             documents,

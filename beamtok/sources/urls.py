@@ -38,7 +38,14 @@ class Shard:
     """One unit of ordered work: an input file, or an in-memory source. ``root``: the
     directory a relative local ``url`` was given in (a build's workers may run elsewhere,
     as a Dask worker started in another directory does); it is where the file is opened,
-    never part of what the shard is."""
+    never part of what the shard is.
+
+    Attributes:
+        index: The shard's number in the dataset's order.
+        url: Its file (or a name for in-memory data).
+        data: In-memory data (None for a file).
+        root: The shard it was cut from, for a range.
+    """
 
     index: int
     url: str
@@ -89,6 +96,13 @@ def expand_urls(patterns: str | Iterable[str]) -> list[str]:
 
     Brace patterns keep their written order; each local glob is sorted. A pattern that matches
     nothing, or a local file that does not exist, is an error naming the pattern.
+
+    Args:
+        patterns: A URL, path or pattern, or several.
+    Returns:
+        The URLs, in order, each once.
+    Raises:
+        ConfigError: A pattern matches nothing, or a local file does not exist.
     """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [os.fspath(patterns)]

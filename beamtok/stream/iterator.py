@@ -95,6 +95,13 @@ class DatasetIterator:
     def __init__(
         self, pipeline: Pipeline, split: ReaderSplit, state: IteratorState | dict[str, Any] | list[Any] | None = None
     ) -> None:
+        """Made by :meth:`~beamtok.Dataset.iter`, which says what each start means.
+
+        Args:
+            pipeline: The stream as data (``Dataset.pipeline``).
+            split: This reader's part of it.
+            state: Where to start: a state, the list of every reader's state of an earlier run, or None.
+        """
         self.pipeline = pipeline
         self.split = split
         self._spec_fp = pipeline.spec_fingerprint
@@ -264,7 +271,15 @@ class DatasetIterator:
         passed: readers that call this at the same step agree on it. Returns that global
         example index. The change is kept in the state, so a resume (on any world size)
         replays it. Call it in the process that iterates: with DataLoader workers, each
-        worker's iterator is out of reach."""
+        worker's iterator is out of reach.
+
+        Args:
+            weights: One weight a source, in the order the mix was given them.
+        Returns:
+            The global example index from which the new weights hold.
+        Raises:
+            ConfigError: The stream is not a mix, or the weights are not one a source.
+        """
         if isinstance(weights, dict):
             raise ConfigError(
                 f"set_weights takes one weight per source, in the order the mix was given its sources "
@@ -277,7 +292,13 @@ class DatasetIterator:
         """Pass the next ``items`` items (batches, when batched) as if read and dropped, e.g.
         the steps after a loss spike: the state stays exact, and records the range skipped
         (``inspect`` shows it). Seeks without reading where :attr:`seeks` says so, otherwise
-        reads through. Returns how many were passed (fewer at the end of the stream)."""
+        reads through. Returns how many were passed (fewer at the end of the stream).
+
+        Args:
+            items: Items (batches, when batched) to pass.
+        Returns:
+            How many were passed (fewer at the end of the stream).
+        """
         items = check_option(items, "items to skip")
         first = self.step
         if self.seeks:
@@ -321,7 +342,13 @@ class DatasetIterator:
         window holds, and include other readers' examples under an example split.
         ``remote_retries``: transient remote read errors retried so far by this process and its
         tokenization workers (all its streams). ``timing=True`` adds ``timing``, the live view of
-        :meth:`timing` (left out by default: it differs run to run, the counts do not)."""
+        :meth:`timing` (left out by default: it differs run to run, the counts do not).
+
+        Args:
+            timing: Add the live ``timing`` view.
+        Returns:
+            The figures as a JSON-serializable dict.
+        """
         self._merge_now()
         self._root.catch_up()  # a restored shuffle window counts as read, as in the run that saved the state
         stats = self._source.stats_json()
@@ -345,5 +372,9 @@ class DatasetIterator:
         return self._timing.to_json()
 
     def print_timing(self, file: Any = None) -> None:
-        """Print :meth:`timing` as a table (to stderr unless ``file`` is given)."""
+        """Print :meth:`timing` as a table (to stderr unless ``file`` is given).
+
+        Args:
+            file: Where to print (None: stderr).
+        """
         print(describe_timing(self._timing.to_json()), file=file if file is not None else sys.stderr)

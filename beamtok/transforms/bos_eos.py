@@ -12,6 +12,13 @@ def ensure_bos_eos(ids: np.ndarray, bos_id: int | None, eos_id: int | None) -> n
 
     Where BOS equals EOS (GPT-2), a lone special token counts as the BOS, so a one-token
     document still gets its EOS.
+
+    Args:
+        ids: A document's token ids.
+        bos_id: The BOS id, or None to leave the start.
+        eos_id: The EOS id, or None to leave the end.
+    Returns:
+        The ids with both ends in place (``ids`` itself when nothing is added).
     """
     n = len(ids)
     has_bos = bos_id is None or (n > 0 and ids[0] == bos_id)

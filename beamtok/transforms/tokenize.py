@@ -94,6 +94,19 @@ class Tokenizer:
         chat_template: str | None = None,
         directory: str | None = None,
     ) -> None:
+        """Use :func:`load_tokenizer` rather than this; the arguments are what it finds.
+
+        Args:
+            backend: The ``tokenizers.Tokenizer``.
+            name: The name it was loaded by (a directory or hub name).
+            bos_id: The BOS token id, or None.
+            eos_id: The EOS token id, or None.
+            pad_id: The padding id (None: EOS, else 0).
+            hf: The ``transformers`` tokenizer, where one is loaded.
+            vocab_size: The vocabulary with added tokens (None: the backend's).
+            chat_template: The tokenizer's chat template, if any.
+            directory: Where ``hf`` is loaded from when first asked for.
+        """
         self.name = name
         self.backend = without_length_settings(backend, name)
         self._hf = hf
@@ -122,7 +135,15 @@ class Tokenizer:
     @classmethod
     def from_loaded(cls, loaded: LoadedTokenizer, name: str, directory: str) -> Tokenizer:
         """The tokenizer ``transformers`` made of ``directory`` when it was kept on this machine
-        (:mod:`beamtok.transforms.loaded_tokenizers`), without importing ``transformers``."""
+        (:mod:`beamtok.transforms.loaded_tokenizers`), without importing ``transformers``.
+
+        Args:
+            loaded: What ``transformers`` made of the directory, as kept.
+            name: The name to give it.
+            directory: The directory.
+        Returns:
+            The Tokenizer.
+        """
         from tokenizers import Tokenizer as RustTokenizer
 
         backend = RustTokenizer.from_str(loaded.backend_json)
@@ -149,7 +170,16 @@ class Tokenizer:
 
     @classmethod
     def from_hf(cls, hf_tokenizer: Any, name: str) -> Tokenizer:
-        """Wrap a loaded ``transformers`` fast tokenizer."""
+        """Wrap a loaded ``transformers`` fast tokenizer.
+
+        Args:
+            hf_tokenizer: A loaded ``transformers`` fast tokenizer.
+            name: The name to give it.
+        Returns:
+            The Tokenizer.
+        Raises:
+            ConfigError: The tokenizer is not a fast (Rust) one.
+        """
         if not getattr(hf_tokenizer, "is_fast", False):
             raise ConfigError(f"tokenizer {name!r} is not a fast (Rust) tokenizer")
         template = getattr(hf_tokenizer, "chat_template", None)
@@ -188,7 +218,15 @@ class Tokenizer:
 
     @classmethod
     def from_serialized(cls, blob: dict[str, Any]) -> Tokenizer:
-        """Rebuild a tokenizer from :meth:`serialize` output, checking its fingerprint."""
+        """Rebuild a tokenizer from :meth:`serialize` output, checking its fingerprint.
+
+        Args:
+            blob: What :meth:`serialize` returned.
+        Returns:
+            The Tokenizer.
+        Raises:
+            ConfigError: The blob's fingerprint does not match its files.
+        """
         from tokenizers import Tokenizer as RustTokenizer
 
         try:
@@ -285,7 +323,17 @@ class Tokenizer:
         self, texts: Sequence[str], add_special_tokens: bool = True, backend: str = "auto"
     ) -> list[np.ndarray]:
         """Token ids of each text, as int32 arrays. ``backend``: "auto" (tiktoken where it is
-        proven exact, else ``tokenizers``), "tiktoken" (refused where not exact) or "hf"."""
+        proven exact, else ``tokenizers``), "tiktoken" (refused where not exact) or "hf".
+
+        Args:
+            texts: The texts.
+            add_special_tokens: Add the post-processor's tokens.
+            backend: ``"auto"``, ``"tiktoken"`` or ``"hf"``.
+        Returns:
+            One int32 array of ids a text.
+        Raises:
+            ConfigError: ``backend="tiktoken"`` and no exact engine takes the file.
+        """
         if backend == "tiktoken":
             return self.exact_encoder().encode_batch(texts, add_special_tokens)
         if backend == "auto" and self.fast_path() is not None:
@@ -294,6 +342,13 @@ class Tokenizer:
         return [int32_ids(e.ids) for e in encodings]
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        """The text of ``ids``, special tokens included.
+
+        Args:
+            ids: Token ids.
+        Returns:
+            The text.
+        """
         return str(self.backend.decode([int(i) for i in ids], skip_special_tokens=False))
 
     def ref(self) -> TokenizerRef:
@@ -334,7 +389,17 @@ def without_length_settings(backend: Any, name: str) -> Any:
 
 
 def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokenizer:
-    """Load a tokenizer from a local directory or hub name, or wrap a loaded HF fast tokenizer."""
+    """Load a tokenizer from a local directory or hub name, or wrap a loaded HF fast tokenizer.
+
+    Args:
+        tokenizer: A directory, a hub name kept on this machine, a Tokenizer, or a loaded ``transformers``
+            fast tokenizer.
+        trust_remote_code: Passed to ``transformers`` for a tokenizer with code of its own.
+    Returns:
+        The Tokenizer (one per name and files in a process).
+    Raises:
+        ConfigError: Nothing loadable is there (the message says what is missing).
+    """
     if isinstance(tokenizer, Tokenizer):
         return _remember(tokenizer)
     if isinstance(tokenizer, os.PathLike):

@@ -103,6 +103,68 @@ def test_the_site_builds_strictly_with_generated_pages(tmp_path):
         raw = re.findall(r":(?:func|meth|class|mod|attr|data|exc|obj):<code>", page.read_text())
         assert not raw, f"{page.relative_to(tmp_path)} shows Sphinx roles as text: {raw[:3]}"
     assert 'href="#beamtok.Dataset.cache"' in api  # a role became a link
+    undocumented = [
+        f"{anchor}: {name}"
+        for anchor, names in api_callables()
+        for name in names
+        if not re.search(rf"<code>(<span [^>]*>)?\*{{0,2}}{re.escape(name)}(</span>)?</code>", api_section(api, anchor))
+    ]
+    assert not undocumented, f"parameters the API reference does not list: {undocumented}"
+
+
+def api_callables() -> list[tuple[str, list[str]]]:
+    """Every callable docs/api.md renders (a module's exports, or the object named), with the
+    names of its parameters (a dataclass: its fields), keyed by its anchor on the page."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    def params(function: object) -> list[str]:
+        try:
+            signature = inspect.signature(function)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return []
+        return [name for name in signature.parameters if name not in ("self", "cls")]
+
+    def of_class(anchor: str, cls: type) -> list[tuple[str, list[str]]]:
+        if dataclasses.is_dataclass(cls):
+            out = [(anchor, [f.name for f in dataclasses.fields(cls)])]
+        else:
+            out = [(anchor, params(cls.__init__) if "__init__" in cls.__dict__ else [])]
+        for klass in cls.__mro__:
+            if not klass.__module__.startswith("beamtok"):
+                continue
+            for name, value in klass.__dict__.items():
+                function = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+                if not name.startswith("_") and inspect.isfunction(function):
+                    out.append((f"{anchor}.{name}", params(function)))
+        return out
+
+    found: list[tuple[str, list[str]]] = []
+    for line in (ROOT / "docs" / "api.md").read_text().splitlines():
+        if not line.startswith("::: "):
+            continue
+        target = line[4:].strip()
+        try:
+            module = importlib.import_module(target)
+            items = [(f"{target}.{name}", getattr(module, name)) for name in getattr(module, "__all__", [])]
+        except ImportError:
+            parent, _, name = target.rpartition(".")
+            items = [(target, getattr(importlib.import_module(parent), name))]
+        for anchor, obj in items:
+            if inspect.isclass(obj) and not issubclass(obj, BaseException):
+                found += of_class(anchor, obj)
+            elif inspect.isfunction(obj):
+                found.append((anchor, params(obj)))
+    return [(anchor, names) for anchor, names in found if names]
+
+
+def api_section(page: str, anchor: str) -> str:
+    """The part of the API page from ``anchor``'s heading to the next object's."""
+    start = page.find(f'id="{anchor}"')
+    assert start >= 0, f"{anchor} is not on the API page"
+    following = re.compile(r'id="beamtok\.[^"]+" class="doc doc-heading"').search(page, start + len(anchor) + 5)
+    return page[start : following.start() if following else len(page)]
 
 
 @pytest.mark.parametrize("module", ["beamtok.dataset.dataset"])
