@@ -23,7 +23,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("dataset", ("beamtok.dataset",)),
     (
         "top",
-        ("beamtok", "beamtok.cli", "beamtok.trainer", "beamtok.attention", "beamtok.testing", "beamtok.distributed"),
+        (
+            "beamtok",
+            "beamtok.cli",
+            "beamtok.trainer",
+            "beamtok.attention",
+            "beamtok.testing",
+            "beamtok.distributed",
+            "beamtok.grain_source",
+        ),
     ),
 ]
 MAX_LINES = 500
