@@ -22,6 +22,7 @@ from beamtok.base.scratch import scratch_directory
 from beamtok.beam.build import BuildCache
 from beamtok.beam.options import check_beam_args
 from beamtok.beam.pipelines import beam_counters, is_local, pipeline_for
+from beamtok.beam.worker_count import fitted_worker_args
 from beamtok.beam.worker_logs import quiet_worker_stderr
 from beamtok.cache.build.lock import BuildLock
 from beamtok.cache.build.output import check_counters, check_output, prepare_output, write_failures
@@ -99,7 +100,7 @@ def run_cache(
     and reused...) when the runner reports them."""
     if spec.tokenizer is None:
         raise ConfigError("a cache holds tokens: call tokenize() before cache()")
-    beam_args = check_beam_args(beam_args)
+    beam_args = fitted_worker_args(check_beam_args(beam_args), shards, split_bytes_option(split_bytes, "split_bytes"))
     check_bucket_names([output, *beam_args, *(s.url for s in shards)])
     storage = Storage(output)
     check_output(storage)

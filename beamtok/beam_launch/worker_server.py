@@ -36,7 +36,7 @@ from typing import Any
 from beamtok.base.scratch import hold_directory, release_directory
 from beamtok.core.cache_options import LOCAL_RUNNERS
 
-__all__ = ["WorkerServer", "asks_for_local_workers", "process_server", "start_early"]
+__all__ = ["WorkerServer", "asks_for_local_workers", "option_value", "process_server", "start_early"]
 
 SOCKET_NAME = "workers.sock"
 MAX_SOCKET_PATH = 107  # bytes of a Unix socket's path on Linux (sun_path holds 108, NUL included)
@@ -55,7 +55,8 @@ def socket_directory() -> str:
     return tempfile.mkdtemp(prefix="beamtok-workers-", dir=SHORT_TEMP_ROOT)
 
 
-def _option(args: Sequence[str], name: str) -> str | None:
+def option_value(args: Sequence[str], name: str) -> str | None:
+    """The value the command-line flags give ``--name`` (the last one wins), or None."""
     value = None
     for i, arg in enumerate(args):
         if arg.startswith(f"--{name}="):
@@ -68,11 +69,11 @@ def _option(args: Sequence[str], name: str) -> str | None:
 def asks_for_local_workers(beam_args: Sequence[str]) -> bool:
     """Whether these Beam options run a local build on worker processes (read from the flags
     alone, without importing Beam: a guess that only decides whether to start warm)."""
-    runner = _option(beam_args, "runner")
-    workers = _option(beam_args, "direct_num_workers")
+    runner = option_value(beam_args, "runner")
+    workers = option_value(beam_args, "direct_num_workers")
     return (
         runner in LOCAL_RUNNERS
-        and _option(beam_args, "direct_running_mode") == "multi_processing"
+        and option_value(beam_args, "direct_running_mode") == "multi_processing"
         and (workers is None or not workers.isdigit() or int(workers) != 1)
     )
 
