@@ -103,6 +103,35 @@ class Caching:
         )
         return self._replace(root=cached_root)
 
+    def to_megatron(self, prefix: str, **beam_options: Any) -> dict[str, Any]:
+        """Write this dataset's documents, tokenized by its per-shard steps, as Megatron-Core's
+        indexed dataset ``prefix.bin``/``prefix.idx`` through a Beam pipeline (the files
+        Megatron's ``preprocess_data.py`` writes for the same documents; see
+        ``beamtok.beam.megatron`` and docs/megatron.md).
+
+        Args:
+            prefix: The output path without its ``.bin``/``.idx`` suffix (local).
+            **beam_options: Beam pipeline options (``direct_running_mode``, ``direct_num_workers``...).
+
+        Returns:
+            What was written: ``files``, ``documents``, ``tokens``, ``dtype`` and the document counts.
+
+        Raises:
+            ConfigError: The dataset reads a cache or a mix, has stream stages, packs, or holds
+                SFT or chat examples.
+        """
+        if self._pipeline.root.cached:
+            raise ConfigError("to_megatron() writes documents read on the fly; this dataset reads a cache")
+        root = shard_root(self._pipeline.root, "to_megatron()")
+        if self._pipeline.stages:
+            raise ConfigError(
+                "to_megatron() writes the per-shard processing: call it before shuffle/batch/take/enumerate"
+            )
+        require("to_megatron()", "apache_beam")
+        from beamtok.beam.megatron import run_megatron
+
+        return run_megatron(root.spec, root.shards, prefix, beam_args(beam_options))
+
     def cache_as_you_go(
         self: D,
         directory: str,
