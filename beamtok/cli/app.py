@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -35,6 +36,11 @@ def configure_logging(verbose: int, quiet: bool, log_level: str | None) -> None:
     beams = (logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 3)]
     if log_level is not None:
         ours = beams = getattr(logging, log_level.upper())
+    if beams > logging.DEBUG:
+        # gRPC's C core (Beam's runner channels) writes its own lines to stderr, such as an
+        # epoll error while a build that hit a write limit shuts down: the command says what
+        # went wrong in one line; -vvv or --log-level debug shows them again
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     _to_stderr("beamtok", "beamtok: %(message)s", ours)
     _to_stderr("apache_beam", "%(levelname)s:%(name)s:%(message)s", beams)
 

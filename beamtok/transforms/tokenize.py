@@ -19,8 +19,9 @@ from beamtok.base.gc_pause import gc_paused
 from beamtok.engines.engine_choice import EngineChoice, choose
 from beamtok.engines.exact_encoder import ExactEncoder
 from beamtok.engines.id_arrays import int32_ids
+from beamtok.transforms.length_settings import without_length_settings
 from beamtok.transforms.loaded_tokenizers import LoadedTokenizer, directory_key, keep, kept
-from beamtok.transforms.tokenizer_location import check_hub_reachable, is_path_like, missing_directory_error
+from beamtok.transforms.tokenizer_location import from_local_files, tokenizer_files_of
 
 log = logging.getLogger(__name__)
 
@@ -358,36 +359,6 @@ class Tokenizer:
         return f"Tokenizer({self.name!r}, vocab={self.vocab_size}, fingerprint={self.fingerprint})"
 
 
-def without_length_settings(backend: Any, name: str) -> Any:
-    """``backend``, or a copy of it with truncation and padding off where its file sets them.
-
-    Many distributed ``tokenizer.json`` files carry a ``truncation`` (``max_length`` 128, 512...)
-    or ``padding`` section, made for the classifier they shipped with; the Rust backend applies
-    them on every encode. ``transformers`` turns both off unless a call asks for them, and so
-    does beamtok: a document is tokenized whole, and beamtok's own options (``max_length``,
-    packing) decide lengths. The copy leaves a caller's backend as it was. The fingerprint is
-    made from the copy, so a state or cache made while such a file still cut documents is
-    refused rather than mixed with whole ones."""
-    if backend.truncation is None and backend.padding is None:
-        return backend
-    from tokenizers import Tokenizer as RustTokenizer
-
-    log.info(
-        "tokenizer %r: its file sets %s; beamtok tokenizes whole documents (as transformers does unless asked), "
-        "so those settings are off here",
-        name,
-        " and ".join(
-            f"{what} {settings}"
-            for what, settings in (("truncation", backend.truncation), ("padding", backend.padding))
-            if settings
-        ),
-    )
-    copy = RustTokenizer.from_str(backend.to_str())
-    copy.no_truncation()
-    copy.no_padding()
-    return copy
-
-
 def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokenizer:
     """Load a tokenizer from a local directory or hub name, or wrap a loaded HF fast tokenizer.
 
@@ -427,12 +398,12 @@ def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokeni
 def _from_kept_or_loaded(name: str, trust_remote_code: bool) -> Tokenizer:
     """A directory's tokenizer as this machine kept it, else loaded through ``transformers``
     (and kept: :mod:`beamtok.transforms.loaded_tokenizers`)."""
-    directory = None if trust_remote_code else _files_of(name)
+    directory = None if trust_remote_code else tokenizer_files_of(name)
     key = None if directory is None else directory_key(directory)
     loaded = None if key is None else kept(key)
     if loaded is not None and directory is not None:
         return Tokenizer.from_loaded(loaded, name, directory)
-    hf = _from_local_files(name, trust_remote_code)
+    hf = from_local_files(name, trust_remote_code)
     try:
         from transformers import AutoTokenizer
 
@@ -446,51 +417,6 @@ def _from_kept_or_loaded(name: str, trust_remote_code: bool) -> Tokenizer:
     if key is not None:
         keep(key, tok.kept_form())
     return tok
-
-
-def _files_of(name: str) -> str | None:
-    """The directory whose files make the tokenizer ``name`` names: a local directory, or the
-    Hugging Face cache's snapshot of a hub name (None when it is not cached)."""
-    path = os.path.expanduser(name)
-    if os.path.isdir(path):
-        return path
-    if is_path_like(name) or os.path.exists(path):
-        return None
-    try:
-        from huggingface_hub import snapshot_download
-
-        return str(snapshot_download(name, local_files_only=True))
-    except Exception:  # not cached, or not a repository id: transformers speaks for it below
-        return None
-
-
-# the files one of which a saved fast tokenizer's directory holds
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "vocab.txt")
-
-
-def _from_local_files(name: str, trust_remote_code: bool) -> Any:
-    """The tokenizer from a local directory or the hub cache, or None when it needs the hub
-    (checked reachable first); a path that does not exist is refused."""
-    path = os.path.expanduser(name)
-    if os.path.isfile(path):
-        raise ConfigError(
-            f"tokenizer {name!r} is a file: pass the directory that holds it ({os.path.dirname(os.path.abspath(path))!r})"
-        )
-    if os.path.isdir(path):
-        if not any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES):
-            raise ConfigError(
-                f"tokenizer directory {name!r} holds none of {', '.join(TOKENIZER_FILES)}: not a saved tokenizer"
-            )
-        return None  # transformers loads a directory itself, with its own errors for bad files
-    if is_path_like(name):
-        raise missing_directory_error(name)
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code, local_files_only=True)
-    except (OSError, ValueError):
-        check_hub_reachable(name)
-        return None
 
 
 def resolve_tokenizer(ref: TokenizerRef) -> Tokenizer:

@@ -10,11 +10,19 @@ from __future__ import annotations
 import difflib
 import os
 import socket
+from typing import Any
 from urllib.parse import urlsplit
 
 from beamtok.base.errors import ConfigError
 
-__all__ = ["check_hub_reachable", "is_path_like", "missing_directory_error"]
+__all__ = [
+    "TOKENIZER_FILES",
+    "check_hub_reachable",
+    "from_local_files",
+    "is_path_like",
+    "missing_directory_error",
+    "tokenizer_files_of",
+]
 
 PROBE_SECONDS = 3.0
 
@@ -80,3 +88,48 @@ def check_hub_reachable(name: str) -> None:
         f"tokenizer {name!r} is not a local directory nor in the Hugging Face cache, and the hub "
         f"({host}:{port}) cannot be reached: {reason}; {hint}"
     )
+
+
+def tokenizer_files_of(name: str) -> str | None:
+    """The directory whose files make the tokenizer ``name`` names: a local directory, or the
+    Hugging Face cache's snapshot of a hub name (None when it is not cached)."""
+    path = os.path.expanduser(name)
+    if os.path.isdir(path):
+        return path
+    if is_path_like(name) or os.path.exists(path):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return str(snapshot_download(name, local_files_only=True))
+    except Exception:  # not cached, or not a repository id: transformers speaks for it below
+        return None
+
+
+# the files one of which a saved fast tokenizer's directory holds
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "vocab.txt")
+
+
+def from_local_files(name: str, trust_remote_code: bool) -> Any:
+    """The tokenizer from a local directory or the hub cache, or None when it needs the hub
+    (checked reachable first); a path that does not exist is refused."""
+    path = os.path.expanduser(name)
+    if os.path.isfile(path):
+        raise ConfigError(
+            f"tokenizer {name!r} is a file: pass the directory that holds it ({os.path.dirname(os.path.abspath(path))!r})"
+        )
+    if os.path.isdir(path):
+        if not any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES):
+            raise ConfigError(
+                f"tokenizer directory {name!r} holds none of {', '.join(TOKENIZER_FILES)}: not a saved tokenizer"
+            )
+        return None  # transformers loads a directory itself, with its own errors for bad files
+    if is_path_like(name):
+        raise missing_directory_error(name)
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code, local_files_only=True)
+    except (OSError, ValueError):
+        check_hub_reachable(name)
+        return None

@@ -1,0 +1,191 @@
+"""Reading pre-built tokens: beamtok's cache against Lightning's litdata, paired rounds.
+
+    python benchmarks/read_vs_litdata.py [--mb 40] [--rounds 3]
+
+The same rows of 1,024 GPT-2 ids are read by both: a beamtok cache built with
+``concat_chunk(1024)``, and a litdata dataset ``optimize``d from that cache's ``input_ids``
+(one item a row, ``TokensLoader``), so the tokens are the same. Each measurement runs in its
+own interpreter, kinds in turns (neither always first); litdata runs in an environment of its
+own (``build/litdata-venv``: ``python -m venv``, then ``pip install "torch==2.13.0" litdata
+pyarrow`` in one command: installed after torch, litdata's torchvision pulls a newer, CUDA
+torch; ``make bench`` does this). Read in batches of 8 x 1024:
+
+- **one process**: ``from_cache(DIR).batch(8)`` (every field beamtok documents: ids, segments,
+  positions, loss mask, provenance) against ``StreamingDataLoader(StreamingDataset(DIR,
+  item_loader=TokensLoader(1024)), batch_size=8)`` (ids only);
+- **2 DataLoader workers**: ``StatefulDataLoader(from_cache(DIR).batch(8,
+  tensors="torch").to_torch(), batch_size=None, num_workers=2)`` against litdata's loader with
+  ``num_workers=2``: the time to the first batch, and tokens a second after it.
+
+Writes benchmarks/results/read_vs_litdata.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+WORK = ROOT / "build" / "bench-read"
+LITDATA_PYTHON = ROOT / "build" / "litdata-venv" / "bin" / "python"
+SEQ_LEN, BATCH = 1024, 8
+KINDS = ("beamtok_1p", "litdata_1p", "beamtok_2w", "litdata_2w")
+
+BEAMTOK_READ = r"""
+import json, sys, time
+directory, workers = sys.argv[1], int(sys.argv[2])
+started = time.perf_counter()
+from beamtok import Dataset
+if workers == 0:
+    batches = Dataset.from_cache(directory).batch(8).iter()
+else:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    ds = Dataset.from_cache(directory).batch(8, tensors="torch").to_torch()
+    batches = iter(StatefulDataLoader(ds, batch_size=None, num_workers=workers))
+first = next(batches)
+at_first = time.perf_counter()
+tokens = 0
+for batch in batches:
+    tokens += int(batch["input_ids"].shape[0] * batch["input_ids"].shape[1])
+done = time.perf_counter()
+print(json.dumps({"first_batch_s": at_first - started, "after_first_tokens": tokens, "after_first_s": done - at_first,
+                  "fields": sorted(first)}))
+"""
+
+LITDATA_READ = r"""
+import json, sys, time
+directory, workers = sys.argv[1], int(sys.argv[2])
+started = time.perf_counter()
+from litdata import StreamingDataLoader, StreamingDataset, TokensLoader
+ds = StreamingDataset(directory, item_loader=TokensLoader(block_size=1024), shuffle=False)
+batches = iter(StreamingDataLoader(ds, batch_size=8, num_workers=workers))
+first = next(batches)
+at_first = time.perf_counter()
+tokens = 0
+for batch in batches:
+    tokens += int(batch.shape[0] * batch.shape[1])
+done = time.perf_counter()
+print(json.dumps({"first_batch_s": at_first - started, "after_first_tokens": tokens, "after_first_s": done - at_first,
+                  "fields": ["input_ids"]}))
+"""
+
+LITDATA_OPTIMIZE = r"""
+import sys
+import numpy as np, pyarrow.parquet as pq, torch
+from litdata import optimize, TokensLoader
+files, out = sys.argv[1].split(","), sys.argv[2]
+
+def rows(path):
+    table = pq.read_table(path, columns=["input_ids"])
+    for ids in table.column("input_ids").to_numpy(zero_copy_only=False):
+        yield torch.from_numpy(np.asarray(ids, dtype=np.int32))
+
+if __name__ == "__main__":
+    optimize(fn=rows, inputs=files, output_dir=out, chunk_bytes="64MB", item_loader=TokensLoader(), num_workers=1)
+"""
+
+
+def run(command: list[str]) -> dict[str, Any]:
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"{command[:3]} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def prepare(mb: float) -> tuple[str, str, int]:
+    sys.path.insert(0, str(HERE))
+    from beamtok import Dataset
+
+    from common import build_shards
+
+    paths = build_shards("read", mb, 8, "prose")
+    cache = WORK / f"cache-{mb:g}"
+    if not (cache / "manifest.json").exists():
+        shutil.rmtree(cache, ignore_errors=True)
+        ds = Dataset.from_files(paths).tokenize(str(ROOT / "data" / "tokenizers" / "gpt2")).ensure_bos_eos()
+        ds.concat_chunk(SEQ_LEN).cache(str(cache), progress=False)
+    lit = WORK / f"litdata-{mb:g}"
+    if not (lit / "index.json").exists():
+        shutil.rmtree(lit, ignore_errors=True)
+        files = ",".join(str(p) for p in sorted((cache / "shards").glob("*.parquet")))
+        script = WORK / "optimize.py"
+        script.write_text(LITDATA_OPTIMIZE)
+        proc = subprocess.run([str(LITDATA_PYTHON), str(script), files, str(lit)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"litdata optimize failed:\n{proc.stderr[-3000:]}")
+    rows = sum(e["rows"] for e in json.loads((cache / "manifest.json").read_text())["shards"])
+    return str(cache), str(lit), rows
+
+
+def measure(kind: str, cache: str, lit: str) -> dict[str, Any]:
+    workers = "2" if kind.endswith("2w") else "0"
+    if kind.startswith("beamtok"):
+        return run([sys.executable, "-c", BEAMTOK_READ, cache, workers])
+    return run([str(LITDATA_PYTHON), "-c", LITDATA_READ, lit, workers])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=40.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", default="read_vs_litdata.json")
+    args = parser.parse_args()
+    if not LITDATA_PYTHON.exists():
+        raise SystemExit(
+            f"no {LITDATA_PYTHON}: python -m venv build/litdata-venv && build/litdata-venv/bin/pip install 'torch==2.13.0' litdata pyarrow"
+        )
+    WORK.mkdir(parents=True, exist_ok=True)
+    cache, lit, rows = prepare(args.mb)
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+    for r in range(args.rounds):
+        order = KINDS if r % 2 == 0 else tuple(reversed(KINDS))
+        for kind in order:
+            result = measure(kind, cache, lit)
+            result["tokens_per_s"] = result["after_first_tokens"] / result["after_first_s"]
+            runs[kind].append(result)
+        print(
+            f"round {r}: "
+            + ", ".join(
+                f"{k} {runs[k][-1]['tokens_per_s'] / 1e6:.2f} M tokens/s (first {runs[k][-1]['first_batch_s']:.2f} s)"
+                for k in KINDS
+            ),
+            flush=True,
+        )
+
+    def paired(a: str, b: str) -> dict[str, float]:
+        values = [x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(runs[a], runs[b])]
+        return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+    results = {
+        "corpus_mb": args.mb,
+        "rows": rows,
+        "tokens": rows * SEQ_LEN,
+        "batch": [BATCH, SEQ_LEN],
+        "tokens_per_s": {k: statistics.median(x["tokens_per_s"] for x in v) for k, v in runs.items()},
+        "first_batch_s": {k: statistics.median(x["first_batch_s"] for x in v) for k, v in runs.items()},
+        "ratios": {
+            "beamtok / litdata, one process": paired("beamtok_1p", "litdata_1p"),
+            "beamtok / litdata, 2 workers": paired("beamtok_2w", "litdata_2w"),
+            "beamtok 2 workers / beamtok one process": paired("beamtok_2w", "beamtok_1p"),
+            "litdata 2 workers / litdata one process": paired("litdata_2w", "litdata_1p"),
+        },
+        "fields": {k: v[0]["fields"] for k, v in runs.items()},
+        "runs": runs,
+    }
+    for name, value in results["ratios"].items():
+        print(f"  {name:<44} {value['median']:.2f}x ({value['min']:.2f}-{value['max']:.2f})")
+    sys.path.insert(0, str(HERE))
+    from common import write_results
+
+    write_results(args.out, results)
+
+
+if __name__ == "__main__":
+    main()
