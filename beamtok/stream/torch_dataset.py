@@ -29,6 +29,7 @@ import torch.utils.data
 
 from beamtok.base.errors import ConfigError, StateError
 from beamtok.stream.iterator import DatasetIterator
+from beamtok.stream.one_buffer import in_one_buffer
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.stages.collate import Batched
 from beamtok.stream.state import IteratorState
@@ -63,9 +64,10 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
             self._iterator.close()
         self._iterator = self.dataset.iter(state_dict=self._pending_state)
         self._pending_state = None
-        if self._history is None:
-            return self._iterator
-        return self._recording(self._iterator)
+        items: Iterator[Any] = self._iterator if self._history is None else self._recording(self._iterator)
+        if torch.utils.data.get_worker_info() is not None:  # each batch crosses to the trainer in one buffer
+            return map(in_one_buffer, items)
+        return items
 
     def record_states(self) -> None:
         """Keep the state after every item yielded in this process, by the running count of

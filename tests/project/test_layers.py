@@ -261,4 +261,4 @@ def test_the_package_root_holds_only_its_public_modules():
     """Modules belong to a package named for their layer; at the root stay the package and the
     public integrations users import by name."""
     loose = sorted(p.stem for p in PACKAGE.glob("*.py"))
-    assert loose == ["__init__", "attention", "testing", "trainer"], loose
+    assert loose == ["__init__", "attention", "grain_source", "testing", "trainer"], loose
