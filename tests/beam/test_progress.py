@@ -119,11 +119,13 @@ def test_worker_reports_reach_the_build_display(tmp_path):
 
 
 def _cache_cli(tmp_path: Path, *flags: str, workers: bool = True) -> subprocess.CompletedProcess[str]:
-    """``beamtok cache`` of 60 paragraphs with ``flags``; on two Beam worker processes (which
-    log on their own) unless ``workers`` is false."""
-    data = tmp_path / "in.jsonl"
+    """``beamtok cache`` of 60 paragraphs in two files with ``flags``; on two Beam worker
+    processes (which log on their own; two files, so the build keeps both) unless ``workers``
+    is false."""
+    data, second = tmp_path / "in.jsonl", tmp_path / "in2.jsonl"
     if not data.exists():
-        write_jsonl(data, [{"text": p} for p in real_paragraphs(60)])
+        write_jsonl(data, [{"text": p} for p in real_paragraphs(30)])
+        write_jsonl(second, [{"text": p} for p in real_paragraphs(30, start=30)])
     out = tmp_path / f"cache{len(list(tmp_path.iterdir()))}"
     command = [
         sys.executable,
@@ -131,6 +133,7 @@ def _cache_cli(tmp_path: Path, *flags: str, workers: bool = True) -> subprocess.
         "beamtok.cli",
         "cache",
         str(data),
+        str(second),
         "-o",
         str(out),
         "--tokenizer",
@@ -146,16 +149,16 @@ def test_cli_log_levels_and_quiet_beam_workers(tmp_path):
     default = _cache_cli(tmp_path)
     assert default.returncode == 0, default.stderr
     assert default.stderr.splitlines() == [
-        line for line in default.stderr.splitlines() if line.startswith("beamtok: cache: 1/1 shards (100%)")
+        line for line in default.stderr.splitlines() if line.startswith("beamtok: cache: 2/2 shards (100%)")
     ]
     assert len(default.stderr.splitlines()) == 1  # Beam's worker processes log ~40 lines at INFO/WARNING
     chatty = _cache_cli(tmp_path, "-vv")
     assert chatty.returncode == 0 and "INFO:" in chatty.stderr and "sdk_worker" in chatty.stderr
     # the levels themselves, in one process: the workers' quieting is shown by the two above
     quiet = _cache_cli(tmp_path, "-q", workers=False)
-    assert quiet.returncode == 0 and quiet.stderr == "" and "1 shards" in quiet.stdout
+    assert quiet.returncode == 0 and quiet.stderr == "" and "2 shards" in quiet.stdout
     debug = _cache_cli(tmp_path, "--log-level", "debug", workers=False)
-    assert "beamtok: running the build of 1 shards" in debug.stderr and "Beam counters" in debug.stderr
+    assert "beamtok: running the build of 2 shards" in debug.stderr and "Beam counters" in debug.stderr
     both = _cache_cli(tmp_path, "-q", "-v")
     assert (
         both.returncode == 2 and both.stderr.strip() == "beamtok: error: -q cannot be combined with -v or --log-level"
