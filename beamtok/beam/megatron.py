@@ -24,7 +24,7 @@ from beamtok.beam.pipelines import pipeline_for
 from beamtok.beam.worker_count import fitted_worker_args
 from beamtok.cache.format.megatron_index import MegatronPart, merge_parts, optimal_dtype
 from beamtok.core.spec import Spec
-from beamtok.shards.items import NO_COUNTS
+from beamtok.shards.items import NO_COUNTS, DocCounts
 from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.urls import Shard, is_remote
 from beamtok.transforms.tokenize import register_serialized, resolve_tokenizer, serialize_tokenizers
@@ -121,7 +121,7 @@ def run_megatron(spec: Spec, shards: Sequence[Shard], prefix: str, beam_args: Se
         counts = NO_COUNTS
         for part in prefixes:
             with open(part + ".json") as f:
-                counts = counts + type(NO_COUNTS).from_json(json.load(f))
+                counts = counts + DocCounts.from_json(json.load(f))
     finally:
         shutil.rmtree(parts, ignore_errors=True)
     return {

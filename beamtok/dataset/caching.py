@@ -120,13 +120,7 @@ class Caching:
             ConfigError: The dataset reads a cache or a mix, has stream stages, packs, or holds
                 SFT or chat examples.
         """
-        if self._pipeline.root.cached:
-            raise ConfigError("to_megatron() writes documents read on the fly; this dataset reads a cache")
-        root = shard_root(self._pipeline.root, "to_megatron()")
-        if self._pipeline.stages:
-            raise ConfigError(
-                "to_megatron() writes the per-shard processing: call it before shuffle/batch/take/enumerate"
-            )
+        root = self._shard_processing("to_megatron()", "writes the per-shard processing")
         require("to_megatron()", "apache_beam")
         from beamtok.beam.megatron import run_megatron
 
@@ -154,13 +148,7 @@ class Caching:
         Returns:
             A Dataset streamed on the fly that fills the cache as it goes.
         """
-        if self._pipeline.root.cached:
-            raise ConfigError("this dataset already reads a cache")
-        root = shard_root(self._pipeline.root, "cache_as_you_go()")
-        if self._pipeline.stages:
-            raise ConfigError(
-                "cache_as_you_go() caches the shard processing: call it before shuffle/batch/take/enumerate"
-            )
+        root = self._shard_processing("cache_as_you_go()", "caches the shard processing")
         if root.spec.tokenizer is None:
             raise ConfigError("a cache holds tokens: call tokenize() before cache_as_you_go()")
         if any(shard.data is not None for shard in root.shards):
@@ -178,3 +166,13 @@ class Caching:
             parquet_compat,
         )
         return self._replace(root=root.with_origin(CachingOrigin(directory, root.shards, layout)))
+
+    def _shard_processing(self, name: str, does: str) -> ShardsRoot:
+        """The root of a dataset read on the fly with no stream stage, which ``name`` (that
+        ``does`` what it says) takes; ConfigError for a cache, a mix or stream stages."""
+        if self._pipeline.root.cached:
+            raise ConfigError("this dataset already reads a cache")
+        root = shard_root(self._pipeline.root, name)
+        if self._pipeline.stages:
+            raise ConfigError(f"{name} {does}: call it before shuffle/batch/take/enumerate")
+        return root
