@@ -28,6 +28,7 @@ and its checkpoint replaces beamtok's state (they do not mix).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,7 @@ class CacheDataSource:
         self._length = int(sum(int(n) for n in cache.manifest.column("rows")))
         self._cache: Any = cache
         self._access: Any = None
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return self._length
@@ -99,7 +101,10 @@ class CacheDataSource:
         bad = keys[(keys < 0) | (keys >= self._length)]
         if len(bad):
             raise IndexError(f"{self.directory}: row {int(bad[0])} is past the cache's {self._length} rows")
-        return list(self._rows().block(keys).examples)
+        # grain reads records on a pool of threads; the row access (its open files, its decoded
+        # row groups) serves one caller at a time: two threads reading one file raced in pyarrow
+        with self._lock:
+            return list(self._rows().block(keys).examples)
 
     def _rows(self) -> Any:
         if self._access is None:
@@ -113,7 +118,11 @@ class CacheDataSource:
 
     def __getstate__(self) -> dict[str, Any]:
         # open files, threads and decoded rows stay behind: a copy (a grain worker) reopens the cache
-        return {**self.__dict__, "_cache": None, "_access": None}
+        return {**self.__dict__, "_cache": None, "_access": None, "_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"CacheDataSource({self.directory!r}, {self._length} rows)"

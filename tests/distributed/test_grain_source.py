@@ -95,3 +95,17 @@ def test_refusals(cache, tmp_path):
         CacheDataSource(str(unpacked))
     with pytest.raises(CacheError):
         CacheDataSource(str(tmp_path / "nothing"))
+
+
+def test_rows_read_on_many_threads_at_once_are_the_rows(cache):
+    """grain reads records on a pool of threads: concurrent reads of one source (one open
+    file, one decode cache) must give each its own row (they raced inside pyarrow once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    source = CacheDataSource(cache, max_bytes=1)  # nothing kept: every read decodes its row group
+    want = list(Dataset.from_cache(cache).iter())
+    keys = np.random.default_rng(0).permutation(len(source)).tolist()
+    for _ in range(3):
+        with ThreadPoolExecutor(16) as pool:
+            got = list(pool.map(source.__getitem__, keys))
+        assert_items_equal(got, [want[k] for k in keys])
