@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from beamtok.base.errors import ConfigError, StateError
-from beamtok.stream.state import check_keys, copy_state
+from beamtok.stream.state import NodeState, check_keys, copy_state
 
 if TYPE_CHECKING:
     from beamtok.shards.spans import Taken
@@ -40,22 +40,40 @@ class Node(abc.ABC):
     def __next__(self) -> Any: ...
 
     @abc.abstractmethod
-    def state_dict(self) -> dict[str, Any]: ...
+    def state_dict(self) -> NodeState:
+        """Where this node and those below it are, as JSON."""
 
     @abc.abstractmethod
-    def reset(self, state: dict[str, Any] | None) -> None: ...
+    def reset(self, state: dict[str, Any] | None) -> None:
+        """Start again from a state this node's ``state_dict`` gave, or from the beginning.
+
+        Args:
+            state: The saved state, or None for the beginning.
+        """
 
     @abc.abstractmethod
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
-        """This reader's state from the states of every reader of another split."""
+        """This reader's state from the states of every reader of another split.
+
+        Args:
+            states: Every old reader's state of this node, in the order of ``olds``.
+            olds: The old readers' splits.
+            new: This reader's split.
+        """
 
     def can_seek(self) -> bool:
         """Whether :meth:`seek` can pass items without reading them."""
         return False
 
     def seek(self, items: int) -> int:
-        """Pass the next ``items`` items without reading (only when ``can_seek()``); returns
-        how many were passed (fewer at the end)."""
+        """Pass items without reading them (only when ``can_seek()``).
+
+        Args:
+            items: How many to pass.
+
+        Returns:
+            How many were passed (fewer at the end).
+        """
         raise NotImplementedError(f"{type(self).__name__} cannot pass items without reading them")
 
     def next_rows(self, limit: int) -> list[Taken] | None:
@@ -70,7 +88,14 @@ class Node(abc.ABC):
 
     def check_merge(self, olds: list[ReaderSplit]) -> None:
         """Refuse, before anything is read, a resume on another world size this node cannot
-        take (here and below)."""
+        take (here and below).
+
+        Args:
+            olds: The splits of the readers whose states are merged.
+
+        Raises:
+            StateError: This node cannot take the change.
+        """
         return None
 
     def stage_stats(self) -> dict[str, Any]:
@@ -95,7 +120,14 @@ class RootSource(Node):
         """The state of this source after its first ``example`` examples."""
 
     def set_weights(self, weights: list[float]) -> int:
-        """New mixture weights from the next block no reader has passed (a mix only)."""
+        """New mixture weights from the next block no reader has passed (a mix only).
+
+        Args:
+            weights: One weight per source, in the mix's order.
+
+        Returns:
+            The global position the new weights apply from.
+        """
         raise ConfigError("set_weights() applies to a mix (Dataset.mix); this stream has one source")
 
 
@@ -146,7 +178,7 @@ class StageNode(Node):
     def __init__(self, upstream: Node) -> None:
         self.upstream: Node = upstream
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> NodeState:
         return {"upstream": self.upstream.state_dict(), **self._position()}
 
     def _position(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from beamtok.stream.plan import OPTION_NAMES, PLAN_VERSION, source_runs
 __all__ = ["STATE_VERSION", "migrate"]
 
 STATE_VERSION = 2
+"""The format version of the states this beamtok saves (version 1 states load through a migration)."""
 READABLE_VERSIONS = (1, STATE_VERSION)
 
 

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from beamtok.stream.node import Node
+from beamtok.stream.state import NodeState
 
 if TYPE_CHECKING:
     from beamtok.shards.spans import Taken
@@ -61,7 +62,7 @@ class TimedNode(Node):
             self._timer.items += sum(p.rows for p in pieces)
         return pieces
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> NodeState:
         return self._node.state_dict()
 
     def reset(self, state: dict[str, Any] | None) -> None:

@@ -44,7 +44,7 @@ from beamtok.stream.global_order.shard_units import ShardUnits
 from beamtok.stream.node import RootSource
 from beamtok.stream.ranks.reader_split import ReaderSplit
 from beamtok.stream.reading.stats import StreamStats, describe_stats, summed_stats
-from beamtok.stream.state import check_keys, copy_state
+from beamtok.stream.state import GlobalShuffleState, check_keys, copy_state
 
 __all__ = ["GlobalShuffleSource"]
 
@@ -127,8 +127,8 @@ class GlobalShuffleSource(RootSource):
         self._taken = sorted(check_int(i, "taken", "global shuffle") for i in taken)
         self.stats = StreamStats.from_json(state["stats"])
 
-    def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"epoch": self._epoch, "position": self._position, "stats": self.stats.to_json()}
+    def state_dict(self) -> GlobalShuffleState:
+        state = GlobalShuffleState(epoch=self._epoch, position=self._position, stats=self.stats.to_json())
         here = self._epoch * self.positions + self._position
         taken = [i for i in self._taken if i >= here]
         if taken:

@@ -34,7 +34,7 @@ from beamtok.stream.mixing.rule import NEVER, SourceStatus, empty_source_at, sto
 from beamtok.stream.ranks.reader_split import ReaderSplit
 from beamtok.stream.reading.source import ShardSource
 from beamtok.stream.reading.stats import StreamStats
-from beamtok.stream.state import check_keys, copy_state
+from beamtok.stream.state import MixState, check_keys, copy_state
 
 __all__ = ["MixSource"]
 
@@ -107,16 +107,12 @@ class MixSource(MixBase):
         state["sources"] = [None] * len(self.sources)
         return state
 
-    def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "index": self._index,
-            "sources": [s.state_dict() for s in self.sources],
-            "stopped": self._stopped,
-        }
+    def state_dict(self) -> MixState:
+        state = MixState(index=self._index, sources=[s.state_dict() for s in self.sources], stopped=self._stopped)
         if self._carried is not None:
-            state[self.CARRIED] = self._carried.to_json()
+            state["stats"] = self._carried.to_json()
         if self._changes:
-            state[self.CHANGES] = self._changes_json()
+            state["weight_changes"] = self._changes_json()
         return state
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
@@ -265,7 +261,7 @@ class MixSource(MixBase):
     def stats_json(self) -> dict[str, Any]:
         """Totals over the sources, each source's own stats (with its epoch), and the realised
         proportions of examples."""
-        out = self.stats.to_json()
+        out: dict[str, Any] = {**self.stats.to_json()}
         out["sources"] = [s.stats_json() for s in self.sources]
         seen = sum(s.stats.examples for s in self.sources)
         out["proportions"] = [s.stats.examples / seen if seen else 0.0 for s in self.sources]

@@ -44,7 +44,7 @@ from beamtok.stream.mixing.rule import NEVER, SourceStatus, empty_source_at, sto
 from beamtok.stream.ranks.reader_split import ReaderSplit
 from beamtok.stream.reading.source_rows import NumberedRows
 from beamtok.stream.reading.stats import StreamStats
-from beamtok.stream.state import check_keys, copy_state
+from beamtok.stream.state import SeekingMixState, check_keys, copy_state
 
 __all__ = ["SeekingMix"]
 
@@ -117,15 +117,15 @@ class SeekingMix(MixBase):
         converted.update(positions=self._positions.draws_before(index).tolist(), stats=total.to_json())
         return converted
 
-    def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "index": self._index,
-            "positions": self._positions.draws_before(self._index).tolist(),
-            "stopped": self._stopped,
-            "stats": self._stats.to_json(),
-        }
+    def state_dict(self) -> SeekingMixState:
+        state = SeekingMixState(
+            index=self._index,
+            positions=self._positions.draws_before(self._index).tolist(),
+            stopped=self._stopped,
+            stats=self._stats.to_json(),
+        )
         if self._changes:
-            state[self.CHANGES] = self._changes_json()
+            state["weight_changes"] = self._changes_json()
         return state
 
     def _set_changes(self, changes: list[tuple[int, tuple[float, ...]]]) -> None:
@@ -222,7 +222,7 @@ class SeekingMix(MixBase):
         rather than counted: how many of its examples the whole mixed stream has drawn so far
         (every reader's, up to this reader's position) and the epoch its next one belongs to;
         ``proportions`` are those draws' shares."""
-        out = self._stats.to_json()
+        out: dict[str, Any] = {**self._stats.to_json()}
         drawn = self._positions.draws_before(self._index)
         epochs = [int(p // n) if n else 0 for p, n in zip(drawn, self.lengths)]
         out["sources"] = [{"drawn": int(d), "epoch": e} for d, e in zip(drawn, epochs)]

@@ -35,6 +35,7 @@ from beamtok.stream.node import Node, Stage, StreamContext
 from beamtok.stream.ranks.reader_split import ReaderSplit
 from beamtok.stream.stages.collate import Batched, collate
 from beamtok.stream.stages.window import WindowNode
+from beamtok.stream.state import BalancedState
 
 __all__ = ["BalanceRanks", "BalancedNode", "attention_cost", "deal_rows"]
 
@@ -131,8 +132,8 @@ class BalancedNode(WindowNode):
         mine = shares[config.rank]
         return [Batched(collate([items[i] for i in mine], self.pad_id, config.tensors))]
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), self.MEASURED: list(self._measured)}
+    def state_dict(self) -> BalancedState:
+        return BalancedState(**super().state_dict(), balance=list(self._measured))
 
     def reset(self, state: dict[str, Any] | None) -> None:
         measured = [0, 0, 0, 0, 0]

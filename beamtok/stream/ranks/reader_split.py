@@ -17,7 +17,16 @@ SPLIT_MODES = ("shards", "examples")
 @dataclass(frozen=True)
 class ReaderSplit:
     """This reader's part: rank of world size, worker of DataLoader workers, and how the data
-    is split between readers."""
+    is split between readers.
+
+    Attributes:
+        rank: This process's rank, 0 to ``world_size - 1``.
+        world_size: How many ranks read the data.
+        worker: This DataLoader worker, 0 to ``num_workers - 1``.
+        num_workers: DataLoader workers per rank.
+        mode: How the data is split between the ``world_size * num_workers`` readers:
+            ``shards`` (whole files each) or ``examples`` (one file's examples dealt out too).
+    """
 
     rank: int = 0
     world_size: int = 1

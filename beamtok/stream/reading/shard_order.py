@@ -1,4 +1,5 @@
-"""The order of a dataset's shards in each epoch, and the share of it one reader takes.
+"""The options of a shard source, the order of a dataset's shards in each epoch, and the
+share of it one reader takes.
 
 Every epoch lists all shards, in index order or permuted by ``(seed, epoch)`` (a new order
 each epoch, the same for every reader); readers that split by shards take every
@@ -11,12 +12,45 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from beamtok.base.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
+from beamtok.base.validate import check_int, check_optional_int
 from beamtok.stream.ranks.reader_split import ReaderSplit
 
-__all__ = ["ShardOrder"]
+__all__ = ["ShardOptions", "ShardOrder"]
+
+
+@dataclass(frozen=True)
+class ShardOptions:
+    """How the shard source orders and opens shards: epochs, the shard-order seed, shards
+    open at once, and tokenization worker processes (which never change the stream)."""
+
+    epochs: int | None = 1
+    shuffle_seed: int | None = None
+    interleave: int = 1
+    workers: int = 0
+
+    def __post_init__(self) -> None:
+        check_optional_int(self.epochs, "epochs", minimum=1)
+        check_optional_int(self.shuffle_seed, "seed")
+        check_int(self.interleave, "open_shards", minimum=1)
+        check_ceiling(self.interleave, "open_shards (interleave)", MAX_OPEN_SHARDS, "shards")
+        check_int(self.workers, "workers")
+        check_ceiling(self.workers, "workers", MAX_WORKERS, "processes")
+
+    def to_json(self, reader: ReaderSplit) -> dict[str, Any]:
+        """The options the stream fingerprint covers, with how readers split the data (the
+        rank is stamped on each state on its own, so ranks share one stream fingerprint)."""
+        return {
+            "epochs": self.epochs,
+            "shuffle_seed": self.shuffle_seed,
+            "interleave": self.interleave,
+            "world_size": reader.world_size,
+            "split": reader.mode,
+        }
 
 
 @dataclass(frozen=True)

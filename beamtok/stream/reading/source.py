@@ -13,57 +13,24 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from beamtok.backends.protocol import ShardBackend
 from beamtok.base.errors import ConfigError, StateError
-from beamtok.base.sizes import MAX_OPEN_SHARDS, MAX_WORKERS, check_ceiling
-from beamtok.base.validate import check_int, check_optional_int
-from beamtok.base.validate import check_int as check_option
+from beamtok.base.validate import check_int
 from beamtok.shards.items import Produced, ShardCursor
 from beamtok.shards.spans import SpanReader, Taken, in_turns
-from beamtok.sources.readers import cursor_words
 from beamtok.sources.urls import Shard
 from beamtok.stream.node import RootSource
 from beamtok.stream.ranks.reader_split import ReaderSplit
-from beamtok.stream.reading.shard_order import ShardOrder
-from beamtok.stream.reading.stats import StreamStats, describe_stats, summed_stats
-from beamtok.stream.state import check_keys, copy_state
+from beamtok.stream.reading.shard_order import ShardOptions, ShardOrder
+from beamtok.stream.reading.source_words import shard_source_words
+from beamtok.stream.reading.stats import StreamStats, summed_stats
+from beamtok.stream.state import ShardSlotJSON, ShardSourceState, check_keys, copy_state
 
-__all__ = ["ShardOptions", "ShardSource", "merge_shard_sources"]
+__all__ = ["ShardSource", "merge_shard_sources"]
 
 PREFETCH_SHARDS = 4
-
-
-@dataclass(frozen=True)
-class ShardOptions:
-    """How the shard source orders and opens shards: epochs, the shard-order seed, shards
-    open at once, and tokenization worker processes (which never change the stream)."""
-
-    epochs: int | None = 1
-    shuffle_seed: int | None = None
-    interleave: int = 1
-    workers: int = 0
-
-    def __post_init__(self) -> None:
-        check_optional_int(self.epochs, "epochs", minimum=1)
-        check_optional_int(self.shuffle_seed, "seed")
-        check_option(self.interleave, "open_shards", minimum=1)
-        check_ceiling(self.interleave, "open_shards (interleave)", MAX_OPEN_SHARDS, "shards")
-        check_option(self.workers, "workers")
-        check_ceiling(self.workers, "workers", MAX_WORKERS, "processes")
-
-    def to_json(self, reader: ReaderSplit) -> dict[str, Any]:
-        """The options the stream fingerprint covers, with how readers split the data (the
-        rank is stamped on each state on its own, so ranks share one stream fingerprint)."""
-        return {
-            "epochs": self.epochs,
-            "shuffle_seed": self.shuffle_seed,
-            "interleave": self.interleave,
-            "world_size": reader.world_size,
-            "split": reader.mode,
-        }
 
 
 class _Slot:
@@ -84,6 +51,17 @@ class ShardSource(RootSource):
     CARRY = "carry"  # after a resume on another world size: shards (with cursors) to read first
 
     def __init__(self, shards: list[Shard], backend: ShardBackend, options: ShardOptions, split: ReaderSplit) -> None:
+        """A source at the beginning of its first epoch.
+
+        Args:
+            shards: Every shard of the data, in index order (each reader takes its own).
+            backend: What opens a shard and reads its examples.
+            options: Epochs, shard shuffle seed, interleave.
+            split: This reader's part.
+
+        Raises:
+            ConfigError: No shards, or fewer shards than readers when splitting by shards.
+        """
         if not shards:
             raise ConfigError("the dataset has no shards")
         if split.mode == "shards" and len(shards) < split.parts:
@@ -103,24 +81,14 @@ class ShardSource(RootSource):
 
     @classmethod
     def describe_state(cls, state: Any, shards: Sequence[Shard] | None = None, indent: str = "") -> list[str]:
-        """A saved state of a shard source in words; with ``shards``, shards are named by file
-        and cursors by what they count in it."""
-        if not isinstance(state, dict) or "slots" not in state:
-            return [f"{indent}shard source: unreadable ({state!r})"]
-        lines = [
-            f"{indent}shard source: epoch {state.get('epoch')}, {state.get('position')} shard(s) of this epoch's order opened; "
-            f"handed out so far: {describe_stats(state.get('stats'))}"
-        ]
-        open_slots = state.get("slots") or []
-        if not open_slots:
-            lines.append(
-                f"{indent}  no shard open: the next starts at the beginning of shard {state.get('position')} of the order"
-            )
-        for slot in open_slots:
-            lines.append(f"{indent}  open: {_slot_words(slot, shards)}")
-        for slot in state.get(cls.CARRY) or []:
-            lines.append(f"{indent}  to finish first (from readers of another world size): {_slot_words(slot, shards)}")
-        return lines
+        """A saved state of a shard source in words.
+
+        Args:
+            state: The source's part of a saved state.
+            shards: When given, shards are named by file and cursors by what they count in it.
+            indent: Put before every line.
+        """
+        return shard_source_words(state, shards, indent)
 
     def epoch_order(self, epoch: int) -> list[int]:
         """All shard indices of ``epoch``, in the order readers share them out."""
@@ -131,6 +99,14 @@ class ShardSource(RootSource):
         return self.shard_order.owned(epoch)
 
     def reset(self, state: dict[str, Any] | None) -> None:
+        """Start again from a saved state, or from the beginning of the first epoch.
+
+        Args:
+            state: What ``state_dict`` gave, or None.
+
+        Raises:
+            StateError: The state is malformed or names shards this source does not have.
+        """
         self.stats = StreamStats()
         self._epoch = 0
         self._position = 0
@@ -182,21 +158,27 @@ class ShardSource(RootSource):
         """What reached the consumer's side of the source, and the epoch."""
         return {**self.stats.to_json(), "epoch": self._epoch}
 
-    def state_dict(self) -> dict[str, Any]:
-        state = {
-            "epoch": self._epoch,
-            "position": self._position,
-            "slots": [{"shard": s.shard, "cursor": s.cursor.to_json()} for s in self._slots],
-            "turn": self._turn,
-            "stats": self.stats.to_json(),
-        }
+    def state_dict(self) -> ShardSourceState:
+        state = ShardSourceState(
+            epoch=self._epoch,
+            position=self._position,
+            slots=[ShardSlotJSON(shard=s.shard, cursor=s.cursor.to_json()) for s in self._slots],
+            turn=self._turn,
+            stats=self.stats.to_json(),
+        )
         if self._carry:
-            state[self.CARRY] = [{"shard": s.shard, "cursor": s.cursor.to_json()} for s in self._carry]
+            state["carry"] = [ShardSlotJSON(shard=s.shard, cursor=s.cursor.to_json()) for s in self._carry]
         return state
 
     def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
         """This reader's state from the states of all readers of another split (see
-        ``beamtok.stream.ranks.elastic``)."""
+        ``beamtok.stream.ranks.elastic``).
+
+        Args:
+            states: Every old reader's source state, in the order of ``olds``.
+            olds: The old readers' splits.
+            new: This reader's split.
+        """
         return merge_shard_sources(self, states, olds, new)
 
     def state_at(self, example: int) -> dict[str, Any]:
@@ -246,13 +228,19 @@ class ShardSource(RootSource):
             and self.backend.rows(self.shards[0]) is not None
         )
 
-    def seek(self, examples: int) -> int:
-        """Move past the next ``examples`` examples without reading them (see ``can_seek``);
-        the counts keep only what was handed out. Returns how many were passed (fewer at the
-        end of the last epoch)."""
+    def seek(self, items: int) -> int:
+        """Move past examples without reading them (see ``can_seek``); the counts keep only
+        what was handed out.
+
+        Args:
+            items: How many examples to pass.
+
+        Returns:
+            How many were passed (fewer at the end of the last epoch).
+        """
         rows = [self.backend.rows(shard) or 0 for shard in self.shards]
         here = self._example_number(rows)
-        target = here + examples
+        target = here + items
         if self.epochs is not None:
             target = min(target, sum(rows[i] for epoch in range(self.epochs) for i in self.order(epoch)))
         if target == here:
@@ -453,46 +441,32 @@ def merge_shard_sources(
             carried.append((epoch, rank_of.get(epoch, {}).get(shard, -1), shard, cursor))
 
     for probe in probes:
-        state = probe.state_dict()
+        probed = probe.state_dict()
         earlier = min(rank_of)  # an old carry came from an earlier epoch: it goes first
-        for slot in state.get(ShardSource.CARRY, []):
+        for slot in probed.get("carry", []):
             carried.append((earlier - 1, -1, slot["shard"], slot["cursor"]))
-        for slot in state["slots"]:
+        for slot in probed["slots"]:
             carry(probe.epoch, slot["shard"], slot["cursor"])
         fresh = {"index": 0, "doc": 0, "token": 0, "done": False}
-        for shard in probe.order(probe.epoch)[state["position"] :]:
+        for shard in probe.order(probe.epoch)[probed["position"] :]:
             carry(probe.epoch, shard, fresh)
         for epoch in range(probe.epoch + 1, last + 1):
             for shard in probe.order(epoch):
                 carry(epoch, shard, fresh)
     carried.sort(key=lambda item: item[:2])
     mine = [
-        {"shard": shard, "cursor": cursor}
+        ShardSlotJSON(shard=shard, cursor=cursor)
         for k, (_, _, shard, cursor) in enumerate(carried)
         if k % new.parts == new.part
     ]
     target = ShardSource(source.shards, source.backend, source.options, new)
-    merged: dict[str, Any] = {
-        "epoch": last,
-        "position": len(target.order(last)),  # this epoch's own order is read: the carry holds the rest
-        "slots": [],
-        "turn": 0,
-        "stats": summed_stats([s["stats"] for s in states], new.part),
-    }
+    merged = ShardSourceState(
+        epoch=last,
+        position=len(target.order(last)),  # this epoch's own order is read: the carry holds the rest
+        slots=[],
+        turn=0,
+        stats=summed_stats([s["stats"] for s in states], new.part),
+    )
     if mine:
-        merged[ShardSource.CARRY] = mine
-    return merged
-
-
-def _slot_words(slot: Any, shards: Sequence[Shard] | None) -> str:
-    if not isinstance(slot, dict):
-        return f"unreadable ({slot!r})"
-    index = slot.get("shard")
-    saved = slot.get("cursor")
-    cursor: dict[str, Any] = saved if isinstance(saved, dict) else {}
-    url = shards[index].url if shards is not None and isinstance(index, int) and 0 <= index < len(shards) else None
-    name = f"shard {index} ({url})" if url else f"shard {index}"
-    if cursor.get("done"):
-        return f"{name}: finished"
-    where = cursor_words(url, cursor.get("doc", 0))
-    return f"{name}: next example {cursor.get('index')} of the shard starts at {where}, token {cursor.get('token')} of that document"
+        merged["carry"] = mine
+    return dict(merged)  # the state reset() takes: plain JSON

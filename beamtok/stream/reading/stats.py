@@ -10,7 +10,7 @@ from beamtok.base.errors import StateError
 from beamtok.base.validate import check_int
 from beamtok.shards.items import NO_COUNTS, DocCounts, Produced
 from beamtok.shards.spans import Taken
-from beamtok.stream.state import check_keys
+from beamtok.stream.state import StatsJSON, check_keys
 
 __all__ = ["StreamStats", "describe_stats", "summed_stats"]
 
@@ -58,13 +58,13 @@ class StreamStats:
         self.tokens += other.tokens
         self.pad_tokens += other.pad_tokens
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "documents": self.documents.to_json(),
-            "examples": self.examples,
-            "tokens": self.tokens,
-            "pad_tokens": self.pad_tokens,
-        }
+    def to_json(self) -> StatsJSON:
+        return StatsJSON(
+            documents=self.documents.to_json(),
+            examples=self.examples,
+            tokens=self.tokens,
+            pad_tokens=self.pad_tokens,
+        )
 
     @classmethod
     def from_json(cls, state: Any) -> StreamStats:
@@ -80,7 +80,7 @@ class StreamStats:
         return stats
 
 
-def summed_stats(stats: list[dict[str, Any]], new_part: int) -> dict[str, Any]:
+def summed_stats(stats: list[dict[str, Any]], new_part: int) -> StatsJSON:
     """All old readers' stats on new reader 0 (``new_part``), empty stats on the others, so
     stats summed over readers stay exact after a resume on another world size."""
     total = StreamStats()

@@ -23,7 +23,7 @@ from beamtok.stream.global_order.order import GlobalOrder
 from beamtok.stream.global_order.shard_units import ShardUnits
 from beamtok.stream.node import Node
 from beamtok.stream.ranks.reader_split import ReaderSplit
-from beamtok.stream.reading.source import ShardOptions
+from beamtok.stream.reading.shard_order import ShardOptions
 from beamtok.stream.reading.source_rows import ShuffledRows
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.shards import ShardsRoot

@@ -22,7 +22,8 @@ from beamtok.stream.node import Node
 from beamtok.stream.plan import mix_source_plans, source_runs
 from beamtok.stream.ranks.example_split import ExampleSplitNode
 from beamtok.stream.ranks.reader_split import ReaderSplit
-from beamtok.stream.reading.source import ShardOptions, ShardSource
+from beamtok.stream.reading.shard_order import ShardOptions
+from beamtok.stream.reading.source import ShardSource
 from beamtok.stream.roots.base import RootPlan
 from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok.stream.roots.shards import ShardsRoot

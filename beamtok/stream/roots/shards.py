@@ -26,8 +26,8 @@ from beamtok.sources.urls import Shard, split_range
 from beamtok.stream.node import Node
 from beamtok.stream.ranks.example_split import ExampleSplitNode
 from beamtok.stream.ranks.reader_split import ReaderSplit
-from beamtok.stream.reading.shard_order import ShardOrder
-from beamtok.stream.reading.source import ShardOptions, ShardSource
+from beamtok.stream.reading.shard_order import ShardOptions, ShardOrder
+from beamtok.stream.reading.source import ShardSource
 from beamtok.stream.reading.source_rows import SourceRows
 from beamtok.stream.roots.base import RootPlan
 

@@ -16,7 +16,7 @@ from beamtok.base.errors import ConfigError, StateError
 from beamtok.base.validate import check_int
 from beamtok.stream.node import Node, StageNode
 from beamtok.stream.ranks.reader_split import ReaderSplit
-from beamtok.stream.state import check_keys, copy_state
+from beamtok.stream.state import NodeState, WindowState, check_keys, copy_state
 
 __all__ = ["WindowNode", "describe_window_state"]
 
@@ -105,12 +105,12 @@ class WindowNode(StageNode):
         """What window number ``window`` of upstream ``items`` hands out, in order."""
 
     def _fill(self) -> None:
-        self._window_start = self.upstream.state_dict()
+        self._window_start = dict(self.upstream.state_dict())
         items = list(itertools.islice(self.upstream, self.size))
         self._buffer = self.arrange(items, self._index) if items else []
         self._emitted = 0
 
-    def _window_of(self, split: ReaderSplit, upstream: dict[str, Any], window: int) -> tuple[list[Any], dict[str, Any]]:
+    def _window_of(self, split: ReaderSplit, upstream: dict[str, Any], window: int) -> tuple[list[Any], NodeState]:
         """Another reader's window read through its own stream: its outputs, and its stream's
         state after the window."""
         if self.rebuild is None:
@@ -186,14 +186,15 @@ class WindowNode(StageNode):
             merged[self.DRAIN] = mine
         return merged
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> WindowState:
         if self._resume_at:  # restored, not read yet
-            state = {"upstream": copy_state(self._window_start), "window": self._index, "emitted": self._resume_at}
+            state = WindowState(upstream=copy_state(self._window_start), window=self._index, emitted=self._resume_at)
         elif self._emitted < len(self._buffer):
-            state = {"upstream": self._window_start, "window": self._index, "emitted": self._emitted}
+            assert self._window_start is not None  # a window is held: _fill kept where it started
+            state = WindowState(upstream=self._window_start, window=self._index, emitted=self._emitted)
         else:
             next_index = self._index + 1 if self._buffer else self._index
-            state = {"upstream": self.upstream.state_dict(), "window": next_index, "emitted": 0}
+            state = WindowState(upstream=self.upstream.state_dict(), window=next_index, emitted=0)
         if self._drain:
-            state[self.DRAIN] = copy_state(self._drain)
+            state["drain"] = copy_state(self._drain)
         return state
