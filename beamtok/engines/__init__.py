@@ -22,8 +22,18 @@ from typing import Protocol
 import numpy as np
 
 from beamtok.engines.engine_choice import Candidate, EngineChoice, Refusal, candidates_for, choose
+from beamtok.engines.exact_encoder import MissingExtra, ProbeMismatch
 
-__all__ = ["Candidate", "Engine", "EngineChoice", "Refusal", "candidates_for", "choose"]
+__all__ = [
+    "Candidate",
+    "Engine",
+    "EngineChoice",
+    "MissingExtra",
+    "ProbeMismatch",
+    "Refusal",
+    "candidates_for",
+    "choose",
+]
 
 
 class Engine(Protocol):
@@ -35,5 +45,11 @@ class Engine(Protocol):
     """Why a faster engine inside it does not run ('' where none was refused)."""
 
     def encode_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[np.ndarray]:
-        """Token ids (int32) of each text, as ``tokenizers`` gives them."""
+        """Token ids (int32) of each text, as ``tokenizers`` gives them.
+
+        Args:
+            texts: The texts.
+            add_special_tokens: Add the file's post-processor tokens (BOS/EOS), as
+                ``tokenizers`` does.
+        """
         ...

@@ -37,7 +37,7 @@ import numpy as np
 
 from beamtok.base.errors import ConfigError
 from beamtok.engines.cutter_choice import cutter_for
-from beamtok.engines.exact_encoder import EMPTY, ExactEncoder, refuse_unrouted_added_tokens
+from beamtok.engines.exact_encoder import EMPTY, ExactEncoder, MissingExtra, refuse_unrouted_added_tokens
 from beamtok.engines.id_arrays import int32_ids
 from beamtok.engines.word_cutters import Marking
 
@@ -119,6 +119,7 @@ class WordsEncoder(ExactEncoder):
         from beamtok.engines.tiktoken_backend import PROBES
 
         self.family = family
+        self._numba_missing = False
         spec = json.loads(tokenizer_json)
 
         def refuse(why: str) -> ConfigError:
@@ -133,6 +134,8 @@ class WordsEncoder(ExactEncoder):
         compiled_bpe = self._compiled_bpe(model) if self.KERNEL == "BPE" else None
         compiled_unigram = self._native_model(model) if self.KERNEL == "Unigram" else None
         if self.KERNEL is not None and compiled_bpe is None and compiled_unigram is None:
+            if self._numba_missing:
+                raise MissingExtra(str(refuse(self.native_refusal)), install="beamtok[compiled]")
             raise refuse(self.native_refusal or f"its model is not a {self.KERNEL} this path compiles")
         self._words: WordCache | NativeUnigram = compiled_unigram or WordCache(self.reference.model)
         # the compiled engine that cuts marked texts itself (their words are cut before marks), if any
@@ -153,6 +156,7 @@ class WordsEncoder(ExactEncoder):
         try:
             from beamtok.engines.unigram_native import NativeUnigram
         except ImportError:
+            self._numba_missing = True
             self.native_refusal = (
                 "numba is not installed, so each new word goes to the file's Unigram model from Python; "
                 "pip install 'beamtok[compiled]' segments words in compiled code"
@@ -168,6 +172,7 @@ class WordsEncoder(ExactEncoder):
         try:
             from beamtok.engines.bpe_native import NativeBPE
         except ImportError:
+            self._numba_missing = True
             self.native_refusal = "numba is not installed: pip install 'beamtok[compiled]' compiles this BPE"
             return None
         why = NativeBPE.why_not(model)

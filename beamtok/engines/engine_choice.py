@@ -15,9 +15,12 @@ The families and their candidates, fastest first:
 - **WordPiece**: kitoken, then cached words;
 - **Unigram**: the compiled Unigram on cut words (numba), then cached words.
 
-A candidate that was built but gave other ids than ``tokenizers`` on its probes
-(:class:`~beamtok.engines.exact_encoder.ProbeMismatch`) is logged once at warning level: a
-broken engine would otherwise leave a file on a slower one with nothing said.
+Each refusal has a kind (``Refusal.kind``): the file is one the engine cannot be exact for
+(``file``), the engine was built but gave other ids than ``tokenizers`` on its probes
+(``probes``: logged once at warning level, since a broken engine would otherwise leave a file
+on a slower one with nothing said), or the engine needs a package this install lacks
+(``missing package``: the install's choice, which ``Tokenizer.engine`` does not count against
+the file).
 """
 
 from __future__ import annotations
@@ -30,24 +33,46 @@ from typing import Any
 
 from beamtok.base.errors import ConfigError
 from beamtok.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder, CompiledUnigramEncoder, WordsEncoder
-from beamtok.engines.exact_encoder import ExactEncoder, ProbeMismatch
+from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, ProbeMismatch
 from beamtok.engines.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok.engines.tiktoken_backend import TiktokenEncoder
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BYTE_LEVEL", "Candidate", "EngineChoice", "Refusal", "candidates_for", "choose"]
+__all__ = [
+    "BYTE_LEVEL",
+    "MISSING_PACKAGE",
+    "NOT_FOR_FILE",
+    "PROBES_DIFFERED",
+    "Candidate",
+    "EngineChoice",
+    "Refusal",
+    "candidates_for",
+    "choose",
+]
 
 BYTE_LEVEL = "byte-level BPE"
 RAW_ENGINE = "tokenizers"
+
+NOT_FOR_FILE = "file"
+"""A refusal's kind: the engine cannot be exact for this file."""
+PROBES_DIFFERED = "probes"
+"""A refusal's kind: the engine was built but gave other ids than ``tokenizers`` on its probes."""
+MISSING_PACKAGE = "missing package"
+"""A refusal's kind: the engine needs a package this install does not have."""
 
 Build = Callable[[str, str, Any], ExactEncoder]
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One engine a family may run on: its name and how it is built from ``(tokenizer.json
-    text, tokenizer name, the file loaded by tokenizers)`` (ConfigError where it cannot be exact)."""
+    """One engine a family may run on.
+
+    Attributes:
+        name: The engine's name in refusals (``tiktoken``, ``compiled BPE``...).
+        build: Makes the encoder from ``(tokenizer.json text, tokenizer name, the file loaded
+            by tokenizers)``; raises ConfigError where it cannot be exact.
+    """
 
     name: str
     build: Build = field(repr=False, compare=False)
@@ -55,17 +80,40 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Refusal:
-    """A candidate not taken, and why."""
+    """A candidate not taken, and why.
+
+    Attributes:
+        candidate: The candidate's name.
+        reason: Why it was not taken, in words.
+        kind: ``file`` (it cannot be exact for this file), ``probes`` (built, but its ids
+            differed on the probe strings) or ``missing package`` (the install lacks what it
+            needs).
+    """
 
     candidate: str
     reason: str
-    probes_differed: bool = False
+    kind: str = NOT_FOR_FILE
+
+    @property
+    def probes_differed(self) -> bool:
+        """Whether the engine was built but gave other ids than ``tokenizers``."""
+        return self.kind == PROBES_DIFFERED
+
+    @property
+    def missing_package(self) -> bool:
+        """Whether only a package this install lacks kept the engine out."""
+        return self.kind == MISSING_PACKAGE
 
 
 @dataclass(frozen=True)
 class EngineChoice:
-    """The outcome of :func:`choose`: the family, the encoder taken (None: ``tokenizers``
-    itself encodes), and each candidate refused before it, in the order tried."""
+    """The outcome of :func:`choose`.
+
+    Attributes:
+        family: The tokenizer file's family (``byte-level BPE``, ``Unigram``...).
+        encoder: The encoder taken; None where ``tokenizers`` itself encodes.
+        refused: Each candidate refused before it, in the order tried.
+    """
 
     family: str
     encoder: ExactEncoder | None
@@ -86,7 +134,7 @@ class EngineChoice:
             "family": self.family,
             "engine": self.engine,
             "inner_refusal": self.encoder.native_refusal if self.encoder is not None else "",
-            "refused": [{"candidate": r.candidate, "reason": r.reason} for r in self.refused],
+            "refused": [{"candidate": r.candidate, "reason": r.reason, "kind": r.kind} for r in self.refused],
         }
 
 
@@ -106,8 +154,12 @@ def _words(engine: type[WordsEncoder], family: str) -> Build:
 
 
 def candidates_for(family: str, backend: Any) -> list[Candidate]:
-    """The candidates of ``family`` for this file (``backend``: its ``tokenizers.Tokenizer``),
-    in the order they are tried."""
+    """The candidates of a family for one file, in the order they are tried.
+
+    Args:
+        family: The file's family, as ``family_of_backend`` names it.
+        backend: The file as ``tokenizers`` loaded it (a ``tokenizers.Tokenizer``).
+    """
     if family == BYTE_LEVEL:
         return [Candidate("tiktoken", _tiktoken)]
     cached = Candidate("cached words", _words(CachedWordsEncoder, family))
@@ -126,16 +178,28 @@ _WARNED_LOCK = threading.Lock()
 
 
 def choose(backend: Any, name: str, serialized: str) -> EngineChoice:
-    """Build the candidates of ``backend``'s family in turn and take the first that is exact
-    (see the module docstring); the record says which, and why each one before it was not."""
+    """Build the candidates of the file's family in turn and take the first that is exact
+    (see the module docstring).
+
+    Args:
+        backend: The file as ``tokenizers`` loaded it (a ``tokenizers.Tokenizer``).
+        name: The tokenizer's name, for messages.
+        serialized: The file's ``tokenizer.json`` text.
+
+    Returns:
+        Which engine was taken, and why each one before it was not.
+    """
     family = family_of_backend(backend) or BYTE_LEVEL
     refused: list[Refusal] = []
     for candidate in candidates_for(family, backend):
         try:
             encoder = candidate.build(serialized, name, backend)
         except ProbeMismatch as e:
-            refused.append(Refusal(candidate.name, str(e), probes_differed=True))
+            refused.append(Refusal(candidate.name, str(e), PROBES_DIFFERED))
             _warn_once(name, candidate.name, str(e))
+        except MissingExtra as e:
+            refused.append(Refusal(candidate.name, str(e), MISSING_PACKAGE))
+            log.debug("%s", e)
         except ConfigError as e:
             refused.append(Refusal(candidate.name, str(e)))
             log.debug("%s", e)

@@ -22,6 +22,7 @@ __all__ = [
     "EMPTY",
     "EitherFound",
     "ExactEncoder",
+    "MissingExtra",
     "Needles",
     "ProbeMismatch",
     "TextFinder",
@@ -38,6 +39,15 @@ class TextFinder(Protocol):
 
 class ProbeMismatch(ConfigError):
     """An encoder built for a file gave other ids than ``tokenizers`` on its probe strings."""
+
+
+class MissingExtra(ConfigError):
+    """An engine that needs a package this install does not have: the install's choice, not
+    something about the file (``install`` is what to pip install to have it)."""
+
+    def __init__(self, message: str, install: str) -> None:
+        super().__init__(message)
+        self.install = install
 
 
 class ExactEncoder:

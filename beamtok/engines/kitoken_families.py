@@ -67,7 +67,7 @@ import numpy as np
 from beamtok.base.errors import ConfigError
 from beamtok.engines.added_segments import AddedSegments
 from beamtok.engines.cutter_choice import inert_split
-from beamtok.engines.exact_encoder import ExactEncoder, Needles, refuse_unrouted_added_tokens
+from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, Needles, refuse_unrouted_added_tokens
 from beamtok.engines.id_arrays import int32_ids
 from beamtok.engines.split_patterns import split_sample
 from beamtok.engines.tokenizer_parts import steps_of
@@ -140,8 +140,9 @@ class KitokenEncoder(ExactEncoder):
 
             self.encoder = Kitoken.from_tokenizers(engine_json.encode())
         except ImportError as e:
-            raise ConfigError(
-                "the exact fast path for this tokenizer needs the kitoken package: pip install kitoken"
+            raise MissingExtra(
+                "the exact fast path for this tokenizer needs the kitoken package: pip install kitoken",
+                install="kitoken",
             ) from e
         except Exception as e:  # kitoken refuses a part of the file
             raise ConfigError(

@@ -57,7 +57,7 @@ import numpy as np
 import orjson
 
 from beamtok.base.errors import ConfigError
-from beamtok.engines.exact_encoder import ExactEncoder, Needles, ProbeMismatch, added_around
+from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, Needles, ProbeMismatch, added_around
 from beamtok.engines.id_arrays import int32_ids
 from beamtok.engines.kitoken_engine import kitoken_engine
 from beamtok.engines.normal_forms import ExactNormalForm
@@ -153,7 +153,9 @@ class TiktokenEncoder(ExactEncoder):
         try:
             import tiktoken
         except ImportError as e:
-            raise ConfigError("the exact fast path needs the tiktoken package: pip install tiktoken") from e
+            raise MissingExtra(
+                "the exact fast path needs the tiktoken package: pip install tiktoken", install="tiktoken"
+            ) from e
         try:
             spec = orjson.loads(tokenizer_json)
         except orjson.JSONDecodeError:  # what orjson refuses (a lone surrogate escape) the standard library may read

@@ -304,12 +304,8 @@ class Tokenizer:
         fast = choice.encoder
         if fast is not None:
             passed = f"{fast.engine_name} (exact fast path: checks and probe strings passed"
-            # a compiled engine missing only for want of numba is the install's choice, not the file's
-            reasons = [
-                f"{r.candidate}: {r.reason}"
-                for r in choice.refused
-                if not (r.candidate == "compiled BPE" and "numba" in r.reason)
-            ]
+            # an engine kept out only by a package the install lacks is the install's choice, not the file's
+            reasons = [f"{r.candidate}: {r.reason}" for r in choice.refused if not r.missing_package]
             if fast.native_refusal:
                 reasons.append(fast.native_refusal)
             if reasons:
@@ -420,7 +416,14 @@ def _from_kept_or_loaded(name: str, trust_remote_code: bool) -> Tokenizer:
 
 
 def resolve_tokenizer(ref: TokenizerRef) -> Tokenizer:
-    """The tokenizer a spec names, loaded once per process and checked against its fingerprint."""
+    """The tokenizer a spec names, loaded once per process and checked against its fingerprint.
+
+    Args:
+        ref: The spec's tokenizer: its name (a directory or file) and fingerprint.
+
+    Raises:
+        ConfigError: The tokenizer found under that name is not the one the spec was made with.
+    """
     with _LOCK:
         cached = _CACHE.get(ref.fingerprint)
     if cached is not None:

@@ -82,7 +82,22 @@ def test_a_candidate_refused_by_its_checks_is_not_a_warning(fresh, caplog):
     assert [r.candidate for r in choice.refused] == ["compiled BPE", "kitoken"], choice.refused
     assert "numba is not installed" in choice.refused[0].reason and "Lowercase" in choice.refused[1].reason
     assert not any(r.probes_differed for r in choice.refused)
+    assert [r.kind for r in choice.refused] == ["missing package", "file"]  # the install's choice, then the file's
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_the_engine_line_leaves_out_what_only_the_install_lacks(fresh):
+    """Without numba a SentencePiece BPE runs on kitoken: ``Tokenizer.engine`` names no
+    refusal for that (the install's choice), while the record keeps it with its kind."""
+    from conftest import modules_blocked, trained_family
+
+    with modules_blocked("beamtok.engines.bpe_native", "beamtok.engines.unigram_native"):
+        tok = load_tokenizer(str(trained_family("sp-bpe-metaspace")))
+        line = tok.engine
+    refused = tok.engine_choice.refused
+    assert [(r.candidate, r.kind) for r in refused] == [("compiled BPE", "missing package")], refused
+    assert line.startswith("kitoken") and "numba" not in line and "compiled BPE" not in line, line
+    assert tok.engine_choice.to_json()["refused"][0]["kind"] == "missing package"
 
 
 def test_the_old_name_still_works_with_a_deprecation_warning(fresh):

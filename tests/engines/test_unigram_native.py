@@ -251,6 +251,7 @@ def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
     assert isinstance(encoder, CachedWordsEncoder) and encoder.engine_name == "beamtok cached words", choice
     assert [r.candidate for r in choice.refused] == ["compiled Unigram"]
     assert "pip install 'beamtok[compiled]'" in choice.refused[0].reason
+    assert choice.refused[0].missing_package  # the install lacks numba: not held against the file
 
     class WithoutNumba:
         backend = tok.backend
