@@ -52,14 +52,26 @@ class RowSource(Protocol):
 
 
 class ShardBackend(Protocol):
-    has_spans: bool  # open_spans gives decoded blocks (else None)
+    """What reads a stream's shards: in this process, in worker processes, or from a cache."""
+
+    has_spans: bool
+    """Whether ``open_spans`` gives decoded blocks (else it gives None)."""
 
     def open(self, shard: Shard, cursor: ShardCursor) -> Iterator[Produced]:
-        """The examples of ``shard`` from ``cursor`` on, each with the cursor after it."""
+        """The examples of one shard from a cursor on, each with the cursor after it.
+
+        Args:
+            shard: The shard to read.
+            cursor: Where to start in it.
+        """
         ...
 
     def prefetch(self, upcoming: Sequence[tuple[Shard, ShardCursor]]) -> None:
-        """Shards the stream will open next, in order (a hint; may be ignored)."""
+        """Shards the stream will open next, in order (a hint; may be ignored).
+
+        Args:
+            upcoming: Each shard with the cursor it will be opened at.
+        """
         ...
 
     def close(self) -> None:
@@ -67,7 +79,12 @@ class ShardBackend(Protocol):
         ...
 
     def open_spans(self, shard: Shard, cursor: ShardCursor) -> Iterator[RowSpan] | None:
-        """The same rows as ``open`` in decoded blocks, or None where rows come one at a time."""
+        """The same rows as ``open`` in decoded blocks, or None where rows come one at a time.
+
+        Args:
+            shard: The shard to read.
+            cursor: Where to start in it.
+        """
         ...
 
     def rows(self, shard: Shard) -> int | None:
@@ -112,7 +129,11 @@ class ShardOrigin(Protocol):
         ...
 
     def check_pack(self, name: str) -> None:
-        """Raise ConfigError when the data cannot be packed (again) here."""
+        """Raise ConfigError when the data cannot be packed (again) here.
+
+        Args:
+            name: The packing stage's name, for the message.
+        """
         ...
 
     def backend(self, spec: Spec, workers: int) -> ShardBackend:

@@ -38,15 +38,15 @@ import itertools
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from beamtok.base.errors import CacheError, ConfigError
+from beamtok.base.errors import ConfigError
 from beamtok.base.validate import check_optional_int
 from beamtok.beam.pipelines import METRICS_NAMESPACE
+from beamtok.beam.shipped_tokenizers import ShippedTokenizers
 from beamtok.cache.build.progress import ShardReporter
 from beamtok.cache.build.range_pack import (
     PackedPart,
@@ -90,7 +90,7 @@ from beamtok.shards.document_lengths import DocumentLengths
 from beamtok.shards.processor import ShardProcessor
 from beamtok.sources.readers import is_compressed, source_format
 from beamtok.sources.urls import Shard, is_remote, split_range
-from beamtok.transforms.tokenize import is_registered, register_serialized, serialize_tokenizers
+from beamtok.transforms.tokenize import serialize_tokenizers
 
 __all__ = ["BuildCache"]
 
@@ -116,37 +116,6 @@ class _ShardCounters:
             Metrics.counter(METRICS_NAMESPACE, f"skipped_{reason}").inc(n)
         self.examples.inc(entry.rows)
         self.tokens.inc(entry.tokens)
-
-
-@dataclass(frozen=True)
-class ShippedTokenizers:
-    """How workers get the spec's tokenizers without any path of the launching machine: the
-    last (the cache's own) from ``tokenizer.json`` in the output directory, which the launcher
-    writes before the pipeline starts, and any other serialized inside the job. A tokenizer
-    of hundreds of thousands of tokens serializes to over 10 MB, more than a Dataflow job
-    request may carry, so the main one never travels in the job graph."""
-
-    inline: tuple[dict[str, Any], ...]  # serialized tokenizers other than the cache's own
-    from_output: str | None  # fingerprint of the one in the output's tokenizer.json
-
-    @classmethod
-    def of(cls, blobs: Sequence[dict[str, Any]]) -> ShippedTokenizers:
-        if not blobs:
-            return cls((), None)
-        return cls(tuple(blobs[:-1]), str(blobs[-1]["fingerprint"]))
-
-    def register(self, storage: Storage) -> None:
-        """Make this worker process's resolve_tokenizer return them (rebuilt once per process)."""
-        register_serialized(self.inline)
-        if self.from_output is None or is_registered(self.from_output):
-            return
-        blob = json.loads(storage.read_bytes(TOKENIZER_FILE))
-        if blob.get("fingerprint") != self.from_output:
-            raise CacheError(
-                f"{storage.display(TOKENIZER_FILE)} holds tokenizer {blob.get('fingerprint')}, the job was built with "
-                f"{self.from_output}: another build replaced it while this one ran"
-            )
-        register_serialized([blob])
 
 
 class _ShardStepFn(beam.DoFn):
@@ -360,13 +329,9 @@ class _WriteManifestFn(beam.DoFn):
 class BuildCache(beam.PTransform):
     """Write the cache of ``shards`` under ``output`` with the shard processing of ``spec``.
 
-    Row groups hold ``row_group_rows`` rows, or about ``row_group_bytes`` of tokens (default
-    8 MB); the layout never changes the rows, nor does ``parquet_compat`` (files every Parquet
-    reader opens: see ``beamtok.cache.format.schema.parquet_options``). Files larger than ``split_bytes`` (uncompressed
-    JSONL, Parquet) are tokenized in ranges on several workers and packed in order after;
-    None tokenizes every shard whole. Neither changes a byte of the cache. Workers read the
-    tokenizer from the output's ``tokenizer.json``, written when the transform is applied
-    (``write_tokenizer=False``: the caller writes it, with :meth:`write_tokenizer_file`).
+    Neither the row-group layout nor the splitting of large files changes a byte of the
+    cache's rows. Workers read the tokenizer from the output's ``tokenizer.json``, written
+    when the transform is applied.
     """
 
     def __init__(
@@ -382,6 +347,28 @@ class BuildCache(beam.PTransform):
         split_bytes: int | None = DEFAULT_SPLIT_BYTES,
         write_tokenizer: bool = True,
     ) -> None:
+        """A transform to apply to a pipeline's beginning (``pipeline | BuildCache(...)``).
+
+        Args:
+            spec: The shard processing: tokenizer, steps, packing.
+            shards: The input files, in index order.
+            output: The cache directory (a local path, ``gs://``, ``s3://``...).
+            tokenizer_file: Where the tokenizer is kept, relative to ``output``
+                (default ``tokenizer.json``).
+            row_group_rows: Rows per Parquet row group.
+            row_group_bytes: About this many bytes of tokens per row group instead (default
+                8 MB).
+            parquet_compat: Write files every Parquet reader opens (see
+                ``beamtok.cache.format.schema.parquet_options``).
+            split_bytes: Files larger than this (uncompressed JSONL, Parquet) are tokenized
+                in ranges on several workers and packed in order after; None tokenizes every
+                shard whole.
+            write_tokenizer: Write the tokenizer when the transform is applied; False: the
+                caller writes it, with :meth:`write_tokenizer_file`.
+
+        Raises:
+            ConfigError: No shards, no tokenize step, or a layout that cannot hold a row.
+        """
         super().__init__()
         if not shards:
             raise ConfigError("BuildCache needs at least one shard")
@@ -410,6 +397,15 @@ class BuildCache(beam.PTransform):
             )
 
     def expand(self, pbegin: Any) -> Any:
+        """The build's steps, applied by Beam.
+
+        Args:
+            pbegin: The pipeline's beginning.
+
+        Returns:
+            The PCollection of the manifest written once every shard is (it yields the
+            manifest's totals).
+        """
         if self.write_tokenizer:
             self.write_tokenizer_file()
         launched = self.shards

@@ -33,7 +33,14 @@ def pipeline_for(beam_args: Sequence[str]) -> Iterator[beam.Pipeline]:
 
 
 def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:
-    """A Beam pipeline for these options; local runs are pinned to the FnApiRunner."""
+    """A Beam pipeline for these options; local runs are pinned to the FnApiRunner.
+
+    Args:
+        beam_args: Beam's command-line options (``--runner=DataflowRunner``, ``--project=...``).
+
+    Raises:
+        ConfigError: The runner refused its options (a missing project or region...).
+    """
     from beamtok.beam.options import runner_name
 
     options = PipelineOptions(runner_name(list(beam_args)))
@@ -48,11 +55,23 @@ def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:
 
 
 def is_local(pipeline: beam.Pipeline) -> bool:
+    """Whether the pipeline runs on this machine.
+
+    Args:
+        pipeline: A pipeline ``make_pipeline`` made.
+    """
     return pipeline.options.view_as(StandardOptions).runner in LOCAL_RUNNERS
 
 
 def beam_counters(result: Any) -> dict[str, int]:
-    """The pipeline's beamtok counters (committed values where the runner has them)."""
+    """The pipeline's beamtok counters (committed values where the runner has them).
+
+    Args:
+        result: What ``pipeline.run()`` returned.
+
+    Returns:
+        Each counter's total by name; empty where the runner reports no metrics.
+    """
     try:
         found = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]
     except Exception:  # some runners report no metrics

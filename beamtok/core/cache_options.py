@@ -48,11 +48,8 @@ class CacheOption:
         return "--" + self.name.replace("_", "-")
 
 
-LOCAL_RUNNERS = (
-    None,
-    "DirectRunner",
-    "FnApiRunner",
-)  # --runner values a build runs on this machine (pinned to the FnApiRunner)
+LOCAL_RUNNERS = (None, "DirectRunner", "FnApiRunner")
+"""The ``--runner`` values a build runs on this machine (pinned to the FnApiRunner)."""
 
 CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("urls", "Input files or patterns.", scope="input", command_line=False),

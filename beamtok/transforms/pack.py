@@ -37,7 +37,16 @@ __all__ = [
 
 @dataclass
 class Row:
-    """One packed row and where it starts."""
+    """One packed row and where it starts.
+
+    Attributes:
+        doc: The index of the row's first document in its shard.
+        token: The token of that document the row starts at.
+        input_ids: The row's token ids.
+        segment_ids: Which document piece each token is of (1, 2...; 0: padding).
+        position_ids: Each token's position in its piece.
+        loss_mask: 1 where the token is trained on.
+    """
 
     doc: int
     token: int
@@ -76,9 +85,19 @@ class Packer(Protocol):
     TOKEN_OFFSETS: ClassVar[bool]
     counts: PackCounts
 
-    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]: ...
+    def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
+        """The rows the next document completes.
 
-    def finish(self) -> Iterator[Row]: ...
+        Args:
+            doc: The document's index in its shard.
+            tokens: Its token ids (and loss mask).
+            offset: Where a resume starts in it (see ``TOKEN_OFFSETS``).
+        """
+        ...
+
+    def finish(self) -> Iterator[Row]:
+        """The rows still held at the end of the shard."""
+        ...
 
 
 def _mask_of(tokens: TokenDoc) -> np.ndarray:
@@ -164,11 +183,24 @@ class PadTruncate:
     TOKEN_OFFSETS: ClassVar[bool] = True
 
     def __init__(self, seq_len: int, pad_id: int) -> None:
+        """A packer with nothing counted yet.
+
+        Args:
+            seq_len: The row length.
+            pad_id: The id that fills a short document's row.
+        """
         self.seq_len = seq_len
         self.pad_id = pad_id
         self.counts = PackCounts()
 
     def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
+        """The document's one row (none when resuming past its start).
+
+        Args:
+            doc: The document's index in its shard.
+            tokens: Its tokens; those past ``seq_len`` are counted as truncated.
+            offset: A resume's token offset: anything but 0 means the row was given before.
+        """
         if offset:  # rows start at token 0 only; a non-zero offset means the row was emitted
             return
         kept = _slice(tokens, 0, self.seq_len)
@@ -190,11 +222,24 @@ class SlidingWindow:
     TOKEN_OFFSETS: ClassVar[bool] = True
 
     def __init__(self, seq_len: int, stride: int) -> None:
+        """A packer with nothing counted yet.
+
+        Args:
+            seq_len: The window length.
+            stride: Tokens from one window's start to the next's.
+        """
         self.seq_len = seq_len
         self.stride = stride
         self.counts = PackCounts()
 
     def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
+        """The document's windows, the first starting at ``offset``.
+
+        Args:
+            doc: The document's index in its shard.
+            tokens: Its tokens and loss mask.
+            offset: The first window's start (a resume's; a multiple of the stride).
+        """
         n = len(tokens.ids)
         overlap = self.seq_len - self.stride
         for start in range(offset, n, self.stride):
@@ -219,6 +264,13 @@ class WholeDocument:
         self.counts = PackCounts()
 
     def add(self, doc: int, tokens: TokenDoc, offset: int = 0) -> Iterator[Row]:
+        """The whole document as one row.
+
+        Args:
+            doc: The document's index in its shard.
+            tokens: All of its tokens.
+            offset: Anything but 0: a resume past this row, which gives nothing.
+        """
         if not offset:
             yield _join(doc, 0, [tokens])
 

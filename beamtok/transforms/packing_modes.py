@@ -365,7 +365,11 @@ def mode_named(name: str, method: str | None, spell: Spell) -> type[PackingMode]
 
 
 def make_packer(pack: PackSpec | None) -> Packer:
-    """The packer a spec asks for (one whole document a row when it asks for none)."""
+    """The packer a spec asks for.
+
+    Args:
+        pack: The packing spec; None gives one whole document a row.
+    """
     return WholeDocument() if pack is None else packing_mode(pack.mode).packer(pack)
 
 

@@ -57,9 +57,26 @@ def _objects(obj: griffe.Object) -> list[griffe.Object]:
 def _link(pkg: griffe.Module, obj: griffe.Object, short: bool, target: str, rendered: tuple[str, ...]) -> str:
     shown = target.rsplit(".", 1)[-1] if short else target
     path = _resolved(obj, target.lstrip("."))
-    if path is None or not any(path == r or (path.startswith(r + ".") and _documented(pkg, path)) for r in rendered):
+    if path is None or not any(path == r or _rendered_under(pkg, path, r) for r in rendered):
         return f"`{shown}`"  # not on the site: code, not a dead link
     return f"[`{shown}`][{path}]"
+
+
+def _rendered_under(pkg: griffe.Module, path: str, root: str) -> bool:
+    """Whether ``path`` is rendered as a member of the object rendered at ``root``: a module
+    shows what it exports (its ``__all__``), not its submodules."""
+    if not path.startswith(root + ".") or not _documented(pkg, path):
+        return False
+    try:
+        container = pkg[root[len(pkg.path) + 1 :]] if root != pkg.path else pkg
+    except KeyError:
+        return False
+    if not container.is_module:
+        return True
+    head = path[len(root) + 1 :].split(".", 1)[0]
+    exports = container.exports
+    member = container.members.get(head)
+    return (exports is None or head in exports) and member is not None and not member.is_module
 
 
 def _documented(pkg: griffe.Module, path: str) -> bool:

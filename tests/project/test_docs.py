@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -104,19 +105,34 @@ def test_the_site_builds_strictly_with_generated_pages(tmp_path):
         assert not raw, f"{page.relative_to(tmp_path)} shows Sphinx roles as text: {raw[:3]}"
     assert 'href="#beamtok.Dataset.cache"' in api  # a role became a link
     undocumented = [
-        f"{anchor}: {name}"
-        for anchor, names in api_callables()
+        f"{page}: {anchor}: {name}"
+        for page in API_PAGES
+        for anchor, names in api_callables(page)
         for name in names
-        if not re.search(rf"<code>(<span [^>]*>)?\*{{0,2}}{re.escape(name)}(</span>)?</code>", api_section(api, anchor))
+        if not re.search(
+            rf"<code>(<span [^>]*>)?\*{{0,2}}{re.escape(name)}(</span>)?</code>",
+            api_section(site_page(tmp_path, page), anchor),
+        )
     ]
     assert not undocumented, f"parameters the API reference does not list: {undocumented}"
+    packages = site_page(tmp_path, "api-packages.md")
+    for package in ("cache", "stream", "engines", "transforms", "beam", "dataset"):
+        for name in importlib.import_module(f"beamtok.{package}").__all__:
+            assert f'id="beamtok.{package}.{name}"' in packages, f"beamtok.{package}.{name} is not on the page"
 
 
-def api_callables() -> list[tuple[str, list[str]]]:
-    """Every callable docs/api.md renders (a module's exports, or the object named), with the
+API_PAGES = ("api.md", "api-packages.md")
+"""The reference pages made from docstrings."""
+
+
+def site_page(site_root, page: str) -> str:
+    return (site_root / "site" / page.removesuffix(".md") / "index.html").read_text()
+
+
+def api_callables(page: str) -> list[tuple[str, list[str]]]:
+    """Every callable ``docs/<page>`` renders (a module's exports, or the object named), with the
     names of its parameters (a dataclass: its fields), keyed by its anchor on the page."""
     import dataclasses
-    import importlib
     import inspect
 
     def params(function: object) -> list[str]:
@@ -128,7 +144,9 @@ def api_callables() -> list[tuple[str, list[str]]]:
 
     def of_class(anchor: str, cls: type) -> list[tuple[str, list[str]]]:
         if dataclasses.is_dataclass(cls):
-            out = [(anchor, [f.name for f in dataclasses.fields(cls)])]
+            out = [(anchor, [f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")])]
+        elif getattr(cls, "_is_protocol", False):
+            out = []  # a protocol is not made
         else:
             out = [(anchor, params(cls.__init__) if "__init__" in cls.__dict__ else [])]
         for klass in cls.__mro__:
@@ -141,7 +159,7 @@ def api_callables() -> list[tuple[str, list[str]]]:
         return out
 
     found: list[tuple[str, list[str]]] = []
-    for line in (ROOT / "docs" / "api.md").read_text().splitlines():
+    for line in (ROOT / "docs" / page).read_text().splitlines():
         if not line.startswith("::: "):
             continue
         target = line[4:].strip()
@@ -169,7 +187,6 @@ def api_section(page: str, anchor: str) -> str:
 
 @pytest.mark.parametrize("module", ["beamtok.dataset.dataset"])
 def test_module_docstring_example_runs(module, monkeypatch):
-    import importlib
 
     doc = importlib.import_module(module).__doc__
     example = "\n".join(line[4:] for line in doc.splitlines() if line.startswith("    "))

@@ -61,6 +61,20 @@ def legacy_sidecar_file(index: int) -> str:
 
 @dataclass
 class Manifest:
+    """A cache's ``manifest.json``: the spec it was built with and one entry per shard.
+
+    Attributes:
+        spec: The build's spec, as ``Spec.to_json`` writes it.
+        fingerprint: The spec's fingerprint; a reader with another spec is refused.
+        shards: One entry per shard in shard order (a list, or a table read from a large cache).
+        versions: The versions of beamtok and the libraries that built the cache.
+        tokenizer_file: Where the cache keeps its tokenizer, relative to the cache root.
+        created: When the manifest was written (UTC, ISO 8601).
+        format: The manifest's format number (1, 2 or 3).
+        input_root: The directory relative local input paths were given in.
+        shard_table: Where the entries are when they are not inline (format 3).
+    """
+
     spec: dict[str, Any]
     fingerprint: str
     shards: Sequence[ShardEntry]  # a list, or a ShardTable read from a large cache
@@ -94,7 +108,11 @@ class Manifest:
 
     def column(self, name: str) -> Sequence[Any]:
         """One field of every shard entry, in shard order (a table reads it as a column, once;
-        a list, which a cache being written still grows, is read each time)."""
+        a list, which a cache being written still grows, is read each time).
+
+        Args:
+            name: A field of ``ShardEntry`` (``rows``, ``file``, ``tokens``...).
+        """
         if not isinstance(self.shards, ShardTable):
             return [getattr(entry, name) for entry in self.shards]
         if name not in self._columns:
@@ -102,7 +120,11 @@ class Manifest:
         return self._columns[name]
 
     def distinct(self, name: str) -> set[Any]:
-        """The distinct values of one field over every shard entry."""
+        """The distinct values of one field over every shard entry.
+
+        Args:
+            name: A field of ``ShardEntry``.
+        """
         return (
             self.shards.distinct(name)
             if isinstance(self.shards, ShardTable)
@@ -149,6 +171,16 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: Any, where: str, storage: Storage | None = None) -> Manifest:
+        """The manifest a parsed ``manifest.json`` holds.
+
+        Args:
+            data: The parsed JSON.
+            where: The manifest's location, for error messages.
+            storage: The cache's storage, to read a format-3 manifest's shard table from.
+
+        Raises:
+            CacheError: ``data`` is not a manifest this beamtok reads.
+        """
         if not isinstance(data, dict) or "format" not in data:
             raise CacheError(f"{where}: not a beamtok manifest")
         if data["format"] not in READABLE_FORMATS:
@@ -187,7 +219,14 @@ class Manifest:
 
 
 def read_manifest(storage: Storage) -> Manifest:
-    """Read and validate a cache's manifest; a missing one means the cache is unfinished."""
+    """Read and validate a cache's manifest; a missing one means the cache is unfinished.
+
+    Args:
+        storage: The cache directory's storage.
+
+    Raises:
+        CacheError: No manifest (an unfinished cache, or not a cache), or one not valid.
+    """
     if not storage.exists(MANIFEST):
         if storage.list(SHARDS_DIR) or storage.list(RECORDS_DIR):
             raise CacheError(

@@ -87,7 +87,13 @@ class Cache:
 
     @classmethod
     def of_entries(cls, directory: str, spec: Spec, entries: list[ShardEntry]) -> Cache:
-        """The finished shards ``entries`` of a cache still being written (no manifest yet)."""
+        """The finished shards of a cache still being written (no manifest yet).
+
+        Args:
+            directory: The cache directory (a local path or URL).
+            spec: The spec the cache is being built with.
+            entries: The manifest entries of the shards finished so far.
+        """
         cache = cls.__new__(cls)
         cache.storage = Storage(directory)
         cache.manifest = Manifest(spec.to_json(), spec.fingerprint, entries)
@@ -124,7 +130,12 @@ class Cache:
         return register_tokenizer(Tokenizer.from_serialized(blob))
 
     def cursor_at(self, shard_index: int, row: int) -> ShardCursor:
-        """The shard cursor of row ``row`` (reads that row's provenance only)."""
+        """The shard cursor of one row (reads that row's provenance only).
+
+        Args:
+            shard_index: The shard's index in the manifest.
+            row: The row's index within the shard; past the last row, the shard's done cursor.
+        """
         entry = self._entry(Shard(shard_index, ""))
         if row >= entry.rows:
             return ShardCursor(entry.rows, 0, 0, True)
@@ -136,7 +147,13 @@ class Cache:
 
     def open_rows(self, shard: Shard, cursor: ShardCursor, ahead: ReadAhead | None = None) -> Iterator[Produced]:
         """Examples of ``shard`` from ``cursor`` on, each with the cursor after it (the next
-        row's provenance, or ``done`` after the last row)."""
+        row's provenance, or ``done`` after the last row).
+
+        Args:
+            shard: The shard to read.
+            cursor: Where to start; a cursor from another cache raises StateError.
+            ahead: The stream's read-ahead (its upcoming shards are decoded early).
+        """
         return SpanReader(self.open_spans(shard, cursor, ahead))
 
     def open_spans(self, shard: Shard, cursor: ShardCursor, ahead: ReadAhead | None = None) -> Iterator[RowSpan]:
@@ -214,11 +231,21 @@ class Cache:
             busy += 1
 
     def open_shard_file(self, shard_index: int) -> Any:
-        """The ``pyarrow.parquet.ParquetFile`` of a shard, its footer checked (close it)."""
+        """The ``pyarrow.parquet.ParquetFile`` of a shard, its footer checked (close it).
+
+        Args:
+            shard_index: The shard's index in the manifest.
+        """
         return self._parquet(self._entry(Shard(shard_index, "")))
 
     def decode_row_group(self, parquet_file: Any, shard_index: int, group: int) -> RowBlock:
-        """Row group ``group`` of an open shard file, decoded into examples."""
+        """One row group of an open shard file, decoded into examples.
+
+        Args:
+            parquet_file: The file ``open_shard_file`` returned.
+            shard_index: The shard's index in the manifest (names the file in errors).
+            group: The row group's index in the file.
+        """
         where = self.storage.display(self._entry(Shard(shard_index, "")).file)
         (table,) = _row_groups(parquet_file, range(group, group + 1), where)
         return batch_to_block(_one_batch(table), self.supervised)
@@ -254,8 +281,13 @@ class Cache:
     # ------------------------------------------------------- document rows
 
     def documents(self, shard: Shard, start_doc: int) -> Iterator[DocItem]:
-        """The document rows of an unpacked cache from doc cursor ``start_doc`` on, as the
-        packer's input. A row's counts cover the skipped documents up to the next row."""
+        """The document rows of an unpacked cache from a doc cursor on, as the packer's
+        input. A row's counts cover the skipped documents up to the next row.
+
+        Args:
+            shard: The shard to read.
+            start_doc: The first document to give (its index in the shard's input).
+        """
         entry = self._entry(shard)
         if entry.rows == 0:
             yield DocItem(0, None, DocCounts.from_json(entry.documents), END_OF_SHARD)

@@ -22,7 +22,16 @@ __all__ = ["VerifyReport", "verify_cache"]
 
 @dataclass
 class VerifyReport:
-    """What verify checked and what it found; ``ok`` when nothing."""
+    """What verify checked and what it found; ``ok`` when nothing.
+
+    Attributes:
+        shards: Shards the manifest lists.
+        files_checked: Shard files whose size and SHA-256 were checked.
+        shards_compared: The shards re-run from their inputs and compared row by row.
+        rows_compared: Rows compared in them.
+        problems: Each problem found, naming its file.
+        repairable: A shard file was altered: re-running the build rebuilds it.
+    """
 
     shards: int = 0
     files_checked: int = 0
@@ -51,11 +60,23 @@ def verify_cache(
     source_root: str | None = None,
 ) -> VerifyReport:
     """Check every shard file (present, size, SHA-256, row count), then re-run the per-shard
-    step on ``sample`` randomly chosen shards (all if ``sample`` is larger) and compare every
-    row and field. Manifest problems (and a spec other than ``fingerprint``) raise CacheError;
-    everything else is reported. ``progress`` shows the bytes checked and rows compared.
-    Inputs are found from any working directory (see ``Manifest.input_path``); ``source_root``
-    stands for the build's directory when the inputs have moved."""
+    step on some shards and compare every row and field.
+
+    Args:
+        directory: The cache directory (a local path or URL).
+        sample: How many randomly chosen shards to re-run (all if there are fewer).
+        seed: Chooses those shards.
+        fingerprint: The spec the cache must have been built with, when given.
+        progress: Show the bytes checked and rows compared.
+        source_root: Stands for the build's directory when the inputs have moved (inputs are
+            otherwise found from any working directory; see ``Manifest.input_path``).
+
+    Returns:
+        What was checked and every problem found, each naming its file.
+
+    Raises:
+        CacheError: The manifest is missing or malformed, or built with another spec.
+    """
     cache = Cache(directory, fingerprint=fingerprint, check_files=False)  # file problems are reported below
     manifest = cache.manifest
     report = VerifyReport(shards=len(manifest.shards))
