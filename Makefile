@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 	# the tests write MDS shards with MosaicML Streaming's own writer; its pins conflict with
 	# numpy 2.4 and transformers 5, so it comes without dependencies (its writer's are in dev)
 	$(BIN)/pip install --quiet --no-deps mosaicml-streaming==0.13.0
+	# torchtitan's checkpoint manager and dataloader classes for tests/distributed/test_torchtitan.py;
+	# its datasets<4.8 pin conflicts with datasets 5, and the modules the tests import need only
+	# torch, torchdata, tyro and spmd_types (in dev)
+	$(BIN)/pip install --quiet --no-deps torchtitan==0.3.0
 	touch $(STAMP)
 
 DEMO_INPUTS := 'data/corpus/shakespeare-{00..03}.jsonl' 'data/corpus/shakespeare-*.jsonl.gz' 'data/corpus/pydocs-*.jsonl.zst'
