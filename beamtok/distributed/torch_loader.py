@@ -216,11 +216,15 @@ class DistributedLoader(Stateful):
                 "rank": self.rank,
                 "num_workers": self.num_workers,
                 "replica": self._replica,
-                "loader": self.loader.state_dict(),
+                "loader": self._loader_state(),
             }
             packed = pack_rank_states(self._gather(own))
         self._returned = packed["states"]
         return packed
+
+    def _loader_state(self) -> dict[str, Any]:
+        """This rank's ``StatefulDataLoader`` state: after every batch handed out."""
+        return self.loader.state_dict()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Every old rank's state, from a checkpoint of any world size; applied when the loader
