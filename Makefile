@@ -47,7 +47,7 @@ docs: setup
 
 # the suite on every core (pytest-xdist); a run that collects no test fails (pytest exit 5)
 unit: setup
-	$(BIN)/pytest -q -n auto tests
+	$(BIN)/pytest -q -n auto --durations=25 tests
 
 # the stage, format, state and error tests, without whole jobs (Beam builds, torchrun, DCP,
 # JAX, notebooks, whole-corpus tokenizer checks: tests/conftest.py SLOW_MODULES and @slow)
