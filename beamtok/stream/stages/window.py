@@ -77,7 +77,7 @@ class WindowNode(StageNode):
     def _restore(self, state: dict[str, Any] | None) -> None:
         self._buffer: list[Any] = []
         self._emitted = 0
-        self._window_start: dict[str, Any] | None = None
+        self._window_start: NodeState | None = None
         self._index = 0
         self._resume_at = 0  # examples of the restored window already emitted; it is re-read at the first next()
         if state is None:
@@ -105,7 +105,7 @@ class WindowNode(StageNode):
         """What window number ``window`` of upstream ``items`` hands out, in order."""
 
     def _fill(self) -> None:
-        self._window_start = dict(self.upstream.state_dict())
+        self._window_start = self.upstream.state_dict()
         items = list(itertools.islice(self.upstream, self.size))
         self._buffer = self.arrange(items, self._index) if items else []
         self._emitted = 0
