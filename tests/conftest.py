@@ -341,6 +341,23 @@ def ctrl_c_taken() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
 
 
+def run_torchrun(
+    nproc: int, script: str, *args: str, launcher: tuple[str, ...] = (), timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``python -m torch.distributed.run --standalone`` of ``script`` on ``nproc`` ranks (one
+    OpenMP thread each), from the repository root in a process group of its own; the test
+    fails, with the job's output, unless every rank exits 0. ``launcher``: more torchrun flags."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
+    done = run_group(
+        [*command, *launcher, script, *args],
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    return done
+
+
 def run_group(command: list[str], *, timeout: float, **options: Any) -> subprocess.CompletedProcess[str]:
     """Run ``command`` in a process group of its own, as text; on timeout the whole group is
     killed (a launcher's workers and their DataLoader workers too) and the test fails."""

@@ -8,8 +8,6 @@ stops at the same step). And the checks of the saved value: missing, duplicated,
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,7 +15,13 @@ import pytest
 
 from beamtok import Dataset, StateError
 
-from conftest import ROOT, cache_without_beam, real_paragraphs, run_group, small_vocab_tokenizer, write_jsonl
+from conftest import (
+    cache_without_beam,
+    real_paragraphs,
+    run_torchrun,
+    small_vocab_tokenizer,
+    write_jsonl,
+)
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchdata")
@@ -31,18 +35,7 @@ def packed(files: list[str]) -> Dataset:
 
 
 def torchrun(nproc: int, *args: str) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(nproc),
-        JOB,
-        *args,
-    ]
-    done = run_group(command, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    run_torchrun(nproc, JOB, *args)
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,6 @@ with the same tensor-parallel size, every row once."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 
 from beamtok import Dataset
 
-from conftest import ROOT, real_paragraphs, run_group, small_vocab_tokenizer, write_jsonl
+from conftest import real_paragraphs, run_torchrun, small_vocab_tokenizer, write_jsonl
 
 pytest.importorskip("torch")
 pytest.importorskip("torchdata")
@@ -24,18 +22,7 @@ JOB = str(Path(__file__).resolve().parent / "mesh_job.py")
 
 
 def torchrun(nproc: int, *args: str) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(nproc),
-        JOB,
-        *args,
-    ]
-    done = run_group(command, timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    run_torchrun(nproc, JOB, *args)
 
 
 def read(root: Path, phase: str, world: int) -> list[dict]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_group
+from conftest import ROOT, run_torchrun
 
 torch = pytest.importorskip("torch")
 
@@ -41,18 +41,7 @@ RESTARTED = textwrap.dedent(
 def test_a_group_restarted_by_max_restarts_starts_again(tmp_path):
     script = tmp_path / "restarted.py"
     script.write_text(RESTARTED)
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-        "--max-restarts=1",
-        "--monitor-interval=0.5",
-    ]
-    done = run_group([*command, str(script), str(tmp_path)], timeout=120, cwd=str(ROOT))
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_torchrun(2, str(script), str(tmp_path), launcher=("--max-restarts=1", "--monitor-interval=0.5"), timeout=120)
     finished = {p.name: p.read_text() for p in tmp_path.glob("attempt-*.txt")}
     assert finished == {"attempt-1-rank-0.txt": "rank 0 of 2: sum 3", "attempt-1-rank-1.txt": "rank 1 of 2: sum 3"}
 

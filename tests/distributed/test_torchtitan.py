@@ -7,8 +7,6 @@ convention: next-token labels, -100 where no loss is taken, positions per docume
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import pytest
 
 from beamtok import ConfigError, Dataset
 
-from conftest import ROOT, real_paragraphs, run_group, small_vocab_tokenizer, write_jsonl
+from conftest import real_paragraphs, run_torchrun, small_vocab_tokenizer, write_jsonl
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchtitan")
@@ -30,20 +28,7 @@ JOB = str(Path(__file__).resolve().parent / "torchtitan_job.py")
 def torchrun(nproc: int, *args: str) -> None:
     from beamtok import load_tokenizer
 
-    vocab = str(load_tokenizer(small_vocab_tokenizer()).vocab_size)
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        str(nproc),
-        JOB,
-        "--vocab",
-        vocab,
-    ]
-    done = run_group([*command, *args], timeout=300, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    run_torchrun(nproc, JOB, "--vocab", str(load_tokenizer(small_vocab_tokenizer()).vocab_size), *args)
 
 
 def data_root(root: Path) -> Path:
