@@ -119,7 +119,6 @@ class WordsEncoder(ExactEncoder):
         from beamtok.engines.tiktoken_backend import PROBES
 
         self.family = family
-        self._numba_missing = False
         spec = json.loads(tokenizer_json)
 
         def refuse(why: str) -> ConfigError:
@@ -131,11 +130,9 @@ class WordsEncoder(ExactEncoder):
         refuse_unrouted_added_tokens(spec, refuse)
         self._take_file(spec, tokenizer_json, name, reference)
         self._cutter = cutter_for(spec, self.reference, refuse)
-        compiled_bpe = self._compiled_bpe(model) if self.KERNEL == "BPE" else None
-        compiled_unigram = self._native_model(model) if self.KERNEL == "Unigram" else None
+        compiled_bpe = self._compiled_bpe(model, refuse) if self.KERNEL == "BPE" else None
+        compiled_unigram = self._native_model(model, refuse) if self.KERNEL == "Unigram" else None
         if self.KERNEL is not None and compiled_bpe is None and compiled_unigram is None:
-            if self._numba_missing:
-                raise MissingExtra(str(refuse(self.native_refusal)), install="beamtok[compiled]")
             raise refuse(self.native_refusal or f"its model is not a {self.KERNEL} this path compiles")
         self._words: WordCache | NativeUnigram = compiled_unigram or WordCache(self.reference.model)
         # the compiled engine that cuts marked texts itself (their words are cut before marks), if any
@@ -148,33 +145,32 @@ class WordsEncoder(ExactEncoder):
         self._check_segments(name)
         self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
 
-    def _native_model(self, model: dict[str, Any]) -> NativeUnigram | None:
-        """A Unigram model compiled (``unigram_native``) where numba is installed: it
-        segments every word, with no cache (``native_refusal`` says why where it cannot)."""
+    def _native_model(self, model: dict[str, Any], refuse: Callable[[str], ConfigError]) -> NativeUnigram | None:
+        """A Unigram model compiled (``unigram_native``): it segments every word, with no
+        cache. Without numba the engine is refused as a missing package (``MissingExtra``)."""
         if model.get("type") != "Unigram":
             return None
         try:
             from beamtok.engines.unigram_native import NativeUnigram
         except ImportError:
-            self._numba_missing = True
-            self.native_refusal = (
+            missing = (
                 "numba is not installed, so each new word goes to the file's Unigram model from Python; "
                 "pip install 'beamtok[compiled]' segments words in compiled code"
             )
-            return None
+            raise MissingExtra(str(refuse(missing)), install="beamtok[compiled]") from None
         return NativeUnigram(model, self._ask_model)
 
-    def _compiled_bpe(self, model: dict[str, Any]) -> NativeBPE | None:
-        """A BPE model compiled (``bpe_native``) where numba is installed and the cutter's
-        words are its marked text cut before marks: it cuts and merges in one call."""
+    def _compiled_bpe(self, model: dict[str, Any], refuse: Callable[[str], ConfigError]) -> NativeBPE | None:
+        """A BPE model compiled (``bpe_native``) where the cutter's words are its marked text
+        cut before marks: it cuts and merges in one call. Without numba the engine is refused
+        as a missing package (``MissingExtra``)."""
         if model.get("type") != "BPE" or self._cutter.native_cut is None:
             return None
         try:
             from beamtok.engines.bpe_native import NativeBPE
         except ImportError:
-            self._numba_missing = True
-            self.native_refusal = "numba is not installed: pip install 'beamtok[compiled]' compiles this BPE"
-            return None
+            missing = "numba is not installed: pip install 'beamtok[compiled]' compiles this BPE"
+            raise MissingExtra(str(refuse(missing)), install="beamtok[compiled]") from None
         why = NativeBPE.why_not(model)
         if why is not None:
             self.native_refusal = f"{why}, which the compiled BPE does not follow"
