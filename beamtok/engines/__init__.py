@@ -3,12 +3,15 @@ for a tokenizer file, faster, each refusing by name a file it cannot prove it re
 
 - :mod:`~beamtok.engines.engine_choice`: each family's candidates in order and
   :func:`~beamtok.engines.engine_choice.choose`, the one place an engine is chosen;
-- the encoders: :mod:`~beamtok.engines.tiktoken_backend` (byte-level BPE on tiktoken, with
+- the encoders: :mod:`~beamtok.engines.byte_level_encoder` (byte-level BPE of the cl100k
+  kind cut by the file's own split and merged in compiled code),
+  :mod:`~beamtok.engines.tiktoken_backend` (byte-level BPE on tiktoken, with
   kitoken or bpe-openai inside), :mod:`~beamtok.engines.kitoken_families` (kitoken for
   SentencePiece-style BPE and WordPiece), :mod:`~beamtok.engines.cached_words` (words cut as
   the file's pre-tokenizer cuts them, then merged in compiled code or looked up in a cache);
-- their parts: the word cutters and their choice, compiled BPE and Unigram kernels, normal
-  forms, split patterns, added-token routing, rank files.
+- their parts: the word cutters and their choice, compiled BPE and Unigram kernels and their
+  word cache, cl100k's split cut in compiled code, normal forms, split patterns, added-token
+  routing, rank files.
 
 :class:`Engine` is what every encoder answers; ``Tokenizer.engine_choice`` keeps the record of
 the choice.
@@ -22,13 +25,14 @@ from typing import Protocol
 import numpy as np
 
 from beamtok.engines.engine_choice import Candidate, EngineChoice, Refusal, candidates_for, choose
-from beamtok.engines.exact_encoder import MissingExtra, ProbeMismatch
+from beamtok.engines.exact_encoder import MissingExtra, OtherForm, ProbeMismatch
 
 __all__ = [
     "Candidate",
     "Engine",
     "EngineChoice",
     "MissingExtra",
+    "OtherForm",
     "ProbeMismatch",
     "Refusal",
     "candidates_for",

@@ -46,17 +46,13 @@ from beamtok.engines.compiled_tables import (
     put_byte_ids,
     word_end,
 )
+from beamtok.engines.compiled_word_cache import CACHED_CHARS, cache_find, cache_put, new_word_cache, word_hash
 from beamtok.engines.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT, Marking
 
-__all__ = ["NativeBPE"]
+__all__ = ["NativeBPE", "merge_symbols"]
 
 LINEAR_SYMBOLS = 48  # a word of up to this many symbols merges by scanning its pairs, a longer one by a heap
-CACHED_CHARS = 64  # longer words are merged each time (tokenizers caches words under 256 bytes)
 CACHE_BITS = 19  # slots of the word cache; it holds at most half as many words
-KEY_ARENA = 1 << 21  # characters of the cached words
-ID_ARENA = 1 << 20  # ids of the cached words
-_FNV_PRIME = np.uint64(0x100000001B3)
-_FNV_START = np.uint64(0xCBF29CE484222325)
 
 
 @compiled
@@ -162,6 +158,29 @@ def _merge_word(
         n += 1
     if n == 0:
         return 0  # every character dropped (no unknown token)
+    return merge_symbols(
+        n, merge_keys, merge_values, merge_shift, symbol, prev, following, alive, heap, pair_rank, pair_new, out, at
+    )
+
+
+@compiled
+def merge_symbols(
+    n: int,
+    merge_keys: np.ndarray,
+    merge_values: np.ndarray,
+    merge_shift: int,
+    symbol: np.ndarray,
+    prev: np.ndarray,
+    following: np.ndarray,
+    alive: np.ndarray,
+    heap: np.ndarray,
+    pair_rank: np.ndarray,
+    pair_new: np.ndarray,
+    out: np.ndarray,
+    at: int,
+) -> int:  # pragma: no cover - compiled
+    """Merges the word whose first ids are ``symbol[:n]`` (``n`` > 0) by the merges' ranks
+    and writes what is left at ``out[at:]``: how many."""
     for i in range(n):
         prev[i] = i - 1
         following[i] = i + 1 if i + 1 < n else -1
@@ -268,14 +287,6 @@ def _merge_by_heap(
 
 
 @compiled
-def _hash(chars: np.ndarray, a: int, b: int) -> int:  # pragma: no cover - compiled
-    h = _FNV_START
-    for k in range(a, b):
-        h = (h ^ np.uint64(chars[k])) * _FNV_PRIME
-    return np.int64(h >> np.uint64(1))  # non-negative
-
-
-@compiled
 def _encode(
     chars: np.ndarray,
     text_ends: np.ndarray,
@@ -290,7 +301,6 @@ def _encode(
     text the file's model must be given."""
     (char_dense, char_keys, char_ids, char_shift, byte_ids, unk_id, fuse_unk, merge_keys, merge_values, merge_shift,
      whole, trie_keys, trie_children, trie_shift, trie_ids) = tables  # fmt: skip
-    slots, entry_hash, key_start, key_len, id_start, id_len, key_arena, id_arena, used = cache
     longest = 0
     begin = 0
     for t in range(text_ends.shape[0]):
@@ -304,7 +314,6 @@ def _encode(
     heap = np.empty(4 * room, np.int64)  # each merge pushes at most two entries
     pair_rank = np.empty(room, np.int64)
     pair_new = np.empty(room, np.int64)
-    mask = slots.shape[0] - 1
     o = 0
     begin = 0
     for t in range(text_ends.shape[0]):
@@ -325,24 +334,10 @@ def _encode(
                     out[o] = trie_ids[node]
                     count = 1
             cacheable = count < 0 and x - w <= CACHED_CHARS
-            s = -1
+            h = 0
             if cacheable:
-                h = _hash(chars, w, x)
-                s = (h * 0x9E3779B1) & mask
-                while slots[s] != -1:
-                    e = slots[s]
-                    if entry_hash[e] == h and key_len[e] == x - w:
-                        same = True
-                        for k in range(x - w):
-                            if key_arena[key_start[e] + k] != chars[w + k]:
-                                same = False
-                                break
-                        if same:
-                            for k in range(id_len[e]):
-                                out[o + k] = id_arena[id_start[e] + k]
-                            count = id_len[e]
-                            break
-                    s = (s + 1) & mask
+                h = word_hash(chars, w, x)
+                count = cache_find(cache, chars, w, x, h, out, o)
             if count < 0:
                 count = _merge_word(chars, w, x, char_dense, char_keys, char_ids, char_shift, byte_ids, unk_id, fuse_unk, merge_keys,
                                     merge_values, merge_shift, symbol, prev, following, alive, heap, pair_rank, pair_new, out, o)  # fmt: skip
@@ -350,24 +345,7 @@ def _encode(
                     asked = True
                     break
                 if cacheable:
-                    if (
-                        used[0] >= slots.shape[0] // 2
-                        or used[1] + (x - w) > key_arena.shape[0]
-                        or used[2] + count > id_arena.shape[0]
-                    ):
-                        slots[:] = -1  # full: start over
-                        used[:] = 0
-                        s = (h * 0x9E3779B1) & mask
-                    e = used[0]
-                    entry_hash[e] = h
-                    key_start[e], key_len[e] = used[1], x - w
-                    id_start[e], id_len[e] = used[2], count
-                    key_arena[used[1] : used[1] + (x - w)] = chars[w:x]
-                    id_arena[used[2] : used[2] + count] = out[o : o + count]
-                    used[0] += 1
-                    used[1] += x - w
-                    used[2] += count
-                    slots[s] = e
+                    cache_put(cache, chars, w, x, h, out, o, count)
             o += count
             w = x
         if asked:
@@ -403,7 +381,7 @@ class NativeBPE:
         byte_ids = byte_token_ids(vocab, bool(model.get("byte_fallback")))
         unk = model.get("unk_token")
         unk_id = -1 if unk is None else vocab.get(unk, -2)
-        merges = IntMap(*self._merges(model, vocab))
+        merges = IntMap(*self.merge_pairs(model, vocab))
         whole = bool(model.get("ignore_merges"))
         trie = Trie(list(vocab) if whole else [])  # a token's index in the vocabulary's order
         ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
@@ -432,7 +410,7 @@ class NativeBPE:
         return None
 
     @staticmethod
-    def _merges(model: dict[str, Any], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    def merge_pairs(model: dict[str, Any], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
         """(left id << 32 | right id) -> (rank << 32 | merged id), in the file's order."""
         keys, values = [], []
         for rank, merge in enumerate(model.get("merges") or []):
@@ -470,19 +448,6 @@ class _Workspace:
     fresh memory once the buffers have grown to its size."""
 
     def __init__(self) -> None:
-        self.cache = _new_cache()
+        self.cache = new_word_cache(CACHE_BITS)
         self.chars = CodePointBuffer()
         self.ids = KeptArray(np.int64)
-
-
-def _new_cache() -> tuple[Any, ...]:
-    """An empty word cache: slots, each entry's hash, key and ids (where they start, how
-    long), the arenas of keys and ids, and what is used of entries and arenas."""
-    slots = 1 << CACHE_BITS
-    return (
-        np.full(slots, -1, dtype=np.int64),
-        *(np.zeros(slots // 2, dtype=np.int64) for _ in range(5)),
-        np.zeros(KEY_ARENA, dtype=np.uint32),
-        np.zeros(ID_ARENA, dtype=np.int64),
-        np.zeros(3, dtype=np.int64),
-    )

@@ -8,15 +8,17 @@ why a file runs on the engine it does.
 
 The families and their candidates, fastest first:
 
-- **byte-level BPE** (GPT-2, cl100k, o200k, Qwen2, Llama 3): tiktoken, which runs kitoken or
-  bpe-openai inside where one of them takes the file's split and ranks;
+- **byte-level BPE** (GPT-2, cl100k, o200k, Qwen2, Llama 3): the compiled byte-level BPE on
+  the file's own split (numba) where the split is one of cl100k's spellings, then tiktoken,
+  which runs kitoken or bpe-openai inside where one of them takes the file's split and ranks;
 - **SentencePiece-style BPE**: the compiled BPE on marked words (numba), then kitoken, then
   cached words; kitoken first where an added token is whitespace (Gemma 2's newlines);
 - **WordPiece**: kitoken, then cached words;
 - **Unigram**: the compiled Unigram on cut words (numba), then cached words.
 
 Each refusal has a kind (``Refusal.kind``): the file is one the engine cannot be exact for
-(``file``), the engine was built but gave other ids than ``tokenizers`` on its probes
+(``file``), the engine covers other forms of the family (``form``: the compiled byte-level BPE
+cuts cl100k's spellings of the split only), the engine was built but gave other ids than ``tokenizers`` on its probes
 (``probes``: logged once at warning level, since a broken engine would otherwise leave a file
 on a slower one with nothing said), or the engine needs a package this install lacks
 (``missing package``: the install's choice, which ``Tokenizer.engine`` does not count against
@@ -32,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from beamtok.base.errors import ConfigError
+from beamtok.engines.byte_level_encoder import CompiledByteLevelEncoder
 from beamtok.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder, CompiledUnigramEncoder, WordsEncoder
-from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, ProbeMismatch
+from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch
 from beamtok.engines.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok.engines.tiktoken_backend import TiktokenEncoder
 
@@ -43,6 +46,7 @@ __all__ = [
     "BYTE_LEVEL",
     "MISSING_PACKAGE",
     "NOT_FOR_FILE",
+    "OTHER_FORM",
     "PROBES_DIFFERED",
     "Candidate",
     "EngineChoice",
@@ -60,6 +64,8 @@ PROBES_DIFFERED = "probes"
 """A refusal's kind: the engine was built but gave other ids than ``tokenizers`` on its probes."""
 MISSING_PACKAGE = "missing package"
 """A refusal's kind: the engine needs a package this install does not have."""
+OTHER_FORM = "form"
+"""A refusal's kind: the engine covers other files of the family (another split pattern)."""
 
 Build = Callable[[str, str, Any], ExactEncoder]
 
@@ -104,6 +110,12 @@ class Refusal:
         """Whether only a package this install lacks kept the engine out."""
         return self.kind == MISSING_PACKAGE
 
+    @property
+    def expected(self) -> bool:
+        """Whether the refusal says nothing about the file: the install lacks a package, or
+        the engine covers other forms of the family."""
+        return self.kind in (MISSING_PACKAGE, OTHER_FORM)
+
 
 @dataclass(frozen=True)
 class EngineChoice:
@@ -138,6 +150,10 @@ class EngineChoice:
         }
 
 
+def _compiled_byte_level(serialized: str, name: str, reference: Any) -> ExactEncoder:
+    return CompiledByteLevelEncoder(serialized, name, reference=reference)
+
+
 def _tiktoken(serialized: str, name: str, reference: Any) -> ExactEncoder:
     return TiktokenEncoder(serialized, name, reference=reference)
 
@@ -161,7 +177,7 @@ def candidates_for(family: str, backend: Any) -> list[Candidate]:
         backend: The file as ``tokenizers`` loaded it (a ``tokenizers.Tokenizer``).
     """
     if family == BYTE_LEVEL:
-        return [Candidate("tiktoken", _tiktoken)]
+        return [Candidate("compiled byte-level BPE", _compiled_byte_level), Candidate("tiktoken", _tiktoken)]
     cached = Candidate("cached words", _words(CachedWordsEncoder, family))
     if family == "Unigram":
         return [Candidate("compiled Unigram", _words(CompiledUnigramEncoder, family)), cached]
@@ -199,6 +215,9 @@ def choose(backend: Any, name: str, serialized: str) -> EngineChoice:
             _warn_once(name, candidate.name, str(e))
         except MissingExtra as e:
             refused.append(Refusal(candidate.name, str(e), MISSING_PACKAGE))
+            log.debug("%s", e)
+        except OtherForm as e:
+            refused.append(Refusal(candidate.name, str(e), OTHER_FORM))
             log.debug("%s", e)
         except ConfigError as e:
             refused.append(Refusal(candidate.name, str(e)))

@@ -24,6 +24,7 @@ __all__ = [
     "ExactEncoder",
     "MissingExtra",
     "Needles",
+    "OtherForm",
     "ProbeMismatch",
     "TextFinder",
     "added_around",
@@ -39,6 +40,11 @@ class TextFinder(Protocol):
 
 class ProbeMismatch(ConfigError):
     """An encoder built for a file gave other ids than ``tokenizers`` on its probe strings."""
+
+
+class OtherForm(ConfigError):
+    """An engine that covers other files of the family than this one (another split pattern,
+    say): expected, not a failing of the file or the engine."""
 
 
 class MissingExtra(ConfigError):

@@ -17,7 +17,14 @@ from pathlib import Path
 
 __all__ = ["COMPILED_MODULES", "drop_stale_kernels"]
 
-COMPILED_MODULES = ("compiled_tables", "bpe_native", "unigram_native")
+COMPILED_MODULES = (
+    "compiled_tables",
+    "compiled_word_cache",
+    "bpe_native",
+    "unigram_native",
+    "byte_level_split",
+    "byte_level_native",
+)
 STAMP = "beamtok-kernels.sha256"
 
 

@@ -28,8 +28,19 @@ import functools
 import itertools
 import random
 import re
+from dataclasses import dataclass
 
-__all__ = ["ALPHABET", "as_oniguruma_reads_it", "split_sample"]
+from beamtok.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
+
+__all__ = [
+    "ALPHABET",
+    "CL100K_TODAY",
+    "SPELLINGS",
+    "SplitRule",
+    "as_oniguruma_reads_it",
+    "split_rule_of",
+    "split_sample",
+]
 
 ALPHABET = (
     "asdmtlvreSDMTLVREAé"  # contraction letters in both cases, another upper and a lower letter
@@ -159,3 +170,33 @@ def _group_end(pattern: str, start: int) -> int:
                 return i + 1
         i += 1
     raise ValueError(f"an unclosed group at {start}")
+
+
+# tiktoken's current spelling of cl100k's split (tiktoken_ext.openai_public)
+CL100K_TODAY = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+
+
+@dataclass(frozen=True)
+class SplitRule:
+    """What tells the spellings' cuts apart.
+
+    Attributes:
+        numbers: Numbers a piece holds at most (0: the whole run).
+        trailing_whitespace_whole: Whether a whitespace run that ends the text is one piece.
+    """
+
+    numbers: int
+    trailing_whitespace_whole: bool
+
+
+SPELLINGS: dict[str, SplitRule] = {
+    CL100K_PATTERN: SplitRule(numbers=3, trailing_whitespace_whole=False),  # cl100k as ranks.py writes it, Llama 3
+    QWEN2_PATTERN: SplitRule(numbers=1, trailing_whitespace_whole=False),
+    CL100K_TODAY: SplitRule(numbers=0, trailing_whitespace_whole=True),  # tiktoken's spelling, as Oniguruma reads it
+}
+
+
+def split_rule_of(pattern: str) -> SplitRule | None:
+    """The rule by which ``byte_level_split`` cuts a file's split pattern, or None for a
+    spelling it does not know."""
+    return SPELLINGS.get(pattern)

@@ -64,7 +64,7 @@ from beamtok.engines.normal_forms import ExactNormalForm
 from beamtok.engines.split_patterns import as_oniguruma_reads_it, split_sample
 from beamtok.engines.whole_numbers import WholeNumbers, keeps_numbers_whole
 
-__all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder"]
+__all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder", "split_pattern", "takes_nfc"]
 
 # GPT-2's pre-tokenization split, as the ByteLevel pre-tokenizer applies it.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -242,18 +242,8 @@ class TiktokenEncoder(ExactEncoder):
         def refuse(why: str) -> ConfigError:
             return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (tiktoken): {why}")
 
-        normalizer = spec.get("normalizer")
-        while (
-            normalizer is not None
-            and normalizer.get("type") == "Sequence"
-            and len(normalizer.get("normalizers") or []) <= 1
-        ):
-            normalizer = (normalizer.get("normalizers") or [None])[
-                0
-            ]  # DeepSeek-V3's file holds an empty Sequence: no normalizer
-        if normalizer is not None and normalizer.get("type") != "NFC":
-            raise refuse(f"its normalizer is {normalizer.get('type')} (only NFC can be applied exactly)")
-        pattern = _split_pattern(spec.get("pre_tokenizer") or {}, refuse)
+        nfc = takes_nfc(spec, refuse)
+        pattern = split_pattern(spec.get("pre_tokenizer") or {}, refuse)
         model = spec["model"]
         if model.get("type") != "BPE" or model.get("dropout") or model.get("unk_token") or model.get("byte_fallback"):
             raise refuse("its model is not plain byte-level BPE (dropout, unk token or byte fallback)")
@@ -263,7 +253,7 @@ class TiktokenEncoder(ExactEncoder):
             if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
                 raise refuse(f"added token {added['content']!r} has matching options tiktoken does not have")
         _check_merges(model, refuse)
-        return pattern, normalizer is not None
+        return pattern, nfc
 
     def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         # one thread, like one Rust tokenizer per core: parallelism comes from worker processes
@@ -433,7 +423,24 @@ def _bpe_openai_bindings() -> tuple[Path, Any] | None:
     return package, _bindings
 
 
-def _split_pattern(pre: dict[str, Any], refuse: Any) -> str:
+def takes_nfc(spec: dict[str, Any], refuse: Any) -> bool:
+    """Whether a byte-level file normalizes to NFC (True) or not at all (False); ``refuse(why)``
+    raised for any other normalizer, which cannot be applied exactly."""
+    normalizer = spec.get("normalizer")
+    while (
+        normalizer is not None
+        and normalizer.get("type") == "Sequence"
+        and len(normalizer.get("normalizers") or []) <= 1
+    ):
+        normalizer = (normalizer.get("normalizers") or [None])[
+            0
+        ]  # DeepSeek-V3's file holds an empty Sequence: no normalizer
+    if normalizer is not None and normalizer.get("type") != "NFC":
+        raise refuse(f"its normalizer is {normalizer.get('type')} (only NFC can be applied exactly)")
+    return normalizer is not None
+
+
+def split_pattern(pre: dict[str, Any], refuse: Any) -> str:
     """The regex a byte-level pre-tokenizer splits with: GPT-2's for ByteLevel with its own
     split, or a Split step's followed by a ByteLevel that does not split again."""
     if pre.get("type") == "ByteLevel":

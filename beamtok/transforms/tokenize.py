@@ -304,8 +304,9 @@ class Tokenizer:
         fast = choice.encoder
         if fast is not None:
             passed = f"{fast.engine_name} (exact fast path: checks and probe strings passed"
-            # an engine kept out only by a package the install lacks is the install's choice, not the file's
-            reasons = [f"{r.candidate}: {r.reason}" for r in choice.refused if not r.missing_package]
+            # an engine kept out by a package the install lacks, or one made for other forms of the
+            # family, says nothing about the file
+            reasons = [f"{r.candidate}: {r.reason}" for r in choice.refused if not r.expected]
             if fast.native_refusal:
                 reasons.append(fast.native_refusal)
             if reasons:

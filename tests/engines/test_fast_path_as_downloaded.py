@@ -220,16 +220,16 @@ def test_a_split_spelled_otherwise_reaches_the_native_engine(downloaded):
 def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
     """In ``tokenizers`` (Oniguruma) tiktoken's current cl100k spelling keeps whole digit runs
     (``\\p{N}{1,3}+`` is a repetition there, possessive in tiktoken) and ends lines at ``$``:
-    so the file is not cl100k, no cl100k engine may take it, and tiktoken, given the pattern as
-    Oniguruma reads it, gives the file's ids; with bpe-openai installed, its cl100k engine
-    encodes all but the runs of four or more number characters (``whole_numbers``)."""
+    so the file is not cl100k. The compiled byte-level BPE cuts it as Oniguruma reads it; the
+    tiktoken engine an install without numba gets, given the pattern as Oniguruma reads it,
+    gives the file's ids too, with bpe-openai's cl100k engine for all but the runs of four or
+    more number characters where it is installed (``whole_numbers``)."""
     tok = load_tokenizer(downloaded["cl100k-today"])
-    expected = (
-        "bpe-openai (numbers of 4 or more digits by tiktoken) (exact fast path"
-        if HAS_BPE_OPENAI
-        else "tiktoken (exact fast path"
-    )
-    assert tok.engine.startswith(expected) and "no native engine" not in tok.engine, tok.engine
+    assert tok.engine.startswith("beamtok compiled byte-level BPE on the file's split (exact fast path"), tok.engine
+    assert "no native engine" not in tok.engine, tok.engine
+    tiktoken = TiktokenEncoder(tok.backend.to_str(), tok.name, reference=tok.backend)  # as without numba
+    expected = "bpe-openai (numbers of 4 or more digits by tiktoken)" if HAS_BPE_OPENAI else "tiktoken"
+    assert tiktoken.engine_name == expected, tiktoken.engine_name
     digits = tok.encode_batch(["1234567890"], add_special_tokens=False)[0].tolist()
     assert digits != load_tokenizer(downloaded["cl100k"]).encode_batch(["1234567890"])[0].tolist()
     numbers = [
@@ -242,9 +242,11 @@ def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
         "½½½½½ and ٣٣٣٣٣",
         "year 1999, 2024-11-26\t\t31415926535",
     ]
-    same_ids_as_tokenizers(
-        downloaded["cl100k-today"], [*shipped_texts(), *PROBES, "end\n ", "x\r\n\t", "a\n \n", *numbers]
-    )
+    texts = [*shipped_texts(), *PROBES, "end\n ", "x\r\n\t", "a\n \n", *numbers]
+    same_ids_as_tokenizers(downloaded["cl100k-today"], texts)
+    some = [*texts[::4], *numbers]
+    want = [e.ids for e in tok.backend.encode_batch_fast(some, add_special_tokens=False)]
+    assert [ids.tolist() for ids in tiktoken.encode_batch(some, add_special_tokens=False)] == want
 
 
 @pytest.mark.skipif(not HAS_BPE_OPENAI, reason="bpe-openai is in the dev extra")

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
+from beamtok.engines.exact_encoder import ExactEncoder
 from beamtok.engines.normal_forms import differing_points
 from beamtok.engines.ranks import (
     CL100K_PATTERN,
@@ -154,20 +155,39 @@ def shipped_texts() -> list[str]:
     return texts
 
 
+COMPILED = "beamtok compiled byte-level BPE"  # the engine of cl100k's spellings of the split (numba)
+
+
+def tiktoken_engine(tok) -> TiktokenEncoder:
+    """The tiktoken candidate built for the file, as an install without numba runs it."""
+    return TiktokenEncoder(tok.backend.to_str(), tok.name, reference=tok.backend)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(tokenizer_dirs, kind):
+    """Every shipped document, on the engine the file gets; where that is the compiled
+    byte-level BPE, every fourth on the tiktoken engine it would otherwise get, too."""
     tok = load_tokenizer(tokenizer_dirs[kind])
     native = (
         kind.split("-")[0] in ("cl100k", "o200k") and importlib.util.find_spec("bpe_openai") is not None
     )  # the dev extra installs it
-    expected = "kitoken" if kind == "gpt2" else "bpe-openai" if native else "tiktoken"  # kitoken: GPT-2's split pattern
-    assert tok.engine.startswith(expected), tok.engine
+    inner = "kitoken" if kind == "gpt2" else "bpe-openai" if native else "tiktoken"  # kitoken: GPT-2's split pattern
+    compiled = kind in ("cl100k", "qwen2", "cl100k-converted", "llama3-form")  # cl100k's split, spelled as it knows
+    assert tok.engine.startswith(COMPILED if compiled else inner), tok.engine
     texts = shipped_texts()
     assert len(texts) > 1000 and sum(map(len, texts)) > 5_000_000
-    fast = tok.encode_batch(texts, backend="tiktoken")
     reference = tok.encode_batch(texts, backend="hf")
-    mismatched = [i for i, (a, b) in enumerate(zip(fast, reference)) if a.tolist() != b.tolist()]
-    assert not mismatched, f"{kind}: {len(mismatched)} documents differ, first {texts[mismatched[0]][:80]!r}"
+    engines = [("auto", tok.encode_batch(texts, backend="tiktoken"), range(len(texts)))]
+    if compiled:
+        tiktoken = tiktoken_engine(tok)
+        assert tiktoken.engine_name.startswith(inner), tiktoken.engine_name
+        quarter = range(0, len(texts), 4)
+        engines.append(("tiktoken", tiktoken.encode_batch([texts[i] for i in quarter]), quarter))
+    for engine, fast, which in engines:
+        mismatched = [i for i, a in zip(which, fast) if a.tolist() != reference[i].tolist()]
+        assert not mismatched, (
+            f"{kind} on {engine}: {len(mismatched)} documents differ, first {texts[mismatched[0]][:80]!r}"
+        )
 
 
 ADVERSARIAL = st.lists(
@@ -212,28 +232,31 @@ ADVERSARIAL = st.lists(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_fast_path_on_adversarial_text(tokenizer_dirs, kind):
+    """The file's engine, and the tiktoken engine where the compiled byte-level BPE is the
+    file's, give the ids of ``tokenizers``."""
     tok = load_tokenizer(tokenizer_dirs[kind])
+    tiktoken = tiktoken_engine(tok) if tok.engine.startswith(COMPILED) else None
 
     @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
     @given(ADVERSARIAL)
     def same(text: str) -> None:
-        assert (
-            tok.encode_batch([text], backend="tiktoken")[0].tolist()
-            == tok.encode_batch([text], backend="hf")[0].tolist()
-        )
+        want = tok.encode_batch([text], backend="hf")[0].tolist()
+        assert tok.encode_batch([text], backend="tiktoken")[0].tolist() == want
+        if tiktoken is not None:
+            assert tiktoken.encode_batch([text])[0].tolist() == want
 
     same()
 
 
 def test_auto_takes_the_fast_path_where_it_qualifies_and_streams_are_identical(tokenizer_dirs, monkeypatch):
     calls = []
-    real = TiktokenEncoder.encode_batch
+    real = ExactEncoder.encode_batch
 
     def counting(self, texts, add_special_tokens=True):
         calls.append(len(texts))
         return real(self, texts, add_special_tokens)
 
-    monkeypatch.setattr(TiktokenEncoder, "encode_batch", counting)
+    monkeypatch.setattr(ExactEncoder, "encode_batch", counting)
     files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
     auto = Dataset.from_files(files).tokenize(tokenizer_dirs["cl100k"]).ensure_bos_eos().concat_chunk(128)
     hf = Dataset.from_files(files).tokenize(tokenizer_dirs["cl100k"], backend="hf").ensure_bos_eos().concat_chunk(128)
@@ -370,7 +393,9 @@ def test_engine_says_which_check_refused_a_file_and_what_can_be_done(tokenizer_d
         engine.startswith("tokenizers (") and "its normalizer is Lowercase (only NFC can be applied exactly)" in engine
     )
     assert "The tokens are the same either way" in engine and "tokenizer_json_from_ranks" in engine
-    assert load_tokenizer(tokenizer_dirs["llama3-form"]).engine.startswith("tiktoken (exact fast path")
+    assert load_tokenizer(tokenizer_dirs["llama3-form"]).engine.startswith(
+        f"{COMPILED} on the file's split (exact fast path"
+    )
 
 
 @pytest.mark.skipif(importlib.util.find_spec("bpe_openai") is None, reason="bpe-openai is in the dev extra")
@@ -379,7 +404,7 @@ def test_the_native_engine_starts_without_its_package_decoding_every_encoding(to
     every process and Beam worker); the fast path loads its compiled module alone."""
     script = (
         "import sys; from beamtok import load_tokenizer; "
-        f"tok = load_tokenizer({tokenizer_dirs['cl100k']!r}); "
+        f"tok = load_tokenizer({tokenizer_dirs['o200k']!r}); "
         "assert tok.engine.startswith('bpe-openai'), tok.engine; "
         "assert 'bpe_openai.compat' not in sys.modules, 'the package ran its __init__'; "
         "print(tok.encode_batch(['hello world'])[0].tolist())"
@@ -387,7 +412,7 @@ def test_the_native_engine_starts_without_its_package_decoding_every_encoding(to
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(
-        load_tokenizer(tokenizer_dirs["cl100k"]).encode_batch(["hello world"], backend="hf")[0].tolist()
+        load_tokenizer(tokenizer_dirs["o200k"]).encode_batch(["hello world"], backend="hf")[0].tolist()
     )
 
 

@@ -1,0 +1,219 @@
+"""The compiled byte-level BPE (``engines/byte_level_split``, ``byte_level_native``,
+``byte_level_encoder``): cl100k's split cut as ``tokenizers`` cuts each known spelling, the
+classes of characters asked of the file's own split and checked, and the ids of
+``tokenizers`` for cl100k's ranks under each spelling. Its whole-corpus and adversarial runs
+are in test_fast_path_byte_level and test_fast_path_as_downloaded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Regex, pre_tokenizers
+
+from beamtok import load_tokenizer
+from beamtok.engines import byte_level_native, engine_choice, split_patterns
+from beamtok.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED, CharClasses
+from beamtok.engines.exact_encoder import OtherForm, ProbeMismatch
+from beamtok.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
+from beamtok.engines.split_patterns import CL100K_TODAY, SPELLINGS, split_sample
+from beamtok.engines.tiktoken_backend import PROBES
+from beamtok.transforms import tokenize
+
+from conftest import TOKENIZER_DIR, modules_blocked, on_threads
+from test_fast_path_byte_level import built_from_ranks, shipped_texts
+
+SPELLED = {"cl100k": CL100K_PATTERN, "qwen2": QWEN2_PATTERN, "cl100k-today": CL100K_TODAY}
+ENGINE = "beamtok compiled byte-level BPE on the file's split"
+
+TEXT = st.text(
+    st.one_of(
+        st.characters(codec="utf-8", exclude_categories=("Cs",)),
+        st.sampled_from(list("'sSdtTlLvVeErRſ \n\r\t1٣½!\u3000\u00a0\u0558\u0301")),
+    ),
+    max_size=30,
+)
+
+
+def file_split(pattern: str):
+    return pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False)
+
+
+@pytest.fixture(scope="module")
+def cl100k_files(tmp_path_factory) -> dict[str, str]:
+    """cl100k's ranks under each spelling the engine knows (the file ranks.py writes, its
+    Split pattern replaced)."""
+    source = Path(built_from_ranks("cl100k"))
+    root = tmp_path_factory.mktemp("spellings")
+    files = {}
+    for name, pattern in SPELLED.items():
+        spec = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+        spec["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = pattern
+        directory = root / name
+        directory.mkdir()
+        (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+        (directory / "tokenizer_config.json").write_text((source / "tokenizer_config.json").read_text())
+        files[name] = str(directory)
+    return files
+
+
+@pytest.mark.parametrize("name", list(SPELLED))
+def test_the_cut_is_the_files_on_the_split_sample(name):
+    pattern = SPELLED[name]
+    classes, split = CharClasses(pattern, SPELLINGS[pattern]), file_split(pattern)
+    differ = [text for text in split_sample() if classes.cut(text) != [p for p, _ in split.pre_tokenize_str(text)]]
+    assert not differ, f"{len(differ)} cut otherwise, first {differ[0]!r}"
+
+
+@pytest.mark.parametrize("name", list(SPELLED))
+def test_the_cut_is_the_files_on_any_text(name):
+    pattern = SPELLED[name]
+    classes, split = CharClasses(pattern, SPELLINGS[pattern]), file_split(pattern)
+
+    @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @given(TEXT)
+    def same(text: str) -> None:
+        try:
+            ours = classes.cut(text)
+        except ValueError:  # a character sent to the file: allowed, never a wrong cut
+            return
+        assert ours == [p for p, _ in split.pre_tokenize_str(text)]
+
+    same()
+
+
+def test_classes_are_the_files_own_not_pythons():
+    """U+0558 is a letter to the ``regex`` module's (newer) tables and not to Oniguruma's;
+    ``ſ`` folds to ``s``, so ``'ſ`` is a contraction to the file's split."""
+    import regex
+
+    classes = CharClasses(CL100K_TODAY, SPELLINGS[CL100K_TODAY])
+    assert regex.match(r"\p{L}", "\u0558")
+    assert (
+        classes.cut("'\u0558x")
+        == ["'\u0558", "x"]
+        == [p for p, _ in file_split(CL100K_TODAY).pre_tokenize_str("'\u0558x")]
+    )
+    assert classes.table[0x558] & KIND == OTHER
+    assert classes.cut("it'ſx") == ["it", "'ſ", "x"]
+    assert classes.table[ord("ſ")] & KIND == LETTER
+
+
+def test_a_class_answered_wrong_is_caught_and_its_character_routed(monkeypatch):
+    """Planted: the split's answer for ``٣`` (a number) read as a letter. The check of its
+    contexts must catch it: the character is then sent to the file, never cut wrong."""
+    asked = CharClasses._asked_class
+    monkeypatch.setattr(CharClasses, "_asked_class", lambda self, c: LETTER if c == "٣" else asked(self, c))
+    classes = CharClasses(CL100K_PATTERN, SPELLINGS[CL100K_PATTERN])
+    classes.learn(np.array([ord("٣"), ord("é")], dtype=np.uint32))
+    assert classes.table[ord("٣")] & KIND == ROUTED
+    assert classes.table[ord("é")] & KIND == LETTER  # checked in the same batch, and right
+    with pytest.raises(ValueError, match="does not take"):
+        classes.cut("a٣")
+
+
+def test_a_routed_character_sends_its_text_to_the_file(cl100k_files, monkeypatch):
+    asked = CharClasses._asked_class
+    monkeypatch.setattr(CharClasses, "_asked_class", lambda self, c: ROUTED if c == "é" else asked(self, c))
+    tok = load_tokenizer(cl100k_files["cl100k-today"])
+    encoder = CompiledByteLevelEncoder(tok.backend.to_str(), "planted", reference=tok.backend)
+    texts = ["café 12345", "plain text", "é" * 70]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    assert [ids.tolist() for ids in encoder.encode_batch(texts, add_special_tokens=False)] == want
+    assert encoder.native.encode(texts)[0] is None and encoder.native.encode(texts)[1] is not None
+
+
+@pytest.mark.parametrize("name", list(SPELLED))
+def test_ids_are_the_files_for_each_spelling(cl100k_files, name):
+    tok = load_tokenizer(cl100k_files[name])
+    assert tok.engine.startswith(ENGINE), tok.engine
+    texts = [*shipped_texts()[::6], *PROBES, "x 1234567 y", "end\n ", "a\n \n", "'S 'LL 'vE 'ſ", "٣٤٥٦٧ ½½½½"]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    got = tok.encode_batch(texts, add_special_tokens=False)
+    differ = [t for t, a, b in zip(texts, want, got) if a != b.tolist()]
+    assert not differ, f"{name}: {len(differ)} differ, first {differ[0][:80]!r}"
+
+
+def test_characters_met_later_are_learned_and_encoded(cl100k_files):
+    """A batch whose characters were never seen: the kernel stops at each such text, the
+    classes are learned, and the batch comes out whole and exact."""
+    tok = load_tokenizer(cl100k_files["cl100k-today"])
+    encoder = CompiledByteLevelEncoder(tok.backend.to_str(), "fresh", reference=tok.backend)
+    table = encoder.native.classes.table
+    texts = ["ascii only", "ᚠᚢᚦ runes ᚨᚱ", "plain", "𐌰𐌱 gothic 𐌲 99999", "Ꭰ cherokee Ꭱ"]
+    assert table[ord("ᚠ")] == 0 and table[0x10330] == 0  # not met yet
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    assert [ids.tolist() for ids in encoder.encode_batch(texts, add_special_tokens=False)] == want
+    assert table[ord("ᚠ")] & KIND == LETTER and table[0x10330] & KIND == LETTER
+
+
+def test_threads_encode_at_once_and_a_small_cache_starts_over(cl100k_files, monkeypatch):
+    monkeypatch.setattr(byte_level_native, "CACHE_BITS", 6)  # 32 words: starts over all the time
+    tok = load_tokenizer(cl100k_files["cl100k-today"])
+    encoder = CompiledByteLevelEncoder(tok.backend.to_str(), "threads", reference=tok.backend)
+    texts = shipped_texts()[::20]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    wrong: list[int] = []
+
+    def work(k: int) -> None:
+        got = encoder.encode_batch(texts[k::3] + texts[: k + 1], add_special_tokens=False)
+        expected = want[k::3] + want[: k + 1]
+        wrong.extend(i for i, (a, b) in enumerate(zip(got, expected)) if a.tolist() != b)
+
+    on_threads(work, 4)
+    assert not wrong
+
+
+def test_a_wrong_rule_is_refused_by_the_probes(cl100k_files, monkeypatch, caplog):
+    """Planted: tiktoken's spelling cut three numbers at a time and trailing whitespace apart
+    (as the older spelling). The load checks must refuse the engine, and tiktoken encode."""
+    monkeypatch.setitem(split_patterns.SPELLINGS, CL100K_TODAY, SPELLINGS[CL100K_PATTERN])
+    monkeypatch.setattr(tokenize, "_CACHE", {})
+    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(engine_choice, "_WARNED", set())
+    tok = load_tokenizer(cl100k_files["cl100k-today"])
+    with pytest.raises(ProbeMismatch, match="otherwise than the rule for its spelling"):
+        CompiledByteLevelEncoder(tok.backend.to_str(), "wrong rule", reference=tok.backend)
+    choice = tok.engine_choice
+    assert [r.kind for r in choice.refused] == ["probes"] and "compiled byte-level" in choice.refused[0].candidate
+    assert not tok.engine.startswith(ENGINE) and "exact fast path" in tok.engine
+
+
+def test_other_splits_are_another_form_and_numba_a_package(cl100k_files, monkeypatch):
+    gpt2 = load_tokenizer(str(TOKENIZER_DIR))
+    with pytest.raises(OtherForm, match="not a spelling this engine cuts"):
+        CompiledByteLevelEncoder(gpt2.backend.to_str(), "gpt2", reference=gpt2.backend)
+    assert "compiled byte-level" not in gpt2.engine  # another form: not held against the file
+    monkeypatch.setattr(tokenize, "_CACHE", {})
+    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    with modules_blocked("beamtok.engines.byte_level_native", "beamtok.engines.byte_level_split"):
+        tok = load_tokenizer(cl100k_files["cl100k-today"])
+        choice = tok.engine_choice
+    assert choice.refused[0].missing_package and "beamtok[compiled]" in choice.refused[0].reason
+    assert not tok.engine.startswith(ENGINE) and "exact fast path" in tok.engine
+
+
+@pytest.mark.parametrize("ignore_merges", [True, False])
+def test_a_piece_that_is_a_token_is_that_token_where_merges_are_ignored(cl100k_files, tmp_path, ignore_merges):
+    """The merge that makes `` hello`` dropped: with ``ignore_merges`` the piece is still that
+    token whole (tokenizers' rule), without it the merges stop short. Such a file is one
+    tiktoken cannot be exact for; this engine follows the file's merges."""
+    spec = json.loads(Path(cl100k_files["cl100k"], "tokenizer.json").read_text(encoding="utf-8"))
+    token = "Ġhello"
+    spec["model"]["merges"] = [
+        m for m in spec["model"]["merges"] if ("".join(m) if isinstance(m, list) else m.replace(" ", "", 1)) != token
+    ]
+    spec["model"]["ignore_merges"] = ignore_merges
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text(Path(cl100k_files["cl100k"], "tokenizer_config.json").read_text())
+    tok = load_tokenizer(str(tmp_path))
+    assert tok.engine.startswith(ENGINE), tok.engine
+    texts = ["say hello world", " hello", "hello hello hello"]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    assert [ids.tolist() for ids in tok.encode_batch(texts, add_special_tokens=False)] == want
+    assert (want[1] == [spec["model"]["vocab"][token]]) == ignore_merges
