@@ -16,7 +16,11 @@ torch; ``make bench`` does this). Read in batches of 8 x 1024:
 - **2 DataLoader workers**: ``StatefulDataLoader(from_cache(DIR).batch(8,
   tensors="torch").to_torch(), batch_size=None, num_workers=2)`` against litdata's loader with
   ``num_workers=2``: the time to the first batch (from making the dataset, imports apart), and
-  tokens a second after it.
+  tokens a second after it;
+- **the DataLoader's ceiling**: the same ``StatefulDataLoader`` with 2 workers, each handing
+  over one batch of beamtok's fields made before the loop (nothing read or built per batch):
+  the most any dataset gets through torch's DataLoader here, to set the 2-worker figures
+  against.
 
 Writes benchmarks/results/read_vs_litdata.json.
 """
@@ -37,7 +41,7 @@ ROOT = HERE.parent
 WORK = ROOT / "build" / "bench-read"
 LITDATA_PYTHON = ROOT / "build" / "litdata-venv" / "bin" / "python"
 SEQ_LEN, BATCH = 1024, 8
-KINDS = ("beamtok_1p", "litdata_1p", "beamtok_2w", "litdata_2w")
+KINDS = ("beamtok_1p", "litdata_1p", "beamtok_2w", "litdata_2w", "ready_2w")
 
 BEAMTOK_READ = r"""
 import json, sys, time
@@ -51,6 +55,38 @@ if workers == 0:
 else:
     ds = Dataset.from_cache(directory).batch(8, tensors="torch").to_torch()
     batches = iter(StatefulDataLoader(ds, batch_size=None, num_workers=workers))
+first = next(batches)
+at_first = time.perf_counter()
+tokens = 0
+for batch in batches:
+    tokens += int(batch["input_ids"].shape[0] * batch["input_ids"].shape[1])
+done = time.perf_counter()
+print(json.dumps({"first_batch_s": at_first - started, "after_first_tokens": tokens, "after_first_s": done - at_first,
+                  "fields": sorted(first)}))
+"""
+
+# the most any dataset gets through torch's DataLoader with 2 workers here: each worker hands
+# over a batch made once, of beamtok's fields and sizes, so nothing is read or built per batch
+READY_READ = r"""
+import json, sys, time
+directory, workers = sys.argv[1], int(sys.argv[2])
+import torch
+from beamtok import Dataset
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+class Ready(torch.utils.data.IterableDataset):
+    def __init__(self, batch, count):
+        self.batch, self.count = batch, count
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        share = range(info.id, self.count, info.num_workers) if info is not None else range(self.count)
+        for _ in share:
+            yield self.batch
+
+made = next(Dataset.from_cache(directory).batch(8, tensors="torch").iter())
+rows = sum(e["rows"] for e in json.load(open(directory + "/manifest.json"))["shards"])
+started = time.perf_counter()
+batches = iter(StatefulDataLoader(Ready(made, rows // 8), batch_size=None, num_workers=workers))
 first = next(batches)
 at_first = time.perf_counter()
 tokens = 0
@@ -130,6 +166,8 @@ def measure(kind: str, cache: str, lit: str) -> dict[str, Any]:
     workers = "2" if kind.endswith("2w") else "0"
     if kind.startswith("beamtok"):
         return run([sys.executable, "-c", BEAMTOK_READ, cache, workers])
+    if kind.startswith("ready"):
+        return run([sys.executable, "-c", READY_READ, cache, workers])
     return run([str(LITDATA_PYTHON), "-c", LITDATA_READ, lit, workers])
 
 
@@ -177,12 +215,14 @@ def main() -> None:
             "beamtok / litdata, 2 workers": paired("beamtok_2w", "litdata_2w"),
             "beamtok 2 workers / beamtok one process": paired("beamtok_2w", "beamtok_1p"),
             "litdata 2 workers / litdata one process": paired("litdata_2w", "litdata_1p"),
+            "DataLoader, 2 workers handing over a ready batch / beamtok one process": paired("ready_2w", "beamtok_1p"),
+            "beamtok 2 workers / DataLoader's ceiling": paired("beamtok_2w", "ready_2w"),
         },
         "fields": {k: v[0]["fields"] for k, v in runs.items()},
         "runs": runs,
     }
     for name, value in results["ratios"].items():
-        print(f"  {name:<44} {value['median']:.2f}x ({value['min']:.2f}-{value['max']:.2f})")
+        print(f"  {name:<72} {value['median']:.2f}x ({value['min']:.2f}-{value['max']:.2f})")
     sys.path.insert(0, str(HERE))
     from common import write_results
 

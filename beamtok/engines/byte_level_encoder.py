@@ -70,7 +70,7 @@ class CompiledByteLevelEncoder(ExactEncoder):
             raise OtherForm(str(refuse(f"its split pattern is not a spelling this engine cuts ({KNOWN_SPELLINGS})")))
         try:
             from beamtok.engines.byte_level_native import NativeByteLevelBPE
-            from beamtok.engines.byte_level_split import KIND, ROUTED, CharClasses
+            from beamtok.engines.byte_level_split import KIND, ROUTED, classes_for
         except ImportError:
             missing = "numba is not installed: pip install 'beamtok[compiled]' compiles this BPE"
             raise MissingExtra(str(refuse(missing)), install="beamtok[compiled]") from None
@@ -83,7 +83,7 @@ class CompiledByteLevelEncoder(ExactEncoder):
         refuse_unrouted_added_tokens(spec, refuse)
         self._take_file(spec, tokenizer_json, name, reference)
         self.normal_form = ExactNormalForm("NFC") if nfc else None
-        classes = CharClasses(pattern, rule)
+        classes = classes_for(pattern, rule)
         routed = [chr(c) for c in range(128) if classes.table[c] & KIND == ROUTED]
         if routed:  # the rule cuts ASCII otherwise than the file's split: it is not this spelling's
             raise ProbeMismatch(

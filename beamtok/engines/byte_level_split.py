@@ -34,6 +34,7 @@ that put the character in every context that tells classes apart, here and by
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -42,7 +43,7 @@ import numpy as np
 from beamtok.engines.compiled_tables import compiled
 from beamtok.engines.split_patterns import SplitRule
 
-__all__ = ["CharClasses", "piece_end"]
+__all__ = ["CharClasses", "classes_for", "piece_end"]
 
 UNKNOWN, LETTER, NUMBER, OTHER, SPACE, NEWLINE, ROUTED = 0, 1, 2, 3, 4, 5, 6
 KIND = 7  # the class bits of a table entry
@@ -133,6 +134,7 @@ class CharClasses:
         self.table[0xD800:0xE000] = ROUTED  # lone surrogates: UTF-8 has no bytes for them
         self._trial = self.table.copy()
         self._lock = threading.RLock()  # a check learns the other characters of its strings
+        self._pid = os.getpid()
         self.learn(np.arange(128, dtype=np.uint32))
 
     def cut(self, text: str) -> list[str]:
@@ -154,14 +156,17 @@ class CharClasses:
         text is cut otherwise than the file cuts it."""
         if not (self._trial[code_points] == UNKNOWN).any():
             return
+        if self._pid != os.getpid():  # forked while another thread may have held it: a lock of this process
+            self._lock, self._pid = threading.RLock(), os.getpid()
         with self._lock:
             new = [chr(code) for code in np.unique(code_points[self._trial[code_points] == UNKNOWN]).tolist()]
             for c in new:
                 self._trial[ord(c)] = self._asked_class(c)
             asked = [c for c in new if self._trial[ord(c)] != ROUTED]
-            if self._differs("\n\n".join(text for c in asked for text in _contexts(c))):
+            trial = self._trial
+            if self._differs("\n\n".join(text for c in asked for text in _contexts(c, trial[ord(c)]))):
                 for c in asked:
-                    if any(self._differs(text) for text in _contexts(c)):
+                    if any(self._differs(text) for text in _contexts(c, trial[ord(c)])):
                         self._trial[ord(c)] = ROUTED
             for c in new:
                 self.table[ord(c)] = self._trial[ord(c)]
@@ -206,17 +211,28 @@ class CharClasses:
         raise TypeError("CharClasses are rebuilt, not pickled")
 
 
-def _contexts(c: str) -> tuple[str, ...]:
-    """Strings that put ``c`` after and before each class, in contractions and at a text's
-    end: where a wrong class for ``c`` would cut otherwise."""
-    return (
-        f"a{c} {c}1{c}{c}!{c}'{c}x {c} \n{c}  {c}{c}'s{c}\n\n{c}\r{c} {c}",
-        c,
-        c * 5,
-        f"{c} ",
-        f" {c}",
-        f"{c}  ",
-        f"'{c}{c}x",
-        f"'l{c}x",
-        f"'v{c}x",
-    )
+_SHARED: dict[tuple[str, SplitRule], CharClasses] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def classes_for(pattern: str, rule: SplitRule) -> CharClasses:
+    """The process's classes for one spelling: what one file's split taught holds for every
+    file that splits with the same pattern, so each character is learned once a process."""
+    with _SHARED_LOCK:
+        classes = _SHARED.get((pattern, rule))
+        if classes is None:
+            classes = _SHARED[(pattern, rule)] = CharClasses(pattern, rule)
+        return classes
+
+
+def _contexts(c: str, kind: int) -> tuple[str, ...]:
+    """Strings that put ``c`` (of class ``kind``) after and before each class: where a wrong
+    class would cut otherwise. Contractions only tell letters apart, and a text's end only
+    whitespace, so those strings are cut for those classes alone (the file's split runs at
+    about a microsecond a character: the checks are most of what learning a character costs)."""
+    texts = (f"a{c} {c}1{c}{c}!{c}'{c}x {c} \n{c}  {c}{c}'s{c}\n\n{c}\r{c} {c}", c * 5)
+    if kind & KIND == LETTER:
+        return (*texts, f"'{c}{c}x", f"'l{c}x", f"'v{c}x")
+    if kind & KIND in (SPACE, NEWLINE):
+        return (*texts, c, f"{c} ", f" {c}", f"{c}  ")
+    return texts

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tokenizers import Regex, pre_tokenizers
 
 from beamtok import load_tokenizer
-from beamtok.engines import byte_level_native, engine_choice, split_patterns
+from beamtok.engines import byte_level_native, byte_level_split, engine_choice, split_patterns
 from beamtok.engines.byte_level_encoder import CompiledByteLevelEncoder
 from beamtok.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED, CharClasses
 from beamtok.engines.exact_encoder import OtherForm, ProbeMismatch
@@ -120,6 +120,7 @@ def test_a_class_answered_wrong_is_caught_and_its_character_routed(monkeypatch):
 def test_a_routed_character_sends_its_text_to_the_file(cl100k_files, monkeypatch):
     asked = CharClasses._asked_class
     monkeypatch.setattr(CharClasses, "_asked_class", lambda self, c: ROUTED if c == "é" else asked(self, c))
+    monkeypatch.setattr(byte_level_split, "_SHARED", {})  # classes learned afresh, with the plant
     tok = load_tokenizer(cl100k_files["cl100k-today"])
     encoder = CompiledByteLevelEncoder(tok.backend.to_str(), "planted", reference=tok.backend)
     texts = ["café 12345", "plain text", "é" * 70]
@@ -139,9 +140,10 @@ def test_ids_are_the_files_for_each_spelling(cl100k_files, name):
     assert not differ, f"{name}: {len(differ)} differ, first {differ[0][:80]!r}"
 
 
-def test_characters_met_later_are_learned_and_encoded(cl100k_files):
+def test_characters_met_later_are_learned_and_encoded(cl100k_files, monkeypatch):
     """A batch whose characters were never seen: the kernel stops at each such text, the
     classes are learned, and the batch comes out whole and exact."""
+    monkeypatch.setattr(byte_level_split, "_SHARED", {})  # nothing learned by other tests
     tok = load_tokenizer(cl100k_files["cl100k-today"])
     encoder = CompiledByteLevelEncoder(tok.backend.to_str(), "fresh", reference=tok.backend)
     table = encoder.native.classes.table
