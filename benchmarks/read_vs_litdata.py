@@ -18,9 +18,9 @@ torch; ``make bench`` does this). Read in batches of 8 x 1024:
   ``num_workers=2``: the time to the first batch (from making the dataset, imports apart), and
   tokens a second after it;
 - **the DataLoader's ceiling**: the same ``StatefulDataLoader`` with 2 workers, each handing
-  over one batch of beamtok's fields made before the loop (nothing read or built per batch):
-  the most any dataset gets through torch's DataLoader here, to set the 2-worker figures
-  against.
+  over one batch of beamtok's fields made before the loop, in the one-buffer form beamtok's
+  workers send (nothing read or built per batch): what a dataset gets through torch's
+  DataLoader here at best, to set the 2-worker figures against.
 
 Writes benchmarks/results/read_vs_litdata.json.
 """
@@ -65,13 +65,15 @@ print(json.dumps({"first_batch_s": at_first - started, "after_first_tokens": tok
                   "fields": sorted(first)}))
 """
 
-# the most any dataset gets through torch's DataLoader with 2 workers here: each worker hands
-# over a batch made once, of beamtok's fields and sizes, so nothing is read or built per batch
+# the most a dataset gets through torch's DataLoader with 2 workers here: each worker hands over
+# a batch made once (beamtok's fields and sizes, in the one-buffer form beamtok's workers send),
+# so nothing is read or built per batch: what is left is the loader's own cost a batch
 READY_READ = r"""
 import json, sys, time
 directory, workers = sys.argv[1], int(sys.argv[2])
 import torch
 from beamtok import Dataset
+from beamtok.stream.one_buffer import in_one_buffer
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 class Ready(torch.utils.data.IterableDataset):
@@ -83,7 +85,7 @@ class Ready(torch.utils.data.IterableDataset):
         for _ in share:
             yield self.batch
 
-made = next(Dataset.from_cache(directory).batch(8, tensors="torch").iter())
+made = in_one_buffer(next(Dataset.from_cache(directory).batch(8, tensors="torch").iter()))
 rows = sum(e["rows"] for e in json.load(open(directory + "/manifest.json"))["shards"])
 started = time.perf_counter()
 batches = iter(StatefulDataLoader(Ready(made, rows // 8), batch_size=None, num_workers=workers))
