@@ -7,7 +7,7 @@ not can be split, cased or normalized otherwise (as NFC was, ``normal_forms``). 
 point in eleven, a different eleventh for each tokenizer, goes through each file's fast path
 in three contexts (between letters and digits, after a combining mark, beside an accented
 letter), and every code point below U+3000, where most scripts and their marks lie; and so
-for the engines taken where numba is not installed (kitoken, cached words). A library
+for the engines taken where numba is not installed (kitoken, cached words, tiktoken). A library
 upgrade that moves one table is found here."""
 
 from __future__ import annotations
@@ -68,8 +68,10 @@ def test_the_fast_path_reads_every_character_as_tokenizers_does(kind):
     assert_same_ids(tok, texts, f"{kind} ({Path(directory(kind)).name})")
 
 
-@pytest.mark.parametrize("kind", ["sp-bpe-metaspace", "unigram", "t5"])
+@pytest.mark.parametrize("kind", ["sp-bpe-metaspace", "unigram", "t5", "qwen2"])
 def test_so_do_the_engines_taken_without_numba(kind, monkeypatch):
+    """Qwen2's file stands for cl100k's spellings: tiktoken, where the compiled byte-level BPE
+    runs with numba."""
     monkeypatch.setattr(tokenize_module, "_BY_NAME", {})  # a tokenizer loaded before keeps its compiled engine
     monkeypatch.setattr(tokenize_module, "_CACHE", {})
     with modules_blocked(*COMPILED):

@@ -88,7 +88,13 @@ def python_source(limit: int = 150) -> list[str]:
     return [f.read_text(encoding="utf-8", errors="replace") for f in files]
 
 
-COMPILED = ("beamtok.engines.bpe_native", "beamtok.engines.unigram_native")
+# the modules that need numba, blocked to run as an install without it
+COMPILED = (
+    "beamtok.engines.bpe_native",
+    "beamtok.engines.unigram_native",
+    "beamtok.engines.byte_level_native",
+    "beamtok.engines.byte_level_split",
+)
 
 
 class CachedWords:
