@@ -7,7 +7,7 @@ from typing import Any
 
 from beamtok.base.errors import ConfigError, StateError
 
-__all__ = ["check_choice", "check_int", "check_optional_int"]
+__all__ = ["check_choice", "check_int", "check_optional_int", "unencodable"]
 
 
 def check_int(value: Any, name: str, stage: str | None = None, *, minimum: int = 0) -> int:
@@ -31,3 +31,15 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
     if value not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
     return str(value)
+
+
+def unencodable(text: str) -> str | None:
+    """Why ``text`` cannot go to a tokenizer (a lone surrogate, e.g. from a JSON ``\\ud800``
+    escape, has no UTF-8 form), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"text holds a lone surrogate {text[e.start]!r} at character {e.start}, which has no UTF-8 form"
+    return None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from beamtok.base.errors import ConfigError, InputError
-from beamtok.base.validate import check_choice, check_optional_int
+from beamtok.base.validate import check_choice, check_optional_int, unencodable
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason
 from beamtok.transforms.bos_eos import ensure_bos_eos
 from beamtok.transforms.sft import ChatTemplate
@@ -289,15 +289,3 @@ class LengthFilterStep(Step):
                 d.skip = SkipReason.TOO_SHORT
             elif self.max_tokens is not None and n > self.max_tokens:
                 d.skip = SkipReason.TOO_LONG
-
-
-def unencodable(text: str) -> str | None:
-    """Why ``text`` cannot go to a tokenizer (a lone surrogate, e.g. from a JSON ``\\ud800``
-    escape, has no UTF-8 form), or None."""
-    if text.isascii():
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        return f"text holds a lone surrogate {text[e.start]!r} at character {e.start}, which has no UTF-8 form"
-    return None

@@ -28,6 +28,7 @@ import numpy as np
 import orjson
 
 from beamtok.base.errors import ConfigError
+from beamtok.base.validate import unencodable
 from beamtok.engines.exact_encoder import (
     ExactEncoder,
     MissingExtra,
@@ -105,7 +106,14 @@ class CompiledByteLevelEncoder(ExactEncoder):
         character the cut does not take goes to the file."""
         normal_form = self.normal_form
         batch = texts if normal_form is None else [normal_form(text) for text in texts]
-        ids = self.native.encode(batch)
+        try:
+            ids = self.native.encode(batch)
+        except UnicodeEncodeError:
+            for text in batch:
+                problem = unencodable(text)
+                if problem is not None:  # tokenizers cannot take it either (the pipelines refuse it earlier)
+                    raise ValueError(f"{self.engine_name}: {problem}") from None
+            raise
         left = [i for i, one in enumerate(ids) if one is None]
         if left:
             by_file = self.reference.encode_batch_fast([texts[i] for i in left], add_special_tokens=False)

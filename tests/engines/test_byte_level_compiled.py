@@ -219,3 +219,11 @@ def test_a_piece_that_is_a_token_is_that_token_where_merges_are_ignored(cl100k_f
     want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
     assert [ids.tolist() for ids in tok.encode_batch(texts, add_special_tokens=False)] == want
     assert (want[1] == [spec["model"]["vocab"][token]]) == ignore_merges
+
+
+def test_a_lone_surrogate_is_refused_by_name(cl100k_files):
+    """``tokenizers`` cannot take a lone surrogate either; the pipelines refuse such a record
+    with its file and line before it reaches an engine (``base.validate.unencodable``)."""
+    tok = load_tokenizer(cl100k_files["cl100k-today"])
+    with pytest.raises(ValueError, match=r"lone surrogate '\\ud800' at character 1"):
+        tok.encode_batch(["fine", "a\ud800b"])
