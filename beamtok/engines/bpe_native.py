@@ -49,7 +49,7 @@ from beamtok.engines.compiled_tables import (
 from beamtok.engines.compiled_word_cache import CACHED_CHARS, cache_find, cache_put, new_word_cache, word_hash
 from beamtok.engines.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT, Marking
 
-__all__ = ["NativeBPE", "merge_symbols"]
+__all__ = ["NativeBPE", "merge_room", "merge_symbols"]
 
 LINEAR_SYMBOLS = 48  # a word of up to this many symbols merges by scanning its pairs, a longer one by a heap
 CACHE_BITS = 19  # slots of the word cache; it holds at most half as many words
@@ -160,6 +160,27 @@ def _merge_word(
         return 0  # every character dropped (no unknown token)
     return merge_symbols(
         n, merge_keys, merge_values, merge_shift, symbol, prev, following, alive, heap, pair_rank, pair_new, out, at
+    )
+
+
+@compiled
+def merge_room(text_ends: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """What :func:`merge_symbols` works in, for any word of the texts ending at ``text_ends``:
+    symbols, their links and liveness, a heap, and each pair's rank and token."""
+    longest = 0
+    begin = 0
+    for t in range(text_ends.shape[0]):
+        longest = max(longest, text_ends[t] - begin)
+        begin = text_ends[t]
+    room = 4 * longest + 1  # a character is at most 4 byte tokens
+    return (
+        np.empty(room, np.int64),
+        np.empty(room, np.int64),
+        np.empty(room, np.int64),
+        np.empty(room, np.bool_),
+        np.empty(4 * room, np.int64),  # the heap: each merge pushes at most two entries
+        np.empty(room, np.int64),
+        np.empty(room, np.int64),
     )
 
 
@@ -301,19 +322,7 @@ def _encode(
     text the file's model must be given."""
     (char_dense, char_keys, char_ids, char_shift, byte_ids, unk_id, fuse_unk, merge_keys, merge_values, merge_shift,
      whole, trie_keys, trie_children, trie_shift, trie_ids) = tables  # fmt: skip
-    longest = 0
-    begin = 0
-    for t in range(text_ends.shape[0]):
-        longest = max(longest, text_ends[t] - begin)
-        begin = text_ends[t]
-    room = 4 * longest + 1  # a character is at most 4 byte tokens
-    symbol = np.empty(room, np.int64)
-    prev = np.empty(room, np.int64)
-    following = np.empty(room, np.int64)
-    alive = np.empty(room, np.bool_)
-    heap = np.empty(4 * room, np.int64)  # each merge pushes at most two entries
-    pair_rank = np.empty(room, np.int64)
-    pair_new = np.empty(room, np.int64)
+    symbol, prev, following, alive, heap, pair_rank, pair_new = merge_room(text_ends)
     o = 0
     begin = 0
     for t in range(text_ends.shape[0]):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok.engines.bpe_native import NativeBPE, merge_symbols
+from beamtok.engines.bpe_native import NativeBPE, merge_room, merge_symbols
 from beamtok.engines.byte_level_split import KIND, ROUTED, UNKNOWN, CharClasses, piece_end
 from beamtok.engines.compiled_tables import (
     CodePointBuffer,
@@ -81,19 +81,7 @@ def _encode(
         trie_shift,
         trie_ids,
     ) = tables
-    longest = 0
-    begin = 0
-    for t in range(text_ends.shape[0]):
-        longest = max(longest, text_ends[t] - begin)
-        begin = text_ends[t]
-    room = 4 * longest + 1  # a character is at most 4 bytes
-    symbol = np.empty(room, np.int64)
-    prev = np.empty(room, np.int64)
-    following = np.empty(room, np.int64)
-    alive = np.empty(room, np.bool_)
-    heap = np.empty(4 * room, np.int64)  # each merge pushes at most two entries
-    pair_rank = np.empty(room, np.int64)
-    pair_new = np.empty(room, np.int64)
+    symbol, prev, following, alive, heap, pair_rank, pair_new = merge_room(text_ends)
     o = 0
     begin = 0
     for t in range(text_ends.shape[0]):
@@ -177,45 +165,29 @@ class NativeByteLevelBPE:
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray | None]:
         """Each text's ids (texts as the split sees them: normalized, added tokens taken
-        out); None for a text holding a character the cut does not take."""
-        rule = self.classes.rule
+        out); None for a text holding a character the cut does not take. Texts that met a
+        character of unknown class are encoded again once the batch's characters are learned."""
         with self._workspaces.one() as workspace:
-            chars, text_ends = workspace.chars.fill(texts)
-            out = workspace.ids.room(4 * len(chars))  # a character is at most 4 byte tokens
-            counts = np.empty(len(texts), dtype=np.int64)
-            table = self.classes.table
-            _encode(chars, text_ends, table, rule.numbers, rule.trailing_whitespace_whole, self.tables, workspace.cache, out, counts)  # fmt: skip
-            if (counts == ASK_CLASSES).any():
-                return self._after_learning(texts, chars, text_ends, counts, out, workspace)
-            return _split_out(out, counts)
+            result, counts, chars = self._encode_through(texts, workspace)
+            again = np.flatnonzero(counts == ASK_CLASSES).tolist()
+            if again:
+                self.classes.learn(np.unique(chars))  # before the buffer is written again
+                retried, _, _ = self._encode_through([texts[i] for i in again], workspace)
+                for i, ids in zip(again, retried):
+                    result[i] = ids
+            return result
 
-    def _after_learning(
-        self,
-        texts: Sequence[str],
-        chars: np.ndarray,
-        text_ends: np.ndarray,
-        counts: np.ndarray,
-        out: np.ndarray,
-        workspace: _Workspace,
-    ) -> list[np.ndarray | None]:
-        """The batch's ids once the classes of its new characters are learned: the texts
-        that met one encoded again, the others kept."""
-        self.classes.learn(np.unique(chars))
-        result = _split_out(out, counts)
-        again = np.flatnonzero(counts == ASK_CLASSES).tolist()
-        retried = self.encode_known([texts[i] for i in again], workspace)
-        for i, ids in zip(again, retried):
-            result[i] = ids
-        return result
-
-    def encode_known(self, texts: Sequence[str], workspace: _Workspace) -> list[np.ndarray | None]:
-        """Texts whose characters all have a class, encoded through ``workspace``."""
+    def _encode_through(
+        self, texts: Sequence[str], workspace: _Workspace
+    ) -> tuple[list[np.ndarray | None], np.ndarray, np.ndarray]:
+        """One kernel call: each text's ids copied out (None where not encoded), the counts
+        the kernel wrote, and the texts' code points (a view of the workspace's buffer)."""
         rule = self.classes.rule
         chars, text_ends = workspace.chars.fill(texts)
-        out = workspace.ids.room(4 * len(chars))
+        out = workspace.ids.room(4 * len(chars))  # a character is at most 4 byte tokens
         counts = np.empty(len(texts), dtype=np.int64)
         _encode(chars, text_ends, self.classes.table, rule.numbers, rule.trailing_whitespace_whole, self.tables, workspace.cache, out, counts)  # fmt: skip
-        return _split_out(out, counts)
+        return _split_out(out, counts), counts, chars
 
 
 def _split_out(out: np.ndarray, counts: np.ndarray) -> list[np.ndarray | None]:
