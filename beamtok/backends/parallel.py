@@ -31,7 +31,7 @@ from beamtok.backends.protocol import SequentialBackend
 from beamtok.backends.shard_spans import shard_spans
 from beamtok.backends.wire import span_from_wire, span_to_wire
 from beamtok.base.errors import BeamtokError
-from beamtok.core.spec import Spec
+from beamtok.core.spec import Spec, build_encoders
 from beamtok.shards.column_chunker import MAX_ROWS as COLUMN_BLOCK_ROWS
 from beamtok.shards.column_chunker import packs_column_wise
 from beamtok.shards.items import Produced, ShardCursor
@@ -407,16 +407,6 @@ class ParallelShards(SequentialBackend):
         worker.stopping = False
         worker.task = None
         self._top_up()
-
-
-def build_encoders(spec: Spec) -> None:
-    """Build here the fast-path encoders the spec's steps call, before the workers are forked:
-    each worker then finds its tokenizer, encoder built, among those this process holds (see
-    ``register_serialized``), where it built its own before: one build instead of one per
-    worker, its tables in pages the workers share until written (measured here, a Llama-3
-    file's encoder took ~0.5 s to build alone and ~0.75 s in each of two workers at once)."""
-    for ref in spec.fast_path_tokenizers:
-        resolve_tokenizer(ref).fast_path()  # a refusal is kept, and raised where the step asks for it
 
 
 def widen_pipe(channel: Any) -> None:

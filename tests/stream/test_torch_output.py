@@ -140,3 +140,47 @@ def test_another_number_of_workers_is_refused_with_the_way_that_works(make_shard
         return sorted((int(s), int(i)) for b in batches for s, i in zip(b["shard"], b["index"]))
 
     assert rows(head + rest) == rows(full)  # every row once: none lost, none repeated
+
+
+def _engine_built_in_worker(flags, fingerprint, worker_id):
+    from beamtok.transforms import tokenize as tokenize_module
+
+    flags[worker_id] = tokenize_module._CACHE[fingerprint]._choice is not None
+
+
+def test_forked_workers_start_with_the_encoders_built_here(make_shards, tokenizer_dir, tmp_path, monkeypatch):
+    """Made where DataLoader workers fork, the adapter builds the fast-path encoder of every
+    source that tokenizes (a mix's too) before any worker starts, so none builds its own; a
+    cache source, read as written, loads no tokenizer."""
+    import functools
+    import multiprocessing
+
+    from beamtok.transforms import tokenize as tokenize_module
+
+    from conftest import cache_without_beam
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("workers fork only where the platform can")
+    paths = make_shards(4, docs_per_shard=5)
+    cache_without_beam(Dataset.from_files(paths[:2]).tokenize(tokenizer_dir).concat_chunk(32), str(tmp_path / "c"))
+    monkeypatch.setattr(tokenize_module, "_BY_NAME", {})  # a tokenizer this process built before would hide the build
+    monkeypatch.setattr(tokenize_module, "_CACHE", {})
+    cached = Dataset.from_cache(str(tmp_path / "c"))
+    cached.to_torch()
+    assert tokenize_module._CACHE == {}
+
+    on_the_fly = Dataset.from_files(paths[2:]).tokenize(tokenizer_dir).concat_chunk(32)
+    (tok,) = tokenize_module._CACHE.values()
+    assert tok._choice is None  # loaded by tokenize(), its engine not chosen yet
+    adapter = Dataset.mix([cached, on_the_fly], [0.5, 0.5], seed=0, max_epochs=1).to_torch()
+    assert tok._choice is not None and tok.fast_path() is not None, tok.engine
+    flags = multiprocessing.Array("b", [0, 0], lock=False)
+    loader = torch.utils.data.DataLoader(
+        adapter,
+        batch_size=None,
+        num_workers=2,
+        multiprocessing_context="fork",
+        worker_init_fn=functools.partial(_engine_built_in_worker, flags, tok.fingerprint),
+    )
+    assert len(list(loader)) > 0
+    assert list(flags) == [1, 1]
