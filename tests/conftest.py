@@ -24,6 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # the suite already runs a process per core, and OpenMP threads that spin-wait for a core
 # another worker holds doubled the CPU of the tests that train a model
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# and one Rayon thread (tokenizers' batch encoding, kitoken): a second thread only contends
+# with the other worker's process, and its hand-offs cost ~10% more CPU in the tests that check
+# engines against tokenizers
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
 # glibc hands every allocation above its mmap threshold (32 MB at most, by default) fresh pages
 # from the kernel and returns them on free: the tiny models' logits over GPT-2's 50,257 tokens
 # (25-50 MB a step) page-faulted in and out at every step, a third of the training tests' CPU
@@ -163,17 +167,27 @@ def small_vocab_tokenizer() -> str:
     return str(trained_family("sp-bpe-metaspace"))
 
 
-def assert_same_ids(tok: Any, texts: list[str], where: str, reference: Any = None) -> None:
+def assert_same_ids(
+    tok: Any, texts: list[str], where: str, reference: Any = None, special_every: int = 1, encoded: Any = None
+) -> None:
     """``tok``'s fast path gives the ids of ``tokenizers`` (``reference``, else ``tok``'s own
     backend) on every text, with and without special tokens; the message names the first text
     that differs. ``tokenizers`` encodes each text once: its ids with special tokens are its
-    own post-processor applied to that encoding (what its ``encode`` does when asked for them)."""
+    own post-processor applied to that encoding (what its ``encode`` does when asked for them).
+    ``special_every``: with special tokens, only every so many texts (what the post-processor
+    puts around the ids does not depend on the text: a sample shows it is applied).
+    ``encoded``: the reference's encodings of ``texts`` without special tokens, where the
+    caller checks several engines against one encoding."""
     reference = tok.backend if reference is None else reference
-    plain = reference.encode_batch_fast(list(texts), add_special_tokens=False)
-    references = {True: [reference.post_process(e, None, True).ids for e in plain], False: [e.ids for e in plain]}
-    for special, want in references.items():
-        fast = tok.encode_batch(texts, add_special_tokens=special, backend="tiktoken")
-        mismatched = [i for i, (a, b) in enumerate(zip(fast, want, strict=True)) if a.tolist() != b]
+    plain = reference.encode_batch_fast(list(texts), add_special_tokens=False) if encoded is None else encoded
+    sampled = range(0, len(texts), special_every)
+    references = {
+        False: (range(len(texts)), [e.ids for e in plain]),
+        True: (sampled, [reference.post_process(plain[i], None, True).ids for i in sampled]),
+    }
+    for special, (which, want) in references.items():
+        fast = tok.encode_batch([texts[i] for i in which], add_special_tokens=special, backend="tiktoken")
+        mismatched = [i for i, a, b in zip(which, fast, want, strict=True) if a.tolist() != b]
         assert not mismatched, (
             f"{where} (add_special_tokens={special}): {len(mismatched)} differ, first {texts[mismatched[0]][:80]!r}"
         )

@@ -1,7 +1,8 @@
 """The Hugging Face Trainer with BeamtokCallback under ``accelerate launch`` on several CPU
-processes: a run on 2 processes checkpoints, a restart on 3 and then on 1 resumes from a
-checkpoint, and counting each run's steps up to the checkpoint the next resumed from, the rows
-trained are the stream's first rows, each exactly once."""
+processes: a run on 2 processes checkpoints, a restart on 3 resumes from a checkpoint, and
+counting the first run's steps up to the checkpoint the second resumed from, the rows trained
+are the stream's first rows, each exactly once. The Trainer in one process (no process group)
+resumes in ``test_trainer.py``; fewer ranks than saved, in ``test_dcp_checkpoint.py``."""
 
 from __future__ import annotations
 
@@ -70,11 +71,10 @@ def test_exactly_once_across_restarts_on_other_process_counts(tmp_path):
     data = str(tmp_path / "part-{0..3}.jsonl")
     first = launch(2, data, tmp_path, "first", max_steps=8)  # checkpoints at steps 3 and 6; steps 7-8 are redone
     second = launch(3, data, tmp_path, "second", max_steps=11, resume=str(tmp_path / "out" / "checkpoint-6"))
-    third = launch(1, data, tmp_path, "third", max_steps=14, resume=str(tmp_path / "out" / "checkpoint-9"))
     assert {line["world"] for line in second} == {3} and min(line["step"] for line in second) == 7
-    assert min(line["step"] for line in third) == 10
-    trained = trained_rows(starts_of(first) + starts_of(second) + starts_of(third))
+    assert max(line["step"] for line in second) == 11
+    trained = trained_rows(starts_of(first) + starts_of(second))
     stream = Dataset.from_files(data).tokenize(small_vocab_tokenizer()).ensure_bos_eos().concat_chunk(32)
-    expected = [(int(e["shard"]), int(e["index"])) for e, _ in zip(stream, range(2 * 6 * 2 + 3 * 3 * 2 + 1 * 5 * 2))]
+    expected = [(int(e["shard"]), int(e["index"])) for e, _ in zip(stream, range(2 * 6 * 2 + 3 * 5 * 2))]
     assert len(set(expected)) == len(expected)  # within one epoch: provenance names a row once
     assert max(trained.values()) == 1 and Counter(trained) == Counter(expected)
