@@ -166,7 +166,9 @@ def tiktoken_engine(tok) -> TiktokenEncoder:
 @pytest.mark.parametrize("kind", KINDS)
 def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(tokenizer_dirs, kind):
     """Every shipped document, on the engine the file gets; where that is the compiled
-    byte-level BPE, every fourth on the tiktoken engine it would otherwise get, too."""
+    byte-level BPE, every fourth on the tiktoken engine it would otherwise get, too. The
+    converter's forms of cl100k and o200k read every fourth document: their ranks are read
+    whole as beamtok writes them, and the converter's form whole as Llama 3's."""
     tok = load_tokenizer(tokenizer_dirs[kind])
     native = (
         kind.split("-")[0] in ("cl100k", "o200k") and importlib.util.find_spec("bpe_openai") is not None
@@ -176,6 +178,8 @@ def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(token
     assert tok.engine.startswith(COMPILED if compiled else inner), tok.engine
     texts = shipped_texts()
     assert len(texts) > 1000 and sum(map(len, texts)) > 5_000_000
+    if kind in ("cl100k-converted", "o200k-converted"):
+        texts = texts[::4]
     reference = tok.encode_batch(texts, backend="hf")
     engines = [("auto", tok.encode_batch(texts, backend="tiktoken"), range(len(texts)))]
     if compiled:
