@@ -3,7 +3,9 @@ conftest.small_vocab_tokenizer), under torchrun (gloo, CPU): on the
 same number of ranks a resume continues exactly (the same rows and the same loss at every step as an uninterrupted run);
 then resumed on another number of ranks past a checkpoint cut off mid-write; a rank SIGKILLed mid-run and the job resumed
 on fewer ranks, torchrun --max-restarts restarting it, then resumed on more; every row of the data trained exactly once,
-counting each start's steps up to the checkpoint the next start resumed from."""
+counting each start's steps up to the checkpoint the next start resumed from. One file cut into
+ranges over 2 ranks with workers and resumed on 3 is test_dcp_checkpoint.py's ``one_file``
+kind; here, a file that cannot be cut is refused before training."""
 
 from __future__ import annotations
 
@@ -153,23 +155,6 @@ def test_killed_ranks_resume_on_fewer_and_on_more_ranks_and_torchrun_restarts_th
     runs.run(3, save_every=2)  # on more ranks than the restarted job
     assert_exactly_once(runs.trained(), every_row)
     assert max(line["step"] for line in runs.lines(0)) > 4  # the kill landed after a checkpoint, with steps to redo
-
-
-def test_one_file_on_two_ranks_with_workers_then_three_every_row_once(tmp_path):
-    """The ONE_FILE case: fewer files than readers are cut into ranges; resumed on 3 ranks."""
-    one = str(paragraph_files(tmp_path, 1, 80)).replace("part-{0..0}", "part-0")
-    ds = (
-        Dataset.from_files(one)
-        .tokenize(small_vocab_tokenizer())
-        .ensure_bos_eos()
-        .concat_chunk(SEQ_LEN)
-        .cut_files("auto")
-    )
-    every_row = Counter((int(e["shard"]), int(e["index"])) for e in ds)
-    runs = Runs(tmp_path, one)
-    runs.run(2, max_steps=5, save_every=2, workers=2)
-    assert "resumed at step 5" in runs.run(3, save_every=2, workers=0)
-    assert_exactly_once(runs.trained(), every_row)
 
 
 def test_a_file_that_cannot_be_split_is_refused_in_one_line_before_training(tmp_path):
