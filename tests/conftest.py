@@ -47,7 +47,7 @@ SLOW_MODULES = {
     "test_accelerate", "test_dask_build", "test_unigram_native", "test_one_buffer", "test_worker_count", "test_device_mesh", "test_folder_readers", "test_process_group", "test_cache_equals_stream", "test_cache_as_you_go", "test_cache_safety", "test_dataflow_dry_run", "test_dcp_checkpoint",
     "test_docs", "test_fast_path_as_downloaded", "test_fast_path_byte_level", "test_fast_path_cached_words", "test_global_shuffle", "test_jax_example", "test_fast_path_families",
     "test_global_shuffle_local_copy", "test_grain_example", "test_megatron", "test_notebooks", "test_packaging", "test_tokenize_workers", "test_parquet_compat", "test_progress", "test_range_pack",
-    "test_s3_cache", "test_sentencepiece_files", "test_split_build", "test_torchrun_example", "test_training_loop", "test_worker_server", "test_torchtitan", "test_lightning",
+    "test_s3_cache", "test_sentencepiece_files", "test_split_build", "test_torchrun_example", "test_training_loop", "test_worker_server", "test_torchtitan", "test_lightning", "test_byte_level_compiled",
 }  # fmt: skip
 
 

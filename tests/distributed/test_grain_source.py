@@ -97,6 +97,7 @@ def test_refusals(cache, tmp_path):
         CacheDataSource(str(tmp_path / "nothing"))
 
 
+@pytest.mark.slow  # threads reading at once, many rounds: make test-fast leaves it out
 def test_rows_read_on_many_threads_at_once_are_the_rows(cache):
     """grain reads records on a pool of threads: concurrent reads of one source (one open
     file, one decode cache) must give each its own row (they raced inside pyarrow once)."""

@@ -81,7 +81,8 @@ def epoch_starts(name: str, make: Callable[[], Dataset], epoch: int) -> list[int
 
 
 @pytest.mark.parametrize("batch", [None, 4, 5], ids=["unbatched", "batch_divides_epoch", "batch_does_not"])
-@pytest.mark.parametrize("name", ["cache in order", "global shuffle", "mix"])
+# the mix: three sources over many epochs, a whole run a step (make test-fast leaves it out)
+@pytest.mark.parametrize("name", ["cache in order", "global shuffle", pytest.param("mix", marks=pytest.mark.slow)])
 def test_step_and_skip_at_every_epoch_start(cached, epoch, name, batch):
     make = sources(cached)[name]
     batched = (lambda: make().batch(batch)) if batch else make
