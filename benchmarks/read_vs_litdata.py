@@ -43,52 +43,39 @@ LITDATA_PYTHON = ROOT / "build" / "litdata-venv" / "bin" / "python"
 SEQ_LEN, BATCH = 1024, 8
 KINDS = ("beamtok_1p", "litdata_1p", "beamtok_2w", "litdata_2w", "ready_2w")
 
+# beamtok's read, in one process or through StatefulDataLoader workers; or ("ready") the most a
+# dataset gets through that loader with 2 workers here: each worker hands over a batch made once
+# (beamtok's fields and sizes, in the one-buffer form beamtok's workers send), so nothing is read
+# or built per batch: what is left is the loader's own cost a batch
 BEAMTOK_READ = r"""
 import json, sys, time
-directory, workers = sys.argv[1], int(sys.argv[2])
+directory, workers, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "ready"
 from beamtok import Dataset
 if workers:
     from torchdata.stateful_dataloader import StatefulDataLoader
+if ready:
+    import torch
+    from beamtok.stream.one_buffer import in_one_buffer
+
+    class Ready(torch.utils.data.IterableDataset):
+        def __init__(self, batch, count):
+            self.batch, self.count = batch, count
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            share = range(info.id, self.count, info.num_workers) if info is not None else range(self.count)
+            for _ in share:
+                yield self.batch
+
+    made = in_one_buffer(next(Dataset.from_cache(directory).batch(8, tensors="torch").iter()))
+    rows = sum(e["rows"] for e in json.load(open(directory + "/manifest.json"))["shards"])
 started = time.perf_counter()  # imports apart: the first batch is the loader's own time
-if workers == 0:
+if ready:
+    batches = iter(StatefulDataLoader(Ready(made, rows // 8), batch_size=None, num_workers=workers))
+elif workers == 0:
     batches = Dataset.from_cache(directory).batch(8).iter()
 else:
     ds = Dataset.from_cache(directory).batch(8, tensors="torch").to_torch()
     batches = iter(StatefulDataLoader(ds, batch_size=None, num_workers=workers))
-first = next(batches)
-at_first = time.perf_counter()
-tokens = 0
-for batch in batches:
-    tokens += int(batch["input_ids"].shape[0] * batch["input_ids"].shape[1])
-done = time.perf_counter()
-print(json.dumps({"first_batch_s": at_first - started, "after_first_tokens": tokens, "after_first_s": done - at_first,
-                  "fields": sorted(first)}))
-"""
-
-# the most a dataset gets through torch's DataLoader with 2 workers here: each worker hands over
-# a batch made once (beamtok's fields and sizes, in the one-buffer form beamtok's workers send),
-# so nothing is read or built per batch: what is left is the loader's own cost a batch
-READY_READ = r"""
-import json, sys, time
-directory, workers = sys.argv[1], int(sys.argv[2])
-import torch
-from beamtok import Dataset
-from beamtok.stream.one_buffer import in_one_buffer
-from torchdata.stateful_dataloader import StatefulDataLoader
-
-class Ready(torch.utils.data.IterableDataset):
-    def __init__(self, batch, count):
-        self.batch, self.count = batch, count
-    def __iter__(self):
-        info = torch.utils.data.get_worker_info()
-        share = range(info.id, self.count, info.num_workers) if info is not None else range(self.count)
-        for _ in share:
-            yield self.batch
-
-made = in_one_buffer(next(Dataset.from_cache(directory).batch(8, tensors="torch").iter()))
-rows = sum(e["rows"] for e in json.load(open(directory + "/manifest.json"))["shards"])
-started = time.perf_counter()
-batches = iter(StatefulDataLoader(Ready(made, rows // 8), batch_size=None, num_workers=workers))
 first = next(batches)
 at_first = time.perf_counter()
 tokens = 0
@@ -166,10 +153,8 @@ def prepare(mb: float) -> tuple[str, str, int]:
 
 def measure(kind: str, cache: str, lit: str) -> dict[str, Any]:
     workers = "2" if kind.endswith("2w") else "0"
-    if kind.startswith("beamtok"):
-        return run([sys.executable, "-c", BEAMTOK_READ, cache, workers])
-    if kind.startswith("ready"):
-        return run([sys.executable, "-c", READY_READ, cache, workers])
+    if kind.startswith(("beamtok", "ready")):
+        return run([sys.executable, "-c", BEAMTOK_READ, cache, workers, kind.split("_")[0]])
     return run([str(LITDATA_PYTHON), "-c", LITDATA_READ, lit, workers])
 
 
