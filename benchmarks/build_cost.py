@@ -34,7 +34,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -75,11 +74,9 @@ def measure(kind: str, paths: list[str], output: str) -> dict[str, Any]:
 
 
 def run(kind: str, paths: list[str], output: str) -> dict[str, Any]:
-    command = [sys.executable, __file__, "measure", json.dumps([kind, paths, output])]
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=HERE)
-    if proc.returncode != 0:
-        raise SystemExit(f"{kind} failed:\n{proc.stderr[-3000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    from common import measured
+
+    result = measured([sys.executable, __file__, "measure", json.dumps([kind, paths, output])], kind, cwd=HERE)
     result["work_ns_per_token"] = result["work_cpu_s"] / result["tokens"] * 1e9
     result["all_ns_per_token"] = (result["work_cpu_s"] + result["startup_cpu_s"]) / result["tokens"] * 1e9
     return result

@@ -10,6 +10,7 @@ import gzip
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -152,6 +153,17 @@ def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
 
 
 PROSE = "the shipped prose (data/corpus), repeated to the size asked for"
+
+
+def measured(command: list[str], what: str, **options: Any) -> dict[str, Any]:
+    """Run ``command`` (a measurement in an interpreter of its own) and return the JSON object
+    on the last line it prints; exit naming ``what``, with the end of its standard error, if
+    it fails. ``options`` go to ``subprocess.run`` (``cwd``, ``env``)."""
+    proc = subprocess.run(command, capture_output=True, text=True, **options)
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
 
 
 def command_line() -> str:

@@ -17,9 +17,7 @@ Writes benchmarks/results/dataloader_ceiling.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,13 +67,10 @@ ARGS = {
 
 
 def measure(kind: str, batches: int) -> dict[str, Any]:
+    from common import measured
+
     loader, payload = ARGS[kind]
-    proc = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", READ, loader, payload, str(batches)], capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{kind} failed:\n{proc.stderr[-3000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = measured([sys.executable, "-W", "ignore", "-c", READ, loader, payload, str(batches)], kind)
     result["batches_per_s"] = result["batches"] / result["seconds"]
     return result
 

@@ -40,7 +40,6 @@ import argparse
 import json
 import multiprocessing
 import platform
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -51,7 +50,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import ROOT, WORK, peak_rss, write_results  # noqa: E402
+from common import ROOT, WORK, measured, peak_rss, write_results  # noqa: E402
 
 TOKENIZER = str(ROOT / "data" / "tokenizers" / "gpt2")
 SEQ = 64
@@ -338,12 +337,7 @@ def measure_shuffle(cache: str, part: int, parts: int, spread: int | None) -> di
 
 
 def fresh(name: str, *args: Any) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, __file__, "measure", name, json.dumps(args)], capture_output=True, text=True, cwd=HERE
-    )
-    if proc.returncode:
-        raise SystemExit(f"{name} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return measured([sys.executable, __file__, "measure", name, json.dumps(args)], name, cwd=HERE)
 
 
 # ------------------------------------------------------- the world-size change

@@ -119,13 +119,6 @@ if __name__ == "__main__":
 """
 
 
-def run(command: list[str]) -> dict[str, Any]:
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        raise SystemExit(f"{command[:3]} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def prepare(mb: float) -> tuple[str, str, int]:
     sys.path.insert(0, str(HERE))
     from beamtok import Dataset
@@ -152,10 +145,12 @@ def prepare(mb: float) -> tuple[str, str, int]:
 
 
 def measure(kind: str, cache: str, lit: str) -> dict[str, Any]:
+    from common import measured
+
     workers = "2" if kind.endswith("2w") else "0"
     if kind.startswith(("beamtok", "ready")):
-        return run([sys.executable, "-c", BEAMTOK_READ, cache, workers, kind.split("_")[0]])
-    return run([str(LITDATA_PYTHON), "-c", LITDATA_READ, lit, workers])
+        return measured([sys.executable, "-c", BEAMTOK_READ, cache, workers, kind.split("_")[0]], kind, cwd=ROOT)
+    return measured([str(LITDATA_PYTHON), "-c", LITDATA_READ, lit, workers], kind, cwd=ROOT)
 
 
 def main() -> None:

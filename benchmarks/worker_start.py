@@ -18,9 +18,7 @@ Writes benchmarks/results/worker_start.json.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,12 +55,9 @@ print(json.dumps({
 
 
 def measure(tokenizer: str, mode: str, paths: list[str]) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", READ, tokenizer, mode, *paths], capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{tokenizer}, {mode} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from common import measured
+
+    return measured([sys.executable, "-W", "ignore", "-c", READ, tokenizer, mode, *paths], f"{tokenizer}, {mode}")
 
 
 def main() -> None:
