@@ -154,8 +154,8 @@ ENGINE_KINDS = {"unigram": (True, False), "sp-bpe-metaspace": (True, False), "wo
 
 @pytest.mark.parametrize("kind", list(ENGINE_KINDS))
 def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(trained, kind):
-    engine = load_tokenizer(str(trained[kind])).engine
-    assert engine.startswith(DEFAULT_ENGINE[kind]), engine
+    loaded = load_tokenizer(str(trained[kind]))
+    assert loaded.engine.startswith(DEFAULT_ENGINE[kind]), loaded.engine
     texts = [
         *shipped_texts(),
         *python_source(),
@@ -168,8 +168,7 @@ def test_cached_words_give_the_ids_of_tokenizers_on_the_shipped_corpus_and_code(
         "\U00018cd6",
         "x" * 300,
     ]
-    reference = load_tokenizer(str(trained[kind])).backend
-    plain = reference.encode_batch_fast(texts, add_special_tokens=False)
+    plain = loaded.backend.encode_batch_fast(texts, add_special_tokens=False)
     for compiled in ENGINE_KINDS[kind]:
         tok = CachedWords(trained[kind], FAMILY[kind], compiled)
         assert_same_ids(tok, texts, f"{kind} ({'compiled' if compiled else 'Python'})", encoded=plain)
