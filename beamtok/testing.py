@@ -195,7 +195,7 @@ def _brief(item: Any) -> str:
 
 # -- small tokenizers of the families people download, trained with `tokenizers` (tests, benchmarks)
 
-FAMILIES = ("wordpiece", "sp-bpe-metaspace", "sp-bpe-prepend", "unigram")
+FAMILIES = ("wordpiece", "sp-bpe-metaspace", "sp-bpe-prepend", "unigram", "byte-level")
 
 
 def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: int = 6000) -> str:
@@ -206,7 +206,9 @@ def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: i
     - ``sp-bpe-metaspace`` / ``sp-bpe-prepend``: Llama-2's kind (BPE with byte fallback, "▁"
       for spaces from a Metaspace pre-tokenizer, or from Prepend + Replace normalizers and no
       pre-tokenizer, trained on words as SentencePiece trains; ``<s>`` before every text);
-    - ``unigram``: T5's kind (NFKC, Metaspace, Unigram).
+    - ``unigram``: T5's kind (NFKC, Metaspace, Unigram);
+    - ``byte-level``: GPT-2's kind (a ByteLevel pre-tokenizer and decoder, BPE over bytes,
+      ``<|endoftext|>`` its BOS and EOS).
 
     It trains on the texts' lines: a model with no pre-tokenizer takes a whole text as one
     word and trains ten times slower on whole documents, for a vocabulary of the same kind.
@@ -267,6 +269,19 @@ def family_tokenizer(kind: str, texts: list[str], directory: Path, vocab_size: i
         tok.post_processor = processors.TemplateProcessing(
             single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", start)]
         )
+    elif kind == "byte-level":
+        tok = RustTokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(
+            lines,
+            trainers.BpeTrainer(
+                vocab_size=vocab_size,
+                special_tokens=["<|endoftext|>"],
+                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            ),
+        )
+        bos = eos = "<|endoftext|>"
     elif kind == "unigram":
         tok = RustTokenizer(models.Unigram())
         tok.normalizer = normalizers.NFKC()

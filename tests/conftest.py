@@ -160,11 +160,13 @@ def trained_family(kind: str, vocab_size: int = 6000) -> Path:
 
 @functools.cache  # called for every job and reference stream: read the corpus and hash it once
 def small_vocab_tokenizer() -> str:
-    """A tokenizer of 6,000 tokens (``trained_family("sp-bpe-metaspace")``) for the jobs that
+    """A tokenizer of 6,000 tokens (``trained_family("byte-level")``) for the jobs that
     train a model under torchrun, accelerate and JAX: what they prove (rows, states and
     checkpoints across processes) does not depend on the vocabulary, and a model's output
-    layer over GPT-2's 50,257 tokens was most of each of their steps."""
-    return str(trained_family("sp-bpe-metaspace"))
+    layer over GPT-2's 50,257 tokens was most of each of their steps. GPT-2's kind, so each
+    rank builds kitoken (0.4 s of CPU) where a SentencePiece-style BPE's compiled engine loads
+    numba first (1.6 s): the jobs start ~60 such processes."""
+    return str(trained_family("byte-level"))
 
 
 def assert_same_ids(
