@@ -71,10 +71,12 @@ def run(root: Path, phase: str, steps: int, workers: int, vocab: int) -> None:
         assert checkpointer.load(), "no checkpoint was loaded"
         step = steps
     rows: list[list[int]] = []
+    short = False  # only a rank's last batch may be short: even=None leaves its share as it falls
     for inputs, labels in loader:
-        # a rank's last batch may be short: even=None leaves the ranks' shares as they fall
+        assert not short, "a short batch before the rank's last"
         assert inputs["input"].shape[1:] == (SEQ_LEN,) and 1 <= len(inputs["input"]) <= BATCH
         assert labels.shape == inputs["input"].shape
+        short = len(inputs["input"]) < BATCH
         rows += inputs["input"].tolist()
         logits = model(inputs["input"])
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
