@@ -40,15 +40,40 @@ os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=268435456:g
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
-# modules whose tests run whole jobs: Beam builds and their failures, torchrun, DCP, JAX and
-# accelerate jobs, notebooks, the docs' examples, tokenizers checked over the whole corpus.
+# modules whose tests run whole jobs: Beam builds and their failures, torchrun, DCP, JAX,
+# accelerate and Hugging Face Trainer jobs, notebooks, the docs' examples, tokenizers checked over the whole corpus.
 # make test-fast runs the rest (-m "not slow"): the stages, formats, states and errors.
 SLOW_MODULES = {
     "test_accelerate", "test_dask_build", "test_unigram_native", "test_one_buffer", "test_worker_count", "test_device_mesh", "test_folder_readers", "test_process_group", "test_cache_equals_stream", "test_cache_as_you_go", "test_cache_safety", "test_dataflow_dry_run", "test_dcp_checkpoint",
     "test_docs", "test_fast_path_as_downloaded", "test_fast_path_byte_level", "test_fast_path_cached_words", "test_global_shuffle", "test_jax_example", "test_fast_path_families",
     "test_global_shuffle_local_copy", "test_grain_example", "test_megatron", "test_notebooks", "test_packaging", "test_tokenize_workers", "test_parquet_compat", "test_progress", "test_range_pack",
     "test_s3_cache", "test_sentencepiece_files", "test_split_build", "test_torchrun_example", "test_training_loop", "test_worker_server", "test_torchtitan", "test_lightning", "test_byte_level_compiled",
+    "test_trainer",
 }  # fmt: skip
+
+
+def leaves_out_slow(markexpr: str) -> bool:
+    """Whether ``-m markexpr`` deselects every slow test whatever its other markers: true when
+    the expression is false with ``slow`` and every other marker name true ("not slow", "not slow
+    and not x"); false for no expression, "slow", "x" or one pytest cannot parse."""
+    if not markexpr:
+        return False
+    from _pytest.mark.expression import Expression  # pytest's own -m parser
+
+    try:
+        expression = Expression.compile(markexpr)
+    except Exception:  # pytest reports a bad -m itself, after collection
+        return False
+    return not expression.evaluate(lambda name, **_: True)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # a slow module is not imported when -m leaves it out: each xdist worker otherwise imports
+    # Megatron-Core, Lightning, dask and grain (~13 s of CPU apiece) for tests it will not run
+    if collection_path.suffix == ".py" and collection_path.stem in SLOW_MODULES:
+        if leaves_out_slow(config.getoption("markexpr", "") or ""):
+            return True
+    return None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
