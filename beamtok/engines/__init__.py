@@ -3,7 +3,8 @@ for a tokenizer file, faster, each refusing by name a file it cannot prove it re
 
 - :mod:`~beamtok.engines.engine_choice`: each family's candidates in order and
   :func:`~beamtok.engines.engine_choice.choose`, the one place an engine is chosen;
-- the encoders: :mod:`~beamtok.engines.byte_level_encoder` (byte-level BPE of the cl100k
+- the encoders: :mod:`~beamtok.engines.byte_table` (byte-level BPE without merges: a byte's
+  id from a table), :mod:`~beamtok.engines.byte_level_encoder` (byte-level BPE of the cl100k
   kind cut by the file's own split and merged in compiled code),
   :mod:`~beamtok.engines.tiktoken_backend` (byte-level BPE on tiktoken, with
   kitoken or bpe-openai inside), :mod:`~beamtok.engines.kitoken_families` (kitoken for

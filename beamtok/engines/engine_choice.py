@@ -8,9 +8,11 @@ why a file runs on the engine it does.
 
 The families and their candidates, fastest first:
 
-- **byte-level BPE** (GPT-2, cl100k, o200k, Qwen2, Llama 3): the compiled byte-level BPE on
-  the file's own split (numba) where the split is one of cl100k's spellings, then tiktoken,
-  which runs kitoken or bpe-openai inside where one of them takes the file's split and ranks;
+- **byte-level BPE** (GPT-2, cl100k, o200k, Qwen2, Llama 3): the byte table where the file
+  has no merges (one token a byte: byte-level models, ``beamtok.testing.tiny_tokenizer``), the
+  compiled byte-level BPE on the file's own split (numba) where the split is one of cl100k's
+  spellings, then tiktoken, which runs kitoken or bpe-openai inside where one of them takes
+  the file's split and ranks;
 - **SentencePiece-style BPE**: the compiled BPE on marked words (numba), then kitoken, then
   cached words; kitoken first where an added token is whitespace (Gemma 2's newlines);
 - **WordPiece**: kitoken, then cached words;
@@ -35,6 +37,7 @@ from typing import Any
 
 from beamtok.base.errors import ConfigError
 from beamtok.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok.engines.byte_table import ByteTableEncoder
 from beamtok.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder, CompiledUnigramEncoder, WordsEncoder
 from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch
 from beamtok.engines.kitoken_families import KitokenEncoder, family_of_backend
@@ -150,6 +153,10 @@ class EngineChoice:
         }
 
 
+def _byte_table(serialized: str, name: str, reference: Any) -> ExactEncoder:
+    return ByteTableEncoder(serialized, name, reference=reference)
+
+
 def _compiled_byte_level(serialized: str, name: str, reference: Any) -> ExactEncoder:
     return CompiledByteLevelEncoder(serialized, name, reference=reference)
 
@@ -177,7 +184,11 @@ def candidates_for(family: str, backend: Any) -> list[Candidate]:
         backend: The file as ``tokenizers`` loaded it (a ``tokenizers.Tokenizer``).
     """
     if family == BYTE_LEVEL:
-        return [Candidate("compiled byte-level BPE", _compiled_byte_level), Candidate("tiktoken", _tiktoken)]
+        return [
+            Candidate("byte table", _byte_table),
+            Candidate("compiled byte-level BPE", _compiled_byte_level),
+            Candidate("tiktoken", _tiktoken),
+        ]
     cached = Candidate("cached words", _words(CachedWordsEncoder, family))
     if family == "Unigram":
         return [Candidate("compiled Unigram", _words(CompiledUnigramEncoder, family)), cached]

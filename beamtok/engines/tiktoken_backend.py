@@ -61,6 +61,7 @@ from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, Needles, P
 from beamtok.engines.id_arrays import int32_ids
 from beamtok.engines.kitoken_engine import kitoken_engine
 from beamtok.engines.normal_forms import ExactNormalForm
+from beamtok.engines.ranks import byte_encoder
 from beamtok.engines.split_patterns import as_oniguruma_reads_it, split_sample
 from beamtok.engines.whole_numbers import WholeNumbers, keeps_numbers_whole
 
@@ -249,6 +250,10 @@ class TiktokenEncoder(ExactEncoder):
             raise refuse("its model is not plain byte-level BPE (dropout, unk token or byte fallback)")
         if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
             raise refuse("its BPE model uses subword affixes")
+        to_char = byte_encoder()
+        missing = [b for b in range(256) if to_char[b] not in (model.get("vocab") or {})]
+        if missing:  # tokenizers drops such a byte; tiktoken would panic on it
+            raise refuse(f"its vocabulary lacks the byte-level token of byte {missing[0]:#04x}")
         for added in spec.get("added_tokens", []):
             if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
                 raise refuse(f"added token {added['content']!r} has matching options tiktoken does not have")

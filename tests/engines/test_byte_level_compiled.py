@@ -182,7 +182,11 @@ def test_a_wrong_rule_is_refused_by_the_probes(cl100k_files, monkeypatch, caplog
     with pytest.raises(ProbeMismatch, match="otherwise than the rule for its spelling"):
         CompiledByteLevelEncoder(tok.backend.to_str(), "wrong rule", reference=tok.backend)
     choice = tok.engine_choice
-    assert [r.kind for r in choice.refused] == ["probes"] and "compiled byte-level" in choice.refused[0].candidate
+    # the byte table takes files without merges (another form), the compiled BPE failed its probes
+    assert [(r.candidate, r.kind) for r in choice.refused] == [
+        ("byte table", "form"),
+        ("compiled byte-level BPE", "probes"),
+    ]
     assert not tok.engine.startswith(ENGINE) and "exact fast path" in tok.engine
 
 
@@ -196,7 +200,9 @@ def test_other_splits_are_another_form_and_numba_a_package(cl100k_files, monkeyp
     with modules_blocked("beamtok.engines.byte_level_native", "beamtok.engines.byte_level_split"):
         tok = load_tokenizer(cl100k_files["cl100k-today"])
         choice = tok.engine_choice
-    assert choice.refused[0].missing_package and "beamtok[compiled]" in choice.refused[0].reason
+    compiled = choice.refused[1]  # after the byte table, which takes files without merges
+    assert compiled.candidate == "compiled byte-level BPE" and compiled.missing_package
+    assert "beamtok[compiled]" in compiled.reason
     assert not tok.engine.startswith(ENGINE) and "exact fast path" in tok.engine
 
 

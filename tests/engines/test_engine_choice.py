@@ -33,7 +33,11 @@ def fresh(monkeypatch):
 
 def test_each_family_has_its_candidates_in_order(fresh):
     gpt2, bert = load_tokenizer(str(TOKENIZER_DIR)), load_tokenizer(str(BERT))
-    assert [c.name for c in candidates_for(BYTE_LEVEL, gpt2.backend)] == ["compiled byte-level BPE", "tiktoken"]
+    assert [c.name for c in candidates_for(BYTE_LEVEL, gpt2.backend)] == [
+        "byte table",
+        "compiled byte-level BPE",
+        "tiktoken",
+    ]
     assert [c.name for c in candidates_for("WordPiece", bert.backend)] == ["kitoken", "cached words"]
     assert gpt2.engine_choice.family == BYTE_LEVEL and gpt2.engine_choice.engine == "kitoken"
     assert bert.engine_choice.family == "WordPiece" and bert.engine_choice.refused == ()
@@ -120,9 +124,11 @@ def test_beamtok_stats_reports_the_record(fresh, monkeypatch):
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)["tokenizer_engine_choice"]
     assert record["family"] == BYTE_LEVEL and record["engine"] == "tokenizers"
-    # the compiled byte-level BPE cuts cl100k's splits, not GPT-2's: a refusal of kind "form"
+    # GPT-2 has merges (the byte table takes files without) and its split is not cl100k's (the
+    # compiled byte-level BPE cuts those): two refusals of kind "form"
     assert [(r["candidate"], r["kind"]) for r in record["refused"]] == [
+        ("byte table", "form"),
         ("compiled byte-level BPE", "form"),
         ("tiktoken", "probes"),
     ]
-    assert "encodes as" in record["refused"][1]["reason"]
+    assert "encodes as" in record["refused"][2]["reason"]
