@@ -187,4 +187,6 @@ def test_the_tiny_test_tokenizer_gives_one_token_per_byte_and_round_trips():
     text = "héllo, wörld 🙂\n\tend"
     ids = tok.encode_batch([text], add_special_tokens=False)[0].tolist()
     assert len(ids) == len(text.encode("utf-8")) and tok.hf.decode(ids) == text
-    assert tok.bos_id == tok.eos_id == 256 and tok.engine.startswith("beamtok byte table (byte-level BPE without merges) (exact fast path")
+    assert tok.bos_id == tok.eos_id == 256 and tok.engine.startswith(
+        "beamtok byte table (byte-level BPE without merges) (exact fast path"
+    )
