@@ -124,6 +124,7 @@ class Tokenizer:
         self._serialized: str | None = (
             serialized  # kept until the fast path is built from it (to_str takes ~0.1 s on a large vocabulary)
         )
+        self._shipped: dict[str, Any] | None = None  # serialize()'s blob, once asked for
 
     def __getstate__(self) -> dict[str, Any]:
         # the fast path's native engines (kitoken, bpe-openai) cannot be pickled: a copy
@@ -131,6 +132,7 @@ class Tokenizer:
         state = self.__dict__.copy()
         state["_choice"] = None
         state["_serialized"] = None
+        state["_shipped"] = None
         return state
 
     @classmethod
@@ -207,15 +209,21 @@ class Tokenizer:
         )
 
     def serialize(self) -> dict[str, Any]:
-        """Everything needed to rebuild this tokenizer exactly, as JSON."""
-        return {
-            "name": self.name,
-            "tokenizer_json": self._serialized or self.backend.to_str(),
-            "bos_id": self.bos_id,
-            "eos_id": self.eos_id,
-            "pad_id": self.pad_id,
-            "fingerprint": self.fingerprint,
-        }
+        """Everything needed to rebuild this tokenizer exactly, as JSON.
+
+        Made once and kept: a process that ships a tokenizer (a launcher, to each Beam build's
+        workers) would otherwise write its whole file again each time; one that never ships
+        it keeps no copy (the file's text is dropped once the engine is built from it)."""
+        if self._shipped is None:
+            self._shipped = {
+                "name": self.name,
+                "tokenizer_json": self._serialized or self.backend.to_str(),
+                "bos_id": self.bos_id,
+                "eos_id": self.eos_id,
+                "pad_id": self.pad_id,
+                "fingerprint": self.fingerprint,
+            }
+        return dict(self._shipped)
 
     @classmethod
     def from_serialized(cls, blob: dict[str, Any]) -> Tokenizer:

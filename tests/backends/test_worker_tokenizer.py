@@ -27,3 +27,15 @@ def test_serialized_tokenizer_is_rebuilt_once_per_process(monkeypatch):
     shared = tokenize.resolve_tokenizer(tok.ref())
     assert shared is tokenize.resolve_tokenizer(tok.ref()) and shared is not tok
     assert shared.encode_batch(["Hello there"])[0].tolist() == tok.encode_batch(["Hello there"])[0].tolist()
+
+
+def test_a_tokenizer_is_serialized_once_and_not_pickled_with_its_blob():
+    """Each Beam build ships the tokenizer: its file is written out once a process, and a
+    copy handed to another process (pickled) carries no such blob."""
+    import pickle
+
+    tok = load_tokenizer(str(TOKENIZER_DIR))
+    first, second = tok.serialize(), tok.serialize()
+    assert first == second and first is not second  # a caller may change its own copy
+    assert first["tokenizer_json"] is second["tokenizer_json"]  # the file's text made once
+    assert pickle.loads(pickle.dumps(tok)).__dict__["_shipped"] is None
