@@ -111,11 +111,11 @@ def main() -> None:
             ]
             identical[batched] = got == reference
 
-            def run_compiled(encoder: Any = compiled) -> None:
+            def run_batched(encoder: Any = compiled) -> None:
                 for lo in range(0, len(texts), 64):
                     encoder.encode_batch(texts[lo : lo + 64], add_special_tokens=False)
 
-            timed[batched] = run_compiled
+            timed[batched] = run_batched
         rounds = [{name: median_seconds(run, 1) for name, run in timed.items()} for _ in range(args.repeats)]
         ratios = {
             f"{name} / tokenizers": statistics.median(r["tokenizers"] / r[name] for r in rounds) for name in engines

@@ -20,12 +20,10 @@ differs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 
 from beamtok.base.errors import ConfigError
 from beamtok.base.validate import unencodable
@@ -40,6 +38,7 @@ from beamtok.engines.id_arrays import int32_ids
 from beamtok.engines.normal_forms import ExactNormalForm
 from beamtok.engines.split_patterns import split_rule_of, split_sample
 from beamtok.engines.tiktoken_backend import PROBES, split_pattern, takes_nfc
+from beamtok.engines.tokenizer_parts import read_spec
 
 __all__ = ["CompiledByteLevelEncoder"]
 
@@ -60,10 +59,7 @@ class CompiledByteLevelEncoder(ExactEncoder):
         def refuse(why: str) -> ConfigError:
             return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (compiled byte-level BPE): {why}")
 
-        try:
-            spec = orjson.loads(tokenizer_json)
-        except orjson.JSONDecodeError:  # what orjson refuses (a lone surrogate escape) the standard library may read
-            spec = json.loads(tokenizer_json)
+        spec = read_spec(tokenizer_json)
         nfc = takes_nfc(spec, refuse)
         pattern = split_pattern(spec.get("pre_tokenizer") or {}, refuse)
         rule = split_rule_of(pattern)

@@ -34,7 +34,7 @@ from beamtok.engines.compiled_tables import (
     utf8_length,
 )
 from beamtok.engines.compiled_word_cache import CACHED_CHARS, cache_find, cache_put, new_word_cache, word_hash
-from beamtok.engines.ranks import byte_encoder
+from beamtok.engines.ranks import byte_encoder, missing_byte_token
 
 __all__ = ["NativeByteLevelBPE"]
 
@@ -157,11 +157,7 @@ class NativeByteLevelBPE:
         why = NativeBPE.why_not(model)
         if why is not None:
             return why
-        to_char = byte_encoder()
-        missing = [b for b in range(256) if to_char[b] not in model["vocab"]]
-        if missing:
-            return f"its vocabulary lacks the byte-level token of byte {missing[0]:#04x}"
-        return None
+        return missing_byte_token(model["vocab"])
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray | None]:
         """Each text's ids (texts as the split sees them: normalized, added tokens taken

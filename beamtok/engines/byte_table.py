@@ -17,19 +17,18 @@ give ``tokenizers``' ids on the probe strings, or it is refused with the string 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 
 from beamtok.base.errors import ConfigError
 from beamtok.base.validate import unencodable
 from beamtok.engines.exact_encoder import ExactEncoder, OtherForm, refuse_unrouted_added_tokens
 from beamtok.engines.normal_forms import ExactNormalForm
-from beamtok.engines.ranks import byte_encoder
+from beamtok.engines.ranks import byte_encoder, missing_byte_token
 from beamtok.engines.tiktoken_backend import PROBES, takes_nfc
+from beamtok.engines.tokenizer_parts import read_spec, steps_of
 
 __all__ = ["ByteTableEncoder"]
 
@@ -51,15 +50,12 @@ class ByteTableEncoder(ExactEncoder):
         def refuse(why: str) -> ConfigError:
             return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (byte table): {why}")
 
-        try:
-            spec = orjson.loads(tokenizer_json)
-        except orjson.JSONDecodeError:  # what orjson refuses (a lone surrogate escape) the standard library may read
-            spec = json.loads(tokenizer_json)
+        spec = read_spec(tokenizer_json)
         model = spec.get("model") or {}
         if model.get("type") != "BPE" or model.get("merges"):
             raise OtherForm(str(refuse("its BPE has merges (this engine takes byte-level files without any)")))
         nfc = takes_nfc(spec, refuse)
-        _check_pre_tokenizer(spec.get("pre_tokenizer") or {}, refuse)
+        _check_pre_tokenizer(spec, refuse)
         self.table = _byte_ids(model, refuse)
         refuse_unrouted_added_tokens(spec, refuse)
         self._take_file(spec, tokenizer_json, name, reference)
@@ -88,13 +84,14 @@ class ByteTableEncoder(ExactEncoder):
         raise TypeError(f"a {type(self).__name__} is rebuilt, not pickled (Tokenizer drops it when pickled)")
 
 
-def _check_pre_tokenizer(pre: dict[str, Any], refuse: Any) -> None:
+def _check_pre_tokenizer(spec: dict[str, Any], refuse: Any) -> None:
     """Refuse a pre-tokenizer that is not ByteLevel without a prefix space, alone or after
     ``Split`` steps that keep every character (where a merge-less BPE's boundaries fall
     changes no id, but a prefix space or a dropped character does)."""
-    steps = pre.get("pretokenizers") or [] if pre.get("type") == "Sequence" else [pre]
+    steps = steps_of(spec, "pre_tokenizer")
     if not steps or steps[-1].get("type") != "ByteLevel":
-        raise refuse(f"its pre-tokenizer is {pre.get('type')}, not ByteLevel (alone or after Split steps)")
+        kind = (spec.get("pre_tokenizer") or {}).get("type")
+        raise refuse(f"its pre-tokenizer is {kind}, not ByteLevel (alone or after Split steps)")
     if steps[-1].get("add_prefix_space"):
         raise refuse("its ByteLevel pre-tokenizer adds a prefix space")
     for step in steps[:-1]:
@@ -108,10 +105,10 @@ def _byte_ids(model: dict[str, Any], refuse: Any) -> np.ndarray:
     if model.get("dropout") or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
         raise refuse("its BPE has dropout or a subword prefix or suffix")
     vocab: dict[str, int] = model.get("vocab") or {}
-    to_char = byte_encoder()
-    missing = [b for b in range(256) if to_char[b] not in vocab]
+    missing = missing_byte_token(vocab)
     if missing:
-        raise refuse(f"its vocabulary lacks the byte-level token of byte {missing[0]:#04x}")
+        raise refuse(missing)
     if model.get("ignore_merges") and any(len(token) > 1 for token in vocab):
         raise refuse("its BPE takes words found whole in its vocabulary, which holds tokens of several bytes")
+    to_char = byte_encoder()
     return np.array([vocab[to_char[b]] for b in range(256)], dtype=np.int32)

@@ -56,6 +56,14 @@ def byte_encoder() -> dict[int, str]:
     return table
 
 
+def missing_byte_token(vocab: Mapping[str, int]) -> str | None:
+    """Why a byte-level vocabulary cannot encode every text (a byte without its token, which
+    ``tokenizers`` drops), or None where it holds all 256."""
+    to_char = byte_encoder()
+    missing = [b for b in range(256) if to_char[b] not in vocab]
+    return f"its vocabulary lacks the byte-level token of byte {missing[0]:#04x}" if missing else None
+
+
 def merges_from_ranks(ranks: Mapping[bytes, int]) -> list[tuple[bytes, bytes]]:
     """The merges, in rank order, that rebuild every multi-byte token from its bytes."""
     merges: list[tuple[bytes, bytes]] = []

@@ -47,22 +47,21 @@ from __future__ import annotations
 
 import binascii
 import gzip
-import json
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from beamtok.base.errors import ConfigError
 from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, Needles, ProbeMismatch, added_around
 from beamtok.engines.id_arrays import int32_ids
 from beamtok.engines.kitoken_engine import kitoken_engine
 from beamtok.engines.normal_forms import ExactNormalForm
-from beamtok.engines.ranks import byte_encoder
+from beamtok.engines.ranks import missing_byte_token
 from beamtok.engines.split_patterns import as_oniguruma_reads_it, split_sample
+from beamtok.engines.tokenizer_parts import read_spec
 from beamtok.engines.whole_numbers import WholeNumbers, keeps_numbers_whole
 
 __all__ = ["GPT2_PATTERN", "PROBES", "TiktokenEncoder", "native_encoder", "split_pattern", "takes_nfc"]
@@ -157,10 +156,7 @@ class TiktokenEncoder(ExactEncoder):
             raise MissingExtra(
                 "the exact fast path needs the tiktoken package: pip install tiktoken", install="tiktoken"
             ) from e
-        try:
-            spec = orjson.loads(tokenizer_json)
-        except orjson.JSONDecodeError:  # what orjson refuses (a lone surrogate escape) the standard library may read
-            spec = json.loads(tokenizer_json)
+        spec = read_spec(tokenizer_json)
         pattern, nfc = self._check(spec, name)
         self.normal_form = ExactNormalForm("NFC") if nfc else None
         try:
@@ -250,10 +246,9 @@ class TiktokenEncoder(ExactEncoder):
             raise refuse("its model is not plain byte-level BPE (dropout, unk token or byte fallback)")
         if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
             raise refuse("its BPE model uses subword affixes")
-        to_char = byte_encoder()
-        missing = [b for b in range(256) if to_char[b] not in (model.get("vocab") or {})]
-        if missing:  # tokenizers drops such a byte; tiktoken would panic on it
-            raise refuse(f"its vocabulary lacks the byte-level token of byte {missing[0]:#04x}")
+        missing = missing_byte_token(model.get("vocab") or {})
+        if missing:  # tiktoken would panic on such a byte
+            raise refuse(missing)
         for added in spec.get("added_tokens", []):
             if added.get("lstrip") or added.get("rstrip") or added.get("single_word") or added.get("normalized"):
                 raise refuse(f"added token {added['content']!r} has matching options tiktoken does not have")

@@ -3,9 +3,12 @@ is either one step or a ``Sequence`` of them, under a key of its own."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-__all__ = ["steps_of"]
+import orjson
+
+__all__ = ["read_spec", "steps_of"]
 
 SEQUENCE_KEYS = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "post_processor": "processors"}
 
@@ -19,3 +22,14 @@ def steps_of(spec: dict[str, Any], part: str) -> list[dict[str, Any]]:
     if found.get("type") == "Sequence":
         return list(found.get(SEQUENCE_KEYS[part]) or [])
     return [found]
+
+
+def read_spec(tokenizer_json: str) -> dict[str, Any]:
+    """A ``tokenizer.json`` text as JSON: by orjson, else by the standard library, which reads
+    what orjson refuses (a lone surrogate escape in a vocabulary entry)."""
+    spec: dict[str, Any]
+    try:
+        spec = orjson.loads(tokenizer_json)
+    except orjson.JSONDecodeError:
+        spec = json.loads(tokenizer_json)
+    return spec
