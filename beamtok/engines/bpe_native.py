@@ -27,6 +27,7 @@ Models with a continuing-subword prefix, an end-of-word suffix or dropout are no
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
@@ -421,12 +422,13 @@ class NativeBPE:
     @staticmethod
     def merge_pairs(model: dict[str, Any], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
         """(left id << 32 | right id) -> (rank << 32 | merged id), in the file's order."""
-        keys, values = [], []
-        for rank, merge in enumerate(model.get("merges") or []):
-            left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
-            keys.append(vocab[left] << 32 | vocab[right])
-            values.append(rank << 32 | vocab[left + right])
-        return np.array(keys, dtype=np.int64), np.array(values, dtype=np.int64)
+        pairs = [merge.split(" ", 1) if isinstance(merge, str) else merge for merge in model.get("merges") or []]
+        lefts, rights = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+        id_of, count = vocab.__getitem__, len(pairs)
+        left = np.fromiter(map(id_of, lefts), dtype=np.int64, count=count)
+        right = np.fromiter(map(id_of, rights), dtype=np.int64, count=count)
+        merged = np.fromiter(map(id_of, map(operator.add, lefts, rights)), dtype=np.int64, count=count)
+        return left << 32 | right, np.arange(count, dtype=np.int64) << 32 | merged
 
     @property
     def cache(self) -> tuple[Any, ...]:

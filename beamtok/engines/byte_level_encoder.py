@@ -51,15 +51,18 @@ class CompiledByteLevelEncoder(ExactEncoder):
 
     engine_name = "beamtok compiled byte-level BPE on the file's split"
 
-    def __init__(self, tokenizer_json: str, name: str, reference: Any = None) -> None:
+    def __init__(
+        self, tokenizer_json: str, name: str, reference: Any = None, spec: dict[str, Any] | None = None
+    ) -> None:
         """``reference``: the ``tokenizers.Tokenizer`` of ``tokenizer_json`` where the caller
-        holds one. ConfigError where this engine cannot be exact for the file; MissingExtra
+        holds one; ``spec``: the text parsed, where the caller has parsed it (only read).
+        ConfigError where this engine cannot be exact for the file; MissingExtra
         without numba."""
 
         def refuse(why: str) -> ConfigError:
             return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (compiled byte-level BPE): {why}")
 
-        spec = read_spec(tokenizer_json)
+        spec = read_spec(tokenizer_json) if spec is None else spec
         nfc = takes_nfc(spec, refuse)
         pattern = split_pattern(spec.get("pre_tokenizer") or {}, refuse)
         rule = split_rule_of(pattern)

@@ -42,15 +42,17 @@ class ByteTableEncoder(ExactEncoder):
 
     engine_name = "beamtok byte table (byte-level BPE without merges)"
 
-    def __init__(self, tokenizer_json: str, name: str, reference: Any = None) -> None:
+    def __init__(
+        self, tokenizer_json: str, name: str, reference: Any = None, spec: dict[str, Any] | None = None
+    ) -> None:
         """``reference``: the ``tokenizers.Tokenizer`` of ``tokenizer_json`` where the caller
-        holds one. OtherForm for a file with merges (the other byte-level engines' files);
+        holds one; ``spec``: the text parsed, where the caller has parsed it (only read). OtherForm for a file with merges (the other byte-level engines' files);
         ConfigError where the engine cannot be exact for a merge-less file."""
 
         def refuse(why: str) -> ConfigError:
             return ConfigError(f"tokenizer {name!r} cannot use the exact fast path (byte table): {why}")
 
-        spec = read_spec(tokenizer_json)
+        spec = read_spec(tokenizer_json) if spec is None else spec
         model = spec.get("model") or {}
         if model.get("type") != "BPE" or model.get("merges"):
             raise OtherForm(str(refuse("its BPE has merges (this engine takes byte-level files without any)")))

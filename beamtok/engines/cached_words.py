@@ -27,7 +27,6 @@ with the string that differs.
 from __future__ import annotations
 
 import array
-import json
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -39,6 +38,7 @@ from beamtok.base.errors import ConfigError
 from beamtok.engines.cutter_choice import cutter_for
 from beamtok.engines.exact_encoder import EMPTY, ExactEncoder, MissingExtra, refuse_unrouted_added_tokens
 from beamtok.engines.id_arrays import int32_ids
+from beamtok.engines.tokenizer_parts import read_spec
 from beamtok.engines.word_cutters import Marking
 
 if TYPE_CHECKING:
@@ -111,15 +111,23 @@ class WordsEncoder(ExactEncoder):
     KERNEL: ClassVar[str | None] = None
     ENGINE: ClassVar[str] = "cached words"
 
-    def __init__(self, tokenizer_json: str, name: str, family: str, reference: Any = None) -> None:
+    def __init__(
+        self,
+        tokenizer_json: str,
+        name: str,
+        family: str,
+        reference: Any = None,
+        spec: dict[str, Any] | None = None,
+    ) -> None:
         """``reference``: the ``tokenizers.Tokenizer`` of ``tokenizer_json`` where the caller
-        holds one. ConfigError where this engine cannot be exact for the file (a kernel's
+        holds one; ``spec``: the text parsed, where the caller has parsed it (only read).
+        ConfigError where this engine cannot be exact for the file (a kernel's
         engine also where its kernel cannot run: ``native_refusal`` says why)."""
         from beamtok.engines.split_patterns import split_sample
         from beamtok.engines.tiktoken_backend import PROBES
 
         self.family = family
-        spec = json.loads(tokenizer_json)
+        spec = read_spec(tokenizer_json) if spec is None else spec
 
         def refuse(why: str) -> ConfigError:
             return ConfigError(f"tokenizer {name!r} cannot use the exact fast path ({self.ENGINE}, {family}): {why}")

@@ -42,6 +42,7 @@ from beamtok.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder,
 from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch
 from beamtok.engines.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok.engines.tiktoken_backend import TiktokenEncoder
+from beamtok.engines.tokenizer_parts import read_spec
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ MISSING_PACKAGE = "missing package"
 OTHER_FORM = "form"
 """A refusal's kind: the engine covers other files of the family (another split pattern)."""
 
-Build = Callable[[str, str, Any], ExactEncoder]
+Build = Callable[[str, str, Any, dict[str, Any]], ExactEncoder]
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ class Candidate:
     Attributes:
         name: The engine's name in refusals (``tiktoken``, ``compiled BPE``...).
         build: Makes the encoder from ``(tokenizer.json text, tokenizer name, the file loaded
-            by tokenizers)``; raises ConfigError where it cannot be exact.
+            by tokenizers, the text parsed)``; raises ConfigError where it cannot be exact. The
+            parsed file is shared by every candidate tried, so a build only reads it.
     """
 
     name: str
@@ -153,25 +155,25 @@ class EngineChoice:
         }
 
 
-def _byte_table(serialized: str, name: str, reference: Any) -> ExactEncoder:
-    return ByteTableEncoder(serialized, name, reference=reference)
+def _byte_table(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
+    return ByteTableEncoder(serialized, name, reference=reference, spec=spec)
 
 
-def _compiled_byte_level(serialized: str, name: str, reference: Any) -> ExactEncoder:
-    return CompiledByteLevelEncoder(serialized, name, reference=reference)
+def _compiled_byte_level(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
+    return CompiledByteLevelEncoder(serialized, name, reference=reference, spec=spec)
 
 
-def _tiktoken(serialized: str, name: str, reference: Any) -> ExactEncoder:
-    return TiktokenEncoder(serialized, name, reference=reference)
+def _tiktoken(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
+    return TiktokenEncoder(serialized, name, reference=reference, spec=spec)
 
 
-def _kitoken(serialized: str, name: str, reference: Any) -> ExactEncoder:
-    return KitokenEncoder(serialized, name, reference=reference)
+def _kitoken(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
+    return KitokenEncoder(serialized, name, reference=reference, spec=spec)
 
 
 def _words(engine: type[WordsEncoder], family: str) -> Build:
-    def build(serialized: str, name: str, reference: Any) -> ExactEncoder:
-        return engine(serialized, name, family, reference=reference)
+    def build(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
+        return engine(serialized, name, family, reference=reference, spec=spec)
 
     return build
 
@@ -217,10 +219,11 @@ def choose(backend: Any, name: str, serialized: str) -> EngineChoice:
         Which engine was taken, and why each one before it was not.
     """
     family = family_of_backend(backend) or BYTE_LEVEL
+    spec = read_spec(serialized)  # once: a large vocabulary takes ~0.2 s to parse, and up to three candidates read it
     refused: list[Refusal] = []
     for candidate in candidates_for(family, backend):
         try:
-            encoder = candidate.build(serialized, name, backend)
+            encoder = candidate.build(serialized, name, backend, spec)
         except ProbeMismatch as e:
             refused.append(Refusal(candidate.name, str(e), PROBES_DIFFERED))
             _warn_once(name, candidate.name, str(e))

@@ -70,7 +70,7 @@ from beamtok.engines.cutter_choice import inert_split
 from beamtok.engines.exact_encoder import ExactEncoder, MissingExtra, Needles, refuse_unrouted_added_tokens
 from beamtok.engines.id_arrays import int32_ids
 from beamtok.engines.split_patterns import split_sample
-from beamtok.engines.tokenizer_parts import steps_of
+from beamtok.engines.tokenizer_parts import read_spec, steps_of
 from beamtok.engines.word_cutters import MARK, AsciiTable, SpaceMarkWords
 from beamtok.engines.wordpiece_chars import routed_chars
 
@@ -121,10 +121,14 @@ class AsciiWordPiece:
 class KitokenEncoder(ExactEncoder):
     """Encodes exactly like the given HF tokenizer through kitoken, for the families above."""
 
-    def __init__(self, tokenizer_json: str, name: str, reference: Any = None) -> None:
+    def __init__(
+        self, tokenizer_json: str, name: str, reference: Any = None, spec: dict[str, Any] | None = None
+    ) -> None:
+        """``reference``: the ``tokenizers.Tokenizer`` of ``tokenizer_json`` where the caller
+        holds one; ``spec``: the text parsed, where the caller has parsed it (only read)."""
         from beamtok.engines.tiktoken_backend import PROBES
 
-        spec = json.loads(tokenizer_json)
+        spec = read_spec(tokenizer_json) if spec is None else spec
         model = spec.get("model") or {}
         self.family = family_of(model.get("type"), bool(model.get("byte_fallback")))
         self._check(spec, name)

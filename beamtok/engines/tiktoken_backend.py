@@ -147,16 +147,19 @@ def _byte_decoder() -> dict[str, int]:
 class TiktokenEncoder(ExactEncoder):
     """Encodes exactly like the given HF tokenizer (``encode_batch_fast``), through tiktoken."""
 
-    def __init__(self, tokenizer_json: str, name: str, reference: Any = None) -> None:
+    def __init__(
+        self, tokenizer_json: str, name: str, reference: Any = None, spec: dict[str, Any] | None = None
+    ) -> None:
         """``reference``: the ``tokenizers.Tokenizer`` of ``tokenizer_json``, when the caller
-        holds one (else it is built here), to encode the probe strings with."""
+        holds one (else it is built here), to encode the probe strings with; ``spec``: the text
+        parsed, where the caller has parsed it (only read)."""
         try:
             import tiktoken
         except ImportError as e:
             raise MissingExtra(
                 "the exact fast path needs the tiktoken package: pip install tiktoken", install="tiktoken"
             ) from e
-        spec = read_spec(tokenizer_json)
+        spec = read_spec(tokenizer_json) if spec is None else spec
         pattern, nfc = self._check(spec, name)
         self.normal_form = ExactNormalForm("NFC") if nfc else None
         try:

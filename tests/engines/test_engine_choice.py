@@ -132,3 +132,34 @@ def test_beamtok_stats_reports_the_record(fresh, monkeypatch):
         ("tiktoken", "probes"),
     ]
     assert "encodes as" in record["refused"][2]["reason"]
+
+
+@pytest.mark.parametrize("directory", [TOKENIZER_DIR, BERT], ids=["gpt2", "bert"])
+def test_the_file_is_parsed_once_for_every_candidate_and_left_as_read(fresh, monkeypatch, directory):
+    """GPT-2's file passes the byte table and the compiled byte-level BPE before tiktoken
+    takes it; each reads the one parse ``choose`` made, and none changes it (a candidate that
+    edited it would hand the next one another file)."""
+    from beamtok.engines import tokenizer_parts
+
+    backend = load_tokenizer(str(directory)).backend
+    serialized = backend.to_str()
+    parses = []
+    real = tokenizer_parts.orjson.loads
+
+    class CountingOrjson:
+        JSONDecodeError = tokenizer_parts.orjson.JSONDecodeError
+
+        @staticmethod
+        def loads(text):
+            parsed = real(text)
+            parses.append(parsed)
+            return parsed
+
+    monkeypatch.setattr(tokenizer_parts, "orjson", CountingOrjson)
+    choice = choose(backend, str(directory), serialized)
+    assert choice.encoder is not None
+    if directory == TOKENIZER_DIR:
+        assert [r.candidate for r in choice.refused] == ["byte table", "compiled byte-level BPE"]
+    whole = [p for p in parses if isinstance(p, dict) and "model" in p]
+    assert len(whole) == 1, f"the file was parsed {len(whole)} times"
+    assert whole[0] == json.loads(serialized)
