@@ -351,9 +351,11 @@ def _check_merges(model: dict[str, Any], refuse: Any) -> None:
         else np.array([vocab[left + right] for left, right in listed], dtype=np.int64)
     )
     splits_listed = np.bincount(distinct, minlength=max(vocab.values(), default=0) + 1)
-    for token, rank in vocab.items():
-        if splits_listed[rank] >= len(token) - 1:
-            continue
+    tokens = list(vocab)
+    cuts = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)) - 1
+    listed_of = splits_listed[np.fromiter(vocab.values(), dtype=np.int64, count=len(tokens))]
+    for i in np.flatnonzero(listed_of < cuts).tolist():  # in the vocabulary's order, as the first refusal names
+        token = tokens[i]
         for cut in range(1, len(token)):
             left = token[:cut]
             if left in vocab:
