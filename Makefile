@@ -5,10 +5,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.beamtok-installed
+KERNELS_STAMP := $(VENV)/.beamtok-kernels
 
 .PHONY: setup demo test test-fast lint typecheck unit docs floor bench soak device-check clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(KERNELS_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +24,12 @@ $(STAMP): pyproject.toml
 	# torch, torchdata, tyro and spmd_types (in dev)
 	$(BIN)/pip install --quiet --no-deps torchtitan==0.3.0
 	touch $(STAMP)
+
+# the compiled engines' numba kernels, compiled and cached once (again when an engine changes)
+# rather than by each test process, Beam worker and rank that first builds one
+$(KERNELS_STAMP): $(STAMP) $(wildcard beamtok/engines/*.py)
+	$(BIN)/python -m beamtok.engines.kernel_warmup
+	touch $(KERNELS_STAMP)
 
 DEMO_INPUTS := 'data/corpus/shakespeare-{00..03}.jsonl' 'data/corpus/shakespeare-*.jsonl.gz' 'data/corpus/pydocs-*.jsonl.zst'
 
