@@ -46,7 +46,8 @@ class ByteTableEncoder(ExactEncoder):
         self, tokenizer_json: str, name: str, reference: Any = None, spec: dict[str, Any] | None = None
     ) -> None:
         """``reference``: the ``tokenizers.Tokenizer`` of ``tokenizer_json`` where the caller
-        holds one; ``spec``: the text parsed, where the caller has parsed it (only read). OtherForm for a file with merges (the other byte-level engines' files);
+        holds one; ``spec``: the text parsed, where the caller has parsed it (only read).
+        OtherForm for a file with merges (the other byte-level engines' files);
         ConfigError where the engine cannot be exact for a merge-less file."""
 
         def refuse(why: str) -> ConfigError:

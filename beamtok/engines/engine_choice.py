@@ -155,20 +155,11 @@ class EngineChoice:
         }
 
 
-def _byte_table(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
-    return ByteTableEncoder(serialized, name, reference=reference, spec=spec)
+def _engine(engine: type[ByteTableEncoder | CompiledByteLevelEncoder | TiktokenEncoder | KitokenEncoder]) -> Build:
+    def build(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
+        return engine(serialized, name, reference=reference, spec=spec)
 
-
-def _compiled_byte_level(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
-    return CompiledByteLevelEncoder(serialized, name, reference=reference, spec=spec)
-
-
-def _tiktoken(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
-    return TiktokenEncoder(serialized, name, reference=reference, spec=spec)
-
-
-def _kitoken(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
-    return KitokenEncoder(serialized, name, reference=reference, spec=spec)
+    return build
 
 
 def _words(engine: type[WordsEncoder], family: str) -> Build:
@@ -187,15 +178,15 @@ def candidates_for(family: str, backend: Any) -> list[Candidate]:
     """
     if family == BYTE_LEVEL:
         return [
-            Candidate("byte table", _byte_table),
-            Candidate("compiled byte-level BPE", _compiled_byte_level),
-            Candidate("tiktoken", _tiktoken),
+            Candidate("byte table", _engine(ByteTableEncoder)),
+            Candidate("compiled byte-level BPE", _engine(CompiledByteLevelEncoder)),
+            Candidate("tiktoken", _engine(TiktokenEncoder)),
         ]
     cached = Candidate("cached words", _words(CachedWordsEncoder, family))
     if family == "Unigram":
         return [Candidate("compiled Unigram", _words(CompiledUnigramEncoder, family)), cached]
     compiled = Candidate("compiled BPE", _words(CompiledBPEEncoder, family))
-    kitoken = Candidate("kitoken", _kitoken)
+    kitoken = Candidate("kitoken", _engine(KitokenEncoder))
     if family == "SentencePiece-style BPE":
         whitespace_added = any(not t.content.strip() for t in backend.get_added_tokens_decoder().values())
         return [kitoken, compiled, cached] if whitespace_added else [compiled, kitoken, cached]

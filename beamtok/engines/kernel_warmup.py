@@ -17,10 +17,8 @@ one that compiled (numba keys a cache by CPU) compiles again on first use, as be
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from beamtok.engines.byte_level_encoder import CompiledByteLevelEncoder
 from beamtok.engines.cached_words import CompiledBPEEncoder, CompiledUnigramEncoder
@@ -83,18 +81,17 @@ def warm_kernels() -> dict[str, float]:
         CompiledUnigramEncoder: _trained_file("unigram", texts),
     }
     took: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        for engine, serialized in files.items():
-            started = time.perf_counter()
-            name = str(Path(scratch) / engine.__name__)
-            encoder: ExactEncoder
-            if engine is CompiledByteLevelEncoder:
-                encoder = CompiledByteLevelEncoder(serialized, name)
-            else:
-                family = "SentencePiece-style BPE" if engine is CompiledBPEEncoder else "Unigram"
-                encoder = engine(serialized, name, family)
-            encoder.encode_batch(sample)
-            took[encoder.engine_name] = time.perf_counter() - started
+    for engine, serialized in files.items():
+        started = time.perf_counter()
+        name = f"kernel warmup ({engine.__name__})"  # names the file in messages only
+        encoder: ExactEncoder
+        if engine is CompiledByteLevelEncoder:
+            encoder = CompiledByteLevelEncoder(serialized, name)
+        else:
+            family = "SentencePiece-style BPE" if engine is CompiledBPEEncoder else "Unigram"
+            encoder = engine(serialized, name, family)
+        encoder.encode_batch(sample)
+        took[encoder.engine_name] = time.perf_counter() - started
     return took
 
 
