@@ -1,8 +1,8 @@
 """The GPU job's data path, ready for a machine with a device: one script, a few minutes.
 
-    python benchmarks/device_check.py [--mb 64] [--workers 1,2,4,8,14] [--feed-steps 60]
+    python benchmarks/device_check.py [--mb 64] [--workers 1,2,4,8,14] [--feed-steps 60] [--out NAME]
 
-Three parts, each written to ``benchmarks/results/device_check.json`` as it finishes:
+Three parts, each written to ``benchmarks/results/device_check.json`` (``--out``) as it finishes:
 
 1. **NCCL + DCP** (CUDA only): a one-process NCCL group (``start_process_group("nccl")``
    sets the device before any gather), a ``DistributedLoader`` read for a few batches, saved
@@ -16,7 +16,12 @@ Three parts, each written to ``benchmarks/results/device_check.json`` as it fini
    (in-process at n = 1) at each ``--workers`` count up to the cores there are, over eight
    files and over one file (cut into ranges: ``split_bytes="auto"`` for the stream, 4 MiB
    ranges for the build), each in its own interpreter; tokens per second and the speed-up
-   over n = 1.
+   over n = 1. The one-process run is made first and again last in each series: the speed-up
+   is taken over the mean of the two, and their spread is recorded beside it (on a shared
+   virtual machine one process's rate moved by a quarter between identical runs).
+
+The machine is recorded with the results: the processor's model, its logical CPUs and how
+many of them share a physical core (16 logical CPUs may be 8 cores), the GPU and the versions.
 
 Without CUDA it says so in one line, runs part 1 on gloo (the same save and load, no device)
 and part 3 on the cores there are. ``make device-check`` runs it with its defaults.
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -150,9 +156,14 @@ def one(kind: str, paths: list[str], workers: int, output: str) -> dict[str, Any
         ds = dataset(paths, "auto" if len(paths) == 1 else None)
         if workers > 1:
             ds = ds.parallel(workers)
-        started = time.perf_counter()
-        tokens = sum(int((b["segment_ids"] > 0).sum()) for b in ds.batch(8).iter())
-        return {"tokens": tokens, "seconds": time.perf_counter() - started}
+        started, cpu = time.perf_counter(), time.process_time()
+        tokens = batches = 0
+        for batch in ds.batch(8).iter():
+            tokens += int((batch["segment_ids"] > 0).sum())
+            batches += 1
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        # the consuming process's own CPU (its workers' is not counted): what a batch costs it
+        return {"tokens": tokens, "seconds": seconds, "consumer_cpu_ms_a_batch": 1e3 * cpu / max(1, batches)}
     import apache_beam  # noqa: F401  (imported before the clock, as the stream's modules are)
 
     options: dict[str, Any] = (
@@ -168,21 +179,56 @@ def scaling(eight: list[str], single: list[str], counts: list[int]) -> dict[str,
     out: dict[str, Any] = {}
     for kind in ("stream", "build"):
         for name, paths in (("eight files", eight), ("one file", single)):
-            runs = {}
-            for n in counts:
-                target = WORK / "cache"
-                shutil.rmtree(target, ignore_errors=True)
-                command = [sys.executable, __file__, "_one", json.dumps([kind, paths, n, str(target)])]
-                proc = subprocess.run(command, capture_output=True, text=True, cwd=HERE)
-                if proc.returncode != 0:
-                    raise SystemExit(f"{kind} {name} n={n} failed:\n{proc.stderr[-3000:]}")
-                runs[n] = json.loads(proc.stdout.strip().splitlines()[-1])
-                runs[n]["tokens_per_s"] = runs[n]["tokens"] / runs[n]["seconds"]
-                print(f"  {kind:<6} {name:<11} n={n:<2} {runs[n]['tokens_per_s'] / 1e6:6.2f} M tokens/s", flush=True)
-            base = runs[counts[0]]["tokens_per_s"]
-            out[f"{kind}, {name}"] = {str(n): {**r, "speedup": r["tokens_per_s"] / base} for n, r in runs.items()}
+            runs = {str(n): measure(kind, name, paths, n) for n in counts}
+            again = measure(kind, name, paths, 1)
+            base = (runs["1"]["tokens_per_s"] + again["tokens_per_s"]) / 2
+            rates = (runs["1"]["tokens_per_s"], again["tokens_per_s"])
+            series: dict[str, Any] = {n: {**r, "speedup": r["tokens_per_s"] / base} for n, r in runs.items()}
+            series["1, again last"] = again
+            series["one process, spread of its two runs"] = max(rates) / min(rates)
+            out[f"{kind}, {name}"] = series
     shutil.rmtree(WORK / "cache", ignore_errors=True)
     return out
+
+
+def measure(kind: str, name: str, paths: list[str], workers: int) -> dict[str, Any]:
+    """One run of :func:`one` in an interpreter of its own, with its rate."""
+    target = WORK / "cache"
+    shutil.rmtree(target, ignore_errors=True)
+    command = [sys.executable, __file__, "_one", json.dumps([kind, paths, workers, str(target)])]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=HERE)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} {name} n={workers} failed:\n{proc.stderr[-3000:]}")
+    run: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    run["tokens_per_s"] = run["tokens"] / run["seconds"]
+    print(f"  {kind:<6} {name:<11} n={workers:<2} {run['tokens_per_s'] / 1e6:6.2f} M tokens/s", flush=True)
+    return run
+
+
+def machine() -> dict[str, Any]:
+    """The processor (model, logical CPUs, logical CPUs per physical core), GPU and versions."""
+    facts: dict[str, Any] = {"logical_cpus": os.cpu_count(), "python": platform.python_version()}
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    if "model name" in fields:
+        facts["cpu_model"] = fields["model name"]
+    if fields.get("siblings", "").isdigit() and fields.get("cpu cores", "").isdigit():
+        facts["logical_cpus_per_core"] = int(fields["siblings"]) // max(1, int(fields["cpu cores"]))
+    try:
+        import torch
+
+        facts["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            facts["gpu"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    return facts
 
 
 # ---------------------------------------------------------------------------- main
@@ -193,6 +239,7 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=64.0)
     parser.add_argument("--workers", default="1,2,4,8,14")
     parser.add_argument("--feed-steps", type=int, default=60)
+    parser.add_argument("--out", default=RESULTS, help="the results file's name under benchmarks/results")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from common import build_shards, write_results
@@ -202,7 +249,12 @@ def main() -> None:
     counts = sorted({n for n in (int(x) for x in args.workers.split(",")) if n <= cores} | {1})
     eight = build_shards("device-check", args.mb, 8)
     single = build_shards("device-check-one", args.mb, 1)
-    results: dict[str, Any] = {"cores": cores, "worker_counts": counts}
+    facts = machine()
+    described = f"{facts.get('cpu_model', 'a processor')}, {facts['logical_cpus']} logical CPUs"
+    if "logical_cpus_per_core" in facts:
+        described += f" ({facts['logical_cpus_per_core']} a core)"
+    described += f"; {facts.get('gpu', 'no GPU')}"
+    results: dict[str, Any] = {"cores": cores, "machine": described, "machine_facts": facts, "worker_counts": counts}
     try:
         import torch
 
@@ -212,10 +264,10 @@ def main() -> None:
     if cuda:
         results["nccl_dcp"] = nccl_dcp(eight)
         print(f"nccl + dcp: {results['nccl_dcp']}", flush=True)
-        write_results(RESULTS, results)
+        write_results(args.out, results)
         results["feed"] = feed(eight, args.feed_steps)
         print(f"feeding the device: {results['feed']}", flush=True)
-        write_results(RESULTS, results)
+        write_results(args.out, results)
     else:
         print(
             "device_check: no CUDA device here: part 1 runs on gloo, part 2 (feeding the device) is skipped, part 3 runs on the cores there are",
@@ -226,7 +278,7 @@ def main() -> None:
         print(f"gloo + dcp: {results['gloo_dcp']}", flush=True)
     print(f"scaling on {cores} cores, workers {counts}:", flush=True)
     results["scaling"] = scaling(eight, single, counts)
-    write_results(RESULTS, results)
+    write_results(args.out, results)
 
 
 if __name__ == "__main__":
