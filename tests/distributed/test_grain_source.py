@@ -15,24 +15,29 @@ from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, TOKENIZER_DIR
 
-gp = pytest.importorskip("grain.python")
-grain = pytest.importorskip("grain")
-
-from beamtok.grain_source import CacheDataSource  # noqa: E402
-
 FILES = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
+    # grain is imported by the tests that run, not at collection: importing it costs each
+    # xdist worker ~1.5 s of CPU, and only one of them runs this module
+    pytest.importorskip("grain")
     directory = tmp_path_factory.mktemp("grain") / "cache"
     ds = Dataset.from_files(FILES).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(128)
     ds.cache(str(directory), progress=False, row_group_rows=64)
     return str(directory)
 
 
+def data_source(cache: str, **options):
+    """``beamtok.grain_source.CacheDataSource`` over ``cache`` (imported when first used)."""
+    from beamtok.grain_source import CacheDataSource
+
+    return CacheDataSource(cache, **options)
+
+
 def test_rows_by_number_are_the_rows_from_cache_yields(cache):
-    source = CacheDataSource(cache)
+    source = data_source(cache)
     want = list(Dataset.from_cache(cache).iter())
     assert len(source) == len(want) > 1000
     assert_items_equal([source[i] for i in range(len(source))], want)
@@ -44,7 +49,7 @@ def test_rows_by_number_are_the_rows_from_cache_yields(cache):
 
 
 def test_a_copy_reopens_the_cache(cache):
-    source = CacheDataSource(cache)
+    source = data_source(cache)
     source[5]  # opens files and decodes a row group
     copy = pickle.loads(pickle.dumps(source))
     assert copy._access is None
@@ -52,7 +57,9 @@ def test_a_copy_reopens_the_cache(cache):
 
 
 def test_grain_map_dataset_shuffles_and_batches_it(cache):
-    source = CacheDataSource(cache)
+    import grain
+
+    source = data_source(cache)
     ds = grain.MapDataset.source(source).shuffle(seed=3).batch(8, drop_remainder=True)
     batches = [ds[i] for i in range(len(ds))]
     seen = np.concatenate([b["index"] + 10_000 * b["shard"] for b in batches])
@@ -62,6 +69,7 @@ def test_grain_map_dataset_shuffles_and_batches_it(cache):
 
 
 def loader(source, workers):
+    import grain.python as gp
     from absl import flags
 
     flags.FLAGS.mark_as_parsed()  # grain's workers read absl flags, parsed by absl.app in a real job
@@ -75,7 +83,7 @@ def loader(source, workers):
 
 @pytest.mark.parametrize("workers", [0])
 def test_grain_s_loader_with_workers_resumes_from_its_own_checkpoint(cache, workers):
-    source = CacheDataSource(cache)
+    source = data_source(cache)
     whole = list(itertools.islice(iter(loader(source, workers)), 40))
     it = iter(loader(source, workers))
     first = list(itertools.islice(it, 17))
@@ -92,9 +100,9 @@ def test_refusals(cache, tmp_path):
     unpacked = tmp_path / "unpacked"
     Dataset.from_files(FILES[:1]).tokenize(str(TOKENIZER_DIR)).cache(str(unpacked), progress=False)
     with pytest.raises(ConfigError, match="an unpacked cache has no rows to address"):
-        CacheDataSource(str(unpacked))
+        data_source(str(unpacked))
     with pytest.raises(CacheError):
-        CacheDataSource(str(tmp_path / "nothing"))
+        data_source(str(tmp_path / "nothing"))
 
 
 @pytest.mark.slow  # threads reading at once, many rounds: make test-fast leaves it out
@@ -103,7 +111,7 @@ def test_rows_read_on_many_threads_at_once_are_the_rows(cache):
     file, one decode cache) must give each its own row (they raced inside pyarrow once)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    source = CacheDataSource(cache, max_bytes=1)  # nothing kept: every read decodes its row group
+    source = data_source(cache, max_bytes=1)  # nothing kept: every read decodes its row group
     want = list(Dataset.from_cache(cache).iter())
     keys = np.random.default_rng(0).permutation(len(source)).tolist()
     for _ in range(3):
