@@ -181,8 +181,8 @@ def scaling(eight: list[str], single: list[str], counts: list[int]) -> dict[str,
         for name, paths in (("eight files", eight), ("one file", single)):
             runs = {str(n): measure(kind, name, paths, n) for n in counts}
             again = measure(kind, name, paths, 1)
-            base = (runs["1"]["tokens_per_s"] + again["tokens_per_s"]) / 2
             rates = (runs["1"]["tokens_per_s"], again["tokens_per_s"])
+            base = sum(rates) / 2
             series: dict[str, Any] = {n: {**r, "speedup": r["tokens_per_s"] / base} for n, r in runs.items()}
             series["1, again last"] = again
             series["one process, spread of its two runs"] = max(rates) / min(rates)
@@ -255,13 +255,7 @@ def main() -> None:
         described += f" ({facts['logical_cpus_per_core']} a core)"
     described += f"; {facts.get('gpu', 'no GPU')}"
     results: dict[str, Any] = {"cores": cores, "machine": described, "machine_facts": facts, "worker_counts": counts}
-    try:
-        import torch
-
-        cuda = torch.cuda.is_available()
-    except ImportError:
-        cuda = False
-    if cuda:
+    if "gpu" in facts:  # machine() found torch and a CUDA device
         results["nccl_dcp"] = nccl_dcp(eight)
         print(f"nccl + dcp: {results['nccl_dcp']}", flush=True)
         write_results(args.out, results)
