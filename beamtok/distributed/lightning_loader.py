@@ -13,7 +13,8 @@ saves the one the trainer has consumed: ``fetched_ahead`` batches before the new
 training loop: 1), or the newest once the data has run out (the trainer then has no batch in
 hand). Everything else is ``beamtok.distributed.torch_loader.DistributedLoader``: any number
 of DataLoader workers, and under a DDP strategy every rank's state gathered into the checkpoint,
-so it resumes on any number of devices.
+so it resumes on any number of devices. When a fit ends, Lightning resets its train loader, and
+the workers stop then (``DistributedLoader.close``), not at some later garbage collection.
 """
 
 from __future__ import annotations
@@ -61,6 +62,19 @@ class LightningLoader(DistributedLoader):
             self._after.append(self.loader.state_dict())
             yield batch
         self._ran_out = True
+
+    @property
+    def _iterator(self) -> Any:
+        """The live DataLoader iterator, where Lightning looks for one when a fit ends."""
+        return getattr(self._loader, "_iterator", None)
+
+    @_iterator.setter
+    def _iterator(self, value: Any) -> None:
+        # Lightning ends a fit by resetting each train loader's ``_iterator`` to None (it stops a
+        # plain DataLoader's workers the same way): stop the workers here rather than leave them
+        # to the garbage collector (see ``close``); the saved states are kept
+        if value is None:
+            self.close()
 
     def _loader_state(self) -> dict[str, Any]:
         """The state after the batch the trainer consumed last: ``fetched_ahead`` before the

@@ -101,6 +101,21 @@ def test_a_checkpoint_at_the_end_of_the_data_resumes_with_nothing_left(tmp_path)
     assert fit(tmp_path / "again", 100, make, ckpt=checkpoint_at(tmp_path / "whole", 3)) == []
 
 
+def test_the_workers_stop_when_the_fit_ends_and_the_position_is_kept(tmp_path):
+    """Lightning resets its train loader when a fit ends: the workers stop then, not when the
+    collector reaches the trainer's reference cycles (each worker would wait 5 s there), and
+    the loader's state still resumes on the batch after the last one trained on."""
+    straight = fit(tmp_path / "straight", 6, lambda: LightningLoader(stream(), even=None, num_workers=2))
+    first = LightningLoader(stream(), even=None, num_workers=2)
+    assert fit(tmp_path / "first", 3, lambda: first) == straight[:3]
+    workers = first.loader._iterator._workers
+    assert len(workers) == 2 and not any(w.is_alive() for w in workers)
+    state = first.state_dict()
+    resumed = LightningLoader(stream(), even=None, num_workers=2)
+    resumed.load_state_dict(state)
+    assert fit(tmp_path / "again", 3, lambda: resumed) == straight[3:]
+
+
 def test_a_plain_stateful_loader_loses_the_batch_fetched_ahead(tmp_path):
     make = lambda: DistributedLoader(stream(), even=None)  # noqa: E731
     straight = fit(tmp_path / "straight", 7, make)
