@@ -75,6 +75,7 @@ def test_spark(cache, streamed):
         SparkSession.builder.master("local[1]")
         .appName("beamtok-folder")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC")
         .getOrCreate()
     )
     try:
