@@ -66,7 +66,7 @@ class LightningLoader(DistributedLoader):
     @property
     def _iterator(self) -> Any:
         """The live DataLoader iterator, where Lightning looks for one when a fit ends."""
-        return getattr(self._loader, "_iterator", None)
+        return self._live_iterator
 
     @_iterator.setter
     def _iterator(self, value: Any) -> None:

@@ -167,6 +167,12 @@ class DistributedLoader(Stateful):
             iter(self.loader), self.even, self._agree, self.dataset.pipeline.root.pad_id, self._template, where
         )
 
+    @property
+    def _live_iterator(self) -> Any:
+        """The ``StatefulDataLoader``'s current iterator (None before the first read), which
+        holds the workers and the positions ``state_dict()`` reports."""
+        return getattr(self._loader, "_iterator", None)
+
     def close(self) -> None:
         """Stop this rank's DataLoader workers now; ``state_dict()`` still gives the state after
         the last batch handed out, and a new iteration starts new workers.
@@ -175,8 +181,7 @@ class DistributedLoader(Stateful):
         cycle (a trainer's objects usually hold one) the collector finalizes the worker queues
         before the loader, so each worker misses the stop message and is waited on for 5 s.
         """
-        iterator = getattr(self._loader, "_iterator", None)
-        shutdown = getattr(iterator, "_shutdown_workers", None)  # only a multi-process iterator has workers
+        shutdown = getattr(self._live_iterator, "_shutdown_workers", None)  # only a multi-process one has workers
         if shutdown is not None:
             shutdown()
 
