@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -64,7 +63,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from common import build_shards, write_results
+    from common import build_shards, machine_line, write_results
 
     shards = build_shards("as-you-go", args.mb, 8)
     runs: dict[str, list[dict[str, Any]]] = {"on the fly": [], "caching, epoch 1": [], "cached, epoch 2": []}
@@ -81,7 +80,7 @@ def main() -> None:
         return statistics.median(x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(runs[a], runs[b]))
 
     results = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
+        "machine": machine_line(),
         "corpus_mb": sum(os.path.getsize(p) for p in shards) / 1e6,
         "date": time.strftime("%Y-%m-%d"),
         "command": f"python benchmarks/as_you_go.py --mb {args.mb:g} --repeats {args.repeats}",

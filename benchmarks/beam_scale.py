@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -230,7 +229,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from common import build_jsonl, build_shards, write_results
+    from common import build_jsonl, build_shards, machine_line, write_results
 
     big = str(build_jsonl(f"one-file-{args.mb:g}mb", int(args.mb * 1e6)))
     eight = build_shards("eight-files", args.mb, 8)
@@ -318,7 +317,7 @@ def main() -> None:
         ),
     }
     results = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
+        "machine": machine_line(),
         "date": time.strftime("%Y-%m-%d"),
         "command": f"python benchmarks/beam_scale.py --mb {args.mb:g} --small-files {args.small_files} --rounds {args.rounds}"
         + ("" if args.out == "beam_scale.json" else f" --out {args.out}")

@@ -171,6 +171,14 @@ def command_line() -> str:
     return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
 
 
+def machine_line() -> str:
+    """The machine a result was measured on, in one line: processor, cores, system, Python."""
+    import platform
+
+    system = f"{platform.system()} {platform.release()}"
+    return f"{platform.machine()}, {os.cpu_count()} cores, {system}, python {platform.python_version()}"
+
+
 def write_results(name: str, results: dict[str, Any], corpus: str = PROSE) -> None:
     """Write ``results`` as benchmarks/results/NAME (indented JSON), with the date, the
     command, the machine's core count and the corpus first (a script's own values win)."""

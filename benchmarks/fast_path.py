@@ -54,7 +54,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -543,7 +542,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from common import CORPORA, build_shards, write_results
+    from common import CORPORA, build_shards, machine_line, write_results
 
     kinds = args.tokenizers.split(",")
     dirs = {kind: tokenizer_dir(kind) for kind in kinds}
@@ -555,7 +554,7 @@ def main() -> None:
         print("  (epochraft is not installed: `make bench` installs it; its rows are left out)", file=sys.stderr)
         with_epochraft = False
     results: dict[str, Any] = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
+        "machine": machine_line(),
         "cores": os.cpu_count(),
         "pinned": "1-core and 1-thread rows on CPU 0 (taskset -c 0)" if PIN else "not pinned (no taskset)",
         "date": time.strftime("%Y-%m-%d"),

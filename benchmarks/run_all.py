@@ -29,7 +29,6 @@ import itertools
 import json
 import os
 import pickle
-import platform
 import statistics
 import subprocess
 import sys
@@ -279,7 +278,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
-    from common import build_jsonl, build_shards, write_results
+    from common import build_jsonl, build_shards, machine_line, write_results
 
     shards = build_shards("suite", args.mb, 8)
     if args.state_only:
@@ -308,7 +307,7 @@ def main() -> None:
         return
     single = str(build_jsonl("suite-single", int(args.mb * 1e6), gzip_too=True))
     results: dict[str, Any] = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, python {platform.python_version()}",
+        "machine": machine_line(),
         "corpus_mb": sum(os.path.getsize(p) for p in shards) / 1e6,
         "date": time.strftime("%Y-%m-%d"),
     }

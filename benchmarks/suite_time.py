@@ -26,7 +26,6 @@ import argparse
 import collections
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -37,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, write_results
+from common import ROOT, machine_line, write_results
 
 PROBE = "import time; t = time.process_time(); sum(i * i for i in range(10**7)); print(time.process_time() - t)"
 KEPT = ("build/test-built", "build/test-tokenizers")  # what the suite keeps between runs
@@ -104,7 +103,7 @@ def main() -> None:
     cpu = (tree_after.ru_utime - tree_before.ru_utime) + (tree_after.ru_stime - tree_before.ru_stime)
     speed = statistics.median(before + after)
     results = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine_line(),
         "note": "suite wall and CPU beside the probe's CPU seconds (a fixed pure-Python workload) before and after",
         "commit": commit(),
         "selection": "make test-fast (-m 'not slow')" if args.fast else "make unit (every test)",
