@@ -47,7 +47,6 @@ try:
     import torch.distributed as dist
     from torch.distributed.checkpoint.stateful import Stateful
     from torch.distributed.device_mesh import DeviceMesh
-    from torchdata.stateful_dataloader import StatefulDataLoader
 except ImportError as error:
     raise ModuleNotFoundError(
         missing_extra("beamtok.distributed.torch_loader", "torch", "torchdata") or str(error)
@@ -58,6 +57,7 @@ from beamtok.base.validate import check_choice
 from beamtok.distributed.even_ranks import LOADER_EVEN_MODES, evened
 from beamtok.distributed.rank_states import RankStates, pack_rank_states, unpack_rank_states
 from beamtok.stream.ranks.elastic import reader_states
+from beamtok.stream.stateful_loader import StatefulLoader
 
 if TYPE_CHECKING:
     from beamtok.dataset.dataset import Dataset
@@ -146,14 +146,14 @@ class DistributedLoader(Stateful):
         self._replica = self.world_size > 1 and self.dataset.pipeline.reader.world_size == 1
         self.num_workers = num_workers
         self.loader_options = {"batch_size": None, **loader_options}
-        self._loader: StatefulDataLoader | None = None
+        self._loader: StatefulLoader | None = None
         self._loaded: RankStates | None = None  # a checkpoint's states, applied when the loader is built
         self._returned: bytes | None = None  # the blob state_dict() last gave DCP (which loads into that dict in place)
 
     # ------------------------------------------------------------------ reading
 
     @property
-    def loader(self) -> StatefulDataLoader:
+    def loader(self) -> StatefulLoader:
         """The ``StatefulDataLoader`` (built on first use, from the loaded state if any)."""
         if self._loader is None:
             self._loader = self._build()
@@ -209,13 +209,14 @@ class DistributedLoader(Stateful):
         with whole.iter() as it:
             return default_convert(next(it))
 
-    def _build(self) -> StatefulDataLoader:
+    def _build(self) -> StatefulLoader:
         saved = self._loaded
         exact = saved is not None and saved.same_layout(self.world_size, self.num_workers)
         resume = reader_states(*saved.loader_states) if saved is not None and not exact else None
-        loader = StatefulDataLoader(
-            self.dataset.to_torch(resume_from=resume), num_workers=self.num_workers, **self.loader_options
-        )
+        adapter = self.dataset.to_torch(resume_from=resume)
+        if resume is not None:
+            adapter.check_resume(self.num_workers)  # refused here, before any worker starts
+        loader = StatefulLoader(adapter, num_workers=self.num_workers, **self.loader_options)
         if exact:
             assert saved is not None
             loader.load_state_dict(saved.entries[self.rank]["loader"])  # this rank's own state: exact

@@ -32,7 +32,9 @@ from typing import Any, Protocol
 
 import torch.utils.data
 
+from beamtok.backends.workers import as_dataloader_worker
 from beamtok.base.errors import ConfigError, StateError
+from beamtok.base.parent_death import die_with_parent
 from beamtok.core.spec import build_encoders
 from beamtok.stream.iterator import DatasetIterator
 from beamtok.stream.one_buffer import in_one_buffer
@@ -70,6 +72,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         if torch.utils.data.get_worker_info() is not None:
             self._iterated_in_worker.value = 1
+            die_with_parent()  # a worker of a killed training process would otherwise wait on its queues for good
         if self._iterator is not None:
             self._iterator.close()
         self._iterator = self.dataset.iter(state_dict=self._pending_state)
@@ -78,6 +81,31 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         if torch.utils.data.get_worker_info() is not None:  # each batch crosses to the trainer in one buffer
             return map(in_one_buffer, items)
         return items
+
+    def check_resume(self, num_workers: int, states: list[dict[str, Any]] | None = None) -> None:
+        """Build, without reading, the iterator each of ``num_workers`` DataLoader workers
+        will start from, so a state that does not fit this pipeline is refused in this
+        process, as one ``StateError``, before any worker starts.
+
+        Args:
+            num_workers: The loader's workers (0: this process reads).
+            states: Each worker's own state (a resume with the same workers); None: what
+                :meth:`load_state_dict` was given, which every worker starts from.
+        Raises:
+            StateError: A state belongs to another pipeline or split, or is malformed.
+        """
+        workers = max(1, num_workers)
+        own: dict[int, dict[str, Any]] = {}
+        for state in states or []:
+            split = state.get("split") if isinstance(state, dict) else None
+            worker = split.get("worker") if isinstance(split, dict) else None
+            own[worker if isinstance(worker, int) and 0 <= worker < workers else len(own) % workers] = state
+        for worker in range(workers):
+            start = own.get(worker) if states is not None else self._pending_state
+            if start is None:
+                continue
+            with as_dataloader_worker(worker, workers):
+                self.dataset.iter(state_dict=start).close()
 
     def record_states(self) -> None:
         """Keep the state after every item yielded in this process, by the running count of
