@@ -136,3 +136,28 @@ def test_the_step_just_past_the_end_is_refused_as_any_later_one(cached, name, ba
             ds.iter(step=past)
     last = list(ds.iter(step=steps - 1))
     assert [key(x) for x in last] == [key(x) for x in ds][-1:]
+
+
+def source_state(state: dict) -> dict:
+    """The shard source's place in a state: epoch, position, open shards and turn."""
+    part = state["pipeline"]
+    while "epoch" not in part:
+        (part,) = [value for value in part.values() if isinstance(value, dict)]
+    return {name: part[name] for name in ("epoch", "position", "slots", "turn")}
+
+
+def test_a_seek_leaves_the_state_reading_leaves_at_and_around_epoch_and_shard_edges(cached, epoch):
+    make = sources(cached)["cache in order"]
+    shards = [int(x["shard"]) for x in itertools.islice(make().iter(), 2 * epoch + 2)]
+    edges = [k for k in range(1, len(shards)) if shards[k] != shards[k - 1]]  # shard edges, epoch edges among them
+    assert epoch in edges and 2 * epoch in edges
+    for k in sorted({0, 1} | {e + d for e in edges for d in (-1, 0, 1)}):
+        read = make().iter()
+        for _ in itertools.islice(read, k):
+            pass
+        want = (source_state(read.state_dict()), read.stats()["epoch"])
+        sought = make().iter(start_example=k)
+        skipped = make().iter()
+        skipped.skip(k)
+        for how, it in (("start_example", sought), ("skip", skipped)):
+            assert (source_state(it.state_dict()), it.stats()["epoch"]) == want, f"{how}={k}"

@@ -182,8 +182,9 @@ class ShardSource(RootSource):
         return merge_shard_sources(self, states, olds, new)
 
     def state_at(self, example: int) -> dict[str, Any]:
-        """The state just before global example ``example`` of this source (a seek: needs a
-        backend that knows row counts, one open shard and a single reader)."""
+        """The state just before global example ``example`` of this source, the very state
+        (epoch, position, open shard and cursor) that reading ``example`` examples leaves (a
+        seek: needs a backend that knows row counts, one open shard and a single reader)."""
         if self.interleave != 1 or self.split.parts > 1:
             raise ConfigError("start_example works with interleave(1) and a single reader")
         if self.backend.rows(self.shards[0]) is None:
@@ -192,12 +193,16 @@ class ShardSource(RootSource):
             )
         rows = [self.backend.rows(shard) or 0 for shard in self.shards]
         stats = StreamStats().to_json()
+        if example == 0:  # nothing read: the state of a fresh source
+            return {"epoch": 0, "position": 0, "slots": [], "turn": 0, "stats": stats}
         left = example
         epoch = 0
         for epoch in itertools.count() if self.epochs is None else range(self.epochs):
             order = self.order(epoch)
             for position, shard in enumerate(order):
-                if left < rows[shard]:
+                # reading k examples leaves the shard of the k-th open at its end (done), in
+                # its own epoch: the next shard, or epoch, is opened by the next read only
+                if left < rows[shard] or (left == rows[shard] and left > 0):
                     cursor = self.backend.cursor_at(self.shards[shard], left)
                     slot = {"shard": shard, "cursor": cursor.to_json()}
                     return {"epoch": epoch, "position": position + 1, "slots": [slot], "turn": 0, "stats": stats}
