@@ -334,8 +334,9 @@ def test_head_marks_prompt_tokens_of_sft_rows(tmp_path):
     assert "«Q0: name a number.\n» 0 is one." in out and "«Q1: name a number.\n» 1 is one." in out
 
 
+@pytest.mark.parametrize("ranges", [False, True], ids=["whole_file", "byte_ranges"])
 @pytest.mark.parametrize("absolute", [False, True])
-def test_verify_finds_inputs_from_any_directory_and_after_they_move(tmp_path, monkeypatch, absolute):
+def test_verify_finds_inputs_from_any_directory_and_after_they_move(tmp_path, monkeypatch, absolute, ranges):
     from conftest import real_paragraphs, write_jsonl
 
     work = tmp_path / "work"
@@ -343,23 +344,24 @@ def test_verify_finds_inputs_from_any_directory_and_after_they_move(tmp_path, mo
     write_jsonl(work / "in" / "a.jsonl", [{"text": p} for p in real_paragraphs(20)])
     monkeypatch.chdir(work)
     url = str(work / "in" / "a.jsonl") if absolute else "in/a.jsonl"
-    Dataset.from_files([url]).tokenize(TOKENIZER).concat_chunk(64).cache(str(tmp_path / "c"), progress=False)
+    ds = Dataset.from_files([url], split_bytes=2000 if ranges else None)
+    assert all(("#range=" in shard.url) == ranges for shard in ds.shards)  # a range: its file's URL and #range=
+    ds.tokenize(TOKENIZER).concat_chunk(64).cache(str(tmp_path / "c"), progress=False)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    code, out, err = run("verify", str(tmp_path / "c"), "-q")
+    code, out, err = run("verify", str(tmp_path / "c"), "-q", "--shards", "1")
     assert code == 0, err
     assert "1 shard(s) re-run and compared" in out and "equal the on-the-fly stream row by row" in out
     (work / "in").rename(tmp_path / "moved")
     (tmp_path / "new").mkdir()
     (tmp_path / "moved").rename(tmp_path / "new" / "in")
-    code, out, err = run("verify", str(tmp_path / "c"), "-q")
-    assert (
-        code == 1
-        and f"shard 0: cannot re-run: input {url} is not at {work / 'in' / 'a.jsonl'}; pass --source-root DIR" in err
-    )
+    code, out, err = run("verify", str(tmp_path / "c"), "-q", "--shards", "1")
+    mark = "#range=" if ranges else ""
+    assert code == 1 and f"cannot re-run: input {url}{mark}" in err
+    assert f" is not at {work / 'in' / 'a.jsonl'}{mark}" in err and "; pass --source-root DIR" in err
     code, out, err = run("verify", str(tmp_path / "c"), "-q", "--source-root", str(tmp_path / "new"))
-    assert code == 0, err
+    assert code == 0 and "shard(s) re-run and compared" in out, err
     code, out, err = run("verify", str(tmp_path / "c"), "-q", "--shards", "0")
     assert code == 0 and "no shard was re-run" in out and "row by row" not in out
 

@@ -21,7 +21,7 @@ from beamtok.base.errors import CacheError
 from beamtok.cache.format.manifest_entry import ShardEntry
 from beamtok.cache.format.shard_table import INLINE_SHARDS, ShardTable, read_shard_table, write_shard_table
 from beamtok.cache.format.storage import Storage, check_relative
-from beamtok.sources.urls import is_remote
+from beamtok.sources.urls import is_remote, range_url, split_range
 
 __all__ = [
     "MANIFEST",
@@ -94,6 +94,9 @@ class Manifest:
         the inputs moved, for relative paths and for absolute paths under it."""
         if is_remote(url) or url.startswith("memory://"):
             return url
+        whole, start, stop = split_range(url)
+        if whole != url:  # a byte range of a file: the file moves, the range stays
+            return range_url(self.input_path(whole, source_root), start, stop)
         path = url[len("file://") :] if url.startswith("file://") else url
         root = self.input_root
         if source_root is not None:

@@ -15,7 +15,7 @@ from beamtok.cache.format.shard_table import table_sha256
 from beamtok.cache.read.reader import Cache, size_problem
 from beamtok.shards.items import ShardCursor
 from beamtok.shards.processor import ShardProcessor
-from beamtok.sources.urls import Shard, is_remote
+from beamtok.sources.urls import Shard, is_remote, split_range
 
 __all__ = ["VerifyReport", "verify_cache"]
 
@@ -128,7 +128,11 @@ def verify_cache(
                 report.shards_compared.append(index)
                 url = manifest.shards[index].url
                 path = manifest.input_path(url, source_root)
-                if not is_remote(path) and not path.startswith("memory://") and not os.path.exists(path):
+                if (
+                    not is_remote(path)
+                    and not path.startswith("memory://")
+                    and not os.path.exists(split_range(path)[0])
+                ):
                     hint = (
                         "pass --source-root DIR (the directory that now holds the inputs)"
                         if source_root is None
