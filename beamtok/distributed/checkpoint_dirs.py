@@ -19,6 +19,9 @@ import os
 import re
 from pathlib import Path
 
+
+from beamtok.sources.urls import nearest_name
+
 __all__ = ["COMPLETE_MARKER", "mark_complete", "missing_files", "newest_complete", "step_directory"]
 
 log = logging.getLogger(__name__)
@@ -87,10 +90,17 @@ def newest_complete(root: str | os.PathLike[str]) -> tuple[int, Path] | None:
     Args:
         root: The checkpoints' directory.
     Returns:
-        ``(step, directory)``, or None.
+        ``(step, directory)``, or None (with a warning naming ``root`` and the nearest
+        existing name when the folder does not exist).
     """
     root = Path(root)
     if not root.is_dir():
+        # a first run has no folder yet; a mistyped one would silently start training from scratch
+        log.warning(
+            "checkpoint folder %s does not exist: starting from scratch%s",
+            root,
+            nearest_name(str(root)) or " (it is made by the first save)",
+        )
         return None
     found = []
     for path in root.iterdir():

@@ -104,3 +104,19 @@ def test_a_marker_of_an_earlier_version_is_taken_as_it_is(tmp_path):
     directory = dcp_checkpoint(tmp_path, 5, 0.0)
     (directory / COMPLETE_MARKER).write_text("complete\n")
     assert newest_complete(tmp_path) == (5, directory)
+
+
+def test_a_checkpoint_folder_that_does_not_exist_is_said_with_the_nearest_name(tmp_path, caplog):
+    from beamtok.distributed.checkpoint_dirs import newest_complete
+
+    (tmp_path / "checkpoints").mkdir()
+    with caplog.at_level(logging.WARNING, logger="beamtok.distributed.checkpoint_dirs"):
+        assert newest_complete(tmp_path / "checkpionts") is None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"checkpoint folder {tmp_path / 'checkpionts'} does not exist: starting from scratch; "
+        f"did you mean {str(tmp_path / 'checkpoints')!r}?"
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="beamtok.distributed.checkpoint_dirs"):
+        assert newest_complete(tmp_path / "fresh" / "run") is None
+    assert "does not exist: starting from scratch (it is made by the first save)" in caplog.text
