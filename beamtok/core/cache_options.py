@@ -75,6 +75,8 @@ CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("completion_field", "SFT completion field ('generation' is accepted too). [default: completion]", "completion"),
     CacheOption("messages_field", "Chat messages field. [default: messages]", "messages"),
     CacheOption("chat_template", "Jinja chat template file (default: the tokenizer's)."),
+    CacheOption("template_kwargs", "Chat template keyword arguments as a JSON object, as apply_chat_template takes them (e.g. '{\"enable_thinking\": false}', tools, reasoning_effort); a mapping in YAML."),
+    CacheOption("chat_date", "YYYY-MM-DD: the day strftime_now gives chat templates that write today's date (gpt-oss, Llama 3.2). [default: the day of rendering]"),
     CacheOption("max_length", "SFT/chat examples longer than this are truncated or dropped.", type=int),
     CacheOption("truncation", "How too-long SFT/chat examples are cut. [default: completion_tail]", "completion_tail", choices=("completion_tail", "prompt_head", "drop")),
     CacheOption("bos", "BOS at the start of each document/example. [default: on for pretrain; the tokenizer's policy for sft; for chat, as the template writes it]", switch=True),

@@ -15,14 +15,16 @@ import abc
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from beamtok.base.errors import ConfigError, InputError
 from beamtok.base.validate import check_choice, check_optional_int, unencodable
 from beamtok.sources.documents import ParseFailure, RawDocument, SkipReason
 from beamtok.transforms.bos_eos import ensure_bos_eos
-from beamtok.transforms.sft import ChatTemplate
 from beamtok.transforms.tokenize import Tokenizer, TokenizerRef
+
+if TYPE_CHECKING:
+    from beamtok.transforms.chat_spans import TrainedText
 
 __all__ = [
     "MISSING",
@@ -66,18 +68,19 @@ class StepContext:
     the loaded tokenizers and chat templates (loaded once per process by ``prepare``)."""
 
     def __init__(
-        self, url: str, on_error: str, tokenizers: dict[str, Tokenizer], templates: dict[str, ChatTemplate]
+        self, url: str, on_error: str, tokenizers: dict[str, Tokenizer], chats: dict[str, TrainedText]
     ) -> None:
         self.url = url
         self.on_error = on_error
         self._tokenizers = tokenizers
-        self._templates = templates
+        self._chats = chats
 
     def tokenizer(self, ref: TokenizerRef) -> Tokenizer:
         return self._tokenizers[ref.fingerprint]
 
-    def template(self, source: str) -> ChatTemplate:
-        return self._templates[source]
+    def chat(self, step: Any) -> TrainedText:
+        """The rendered text and trained spans of a chat step's conversations."""
+        return self._chats[step.render_key()]
 
     def fail(self, doc: Doc, reason: str, message: str) -> None:
         """Count ``doc`` as skipped for ``reason``; under ``on_error="raise"`` bad input stops

@@ -4,7 +4,8 @@ mask over what the model is trained to write."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,9 @@ from beamtok.base.sizes import MAX_SEQ_LEN, ROW_BYTES_PER_TOKEN, check_ceiling
 from beamtok.base.validate import check_choice, check_optional_int
 from beamtok.core.steps import MISSING, TRUNCATION_POLICIES, Doc, Step, StepContext, unencodable
 from beamtok.sources.documents import SkipReason
-from beamtok.transforms.sft import TokenDoc, assemble_chat, assemble_sft, chat_mask_from_offsets
+from beamtok.transforms.chat_render import ChatRenderer
+from beamtok.transforms.chat_spans import mask_from_spans
+from beamtok.transforms.sft import TokenDoc, assemble_chat, assemble_sft
 from beamtok.transforms.tokenize import Tokenizer, TokenizerRef
 
 __all__ = ["ChatStep", "SftStep"]
@@ -95,10 +98,15 @@ class SftStep(_SupervisedStep):
             self._set_tokens(d, built)
 
 
+RENDER_ONCE = "render once"  # how a chat step finds its trained text (the step's ``masks``)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChatStep(_SupervisedStep):
-    """Render chat records with a Jinja template and tokenize each conversation whole, as
-    ``apply_chat_template(..., tokenize=True)`` does; only assistant turns are trained.
+    """Render chat records with a Jinja template and tokenize each conversation whole, once,
+    as ``apply_chat_template(..., tokenize=True)`` does; the trained text is what the
+    template's ``{% generation %}`` blocks mark, else each assistant message from its
+    generation prompt through its end-of-turn text (``beamtok.transforms.chat_spans``).
 
     ``bos`` puts the BOS token first where the rendered text does not start with it; ``eos``
     puts EOS after each assistant turn that does not already hold it. Both are off by
@@ -109,6 +117,10 @@ class ChatStep(_SupervisedStep):
     template: str
     messages: str
     eos: bool
+    template_kwargs: dict[str, Any] = field(default_factory=dict, hash=False)
+    special_tokens: dict[str, str] = field(default_factory=dict, hash=False)
+    date: str | None = None
+    masks: str = RENDER_ONCE
 
     @property
     def chat_template(self) -> str:
@@ -118,6 +130,14 @@ class ChatStep(_SupervisedStep):
     def adds_eos(self) -> bool:
         return self.eos
 
+    def renderer(self) -> ChatRenderer:
+        """The template with everything this step renders it with."""
+        return ChatRenderer(self.template, self.special_tokens, self.template_kwargs, self.date)
+
+    def render_key(self) -> str:
+        """Names the renderer: steps with equal keys render alike."""
+        return json.dumps([self.template, self.template_kwargs, self.special_tokens, self.date], sort_keys=True)
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Step:
         if isinstance(data, dict) and "eos" not in data:
@@ -126,11 +146,18 @@ class ChatStep(_SupervisedStep):
                 "assistant turn, even where the template wrote one: its examples are not the ones apply_chat_template gives, "
                 "which this beamtok makes; rebuild the cache (or start the run anew)"
             )
+        if isinstance(data, dict) and "masks" not in data:  # found its trained text by rendering each prefix
+            data = {**data, "template_kwargs": {}, "special_tokens": {}, "date": None, "masks": "prefix renders"}
         return super().from_json(data)
 
     def apply(self, docs: list[Doc], ctx: StepContext) -> None:
-        template = ctx.template(self.template)
-        convs: list[tuple[Doc, list[tuple[str, bool]]]] = []
+        if self.masks != RENDER_ONCE:
+            raise ConfigError(
+                "this tokenize_chat step was made by a beamtok that found the trained turns by rendering each prefix of a "
+                "conversation; this one renders it once and reads the template's own markers: rebuild the cache"
+            )
+        trained = ctx.chat(self)
+        convs: list[tuple[Doc, str, list[tuple[int, int]]]] = []
         for d in docs:
             messages = d.record.get(self.messages, MISSING)
             if messages is MISSING:
@@ -140,59 +167,76 @@ class ChatStep(_SupervisedStep):
                 ctx.fail(
                     d,
                     SkipReason.WRONG_TYPE,
-                    f"field {self.messages!r} must be a list of {{role, content}} objects with string values",
+                    f"field {self.messages!r} must be a list of messages, each an object with a string 'role'",
                 )
                 continue
             try:
-                segments = template.segments(messages)
+                text, spans = trained(messages)
             except Exception as e:  # a template can raise anything Jinja raises; the record is at fault
                 ctx.fail(d, SkipReason.TEMPLATE_ERROR, f"chat template failed: {type(e).__name__}: {e}")
                 continue
-            if not any(train for _, train in segments):
-                d.skip = SkipReason.EMPTY  # nothing to learn: no assistant turn
+            if not any(end > start for start, end in spans):
+                if any(m.get("role") == "assistant" for m in messages):
+                    ctx.fail(d, SkipReason.TEMPLATE_ERROR, "the template marks no text of its assistant messages")
+                else:
+                    d.skip = SkipReason.EMPTY  # nothing to learn: no assistant turn
                 continue
-            problem = next((p for p in (unencodable(text) for text, _ in segments) if p is not None), None)
+            problem = unencodable(text)
             if problem is not None:
                 ctx.fail(d, SkipReason.INVALID_UTF8, f"field {self.messages!r}: {problem}")
                 continue
-            convs.append((d, segments))
+            convs.append((d, text, spans))
         tok = ctx.tokenizer(self.tokenizer)
-        wholes = tok.encode_batch(["".join(text for text, _ in segs) for _, segs in convs], add_special_tokens=False)
-        pieces = iter(tok.encode_batch([text for _, segs in convs for text, _ in segs], add_special_tokens=False))
+        wholes = tok.encode_batch([text for _, text, _ in convs], add_special_tokens=False)
+        pieces = iter(
+            tok.encode_batch([p for _, text, spans in convs for p, _ in _cut(text, spans)], add_special_tokens=False)
+        )
         bos = tok.bos_id if self.bos else None
         eos = tok.eos_id if self.eos else None
-        for (d, segs), whole in zip(convs, wholes):
-            mask = _chat_mask(tok, segs, [next(pieces) for _ in segs], whole)
+        for (d, text, spans), whole in zip(convs, wholes):
+            cut = _cut(text, spans)
+            mask = _chat_mask(tok, text, spans, cut, [next(pieces) for _ in cut], whole)
             built = assemble_chat(
                 whole, mask, bos_id=bos, eos_id=eos, max_length=self.max_length, truncation=self.truncation
             )
             self._set_tokens(d, built)
 
 
+def _cut(text: str, spans: list[tuple[int, int]]) -> list[tuple[str, bool]]:
+    """``text`` in pieces, each marked trained or not, at the spans' edges."""
+    pieces, at = [], 0
+    for start, end in spans:
+        pieces += [(text[at:start], False), (text[start:end], True)]
+        at = end
+    pieces.append((text[at:], False))
+    return [(piece, train) for piece, train in pieces if piece]
+
+
 def _chat_mask(
-    tok: Tokenizer, segments: list[tuple[str, bool]], pieces: list[np.ndarray], whole: np.ndarray
+    tok: Tokenizer,
+    text: str,
+    spans: list[tuple[int, int]],
+    cut: list[tuple[str, bool]],
+    pieces: list[np.ndarray],
+    whole: np.ndarray,
 ) -> np.ndarray:
-    """The loss mask of a conversation tokenized whole (``whole``). Where its turns tokenized
-    apart (``pieces``) give the same ids, the turns' edges are token edges and the mask follows
+    """The loss mask of a conversation tokenized whole (``whole``). Where its pieces
+    tokenized apart give the same ids, the spans' edges are token edges and the mask follows
     them; where a token merges text across an edge, each token's character span decides
-    (:func:`~beamtok.transforms.sft.chat_mask_from_offsets`)."""
+    (:func:`~beamtok.transforms.chat_spans.mask_from_spans`, ``transformers``' rule)."""
     if sum(len(p) for p in pieces) == len(whole) and np.array_equal(np.concatenate(pieces), whole):
-        return np.concatenate([np.full(len(p), int(train), np.int8) for p, (_, train) in zip(pieces, segments)])
-    text = "".join(t for t, _ in segments)
+        return np.concatenate([np.full(len(p), int(train), np.int8) for p, (_, train) in zip(pieces, cut)])
     encoding = tok.backend.encode(text, add_special_tokens=False)
     if encoding.ids != whole.tolist():  # the fast path is exact; a difference is a bug to be seen, not masked over
         raise AssertionError(
             f"tokenizer {tok.name!r}: the fast path and tokenizers disagree on a rendered conversation"
         )
-    spans, at = [], 0
-    for t, train in segments:
-        if train:
-            spans.append((at, at + len(t)))
-        at += len(t)
-    return chat_mask_from_offsets(encoding.offsets, spans)
+    return mask_from_spans(encoding.offsets, spans)
 
 
 def _is_conversation(messages: Any) -> bool:
-    return isinstance(messages, list) and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+    return (
+        isinstance(messages, list)
+        and bool(messages)
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages)
     )

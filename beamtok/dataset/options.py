@@ -7,6 +7,7 @@ their datasets here; they differ only in how an option is spelled in a message
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +93,8 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
             template=options.get("chat_template"),
             messages=options["messages_field"],
             eos=options.get("eos"),
+            template_kwargs=template_kwargs_option(options.get("template_kwargs")),
+            date=options.get("chat_date"),
             **sft,
         )
     else:
@@ -110,3 +113,18 @@ def dataset_from_options(options: dict[str, Any], spell: Callable[[str], str] = 
         if bos or eos:
             ds = ds.ensure_bos_eos(bos=bos, eos=eos)
     return mode.from_options(ds, options)
+
+
+def template_kwargs_option(value: Any) -> dict[str, Any] | None:
+    """``template_kwargs`` as given: a JSON object on the command line, a mapping in YAML."""
+    if value is None or isinstance(value, dict):
+        return value
+    try:
+        parsed = json.loads(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(
+            f"template_kwargs must be a JSON object, e.g. '{{\"enable_thinking\": false}}': {e}"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"template_kwargs must be a JSON object (names to values), got {value!r}")
+    return parsed

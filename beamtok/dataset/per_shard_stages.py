@@ -18,6 +18,7 @@ from beamtok.core.steps import BosEosStep, FilterStep, LengthFilterStep, MapStep
 from beamtok.core.supervised_steps import ChatStep, SftStep
 from beamtok.stream.pipeline import Pipeline
 from beamtok.stream.roots.shards import ShardsRoot, shard_root
+from beamtok.transforms.chat_render import json_kwargs
 from beamtok.transforms.packing_modes import (
     BestFit,
     ConcatChunk,
@@ -28,7 +29,7 @@ from beamtok.transforms.packing_modes import (
     PowerOfTwo,
     Window,
 )
-from beamtok.transforms.sft import ChatTemplate, load_template_source
+from beamtok.transforms.sft import load_template_source
 from beamtok.transforms.tokenize import Tokenizer, TokenizerRef, load_tokenizer
 
 __all__ = ["PerShardStages"]
@@ -144,12 +145,18 @@ class PerShardStages:
         truncation: str = "completion_tail",
         bos: bool | None = None,
         eos: bool | None = None,
+        template_kwargs: dict[str, Any] | None = None,
+        date: str | None = None,
     ) -> D:
-        """Tokenize chat records (``messages: [{role, content}, ...]``) rendered with a Jinja
-        ``template`` (a file or a string; default: the tokenizer's chat template), each
-        conversation whole: the ids are those of ``transformers``' ``apply_chat_template(...,
-        tokenize=True)`` with the same template. Only assistant turns (what each adds after its
-        generation prompt, end-of-turn text included) are trained.
+        """Tokenize chat records (``messages: [{role, content, ...}, ...]``), each conversation
+        rendered once with a Jinja ``template`` (a file or a string; default: the tokenizer's
+        chat template) and tokenized whole: the ids are those of ``transformers``'
+        ``apply_chat_template(..., tokenize=True)`` with the same template and keyword
+        arguments. The trained tokens are those the template marks with ``{% generation %}``
+        (the mask equals ``transformers``' ``assistant_masks``); a template without markers
+        trains each assistant message from the end of its generation prompt through its
+        end-of-turn text (docs/fine-tuning.md shows both). Tool messages, tool calls and
+        reasoning fields render as the template renders them.
 
         The template writes BOS and EOS, as it does at inference. ``bos=True`` puts BOS first
         where the text does not start with it; ``eos=True`` puts EOS after each assistant turn
@@ -160,21 +167,37 @@ class PerShardStages:
         Args:
             tokenizer: A tokenizer directory, kept hub name, or loaded tokenizer.
             template: A Jinja chat template, as a file path or a string; None takes the tokenizer's own.
-            messages: The record field holding the conversation (a list of ``{role, content}``).
+            messages: The record field holding the conversation (a list of messages).
             max_length: The longest example in tokens, or None for no limit.
             truncation: ``"completion_tail"``, ``"prompt_head"`` or ``"drop"``: what a longer example loses.
             bos: Put BOS first where the rendered text does not start with it.
             eos: Put EOS after each assistant turn that does not already end with it.
+            template_kwargs: More variables for the template, as ``apply_chat_template`` takes them
+                (``enable_thinking``, ``reasoning_effort``, ``tools``...); JSON values, part of the fingerprint.
+            date: ``YYYY-MM-DD``, the day ``strftime_now`` gives templates that write today's date
+                (gpt-oss, Llama 3.2); None: the day of rendering, as ``transformers`` does.
         Returns:
             A new Dataset with this step added (datasets are immutable).
         Raises:
-            ConfigError: The template does not parse, or the tokenizer has none and none is given.
+            ConfigError: The template does not parse, the tokenizer has none and none is given, or
+                ``template_kwargs`` is not JSON.
         """
         self._root_for_steps("tokenize_chat").origin.check_step("tokenize_chat")
         tok = load_tokenizer(tokenizer)
         source = load_template_source(template, tok.chat_template, tok.name)
-        step = ChatStep(tok.ref(), bool(bos), max_length, truncation, template=source, messages=messages, eos=bool(eos))
-        ChatTemplate(source, tok.bos_token, tok.eos_token)  # fail now on a template that does not parse
+        step = ChatStep(
+            tok.ref(),
+            bool(bos),
+            max_length,
+            truncation,
+            template=source,
+            messages=messages,
+            eos=bool(eos),
+            template_kwargs=json_kwargs(template_kwargs),
+            special_tokens=tok.special_tokens_map(),
+            date=date,
+        )
+        step.renderer()  # fail now on a template that does not parse, or a bad date or keyword
         return self._add_step(step)
 
     def ensure_bos_eos(self: D, *, bos: bool = True, eos: bool = True) -> D:

@@ -19,7 +19,6 @@ import os
 import re
 from pathlib import Path
 
-
 from beamtok.sources.urls import nearest_name
 
 __all__ = ["COMPLETE_MARKER", "mark_complete", "missing_files", "newest_complete", "step_directory"]

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Iterator
 
 from beamtok.core.spec import Spec
 from beamtok.core.steps import Doc, StepContext
+from beamtok.core.supervised_steps import ChatStep
 from beamtok.shards.items import DocCounts, DocItem, Produced, ShardCursor
 from beamtok.shards.packing import packed
 from beamtok.sources.documents import RawDocument
 from beamtok.sources.readers import read_documents
 from beamtok.sources.urls import Shard
-from beamtok.transforms.sft import ChatTemplate, TokenDoc
+from beamtok.transforms.chat_spans import TrainedText
+from beamtok.transforms.sft import TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
 
 __all__ = ["ShardProcessor"]
@@ -40,7 +42,7 @@ class ShardProcessor:
         """
         self.spec = spec
         self._tokenizers: dict[str, Tokenizer] = {}
-        self._templates: dict[str, ChatTemplate] = {}
+        self._chats: dict[str, TrainedText] = {}
 
     def prepare(self) -> None:
         """Load the tokenizers the spec names (once per process); run() calls it lazily."""
@@ -48,10 +50,9 @@ class ShardProcessor:
             ref = step.tokenizer_ref
             if ref is not None and ref.fingerprint not in self._tokenizers:
                 self._tokenizers[ref.fingerprint] = resolve_tokenizer(ref)
-            source = step.chat_template
-            if ref is not None and source is not None and source not in self._templates:
+            if ref is not None and isinstance(step, ChatStep) and step.render_key() not in self._chats:
                 tok = self._tokenizers[ref.fingerprint]
-                self._templates[source] = ChatTemplate(source, tok.bos_token, tok.eos_token)
+                self._chats[step.render_key()] = TrainedText(step.renderer(), tok.added_tokens(), tok.eos_token)
 
     def run(self, shard: Shard, start: ShardCursor | None = None) -> Iterator[Produced]:
         """Yield the examples of ``shard`` from ``start`` on, each with the cursor after it.
@@ -80,7 +81,7 @@ class ShardProcessor:
             Each document after the per-document steps.
         """
         self.prepare()
-        ctx = StepContext(shard.url, self.spec.on_error, self._tokenizers, self._templates)
+        ctx = StepContext(shard.url, self.spec.on_error, self._tokenizers, self._chats)
         tokenized = self.spec.tokenized
         raw = read_documents(shard, self.spec.source, start, stop)
         for block in _blocks(raw, self.spec.source.text_field):

@@ -265,6 +265,18 @@ class Tokenizer:
     def chat_template(self) -> str | None:
         return self._chat_template
 
+    def special_tokens_map(self) -> dict[str, str]:
+        """The special tokens by name (``bos_token``, ``eos_token``, ...), as ``transformers``
+        hands them to a chat template; BOS and EOS alone for a tokenizer rebuilt without it."""
+        hf = self.hf
+        if hf is not None:
+            return {name: value for name, value in hf.special_tokens_map.items() if isinstance(value, str)}
+        return {name: value for name, value in (("bos_token", self.bos_token), ("eos_token", self.eos_token)) if value}
+
+    def added_tokens(self) -> list[str]:
+        """The text of every added token (special or not)."""
+        return [token.content for token in self.backend.get_added_tokens_decoder().values()]
+
     def adds_bos(self) -> bool:
         """Whether the tokenizer's own post-processor starts every text with its BOS token."""
         ids = self.backend.encode("", add_special_tokens=True).ids

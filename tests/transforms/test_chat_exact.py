@@ -182,9 +182,9 @@ def test_eos_and_bos_when_asked_for_a_template_without_them(tokenizers_dir):
     example = beamtok_example(str(TOKENIZER_DIR), messages, template=template, eos=True)
     trained = example["input_ids"][example["loss_mask"] == 1]
     assert trained[-1] == gpt2.eos_id and int((example["input_ids"] == gpt2.eos_id).sum()) == 1
-    assert (
-        gpt2.decode(trained) == "assistant: Paris.\n<|endoftext|>"
-    )  # no generation prompt: the whole turn is what it adds
+    # no generation prompt and no end-of-turn token: the message's own text is trained (the token
+    # holding the space before it straddles its edge, so it is trained too), then the EOS asked for
+    assert gpt2.decode(trained) == " Paris.<|endoftext|>"
 
 
 def test_a_token_merged_across_a_turns_edge_is_trained(tokenizers_dir):
