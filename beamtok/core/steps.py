@@ -24,6 +24,7 @@ from beamtok.transforms.bos_eos import ensure_bos_eos
 from beamtok.transforms.tokenize import Tokenizer, TokenizerRef
 
 if TYPE_CHECKING:
+    from beamtok.transforms.chat_masks import ChatTokenizer
     from beamtok.transforms.chat_spans import TrainedText
 
 __all__ = [
@@ -68,7 +69,11 @@ class StepContext:
     the loaded tokenizers and chat templates (loaded once per process by ``prepare``)."""
 
     def __init__(
-        self, url: str, on_error: str, tokenizers: dict[str, Tokenizer], chats: dict[str, TrainedText]
+        self,
+        url: str,
+        on_error: str,
+        tokenizers: dict[str, Tokenizer],
+        chats: dict[str, tuple[TrainedText, ChatTokenizer]],
     ) -> None:
         self.url = url
         self.on_error = on_error
@@ -78,8 +83,8 @@ class StepContext:
     def tokenizer(self, ref: TokenizerRef) -> Tokenizer:
         return self._tokenizers[ref.fingerprint]
 
-    def chat(self, step: Any) -> TrainedText:
-        """The rendered text and trained spans of a chat step's conversations."""
+    def chat(self, step: Any) -> tuple[TrainedText, ChatTokenizer]:
+        """A chat step's renderer of trained text, and its way to ids and masks."""
         return self._chats[step.render_key()]
 
     def fail(self, doc: Doc, reason: str, message: str) -> None:

@@ -8,17 +8,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from beamtok.base.errors import ConfigError
 from beamtok.base.sizes import MAX_SEQ_LEN, ROW_BYTES_PER_TOKEN, check_ceiling
 from beamtok.base.validate import check_choice, check_optional_int
 from beamtok.core.steps import MISSING, TRUNCATION_POLICIES, Doc, Step, StepContext, unencodable
 from beamtok.sources.documents import SkipReason
 from beamtok.transforms.chat_render import ChatRenderer
-from beamtok.transforms.chat_spans import mask_from_spans
 from beamtok.transforms.sft import TokenDoc, assemble_chat, assemble_sft
-from beamtok.transforms.tokenize import Tokenizer, TokenizerRef
+from beamtok.transforms.tokenize import TokenizerRef
 
 __all__ = ["ChatStep", "SftStep"]
 
@@ -156,7 +153,7 @@ class ChatStep(_SupervisedStep):
                 "this tokenize_chat step was made by a beamtok that found the trained turns by rendering each prefix of a "
                 "conversation; this one renders it once and reads the template's own markers: rebuild the cache"
             )
-        trained = ctx.chat(self)
+        trained, tokenized_chats = ctx.chat(self)
         convs: list[tuple[Doc, str, list[tuple[int, int]]]] = []
         for d in docs:
             messages = d.record.get(self.messages, MISSING)
@@ -187,51 +184,14 @@ class ChatStep(_SupervisedStep):
                 continue
             convs.append((d, text, spans))
         tok = ctx.tokenizer(self.tokenizer)
-        wholes = tok.encode_batch([text for _, text, _ in convs], add_special_tokens=False)
-        pieces = iter(
-            tok.encode_batch([p for _, text, spans in convs for p, _ in _cut(text, spans)], add_special_tokens=False)
-        )
         bos = tok.bos_id if self.bos else None
         eos = tok.eos_id if self.eos else None
-        for (d, text, spans), whole in zip(convs, wholes):
-            cut = _cut(text, spans)
-            mask = _chat_mask(tok, text, spans, cut, [next(pieces) for _ in cut], whole)
+        tokenized = tokenized_chats([(text, spans) for _, text, spans in convs])
+        for (d, _, _), (ids, mask) in zip(convs, tokenized):
             built = assemble_chat(
-                whole, mask, bos_id=bos, eos_id=eos, max_length=self.max_length, truncation=self.truncation
+                ids, mask, bos_id=bos, eos_id=eos, max_length=self.max_length, truncation=self.truncation
             )
             self._set_tokens(d, built)
-
-
-def _cut(text: str, spans: list[tuple[int, int]]) -> list[tuple[str, bool]]:
-    """``text`` in pieces, each marked trained or not, at the spans' edges."""
-    pieces, at = [], 0
-    for start, end in spans:
-        pieces += [(text[at:start], False), (text[start:end], True)]
-        at = end
-    pieces.append((text[at:], False))
-    return [(piece, train) for piece, train in pieces if piece]
-
-
-def _chat_mask(
-    tok: Tokenizer,
-    text: str,
-    spans: list[tuple[int, int]],
-    cut: list[tuple[str, bool]],
-    pieces: list[np.ndarray],
-    whole: np.ndarray,
-) -> np.ndarray:
-    """The loss mask of a conversation tokenized whole (``whole``). Where its pieces
-    tokenized apart give the same ids, the spans' edges are token edges and the mask follows
-    them; where a token merges text across an edge, each token's character span decides
-    (:func:`~beamtok.transforms.chat_spans.mask_from_spans`, ``transformers``' rule)."""
-    if sum(len(p) for p in pieces) == len(whole) and np.array_equal(np.concatenate(pieces), whole):
-        return np.concatenate([np.full(len(p), int(train), np.int8) for p, (_, train) in zip(pieces, cut)])
-    encoding = tok.backend.encode(text, add_special_tokens=False)
-    if encoding.ids != whole.tolist():  # the fast path is exact; a difference is a bug to be seen, not masked over
-        raise AssertionError(
-            f"tokenizer {tok.name!r}: the fast path and tokenizers disagree on a rendered conversation"
-        )
-    return mask_from_spans(encoding.offsets, spans)
 
 
 def _is_conversation(messages: Any) -> bool:

@@ -20,6 +20,7 @@ from beamtok.shards.packing import packed
 from beamtok.sources.documents import RawDocument
 from beamtok.sources.readers import read_documents
 from beamtok.sources.urls import Shard
+from beamtok.transforms.chat_masks import ChatTokenizer
 from beamtok.transforms.chat_spans import TrainedText
 from beamtok.transforms.sft import TokenDoc
 from beamtok.transforms.tokenize import Tokenizer, resolve_tokenizer
@@ -42,7 +43,7 @@ class ShardProcessor:
         """
         self.spec = spec
         self._tokenizers: dict[str, Tokenizer] = {}
-        self._chats: dict[str, TrainedText] = {}
+        self._chats: dict[str, tuple[TrainedText, ChatTokenizer]] = {}
 
     def prepare(self) -> None:
         """Load the tokenizers the spec names (once per process); run() calls it lazily."""
@@ -52,7 +53,8 @@ class ShardProcessor:
                 self._tokenizers[ref.fingerprint] = resolve_tokenizer(ref)
             if ref is not None and isinstance(step, ChatStep) and step.render_key() not in self._chats:
                 tok = self._tokenizers[ref.fingerprint]
-                self._chats[step.render_key()] = TrainedText(step.renderer(), tok.added_tokens(), tok.eos_token)
+                trained = TrainedText(step.renderer(), tok.added_tokens(), tok.eos_token)
+                self._chats[step.render_key()] = (trained, ChatTokenizer(tok))
 
     def run(self, shard: Shard, start: ShardCursor | None = None) -> Iterator[Produced]:
         """Yield the examples of ``shard`` from ``start`` on, each with the cursor after it.

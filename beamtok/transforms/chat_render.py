@@ -19,6 +19,7 @@ wherever the block's text reaches the output as rendered.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +33,7 @@ SPAN_START = "\U000f0000"  # private use: never in a tokenizer's vocabulary, nev
 SPAN_END = "\U000f0001"
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 TEMPLATE_ARGUMENTS = ("messages", "add_generation_prompt")
+_SENTINEL = re.compile(f"[{SPAN_START}{SPAN_END}]")
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,6 @@ class Rendered:
 
 def has_generation_blocks(source: str) -> bool:
     """Whether the template marks what is trained with ``{% generation %}``."""
-    import re
-
     return re.search(r"\{%-?\s*generation\s*-?%\}", source) is not None
 
 
@@ -145,7 +145,7 @@ def _unmarked(marked: str) -> Rendered:
     pieces: list[str] = []
     spans: list[tuple[int, int]] = []
     at = length = depth = start = 0
-    for index in (i for i, c in enumerate(marked) if c in (SPAN_START, SPAN_END)):
+    for index in (found.start() for found in _SENTINEL.finditer(marked)):
         pieces.append(marked[at:index])
         length += index - at
         if marked[index] == SPAN_START:

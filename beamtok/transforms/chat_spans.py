@@ -231,7 +231,7 @@ def _closed(text: str, end: int, limit: int, closers: Sequence[str]) -> int:
             at += 1
 
 
-def mask_from_spans(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]) -> np.ndarray:
+def mask_from_spans(offsets: Sequence[tuple[int, int]] | np.ndarray, spans: Sequence[tuple[int, int]]) -> np.ndarray:
     """The loss mask of a conversation tokenized whole: a token is trained when its character
     span ends after a trained span's start and starts before its end (the rule
     ``transformers``' ``assistant_masks`` follows, so a token straddling an edge is trained).
@@ -242,13 +242,14 @@ def mask_from_spans(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[in
     Returns:
         One int8 a token.
     """
-    mask = np.zeros(len(offsets), np.int8)
-    k = 0
-    for i, (start, end) in enumerate(offsets):
-        while k < len(spans) and start >= spans[k][1]:
-            k += 1
-        if k == len(spans):
-            break
-        if end > spans[k][0]:
-            mask[i] = 1
+    if not len(offsets) or not len(spans):
+        return np.zeros(len(offsets), np.int8)
+    bounds = np.asarray(offsets, np.int64).reshape(-1, 2)
+    starts = np.asarray([s for s, _ in spans], np.int64)
+    ends = np.asarray([e for _, e in spans], np.int64)
+    # the first span ending after the token starts (the furthest start so far: the walk never goes back)
+    k = np.searchsorted(ends, np.maximum.accumulate(bounds[:, 0]), side="right")
+    inside = k < len(spans)
+    mask = np.zeros(len(bounds), np.int8)
+    mask[inside] = bounds[inside, 1] > starts[k[inside]]
     return mask

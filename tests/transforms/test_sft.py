@@ -268,3 +268,18 @@ def test_unpacked_sft_cache_packs_at_read_time_like_on_the_fly(tmp_path, tokeniz
     it = fly().iter()
     list(it)
     assert it.stats()["documents"]["skipped"]["too_long"] > 0
+
+
+def test_eos_dedup_reads_only_the_trained_turn():
+    from beamtok.transforms.sft import assemble_chat
+
+    eos = 9
+    # an untrained EOS right after the turn (a template's separator) does not count as the turn's own
+    ids, mask = [1, 2, 3, eos, 4, 5], [0, 1, 1, 0, 0, 1]
+    doc, truncated = assemble_chat(ids, mask, bos_id=None, eos_id=eos, max_length=None, truncation="drop")
+    assert doc.ids.tolist() == [1, 2, 3, eos, eos, 4, 5, eos] and not truncated
+    assert doc.mask.tolist() == [0, 1, 1, 1, 0, 0, 1, 1]
+    # the assistant's own text ends with the EOS string (tokenized as EOS, trained): nothing is added
+    ids, mask = [1, 2, eos, 4, 5, eos], [0, 1, 1, 0, 1, 1]
+    doc, _ = assemble_chat(ids, mask, bos_id=None, eos_id=eos, max_length=None, truncation="drop")
+    assert doc.ids.tolist() == ids and doc.mask.tolist() == mask

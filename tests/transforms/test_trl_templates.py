@@ -188,3 +188,29 @@ def test_template_kwargs_enter_the_fingerprint(directory):
     )
     dated = Dataset.from_sequence([]).tokenize_chat(directory, template=template, date="2026-12-07")
     assert len({plain.spec.fingerprint, thinking_off.spec.fingerprint, dated.spec.fingerprint}) == 3
+
+
+def test_offsets_from_bytes_are_the_offsets_tokenizers_gives(directory):
+    import numpy as np
+
+    from beamtok import load_tokenizer
+    from beamtok.transforms.chat_masks import byte_lengths, offsets_from_bytes
+    from beamtok.transforms.chat_spans import mask_from_spans
+
+    from conftest import real_paragraphs
+
+    tok = load_tokenizer(directory)
+    lengths = byte_lengths(tok)
+    assert lengths is not None  # GPT-2's byte-level vocabulary
+    texts = [
+        *real_paragraphs(30),
+        "<|im_start|>user\nnaïve café 😀🇫🇷 漢字  \n\n<|im_end|>\n",
+        "a\u00a0b\r\n\t<think>x</think>",
+    ]
+    for text in texts:
+        encoding = tok.backend.encode(text, add_special_tokens=False)
+        offsets = offsets_from_bytes(lengths, text, np.asarray(encoding.ids))
+        assert offsets is not None and offsets.tolist() == [list(o) for o in encoding.offsets], text[:40]
+        spans = [(3, 9), (20, 21), (len(text) - 5, len(text))]
+        assert mask_from_spans(offsets, spans).tolist() == mask_from_spans(encoding.offsets, spans).tolist()
+    assert offsets_from_bytes(lengths, "abc", np.asarray(tok.backend.encode("abd").ids)[:1]) is None  # bytes short
