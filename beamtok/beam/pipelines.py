@@ -39,11 +39,16 @@ def make_pipeline(beam_args: Sequence[str]) -> beam.Pipeline:
         beam_args: Beam's command-line options (``--runner=DataflowRunner``, ``--project=...``).
 
     Raises:
-        ConfigError: The runner refused its options (a missing project or region...).
+        ConfigError: The runner refused its options (a missing project or region...), or a Dask
+            build has no scheduler that answers (``beamtok.beam.dask_options``).
     """
-    from beamtok.beam.options import runner_name
+    from beamtok.beam.dask_options import check_dask_args
+    from beamtok.beam.options import DASK_RUNNER, runner_name
 
-    options = PipelineOptions(runner_name(list(beam_args)))
+    args = runner_name(list(beam_args))
+    options = PipelineOptions(args)
+    if options.view_as(StandardOptions).runner == DASK_RUNNER:
+        check_dask_args(args)
     if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
         from beamtok.beam.local_runner import LocalRunner
 

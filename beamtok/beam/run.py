@@ -20,6 +20,7 @@ from beamtok.base.errors import CacheError, ConfigError
 from beamtok.base.gc_pause import gc_paused
 from beamtok.base.scratch import scratch_directory
 from beamtok.beam.build import BuildCache
+from beamtok.beam.dask_options import lost_scheduler
 from beamtok.beam.options import check_beam_args
 from beamtok.beam.pipelines import beam_counters, is_local, pipeline_for
 from beamtok.beam.worker_count import fitted_worker_args
@@ -136,6 +137,8 @@ def run_cache(
                     stack.enter_context(_environment(PROGRESS_DIR_ENV, directory))
                     monitor = BuildProgress(storage, len(shards), directory, enabled=progress, stream=stream)
                     monitor.start()
+                # a lost Dask scheduler is said in one line below, not in the client's tracebacks
+                stack.enter_context(_quiet_logger("distributed.client"))
                 try:
                     result = pipeline.run()
                     result.wait_until_finish()
@@ -143,7 +146,8 @@ def run_cache(
                     if monitor is not None:
                         monitor.stop()
             if not storage.exists(MANIFEST):
-                raise CacheError(f"{output}: the pipeline finished but wrote no {MANIFEST}")
+                lost = lost_scheduler(beam_args)
+                raise CacheError(f"{output}: {lost or f'the pipeline finished but wrote no {MANIFEST}'}")
             manifest = read_manifest(storage)
     counters = beam_counters(result)
     log.debug("Beam counters %s", json.dumps(counters, sort_keys=True))
@@ -151,3 +155,15 @@ def run_cache(
     if on_counters is not None and counters:
         on_counters(counters)
     return manifest
+
+
+@contextlib.contextmanager
+def _quiet_logger(name: str) -> Iterator[None]:
+    """``name``'s log records below CRITICAL dropped while the block runs."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

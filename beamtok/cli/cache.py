@@ -272,3 +272,10 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
             "tokens",
         )
         click.echo("Beam counters: " + ", ".join(f"{name} {counters.get(name, 0):,}" for name in shown))
+    elif not quiet:  # a runner that reports no metrics (Dask): the same figures, from the manifest
+        documents = totals["documents"]
+        click.echo(
+            f"counters (from the manifest; the runner reports no Beam counters): shards {totals['shards']:,}, "
+            f"documents {documents['read']:,}, skipped_documents {sum(documents['skipped'].values()):,}, "
+            f"examples {totals['rows']:,}, tokens {totals['tokens']:,}"
+        )

@@ -158,6 +158,43 @@ def test_a_dask_cluster_builds_the_local_cache_byte_for_byte(cluster, inputs, lo
     short = build(inputs, tmp_path / "dask-short", *on_dask(cluster))  # --runner=DaskRunner: the short name works too
     assert short.returncode == 0, short.stderr[-3000:]
     assert files_of(tmp_path / "dask-short") == local
+    # the runner reports no Beam counters: the build's figures are printed from the manifest instead
+    assert "counters (from the manifest; the runner reports no Beam counters): shards " in short.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--runner=DaskRunner"], "--runner=DaskRunner needs --dask_client_address=HOST:PORT"),
+        (["--runner=DaskRunner", "--dask_client_address=127.0.0.1:PORT"], "cannot reach the Dask scheduler at 127.0.0.1:"),
+        (["--runner=DaskRunner", "--dask_client_address=tcp://127.0.0.1:1", "--dask_partition_size=0"], "--dask_partition_size=0: a whole number of at least 1"),
+    ],
+    ids=["no_address", "nobody_there", "partition_size_0"],
+)  # fmt: skip
+def test_dask_mistakes_are_one_line_at_once_and_write_nothing(inputs, tmp_path, options, says):
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    done = build(inputs, tmp_path / "out", *(o.replace("PORT", str(port)) for o in options))
+    assert done.returncode != 0 and time.monotonic() - started < 25
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]  # nothing written
+
+
+def test_a_lost_scheduler_is_named_as_such():
+    import socket
+
+    from beamtok.beam.dask_options import lost_scheduler
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        args = ["--runner=DaskRunner", f"--dask_client_address={address}"]
+        assert lost_scheduler(args) is None  # it still answers: the build failed for another reason
+    said = lost_scheduler(args)
+    assert said is not None and said.startswith(f"the Dask scheduler at {address} was lost during the build (")
+    assert lost_scheduler(["--direct_num_workers=2"]) is None
 
 
 def test_a_worker_killed_mid_build_leaves_the_same_cache(cluster, inputs, local, tmp_path):
