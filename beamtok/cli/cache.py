@@ -212,6 +212,10 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         return
     options = {**CACHE_DEFAULTS, **load_cache_config(config_path)}
     options.update({k: v for k, v in flags.items() if v is not None})
+    if options.get("megatron"):  # documents whole, an EOD after each, as Megatron's preprocess_data.py --append-eod
+        if options.get("pack") is None:
+            options["pack"] = "none"
+        options["bos"] = bool(flags.get("bos"))
     # Options click does not know land among the URLs, in command-line order; Beam's parser
     # decides which are its options (and which next token is an option's value).
     own = [name for param in ctx.command.params for name in param.opts if name.startswith("-")]
@@ -238,6 +242,9 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
 
     if is_dry_run(beam_args):
         show_job_plan(ds, options, beam_args)
+        return
+    if options.get("megatron"):
+        _write_megatron(ds, options["output"], beam_args, quiet)
         return
     from beamtok.beam.run import run_cache
 
@@ -278,4 +285,18 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
             f"counters (from the manifest; the runner reports no Beam counters): shards {totals['shards']:,}, "
             f"documents {documents['read']:,}, skipped_documents {sum(documents['skipped'].values()):,}, "
             f"examples {totals['rows']:,}, tokens {totals['tokens']:,}"
+        )
+
+
+def _write_megatron(ds: Any, prefix: str, beam_args: list[str], quiet: bool) -> None:
+    """``beamtok cache --megatron``: ``Dataset.to_megatron(prefix)`` with these Beam options."""
+    options: dict[str, Any] = {}
+    for arg in beam_args:
+        name, has_value, value = arg[2:].partition("=")
+        options[name] = value if has_value else True
+    written = ds.to_megatron(prefix, **options)
+    if not quiet:
+        click.echo(
+            f"megatron {prefix}: {written['documents']:,} documents, {written['tokens']:,} tokens as {written['dtype']} "
+            f"({', '.join(written['files'])})"
         )

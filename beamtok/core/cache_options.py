@@ -85,6 +85,7 @@ CACHE_OPTIONS: tuple[CacheOption, ...] = (
     CacheOption("cache", "Data configs: the directory this dataset is cached in (as it streams, or by `beamtok cache --config`).", scope="config", command_line=False),
     CacheOption("output", "Cache directory (local path, gs://... or s3://...).", scope="build"),
     CacheOption("overwrite", "Replace a cache built with another spec.", False, flag=True, scope="build"),
+    CacheOption("megatron", "Write Megatron-Core's indexed dataset OUTPUT.bin and OUTPUT.idx (OUTPUT is their prefix) instead of a Parquet cache: what Dataset.to_megatron writes, one sequence a document, an EOS after each (--bos adds BOS too), no packing.", False, flag=True, scope="build"),
     CacheOption("row_group_rows", "Rows per Parquet row group (small groups: cheaper random access).", type=int, scope="build"),
     CacheOption("row_group_bytes", "Bytes of tokens per Parquet row group. [default: 8388608]", type=int, scope="build"),
     CacheOption("parquet_compat", "Write shard files every Parquet reader opens (snappy instead of zstd: fastparquet, Spark, BigQuery, Hive...).", False, flag=True, scope="build"),

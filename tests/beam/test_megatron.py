@@ -133,3 +133,23 @@ def test_the_index_reader_refuses_what_is_not_one(tmp_path):
     (tmp_path / "x.idx").write_bytes(b"not an index")
     with pytest.raises(CacheError, match="not a Megatron index"):
         read_index(str(tmp_path / "x.idx"))
+
+
+def test_the_cli_writes_what_to_megatron_writes(written):
+    from click.testing import CliRunner
+
+    from beamtok.cli.app import main
+
+    root, prefix, report = written
+    out = str(root / "cli_text_document")
+    result = CliRunner().invoke(
+        main, ["cache", *FILES, "--tokenizer", str(TOKENIZER_DIR), "--megatron", "--output", out]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"megatron {out}: {report['documents']:,} documents, {report['tokens']:,} tokens as uint16" in result.output
+    for suffix in (".bin", ".idx"):
+        assert open(out + suffix, "rb").read() == open(prefix + suffix, "rb").read()
+    packed = CliRunner().invoke(
+        main, ["cache", *FILES, "--tokenizer", str(TOKENIZER_DIR), "--megatron", "--pack", "concat_chunk", "--seq-len", "64", "--output", out]
+    )  # fmt: skip
+    assert packed.exit_code == 2 and "Megatron packs its own samples" in packed.output
