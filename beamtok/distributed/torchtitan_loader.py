@@ -22,6 +22,8 @@ the loader is built with ``group=`` (its data-parallel mesh dimension).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +45,8 @@ from beamtok.dataset.dataset import Dataset
 from beamtok.distributed.torch_loader import DistributedLoader
 
 __all__ = ["BeamtokDataLoader", "torchtitan_batch"]
+
+log = logging.getLogger(__name__)
 
 BATCHING_STAGES = ("batch", "batch_tokens")
 
@@ -174,5 +178,10 @@ def _stream_at(path: str | None) -> Dataset:
     if path.endswith((".yaml", ".yml")):
         from beamtok.dataset.config import load_config
 
-        return load_config(path).train
+        train = load_config(path).train
+        stages = train.pipeline.stages
+        if stages and stages[-1].NAME in BATCHING_STAGES:  # torchtitan's local_batch_size batches instead
+            log.info("%s: the train stream's batch stage is left out; torchtitan's local_batch_size batches", path)
+            return Dataset(dataclasses.replace(train.pipeline, stages=stages[:-1]))
+        return train
     return Dataset.from_cache(path)

@@ -15,7 +15,7 @@ import pytest
 
 from beamtok import ConfigError, Dataset
 
-from conftest import real_paragraphs, run_torchrun, small_vocab_tokenizer, write_jsonl
+from conftest import ROOT, real_paragraphs, run_torchrun, small_vocab_tokenizer, write_jsonl
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchtitan")
@@ -95,3 +95,11 @@ def test_a_stream_that_batches_itself_or_rows_of_another_length_are_refused(tmp_
         next(iter(loader))
     with pytest.raises(ConfigError, match="dataset_path"):
         BeamtokDataLoader.Config().build(dp_world_size=1, dp_rank=0, local_batch_size=2)
+
+
+def test_a_data_config_that_batches_is_batched_by_local_batch_size():
+    config = BeamtokDataLoader.Config(dataset_path=str(ROOT / "examples" / "data.yaml"), even=None)
+    loader = config.build(dp_world_size=1, dp_rank=0, tokenizer=None, seq_len=1023, local_batch_size=3)
+    inputs, labels = next(iter(loader))  # the file says batch: 8 and seq_len: 1024
+    assert inputs["input"].shape == labels.shape == (3, 1023)
+    loader.loader.close()
