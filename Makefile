@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine: `make demo` and `make test`.
-# Both create .venv, install torch==2.13.0 first (a CPU wheel that lies on disk here; any
-# other torch request may pull a multi-GB CUDA build), then beamtok with all its extras.
+# Both create .venv. `make demo` installs only what the demo runs (beamtok with Beam and
+# matplotlib); `make test` (make setup) installs torch==2.13.0 first (a CPU wheel that lies on
+# disk here; any other torch request may pull a multi-GB CUDA build), then every extra.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -11,8 +12,17 @@ KERNELS_STAMP := $(VENV)/.beamtok-kernels
 
 setup: $(STAMP) $(KERNELS_STAMP)
 
+# what the demo runs, alone: the Beam build, the stats plot; no torch, test or trainer packages
+# (make setup, and so make test, installs the rest into the same .venv)
+DEMO_STAMP := $(VENV)/.beamtok-demo
+$(DEMO_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[beam,plot]'
+	touch $(DEMO_STAMP)
+
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[all,dev]'
@@ -33,7 +43,7 @@ $(KERNELS_STAMP): $(STAMP) $(wildcard beamtok/engines/*.py)
 
 DEMO_INPUTS := 'data/corpus/shakespeare-{00..03}.jsonl' 'data/corpus/shakespeare-*.jsonl.gz' 'data/corpus/pydocs-*.jsonl.zst'
 
-demo: setup
+demo: $(DEMO_STAMP)
 	$(BIN)/beamtok demo
 	$(BIN)/beamtok cache $(DEMO_INPUTS) --output build/demo-cache --tokenizer data/tokenizers/gpt2 --seq-len 1024
 	$(BIN)/beamtok head build/demo-cache
@@ -83,7 +93,7 @@ test: lint typecheck docs unit floor
 bench: setup
 	$(BIN)/pip install --quiet epochraft bpe-openai
 	test -x build/litdata-venv/bin/python || (python3 -m venv build/litdata-venv && build/litdata-venv/bin/pip install --quiet 'torch==2.13.0' litdata pyarrow)
-	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py && ../$(BIN)/python fast_path.py --mb 40 --tokenizers gpt2,cl100k,o200k,qwen2,llama3-form --corpora prose,code && ../$(BIN)/python fast_path.py --mb 5 --tokenizers sp-bpe-metaspace,sp-bpe-prepend,wordpiece,unigram,llama3,cl100k-today --corpora prose,code --out fast_path_families.json && ../$(BIN)/python engines.py --mb 10 && ../$(BIN)/python engines.py --mb 10 --corpus code --out engines_code.json && ../$(BIN)/python as_you_go.py --mb 100 && ../$(BIN)/python beam_scale.py --mb 160 --rounds 3 && ../$(BIN)/python beam_scale.py --mb 640 --rounds 1 --out beam_scale_640.json --min-ratio 1.7 && ../$(BIN)/python shuffle_read.py --mb 40 && ../$(BIN)/python spread_read.py && ../$(BIN)/python internet_scale.py && ../$(BIN)/python packing.py --mb 10 && ../$(BIN)/python step_access.py && ../$(BIN)/python rank_states.py && ../$(BIN)/python parquet_encoding.py && ../$(BIN)/python build_cost.py --mb 40 --rounds 3 && ../$(BIN)/python dask_build.py --mb 80 --rounds 3 && ../$(BIN)/python read_vs_litdata.py --mb 40 --rounds 3 && ../$(BIN)/python tokenizer_copy.py && ../$(BIN)/python dataloader_ceiling.py && ../$(BIN)/python worker_start.py
+	cd benchmarks && ../$(BIN)/python run_all.py && ../$(BIN)/python resume.py && ../$(BIN)/python scale.py && ../$(BIN)/python fast_path.py --mb 40 --tokenizers gpt2,cl100k,o200k,qwen2,llama3-form --corpora prose,code && ../$(BIN)/python fast_path.py --mb 5 --tokenizers sp-bpe-metaspace,sp-bpe-prepend,wordpiece,unigram,llama3,cl100k-today --corpora prose,code --out fast_path_families.json && ../$(BIN)/python engines.py --mb 10 && ../$(BIN)/python engines.py --mb 10 --corpus code --out engines_code.json && ../$(BIN)/python as_you_go.py --mb 100 && ../$(BIN)/python beam_scale.py --mb 160 --rounds 3 && ../$(BIN)/python beam_scale.py --mb 640 --rounds 1 --out beam_scale_640.json --min-ratio 1.7 && ../$(BIN)/python shuffle_read.py --mb 40 && ../$(BIN)/python spread_read.py && ../$(BIN)/python internet_scale.py && ../$(BIN)/python packing.py --mb 10 && ../$(BIN)/python step_access.py && ../$(BIN)/python rank_states.py && ../$(BIN)/python parquet_encoding.py && ../$(BIN)/python build_cost.py --mb 40 --rounds 3 && ../$(BIN)/python dask_build.py --mb 80 --rounds 3 && ../$(BIN)/python read_vs_litdata.py --mb 40 --rounds 3 && ../$(BIN)/python tokenizer_copy.py && ../$(BIN)/python dataloader_ceiling.py && ../$(BIN)/python worker_start.py && ../$(BIN)/python chat_tokenize.py --conversations 10000 --rounds 3
 
 # kill/resume soaks: 10x the shipped corpus, consumer SIGKILLed at random moments; then a mix
 # of 3 sources read by 1, 2 or 4 ranks, the world size changing at random restarts; then the

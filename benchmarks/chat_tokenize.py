@@ -133,7 +133,16 @@ def main() -> None:
             sides = ("beamtok", "transformers") if round_number % 2 == 0 else ("transformers", "beamtok")
             got = {
                 side: measured(
-                    [sys.executable, __file__, "--side", side, "--template", template, "--conversations", str(args.conversations)],
+                    [
+                        sys.executable,
+                        __file__,
+                        "--side",
+                        side,
+                        "--template",
+                        template,
+                        "--conversations",
+                        str(args.conversations),
+                    ],
                     f"{side} on {template}",
                     env=env,
                     cwd=ROOT,
