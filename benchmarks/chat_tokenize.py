@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, WORK, machine_line, measured, shipped_documents, write_results  # noqa: E402
+from common import ROOT, WORK, machine_line, measured, shipped_documents, write_results
 
 TEMPLATES = ("qwen2_5_training", "qwen3", "llama3_training", "gptoss")
 
