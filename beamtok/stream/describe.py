@@ -4,7 +4,8 @@ A state carries the stream and spec fingerprints; a mismatch alone says only tha
 differs. Beside them the state keeps each part those fingerprints cover: the stream options
 and stages in its plan (``beamtok.stream.plan``), whole; the root's data in ``about`` (the mix
 plan, the shard list, the input format, each per-document step, the packing, the error policy),
-short parts as their values, long ones (a shard list) as a short hash. Comparing them with the current parts names what changed, old
+short parts as their values, long ones as a short hash (a shard list with its count and its
+first and last URL, so a refusal names both lists). Comparing them with the current parts names what changed, old
 and new, e.g. ``packing: seq_len 1024 → 2048`` or ``stage 1 (shuffle): seed 0 → 1``.
 """
 
@@ -34,7 +35,15 @@ def describe(pipeline: Pipeline) -> dict[str, Any]:
 
 def _kept(value: Any) -> Any:
     text = json.dumps(value, sort_keys=True)
-    return [json.loads(text)] if len(text) <= KEPT_CHARS else _hash(value)
+    if len(text) <= KEPT_CHARS:
+        return [json.loads(text)]
+    if _is_shard_list(value):  # its ends, to name both lists in a refusal
+        return {"count": value["count"], "first": value["urls"][0], "last": value["urls"][-1], "hash": _hash(value)}
+    return _hash(value)
+
+
+def _is_shard_list(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("urls"), list) and bool(value["urls"])
 
 
 def _hash(value: Any) -> str:
@@ -44,7 +53,9 @@ def _hash(value: Any) -> str:
 def _same(saved: Any, value: Any) -> bool:
     if isinstance(saved, list) and len(saved) == 1:
         return json.dumps(saved[0], sort_keys=True) == json.dumps(value, sort_keys=True)
-    return saved == _hash(value)
+    if isinstance(saved, dict) and "hash" in saved:
+        return bool(saved["hash"] == _hash(value))
+    return bool(saved == _hash(value))
 
 
 def changes(saved: Any, pipeline: Pipeline, plan: dict[str, Any] | None = None) -> str:
@@ -64,6 +75,10 @@ def changes(saved: Any, pipeline: Pipeline, plan: dict[str, Any] | None = None) 
             old = saved[name]
             if isinstance(old, list) and len(old) == 1:
                 lines.append(f"{name}: {_difference(old[0], value)}")
+            elif isinstance(old, dict) and "first" in old and _is_shard_list(value):
+                lines.append(
+                    f"{name}: {_ends(old['count'], old['first'], old['last'])} → {_ends(value['count'], value['urls'][0], value['urls'][-1])}"
+                )
             else:
                 lines.append(f"{name} (now {_show(value)})")
     for name in saved:
@@ -78,6 +93,10 @@ def changes(saved: Any, pipeline: Pipeline, plan: dict[str, Any] | None = None) 
         return ""
     shown = "; ".join(lines[:SHOWN]) + (f"; and {len(lines) - SHOWN} more" if len(lines) > SHOWN else "")
     return f"changed since the state was saved: {shown}"
+
+
+def _ends(count: int, first: str, last: str) -> str:
+    return f"{count} shards, {first}" + (f" ... {last}" if count > 1 else "")
 
 
 def _difference(old: Any, new: Any) -> str:
@@ -99,8 +118,8 @@ _ABSENT: Any = _Absent()
 def _show(value: Any) -> str:
     if value is _ABSENT:
         return "absent"
-    if isinstance(value, dict) and "urls" in value:
-        return f"{value['count']} shards, {value['urls'][0]}{' ...' if value['count'] > 1 else ''}"
+    if _is_shard_list(value):
+        return _ends(value["count"], value["urls"][0], value["urls"][-1])
     if isinstance(value, dict):
         text = ", ".join(f"{k}={_show(v)}" for k, v in value.items())
     else:

@@ -196,3 +196,23 @@ def test_a_cut_file_keeps_its_cut_on_a_resume_with_fewer_readers_than_files(one_
     assert states[0]["plan"]["root"]["ranges"] == "auto"
     rest = list(ds.iter(states))  # one reader: the files would not be cut, the saved cut is kept
     assert len(rest) + 2 == len(rows(ds.cut_files("auto")))
+
+
+def test_a_state_refused_for_another_shard_list_names_both_lists(one_file, monkeypatch):
+    import os
+
+    from beamtok import StateError
+
+    monkeypatch.chdir(os.path.dirname(one_file))
+    relative = os.path.basename(one_file)
+    saved = packed(Dataset.from_files(relative, split_bytes="auto")).iter()
+    next(saved)
+    state = json.loads(json.dumps(saved.state_dict()))
+    Path(one_file).with_name("other.jsonl").write_bytes(Path(one_file).read_bytes())
+    elsewhere = packed(Dataset.from_files(str(Path(one_file).with_name("other.jsonl")), split_bytes="auto"))
+    with pytest.raises(StateError) as refused:
+        elsewhere.iter(state)
+    message = str(refused.value)
+    count = len(elsewhere.shards)
+    assert f"shard list: {count} shards, {relative}#range=0-" in message  # the saved list, by its ends
+    assert f" → {count} shards, {Path(one_file).with_name('other.jsonl')}#range=0-" in message  # and this one
