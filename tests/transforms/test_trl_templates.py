@@ -1,6 +1,8 @@
 """Every text chat template TRL ships (its ``chat_templates/`` folder, installed by the dev
 extra), rendered by ``tokenize_chat`` on multi-turn conversations with and without system
-prompts, reasoning and tool calls: the ids equal ``apply_chat_template(tokenize=True)``; with
+prompts, reasoning and tool calls, on the fly and from a cache (the files a build writes; three
+templates through ``beamtok cache --records chat`` itself): the ids equal
+``apply_chat_template(tokenize=True)``; with
 each ``*_training.jinja`` twin the loss mask equals ``transformers``' ``assistant_masks``; with a
 template without markers, every assistant message's text is trained and no user text is."""
 
@@ -16,7 +18,7 @@ import pytest
 
 from beamtok import Dataset
 
-from conftest import TOKENIZER_DIR
+from conftest import TOKENIZER_DIR, cache_without_beam, write_jsonl
 
 pytest.importorskip("transformers")
 SPEC = importlib.util.find_spec("trl")
@@ -119,19 +121,23 @@ def kwargs_of(name: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("path", TEXT_TEMPLATES, ids=[p.stem for p in TEXT_TEMPLATES])
-def test_every_trl_template_gives_apply_chat_templates_ids_and_masks(directory, path):
+def test_every_trl_template_gives_apply_chat_templates_ids_and_masks(directory, path, tmp_path):
     source = path.read_text()
     compared = 0
+    kwargs_seen: list[dict[str, Any]] = []
     for kwargs in kwargs_of(path.stem):
         cases = [(m, reference(directory, source, m, kwargs)) for m in CONVERSATIONS]
         cases = [(m, want) for m, want in cases if want is not None]
         if not cases:
             continue
-        ds = Dataset.from_sequence([{"messages": m} for m, _ in cases]).tokenize_chat(
-            directory, template=source, template_kwargs=kwargs
-        )
+        records = write_jsonl(tmp_path / f"chat-{len(kwargs_seen)}.jsonl", [{"messages": m} for m, _ in cases])
+        ds = Dataset.from_files(str(records)).tokenize_chat(directory, template=source, template_kwargs=kwargs)
         got = list(ds)
         assert len(got) == len(cases), f"{path.stem} {kwargs}: beamtok skipped a conversation transformers renders"
+        cached = list(cache_without_beam(ds, str(tmp_path / f"cache-{len(kwargs_seen)}")))  # the files a build writes
+        kwargs_seen.append(kwargs)
+        assert [c["input_ids"].tolist() for c in cached] == [g["input_ids"].tolist() for g in got]
+        assert [c["loss_mask"].tolist() for c in cached] == [g["loss_mask"].tolist() for g in got]
         for (messages, (ids, mask)), example in zip(cases, got):
             assert example["input_ids"].tolist() == ids, f"{path.stem} {kwargs}: ids differ"
             if mask is not None:
