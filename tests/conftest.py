@@ -48,7 +48,7 @@ SLOW_MODULES = {
     "test_docs", "test_fast_path_as_downloaded", "test_fast_path_byte_level", "test_fast_path_cached_words", "test_global_shuffle", "test_jax_example", "test_fast_path_families",
     "test_global_shuffle_local_copy", "test_grain_example", "test_megatron", "test_notebooks", "test_packaging", "test_tokenize_workers", "test_parquet_compat", "test_progress", "test_range_pack",
     "test_s3_cache", "test_sentencepiece_files", "test_split_build", "test_torchrun_example", "test_training_loop", "test_worker_server", "test_torchtitan", "test_lightning", "test_byte_level_compiled",
-    "test_trainer", "test_kernel_warmup", "test_end_of_data", "test_end_of_data_ranks", "test_orphan_workers", "test_trl_templates",
+    "test_trainer", "test_kernel_warmup", "test_end_of_data", "test_end_of_data_ranks", "test_orphan_workers", "test_trl_templates", "test_few_shards",
 }  # fmt: skip
 
 

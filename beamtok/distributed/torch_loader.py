@@ -37,6 +37,7 @@ itself) states of another pipeline.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DistributedLoader"]
 
+log = logging.getLogger(__name__)
+
 
 class DistributedLoader(Stateful):
     """This rank's share of ``dataset`` through a ``StatefulDataLoader``; a DCP ``Stateful``
@@ -71,7 +74,11 @@ class DistributedLoader(Stateful):
 
     ``dataset``: a beamtok ``Dataset``, split here with ``shard_by_rank(rank, world_size,
     split=split, loader_workers=num_workers)`` (files fewer than the readers are cut into
-    ranges); or a function ``(rank, world_size) -> Dataset`` for pipelines that take the rank
+    ranges). ``split="auto"`` (the default) splits by shards where every reader gets one, and
+    otherwise by examples (a cache of fewer shards than readers: every reader reads each row and
+    keeps its share); a resume keeps the split its states were saved with, whatever the new
+    world size, so states of one run always merge. Or ``dataset`` is
+    a function ``(rank, world_size) -> Dataset`` for pipelines that take the rank
     themselves (``balance_ranks``). ``rank``/``world_size`` default to ``group``'s: the
     data-parallel ranks the data is split over and the states are gathered from (the default
     group; with tensor or pipeline parallelism, the data-parallel group, or the data-parallel
@@ -91,7 +98,7 @@ class DistributedLoader(Stateful):
         self,
         dataset: Dataset | Callable[[int, int], Dataset],
         *,
-        split: str = "shards",
+        split: str = "auto",
         even: str | None = "drop",
         num_workers: int = 0,
         rank: int | None = None,
@@ -103,7 +110,7 @@ class DistributedLoader(Stateful):
 
         Args:
             dataset: A Dataset, or a function ``(rank, world_size) -> Dataset``.
-            split: ``"shards"`` or ``"examples"``: how the data is split over the readers.
+            split: ``"shards"``, ``"examples"`` or ``"auto"``: how the data is split over the readers (see above).
             even: ``"drop"``, ``"pad"`` or None (see above).
             num_workers: DataLoader workers a rank.
             rank: This rank (None: the group's).
@@ -127,6 +134,7 @@ class DistributedLoader(Stateful):
         self.world_size = world_size if world_size is not None else (dist.get_world_size(group) if distributed else 1)
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ConfigError(f"num_workers must be a whole number >= 0, got {num_workers!r}")
+        check_choice(split, "split", ("auto", "shards", "examples"))
         if even is not None:
             check_choice(even, "even", LOADER_EVEN_MODES)
             if self.world_size > 1 and not distributed:
@@ -138,13 +146,14 @@ class DistributedLoader(Stateful):
             dataset, "pipeline"
         )  # a function (rank, world_size) -> Dataset
         self._source = dataset
+        self.split = split
+        self.num_workers = num_workers
         if self._per_rank:
             self.dataset: Dataset = dataset(self.rank, self.world_size)  # type: ignore[operator]
         else:
-            self.dataset = dataset.shard_by_rank(self.rank, self.world_size, split=split, loader_workers=num_workers)  # type: ignore[union-attr]
+            self.dataset = self._split_by(split)
         # every rank reads the whole stream and keeps its share (balance_ranks): any rank's state resumes all
         self._replica = self.world_size > 1 and self.dataset.pipeline.reader.world_size == 1
-        self.num_workers = num_workers
         self.loader_options = {"batch_size": None, **loader_options}
         self._loader: StatefulLoader | None = None
         self._loaded: RankStates | None = None  # a checkpoint's states, applied when the loader is built
@@ -209,8 +218,24 @@ class DistributedLoader(Stateful):
         with whole.iter() as it:
             return default_convert(next(it))
 
+    def _split_by(self, split: str) -> Dataset:
+        """This rank's share of the whole dataset, split by ``split`` (``"auto"``: by shards
+        where there are enough for every reader, else by examples)."""
+        whole: Dataset = self._source  # type: ignore[assignment]
+        if split != "auto":
+            return whole.shard_by_rank(self.rank, self.world_size, split=split, loader_workers=self.num_workers)
+        try:
+            return whole.shard_by_rank(self.rank, self.world_size, split="shards", loader_workers=self.num_workers)
+        except ConfigError as refused:
+            log.info("%s; reading by examples instead (split='auto')", refused)
+            return whole.shard_by_rank(self.rank, self.world_size, split="examples", loader_workers=self.num_workers)
+
     def _build(self) -> StatefulLoader:
         saved = self._loaded
+        if saved is not None and self.split == "auto" and not self._per_rank:
+            saved_mode = next((s["split"].get("mode") for s in reader_states(*saved.loader_states)), None)
+            if saved_mode in ("shards", "examples") and saved_mode != self.dataset.pipeline.reader.mode:
+                self.dataset = self._split_by(saved_mode)  # the states merge only into the split they were saved by
         exact = saved is not None and saved.same_layout(self.world_size, self.num_workers)
         resume = reader_states(*saved.loader_states) if saved is not None and not exact else None
         adapter = self.dataset.to_torch(resume_from=resume)
