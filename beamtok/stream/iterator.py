@@ -90,7 +90,7 @@ class DatasetIterator:
     """
 
     KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline", "plan")
-    OPTIONAL_KEYS = ("about", "delivered", "skipped")  # a state with none of them still resumes
+    OPTIONAL_KEYS = ("about", "delivered", "skipped", "stream_by_location")  # a state with none of them still resumes
 
     def __init__(
         self, pipeline: Pipeline, split: ReaderSplit, state: IteratorState | dict[str, Any] | list[Any] | None = None
@@ -194,6 +194,10 @@ class DatasetIterator:
             world = self.split.world_size if split is None else split.world_size
             if saved is not None and state["stream"] == saved.stream_fingerprint_for(world):
                 stream_fp = state["stream"]
+        if state["spec"] == self._spec_fp and state["stream"] != stream_fp and "stream_by_location" in state:
+            world = self.split.world_size if split is None else split.world_size
+            if state["stream_by_location"] == self.pipeline.location_fingerprint_for(world):
+                stream_fp = state["stream"]  # the same files, their URLs spelled otherwise
         if state["spec"] != self._spec_fp or state["stream"] != stream_fp:
             what = "spec" if state["spec"] != self._spec_fp else "stream"
             changed = changes(state.get("about"), self.pipeline, plan_of(state))
@@ -251,6 +255,7 @@ class DatasetIterator:
         )
         if self._skipped:
             state["skipped"] = [list(r) for r in self._skipped]
+        state["stream_by_location"] = self.pipeline.location_fingerprint_for(self.split.world_size)
         return state
 
     @property

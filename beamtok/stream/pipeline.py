@@ -57,6 +57,22 @@ class Pipeline:
     def _fingerprints(self) -> dict[int, str]:
         return {}
 
+    def location_fingerprint_for(self, world_size: int) -> str:
+        """The stream fingerprint with local files named by where they are, not by how their
+        URLs are spelled: states of the same files spelled relative or absolute (or of a cache
+        and the files it was built from) agree on it."""
+        from beamtok.stream.roots.shards import urls_by_location
+
+        known = self._location_fingerprints
+        if world_size not in known:
+            with urls_by_location():
+                known[world_size] = self._stream_fingerprint(world_size)
+        return known[world_size]
+
+    @functools.cached_property
+    def _location_fingerprints(self) -> dict[int, str]:
+        return {}
+
     def _stream_fingerprint(self, world_size: int) -> str:
         reader = dataclasses.replace(self.reader, rank=0, world_size=world_size)
         even = {"even": self.even} if self.even is not None else {}

@@ -180,11 +180,14 @@ class IteratorState(_IteratorStateKeys, total=False):
     """A saved position (``DatasetIterator.state_dict()``), version 2: the format version, the
     spec and stream fingerprints, the reader's split, the nodes' positions (``pipeline``, each
     stage's state over its ``upstream``), the plan; and, for people and statistics, ``about``,
-    ``delivered`` and the ranges ``skip()`` passed over."""
+    ``delivered`` and the ranges ``skip()`` passed over; and ``stream_by_location``, the stream
+    fingerprint with files named by where they are, so a state crosses between spellings of
+    the same files."""
 
     about: dict[str, Any]
     delivered: DeliveredJSON
     skipped: list[list[int]]
+    stream_by_location: str  # the stream fingerprint with local files named by absolute path
 
 
 def copy_state(state: Any) -> Any:

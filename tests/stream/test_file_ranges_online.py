@@ -170,8 +170,8 @@ def test_the_distributed_loader_refuses_before_any_worker_starts(one_file, tmp_p
     from beamtok.distributed.torch_loader import DistributedLoader
 
     cache = cache_without_beam(packed(Dataset.from_files(one_file)), str(tmp_path / "cache"))
-    with pytest.raises(ConfigError, match="cannot be split over 4 readers"):
-        DistributedLoader(cache.batch(2), rank=1, world_size=2, num_workers=2, even=None)
+    with pytest.raises(ConfigError, match="cannot be split over 4 readers"):  # split by shards, asked for by name
+        DistributedLoader(cache.batch(2), rank=1, world_size=2, num_workers=2, even=None, split="shards")
     with pytest.raises(ConfigError, match=r"needs torch\.distributed initialized"):
         DistributedLoader(cache.batch(2), rank=1, world_size=2)
 
@@ -216,3 +216,29 @@ def test_a_state_refused_for_another_shard_list_names_both_lists(one_file, monke
     count = len(elsewhere.shards)
     assert f"shard list: {count} shards, {relative}#range=0-" in message  # the saved list, by its ends
     assert f" → {count} shards, {Path(one_file).with_name('other.jsonl')}#range=0-" in message  # and this one
+
+
+def test_states_cross_between_spellings_of_the_same_files_and_their_cache(one_file, tmp_path, monkeypatch):
+    import os
+
+    from click.testing import CliRunner
+
+    from beamtok.cli.app import main
+
+    monkeypatch.chdir(os.path.dirname(one_file))
+    relative = os.path.basename(one_file)
+    spelled = {
+        "relative": packed(Dataset.from_files(relative, split_bytes="auto")),
+        "absolute": packed(Dataset.from_files(one_file, split_bytes="auto")),
+    }
+    out = tmp_path / "cache"
+    arguments = ["cache", relative, "--tokenizer", small_vocab_tokenizer(), "--seq-len", "32", "--file-ranges", "auto"]
+    result = CliRunner().invoke(main, [*arguments, "--output", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    spelled["cache"] = Dataset.from_cache(str(out))
+    for a, b in (("relative", "absolute"), ("absolute", "cache"), ("cache", "relative")):
+        it = spelled[a].shard_by_rank(1, 3).iter()
+        for _ in range(9):
+            next(it)
+        state = json.loads(json.dumps(it.state_dict()))
+        assert [r["index"] for r in it] == [r["index"] for r in spelled[b].shard_by_rank(1, 3).iter(state)], (a, b)

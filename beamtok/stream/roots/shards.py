@@ -9,9 +9,13 @@ rows). Readers that split by examples read the whole stream through an
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import hashlib
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +26,7 @@ from beamtok.base.errors import ConfigError
 from beamtok.core.spec import Spec
 from beamtok.sources.byte_ranges import cut_files
 from beamtok.sources.readers import source_format
-from beamtok.sources.urls import Shard, split_range
+from beamtok.sources.urls import Shard, is_remote, local_path, range_url, split_range
 from beamtok.stream.node import Node
 from beamtok.stream.ranks.example_split import ExampleSplitNode
 from beamtok.stream.ranks.reader_split import ReaderSplit
@@ -31,7 +35,23 @@ from beamtok.stream.reading.source import ShardSource
 from beamtok.stream.reading.source_rows import SourceRows
 from beamtok.stream.roots.base import RootPlan
 
-__all__ = ["ShardsRoot", "shard_root"]
+__all__ = ["BY_LOCATION", "ShardsRoot", "shard_root", "urls_by_location"]
+
+
+# Set while a fingerprint names files by where they are instead of by how their URLs are spelled.
+BY_LOCATION: contextvars.ContextVar[bool] = contextvars.ContextVar("beamtok_urls_by_location", default=False)
+
+
+@contextlib.contextmanager
+def urls_by_location() -> Iterator[None]:
+    """Inside the block, shard roots' fingerprints name local files by absolute path, so a
+    relative and an absolute spelling of the same files (or a cache's inputs and the files
+    themselves) agree."""
+    token = BY_LOCATION.set(True)
+    try:
+        yield
+    finally:
+        BY_LOCATION.reset(token)
 
 
 @dataclass(frozen=True)
@@ -100,8 +120,24 @@ class ShardsRoot(RootPlan):
         # once per root: a resume from thousands of old readers' states asks for it per state
         return hashlib.sha256("\n".join(s.url for s in self.files).encode()).hexdigest()[:20]
 
+    @functools.cached_property
+    def _locations_digest(self) -> str:
+        return hashlib.sha256("\n".join(self._location(s) for s in self.files).encode()).hexdigest()[:20]
+
+    def _location(self, shard: Shard) -> str:
+        """Where a shard's data is, however its URL was spelled: a local file as its absolute
+        path (a cache's inputs under the directory the build ran in), with its range."""
+        manifest = getattr(getattr(self.origin, "cache", None), "manifest", None)
+        url = manifest.input_path(shard.url) if manifest is not None else shard.location()
+        if shard.data is not None or is_remote(url) or url.startswith("memory://"):
+            return url
+        whole, start, stop = split_range(url)
+        path = os.path.abspath(local_path(whole))
+        return range_url(path, start, stop) if whole != url else path
+
     def fingerprint_json(self, reader: ReaderSplit) -> dict[str, Any]:
-        return {"shards": len(self.files), "urls": self._urls_digest, "options": self.options.to_json(reader)}
+        urls = self._locations_digest if BY_LOCATION.get() else self._urls_digest
+        return {"shards": len(self.files), "urls": urls, "options": self.options.to_json(reader)}
 
     def content_parts(self, prefix: str = "") -> dict[str, Any]:
         spec = self.shard_spec.to_json()
