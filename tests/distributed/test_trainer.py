@@ -126,3 +126,38 @@ def test_another_batch_size_goes_on_from_the_next_example(tmp_path):
 
 def _rows(flat: list[int], width: int) -> list[list[int]]:
     return [flat[i : i + width] for i in range(0, len(flat), width)]
+
+
+@pytest.mark.slow  # a whole job: make test-fast leaves it out
+def test_a_checkpoint_at_the_end_of_the_data_resumes_to_nothing(tmp_path):
+    rows = 16  # a finite dataset: every row trained once in 8 steps of 2
+
+    def finite_trainer(out: Path, steps: int) -> Recording:
+        torch.manual_seed(0)
+        config = transformers.GPT2Config(vocab_size=50257, n_layer=1, n_head=2, n_embd=32, n_positions=128)
+        args = transformers.TrainingArguments(
+            output_dir=str(out), max_steps=steps, per_device_train_batch_size=2, save_steps=rows // 2,
+            logging_steps=100, report_to=[], use_cpu=True, dataloader_num_workers=0, seed=0,
+        )  # fmt: skip
+        train = (
+            Dataset.from_files(SFT)
+            .tokenize_sft(TOKENIZER, max_length=96)
+            .pack_examples(128, method="first_fit", window=16)
+            .take(rows)
+            .to_torch()
+        )
+        model = transformers.GPT2LMHeadModel(config)
+        return Recording(
+            model=model,
+            args=args,
+            train_dataset=train,
+            data_collator=PackedCollator(),
+            callbacks=[BeamtokCallback(train)],
+        )
+
+    full = finite_trainer(tmp_path / "full", rows // 2)
+    full.train()
+    assert len(full.seen) == rows // 2
+    resumed = finite_trainer(tmp_path / "resumed", rows // 2 + 4)  # steps left to take, but no data
+    resumed.train(resume_from_checkpoint=str(tmp_path / "full" / f"checkpoint-{rows // 2}"))
+    assert resumed.seen == []
