@@ -135,6 +135,19 @@ class BeamtokCallback(TrainerCallback, ExportableState):
         self.dataset.load_state_dict(saved["state"])
         self.dataset.start_count(saved["examples"])
         self.start = (state.global_step, saved["examples"])
+        if _dispatches(args) and self._at_the_end(saved["state"]):
+            raise StateError(
+                f"the checkpoint at step {state.global_step} was saved at the end of the data: nothing is left to train. "
+                "accelerate's batch dispatcher (the Trainer's default for iterable datasets) fails on data that yields "
+                "nothing; pass accelerator_config={'dispatch_batches': False} for the run to end by itself, or add "
+                ".repeat() to the dataset for more epochs"
+            )
+
+    def _at_the_end(self, saved: dict[str, Any]) -> bool:
+        """Whether a stream resumed from ``saved`` has nothing left (it reads at most one item)."""
+        assert self.dataset is not None
+        with self.dataset.dataset.iter(state_dict=saved) as rest:
+            return next(rest, None) is None
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         """Record the data position after this optimizer step, for the next checkpoint.
@@ -151,6 +164,12 @@ class BeamtokCallback(TrainerCallback, ExportableState):
         step0, examples0 = self.start
         examples = examples0 + (state.global_step - step0) * _per_step(args)
         self.saved = {"examples": examples, "step": state.global_step, "state": self.dataset.state_after(examples)}
+
+
+def _dispatches(args: TrainingArguments) -> bool:
+    """Whether accelerate dispatches the batches (its default for an iterable dataset)."""
+    config = getattr(args, "accelerator_config", None)
+    return getattr(config, "dispatch_batches", None) is not False
 
 
 def _per_step(args: TrainingArguments) -> int:

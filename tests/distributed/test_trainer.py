@@ -132,12 +132,13 @@ def _rows(flat: list[int], width: int) -> list[list[int]]:
 def test_a_checkpoint_at_the_end_of_the_data_resumes_to_nothing(tmp_path):
     rows = 16  # a finite dataset: every row trained once in 8 steps of 2
 
-    def finite_trainer(out: Path, steps: int) -> Recording:
+    def finite_trainer(out: Path, steps: int, dispatch: bool = False) -> Recording:
         torch.manual_seed(0)
         config = transformers.GPT2Config(vocab_size=50257, n_layer=1, n_head=2, n_embd=32, n_positions=128)
         args = transformers.TrainingArguments(
             output_dir=str(out), max_steps=steps, per_device_train_batch_size=2, save_steps=rows // 2,
             logging_steps=100, report_to=[], use_cpu=True, dataloader_num_workers=0, seed=0,
+            accelerator_config={"dispatch_batches": dispatch},
         )  # fmt: skip
         train = (
             Dataset.from_files(SFT)
@@ -161,3 +162,8 @@ def test_a_checkpoint_at_the_end_of_the_data_resumes_to_nothing(tmp_path):
     resumed = finite_trainer(tmp_path / "resumed", rows // 2 + 4)  # steps left to take, but no data
     resumed.train(resume_from_checkpoint=str(tmp_path / "full" / f"checkpoint-{rows // 2}"))
     assert resumed.seen == []
+    # accelerate's dispatcher fails on data that yields nothing: said in one line, before a step
+    dispatching = finite_trainer(tmp_path / "dispatching", rows // 2 + 4, dispatch=True)
+    with pytest.raises(StateError, match="saved at the end of the data: nothing is left to train") as refused:
+        dispatching.train(resume_from_checkpoint=str(tmp_path / "full" / f"checkpoint-{rows // 2}"))
+    assert "\n" not in str(refused.value) and dispatching.seen == []
