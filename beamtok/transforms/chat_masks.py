@@ -26,6 +26,10 @@ from beamtok.transforms.tokenize import Tokenizer
 __all__ = ["ChatTokenizer", "byte_lengths", "cut_at_spans", "offsets_from_bytes"]
 
 Spans = list[tuple[int, int]]
+_UNKNOWN = object()
+# byte_lengths() by tokenizer fingerprint: a process reads each tokenizer's vocabulary once,
+# however many chat steps and shard processors use it
+_BYTE_LENGTHS: dict[str, np.ndarray | None] = {}
 
 
 class ChatTokenizer:
@@ -86,9 +90,13 @@ def byte_lengths(tok: Tokenizer) -> np.ndarray | None:
     Args:
         tok: The tokenizer.
     """
-    spec = json.loads(tok.backend.to_str())
-    steps = json.dumps([spec.get("pre_tokenizer"), spec.get("decoder")])
-    if spec.get("normalizer") is not None or '"ByteLevel"' not in steps or _trims_offsets(spec.get("post_processor")):
+    known = _BYTE_LENGTHS.get(tok.fingerprint, _UNKNOWN)
+    if known is not _UNKNOWN:
+        return known  # type: ignore[return-value]
+    parts = {name: _component(tok, name) for name in ("normalizer", "pre_tokenizer", "decoder", "post_processor")}
+    steps = json.dumps([parts["pre_tokenizer"], parts["decoder"]])
+    if parts["normalizer"] is not None or '"ByteLevel"' not in steps or _trims_offsets(parts["post_processor"]):
+        _BYTE_LENGTHS[tok.fingerprint] = None
         return None
     lengths = np.zeros(tok.vocab_size, np.int64)
     for token, index in tok.backend.get_vocab(with_added_tokens=False).items():
@@ -97,7 +105,14 @@ def byte_lengths(tok: Tokenizer) -> np.ndarray | None:
     for index, added in tok.backend.get_added_tokens_decoder().items():
         if index < len(lengths):
             lengths[index] = len(added.content.encode("utf-8"))
+    _BYTE_LENGTHS[tok.fingerprint] = lengths
     return lengths
+
+
+def _component(tok: Tokenizer, name: str) -> Any:
+    """One part of the tokenizer's pipeline as JSON (None where it has none), read alone."""
+    part = getattr(tok.backend, name, None)
+    return None if part is None else json.loads(part.__getstate__())
 
 
 def _trims_offsets(processor: Any) -> bool:
