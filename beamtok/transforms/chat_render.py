@@ -122,14 +122,24 @@ class ChatRenderer:
         """The conversation's text, and its generation blocks' spans.
 
         Args:
-            messages: The conversation (prepared or not: it is prepared here).
+            messages: The conversation, as read from a record (it is prepared here).
             add_generation_prompt: End with the header of an assistant turn.
         Returns:
             The rendered text and spans.
         Raises:
             ValueError: A message holds one of the sentinel characters.
         """
-        prepared = prepare_messages(messages)
+        return self.render_prepared(prepare_messages(messages), add_generation_prompt)
+
+    def render_prepared(self, prepared: list[dict[str, Any]], add_generation_prompt: bool = False) -> Rendered:
+        """:meth:`render` of messages :func:`prepare_messages` already prepared.
+
+        Args:
+            prepared: The conversation as the template sees it.
+            add_generation_prompt: End with the header of an assistant turn.
+        Returns:
+            The rendered text and spans.
+        """
         marked = str(
             self.template.render(messages=prepared, add_generation_prompt=add_generation_prompt, **self.variables)
         )

@@ -72,11 +72,12 @@ class TrainedText:
         Raises:
             ValueError: An assistant message cannot be found in an untagged template's text.
         """
-        rendered = self.renderer.render(messages)
+        prepared = prepare_messages(messages)
+        rendered = self.renderer.render_prepared(prepared)
         if rendered.spans is not None:
             return rendered.text, rendered.spans
         assert self.shape is not None
-        return rendered.text, assistant_spans(rendered.text, messages, self.shape)
+        return rendered.text, assistant_spans(rendered.text, prepared, self.shape)
 
 
 def probe_turn_shape(renderer: ChatRenderer, added_tokens: Sequence[str], eos_token: str) -> TurnShape:
@@ -131,17 +132,16 @@ def assistant_spans(text: str, messages: Sequence[Mapping[str, Any]], shape: Tur
 
     Args:
         text: The rendered conversation.
-        messages: The conversation.
+        messages: The conversation as the template saw it (:func:`~beamtok.transforms.chat_render.prepare_messages`).
         shape: The template's turn shape.
     Returns:
         Spans, in order.
     Raises:
         ValueError: An assistant message's text is nowhere in the rendered text.
     """
-    prepared = prepare_messages(messages)
     placed: list[tuple[int, int] | None] = []
     cursor = 0
-    for number, message in enumerate(prepared):
+    for number, message in enumerate(messages):
         fields = _fields(message)
         found = [where for where in (_find(text, field, cursor) for field in fields) if where is not None]
         if found:
@@ -156,7 +156,7 @@ def assistant_spans(text: str, messages: Sequence[Mapping[str, Any]], shape: Tur
         else:
             placed.append(None)
     spans = []
-    for number, message in enumerate(prepared):
+    for number, message in enumerate(messages):
         where = placed[number]
         if message.get("role") != "assistant" or where is None:
             continue
