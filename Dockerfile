@@ -18,5 +18,5 @@ COPY beamtok ./beamtok
 # kernels are compiled into the image, so a worker on the same CPU family starts without
 # compiling them (~17 s of CPU per worker process otherwise).
 RUN pip install --no-cache-dir '.[beam,remote,compiled]' \
-    && python -c "import beamtok, beamtok.beam, beamtok.engines.unigram_native, beamtok.engines.bpe_native, apache_beam; assert apache_beam.__version__ == '2.77.0'" \
-    && python -m beamtok.engines.kernel_warmup
+    && python -c "import beamtok, beamtok._src.beam.build, beamtok._src.engines.unigram_native, beamtok._src.engines.bpe_native, apache_beam; assert apache_beam.__version__ == '2.77.0'" \
+    && python -m beamtok._src.engines.kernel_warmup

@@ -37,8 +37,8 @@ $(STAMP): pyproject.toml
 
 # the compiled engines' numba kernels, compiled and cached once (again when an engine changes)
 # rather than by each test process, Beam worker and rank that first builds one
-$(KERNELS_STAMP): $(STAMP) $(wildcard beamtok/engines/*.py)
-	$(BIN)/python -m beamtok.engines.kernel_warmup
+$(KERNELS_STAMP): $(STAMP) $(wildcard beamtok/_src/engines/*.py)
+	$(BIN)/python -m beamtok._src.engines.kernel_warmup
 	touch $(KERNELS_STAMP)
 
 DEMO_INPUTS := 'data/corpus/shakespeare-{00..03}.jsonl' 'data/corpus/shakespeare-*.jsonl.gz' 'data/corpus/pydocs-*.jsonl.zst'

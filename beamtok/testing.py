@@ -344,7 +344,7 @@ def tiny_tokenizer() -> Any:
     """A byte tokenizer made in memory, for tests of stages (where what a token is does not
     matter): one token per UTF-8 byte (byte-level BPE with no merges), ``<|endoftext|>`` as
     BOS, EOS and padding. Loads in milliseconds, needs no file, and makes documents long in
-    tokens, so short texts fill many rows; the byte table engine (``beamtok.engines.byte_table``)
+    tokens, so short texts fill many rows; the byte table engine (``beamtok._src.engines.byte_table``)
     encodes it at a few nanoseconds a token."""
     from tokenizers import Tokenizer as RustTokenizer
     from tokenizers import decoders, models, pre_tokenizers

@@ -53,7 +53,7 @@ def check(directory: str, repeats: int) -> dict[str, Any]:
     from fast_path import engine_pass, texts_of
 
     from beamtok import load_tokenizer
-    from beamtok.engines.tiktoken_backend import PROBES
+    from beamtok._src.engines.tiktoken_backend import PROBES
 
     from common import build_shards, shipped_documents, stdlib_sources
 

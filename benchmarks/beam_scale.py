@@ -75,7 +75,7 @@ def command(path: str, options: list[str]) -> dict[str, Any]:
     argv = [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         path,
         "--output",
@@ -100,11 +100,11 @@ def phases(path: str, backend: str, split: str) -> dict[str, Any]:
     tokenizing its ranges, packing each range's row groups (both shared by workers), and
     joining the groups into the shard's file (one worker's). The rest of a build's time is Beam's."""
     from beamtok import Dataset
-    from beamtok.cache.build.range_pack import RangeTokens, join_parts, pack_part, plan_pack_tasks
-    from beamtok.cache.build.ranges import parse_size, plan_ranges, range_file, write_range_file
-    from beamtok.cache.build.writer import rows_per_group
-    from beamtok.cache.format.storage import Storage
-    from beamtok.shards.processor import ShardProcessor
+    from beamtok._src.cache.build.range_pack import RangeTokens, join_parts, pack_part, plan_pack_tasks
+    from beamtok._src.cache.build.ranges import parse_size, plan_ranges, range_file, write_range_file
+    from beamtok._src.cache.build.writer import rows_per_group
+    from beamtok._src.cache.format.storage import Storage
+    from beamtok._src.shards.processor import ShardProcessor
 
     ds = Dataset.from_files([path]).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(2048)
     out = WORK / "phases"

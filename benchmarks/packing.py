@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from beamtok import Dataset
-from beamtok.core.spec import PackSpec
-from beamtok.transforms.pack import TokenDoc
-from beamtok.transforms.packing_modes import make_packer
+from beamtok._src.core.spec import PackSpec
+from beamtok._src.transforms.pack import TokenDoc
+from beamtok._src.transforms.packing_modes import make_packer
 
 from common import ROOT, build_shards, write_results
 
@@ -145,8 +145,8 @@ def batching(paths: list[str], max_tokens: int, repeats: int) -> dict[str, Any]:
     """Padding of one-document rows batched by count against by token budget, the power-of-two
     rows' truncation, and the batching speed (rows/s of collating fixed-size batches against
     token-budget batches of the same rows, paired rounds)."""
-    from beamtok.stream.stages.collate import collate
-    from beamtok.stream.stages.token_batch import BatchTokens, TokenBatchNode
+    from beamtok._src.stream.stages.collate import collate
+    from beamtok._src.stream.stages.token_batch import BatchTokens, TokenBatchNode
 
     def area(ds: Any) -> tuple[float, int]:
         real = total = 0

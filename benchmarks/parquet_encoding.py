@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from beamtok import Dataset
-from beamtok.cache.format import schema
+from beamtok._src.cache.format import schema
 
 from common import ROOT, WORK, build_shards, write_results
 

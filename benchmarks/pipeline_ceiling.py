@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from beamtok.transforms.bos_eos import ensure_bos_eos
+from beamtok._src.transforms.bos_eos import ensure_bos_eos
 
 
 def parse_seconds(paths: Sequence[str]) -> float:

@@ -19,8 +19,8 @@ import time
 import orjson
 
 from beamtok import Dataset
-from beamtok.distributed.rank_states import pack_rank_states, unpack_rank_states
-from beamtok.distributed.torch_loader import DistributedLoader
+from beamtok._src.distributed.rank_states import pack_rank_states, unpack_rank_states
+from beamtok._src.distributed.torch_loader import DistributedLoader
 
 from common import ROOT, write_results
 

@@ -55,7 +55,7 @@ if workers:
     from torchdata.stateful_dataloader import StatefulDataLoader
 if ready:
     import torch
-    from beamtok.stream.one_buffer import in_one_buffer
+    from beamtok._src.stream.one_buffer import in_one_buffer
 
     class Ready(torch.utils.data.IterableDataset):
         def __init__(self, batch, count):

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from beamtok import Dataset
-from beamtok.cache import Cache
-from beamtok.cache.read import random_access
+from beamtok._src.cache import Cache
+from beamtok._src.cache.read import random_access
 
 from common import ROOT, WORK, build_shards, write_results
 

@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from beamtok import Dataset
-from beamtok.cache.read import random_access
-from beamtok.cache.read.local_rows import local_rows
-from beamtok.cache.read.reader import Cache
-from beamtok.cache.read.shuffle_rows import decoded_bytes
+from beamtok._src.cache.read import random_access
+from beamtok._src.cache.read.local_rows import local_rows
+from beamtok._src.cache.read.reader import Cache
+from beamtok._src.cache.read.shuffle_rows import decoded_bytes
 
 from common import ROOT, WORK, build_jsonl, write_results
 
@@ -93,8 +93,8 @@ def quality(order: np.ndarray, group_rows: int | np.ndarray, shard: np.ndarray, 
 
 def order_of(rows: int, *, window: int | None = None, spread: int | None = None, unit: int | None = None) -> np.ndarray:
     """Epoch 0's rows in order (a spread order's holes left out; the cache is one shard)."""
-    from beamtok.stream.global_order.order import GlobalOrder
-    from beamtok.stream.global_order.shard_units import ShardUnits
+    from beamtok._src.stream.global_order.order import GlobalOrder
+    from beamtok._src.stream.global_order.shard_units import ShardUnits
 
     units = ShardUnits([rows], unit) if spread is not None and unit is not None else None
     order = GlobalOrder(rows, seed=0, epoch=0, window=window, spread=spread, units=units)

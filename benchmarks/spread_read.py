@@ -35,12 +35,12 @@ import numpy as np
 from shuffle_read import provenance, quality, tokens_per_s
 
 from beamtok import Dataset
-from beamtok.cache.read import random_access
-from beamtok.cache.read.random_access import RowAccess
-from beamtok.cache.read.reader import Cache
-from beamtok.cache.read.shuffle_rows import decoded_bytes
-from beamtok.stream.global_order.order import GlobalOrder
-from beamtok.stream.global_order.shard_units import ShardUnits
+from beamtok._src.cache.read import random_access
+from beamtok._src.cache.read.random_access import RowAccess
+from beamtok._src.cache.read.reader import Cache
+from beamtok._src.cache.read.shuffle_rows import decoded_bytes
+from beamtok._src.stream.global_order.order import GlobalOrder
+from beamtok._src.stream.global_order.shard_units import ShardUnits
 
 from common import ROOT, WORK, build_jsonl, write_results
 

@@ -22,7 +22,7 @@ import zlib
 from pathlib import Path
 
 from beamtok import Dataset
-from beamtok.cache import Cache
+from beamtok._src.cache import Cache
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "tokenizer_copy.json"

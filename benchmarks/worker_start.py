@@ -29,7 +29,7 @@ MODES = ("built before the fork", "each worker builds its own")
 READ = r"""
 import json, resource, sys, time
 from torchdata.stateful_dataloader import StatefulDataLoader
-import beamtok.stream.torch_dataset as torch_dataset
+import beamtok._src.stream.torch_dataset as torch_dataset
 from beamtok import Dataset
 
 tokenizer, mode, paths = sys.argv[1], sys.argv[2], sys.argv[3:]

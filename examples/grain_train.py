@@ -1,5 +1,5 @@
 """A MaxText-style JAX training loop reading a beamtok cache through grain: grain's DataLoader
-(its sampler, worker processes and checkpoint) over ``beamtok.grain_source.CacheDataSource``,
+(its sampler, worker processes and checkpoint) over ``beamtok._src.grain_source.CacheDataSource``,
 the parameters and grain's iterator saved together by Orbax, and resumed exactly.
 
 Run from the repository root (the cache is built first if ``--cache`` holds none):
@@ -54,7 +54,7 @@ def main() -> None:
     import orbax.checkpoint as ocp
 
     from beamtok import Dataset, load_tokenizer
-    from beamtok.grain_source import CacheDataSource
+    from beamtok.training import CacheDataSource
 
     if not (Path(args.cache) / "manifest.json").exists():
         if not args.data:

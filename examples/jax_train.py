@@ -88,7 +88,7 @@ def train(args: argparse.Namespace) -> None:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     from beamtok import Dataset, load_tokenizer
-    from beamtok.distributed.orbax_state import BeamtokRestore, BeamtokSave
+    from beamtok.training import BeamtokRestore, BeamtokSave
 
     rank, world = jax.process_index(), jax.process_count()
     mesh = Mesh(np.array(jax.devices()), ("data",))

@@ -41,9 +41,14 @@ from torch.distributed.checkpoint.stateful import Stateful
 from torch.nn.parallel import DistributedDataParallel
 
 from beamtok import BeamtokError, Dataset, load_tokenizer
-from beamtok.distributed.checkpoint_dirs import mark_complete, newest_complete, step_directory
-from beamtok.distributed.process_group import end_process_group, start_process_group
-from beamtok.distributed.torch_loader import DistributedLoader
+from beamtok.training import (
+    DistributedLoader,
+    end_process_group,
+    mark_complete,
+    newest_complete,
+    start_process_group,
+    step_directory,
+)
 
 
 def parse_args() -> argparse.Namespace:

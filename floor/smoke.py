@@ -54,7 +54,7 @@ def main() -> None:
             command = [
                 sys.executable,
                 "-m",
-                "beamtok.cli",
+                "beamtok._src.cli",
                 "cache",
                 *INPUTS,
                 "--output",
@@ -68,7 +68,7 @@ def main() -> None:
             ]
             subprocess.run(command, check=True)
             subprocess.run(
-                [sys.executable, "-m", "beamtok.cli", "verify", str(out)], check=True, stdout=subprocess.DEVNULL
+                [sys.executable, "-m", "beamtok._src.cli", "verify", str(out)], check=True, stdout=subprocess.DEVNULL
             )
             same(list(Dataset.from_cache(str(out))), expected, f"the cache built with {command[5:]}")
             print(

@@ -1,14 +1,14 @@
 """The per-row definition of ``concat_chunk``: the tests' oracle for the one packer the
-library runs (``beamtok.shards.column_chunker``, rows cut in blocks). Run a row at a time
-through ``beamtok.shards.packing.ShardPacker``, it gives each row, its provenance, the cursor
+library runs (``beamtok._src.shards.column_chunker``, rows cut in blocks). Run a row at a time
+through ``beamtok._src.shards.packing.ShardPacker``, it gives each row, its provenance, the cursor
 after it and the document counts it carries; tests/shards/test_column_pack.py holds the two equal."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from beamtok.transforms.pack import PackCounts, Row, _join, _pad_row, _slice
-from beamtok.transforms.sft import TokenDoc
+from beamtok._src.transforms.pack import PackCounts, Row, _join, _pad_row, _slice
+from beamtok._src.transforms.sft import TokenDoc
 
 __all__ = ["ConcatChunker"]
 
@@ -20,7 +20,7 @@ class ConcatChunker:
     each piece; padding (only in a padded last row) has segment 0 and loss mask 0.
     """
 
-    TOKEN_OFFSETS = True  # a resume may start inside a document (beamtok.transforms.pack.Packer)
+    TOKEN_OFFSETS = True  # a resume may start inside a document (beamtok._src.transforms.pack.Packer)
 
     def __init__(self, seq_len: int, pad_id: int, remainder: str = "pad") -> None:
         self.seq_len = seq_len

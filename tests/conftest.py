@@ -99,7 +99,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 TOKENIZER_DIR = ROOT / "data" / "tokenizers" / "gpt2"
 # tokenizers loaded through transformers are kept per machine, as users' are under ~/.cache
-# (beamtok.transforms.loaded_tokenizers); the suite keeps its own, which its processes inherit
+# (beamtok._src.transforms.loaded_tokenizers); the suite keeps its own, which its processes inherit
 os.environ.setdefault("BEAMTOK_TOKENIZER_CACHE", str(ROOT / "build" / "test-tokenizers"))
 CORPUS = ROOT / "data" / "corpus"
 
@@ -255,7 +255,7 @@ def inspect_state(state: dict[str, Any], directory: Path) -> str:
     path = directory / "state.json"
     path.write_text(json.dumps(state))
     shown = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "inspect", str(path)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "beamtok._src.cli", "inspect", str(path)], capture_output=True, text=True, cwd=ROOT
     )
     assert shown.returncode == 0, shown.stderr
     return shown.stdout
@@ -430,7 +430,7 @@ def cache_without_beam(ds: Any, directory: str, **layout: Any) -> Any:
     """A finished cache of ``ds`` (per-shard stages only) written by cache_as_you_go, no Beam
     run: a shard whose writer fell behind the stream is written on a later pass."""
     from beamtok import Dataset
-    from beamtok.cache.build.as_you_go import QUEUE_ITEMS
+    from beamtok._src.cache.build.as_you_go import QUEUE_ITEMS
 
     for _ in range(4):
         with ds.cache_as_you_go(directory, **layout).iter() as writing:

@@ -4,7 +4,7 @@
   run's date, cores, machine and command, then every figure it holds (ratios paired within a
   round first, per-tokenizer figures side by side), so no figure on the site is typed by hand.
 - ``<!-- generated: cli -->`` becomes the CLI reference: the one option table of
-  ``beamtok cache`` (``beamtok.core.cache_options``) and every command's ``--help``.
+  ``beamtok cache`` (``beamtok._src.core.cache_options``) and every command's ``--help``.
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ def _format(path: tuple[str, ...], value: Any) -> str:
 def cli_markdown() -> str:
     import click
 
-    from beamtok.cli import main
-    from beamtok.core.cache_options import CACHE_OPTIONS
+    from beamtok._src.cli import main
+    from beamtok._src.core.cache_options import CACHE_OPTIONS
 
     scopes = {
         "input": "which data",
@@ -160,7 +160,7 @@ def cli_markdown() -> str:
     }
     lines = ["## The option table", ""]
     lines += [
-        "One table (`beamtok.core.cache_options`) makes `beamtok cache`'s options, the keys of its",
+        "One table (`beamtok._src.core.cache_options`) makes `beamtok cache`'s options, the keys of its",
         "`--config` YAML and of data configs, and `Dataset.cache`'s build defaults.",
         "",
         "| option | YAML key | default | values | what it does | scope |",

@@ -10,8 +10,9 @@ import shutil
 
 import pytest
 
-from beamtok import Dataset, ShardProcessor
-from beamtok.cache.read.random_access import RowAccess
+from beamtok import Dataset
+from beamtok._src.cache.read.random_access import RowAccess
+from beamtok.extend import ShardProcessor
 
 from conftest import CORPUS, TOKENIZER_DIR, cache_without_beam
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from beamtok.base.prefetch import Prefetcher, shared_pool
+from beamtok._src.base.prefetch import Prefetcher, shared_pool
 
 
 class Recorder:

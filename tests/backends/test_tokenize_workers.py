@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from beamtok import Dataset, InputError
-from beamtok.backends.parallel import WorkerError
+from beamtok._src.production.parallel import WorkerError
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import write_jsonl
@@ -193,10 +193,10 @@ def test_batches_from_workers_are_the_in_process_batches(make_shards, tmp_path, 
 def test_workers_ship_columns_not_dicts(make_shards, tokenizer_dir):
     import pickle
 
-    from beamtok.backends.wire import span_from_wire, span_to_wire, spans_of
-    from beamtok.shards.processor import ShardProcessor
-    from beamtok.shards.spans import SpanReader
-    from beamtok.sources.urls import Shard
+    from beamtok._src.production.wire import span_from_wire, span_to_wire, spans_of
+    from beamtok._src.shards.processor import ShardProcessor
+    from beamtok._src.shards.spans import SpanReader
+    from beamtok._src.sources.urls import Shard
 
     (path,) = make_shards(1, docs_per_shard=30)
     for kind, shipped in (("packed", "columns"), ("records", "examples")):
@@ -227,12 +227,12 @@ def test_packed_rows_ship_their_layout_instead_of_segment_and_position_ids(make_
     the consumer's rows, made from it, are the per-row packer's, short last row included."""
     import pickle
 
-    from beamtok.backends.shard_spans import shard_spans
-    from beamtok.backends.wire import span_from_wire, span_to_wire
-    from beamtok.shards.items import ShardCursor
-    from beamtok.shards.processor import ShardProcessor
-    from beamtok.shards.spans import SpanReader
-    from beamtok.sources.urls import Shard
+    from beamtok._src.production.shard_spans import shard_spans
+    from beamtok._src.production.wire import span_from_wire, span_to_wire
+    from beamtok._src.shards.items import ShardCursor
+    from beamtok._src.shards.processor import ShardProcessor
+    from beamtok._src.shards.spans import SpanReader
+    from beamtok._src.sources.urls import Shard
 
     path = _sft_shards(tmp_path)[0] if kind.startswith("sft") else make_shards(1, docs_per_shard=30)[0]
     spec = PIPELINES[kind]([path], tokenizer_dir).spec
@@ -275,7 +275,7 @@ def test_workers_use_the_encoder_built_before_they_were_forked(make_shards, toke
     serialized for them: a forked worker holds it already."""
     import multiprocessing as mp
 
-    from beamtok.transforms import tokenize
+    from beamtok._src.transforms import tokenize
 
     monkeypatch.setattr(tokenize, "_CACHE", {})  # no encoder an earlier test built
     monkeypatch.setattr(tokenize, "_BY_NAME", {})
@@ -305,7 +305,7 @@ def test_a_workers_blocks_come_through_a_pipe_that_holds_one_whole(make_shards, 
     of a few hundred KB took a dozen reads, each waiting for the worker to write again)."""
     import fcntl
 
-    from beamtok.backends.parallel import PIPE_BYTES
+    from beamtok._src.production.parallel import PIPE_BYTES
 
     paths = make_shards(2, docs_per_shard=4)
     with Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(8).parallel(1).iter() as it:
@@ -327,7 +327,7 @@ def test_a_worker_starts_the_next_shard_once_it_has_produced_its_own(make_shards
     """A worker that has produced all of its shard gets the next one at once, while the
     consumer still reads the first one's last blocks from its queue (before, it waited idle
     until the consumer reached the end): same output."""
-    from beamtok.shards.items import ShardCursor
+    from beamtok._src.shards.items import ShardCursor
 
     paths = make_shards(2, docs_per_shard=12)
     pipeline = Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(8)
@@ -350,10 +350,10 @@ def test_the_next_shard_is_produced_whole_while_the_consumer_reads_another(tmp_p
     """One shard open at a time, two workers: the worker given the next shard produces all
     of it (more blocks than a 16-block queue holds) while the consumer still reads the first,
     so both workers stay busy without interleave(); the stream is unchanged."""
-    from beamtok.backends.shard_spans import shard_spans
-    from beamtok.shards.items import ShardCursor
-    from beamtok.shards.processor import ShardProcessor
-    from beamtok.sources.urls import Shard
+    from beamtok._src.production.shard_spans import shard_spans
+    from beamtok._src.shards.items import ShardCursor
+    from beamtok._src.shards.processor import ShardProcessor
+    from beamtok._src.sources.urls import Shard
     from beamtok.testing import tiny_tokenizer
 
     from conftest import real_paragraphs
@@ -377,12 +377,12 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
     the blocks of shard 0 met while stopping shard 1 are kept for shard 0's reader."""
     import numpy as np
 
-    from beamtok.backends import parallel
-    from beamtok.backends.parallel import ParallelShards
-    from beamtok.backends.shard_spans import shard_spans
-    from beamtok.shards.items import ShardCursor
-    from beamtok.shards.processor import ShardProcessor
-    from beamtok.sources.urls import Shard
+    from beamtok._src.production import parallel
+    from beamtok._src.production.parallel import ParallelShards
+    from beamtok._src.production.shard_spans import shard_spans
+    from beamtok._src.shards.items import ShardCursor
+    from beamtok._src.shards.processor import ShardProcessor
+    from beamtok._src.sources.urls import Shard
 
     from conftest import real_paragraphs
 
@@ -419,7 +419,7 @@ def test_cancelling_a_shard_keeps_the_blocks_of_the_one_before_it(make_shards, t
 def test_narrowed_fields_come_back_whole():
     """Integer fields cross the pipe in the narrowest type holding their values, and come
     back in their own type with every value; a mask that is not the real tokens travels."""
-    from beamtok.backends.wire import _packed_fields, _unpacked_fields
+    from beamtok._src.production.wire import _packed_fields, _unpacked_fields
 
     fields = [
         ("input_ids", np.array([70000, 1, 0], dtype=np.int32)),
@@ -455,7 +455,7 @@ def test_narrowed_fields_come_back_whole():
     ],
 )
 def test_the_narrowest_type_is_chosen_at_each_limit(values, narrow):
-    from beamtok.backends.wire import _packed_fields, _unpacked_fields
+    from beamtok._src.production.wire import _packed_fields, _unpacked_fields
 
     field = np.array(values, dtype=np.int32)
     ((_, shipped, _),) = _packed_fields([("input_ids", field)])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import beamtok.transforms.tokenize as tokenize
+import beamtok._src.transforms.tokenize as tokenize
 from beamtok import load_tokenizer
 
 from conftest import TOKENIZER_DIR

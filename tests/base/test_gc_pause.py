@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from beamtok.base.gc_pause import gc_paused
+from beamtok._src.base.gc_pause import gc_paused
 
 from conftest import ROOT
 
@@ -66,7 +66,7 @@ def test_overlapping_blocks_of_two_threads_resume_it_when_the_last_ends():
 
 def test_importing_beam_and_building_an_encoder_leave_the_process_collecting():
     code = (
-        "import gc, beamtok.beam\n"
+        "import gc, beamtok._src.beam.beam_import\n"
         "from beamtok import load_tokenizer\n"
         f"tok = load_tokenizer({str(ROOT / 'data' / 'tokenizers' / 'gpt2')!r})\n"
         "assert tok.fast_path() is not None\n"

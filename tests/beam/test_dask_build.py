@@ -102,7 +102,7 @@ def build(inputs: list[str], output: Path, *beam: str) -> subprocess.CompletedPr
     command = [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         *inputs,
         "--tokenizer",
@@ -184,7 +184,7 @@ def test_dask_mistakes_are_one_line_at_once_and_write_nothing(inputs, tmp_path, 
 def test_a_lost_scheduler_is_named_as_such():
     import socket
 
-    from beamtok.beam.dask_options import lost_scheduler
+    from beamtok._src.beam.dask_options import lost_scheduler
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -246,7 +246,7 @@ def test_a_re_run_after_a_scheduler_restart_reuses_finished_shards(cluster, inpu
 
 
 def test_on_dask_each_file_or_range_is_a_partition_unless_sized():
-    from beamtok.beam.options import DASK_RUNNER, runner_name
+    from beamtok._src.beam.options import DASK_RUNNER, runner_name
 
     assert runner_name(["--runner=DaskRunner", "--dask_client_address=h:1"]) == [
         f"--runner={DASK_RUNNER}",

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from beamtok import ConfigError, Dataset, load_tokenizer
-from beamtok.cache.format.manifest import TOKENIZER_FILE
-from beamtok.cache.format.storage import Storage
-from beamtok.sources.urls import check_bucket_names
+from beamtok._src.cache.format.manifest import TOKENIZER_FILE
+from beamtok._src.cache.format.storage import Storage
+from beamtok._src.sources.urls import check_bucket_names
 
 from conftest import CORPUS, ROOT
 
@@ -46,7 +46,7 @@ DATAFLOW = [
 
 def dataflow_command(tokenizer: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "beamtok.cli", "cache", "gs://my-bucket/corpus/train-{00..03}.jsonl.zst",
+        sys.executable, "-m", "beamtok._src.cli", "cache", "gs://my-bucket/corpus/train-{00..03}.jsonl.zst",
         "--output", "gs://my-bucket/caches/gpt2-1024", "--tokenizer", str(tokenizer), "--seq-len", "1024",
         *DATAFLOW, "--dry_run=True", *extra,
     ]  # fmt: skip
@@ -105,7 +105,7 @@ def test_workers_need_no_path_of_the_launcher(own_tokenizer, tmp_path):
     and run the DoFn in a fresh interpreter elsewhere: it writes the shard a local build writes."""
     from apache_beam.portability.api import beam_runner_api_pb2
 
-    from beamtok.beam.dry_run import plan_job
+    from beamtok._src.beam.dry_run import plan_job
 
     inputs = [str(CORPUS / "shakespeare-00.jsonl")]
     ds = Dataset.from_files(inputs).tokenize(str(own_tokenizer)).ensure_bos_eos().concat_chunk(1024)
@@ -163,7 +163,7 @@ def test_placeholder_bucket_names_are_refused_before_beam_sees_them(tmp_path):
     create, such a bucket over the network. They are refused at once, naming the URL."""
     proc = subprocess.run(
         [
-            sys.executable, "-m", "beamtok.cli", "cache", "gs://my-bucket/corpus/train-00.jsonl.zst",
+            sys.executable, "-m", "beamtok._src.cli", "cache", "gs://my-bucket/corpus/train-00.jsonl.zst",
             "--output", "gs://my-bucket/caches/c", "--tokenizer", str(TOKENIZER), "--seq-len", "64",
             "--runner=DataflowRunner", "--project=p", "--region=us-central1", "--temp_location=gs://BUCKET/tmp", "--dry_run=True",
         ],

@@ -1,4 +1,4 @@
-"""Megatron-Core's indexed dataset written by the Beam pipeline (beamtok.beam.megatron): the
+"""Megatron-Core's indexed dataset written by the Beam pipeline (beamtok._src.beam.megatron): the
 same bytes Megatron-Core's own builder writes for the same documents with the ids
 ``tokenizers`` gives (``preprocess_data.py --append-eod``), read by its ``IndexedDataset``, and
 consumed by a ``GPTDataset`` built by its ``BlendedMegatronDatasetBuilder`` on CPU."""
@@ -14,7 +14,7 @@ import pytest
 import zstandard
 
 from beamtok import ConfigError, Dataset
-from beamtok.cache.format.megatron_index import read_index
+from beamtok._src.cache.format.megatron_index import read_index
 
 from conftest import CORPUS, TOKENIZER_DIR
 
@@ -138,7 +138,7 @@ def test_the_index_reader_refuses_what_is_not_one(tmp_path):
 def test_the_cli_writes_what_to_megatron_writes(written):
     from click.testing import CliRunner
 
-    from beamtok.cli.app import main
+    from beamtok._src.cli.app import main
 
     root, prefix, report = written
     out = str(root / "cli_text_document")

@@ -17,14 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamtok import Dataset
-from beamtok.base.progress import Progress
-from beamtok.cache.build.progress import BuildProgress, ShardReporter, shard_fraction
-from beamtok.cache.build.writer import write_shard
-from beamtok.cache.format.manifest import RECORDS_DIR
-from beamtok.cache.format.storage import Storage
-from beamtok.core.spec import SourceSpec
-from beamtok.shards.processor import ShardProcessor
-from beamtok.sources.urls import Shard
+from beamtok._src.base.progress import Progress
+from beamtok._src.cache.build.progress import BuildProgress, ShardReporter, shard_fraction
+from beamtok._src.cache.build.writer import write_shard
+from beamtok._src.cache.format.manifest import RECORDS_DIR
+from beamtok._src.cache.format.storage import Storage
+from beamtok._src.core.spec import SourceSpec
+from beamtok._src.shards.processor import ShardProcessor
+from beamtok._src.sources.urls import Shard
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
 
@@ -53,7 +53,7 @@ def test_bar_on_a_terminal():
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
     code = (
-        "import time\nfrom beamtok.base.progress import Progress\n"
+        "import time\nfrom beamtok._src.base.progress import Progress\n"
         "p = Progress(4, 'cache', 'shards', interval=0)\n"
         "for i in range(5):\n    p.set(i, tokens=i * 10)\n    time.sleep(0.15)\np.close()\n"
     )
@@ -130,7 +130,7 @@ def _cache_cli(tmp_path: Path, *flags: str, workers: bool = True) -> subprocess.
     command = [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         str(data),
         str(second),

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import ConfigError, Dataset, InputError
-from beamtok.cache.build.ranges import RANGES_DIR, parse_size, plan_ranges
-from beamtok.core.spec import SourceSpec
-from beamtok.sources.urls import Shard
+from beamtok._src.cache.build.ranges import RANGES_DIR, parse_size, plan_ranges
+from beamtok._src.core.spec import SourceSpec
+from beamtok._src.sources.urls import Shard
 from beamtok.testing import assert_items_equal, check_equivalent
 
 from conftest import CORPUS, ROOT, portable_job_service, real_paragraphs
@@ -122,7 +122,7 @@ def test_ranges_are_of_equal_size(tmp_path):
 
 
 def _documents(shard: Shard, start: int = 0, stop: int | None = None):
-    from beamtok.shards.processor import ShardProcessor
+    from beamtok._src.shards.processor import ShardProcessor
 
     processor = ShardProcessor(Dataset.from_files(shard.url).spec)
     return list(processor.documents(shard, start, stop))
@@ -188,7 +188,7 @@ def test_cli_split_bytes(inputs, unsplit, tmp_path):
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "beamtok.cli", "cache", *inputs, "--tokenizer", TOKENIZER, "--seq-len", "256"]
+    cmd = [sys.executable, "-m", "beamtok._src.cli", "cache", *inputs, "--tokenizer", TOKENIZER, "--seq-len", "256"]
     done = subprocess.run(
         [*cmd, "--output", str(tmp_path / "c"), "--split-bytes", "20KB"], capture_output=True, text=True, timeout=600
     )

@@ -1,13 +1,13 @@
 """A local multi-process build starts no more workers than its input has pieces of work
-(beamtok.beam.worker_count): each worker costs its start-up whether or not it gets work."""
+(beamtok._src.beam.worker_count): each worker costs its start-up whether or not it gets work."""
 
 from __future__ import annotations
 
 import logging
 
 from beamtok import Dataset
-from beamtok.beam.worker_count import fitted_worker_args, pieces_at_most
-from beamtok.sources.urls import Shard
+from beamtok._src.beam.worker_count import fitted_worker_args, pieces_at_most
+from beamtok._src.sources.urls import Shard
 
 from conftest import CORPUS, TOKENIZER_DIR, shakespeare_copies
 
@@ -29,7 +29,7 @@ def test_pieces_are_files_and_the_ranges_large_files_are_cut_into(tmp_path):
 
 
 def test_more_workers_than_pieces_are_cut_to_the_pieces(caplog):
-    with caplog.at_level(logging.WARNING, logger="beamtok.beam.worker_count"):
+    with caplog.at_level(logging.WARNING, logger="beamtok._src.beam.worker_count"):
         args = fitted_worker_args([*MULTI, "--direct_num_workers=4"], shards(SMALL, SMALL), None)
     assert args == [*MULTI, "--direct_num_workers=2"]
     assert "4 worker processes asked for, but the input makes at most 2 piece(s) of work" in caplog.text
@@ -49,7 +49,7 @@ def test_more_workers_than_pieces_are_cut_to_the_pieces(caplog):
 
 def test_a_small_build_asked_for_two_workers_runs_one_and_writes_the_same_cache(tmp_path, caplog):
     ds = Dataset.from_files([SMALL]).tokenize(str(TOKENIZER_DIR)).ensure_bos_eos().concat_chunk(256)
-    with caplog.at_level(logging.WARNING, logger="beamtok.beam.worker_count"):
+    with caplog.at_level(logging.WARNING, logger="beamtok._src.beam.worker_count"):
         two = ds.cache(
             str(tmp_path / "two"), progress=False, direct_running_mode="multi_processing", direct_num_workers=2
         )

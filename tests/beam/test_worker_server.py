@@ -19,9 +19,9 @@ import pytest
 from test_split_build import same_cache
 
 from beamtok import Dataset
-from beamtok.beam_launch import worker_server
-from beamtok.beam_launch.worker_server import WorkerServer, asks_for_local_workers, process_server, start_early
-from beamtok.core.spec import tokenizers_to_warm
+from beamtok._src.beam import worker_server
+from beamtok._src.beam.worker_server import WorkerServer, asks_for_local_workers, process_server, start_early
+from beamtok._src.core.spec import tokenizers_to_warm
 
 from conftest import CORPUS, ROOT
 
@@ -43,7 +43,7 @@ def run_reporting(tmp_path: Path) -> list[tuple[int, int, str]]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     import apache_beam as beam
 
-    from beamtok.beam.pipelines import make_pipeline
+    from beamtok._src.beam.pipelines import make_pipeline
 
     def report(element: int, directory: str) -> int:  # nested: pickled by value, for the workers
         import gc
@@ -117,13 +117,13 @@ def test_a_shim_without_a_server_starts_a_cold_worker(tmp_path, monkeypatch):
     dead = WorkerServer.start()
     dead.process.kill()
     dead.process.wait()
-    import beamtok.beam.local_runner as local_runner
+    import beamtok._src.beam.local_runner as local_runner
 
     monkeypatch.setattr(local_runner, "process_server", lambda: dead)  # the shims are told of a server that is gone
     reports = run_reporting(tmp_path)
     assert len(reports) == 8 and dead.process.pid not in {parent for _, parent, _ in reports}
     assert {sigint for _, _, sigint in reports} == {"ignored"}
-    assert all("beamtok.beam.local_worker" in cmdline(pid) or not cmdline(pid) for pid, _, _ in reports)
+    assert all("beamtok._src.beam.local_worker" in cmdline(pid) or not cmdline(pid) for pid, _, _ in reports)
     assert {enabled for enabled, _ in collector_states(tmp_path)} == {True}
 
 
@@ -148,12 +148,12 @@ def run_checking_tokenizer(tmp_path: Path, fingerprint: str) -> set[str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     import apache_beam as beam
 
-    from beamtok.beam.pipelines import make_pipeline
+    from beamtok._src.beam.pipelines import make_pipeline
 
     def check(element: int, directory: str, fingerprint: str) -> int:
         import os
 
-        from beamtok.transforms import tokenize
+        from beamtok._src.transforms import tokenize
 
         held = tokenize._CACHE.get(fingerprint)
         state = "none" if held is None else "encoder" if held._choice is not None else "tokenizer"
@@ -193,8 +193,8 @@ def test_the_server_ends_when_its_launcher_is_killed(tmp_path):
         f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from beamtok.beam_launch.worker_server import start_early
-        import beamtok.beam_launch.worker_server as w
+        from beamtok._src.beam.worker_server import start_early
+        import beamtok._src.beam.worker_server as w
         start_early({TWO!r})
         print(w._server.process.pid, flush=True)
         time.sleep(600)
@@ -204,15 +204,15 @@ def test_the_server_ends_when_its_launcher_is_killed(tmp_path):
     try:
         server_pid = int(launcher.stdout.readline())
         deadline = time.monotonic() + 60  # /proc shows an empty command line while the process is being set up
-        while "beamtok.beam.fork_server" not in cmdline(server_pid) and time.monotonic() < deadline:
+        while "beamtok._src.beam.fork_server" not in cmdline(server_pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert "beamtok.beam.fork_server" in cmdline(server_pid)
+        assert "beamtok._src.beam.fork_server" in cmdline(server_pid)
         launcher.kill()
         launcher.wait()
         deadline = time.monotonic() + 60
-        while "beamtok.beam.fork_server" in cmdline(server_pid) and time.monotonic() < deadline:
+        while "beamtok._src.beam.fork_server" in cmdline(server_pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert "beamtok.beam.fork_server" not in cmdline(server_pid)  # gone (or a zombie awaiting init)
+        assert "beamtok._src.beam.fork_server" not in cmdline(server_pid)  # gone (or a zombie awaiting init)
     finally:
         launcher.kill()
 
@@ -221,7 +221,7 @@ def servers_marked(mark: str) -> set[int]:
     """Worker servers alive whose environment carries ``BEAMTOK_TEST_MARK=mark``."""
     found = set()
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and "beamtok.beam.fork_server" in cmdline(int(entry.name)):
+        if entry.name.isdigit() and "beamtok._src.beam.fork_server" in cmdline(int(entry.name)):
             try:
                 environ = (entry / "environ").read_bytes().split(b"\0")
             except OSError:
@@ -240,7 +240,7 @@ def test_the_cli_starts_the_server_before_loading_the_tokenizer_and_a_failure_le
     command = [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         str(CORPUS / "shakespeare-00.jsonl"),
         "--output",

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from beamtok import CacheError
-from beamtok.cache.build.lock import LOCK_FILE, BuildLock
-from beamtok.cache.format.storage import Storage
+from beamtok._src.cache.build.lock import LOCK_FILE, BuildLock
+from beamtok._src.cache.format.storage import Storage
 
 
 def dead_pid() -> int:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from beamtok import CacheError, Dataset
-from beamtok.cache.build import as_you_go
-from beamtok.shards.processor import ShardProcessor
+from beamtok._src.cache.build import as_you_go
+from beamtok._src.shards.processor import ShardProcessor
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
@@ -151,7 +151,7 @@ def test_a_killed_run_leaves_no_complete_looking_cache_and_beam_finishes_it(file
         [
             sys.executable,
             "-m",
-            "beamtok.cli",
+            "beamtok._src.cli",
             "cache",
             *files,
             "-o",

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import CacheError, ConfigError, Dataset
-from beamtok.cache.read.verify import verify_cache
+from beamtok._src.cache.read.verify import verify_cache
 from beamtok.testing import assert_items_equal, check_equivalent, check_resumption
 
 from conftest import CORPUS, ROOT, portable_job_service, real_paragraphs, write_jsonl
@@ -154,7 +154,7 @@ def test_killed_build_resumes_to_a_clean_cache(tmp_path, corpus):
     args = [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         *inputs,
         "--tokenizer",
@@ -281,7 +281,7 @@ def test_verify_passes_then_catches_altered_rows(corpus, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     import hashlib
 
-    from beamtok.cache.format.storage import Storage
+    from beamtok._src.cache.format.storage import Storage
 
     footer = Storage(str(out)).parquet_footer_sha256("shards/shard-00001.parquet")
     manifest["shards"][1].update(
@@ -291,7 +291,7 @@ def test_verify_passes_then_catches_altered_rows(corpus, tmp_path):
     report = verify_cache(str(out), sample=3)
     assert report.problems == ["shard 1 row 2 field 'input_ids' differs from the on-the-fly result"]
     proc = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "verify", str(out), "--shards", "3"],
+        [sys.executable, "-m", "beamtok._src.cli", "verify", str(out), "--shards", "3"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -338,7 +338,7 @@ def test_python_cache_build_prints_no_beam_import_warning(tmp_path):
 def test_cache_of_a_pipeline_with_a_map_step(corpus, tmp_path):
     """The spec records user steps by name: a cache built with .map(fn) reopens with its spec,
     states cross, and re-running the recorded step without its function is refused."""
-    from beamtok.cache.read.verify import verify_cache
+    from beamtok._src.cache.read.verify import verify_cache
 
     def shout(record):
         return {**record, "text": record["text"].upper()}
@@ -358,7 +358,7 @@ def test_cli_cache_with_yaml_config_and_help(tmp_path, corpus):
         "seq-len: 128\npack: concat\nbeam_options:\n  direct_num_workers: 1\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "cache", "--config", str(config), "--quiet"],
+        [sys.executable, "-m", "beamtok._src.cli", "cache", "--config", str(config), "--quiet"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -367,11 +367,21 @@ def test_cli_cache_with_yaml_config_and_help(tmp_path, corpus):
     assert "2 shards" in proc.stdout
     assert_items_equal(list(Dataset.from_cache(str(tmp_path / "c"))), list(online(corpus[:2], seq_len=128)))
     helped = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "cache", "--help"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "beamtok._src.cli", "cache", "--help"], capture_output=True, text=True, cwd=ROOT
     )
     assert "--runner=DataflowRunner" in helped.stdout and "--seq-len" in helped.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "cache", corpus[0], "-o", str(tmp_path / "x"), "--tokenizer", TOKENIZER],
+        [
+            sys.executable,
+            "-m",
+            "beamtok._src.cli",
+            "cache",
+            corpus[0],
+            "-o",
+            str(tmp_path / "x"),
+            "--tokenizer",
+            TOKENIZER,
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -444,7 +454,7 @@ def test_closing_a_cache_iterator_releases_its_shards_and_it_reopens_at_its_curs
     import gc
     import threading
 
-    from beamtok.base.prefetch import shared_pool
+    from beamtok._src.base.prefetch import shared_pool
 
     shards = Path(small_groups["concat"].pipeline.root.origin.cache.directory) / "shards"
 

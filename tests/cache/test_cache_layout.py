@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamtok import CacheError, Dataset
-from beamtok.cache.format.schema import batch_to_block, examples_to_table
-from beamtok.shards.items import NO_COUNTS
+from beamtok._src.cache.format.schema import batch_to_block, examples_to_table
+from beamtok._src.shards.items import NO_COUNTS
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import ROOT
@@ -152,7 +152,7 @@ def test_derived_positions_restart_at_every_run_and_are_zero_on_padding():
     ragged rows, equal a row-by-row count: restarting at each run, 0 on padding."""
     import numpy as np
 
-    from beamtok.cache.format.schema import derive_positions
+    from beamtok._src.cache.format.schema import derive_positions
 
     def by_hand(rows):
         out = []

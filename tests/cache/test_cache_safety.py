@@ -23,9 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import CacheError, Dataset
-from beamtok.cache.build.lock import LOCK_FILE, BuildLock
-from beamtok.cache.format.storage import Storage
-from beamtok.cache.read.verify import verify_cache
+from beamtok._src.cache.build.lock import LOCK_FILE, BuildLock
+from beamtok._src.cache.format.storage import Storage
+from beamtok._src.cache.read.verify import verify_cache
 from beamtok.testing import check_equivalent
 
 from conftest import CORPUS, ROOT, shakespeare_copies
@@ -45,7 +45,7 @@ def cache_command(inputs: list[str], output: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         *inputs,
         "--output",
@@ -254,7 +254,7 @@ def test_local_worker_processes_leave_ctrl_c_to_the_launcher(tmp_path, ctrl_c_ta
     before the launcher could silence it; started by beamtok, workers ignore SIGINT."""
     import apache_beam as beam
 
-    from beamtok.beam.pipelines import make_pipeline
+    from beamtok._src.beam.pipelines import make_pipeline
 
     def report_sigint(element: int, directory: str) -> int:  # nested: pickled by value, for the workers
         import os

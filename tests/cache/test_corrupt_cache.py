@@ -53,7 +53,7 @@ def read_all(cache_dir: Path) -> None:
 
 def verify(cache_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "verify", str(cache_dir), "--shards", "0", *extra],
+        [sys.executable, "-m", "beamtok._src.cli", "verify", str(cache_dir), "--shards", "0", *extra],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -207,7 +207,7 @@ def test_verify_compares_every_row_group(tmp_path, tokenizer_dir):
 
     import pyarrow.parquet as pq
 
-    from beamtok.cache.format.storage import Storage
+    from beamtok._src.cache.format.storage import Storage
 
     docs = [{"text": t} for t in real_paragraphs(60, start=300)]
     paths = [str(write_jsonl(tmp_path / "in.jsonl", docs))]
@@ -234,7 +234,7 @@ def test_verify_compares_every_row_group(tmp_path, tokenizer_dir):
     entry["footer_sha256"] = Storage(str(out)).parquet_footer_sha256(entry["file"])
     (out / "manifest.json").write_text(json.dumps(manifest))
     report = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "verify", str(out), "--shards", "1"],
+        [sys.executable, "-m", "beamtok._src.cli", "verify", str(out), "--shards", "1"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import Dataset
-from beamtok.cache.format import schema
+from beamtok._src.cache.format import schema
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, ROOT
@@ -37,7 +37,7 @@ def cache_command(output: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         *INPUTS,
         "--output",

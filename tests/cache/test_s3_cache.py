@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import Dataset
-from beamtok.cache.format.object_store import s3_filesystem
-from beamtok.cache.read.verify import verify_cache
+from beamtok._src.cache.format.object_store import s3_filesystem
+from beamtok._src.cache.read.verify import verify_cache
 from beamtok.testing import check_equivalent
 
 from conftest import CORPUS, ROOT, shakespeare_copies
@@ -46,7 +46,7 @@ def test_cache_on_s3_killed_mid_write_then_completed(s3_bucket, inputs):
     cmd = [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         *inputs,
         "--output",

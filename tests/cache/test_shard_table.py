@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from beamtok import CacheError, Dataset
-from beamtok.cache.format import manifest as manifest_module
-from beamtok.cache.read.verify import verify_cache
+from beamtok._src.cache.format import manifest as manifest_module
+from beamtok._src.cache.read.verify import verify_cache
 from beamtok.testing import assert_items_equal
 
 from conftest import ROOT, real_paragraphs, write_jsonl
@@ -54,7 +54,7 @@ def test_the_table_cache_is_the_inline_cache(two_caches):
         a, b = make(inline).iter(), make(table).iter()
         assert_items_equal(list(b), list(a))
         assert a.stats() == b.stats()
-    from beamtok.cache.read.reader import Cache
+    from beamtok._src.cache.read.reader import Cache
 
     entries_inline, entries_table = (
         Cache(str(directory.parent / "inline")).manifest.shards,
@@ -70,7 +70,7 @@ def test_verify_and_a_rerun_work_on_a_table_cache(two_caches):
     report = verify_cache(str(directory), sample=2)
     assert report.ok, report.problems
     shown = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "stats", str(directory)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "beamtok._src.cli", "stats", str(directory)], capture_output=True, text=True, cwd=ROOT
     )
     assert shown.returncode == 0 and "6 shards" in shown.stdout, shown.stderr
     again = online.cache(str(directory))  # every shard reused, the manifest and table written again

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from beamtok import Dataset
-from beamtok.cli import main
-from beamtok.cli.data_stats import cache_stats, files_stats, percentiles
+from beamtok._src.cli import main
+from beamtok._src.cli.data_stats import cache_stats, files_stats, percentiles
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR, cache_without_beam
 

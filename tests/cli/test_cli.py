@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from beamtok import Dataset
-from beamtok.base.errors import ConfigError
-from beamtok.cli import main
+from beamtok._src.base.errors import ConfigError
+from beamtok._src.cli import main
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR
 
@@ -51,7 +51,7 @@ def test_cache_refuses_options_neither_beamtok_nor_beam_knows(tmp_path, typed, m
 
 
 def test_beam_options_are_split_from_urls_by_beams_parser():
-    from beamtok.beam.options import split_command_line
+    from beamtok._src.beam.options import split_command_line
 
     tokens = [
         SHARD,

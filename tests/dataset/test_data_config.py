@@ -13,8 +13,8 @@ import yaml
 from click.testing import CliRunner
 
 from beamtok import ConfigError, Dataset, load_config
-from beamtok.cli import main
-from beamtok.shards.processor import ShardProcessor
+from beamtok._src.cli import main
+from beamtok._src.shards.processor import ShardProcessor
 from beamtok.testing import assert_items_equal
 
 from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl

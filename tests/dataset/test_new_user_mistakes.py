@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from beamtok import ConfigError, Dataset
-from beamtok.base.sizes import MAX_SEQ_LEN, memory_available
-from beamtok.cli import main
+from beamtok._src.base.sizes import MAX_SEQ_LEN, memory_available
+from beamtok._src.cli import main
 
 from conftest import CORPUS, TOKENIZER_DIR
 
@@ -125,7 +125,7 @@ def test_a_missing_extra_is_named_when_the_feature_is_asked_for(monkeypatch, tmp
         packed.batch(4, tensors="torch")
     with pytest.raises(ConfigError, match=r"^to_torch\(\) needs PyTorch"):
         packed.to_torch()
-    for module in ("beamtok.attention", "beamtok.trainer"):
+    for module in ("beamtok._src.attention", "beamtok._src.trainer"):
         blocked = subprocess.run(
             [sys.executable, "-c", f"import sys; sys.modules['torch'] = None; import {module}"],
             capture_output=True,

@@ -77,7 +77,7 @@ def test_cli_reports_a_bad_tokenizer_in_one_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "beamtok.cli",
+            "beamtok._src.cli",
             "cache",
             str(source),
             "-o",

@@ -16,7 +16,7 @@ import torch.distributed as dist
 import transformers
 
 from beamtok import Dataset, load_tokenizer
-from beamtok.trainer import BeamtokCallback, PackedCollator
+from beamtok._src.trainer import BeamtokCallback, PackedCollator
 
 
 class ProvenanceCollator(PackedCollator):

@@ -22,8 +22,8 @@ from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_mo
 from torch.distributed.checkpoint.stateful import Stateful
 
 from beamtok import Dataset
-from beamtok.distributed.process_group import start_process_group
-from beamtok.distributed.torch_loader import DistributedLoader
+from beamtok._src.distributed.process_group import start_process_group
+from beamtok._src.distributed.torch_loader import DistributedLoader
 
 BATCH = 4
 

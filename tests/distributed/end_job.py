@@ -16,8 +16,8 @@ from pathlib import Path
 import torch.distributed as dist
 
 from beamtok import Dataset
-from beamtok.distributed.process_group import end_process_group, start_process_group
-from beamtok.distributed.torch_loader import DistributedLoader
+from beamtok._src.distributed.process_group import end_process_group, start_process_group
+from beamtok._src.distributed.torch_loader import DistributedLoader
 
 
 def stream(files: str, tokenizer: str) -> Dataset:

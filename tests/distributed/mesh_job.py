@@ -21,8 +21,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 
 from beamtok import Dataset
-from beamtok.distributed.process_group import start_process_group
-from beamtok.distributed.torch_loader import DistributedLoader
+from beamtok._src.distributed.process_group import start_process_group
+from beamtok._src.distributed.torch_loader import DistributedLoader
 
 
 class Model(nn.Module):

@@ -120,7 +120,7 @@ def test_saved_in_dcp_and_resumed_on_another_world_size_and_worker_count(root, f
 
 
 def test_the_saved_value_names_what_is_wrong():
-    from beamtok.distributed.rank_states import pack_rank_states, unpack_rank_states
+    from beamtok._src.distributed.rank_states import pack_rank_states, unpack_rank_states
 
     entries = [{"rank": r, "num_workers": 1, "loader": {"beamtok_state": r}} for r in range(3)]
     packed_states = pack_rank_states(entries)
@@ -141,7 +141,7 @@ def test_a_checkpoint_without_the_loader_is_refused_not_started_afresh(root, tmp
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
-    from beamtok.distributed.torch_loader import DistributedLoader
+    from beamtok._src.distributed.torch_loader import DistributedLoader
 
     ds = packed(sorted(str(p) for p in (root / "data").glob("part-*.jsonl"))).batch(4)
     dcp.save({"other": {"step": 3}}, checkpoint_id=str(tmp_path / "c"), no_dist=True)
@@ -157,7 +157,7 @@ def test_a_checkpoint_without_the_loader_is_refused_not_started_afresh(root, tmp
 def test_a_state_of_another_pipeline_is_refused_by_name(root, tmp_path):
     import torch.distributed.checkpoint as dcp
 
-    from beamtok.distributed.torch_loader import DistributedLoader
+    from beamtok._src.distributed.torch_loader import DistributedLoader
 
     files = sorted(str(p) for p in (root / "data").glob("part-*.jsonl"))
     saving = DistributedLoader(packed(files).batch(4))

@@ -12,16 +12,16 @@ import json
 import pytest
 
 from beamtok import Dataset
-from beamtok.base.errors import StateError
+from beamtok._src.base.errors import StateError
 
 from conftest import TOKENIZER_DIR, paragraph_files
 
 pytest.importorskip("torch")
 pytest.importorskip("torchdata")
 
-from beamtok.distributed.lightning_loader import LightningLoader
-from beamtok.distributed.torch_loader import DistributedLoader
-from beamtok.stream.stateful_loader import StatefulLoader
+from beamtok._src.distributed.lightning_loader import LightningLoader
+from beamtok._src.distributed.torch_loader import DistributedLoader
+from beamtok._src.stream.stateful_loader import StatefulLoader
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from conftest import TOKENIZER_DIR, cache_without_beam, paragraph_files
 pytest.importorskip("torch")
 pytest.importorskip("torchdata")
 
-from beamtok.distributed.torch_loader import DistributedLoader
+from beamtok._src.distributed.torch_loader import DistributedLoader
 
 
 @pytest.fixture(scope="module")

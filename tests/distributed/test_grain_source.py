@@ -1,4 +1,4 @@
-"""A packed cache read through grain (beamtok.grain_source): row for row what from_cache
+"""A packed cache read through grain (beamtok._src.grain_source): row for row what from_cache
 yields, through grain's MapDataset, and through its DataLoader with worker processes and its
 own checkpoint, resumed exactly."""
 
@@ -30,8 +30,8 @@ def cache(tmp_path_factory):
 
 
 def data_source(cache: str, **options):
-    """``beamtok.grain_source.CacheDataSource`` over ``cache`` (imported when first used)."""
-    from beamtok.grain_source import CacheDataSource
+    """``beamtok._src.grain_source.CacheDataSource`` over ``cache`` (imported when first used)."""
+    from beamtok._src.grain_source import CacheDataSource
 
     return CacheDataSource(cache, **options)
 

@@ -1,5 +1,5 @@
 """examples/jax_train.py: JAX processes on CPU (jax.distributed on localhost) feeding a jitted
-step, the data state saved by Orbax beside the parameters (beamtok.distributed.orbax_state),
+step, the data state saved by Orbax beside the parameters (beamtok._src.distributed.orbax_state),
 resumed on another process count with every row trained exactly once, and on the same count
 exactly; the handler's refusals."""
 
@@ -84,7 +84,7 @@ def test_resumed_exactly_on_the_same_process_count_and_on_another_training_every
 
 
 def test_the_handler_refuses_missing_doubled_and_mixed_states(tmp_path):
-    from beamtok.distributed.orbax_state import _read_states
+    from beamtok._src.distributed.orbax_state import _read_states
 
     item = tmp_path / "data"
     item.mkdir()
@@ -108,7 +108,7 @@ def test_the_handler_refuses_missing_doubled_and_mixed_states(tmp_path):
 def test_restore_returns_every_process_s_state_and_a_list_of_the_same_split_resumes_each_exactly(tmp_path):
     """One type back from the handler (a list, in process order) whatever the process count:
     each reader of a run split as the saved one resumes from its own entry, its deliveries its own."""
-    from beamtok.distributed.orbax_state import BeamtokCheckpointHandler
+    from beamtok._src.distributed.orbax_state import BeamtokCheckpointHandler
 
     from conftest import CORPUS, TOKENIZER_DIR
 

@@ -17,8 +17,8 @@ from conftest import CORPUS
 torch = pytest.importorskip("torch")
 pl = pytest.importorskip("pytorch_lightning")
 
-from beamtok.distributed.lightning_loader import LightningLoader  # noqa: E402
-from beamtok.distributed.torch_loader import DistributedLoader  # noqa: E402
+from beamtok._src.distributed.lightning_loader import LightningLoader  # noqa: E402
+from beamtok._src.distributed.torch_loader import DistributedLoader  # noqa: E402
 
 VOCAB = 50257
 

@@ -22,7 +22,7 @@ RANK = textwrap.dedent(
     f"""
     import sys, time
     from beamtok import Dataset
-    from beamtok.distributed.torch_loader import DistributedLoader
+    from beamtok._src.distributed.torch_loader import DistributedLoader
     ds = Dataset.from_files({str(CORPUS / "shakespeare-{00..01}.jsonl")!r}).tokenize({str(TOKENIZER_DIR)!r}).concat_chunk(2048).batch(8)
     loader = DistributedLoader(ds, even=None, num_workers=2)
     it = iter(loader)

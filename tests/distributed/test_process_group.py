@@ -1,5 +1,5 @@
-"""Starting and ending a process group (``beamtok.distributed.process_group``) and finding the
-checkpoint to resume from (``beamtok.distributed.checkpoint_dirs``): a group restarted by
+"""Starting and ending a process group (``beamtok._src.distributed.process_group``) and finding the
+checkpoint to resume from (``beamtok._src.distributed.checkpoint_dirs``): a group restarted by
 ``torchrun --max-restarts`` starts again instead of waiting for ever; a plain ``python`` run is a
 group of one; a checkpoint marked complete that lost a file is named and passed over."""
 
@@ -23,7 +23,7 @@ RESTARTED = textwrap.dedent(
     import os, sys
     import torch
     import torch.distributed as dist
-    from beamtok.distributed.process_group import end_process_group, start_process_group
+    from beamtok._src.distributed.process_group import end_process_group, start_process_group
 
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     rank, world = start_process_group("gloo")
@@ -50,7 +50,7 @@ def test_a_plain_process_is_a_group_of_one_that_saves_and_loads(tmp_path):
     code = textwrap.dedent(
         f"""
         import torch, torch.distributed.checkpoint as dcp
-        from beamtok.distributed.process_group import end_process_group, start_process_group
+        from beamtok._src.distributed.process_group import end_process_group, start_process_group
         assert start_process_group() == (0, 1) and start_process_group() == (0, 1)  # a started group is kept
         state = {{"w": torch.arange(4.0)}}
         dcp.save(state, checkpoint_id={str(tmp_path / "c")!r})
@@ -68,7 +68,7 @@ def test_a_plain_process_is_a_group_of_one_that_saves_and_loads(tmp_path):
 def dcp_checkpoint(root: Path, step: int, value: float) -> Path:
     import torch.distributed.checkpoint as dcp
 
-    from beamtok.distributed.checkpoint_dirs import mark_complete, step_directory
+    from beamtok._src.distributed.checkpoint_dirs import mark_complete, step_directory
 
     directory = step_directory(root, step)
     dcp.save({"w": torch.full((8,), value)}, checkpoint_id=str(directory), no_dist=True)
@@ -77,7 +77,7 @@ def dcp_checkpoint(root: Path, step: int, value: float) -> Path:
 
 
 def test_a_checkpoint_that_lost_a_file_is_named_and_passed_over(tmp_path, caplog):
-    from beamtok.distributed.checkpoint_dirs import COMPLETE_MARKER, missing_files, newest_complete
+    from beamtok._src.distributed.checkpoint_dirs import COMPLETE_MARKER, missing_files, newest_complete
 
     first = dcp_checkpoint(tmp_path, 10, 1.0)
     second = dcp_checkpoint(tmp_path, 20, 2.0)
@@ -86,9 +86,9 @@ def test_a_checkpoint_that_lost_a_file_is_named_and_passed_over(tmp_path, caplog
     data = next(name for name in listed if name.endswith(".distcp"))
     (second / data).unlink()
     assert missing_files(second) == [f"{data} (missing)"]
-    with caplog.at_level(logging.WARNING, logger="beamtok.distributed.checkpoint_dirs"):
+    with caplog.at_level(logging.WARNING, logger="beamtok._src.distributed.checkpoint_dirs"):
         assert newest_complete(tmp_path) == (10, first)
-    (warning,) = [r.getMessage() for r in caplog.records if r.name == "beamtok.distributed.checkpoint_dirs"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "beamtok._src.distributed.checkpoint_dirs"]
     assert str(second) in warning and data in warning and "passed over" in warning
     metadata = first / ".metadata"
     metadata.write_bytes(metadata.read_bytes()[:-1])  # cut short
@@ -99,7 +99,7 @@ def test_a_checkpoint_that_lost_a_file_is_named_and_passed_over(tmp_path, caplog
 
 
 def test_a_marker_of_an_earlier_version_is_taken_as_it_is(tmp_path):
-    from beamtok.distributed.checkpoint_dirs import COMPLETE_MARKER, newest_complete
+    from beamtok._src.distributed.checkpoint_dirs import COMPLETE_MARKER, newest_complete
 
     directory = dcp_checkpoint(tmp_path, 5, 0.0)
     (directory / COMPLETE_MARKER).write_text("complete\n")
@@ -107,16 +107,16 @@ def test_a_marker_of_an_earlier_version_is_taken_as_it_is(tmp_path):
 
 
 def test_a_checkpoint_folder_that_does_not_exist_is_said_with_the_nearest_name(tmp_path, caplog):
-    from beamtok.distributed.checkpoint_dirs import newest_complete
+    from beamtok._src.distributed.checkpoint_dirs import newest_complete
 
     (tmp_path / "checkpoints").mkdir()
-    with caplog.at_level(logging.WARNING, logger="beamtok.distributed.checkpoint_dirs"):
+    with caplog.at_level(logging.WARNING, logger="beamtok._src.distributed.checkpoint_dirs"):
         assert newest_complete(tmp_path / "checkpionts") is None
     assert [r.getMessage() for r in caplog.records] == [
         f"checkpoint folder {tmp_path / 'checkpionts'} does not exist: starting from scratch; "
         f"did you mean {str(tmp_path / 'checkpoints')!r}?"
     ]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="beamtok.distributed.checkpoint_dirs"):
+    with caplog.at_level(logging.WARNING, logger="beamtok._src.distributed.checkpoint_dirs"):
         assert newest_complete(tmp_path / "fresh" / "run") is None
     assert "does not exist: starting from scratch (it is made by the first save)" in caplog.text

@@ -14,7 +14,7 @@ from conftest import CORPUS, TOKENIZER_DIR
 pytest.importorskip("torch")
 pytest.importorskip("torchdata")
 
-from beamtok.distributed.torch_loader import DistributedLoader
+from beamtok._src.distributed.torch_loader import DistributedLoader
 
 
 def stream() -> Dataset:

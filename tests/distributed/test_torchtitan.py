@@ -20,7 +20,7 @@ from conftest import ROOT, real_paragraphs, run_torchrun, small_vocab_tokenizer,
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchtitan")
 
-from beamtok.distributed.torchtitan_loader import BeamtokDataLoader, torchtitan_batch  # noqa: E402
+from beamtok._src.distributed.torchtitan_loader import BeamtokDataLoader, torchtitan_batch  # noqa: E402
 
 JOB = str(Path(__file__).resolve().parent / "torchtitan_job.py")
 

@@ -14,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 from beamtok import ConfigError, Dataset, StateError  # noqa: E402
-from beamtok.trainer import BeamtokCallback, PackedCollator  # noqa: E402
+from beamtok._src.trainer import BeamtokCallback, PackedCollator  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 

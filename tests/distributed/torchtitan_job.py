@@ -20,8 +20,8 @@ from torch import nn
 from torchtitan.components.checkpoint import CheckpointManager
 from torchtitan.components.optimizer import LRSchedulersContainer, OptimizersContainer, ParamGroupConfig
 
-from beamtok.distributed.process_group import start_process_group
-from beamtok.distributed.torchtitan_loader import BeamtokDataLoader
+from beamtok._src.distributed.process_group import start_process_group
+from beamtok._src.distributed.torchtitan_loader import BeamtokDataLoader
 
 SEQ_LEN = 32
 BATCH = 2

@@ -1,4 +1,4 @@
-"""Texts holding added tokens on the fast path (``beamtok.engines.added_segments``): cut
+"""Texts holding added tokens on the fast path (``beamtok._src.engines.added_segments``): cut
 at their added tokens, the parts encoded by the engine, or split out by kitoken itself where
 it gives the same cuts; the ids are those of ``tokenizers`` for files shaped like Gemma 2's
 (``"\\n"`` and its runs are added tokens), T5's sentinels on cached words and BERT's
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beamtok import load_tokenizer
-from beamtok.engines.added_segments import AddedSegments
+from beamtok._src.engines.added_segments import AddedSegments
 
 from conftest import ROOT, assert_same_ids, trained_family
 from test_fast_path_byte_level import shipped_texts

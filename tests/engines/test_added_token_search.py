@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamtok.engines.exact_encoder import Needles
+from beamtok._src.engines.exact_encoder import Needles
 
 ALPHABET = "<>/|sun ké\n▁"
 TOKENS = st.lists(st.text(ALPHABET, min_size=1, max_size=6), min_size=1, max_size=12)

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as RustTokenizer
 from tokenizers import models
 
-from beamtok.engines import bpe_native
-from beamtok.engines.bpe_native import NativeBPE
-from beamtok.engines.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
+from beamtok._src.engines import bpe_native
+from beamtok._src.engines.bpe_native import NativeBPE
+from beamtok._src.engines.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
 
 from conftest import wrong_on_threads
 
@@ -185,7 +185,7 @@ def test_the_word_cache_starts_over_when_full(monkeypatch):
 def test_the_kept_code_point_buffer_reads_what_the_texts_hold(batches):
     """Calls one after another, longer and shorter, texts cut into pieces (7 characters here):
     each call's code points and text ends are those of the texts joined."""
-    from beamtok.engines.compiled_tables import CodePointBuffer, code_points
+    from beamtok._src.engines.compiled_tables import CodePointBuffer, code_points
 
     buffer = CodePointBuffer()
     buffer.PIECE = 7
@@ -278,7 +278,7 @@ def test_a_normalizer_of_prepends_and_replaces_is_applied_as_tokenizers_applies_
     texts are not prepended to, overlapping occurrences are replaced left to right."""
     from tokenizers import normalizers
 
-    from beamtok.engines.word_cutters import StringSteps
+    from beamtok._src.engines.word_cutters import StringSteps
 
     spec = [
         {"type": "Prepend", "prepend": arg}

@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 from tokenizers import Regex, pre_tokenizers
 
 from beamtok import load_tokenizer
-from beamtok.engines import byte_level_native, byte_level_split, engine_choice, split_patterns
-from beamtok.engines.byte_level_encoder import CompiledByteLevelEncoder
-from beamtok.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED, CharClasses
-from beamtok.engines.exact_encoder import OtherForm, ProbeMismatch
-from beamtok.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
-from beamtok.engines.split_patterns import CL100K_TODAY, SPELLINGS, split_sample
-from beamtok.engines.tiktoken_backend import PROBES
-from beamtok.transforms import tokenize
+from beamtok._src.engines import byte_level_native, byte_level_split, engine_choice, split_patterns
+from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok._src.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED, CharClasses
+from beamtok._src.engines.exact_encoder import OtherForm, ProbeMismatch
+from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
+from beamtok._src.engines.split_patterns import CL100K_TODAY, SPELLINGS, split_sample
+from beamtok._src.engines.tiktoken_backend import PROBES
+from beamtok._src.transforms import tokenize
 
 from conftest import TOKENIZER_DIR, modules_blocked, on_threads
 from test_fast_path_byte_level import built_from_ranks, shipped_texts
@@ -197,7 +197,7 @@ def test_other_splits_are_another_form_and_numba_a_package(cl100k_files, monkeyp
     assert "compiled byte-level" not in gpt2.engine  # another form: not held against the file
     monkeypatch.setattr(tokenize, "_CACHE", {})
     monkeypatch.setattr(tokenize, "_BY_NAME", {})
-    with modules_blocked("beamtok.engines.byte_level_native", "beamtok.engines.byte_level_split"):
+    with modules_blocked("beamtok._src.engines.byte_level_native", "beamtok._src.engines.byte_level_split"):
         tok = load_tokenizer(cl100k_files["cl100k-today"])
         choice = tok.engine_choice
     compiled = choice.refused[1]  # after the byte table, which takes files without merges

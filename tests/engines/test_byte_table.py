@@ -1,4 +1,4 @@
-"""The byte table (beamtok.engines.byte_table): a byte-level BPE file without merges encodes
+"""The byte table (beamtok._src.engines.byte_table): a byte-level BPE file without merges encodes
 each UTF-8 byte as the file's token for it. It gives the ids of ``tokenizers`` on the shipped
 corpus, code points of every width, added tokens inside text and hypothesis text; it takes the
 forms that cannot change an id (NFC, a post-processor's BOS, Split steps that keep every
@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamtok import load_tokenizer
-from beamtok.engines import engine_choice
-from beamtok.engines.byte_table import ByteTableEncoder
-from beamtok.engines.engine_choice import BYTE_LEVEL, candidates_for
-from beamtok.engines.exact_encoder import OtherForm
+from beamtok._src.engines import engine_choice
+from beamtok._src.engines.byte_table import ByteTableEncoder
+from beamtok._src.engines.engine_choice import BYTE_LEVEL, candidates_for
+from beamtok._src.engines.exact_encoder import OtherForm
+from beamtok._src.transforms.tokenize import Tokenizer
 from beamtok.testing import tiny_tokenizer
-from beamtok.transforms.tokenize import Tokenizer
 
 from conftest import TOKENIZER_DIR, assert_same_ids, corpus_texts
 
@@ -138,7 +138,7 @@ def test_files_it_could_be_wrong_for_are_refused_by_name():
 def test_a_table_that_gives_other_ids_is_refused_at_its_probes(monkeypatch, caplog):
     """The planted bug: one byte's id off by one. The probes must refuse the table, a warning
     must say so, and the file still encodes exactly on the next engine."""
-    from beamtok.engines import byte_table
+    from beamtok._src.engines import byte_table
 
     right = byte_table._byte_ids
 
@@ -149,7 +149,7 @@ def test_a_table_that_gives_other_ids_is_refused_at_its_probes(monkeypatch, capl
 
     monkeypatch.setattr(byte_table, "_byte_ids", off_for_e)
     monkeypatch.setattr(engine_choice, "_WARNED", set())
-    with caplog.at_level(logging.WARNING, logger="beamtok.engines.engine_choice"):
+    with caplog.at_level(logging.WARNING, logger="beamtok._src.engines.engine_choice"):
         tok = tokenizer_of(tiny_spec(), "planted")
         choice = tok.engine_choice
     assert choice.refused[0].candidate == "byte table" and choice.refused[0].probes_differed

@@ -1,5 +1,5 @@
 """The engine that encodes a tokenizer file is chosen in one place
-(beamtok.engines.engine_choice): an ordered list of candidates per family, a record of the
+(beamtok._src.engines.engine_choice): an ordered list of candidates per family, a record of the
 engine taken and of every candidate refused with its reason, and a warning when a candidate
 was built but gave other ids than ``tokenizers`` (a broken engine would otherwise leave a
 file on a slower one with nothing said)."""
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from beamtok import load_tokenizer
-from beamtok.engines import engine_choice
-from beamtok.engines.engine_choice import BYTE_LEVEL, candidates_for, choose
-from beamtok.engines.kitoken_families import KitokenEncoder
-from beamtok.transforms import tokenize
+from beamtok._src.engines import engine_choice
+from beamtok._src.engines.engine_choice import BYTE_LEVEL, candidates_for, choose
+from beamtok._src.engines.kitoken_families import KitokenEncoder
+from beamtok._src.transforms import tokenize
 
 from conftest import ROOT, TOKENIZER_DIR, real_paragraphs
 
@@ -55,7 +55,7 @@ def test_a_candidate_that_gives_other_ids_is_refused_and_said_once_at_warning(fr
         return [ids + 1 for ids in right(self, texts)]
 
     monkeypatch.setattr(KitokenEncoder, "_encode_batch", off_by_one)
-    with caplog.at_level(logging.WARNING, logger="beamtok.engines.engine_choice"):
+    with caplog.at_level(logging.WARNING, logger="beamtok._src.engines.engine_choice"):
         tok = load_tokenizer(str(BERT))
         choice = tok.engine_choice
         again = choose(tok.backend, tok.name, tok.backend.to_str())
@@ -79,8 +79,10 @@ def test_a_candidate_refused_by_its_checks_is_not_a_warning(fresh, caplog):
     from tokenizers import Tokenizer as RustTokenizer
 
     backend = RustTokenizer.from_str(json.dumps(spec))
-    with caplog.at_level(logging.WARNING, logger="beamtok.engines.engine_choice"):
-        with modules_blocked("beamtok.engines.bpe_native", "beamtok.engines.unigram_native"):  # as without numba
+    with caplog.at_level(logging.WARNING, logger="beamtok._src.engines.engine_choice"):
+        with modules_blocked(
+            "beamtok._src.engines.bpe_native", "beamtok._src.engines.unigram_native"
+        ):  # as without numba
             choice = choose(backend, "lowercased", json.dumps(spec))
     assert choice.engine == "beamtok cached words"
     assert [r.candidate for r in choice.refused] == ["compiled BPE", "kitoken"], choice.refused
@@ -95,7 +97,7 @@ def test_the_engine_line_leaves_out_what_only_the_install_lacks(fresh):
     refusal for that (the install's choice), while the record keeps it with its kind."""
     from conftest import modules_blocked, trained_family
 
-    with modules_blocked("beamtok.engines.bpe_native", "beamtok.engines.unigram_native"):
+    with modules_blocked("beamtok._src.engines.bpe_native", "beamtok._src.engines.unigram_native"):
         tok = load_tokenizer(str(trained_family("sp-bpe-metaspace")))
         line = tok.engine
     refused = tok.engine_choice.refused
@@ -114,8 +116,8 @@ def test_beamtok_stats_reports_the_record(fresh, monkeypatch):
     """GPT-2's one candidate planted broken: the stats say tokenizers encodes, and why."""
     from click.testing import CliRunner
 
-    from beamtok.cli import main
-    from beamtok.engines.tiktoken_backend import TiktokenEncoder
+    from beamtok._src.cli import main
+    from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
 
     right = TiktokenEncoder._encode_batch
     monkeypatch.setattr(TiktokenEncoder, "_encode_batch", lambda self, texts: [ids + 1 for ids in right(self, texts)])
@@ -139,7 +141,7 @@ def test_the_file_is_parsed_once_for_every_candidate_and_left_as_read(fresh, mon
     """GPT-2's file passes the byte table and the compiled byte-level BPE before tiktoken
     takes it; each reads the one parse ``choose`` made, and none changes it (a candidate that
     edited it would hand the next one another file)."""
-    from beamtok.engines import tokenizer_parts
+    from beamtok._src.engines import tokenizer_parts
 
     backend = load_tokenizer(str(directory)).backend
     serialized = backend.to_str()

@@ -21,7 +21,7 @@ import pytest
 from test_sentencepiece_files import converted
 
 from beamtok import load_tokenizer
-from beamtok.transforms import tokenize as tokenize_module
+from beamtok._src.transforms import tokenize as tokenize_module
 
 from conftest import ROOT, TOKENIZER_DIR, assert_same_ids, modules_blocked, trained_family
 from test_fast_path_byte_level import built_from_ranks

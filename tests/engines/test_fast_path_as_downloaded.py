@@ -14,9 +14,9 @@ import pytest
 from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
-from beamtok.engines.ranks import QWEN2_PATTERN
-from beamtok.engines.split_patterns import as_oniguruma_reads_it, split_sample
-from beamtok.engines.tiktoken_backend import PROBES, TiktokenEncoder
+from beamtok._src.engines.ranks import QWEN2_PATTERN
+from beamtok._src.engines.split_patterns import as_oniguruma_reads_it, split_sample
+from beamtok._src.engines.tiktoken_backend import PROBES, TiktokenEncoder
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, TOKENIZER_DIR, assert_same_ids

@@ -21,16 +21,16 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
-from beamtok.engines.exact_encoder import ExactEncoder
-from beamtok.engines.normal_forms import differing_points
-from beamtok.engines.ranks import (
+from beamtok._src.engines.exact_encoder import ExactEncoder
+from beamtok._src.engines.normal_forms import differing_points
+from beamtok._src.engines.ranks import (
     CL100K_PATTERN,
     O200K_PATTERN,
     QWEN2_PATTERN,
     read_tiktoken_ranks,
     tokenizer_json_from_ranks,
 )
-from beamtok.engines.tiktoken_backend import PROBES, TiktokenEncoder
+from beamtok._src.engines.tiktoken_backend import PROBES, TiktokenEncoder
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR, built_once, on_threads
@@ -121,7 +121,7 @@ def built_from_ranks(kind: str) -> str:
     import tokenizers
     import transformers
 
-    import beamtok.engines.ranks as ranks
+    import beamtok._src.engines.ranks as ranks
 
     builder = build_converted if kind in CONVERTED else build_from_ranks
     versions = [
@@ -438,7 +438,7 @@ def test_threads_asking_for_the_fast_path_at_once_build_it_once(tokenizer_dirs, 
     first bundle: one thread builds it (~0.2-1.5 s and its memory), the others wait for it."""
     import threading
 
-    from beamtok.transforms import tokenize
+    from beamtok._src.transforms import tokenize
 
     monkeypatch.setattr(tokenize, "_CACHE", {})
     monkeypatch.setattr(tokenize, "_BY_NAME", {})
@@ -463,7 +463,7 @@ def test_threads_asking_for_the_fast_path_at_once_build_it_once(tokenizer_dirs, 
 
 
 def _build_in_child(path: str, done) -> None:
-    from beamtok.transforms import tokenize
+    from beamtok._src.transforms import tokenize
 
     tokenize._CACHE.clear()
     tokenize._BY_NAME.clear()
@@ -476,7 +476,7 @@ def test_a_process_forked_while_another_thread_builds_builds_its_own(tokenizer_d
     import multiprocessing as mp
     import threading
 
-    from beamtok.transforms import tokenize
+    from beamtok._src.transforms import tokenize
 
     holding, release = threading.Event(), threading.Event()
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from beamtok import ConfigError, Dataset, load_tokenizer
-from beamtok.engines import cached_words
-from beamtok.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder, CompiledUnigramEncoder
-from beamtok.engines.tiktoken_backend import PROBES
+from beamtok._src.engines import cached_words
+from beamtok._src.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder, CompiledUnigramEncoder
+from beamtok._src.engines.tiktoken_backend import PROBES
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, assert_same_ids, modules_blocked, on_threads, trained_family
@@ -90,10 +90,10 @@ def python_source(limit: int = 150) -> list[str]:
 
 # the modules that need numba, blocked to run as an install without it
 COMPILED = (
-    "beamtok.engines.bpe_native",
-    "beamtok.engines.unigram_native",
-    "beamtok.engines.byte_level_native",
-    "beamtok.engines.byte_level_split",
+    "beamtok._src.engines.bpe_native",
+    "beamtok._src.engines.unigram_native",
+    "beamtok._src.engines.byte_level_native",
+    "beamtok._src.engines.byte_level_split",
 )
 
 
@@ -327,8 +327,8 @@ def test_threads_encoding_at_once_through_a_cache_that_starts_over_get_their_ids
 def test_streams_iterated_on_threads_at_once_give_what_one_gives(trained, monkeypatch):
     """Two streams through one tokenizer on two threads (its compiled BPE encoder is shared,
     as by Beam's threaded workers) give the examples one stream gives alone."""
-    from beamtok.engines import bpe_native
-    from beamtok.transforms import tokenize
+    from beamtok._src.engines import bpe_native
+    from beamtok._src.transforms import tokenize
 
     monkeypatch.setattr(tokenize, "_CACHE", {})  # an encoder of its own, with a small cache
     monkeypatch.setattr(tokenize, "_BY_NAME", {})
@@ -353,8 +353,8 @@ def test_a_cache_built_by_beams_threads_holds_what_the_stream_gives(trained, mon
     """Beam's ``multi_threading`` workers run bundles on threads of one process, through its
     one tokenizer and compiled encoder: the cache they build holds the stream's examples."""
     pytest.importorskip("apache_beam")
-    from beamtok.engines import bpe_native
-    from beamtok.transforms import tokenize
+    from beamtok._src.engines import bpe_native
+    from beamtok._src.transforms import tokenize
 
     monkeypatch.setattr(tokenize, "_CACHE", {})  # an encoder of its own, with a small cache
     monkeypatch.setattr(tokenize, "_BY_NAME", {})

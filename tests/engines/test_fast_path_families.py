@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from beamtok import ConfigError, Dataset, load_tokenizer
-from beamtok.engines import wordpiece_chars
-from beamtok.engines.kitoken_families import ASCII_PROBES, KitokenEncoder
-from beamtok.engines.normal_forms import differing_points
-from beamtok.engines.tiktoken_backend import PROBES
+from beamtok._src.engines import wordpiece_chars
+from beamtok._src.engines.kitoken_families import ASCII_PROBES, KitokenEncoder
+from beamtok._src.engines.normal_forms import differing_points
+from beamtok._src.engines.tiktoken_backend import PROBES
+from beamtok._src.transforms import tokenize as tokenize_module
 from beamtok.testing import assert_items_equal
-from beamtok.transforms import tokenize as tokenize_module
 
 from conftest import CORPUS, ROOT, assert_same_ids, trained_family
 from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
@@ -41,7 +41,7 @@ BERT = ROOT / "data" / "tokenizers" / "bert-base-uncased"
 def without_compiled_bpe(monkeypatch):
     """As where numba is not installed: SentencePiece-style BPE then takes kitoken (and
     the tokenizers this process loaded before, with their engines, are not reused)."""
-    monkeypatch.setitem(sys.modules, "beamtok.engines.bpe_native", None)
+    monkeypatch.setitem(sys.modules, "beamtok._src.engines.bpe_native", None)
     monkeypatch.setattr(tokenize_module, "_BY_NAME", {})
     monkeypatch.setattr(tokenize_module, "_CACHE", {})
 
@@ -315,7 +315,8 @@ def test_a_table_made_with_other_versions_is_refused_by_name_and_cached_words_en
     try:
         tok = load_tokenizer(families["wordpiece"] + "/")
         assert (
-            tok.engine.startswith("beamtok cached words") and "python -m beamtok.engines.wordpiece_chars" in tok.engine
+            tok.engine.startswith("beamtok cached words")
+            and "python -m beamtok._src.engines.wordpiece_chars" in tok.engine
         ), tok.engine
         assert_same_ids(tok, [*PROBES, "\u0378 unassigned"], "cached words")
     finally:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamtok.engines.id_arrays import CHUNK, SHORT, int32_ids
+from beamtok._src.engines.id_arrays import CHUNK, SHORT, int32_ids
 
 
 @pytest.mark.parametrize("n", [0, 1, SHORT - 1, SHORT, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 17])

@@ -7,8 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from beamtok.engines import kernel_cache
-from beamtok.engines.kernel_cache import COMPILED_MODULES, drop_stale_kernels
+from beamtok._src.engines import kernel_cache
+from beamtok._src.engines.kernel_cache import COMPILED_MODULES, drop_stale_kernels
 
 PACKAGE = Path(kernel_cache.__file__).parent
 

@@ -1,4 +1,4 @@
-"""``python -m beamtok.engines.kernel_warmup`` (run by make setup and the worker image's
+"""``python -m beamtok._src.engines.kernel_warmup`` (run by make setup and the worker image's
 Dockerfile) compiles every numba kernel the compiled engines use on real files: a process
 started after it builds the compiled byte-level BPE, the compiled SentencePiece-style BPE and
 the compiled Unigram for files trained or converted elsewhere, encodes the shipped corpus, and
@@ -44,7 +44,7 @@ def kernel_files(directory: Path) -> dict[str, int]:
 
 
 def test_after_the_warmup_a_new_process_compiles_nothing(tmp_path):
-    from beamtok.engines.ranks import CL100K_PATTERN, tokenizer_json_from_ranks
+    from beamtok._src.engines.ranks import CL100K_PATTERN, tokenizer_json_from_ranks
 
     (module,) = re.findall(r"python -m (beamtok[\w.]+)", (ROOT / "Dockerfile").read_text())
     assert module in (ROOT / "Makefile").read_text()  # make setup runs what the image runs

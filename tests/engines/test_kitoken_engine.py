@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beamtok import load_tokenizer
-from beamtok.engines.kitoken_engine import (
+from beamtok._src.engines.kitoken_engine import (
     MAX_ROUTED,
     WHITE_SPACE,
     _may_start_non_space,
@@ -151,8 +151,8 @@ def joining_ranks(whitespace: list[str]) -> dict[bytes, int]:
 def test_characters_a_token_joins_to_the_next_go_to_tiktoken_and_too_many_leave_it_in_charge():
     from tokenizers import Tokenizer as RustTokenizer
 
-    from beamtok.engines.ranks import tokenizer_json_from_ranks
-    from beamtok.engines.tiktoken_backend import GPT2_PATTERN, TiktokenEncoder
+    from beamtok._src.engines.ranks import tokenizer_json_from_ranks
+    from beamtok._src.engines.tiktoken_backend import GPT2_PATTERN, TiktokenEncoder
 
     few = ["\t", "\x85", "\u3000"]
     tokenizer_json = tokenizer_json_from_ranks(joining_ranks(few), GPT2_PATTERN, {})
@@ -170,8 +170,8 @@ def test_characters_a_token_joins_to_the_next_go_to_tiktoken_and_too_many_leave_
 
 
 def test_a_tokenizer_without_every_byte_leaves_tiktoken_in_charge():
-    from beamtok.engines.ranks import tokenizer_json_from_ranks
-    from beamtok.engines.tiktoken_backend import GPT2_PATTERN
+    from beamtok._src.engines.ranks import tokenizer_json_from_ranks
+    from beamtok._src.engines.tiktoken_backend import GPT2_PATTERN
 
     ranks = {token: rank for token, rank in joining_ranks(["\t"]).items() if token != b"\x00"}
     assert kitoken_engine(tokenizer_json_from_ranks(ranks, GPT2_PATTERN, {}), ranks) is None

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from tokenizers import normalizers
 
 from beamtok import load_tokenizer
-from beamtok.base.kept_json import TOKENIZER_CACHE_ENV
-from beamtok.engines.normal_forms import COMPOSING, ExactNormalForm, differing_points
+from beamtok._src.base.kept_json import TOKENIZER_CACHE_ENV
+from beamtok._src.engines.normal_forms import COMPOSING, ExactNormalForm, differing_points
 
 from conftest import assert_same_ids, trained_family
 

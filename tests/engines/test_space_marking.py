@@ -10,10 +10,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamtok.engines.bpe_native import NativeBPE
-from beamtok.engines.compiled_tables import CodePointBuffer, code_points
-from beamtok.engines.unigram_native import NativeUnigram
-from beamtok.engines.word_cutters import (
+from beamtok._src.engines.bpe_native import NativeBPE
+from beamtok._src.engines.compiled_tables import CodePointBuffer, code_points
+from beamtok._src.engines.unigram_native import NativeUnigram
+from beamtok._src.engines.word_cutters import (
     CUT_BEFORE_EVERY_MARK,
     CUT_BEFORE_MARK_AFTER_OTHER,
     WHITE_SPACE_WORDS,

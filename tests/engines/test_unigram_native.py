@@ -21,10 +21,10 @@ from tokenizers import Tokenizer as RustTokenizer
 from tokenizers import models
 
 from beamtok import load_tokenizer
-from beamtok.engines.cached_words import CachedWordsEncoder
-from beamtok.engines.engine_choice import choose
-from beamtok.engines.tiktoken_backend import PROBES
-from beamtok.engines.unigram_native import NativeUnigram
+from beamtok._src.engines.cached_words import CachedWordsEncoder
+from beamtok._src.engines.engine_choice import choose
+from beamtok._src.engines.tiktoken_backend import PROBES
+from beamtok._src.engines.unigram_native import NativeUnigram
 
 from conftest import assert_same_ids, modules_blocked, trained_family, wrong_on_threads
 from test_fast_path_byte_level import shipped_texts
@@ -245,7 +245,7 @@ def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
     """As where numba is not installed: the engine caches words the file's model computes,
     and says what the ``unigram`` extra would give."""
     tok = load_tokenizer(str(unigram))
-    with modules_blocked("beamtok.engines.unigram_native"):
+    with modules_blocked("beamtok._src.engines.unigram_native"):
         choice = choose(tok.backend, "no numba", tok.backend.to_str())
     encoder = choice.encoder
     assert isinstance(encoder, CachedWordsEncoder) and encoder.engine_name == "beamtok cached words", choice

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from beamtok import Dataset  # noqa: E402
-from beamtok.attention import (  # noqa: E402
+from beamtok._src.attention import (  # noqa: E402
     IGNORE_INDEX,
     flatten_packed,
     packed_attention_mask,

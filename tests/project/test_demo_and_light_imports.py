@@ -7,7 +7,7 @@ import sys
 
 from click.testing import CliRunner
 
-from beamtok.cli import main
+from beamtok._src.cli import main
 
 from conftest import ROOT
 
@@ -23,7 +23,7 @@ def test_demo_prints_decoded_packed_sequences_and_resumes(monkeypatch):
 
 def test_user_error_is_one_line_without_traceback(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "demo", "--data", str(tmp_path / "missing.jsonl")],
+        [sys.executable, "-m", "beamtok._src.cli", "demo", "--data", str(tmp_path / "missing.jsonl")],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -13,24 +13,29 @@ PACKAGE = Path(__file__).resolve().parents[2] / "beamtok"
 
 # Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("beamtok.base",)),
-    ("core", ("beamtok.engines", "beamtok.transforms", "beamtok.sources", "beamtok.core")),
-    ("shards", ("beamtok.shards",)),
-    ("backends", ("beamtok.backends",)),
-    ("stream", ("beamtok.stream",)),
-    ("cache", ("beamtok.cache",)),
-    ("beam", ("beamtok.beam", "beamtok.beam_launch")),
-    ("dataset", ("beamtok.dataset",)),
+    ("base", ("beamtok._src.base",)),
+    ("core", ("beamtok._src.engines", "beamtok._src.transforms", "beamtok._src.sources", "beamtok._src.core")),
+    ("shards", ("beamtok._src.shards",)),
+    ("production", ("beamtok._src.production",)),
+    ("stream", ("beamtok._src.stream",)),
+    ("cache", ("beamtok._src.cache",)),
+    ("beam", ("beamtok._src.beam",)),
+    ("dataset", ("beamtok._src.dataset",)),
     (
         "top",
         (
             "beamtok",
-            "beamtok.cli",
-            "beamtok.trainer",
-            "beamtok.attention",
+            "beamtok.__main__",
+            "beamtok.training",
+            "beamtok.cache",
+            "beamtok.beam",
+            "beamtok.extend",
+            "beamtok._src.cli",
+            "beamtok._src.trainer",
+            "beamtok._src.attention",
             "beamtok.testing",
-            "beamtok.distributed",
-            "beamtok.grain_source",
+            "beamtok._src.distributed",
+            "beamtok._src.grain_source",
         ),
     ),
 ]
@@ -65,8 +70,9 @@ def _resolve(name: str) -> str | None:
 
 
 def _type_checking(node: ast.If) -> bool:
+    """``if TYPE_CHECKING:``, or a lazy namespace's block that never runs (``_NAMES_FOR_TOOLS``)."""
     test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+    return (isinstance(test, ast.Name) and test.id in ("TYPE_CHECKING", "_NAMES_FOR_TOOLS")) or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
 
@@ -120,8 +126,8 @@ def imports_of(module: str, named: bool = False) -> list[tuple[str, int, bool]]:
 def test_a_module_named_in_a_string_counts_as_an_import():
     """``python -m beamtok.x`` or ``import_module("beamtok.x")`` depends on ``beamtok.x`` as an
     import does; the layer test must see it (the worker server starts the fork server so)."""
-    server = "beamtok.beam_launch.worker_server"
-    assert ("beamtok.beam.fork_server", True) in {(t, runtime) for t, _, runtime in imports_of(server, named=True)}
+    server = "beamtok._src.beam.worker_server"
+    assert ("beamtok._src.beam.fork_server", True) in {(t, runtime) for t, _, runtime in imports_of(server, named=True)}
 
 
 def test_no_module_imports_a_layer_above_its_own():
@@ -140,9 +146,9 @@ def test_the_readers_know_no_spec():
     wrong = [
         f"{module}:{line} imports {target}"
         for module in MODULES
-        if module.startswith("beamtok.sources")
+        if module.startswith("beamtok._src.sources")
         for target, line, _ in imports_of(module, named=True)
-        if target.startswith("beamtok.core")
+        if target.startswith("beamtok._src.core")
     ]
     assert not wrong, "\n".join(wrong)
 
@@ -151,9 +157,9 @@ def test_cache_never_imports_stream_or_beam():
     wrong = [
         f"{module}:{line} imports {target}"
         for module in MODULES
-        if module.startswith("beamtok.cache")
+        if module.startswith("beamtok._src.cache")
         for target, line, _ in imports_of(module)
-        if target.startswith(("beamtok.stream", "beamtok.beam"))
+        if target.startswith(("beamtok._src.stream", "beamtok._src.beam"))
     ]
     assert not wrong, "\n".join(wrong)
 
@@ -165,14 +171,14 @@ def test_the_cache_is_format_then_read_then_build():
     wrong = [
         f"{module}:{line} imports {target}"
         for module in MODULES
-        if module.startswith("beamtok.cache.") and module.count(".") >= 3
+        if module.startswith("beamtok._src.cache.") and module.count(".") >= 4
         for target, line, _ in imports_of(module)
-        if target.startswith("beamtok.cache.")
-        and target.count(".") >= 3
-        and order.index(target.split(".")[2]) > order.index(module.split(".")[2])
+        if target.startswith("beamtok._src.cache.")
+        and target.count(".") >= 4
+        and order.index(target.split(".")[3]) > order.index(module.split(".")[3])
     ]
     assert not wrong, "\n".join(wrong)
-    assert sorted(p.name for p in (PACKAGE / "cache").glob("*.py")) == ["__init__.py"]
+    assert sorted(p.name for p in (PACKAGE / "_src" / "cache").glob("*.py")) == ["__init__.py"]
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -227,15 +233,15 @@ def test_no_import_cycles_lazy_or_type_only_ones_included():
 
 def test_the_cycle_finder_finds_a_planted_cycle():
     graph = import_graph()
-    graph["beamtok.stream.node"].add("beamtok.dataset.dataset")  # the facade is built on nodes
+    graph["beamtok._src.stream.node"].add("beamtok._src.dataset.dataset")  # the facade is built on nodes
     assert find_cycle(graph) is not None
     # the stream stands on the backends alone; the cache and Beam beside it; the facade over all
     assert (
-        layer_of("beamtok.backends.protocol")
-        < layer_of("beamtok.stream.node")
-        < layer_of("beamtok.cache.read.reader")
-        < layer_of("beamtok.dataset.dataset")
-        < layer_of("beamtok.cli")
+        layer_of("beamtok._src.production.protocol")
+        < layer_of("beamtok._src.stream.node")
+        < layer_of("beamtok._src.cache.read.reader")
+        < layer_of("beamtok._src.dataset.dataset")
+        < layer_of("beamtok._src.cli")
     )
 
 
@@ -258,7 +264,9 @@ def test_no_module_over_500_lines(module):
 
 
 def test_the_package_root_holds_only_its_public_modules():
-    """Modules belong to a package named for their layer; at the root stay the package and the
-    public integrations users import by name."""
+    """Private modules live under ``_src`` in a package named for their layer; at the root stay
+    the package and its public namespaces."""
     loose = sorted(p.stem for p in PACKAGE.glob("*.py"))
-    assert loose == ["__init__", "attention", "grain_source", "testing", "trainer"], loose
+    assert loose == ["__init__", "__main__", "beam", "cache", "extend", "testing", "training"], loose
+    inside = sorted(p.stem for p in (PACKAGE / "_src").glob("*.py"))
+    assert inside == ["__init__", "attention", "grain_source", "trainer"], inside

@@ -53,13 +53,13 @@ def test_no_shell_no_eval_no_pickle_of_data_in_the_package():
     forbidden = re.compile(r"shell\s*=\s*True|os\.system\(|os\.popen\(|\beval\(|\bexec\(|yaml\.load\(|subprocess\.")
     # One process start is allowed: the worker server, a fixed argument list naming our own
     # module (no shell, nothing from data); every other use of subprocess stays forbidden.
-    server = ROOT / "beamtok" / "beam_launch" / "worker_server.py"
+    server = ROOT / "beamtok" / "_src" / "beam" / "worker_server.py"
     starts = re.findall(r"subprocess\.\w+", sources[server])
     assert set(starts) <= {"subprocess.Popen", "subprocess.PIPE", "subprocess.TimeoutExpired"}, starts
-    assert '[sys.executable, "-m", "beamtok.beam.fork_server", str(fd)]' in sources[server]
+    assert '[sys.executable, "-m", "beamtok._src.beam.fork_server", str(fd)]' in sources[server]
     sources[server] = re.sub(r"subprocess\.(Popen|PIPE|TimeoutExpired)\b", "", sources[server])
     for path, text in sources.items():
         assert not forbidden.search(text), f"{path}: {forbidden.search(text).group(0)}"
     loads = {p.relative_to(ROOT).as_posix() for p, t in sources.items() if re.search(r"pickle\.loads?\(", t)}
     # Only the worker pool unpickles, and only what its own parent process pickled for it.
-    assert loads <= {"beamtok/backends/parallel.py"}, loads
+    assert loads <= {"beamtok/_src/production/parallel.py"}, loads

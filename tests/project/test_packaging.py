@@ -43,16 +43,16 @@ def test_setup_file_package_carries_the_pipeline(tmp_path):
     (wheel,) = tmp_path.glob("beamtok-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in (
-        "beamtok/beam/build.py",
-        "beamtok/beam/run.py",
-        "beamtok/shards/processor.py",
-        "beamtok/cli/__init__.py",
+        "beamtok/_src/beam/build.py",
+        "beamtok/_src/beam/run.py",
+        "beamtok/_src/shards/processor.py",
+        "beamtok/_src/cli/__init__.py",
         "beamtok/py.typed",
     ):
         assert required in names
     assert not any(n.startswith("pipelines/") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "beamtok = beamtok.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "beamtok = beamtok._src.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
     for demo in (
         "demo/gpt2/vocab.json",
         "demo/gpt2/merges.txt",
@@ -67,7 +67,7 @@ def test_setup_file_package_carries_the_pipeline(tmp_path):
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(installed)}
     demo = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "demo", "--batches", "1"],
+        [sys.executable, "-m", "beamtok._src.cli", "demo", "--batches", "1"],
         capture_output=True,
         text=True,
         cwd=elsewhere,
@@ -78,7 +78,7 @@ def test_setup_file_package_carries_the_pipeline(tmp_path):
         "resumed stream identical: True" in demo.stdout and str(installed / "beamtok" / "demo" / "gpt2") in demo.stdout
     )
     broken = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "demo", "--data", str(elsewhere / "none.jsonl")],
+        [sys.executable, "-m", "beamtok._src.cli", "demo", "--data", str(elsewhere / "none.jsonl")],
         capture_output=True,
         text=True,
         cwd=elsewhere,

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from beamtok import Dataset
-from beamtok.backends.on_the_fly import OnTheFly
-from beamtok.base.errors import StateError
-from beamtok.core.spec import PackSpec
-from beamtok.shards.column_chunker import ColumnChunker
-from beamtok.shards.items import DocCounts, DocItem, Produced, ShardCursor
-from beamtok.shards.packing import ShardPacker
-from beamtok.shards.spans import SpanReader
-from beamtok.transforms.sft import TokenDoc
+from beamtok._src.base.errors import StateError
+from beamtok._src.core.spec import PackSpec
+from beamtok._src.production.on_the_fly import OnTheFly
+from beamtok._src.shards.column_chunker import ColumnChunker
+from beamtok._src.shards.items import DocCounts, DocItem, Produced, ShardCursor
+from beamtok._src.shards.packing import ShardPacker
+from beamtok._src.shards.spans import SpanReader
+from beamtok._src.transforms.sft import TokenDoc
 
 from concat_oracle import ConcatChunker
 

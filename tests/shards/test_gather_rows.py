@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamtok.shards.items import DocCounts
-from beamtok.shards.rows import RowBlock, columns_of, gather_from
+from beamtok._src.shards.items import DocCounts
+from beamtok._src.shards.rows import RowBlock, columns_of, gather_from
 
 
 def block_of(lengths: list[int], seed: int) -> RowBlock:

@@ -17,13 +17,13 @@ import pytest
 from test_split_build import bad_lines_file, same_cache
 
 from beamtok import Dataset
-from beamtok.cache.build.parquet_join import GroupsOf, join_row_groups, read_footer
-from beamtok.cache.build.range_pack import TASKS_PER_RANGE, RangeTokens, plan_pack_tasks
-from beamtok.cache.build.ranges import plan_ranges
-from beamtok.cache.format.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
-from beamtok.cache.format.thrift_compact import decode_struct, encode_struct
-from beamtok.shards.items import DocCounts
-from beamtok.sources.urls import Shard
+from beamtok._src.cache.build.parquet_join import GroupsOf, join_row_groups, read_footer
+from beamtok._src.cache.build.range_pack import TASKS_PER_RANGE, RangeTokens, plan_pack_tasks
+from beamtok._src.cache.build.ranges import plan_ranges
+from beamtok._src.cache.format.schema import PARQUET_OPTIONS, cache_schema, examples_to_table
+from beamtok._src.cache.format.thrift_compact import decode_struct, encode_struct
+from beamtok._src.shards.items import DocCounts
+from beamtok._src.sources.urls import Shard
 
 from conftest import CORPUS, ROOT
 
@@ -67,7 +67,7 @@ def test_many_pack_tasks_are_planned_for_a_split_file():
     """The parallel path is really taken: every range holding a group's first token packs."""
     spec = concat(BOOK).spec
     ranges = plan_ranges(Shard(0, BOOK), spec.source, SPLIT)
-    from beamtok.shards.processor import ShardProcessor
+    from beamtok._src.shards.processor import ShardProcessor
 
     processor = ShardProcessor(spec)
     reported = [
@@ -159,7 +159,7 @@ def test_plan_pack_tasks_edges():
     ]
     nothing = [RangeTokens(0, 2, "a", 0), RangeTokens(1, 2, "b", 0)]
     assert [(t.number, t.first_row, t.stop_row) for t in plan_pack_tasks(7, nothing, 10, 2, "pad")] == [(0, 0, None)]
-    from beamtok.base.errors import CacheError
+    from beamtok._src.base.errors import CacheError
 
     with pytest.raises(CacheError, match="ranges \\[0, 2\\] reached the packer"):
         plan_pack_tasks(7, [RangeTokens(0, 3, "a", 5), RangeTokens(2, 3, "c", 5)], 10, 2, "pad")
@@ -271,11 +271,11 @@ def test_join_refuses_parts_it_cannot_copy():
 
 def test_a_retried_join_returns_the_shard_it_wrote(tmp_path):
     """A bundle retried after the join removed its parts finds the shard written, not an error."""
-    from beamtok.beam.build import _JoinPartsFn
-    from beamtok.cache.build.range_pack import pack_part
-    from beamtok.cache.build.ranges import range_file, write_range_file
-    from beamtok.cache.format.storage import Storage
-    from beamtok.shards.processor import ShardProcessor
+    from beamtok._src.beam.build import _JoinPartsFn
+    from beamtok._src.cache.build.range_pack import pack_part
+    from beamtok._src.cache.build.ranges import range_file, write_range_file
+    from beamtok._src.cache.format.storage import Storage
+    from beamtok._src.shards.processor import ShardProcessor
 
     ds = concat(BOOK)
     storage, processor, shard = Storage(str(tmp_path)), ShardProcessor(ds.spec), ds.shards[0]

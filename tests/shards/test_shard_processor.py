@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from beamtok import Dataset, DocCounts, InputError, Shard, ShardCursor, ShardProcessor
+from beamtok import Dataset, InputError
+from beamtok.extend import DocCounts, Shard, ShardCursor, ShardProcessor
 from beamtok.testing import assert_items_equal
 
 from conftest import write_jsonl

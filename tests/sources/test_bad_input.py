@@ -334,7 +334,7 @@ def test_unknown_error_policy(tmp_path):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "beamtok.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", "beamtok._src.cli", *args], capture_output=True, text=True, cwd=ROOT)
 
 
 @pytest.mark.slow  # a whole job: make test-fast leaves it out

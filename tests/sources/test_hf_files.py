@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from beamtok import ConfigError, Dataset, InputError
-from beamtok.sources.hf_files import hf_dataset_files, hub_url
+from beamtok._src.sources.hf_files import hf_dataset_files, hub_url
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import ROOT, real_paragraphs, write_jsonl
@@ -100,7 +100,7 @@ def test_hub_data_files_become_https_urls():
 @pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_cli_caches_a_saved_dataset(saved, tmp_path):
     out = tmp_path / "cache"
-    cmd = [sys.executable, "-m", "beamtok.cli", "cache", "--hf-dataset", str(saved / "dict"), "--split", "test"]
+    cmd = [sys.executable, "-m", "beamtok._src.cli", "cache", "--hf-dataset", str(saved / "dict"), "--split", "test"]
     cmd += ["--output", str(out), "--tokenizer", TOKENIZER, "--seq-len", "64", "-q"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr

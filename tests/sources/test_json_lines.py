@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamtok.sources.documents import ParseFailure, _parse_json_line_exactly, parse_json_line
+from beamtok._src.sources.documents import ParseFailure, _parse_json_line_exactly, parse_json_line
 
 scalars = (
     st.none()

@@ -112,7 +112,7 @@ def test_resume_seeks_to_the_sample(tmp_path, texts):
 @pytest.mark.slow  # a whole job: make test-fast leaves it out
 def test_cli_cache_of_an_mds_dataset_is_the_stream(tmp_path, mds_dirs):
     out = tmp_path / "cache"
-    cmd = [sys.executable, "-m", "beamtok.cli", "cache", "--mds", str(mds_dirs["zstd"]), "--output", str(out)]
+    cmd = [sys.executable, "-m", "beamtok._src.cli", "cache", "--mds", str(mds_dirs["zstd"]), "--output", str(out)]
     cmd += ["--tokenizer", TOKENIZER, "--seq-len", "64", "-q"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr

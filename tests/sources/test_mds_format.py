@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from beamtok import Dataset
-from beamtok.sources.mds import read_mds
+from beamtok._src.sources.mds import read_mds
 
 from conftest import real_paragraphs
 

@@ -128,7 +128,7 @@ class FlakyHandler(RangeHandler):
 
 @pytest.fixture
 def flaky_root(tmp_path, make_shards, monkeypatch):
-    from beamtok.sources import retrying
+    from beamtok._src.sources import retrying
 
     monkeypatch.setattr(retrying, "BACKOFF_SECONDS", 0.01)  # the schedule doubles from here
     monkeypatch.setattr(retrying, "READ_BYTES", 256)  # several reads per file, so a cut comes after some

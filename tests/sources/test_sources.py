@@ -9,10 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from beamtok import ConfigError, InputError, Shard, StateError, expand_urls
-from beamtok.core.spec import SourceSpec
-from beamtok.sources.documents import ParseFailure
-from beamtok.sources.readers import read_documents
+from beamtok import ConfigError, InputError, StateError
+from beamtok._src.core.spec import SourceSpec
+from beamtok._src.sources.documents import ParseFailure
+from beamtok._src.sources.readers import read_documents
+from beamtok.extend import Shard, expand_urls
 
 from conftest import CORPUS, write_jsonl
 
@@ -141,9 +142,9 @@ def test_local_files_open_without_the_remote_clients(tmp_path):
     plain = CORPUS / "shakespeare-00.jsonl"
     script = (
         "import sys\n"
-        "from beamtok import Shard\n"
-        "from beamtok.sources.readers import read_documents\n"
-        "from beamtok.core.spec import SourceSpec\n"
+        "from beamtok.extend import Shard\n"
+        "from beamtok._src.sources.readers import read_documents\n"
+        "from beamtok._src.core.spec import SourceSpec\n"
         f"for url in ({str(plain)!r}, {str(gz)!r}, {'file://' + str(plain)!r}):\n"
         "    assert next(read_documents(Shard(0, url), SourceSpec('auto'), 0)).payload\n"
         "print('smart_open' in sys.modules, 'botocore' in sys.modules)\n"

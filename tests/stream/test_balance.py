@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from beamtok import ConfigError, Dataset
-from beamtok.stream.ranks.balance import attention_cost, deal_rows
+from beamtok._src.stream.ranks.balance import attention_cost, deal_rows
 from beamtok.testing import check_equivalent, check_resumption
 
 from conftest import CORPUS, ROOT, inspect_state, real_paragraphs, write_jsonl

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from beamtok import Dataset
-from beamtok.stream.node import Node
-from beamtok.stream.ranks.reader_split import ReaderSplit
-from beamtok.stream.stages.batch import Batch, BatchNode
+from beamtok._src.stream.node import Node
+from beamtok._src.stream.ranks.reader_split import ReaderSplit
+from beamtok._src.stream.stages.batch import Batch, BatchNode
 
 from conftest import cache_without_beam, real_paragraphs, small_vocab_tokenizer, write_jsonl
 

@@ -91,7 +91,7 @@ def test_refused_where_the_counts_cannot_be_known(uneven):
 
 
 def test_inspect_names_the_even_split(uneven, tmp_path):
-    from beamtok.stream.explain import explain_state
+    from beamtok._src.stream.explain import explain_state
 
     cached = cache_without_beam(packed(uneven), str(tmp_path / "c"))
     ds = cached.shard_by_rank(1, 2, even="pad").batch(4)

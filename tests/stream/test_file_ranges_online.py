@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from beamtok import ConfigError, Dataset
-from beamtok.cache.build.ranges import plan_ranges
-from beamtok.core.spec import SourceSpec
-from beamtok.sources.urls import Shard, split_range
+from beamtok._src.cache.build.ranges import plan_ranges
+from beamtok._src.core.spec import SourceSpec
+from beamtok._src.sources.urls import Shard, split_range
 
 from conftest import cache_without_beam, real_paragraphs, small_vocab_tokenizer, write_jsonl
 
@@ -61,7 +61,7 @@ def test_a_range_reads_the_documents_whose_first_byte_it_holds(one_file):
 def test_a_cut_dataset_is_the_cache_built_with_the_same_ranges_and_states_cross(one_file, tmp_path):
     from click.testing import CliRunner
 
-    from beamtok.cli.app import main
+    from beamtok._src.cli.app import main
 
     ds = packed(Dataset.from_files(one_file, split_bytes="auto"))
     out = tmp_path / "cache"
@@ -167,7 +167,7 @@ def test_what_cannot_be_cut_is_refused_in_one_line(one_file, tmp_path):
 
 def test_the_distributed_loader_refuses_before_any_worker_starts(one_file, tmp_path):
     pytest.importorskip("torchdata")
-    from beamtok.distributed.torch_loader import DistributedLoader
+    from beamtok._src.distributed.torch_loader import DistributedLoader
 
     cache = cache_without_beam(packed(Dataset.from_files(one_file)), str(tmp_path / "cache"))
     with pytest.raises(ConfigError, match="cannot be split over 4 readers"):  # split by shards, asked for by name
@@ -223,7 +223,7 @@ def test_states_cross_between_spellings_of_the_same_files_and_their_cache(one_fi
 
     from click.testing import CliRunner
 
-    from beamtok.cli.app import main
+    from beamtok._src.cli.app import main
 
     monkeypatch.chdir(os.path.dirname(one_file))
     relative = os.path.basename(one_file)

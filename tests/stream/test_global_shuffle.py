@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamtok import ConfigError, Dataset
-from beamtok.stream.global_order.order import GlobalOrder
-from beamtok.stream.global_order.permutation import FeistelPermutation
-from beamtok.stream.global_order.shard_units import ShardUnits
+from beamtok._src.stream.global_order.order import GlobalOrder
+from beamtok._src.stream.global_order.permutation import FeistelPermutation
+from beamtok._src.stream.global_order.shard_units import ShardUnits
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import CORPUS, ROOT

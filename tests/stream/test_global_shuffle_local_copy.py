@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from beamtok import CacheError, Dataset
-from beamtok.cache.read import random_access
-from beamtok.cache.read.local_rows import copy_key, local_rows
-from beamtok.cache.read.reader import Cache
-from beamtok.stream.stages.collate import collate
+from beamtok._src.cache.read import random_access
+from beamtok._src.cache.read.local_rows import copy_key, local_rows
+from beamtok._src.cache.read.reader import Cache
+from beamtok._src.stream.stages.collate import collate
 from beamtok.testing import assert_items_equal, check_resumption
 
 from conftest import CORPUS, ROOT, cache_without_beam

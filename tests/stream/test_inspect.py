@@ -9,7 +9,7 @@ import re
 import pytest
 
 from beamtok import Dataset
-from beamtok.stream.explain import explain_state
+from beamtok._src.stream.explain import explain_state
 
 from conftest import CORPUS, TOKENIZER_DIR, cache_without_beam
 
@@ -113,7 +113,7 @@ def test_a_state_whose_parts_were_not_kept_is_shown_as_saved():
 def test_inspect_against_a_cache_directory_takes_the_stream_stages_from_the_state(roots, tmp_path):
     from click.testing import CliRunner
 
-    from beamtok.cli import main
+    from beamtok._src.cli import main
 
     directory = roots["global shuffle"].pipeline.root.base.origin.cache.directory
     for saved in (

@@ -13,9 +13,9 @@ from collections import Counter
 import pytest
 
 from beamtok import ConfigError, Dataset
-from beamtok.stream.mixing.plan import block_counts
-from beamtok.stream.mixing.rows import MixRows
-from beamtok.stream.mixing.seeking import SeekingMix
+from beamtok._src.stream.mixing.plan import block_counts
+from beamtok._src.stream.mixing.rows import MixRows
+from beamtok._src.stream.mixing.seeking import SeekingMix
 from beamtok.testing import assert_items_equal, check_resumption, tiny_tokenizer
 
 from conftest import CORPUS, cache_without_beam, inspect_state

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamtok import Dataset, InputError, StateError
-from beamtok.stream.mixing.plan import MixPlan
-from beamtok.stream.mixing.positions import MixPositions
-from beamtok.stream.mixing.seeking import SeekingMix
+from beamtok._src.stream.mixing.plan import MixPlan
+from beamtok._src.stream.mixing.positions import MixPositions
+from beamtok._src.stream.mixing.seeking import SeekingMix
 from beamtok.testing import assert_items_equal, check_resumption, tiny_tokenizer
 
 from conftest import CORPUS, cache_without_beam
@@ -239,7 +239,7 @@ def test_a_state_grows_by_a_few_bytes_a_source(twins):
 
 
 def test_a_seeking_state_explains_itself(twins):
-    from beamtok.stream.explain import explain_state
+    from beamtok._src.stream.explain import explain_state
 
     _, cached = twins
     it = readers(cached, 3)[1].batch(2).iter()

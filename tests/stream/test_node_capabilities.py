@@ -1,4 +1,4 @@
-"""What a live node can do is declared on beamtok.stream.node.Node, each capability a method
+"""What a live node can do is declared on beamtok._src.stream.node.Node, each capability a method
 with a default; the timing wrapper every iterator puts around every node passes each one on."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import inspect
 import itertools
 
 from beamtok import Dataset
-from beamtok.stream.node import Node, RootSource, StageNode
-from beamtok.stream.timing import TimedNode
+from beamtok._src.stream.node import Node, RootSource, StageNode
+from beamtok._src.stream.timing import TimedNode
 
 from conftest import TOKENIZER_DIR, real_paragraphs
 
@@ -36,7 +36,7 @@ def test_the_timing_wrapper_passes_every_declared_capability_on():
 
 def test_every_live_node_is_a_node():
     """Stages and root sources inherit the capabilities' defaults rather than being probed for them."""
-    import beamtok.dataset.dataset  # noqa: F401  (imports every stage and root module)
+    import beamtok._src.dataset.dataset  # noqa: F401  (imports every stage and root module)
 
     def subclasses(cls):
         for sub in cls.__subclasses__():
@@ -56,7 +56,7 @@ def test_every_live_node_is_a_node():
         "EvenNode",
     } <= nodes
     assert issubclass(StageNode, Node) and issubclass(RootSource, Node)
-    source = inspect.getsource(__import__("beamtok.stream.iterator", fromlist=["x"]))
+    source = inspect.getsource(__import__("beamtok._src.stream.iterator", fromlist=["x"]))
     assert "getattr(self._root" not in source and "getattr(self._source" not in source
 
 

@@ -1,5 +1,5 @@
 """A batch crosses from a DataLoader worker to the training process as one buffer
-(beamtok.stream.one_buffer): the same fields, dtypes, shapes and values as the batch read in
+(beamtok._src.stream.one_buffer): the same fields, dtypes, shapes and values as the batch read in
 one process, and the loader's state still resumes exactly."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 stateful = pytest.importorskip("torchdata.stateful_dataloader")
 
 from beamtok import Dataset  # noqa: E402
-from beamtok.stream.one_buffer import OneBufferBatch, in_one_buffer  # noqa: E402
+from beamtok._src.stream.one_buffer import OneBufferBatch, in_one_buffer  # noqa: E402
 from beamtok.testing import assert_items_equal  # noqa: E402
 
 from conftest import CORPUS, TOKENIZER_DIR  # noqa: E402

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from beamtok import ConfigError, Dataset, StateError
-from beamtok.stream.describe import _hash
+from beamtok._src.stream.describe import _hash
 from beamtok.testing import assert_items_equal, check_resumption, items_equal
 
 

@@ -1,6 +1,6 @@
 """States of version 1, as beamtok saved them (tests/data/states/v1_*.json, written by
 make_v1_states.py at the last commit saving version 1), resume with today's beamtok exactly
-as states it saves itself: one migration function (beamtok.stream.state_migration) turns them
+as states it saves itself: one migration function (beamtok._src.stream.state_migration) turns them
 into version 2, and nothing else reads the old form."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import json
 
 import pytest
 
-from beamtok import STATE_VERSION, Dataset, StateError
-from beamtok.stream.explain import explain_state
-from beamtok.stream.state_migration import migrate
+from beamtok import Dataset, StateError
+from beamtok._src.stream.explain import explain_state
+from beamtok._src.stream.state_migration import migrate
+from beamtok.extend import STATE_VERSION
 from beamtok.testing import assert_items_equal
 
 from conftest import ROOT
@@ -91,7 +92,7 @@ def test_nothing_but_the_migration_reads_about_or_guesses_a_kind():
     """The old form is read in one place: no other module parses stage labels from about."""
     sources = {p: p.read_text() for p in (ROOT / "beamtok").rglob("*.py")}
     parsing = [str(p.relative_to(ROOT)) for p, text in sources.items() if 'startswith("stage ")' in text]
-    assert parsing == ["beamtok/stream/state_migration.py"], parsing
+    assert parsing == ["beamtok/_src/stream/state_migration.py"], parsing
 
 
 def test_a_migrated_state_is_what_dataset_iter_accepts(maker):

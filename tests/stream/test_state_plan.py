@@ -1,4 +1,4 @@
-"""A state keeps its pipeline's plan as data (beamtok.stream.plan): the root's kind, options
+"""A state keeps its pipeline's plan as data (beamtok._src.stream.plan): the root's kind, options
 and packing and every stage's options, whole and versioned. Code reads the plan; ``about`` is
 for people, read only to turn a state saved before plans into one."""
 
@@ -10,8 +10,8 @@ import json
 import pytest
 
 from beamtok import Dataset, StateError
-from beamtok.stream.explain import explain_state
-from beamtok.stream.plan import PLAN_VERSION
+from beamtok._src.stream.explain import explain_state
+from beamtok._src.stream.plan import PLAN_VERSION
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR, real_paragraphs
@@ -134,17 +134,17 @@ def test_a_version_1_plan_of_a_mix_still_loads_and_explains():
 
 
 def test_the_kinds_table_holds_every_stage_and_root():
-    """A plan names its stages and root; beamtok.stream.kinds is the one table they are found
+    """A plan names its stages and root; beamtok._src.stream.kinds is the one table they are found
     in again. Every Stage and RootPlan subclass in the package must be in it."""
     import importlib
     import pkgutil
 
-    import beamtok.stream
-    from beamtok.stream.kinds import ROOTS, STAGES
-    from beamtok.stream.node import Stage
-    from beamtok.stream.roots.base import RootPlan
+    import beamtok._src.stream
+    from beamtok._src.stream.kinds import ROOTS, STAGES
+    from beamtok._src.stream.node import Stage
+    from beamtok._src.stream.roots.base import RootPlan
 
-    for info in pkgutil.walk_packages(beamtok.stream.__path__, "beamtok.stream."):
+    for info in pkgutil.walk_packages(beamtok._src.stream.__path__, "beamtok._src.stream."):
         importlib.import_module(info.name)
 
     def every(cls):

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from beamtok import ConfigError, Dataset
-from beamtok.stream.stages.token_batch import bucket_of
+from beamtok._src.stream.stages.token_batch import bucket_of
+from beamtok._src.transforms.power_of_two import power_of_two_cuts
 from beamtok.testing import check_equivalent, check_resumption, tiny_tokenizer
-from beamtok.transforms.power_of_two import power_of_two_cuts
 
 from conftest import CORPUS, inspect_state, real_paragraphs, write_jsonl
 from test_world_size_change import check_elastic

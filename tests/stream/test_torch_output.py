@@ -143,7 +143,7 @@ def test_another_number_of_workers_is_refused_with_the_way_that_works(make_shard
 
 
 def _engine_built_in_worker(flags, fingerprint, worker_id):
-    from beamtok.transforms import tokenize as tokenize_module
+    from beamtok._src.transforms import tokenize as tokenize_module
 
     flags[worker_id] = tokenize_module._CACHE[fingerprint]._choice is not None
 
@@ -155,7 +155,7 @@ def test_forked_workers_start_with_the_encoders_built_here(make_shards, tokenize
     import functools
     import multiprocessing
 
-    from beamtok.transforms import tokenize as tokenize_module
+    from beamtok._src.transforms import tokenize as tokenize_module
 
     from conftest import cache_without_beam
 

@@ -1,4 +1,4 @@
-"""Every node's state has the keys its declared type (``beamtok.stream.state``) names: the
+"""Every node's state has the keys its declared type (``beamtok._src.stream.state``) names: the
 required ones always, the optional ones only from the type, and the optional ones the tests
 reach (a carry, weights set while training) are seen at least once."""
 
@@ -10,12 +10,12 @@ import typing
 import pytest
 
 from beamtok import Dataset
-from beamtok.stream.iterator import DatasetIterator
-from beamtok.stream.mixing.reading import MixSource
-from beamtok.stream.node import Node
-from beamtok.stream.reading.source import ShardSource
-from beamtok.stream.state import ShardSourceState
-from beamtok.stream.timing import TimedNode
+from beamtok._src.stream.iterator import DatasetIterator
+from beamtok._src.stream.mixing.reading import MixSource
+from beamtok._src.stream.node import Node
+from beamtok._src.stream.reading.source import ShardSource
+from beamtok._src.stream.state import ShardSourceState
+from beamtok._src.stream.timing import TimedNode
 from beamtok.testing import tiny_tokenizer
 
 from conftest import CORPUS, cache_without_beam

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beamtok import ConfigError, Dataset
-from beamtok.core.step_table import step_from_json
+from beamtok._src.core.step_table import step_from_json
 
 from conftest import TOKENIZER_DIR
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from beamtok.transforms import PadTruncate, SlidingWindow, ensure_bos_eos
-from beamtok.transforms.pack import FirstFitPacker, GreedyPacker
-from beamtok.transforms.sft import TokenDoc
+from beamtok._src.transforms import PadTruncate, SlidingWindow, ensure_bos_eos
+from beamtok._src.transforms.pack import FirstFitPacker, GreedyPacker
+from beamtok._src.transforms.sft import TokenDoc
 
 from concat_oracle import ConcatChunker
 
@@ -140,7 +140,7 @@ def test_tiktoken_backend_refuses_what_it_cannot_reproduce(gpt2):
     import json
 
     from beamtok import ConfigError
-    from beamtok.engines.tiktoken_backend import TiktokenEncoder
+    from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
 
     spec = json.loads(gpt2.backend.to_str())
     spec["normalizer"] = {"type": "NFKC"}

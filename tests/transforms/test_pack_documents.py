@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from beamtok import ConfigError, Dataset, StateError
+from beamtok._src.transforms.best_fit import best_fit_bins
 from beamtok.testing import assert_items_equal, check_equivalent, check_resumption
-from beamtok.transforms.best_fit import best_fit_bins
 
 from conftest import CORPUS, ROOT, inspect_state, real_paragraphs, write_jsonl
 from test_world_size_change import check_elastic
@@ -201,7 +201,7 @@ def test_cli_cache_with_best_fit_equals_the_stream_and_inspect_names_it(corpus, 
     cmd = [
         sys.executable,
         "-m",
-        "beamtok.cli",
+        "beamtok._src.cli",
         "cache",
         *corpus,
         "--output",
@@ -218,7 +218,7 @@ def test_cli_cache_with_best_fit_equals_the_stream_and_inspect_names_it(corpus, 
         list(Dataset.from_cache(str(out))), list(packed(corpus, 256, window=16, long_docs="truncate", bos=True))
     )
     shown = subprocess.run(
-        [sys.executable, "-m", "beamtok.cli", "stats", str(out)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "beamtok._src.cli", "stats", str(out)], capture_output=True, text=True, cwd=ROOT
     )
     assert shown.returncode == 0, shown.stderr
     assert (

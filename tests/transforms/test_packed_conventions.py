@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from beamtok import Dataset
-from beamtok.stream.stages.batch import Batch
+from beamtok._src.stream.stages.batch import Batch
 
 from conftest import ROOT, TOKENIZER_DIR, write_jsonl
 
@@ -100,7 +100,7 @@ def test_masked_starts_equal_trl_and_transformers_collators(prose, kind):
 def test_padding_positions_are_not_taken_for_sequence_starts():
     from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 
-    from beamtok.attention import varlen_seqlens
+    from beamtok._src.attention import varlen_seqlens
 
     ds = sft()
     zero = next(iter(ds.batch(4)))
@@ -121,7 +121,7 @@ def test_padding_positions_are_not_taken_for_sequence_starts():
 
 
 def test_a_row_of_padding_alone_counts_from_zero():
-    from beamtok.stream.stages.collate import packed_conventions
+    from beamtok._src.stream.stages.collate import packed_conventions
 
     batch = {"segment_ids": np.array([[1, 1, 0], [0, 0, 0]]), "position_ids": np.array([[0, 1, 0], [0, 0, 0]])}
     out = packed_conventions(batch, pad_positions="continue")

@@ -1,4 +1,4 @@
-"""Packing modes: one class each (beamtok.transforms.packing_modes). The command line and data
+"""Packing modes: one class each (beamtok._src.transforms.packing_modes). The command line and data
 configs name them as the API does, the old names stay aliases, and a spec's JSON form — what
 fingerprints are made of — is the one every earlier version wrote."""
 
@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from beamtok import ConfigError, Dataset
-from beamtok.cli import main
-from beamtok.core.cache_options import defaults
-from beamtok.dataset.options import dataset_from_options
+from beamtok._src.cli import main
+from beamtok._src.core.cache_options import defaults
+from beamtok._src.dataset.options import dataset_from_options
+from beamtok._src.transforms.packing_modes import PACKING_MODES, command_line_names
 from beamtok.testing import assert_items_equal
-from beamtok.transforms.packing_modes import PACKING_MODES, command_line_names
 
 from conftest import TOKENIZER_DIR, real_paragraphs, write_jsonl
 

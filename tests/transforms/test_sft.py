@@ -230,7 +230,7 @@ def test_cli_builds_sft_and_chat_caches(tmp_path, tokenizer_dir):
         cmd = [
             sys.executable,
             "-m",
-            "beamtok.cli",
+            "beamtok._src.cli",
             "cache",
             data,
             "--records",
@@ -271,7 +271,7 @@ def test_unpacked_sft_cache_packs_at_read_time_like_on_the_fly(tmp_path, tokeniz
 
 
 def test_eos_dedup_reads_only_the_trained_turn():
-    from beamtok.transforms.sft import assemble_chat
+    from beamtok._src.transforms.sft import assemble_chat
 
     eos = 9
     # an untrained EOS right after the turn (a template's separator) does not count as the turn's own

@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from beamtok import Dataset
-from beamtok.base.errors import ConfigError
-from beamtok.cli import main
-from beamtok.transforms.tokenize import Tokenizer, load_tokenizer
+from beamtok._src.base.errors import ConfigError
+from beamtok._src.cli import main
+from beamtok._src.transforms.tokenize import Tokenizer, load_tokenizer
 
 from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
 
@@ -147,7 +147,7 @@ def test_a_state_or_cache_made_while_the_file_cut_documents_is_refused(bert_cut)
     blob = {**tok.serialize(), "tokenizer_json": old_json, "fingerprint": old_fingerprint}
     with pytest.raises(ConfigError, match="kept the tokenizer file's own truncation or padding"):
         Tokenizer.from_serialized(blob)
-    from beamtok.transforms.tokenize import resolve_tokenizer
+    from beamtok._src.transforms.tokenize import resolve_tokenizer
 
     with pytest.raises(ConfigError, match="its files changed"):
         resolve_tokenizer(tok.ref().__class__(bert_cut, old_fingerprint, 101, 102, 0))

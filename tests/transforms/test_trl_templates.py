@@ -164,7 +164,7 @@ def test_a_chat_cache_built_by_the_cli_equals_the_stream(directory, tmp_path, na
     pytest.importorskip("apache_beam")
     from click.testing import CliRunner
 
-    from beamtok.cli.app import main
+    from beamtok._src.cli.app import main
 
     template = FOLDER / f"{name}.jinja"
     records = tmp_path / "chat.jsonl"
@@ -200,8 +200,8 @@ def test_offsets_from_bytes_are_the_offsets_tokenizers_gives(directory):
     import numpy as np
 
     from beamtok import load_tokenizer
-    from beamtok.transforms.chat_masks import byte_lengths, offsets_from_bytes
-    from beamtok.transforms.chat_spans import mask_from_spans
+    from beamtok._src.transforms.chat_masks import byte_lengths, offsets_from_bytes
+    from beamtok._src.transforms.chat_spans import mask_from_spans
 
     from conftest import real_paragraphs
 

@@ -1,0 +1,5 @@
+"""``python -m beamtok._src.cli``."""
+
+from beamtok._src.cli import main
+
+main()

@@ -1,0 +1,238 @@
+r"""cl100k's split, as ``tokenizers`` reads each way files spell it, cut in compiled code.
+
+Byte-level BPE files of the cl100k kind (cl100k itself, Llama 3, Qwen2, and cl100k as
+``transformers``' converter writes tiktoken's current spelling) cut a text with one regular
+expression before merging. ``tokenizers`` runs it through Oniguruma; this module cuts the
+same pieces with a hand-written scan, for the spellings in :data:`SPELLINGS`, whose reading
+by Oniguruma is worked out here alternative by alternative. At a piece's start:
+
+1. ``'`` and a contraction (``s``, ``t``, ``m``, ``d``, ``ll``, ``ve``, ``re``, any case, and
+   whatever Oniguruma's case folding takes for them: ``ſ`` is an ``s``);
+2. an optional character that is not a letter, number, ``\r`` or ``\n``, then a run of
+   letters (a possessive or a greedy ``?`` cut the same: backing off the optional character
+   leaves a non-letter to start the run);
+3. numbers: three at a time (``\p{N}{1,3}``), one at a time (Qwen2's ``\p{N}``), or the
+   whole run (``\p{N}{1,3}+``, which Oniguruma reads as "one or more of ``{1,3}``", where
+   tiktoken reads it as possessive: see ``split_patterns``);
+4. an optional space, a run of characters that are neither whitespace, letters nor numbers,
+   then any ``\r``/``\n``;
+5. whitespace: in tiktoken's current spelling (``\s++$``) a run that reaches the end of the
+   text is one piece; else a run holding ``\r`` or ``\n`` ends after the last of them (the
+   older ``\s*[\r\n]+`` and the current ``\s*[\r\n]`` cut the same); else a run that reaches
+   the end is one piece, a longer one leaves its last character to the next piece
+   (``\s+(?!\S)``), and one character alone is a piece.
+
+A character is read through a class: letter, number, ``\r``/``\n``, other whitespace, or
+other, with bits for the contraction letters. The classes are not Python's: Oniguruma carries
+its own Unicode tables, which differ from the ``regex`` module's and ``unicodedata``'s on
+thousands of code points (characters newer than its tables). So each character's class is
+asked of the file's own pattern, run by ``tokenizers`` on a few short strings, the first time
+the character is met (:class:`CharClasses`); the answer is then checked by cutting strings
+that put the character in every context that tells classes apart, here and by
+``tokenizers``; a character whose cuts differ is sent with its text to another engine.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from beamtok._src.engines.compiled_tables import compiled
+from beamtok._src.engines.split_patterns import SplitRule
+
+__all__ = ["CharClasses", "classes_for", "piece_end"]
+
+UNKNOWN, LETTER, NUMBER, OTHER, SPACE, NEWLINE, ROUTED = 0, 1, 2, 3, 4, 5, 6
+KIND = 7  # the class bits of a table entry
+CONTRACTS, DOUBLE_L, BEFORE_E, LAST_E = 8, 16, 32, 64  # a letter's place in ``'s``, ``'ll``, ``'ve``/``'re``
+CODE_POINTS = 0x110000
+APOSTROPHE, SPACE_CHAR = 39, 32
+
+
+@compiled
+def _run_end(chars: np.ndarray, i: int, end: int, table: np.ndarray, kind: int) -> int:  # pragma: no cover - compiled
+    while i < end and table[chars[i]] & KIND == kind:
+        i += 1
+    return i
+
+
+@compiled
+def piece_end(
+    chars: np.ndarray, i: int, end: int, table: np.ndarray, numbers: int, trailing_whole: bool
+) -> int:  # pragma: no cover - compiled
+    """Where the piece that starts at ``chars[i]`` ends, in a text ending at ``end`` whose
+    characters all have a known class (see the module docstring for each step)."""
+    c = chars[i]
+    kind = table[c] & KIND
+    if c == APOSTROPHE and i + 1 < end:
+        first = table[chars[i + 1]]
+        if first & CONTRACTS:
+            return i + 2
+        if i + 2 < end:
+            second = table[chars[i + 2]]
+            if (first & DOUBLE_L and second & DOUBLE_L) or (first & BEFORE_E and second & LAST_E):
+                return i + 3
+    if kind == LETTER:
+        return _run_end(chars, i + 1, end, table, LETTER)
+    if kind != NUMBER and kind != NEWLINE and i + 1 < end and table[chars[i + 1]] & KIND == LETTER:
+        return _run_end(chars, i + 2, end, table, LETTER)
+    if kind == NUMBER:
+        j = i + 1
+        while j < end and table[chars[j]] & KIND == NUMBER and (numbers == 0 or j - i < numbers):
+            j += 1
+        return j
+    j = i + 1 if c == SPACE_CHAR and i + 1 < end and table[chars[i + 1]] & KIND == OTHER else i
+    if table[chars[j]] & KIND == OTHER:
+        j = _run_end(chars, j + 1, end, table, OTHER)
+        return _run_end(chars, j, end, table, NEWLINE)
+    run_end, last_newline = i, -1  # whitespace
+    while run_end < end:
+        k = table[chars[run_end]] & KIND
+        if k == NEWLINE:
+            last_newline = run_end
+        elif k != SPACE:
+            break
+        run_end += 1
+    if trailing_whole and run_end == end:
+        return end
+    if last_newline >= 0:
+        return last_newline + 1
+    if run_end == end:
+        return end
+    return run_end - 1 if run_end - i >= 2 else i + 1
+
+
+@compiled
+def _piece_ends(
+    chars: np.ndarray, table: np.ndarray, numbers: int, trailing_whole: bool
+) -> np.ndarray:  # pragma: no cover - compiled
+    ends = np.empty(chars.shape[0], dtype=np.int64)
+    n, i = 0, 0
+    while i < chars.shape[0]:
+        i = piece_end(chars, i, chars.shape[0], table, numbers, trailing_whole)
+        ends[n] = i
+        n += 1
+    return ends[:n]
+
+
+class CharClasses:
+    """Each code point's class for one file's pattern (``table``), learned from the file's
+    own split the first time the code point is met (see the module docstring). A class is
+    written to ``table`` once checked, from unknown to its value, so kernels in other threads
+    only ever read a checked class or none; the checks cut with a private copy (``_trial``)
+    that also holds the classes being checked."""
+
+    def __init__(self, pattern: str, rule: SplitRule) -> None:
+        from tokenizers import Regex, pre_tokenizers
+
+        self.rule = rule
+        self._split = pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False)
+        self.table = np.zeros(CODE_POINTS, dtype=np.uint8)
+        self.table[0xD800:0xE000] = ROUTED  # lone surrogates: UTF-8 has no bytes for them
+        self._trial = self.table.copy()
+        self._lock = threading.RLock()  # a check learns the other characters of its strings
+        self._pid = os.getpid()
+        self.learn(np.arange(128, dtype=np.uint32))
+
+    def cut(self, text: str) -> list[str]:
+        """``text`` cut here (its characters' classes learned first); ValueError where it
+        holds a character sent to another engine."""
+        return self._cut(text, self.table)
+
+    def _cut(self, text: str, table: np.ndarray) -> list[str]:
+        chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        self.learn(np.unique(chars))
+        if (table[chars] & KIND == ROUTED).any():
+            raise ValueError(f"{text!r} holds a character this cut does not take")
+        ends = _piece_ends(chars, table, self.rule.numbers, self.rule.trailing_whitespace_whole)
+        return [text[a:b] for a, b in zip([0, *ends.tolist()], ends.tolist())]
+
+    def learn(self, code_points: np.ndarray) -> None:
+        """Classify those of ``code_points`` not yet known: each asked of the file's split,
+        then all checked at once on one text of their contexts, and one by one where that
+        text is cut otherwise than the file cuts it."""
+        if not (self._trial[code_points] == UNKNOWN).any():
+            return
+        if self._pid != os.getpid():  # forked while another thread may have held it: a lock of this process
+            self._lock, self._pid = threading.RLock(), os.getpid()
+        with self._lock:
+            new = [chr(code) for code in np.unique(code_points[self._trial[code_points] == UNKNOWN]).tolist()]
+            for c in new:
+                self._trial[ord(c)] = self._asked_class(c)
+            asked = [c for c in new if self._trial[ord(c)] != ROUTED]
+            trial = self._trial
+            if self._differs("\n\n".join(text for c in asked for text in _contexts(c, trial[ord(c)]))):
+                for c in asked:
+                    if any(self._differs(text) for text in _contexts(c, trial[ord(c)])):
+                        self._trial[ord(c)] = ROUTED
+            for c in new:
+                self.table[ord(c)] = self._trial[ord(c)]
+
+    def _pieces(self, text: str) -> list[str]:
+        return [piece for piece, _ in self._split.pre_tokenize_str(text)]
+
+    def _differs(self, text: str) -> bool:
+        """Whether ``text`` is cut here otherwise than by the file's split (with the classes
+        being checked)."""
+        try:
+            return self._cut(text, self._trial) != self._pieces(text)
+        except ValueError:
+            return True
+
+    def _asked_class(self, c: str) -> int:
+        """``c``'s class from the pieces the file's split cuts around it."""
+        if c in "\r\n":
+            return NEWLINE
+        pieces = self._pieces
+        if pieces(f"a{c}") == [f"a{c}"]:
+            flags = 0
+            if pieces(f"'{c}x") == [f"'{c}", "x"]:
+                flags |= CONTRACTS
+            if pieces(f"'{c}lx") == [f"'{c}l", "x"] and pieces(f"'l{c}x") == [f"'l{c}", "x"]:
+                flags |= DOUBLE_L
+            if pieces(f"'{c}ex") == [f"'{c}e", "x"]:
+                flags |= BEFORE_E
+            if pieces(f"'v{c}x") == [f"'v{c}", "x"]:
+                flags |= LAST_E
+            return LETTER | flags
+        if pieces(f"!{c}") == [f"!{c}"]:
+            return OTHER
+        after = pieces(f"{c}a")
+        if after == [f"{c}a"]:
+            return SPACE
+        if after == [c, "a"]:
+            return NUMBER
+        return ROUTED
+
+    def __getstate__(self) -> dict[str, Any]:
+        raise TypeError("CharClasses are rebuilt, not pickled")
+
+
+_SHARED: dict[tuple[str, SplitRule], CharClasses] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def classes_for(pattern: str, rule: SplitRule) -> CharClasses:
+    """The process's classes for one spelling: what one file's split taught holds for every
+    file that splits with the same pattern, so each character is learned once a process."""
+    with _SHARED_LOCK:
+        classes = _SHARED.get((pattern, rule))
+        if classes is None:
+            classes = _SHARED[(pattern, rule)] = CharClasses(pattern, rule)
+        return classes
+
+
+def _contexts(c: str, kind: int) -> tuple[str, ...]:
+    """Strings that put ``c`` (of class ``kind``) after and before each class: where a wrong
+    class would cut otherwise. Contractions only tell letters apart, and a text's end only
+    whitespace, so those strings are cut for those classes alone (the file's split runs at
+    about a microsecond a character: the checks are most of what learning a character costs)."""
+    texts = (f"a{c} {c}1{c}{c}!{c}'{c}x {c} \n{c}  {c}{c}'s{c}\n\n{c}\r{c} {c}", c * 5)
+    if kind & KIND == LETTER:
+        return (*texts, f"'{c}{c}x", f"'l{c}x", f"'v{c}x")
+    if kind & KIND in (SPACE, NEWLINE):
+        return (*texts, c, f"{c} ", f" {c}", f"{c}  ")
+    return texts

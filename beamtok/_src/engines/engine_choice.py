@@ -1,0 +1,251 @@
+"""Which exact engine encodes a tokenizer file, chosen in one place.
+
+Each tokenizer family has an ordered list of candidates; :func:`choose` builds them in turn
+(each checks the file and encodes probe strings against ``tokenizers``) and takes the first
+that passes. The result, :class:`EngineChoice`, keeps the engine taken and every candidate
+refused before it with its reason, so ``Tokenizer.engine`` and ``beamtok inspect`` can say
+why a file runs on the engine it does.
+
+The families and their candidates, fastest first:
+
+- **byte-level BPE** (GPT-2, cl100k, o200k, Qwen2, Llama 3): the byte table where the file
+  has no merges (one token a byte: byte-level models, ``beamtok.testing.tiny_tokenizer``), the
+  compiled byte-level BPE on the file's own split (numba) where the split is one of cl100k's
+  spellings, then tiktoken, which runs kitoken or bpe-openai inside where one of them takes
+  the file's split and ranks;
+- **SentencePiece-style BPE**: the compiled BPE on marked words (numba), then kitoken, then
+  cached words; kitoken first where an added token is whitespace (Gemma 2's newlines);
+- **WordPiece**: kitoken, then cached words;
+- **Unigram**: the compiled Unigram on cut words (numba), then cached words.
+
+Each refusal has a kind (``Refusal.kind``): the file is one the engine cannot be exact for
+(``file``), the engine covers other forms of the family (``form``: the compiled byte-level BPE
+cuts cl100k's spellings of the split only), the engine was built but gave other ids than ``tokenizers`` on its probes
+(``probes``: logged once at warning level, since a broken engine would otherwise leave a file
+on a slower one with nothing said), or the engine needs a package this install lacks
+(``missing package``: the install's choice, which ``Tokenizer.engine`` does not count against
+the file).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from beamtok._src.base.errors import ConfigError
+from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok._src.engines.byte_table import ByteTableEncoder
+from beamtok._src.engines.cached_words import (
+    CachedWordsEncoder,
+    CompiledBPEEncoder,
+    CompiledUnigramEncoder,
+    WordsEncoder,
+)
+from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch
+from beamtok._src.engines.kitoken_families import KitokenEncoder, family_of_backend
+from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
+from beamtok._src.engines.tokenizer_parts import read_spec
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BYTE_LEVEL",
+    "MISSING_PACKAGE",
+    "NOT_FOR_FILE",
+    "OTHER_FORM",
+    "PROBES_DIFFERED",
+    "Candidate",
+    "EngineChoice",
+    "Refusal",
+    "candidates_for",
+    "choose",
+]
+
+BYTE_LEVEL = "byte-level BPE"
+RAW_ENGINE = "tokenizers"
+
+NOT_FOR_FILE = "file"
+"""A refusal's kind: the engine cannot be exact for this file."""
+PROBES_DIFFERED = "probes"
+"""A refusal's kind: the engine was built but gave other ids than ``tokenizers`` on its probes."""
+MISSING_PACKAGE = "missing package"
+"""A refusal's kind: the engine needs a package this install does not have."""
+OTHER_FORM = "form"
+"""A refusal's kind: the engine covers other files of the family (another split pattern)."""
+
+Build = Callable[[str, str, Any, dict[str, Any]], ExactEncoder]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One engine a family may run on.
+
+    Attributes:
+        name: The engine's name in refusals (``tiktoken``, ``compiled BPE``...).
+        build: Makes the encoder from ``(tokenizer.json text, tokenizer name, the file loaded
+            by tokenizers, the text parsed)``; raises ConfigError where it cannot be exact. The
+            parsed file is shared by every candidate tried, so a build only reads it.
+    """
+
+    name: str
+    build: Build = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A candidate not taken, and why.
+
+    Attributes:
+        candidate: The candidate's name.
+        reason: Why it was not taken, in words.
+        kind: ``file`` (it cannot be exact for this file), ``probes`` (built, but its ids
+            differed on the probe strings) or ``missing package`` (the install lacks what it
+            needs).
+    """
+
+    candidate: str
+    reason: str
+    kind: str = NOT_FOR_FILE
+
+    @property
+    def probes_differed(self) -> bool:
+        """Whether the engine was built but gave other ids than ``tokenizers``."""
+        return self.kind == PROBES_DIFFERED
+
+    @property
+    def missing_package(self) -> bool:
+        """Whether only a package this install lacks kept the engine out."""
+        return self.kind == MISSING_PACKAGE
+
+    @property
+    def expected(self) -> bool:
+        """Whether the refusal says nothing about the file: the install lacks a package, or
+        the engine covers other forms of the family."""
+        return self.kind in (MISSING_PACKAGE, OTHER_FORM)
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The outcome of :func:`choose`.
+
+    Attributes:
+        family: The tokenizer file's family (``byte-level BPE``, ``Unigram``...).
+        encoder: The encoder taken; None where ``tokenizers`` itself encodes.
+        refused: Each candidate refused before it, in the order tried.
+    """
+
+    family: str
+    encoder: ExactEncoder | None
+    refused: tuple[Refusal, ...]
+
+    @property
+    def engine(self) -> str:
+        """The name of the engine that encodes: the exact encoder's, or ``tokenizers``."""
+        return self.encoder.engine_name if self.encoder is not None else RAW_ENGINE
+
+    def why_not(self) -> str:
+        """Every refusal, joined: why no exact engine (or a faster one) runs."""
+        return "; ".join(f"{r.candidate}: {r.reason}" for r in self.refused)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON (``beamtok inspect --json``)."""
+        return {
+            "family": self.family,
+            "engine": self.engine,
+            "inner_refusal": self.encoder.native_refusal if self.encoder is not None else "",
+            "refused": [{"candidate": r.candidate, "reason": r.reason, "kind": r.kind} for r in self.refused],
+        }
+
+
+def _engine(engine: type[ByteTableEncoder | CompiledByteLevelEncoder | TiktokenEncoder | KitokenEncoder]) -> Build:
+    def build(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
+        return engine(serialized, name, reference=reference, spec=spec)
+
+    return build
+
+
+def _words(engine: type[WordsEncoder], family: str) -> Build:
+    def build(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
+        return engine(serialized, name, family, reference=reference, spec=spec)
+
+    return build
+
+
+def candidates_for(family: str, backend: Any) -> list[Candidate]:
+    """The candidates of a family for one file, in the order they are tried.
+
+    Args:
+        family: The file's family, as ``family_of_backend`` names it.
+        backend: The file as ``tokenizers`` loaded it (a ``tokenizers.Tokenizer``).
+    """
+    if family == BYTE_LEVEL:
+        return [
+            Candidate("byte table", _engine(ByteTableEncoder)),
+            Candidate("compiled byte-level BPE", _engine(CompiledByteLevelEncoder)),
+            Candidate("tiktoken", _engine(TiktokenEncoder)),
+        ]
+    cached = Candidate("cached words", _words(CachedWordsEncoder, family))
+    if family == "Unigram":
+        return [Candidate("compiled Unigram", _words(CompiledUnigramEncoder, family)), cached]
+    compiled = Candidate("compiled BPE", _words(CompiledBPEEncoder, family))
+    kitoken = Candidate("kitoken", _engine(KitokenEncoder))
+    if family == "SentencePiece-style BPE":
+        whitespace_added = any(not t.content.strip() for t in backend.get_added_tokens_decoder().values())
+        return [kitoken, compiled, cached] if whitespace_added else [compiled, kitoken, cached]
+    return [kitoken, cached]
+
+
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def choose(backend: Any, name: str, serialized: str) -> EngineChoice:
+    """Build the candidates of the file's family in turn and take the first that is exact
+    (see the module docstring).
+
+    Args:
+        backend: The file as ``tokenizers`` loaded it (a ``tokenizers.Tokenizer``).
+        name: The tokenizer's name, for messages.
+        serialized: The file's ``tokenizer.json`` text.
+
+    Returns:
+        Which engine was taken, and why each one before it was not.
+    """
+    family = family_of_backend(backend) or BYTE_LEVEL
+    spec = read_spec(serialized)  # once: a large vocabulary takes ~0.2 s to parse, and up to three candidates read it
+    refused: list[Refusal] = []
+    for candidate in candidates_for(family, backend):
+        try:
+            encoder = candidate.build(serialized, name, backend, spec)
+        except ProbeMismatch as e:
+            refused.append(Refusal(candidate.name, str(e), PROBES_DIFFERED))
+            _warn_once(name, candidate.name, str(e))
+        except MissingExtra as e:
+            refused.append(Refusal(candidate.name, str(e), MISSING_PACKAGE))
+            log.debug("%s", e)
+        except OtherForm as e:
+            refused.append(Refusal(candidate.name, str(e), OTHER_FORM))
+            log.debug("%s", e)
+        except ConfigError as e:
+            refused.append(Refusal(candidate.name, str(e)))
+            log.debug("%s", e)
+        else:
+            return EngineChoice(family, encoder, tuple(refused))
+    return EngineChoice(family, None, tuple(refused))
+
+
+def _warn_once(name: str, candidate: str, reason: str) -> None:
+    with _WARNED_LOCK:
+        if (name, candidate) in _WARNED:
+            return
+        _WARNED.add((name, candidate))
+    log.warning(
+        "tokenizer %r: the %s engine was built but gave other ids than tokenizers on its probe strings, so a "
+        "slower engine encodes this file (the tokens are the same). %s",
+        name,
+        candidate,
+        reason,
+    )

@@ -1,3 +1,0 @@
-"""How a shard's examples are produced: the shard-backend protocol, decoded row spans, the
-shard processing run in this process or in worker processes. Below both ``beamtok.stream``
-and ``beamtok.cache``; imports neither."""

@@ -1,5 +1,0 @@
-"""``python -m beamtok.cli``."""
-
-from beamtok.cli import main
-
-main()

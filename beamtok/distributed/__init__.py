@@ -1,4 +1,0 @@
-"""beamtok inside distributed training jobs: a torch ``Stateful`` loader saved in the job's DCP
-checkpoint (``beamtok.distributed.torch_loader``) and an Orbax handler for JAX jobs
-(``beamtok.distributed.orbax_state``). Both store the states of every rank of the run, so a
-restart on any number of processes resumes with nothing lost or repeated."""

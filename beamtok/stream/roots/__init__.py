@@ -1,9 +1,0 @@
-"""Roots of a stream, one plan per kind: shards (files, in-memory data or a cache), a mix of
-datasets, a global shuffle of a cache's rows. See ``beamtok.stream.roots.base``."""
-
-from beamtok.stream.roots.base import RootPlan
-from beamtok.stream.roots.global_shuffle import GlobalShuffleRoot
-from beamtok.stream.roots.mix import MixRoot
-from beamtok.stream.roots.shards import ShardsRoot
-
-__all__ = ["GlobalShuffleRoot", "MixRoot", "RootPlan", "ShardsRoot"]
