@@ -8,7 +8,7 @@
 It takes exactly the options of ``beamtok cache`` (run it with ``--help``): beamtok's own
 options build the shard processing, and every other ``--name=value`` goes to Beam as a pipeline
 option, so this file works as the main program of a Dataflow, Flink or Spark job. The
-pipeline is ``beamtok._src.beam.BuildCache``; this program only checks the output directory
+pipeline is ``beamtok.beam.BuildCache``; this program only checks the output directory
 around it. It is not installed with beamtok: workers get ``beamtok`` itself, through
 ``--setup_file`` or the worker image built from the Dockerfile.
 """

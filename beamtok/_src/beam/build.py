@@ -15,11 +15,11 @@ left out: ``Create | Reshuffle | WriteShards | Flatten | ToList | WriteManifest`
 One DoFn call of ``WriteShards`` runs the shard processing over one whole shard, in order, and
 streams its rows into that shard's Parquet file: packing is stateful, so it never sees batch
 boundaries chosen by the runner. A file larger than ``split_bytes`` is planned as ranges
-(``cache/ranges.py``): each is tokenized on its own worker into a temporary file whose name
+(``cache/build/ranges.py``): each is tokenized on its own worker into a temporary file whose name
 is all that crosses the shuffle, with its token count. ``concat_chunk`` rows are then packed
 in parallel too: each row group by the range holding its first token, from that token's
 cursor, into a Parquet file of its own; ``JoinParts`` copies the row groups into the shard's
-file under one footer, byte for byte the unsplit build's (``cache/range_pack.py``). Other
+file under one footer, byte for byte the unsplit build's (``cache/build/range_pack.py``). Other
 packers carry state from document to document, so ``PackSplitShards`` packs the files of one
 shard in range order on one worker into the same rows. Order lives in shard numbers, range
 numbers and row indices, never in the PCollection. The manifest is written last, by the final step.

@@ -5,7 +5,7 @@ end, so row ``R`` starts at token ``R * seq_len``. Once every range of a file is
 and its token count known (:class:`RangeTokens`), each row group — ``group`` rows, as the
 writer lays them out — is packed by a task that starts in the range holding its first token,
 from that token's cursor: the cursor a resumed stream starts from, so the rows, their provenance, cursors and
-document counts are the unsplit run's (:class:`beamtok._src.shards.processor.ShardPacker`'s resume rule). A
+document counts are the unsplit run's (:class:`beamtok._src.shards.packing.ShardPacker`'s resume rule). A
 task reads on into the next ranges' files for its last rows, writes its complete row groups
 as a Parquet file of its own (:func:`pack_part`), and :func:`join_parts` copies those row
 groups one after another under one footer (``parquet_join``): byte for byte the file the

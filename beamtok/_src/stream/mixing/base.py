@@ -1,7 +1,7 @@
 """What the reading mix and the seeking mix share: the mixing plan with the weight changes
 made while training, and the global position a reader fills next.
 
-:class:`~beamtok._src.stream.mixing.plan.MixSource` reads its sources; :class:`~beamtok._src.stream.mixing.seeking.SeekingMix`
+:class:`~beamtok._src.stream.mixing.reading.MixSource` reads its sources; :class:`~beamtok._src.stream.mixing.seeking.SeekingMix`
 computes which example of which source each position takes and seeks to it. Both are this
 class's children, and both ask :mod:`beamtok._src.stream.mixing.rule` where the stream stops.
 """

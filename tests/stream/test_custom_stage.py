@@ -1,0 +1,95 @@
+"""A stream stage written outside beamtok, against ``beamtok.extend`` alone, added with
+``Dataset.apply``: it resumes exactly, its options join the fingerprint, and a resume through
+it on another world size is refused as for any stage with a position of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from beamtok import ConfigError, Dataset, StateError
+from beamtok.extend import Node, Stage, StageNode, StreamContext
+from beamtok.testing import check_resumption, tiny_tokenizer
+
+from conftest import CORPUS
+
+TOKENIZER = tiny_tokenizer()
+FILES = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "shakespeare-01.jsonl")]
+
+
+@dataclass(frozen=True)
+class EveryNth(Stage):
+    """Keeps one example in ``every``, numbering the kept ones."""
+
+    NAME = "every_nth"
+    every: int
+
+    def build(self, upstream: Node, context: StreamContext) -> Node:
+        return EveryNthNode(upstream, self.every)
+
+
+class EveryNthNode(StageNode):
+    KEYS = ("upstream", "seen")
+    NAME = "every_nth"
+
+    def __init__(self, upstream: Node, every: int) -> None:
+        super().__init__(upstream)
+        self.every = every
+        self.seen = 0
+
+    def _restore(self, state: dict[str, Any] | None) -> None:
+        self.seen = 0 if state is None else int(state["seen"])
+
+    def _position(self) -> dict[str, Any]:
+        return {"seen": self.seen}
+
+    def __next__(self) -> Any:
+        while True:
+            item = next(self.upstream)
+            self.seen += 1
+            if self.seen % self.every == 0:
+                return {**item, "kept": self.seen // self.every}
+
+
+def stream(every: int = 3) -> Dataset:
+    return Dataset.from_files(FILES).tokenize(TOKENIZER).concat_chunk(64).apply(EveryNth(every)).batch(4)
+
+
+def test_a_stage_of_ones_own_resumes_exactly_at_every_step():
+    report = check_resumption(stream, limit=40)
+    assert len(report.steps_checked) >= 10
+    kept = [int(k) for batch in stream().take(3).iter() for k in batch["kept"]]
+    assert kept == list(range(1, 13))
+
+
+def test_its_options_are_in_the_fingerprint():
+    it = stream(3).iter()
+    next(it)
+    with pytest.raises(StateError):
+        stream(4).iter(it.state_dict())
+
+
+def test_a_resume_on_another_world_size_is_refused_through_it():
+    def ranked(rank: int, world: int) -> Dataset:
+        return (
+            Dataset.from_files(FILES)
+            .tokenize(TOKENIZER)
+            .concat_chunk(64)
+            .shard_by_rank(rank, world, split="examples")
+            .apply(EveryNth(2))
+        )
+
+    states = []
+    for rank in range(2):
+        it = ranked(rank, 2).iter()
+        next(it)
+        states.append(it.state_dict())
+    with pytest.raises(StateError, match="every_nth"):
+        ranked(0, 1).iter(states)
+
+
+def test_apply_takes_only_a_stage():
+    with pytest.raises(ConfigError, match=r"beamtok\.extend\.Stage"):
+        stream().apply(lambda item: item)  # type: ignore[arg-type]
