@@ -267,7 +267,7 @@ def test_where_numba_can_cache_nothing_it_compiles_in_each_process(tmp_path):
     compiled tables are then compiled without a cache instead of failing to import."""
     module = tmp_path / "compiled_tables.py"
     module.write_text(
-        (Path(__file__).parents[2] / "beamtok" / "engines" / "compiled_tables.py").read_text(encoding="utf-8"),
+        (Path(__file__).parents[2] / "beamtok" / "_src" / "engines" / "compiled_tables.py").read_text(encoding="utf-8"),
         encoding="utf-8",
     )
     (tmp_path / "__pycache__").write_text("a file where numba would put its cache")

@@ -152,6 +152,9 @@ def test_the_kinds_table_holds_every_stage_and_root():
             yield sub
             yield from every(sub)
 
-    assert {c for c in every(Stage) if "NAME" in c.__dict__} == set(STAGES.values())
-    assert {c for c in every(RootPlan) if "KIND" in c.__dict__} == set(ROOTS.values())
+    def ours(cls: type) -> bool:  # stages users write (Dataset.apply) are not in the table
+        return cls.__module__.startswith("beamtok.")
+
+    assert {c for c in every(Stage) if "NAME" in c.__dict__ and ours(c)} == set(STAGES.values())
+    assert {c for c in every(RootPlan) if "KIND" in c.__dict__ and ours(c)} == set(ROOTS.values())
     assert all(STAGES[c.NAME] is c for c in STAGES.values()) and all(ROOTS[c.KIND] is c for c in ROOTS.values())

@@ -216,6 +216,13 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         if options.get("pack") is None:
             options["pack"] = "none"
         options["bos"] = bool(flags.get("bos"))
+    output = options.get("output")
+    if output and ("://" not in output or output.startswith("file://")):
+        # a local output's lock is read before Beam's import and the tokenizer's load; a remote
+        # one is checked when the build takes it (a dry run for Dataflow must not reach a bucket)
+        from beamtok._src.cache.build.lock import refuse_if_building
+
+        refuse_if_building(output)
     # Options click does not know land among the URLs, in command-line order; Beam's parser
     # decides which are its options (and which next token is an option's value).
     own = [name for param in ctx.command.params for name in param.opts if name.startswith("-")]
@@ -224,13 +231,6 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
         options["urls"] = positional
     configured = check_beam_args(options["beam_options"], where=f"{config_path}: beam_options: ")
     beam_args = [*configured, *passthrough]
-    output = options.get("output")
-    if output and ("://" not in output or output.startswith("file://")):
-        # a local output's lock is read before Beam's import and the tokenizer's load; a remote
-        # one is checked when the build takes it (a dry run for Dataflow must not reach a bucket)
-        from beamtok._src.cache.build.lock import refuse_if_building
-
-        refuse_if_building(output)
     from beamtok._src.beam.worker_server import start_early
     from beamtok._src.core.spec import tokenizers_to_warm
 
