@@ -102,3 +102,16 @@ def test_a_renamed_module_is_caught(tmp_path, monkeypatch):
     assert name_exists("beamtok.training.DistributedLoader")
     assert not name_exists("beamtok.distributed.torch_loader")
     assert not name_exists("beamtok._src.stream.node.NoSuchNode")
+
+
+def test_no_docstring_or_comment_is_dated():
+    """A date in the package's sources reads as a commit message and goes stale; when something
+    changed belongs to the history, the measurements to docs/performance.md."""
+    dated = re.compile(r"\b20\d\d-[01]\d(-[0-3]\d)?\b")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "beamtok").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if dated.search(line)
+    ]
+    assert not found, "\n".join(found)

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from beamtok import ConfigError, Dataset
-from beamtok._src.stream.mixing.plan import block_counts
+from beamtok._src.stream.mixing.mix_plan import block_counts
 from beamtok._src.stream.mixing.rows import MixRows
 from beamtok._src.stream.mixing.seeking import SeekingMix
 from beamtok.testing import assert_items_equal, check_resumption, tiny_tokenizer

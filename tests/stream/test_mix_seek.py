@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beamtok import Dataset, InputError, StateError
-from beamtok._src.stream.mixing.plan import MixPlan
+from beamtok._src.stream.mixing.mix_plan import MixPlan
 from beamtok._src.stream.mixing.positions import MixPositions
 from beamtok._src.stream.mixing.seeking import SeekingMix
 from beamtok.testing import assert_items_equal, check_resumption, tiny_tokenizer

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from beamtok import ConfigError, Dataset, StateError
-from beamtok._src.stream.mixing.plan import block_counts
+from beamtok._src.stream.mixing.mix_plan import block_counts
 from beamtok.testing import assert_items_equal, check_resumption, tiny_tokenizer
 
 from conftest import CORPUS, inspect_state

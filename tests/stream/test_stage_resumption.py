@@ -262,11 +262,7 @@ def test_map_and_filter_are_per_document_steps(shards, tokenizer_dir):
 def test_tiktoken_backend_stream_equals_hf_and_shares_states(shards, tokenizer_dir):
     pytest.importorskip("tiktoken")
     fast = lambda: (  # noqa: E731
-        Dataset.from_files(shards)
-        .tokenize(tokenizer_dir, backend="tiktoken")
-        .ensure_bos_eos()
-        .concat_chunk(32)
-        .batch(2)
+        Dataset.from_files(shards).tokenize(tokenizer_dir, engine="exact").ensure_bos_eos().concat_chunk(32).batch(2)
     )
     hf = lambda: base(shards, tokenizer_dir).batch(2)  # noqa: E731
     assert fast().spec_fingerprint == hf().spec_fingerprint

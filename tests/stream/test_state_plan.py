@@ -1,4 +1,4 @@
-"""A state keeps its pipeline's plan as data (beamtok._src.stream.plan): the root's kind, options
+"""A state keeps its pipeline's plan as data (beamtok._src.stream.stream_plan): the root's kind, options
 and packing and every stage's options, whole and versioned. Code reads the plan; ``about`` is
 for people, read only to turn a state saved before plans into one."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from beamtok import Dataset, StateError
 from beamtok._src.stream.explain import explain_state
-from beamtok._src.stream.plan import PLAN_VERSION
+from beamtok._src.stream.stream_plan import PLAN_VERSION
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR, real_paragraphs

@@ -7,7 +7,7 @@ from typing import Any
 
 from beamtok._src.base.errors import ConfigError, StateError
 
-__all__ = ["check_choice", "check_int", "check_optional_int", "unencodable"]
+__all__ = ["check_bool", "check_choice", "check_int", "check_optional_int", "unencodable"]
 
 
 def check_int(value: Any, name: str, stage: str | None = None, *, minimum: int = 0) -> int:
@@ -18,6 +18,13 @@ def check_int(value: Any, name: str, stage: str | None = None, *, minimum: int =
         if stage is not None:
             raise StateError(f"{stage}: {name} must be an integer >= {minimum}, got {value!r}")
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def check_bool(value: Any, name: str, stage: str) -> bool:
+    """``value`` read from a state if it is a boolean, else a StateError naming the ``stage``."""
+    if not isinstance(value, bool):
+        raise StateError(f"{stage}: {name} must be a boolean, got {value!r}")
     return value
 
 

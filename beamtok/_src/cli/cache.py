@@ -14,7 +14,7 @@ import click
 from beamtok._src.cli.app import log_options, main, user_errors
 from beamtok._src.cli.beam_logs import quiet_beam_logs
 from beamtok._src.cli.interrupt import interrupted_build
-from beamtok._src.cli.job_plan import show_job_plan
+from beamtok._src.cli.job_request import show_job_request
 from beamtok._src.core.cache_options import BUILD_SETTINGS, CACHE_OPTIONS, defaults, names, with_option_names
 
 __all__ = ["cache", "load_cache_config", "named_chat_template_option"]
@@ -241,7 +241,7 @@ def cache(ctx: click.Context, urls: tuple[str, ...], config_path: str | None, qu
     from beamtok._src.beam.dry_run import is_dry_run
 
     if is_dry_run(beam_args):
-        show_job_plan(ds, options, beam_args)
+        show_job_request(ds, options, beam_args)
         return
     if options.get("megatron"):
         _write_megatron(ds, options["output"], beam_args, quiet)

@@ -27,7 +27,8 @@ def inspect(state_file: str, pipeline: str | None, quiet: bool) -> None:
     shard's file and position (byte, line or row; document; token offset), what was handed
     out. With --pipeline, whether it resumes that pipeline, naming what differs if not."""
     from beamtok._src.base.errors import ConfigError, StateError
-    from beamtok._src.stream.explain import explain_state, find_states
+    from beamtok._src.stream.explain import explain_state
+    from beamtok._src.stream.state import find_states
 
     try:
         with open(state_file, encoding="utf-8") as f:
@@ -78,10 +79,10 @@ def with_saved_stream(cached: Any, state: dict[str, Any]) -> tuple[Any, str]:
     from beamtok._src.base.errors import StateError
     from beamtok._src.stream.kinds import stage_named
     from beamtok._src.stream.pipeline import Pipeline
-    from beamtok._src.stream.plan import plan_of, stage_configs
     from beamtok._src.stream.ranks.reader_split import ReaderSplit
     from beamtok._src.stream.roots.global_shuffle import GlobalShuffleRoot
     from beamtok._src.stream.state_migration import migrate
+    from beamtok._src.stream.stream_plan import plan_of, stage_configs
 
     split = state.get("split")
     try:

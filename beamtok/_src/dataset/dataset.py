@@ -38,8 +38,8 @@ from beamtok._src.sources.byte_ranges import AUTO
 from beamtok._src.sources.memory import hf_iterable_shards, iterable_shard, sequence_shards
 from beamtok._src.sources.urls import Shard, expand_urls
 from beamtok._src.stream.iterator import DatasetIterator
+from beamtok._src.stream.mixing.mix_plan import MixPlan
 from beamtok._src.stream.mixing.nesting import flattened_mixes
-from beamtok._src.stream.mixing.plan import MixPlan
 from beamtok._src.stream.pipeline import Pipeline
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.roots.base import RootPlan

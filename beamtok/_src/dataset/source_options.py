@@ -9,7 +9,7 @@ from beamtok._src.base.validate import check_choice, check_int
 from beamtok._src.dataset.file_ranges import cut_for_readers
 from beamtok._src.production.parallel import default_workers
 from beamtok._src.stream.pipeline import Pipeline
-from beamtok._src.stream.ranks.even import EVEN_MODES
+from beamtok._src.stream.ranks.equal_counts import EVEN_MODES
 from beamtok._src.stream.ranks.reader_split import SPLIT_MODES, ReaderSplit
 from beamtok._src.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok._src.stream.roots.shards import shard_root
@@ -142,7 +142,7 @@ class SourceOptions:
         examples, so no rank waits at a last all-reduce: ``"drop"`` ends all at the smallest
         share, ``"pad"`` fills all up to the largest with padding rows (no loss). Readers split
         by examples work it out as they read; split by shards, the counts come from a cache's
-        row counts (see ``beamtok._src.stream.ranks.even``). ``DistributedLoader(even=)`` evens ranks as
+        row counts (see ``beamtok._src.stream.ranks.equal_counts``). ``DistributedLoader(even=)`` evens ranks as
         they read instead, for any data and across world sizes.
 
         Args:

@@ -55,7 +55,7 @@ except ImportError as error:
 
 from beamtok._src.base.errors import ConfigError, StateError
 from beamtok._src.base.validate import check_choice
-from beamtok._src.distributed.even_ranks import LOADER_EVEN_MODES, evened
+from beamtok._src.distributed.rank_end_agreement import LOADER_EVEN_MODES, evened
 from beamtok._src.distributed.rank_states import RankStates, pack_rank_states, unpack_rank_states
 from beamtok._src.stream.ranks.elastic import reader_states
 from beamtok._src.stream.stateful_loader import StatefulLoader
@@ -91,7 +91,7 @@ class DistributedLoader(Stateful):
     end of the data: ``"drop"`` (the default) stops every rank when one has no batch left,
     ``"pad"`` hands padding batches (no loss) to ranks that have none while any rank has one,
     ``None`` lets each rank read its whole share. Ranks agree with one all-reduce of an integer
-    a batch (``beamtok._src.distributed.even_ranks``), so it holds for any data and on any world
+    a batch (``beamtok._src.distributed.rank_end_agreement``), so it holds for any data and on any world
     size after a resume."""
 
     def __init__(

@@ -53,7 +53,7 @@ Families:
   ``tokenizers`` does;
 
 Unigram is refused: kitoken's Unigram gave other ids than ``tokenizers`` on 4 of the shipped
-documents for a tokenizer trained on them (2026-11), so no probe set could make it safe.
+documents for a tokenizer trained on them, so no probe set could make it safe.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class KitokenEncoder(ExactEncoder):
     ) -> None:
         """``reference``: the ``tokenizers.Tokenizer`` of ``tokenizer_json`` where the caller
         holds one; ``spec``: the text parsed, where the caller has parsed it (only read)."""
-        from beamtok._src.engines.tiktoken_backend import PROBES
+        from beamtok._src.engines.byte_level_file import PROBES
 
         spec = read_spec(tokenizer_json) if spec is None else spec
         model = spec.get("model") or {}

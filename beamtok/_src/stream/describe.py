@@ -2,7 +2,7 @@
 
 A state carries the stream and spec fingerprints; a mismatch alone says only that something
 differs. Beside them the state keeps each part those fingerprints cover: the stream options
-and stages in its plan (``beamtok._src.stream.plan``), whole; the root's data in ``about`` (the mix
+and stages in its plan (``beamtok._src.stream.stream_plan``), whole; the root's data in ``about`` (the mix
 plan, the shard list, the input format, each per-document step, the packing, the error policy),
 short parts as their values, long ones as a short hash (a shard list with its count and its
 first and last URL, so a refusal names both lists). Comparing them with the current parts names what changed, old
@@ -15,7 +15,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from beamtok._src.stream.plan import plan_parts
+from beamtok._src.stream.stream_plan import plan_parts
 
 if TYPE_CHECKING:
     from beamtok._src.stream.pipeline import Pipeline

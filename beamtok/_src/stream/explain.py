@@ -1,7 +1,7 @@
 """A saved state in words: which reader saved it, where each stage and each open shard stands.
 
-Every node describes its own part of a state (``describe_state`` of each stage and each kind
-of root), so a new stage cannot be mis-described. Given the pipeline a state belongs to, its
+Every node describes its own part of a state (each stage's ``describe_state``: its own
+position in one line; each kind of root's ``state_lines``: its source, in lines), so a new stage cannot be mis-described. Given the pipeline a state belongs to, its
 stages and root are known, shards are named by file and cursors by what they count there
 (byte offset of uncompressed JSONL, line of compressed JSONL, row of Parquet and Arrow).
 Without it, the stages and the kind of root are read from the plan the state keeps. States are found wherever they sit in a JSON file: alone, as a list of readers'
@@ -17,25 +17,11 @@ from beamtok._src.base.errors import StateError
 from beamtok._src.stream.kinds import root_of_kind, stage_named
 from beamtok._src.stream.node import Stage
 from beamtok._src.stream.pipeline import Pipeline, peel_even, state_split
-from beamtok._src.stream.plan import mix_source_plans, plan_of, stage_configs
 from beamtok._src.stream.state_migration import STATE_VERSION, migrate
+from beamtok._src.stream.stream_plan import mix_source_plans, plan_of, stage_configs
 from beamtok._src.transforms.packing_modes import PACKING_MODES, packing_words
 
-__all__ = ["explain_state", "find_states"]
-
-
-def find_states(data: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
-    """Every beamtok state inside ``data``, with where it was found (``$`` is the top)."""
-    if isinstance(data, dict) and "beamtok_state" in data:
-        return [(path or "$", data)]
-    found: list[tuple[str, dict[str, Any]]] = []
-    if isinstance(data, dict):
-        for key, value in data.items():
-            found += find_states(value, f"{path}.{key}" if path else str(key))
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            found += find_states(value, f"{path}[{i}]")
-    return found
+__all__ = ["explain_state"]
 
 
 def explain_state(state: dict[str, Any], pipeline: Pipeline | None = None) -> list[str]:
@@ -99,7 +85,7 @@ def _declared(state: dict[str, Any], plan: dict[str, Any] | None) -> list[str]:
         return [f"pipeline (its parts were not saved with the state): {json.dumps(state.get('pipeline'))[:400]}"]
     assert plan is not None
     node, even = peel_even(node, plan.get("even") is not None)
-    lines = root.describe_state(node, state_split(state), None, plan=plan["root"]) + even
+    lines = root.state_lines(node, state_split(state), None, plan=plan["root"]) + even
     for i, ((name, _), own) in enumerate(zip(stages, reversed(chain))):
         stage = stage_named(name)
         lines.append(

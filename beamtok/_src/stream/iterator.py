@@ -18,12 +18,12 @@ from beamtok._src.sources.retrying import remote_retries
 from beamtok._src.stream.describe import changes, describe
 from beamtok._src.stream.node import Node
 from beamtok._src.stream.pipeline import Pipeline
-from beamtok._src.stream.plan import plan_of
 from beamtok._src.stream.ranks.elastic import check_readers
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.stages.collate import Batched
 from beamtok._src.stream.state import DeliveredJSON, IteratorState, check_keys, copy_state
 from beamtok._src.stream.state_migration import STATE_VERSION, migrate
+from beamtok._src.stream.stream_plan import plan_of
 from beamtok._src.stream.timing import Timing, describe_timing
 
 __all__ = ["STATE_VERSION", "DatasetIterator", "Delivered"]

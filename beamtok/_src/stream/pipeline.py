@@ -17,12 +17,12 @@ from beamtok._src.base.errors import ConfigError
 from beamtok._src.core.spec import fingerprint_of
 from beamtok._src.production.workers import dataloader_worker
 from beamtok._src.stream.node import Node, Stage, StreamContext
-from beamtok._src.stream.plan import PLAN_VERSION, plan_parts, stage_configs
-from beamtok._src.stream.ranks.even import EvenNode
+from beamtok._src.stream.ranks.equal_counts import EvenNode
 from beamtok._src.stream.ranks.example_split import ExampleSplitNode
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.roots.base import RootPlan
 from beamtok._src.stream.state import PlanJSON
+from beamtok._src.stream.stream_plan import PLAN_VERSION, plan_parts, stage_configs
 from beamtok._src.stream.timing import Timing
 
 __all__ = ["Pipeline", "peel_even", "state_split"]
@@ -37,7 +37,7 @@ class Pipeline:
     reader: ReaderSplit = dataclasses.field(default_factory=ReaderSplit)
     stages: tuple[Stage, ...] = ()
     even: str | None = (
-        None  # every reader the same number of examples: "drop" or "pad" (beamtok._src.stream.ranks.even)
+        None  # every reader the same number of examples: "drop" or "pad" (beamtok._src.stream.ranks.equal_counts)
     )
 
     @property
@@ -83,7 +83,7 @@ class Pipeline:
         )
 
     def plan_json(self) -> PlanJSON:
-        """This pipeline as data for a state (``beamtok._src.stream.plan``): the root's kind,
+        """This pipeline as data for a state (``beamtok._src.stream.stream_plan``): the root's kind,
         options and packing, ``even``, and every stage's configuration, whole."""
         return {
             "version": PLAN_VERSION,

@@ -31,6 +31,7 @@ __all__ = [
     "WindowState",
     "check_keys",
     "copy_state",
+    "find_states",
 ]
 
 NodeState = Mapping[str, Any]
@@ -147,7 +148,7 @@ class ReaderSplitJSON(TypedDict):
 
 
 class PlanJSON(TypedDict, total=False):
-    """A stream's plan (``beamtok._src.stream.plan``): its version, the root's kind, options and
+    """A stream's plan (``beamtok._src.stream.stream_plan``): its version, the root's kind, options and
     packing (a mix's sources as runs of plans), ``even``, and every stage's options.
     ``from_about`` marks a plan a migration read from a state saved before plans."""
 
@@ -230,3 +231,27 @@ def check_keys(state: Any, keys: tuple[str, ...], stage: str) -> dict[str, Any]:
             f"{stage}: the state {' and '.join(problems)} (a state of another beamtok version, or edited by hand?)"
         )
     return state
+
+
+def find_states(data: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every beamtok state inside ``data`` (an object with a ``beamtok_state`` key, not looked
+    into), with where it was found (``$`` is the top): alone, in lists of readers' states, or
+    inside a checkpoint (a ``StatefulDataLoader``'s, a Trainer's ``trainer_state.json``).
+
+    Args:
+        data: Decoded JSON, or any nesting of dicts, lists and tuples.
+        path: Where ``data`` itself sits, for the paths returned.
+
+    Returns:
+        ``(path, state)`` pairs in the order found, depth first.
+    """
+    if isinstance(data, dict) and "beamtok_state" in data:
+        return [(path or "$", data)]
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found += find_states(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(data, (list, tuple)):
+        for i, value in enumerate(data):
+            found += find_states(value, f"{path}[{i}]")
+    return found

@@ -1,7 +1,7 @@
 """States of earlier versions, turned into states of this one in one place.
 
 A state names its format in ``beamtok_state``. Version 2 (this beamtok's) always holds the
-stream's plan (``beamtok._src.stream.plan``), version 2 of it. Version 1 held a plan only once
+stream's plan (``beamtok._src.stream.stream_plan``), version 2 of it. Version 1 held a plan only once
 plans were added, and a version-1 plan kept a mix's sources as a list rather than runs of
 equal plans. :func:`migrate` turns any version-1 state into a version-2 one; nothing else in
 beamtok reads an old form. A state saved before plans is read from its ``about`` (the parts
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from beamtok._src.base.errors import StateError
-from beamtok._src.stream.plan import OPTION_NAMES, PLAN_VERSION, source_runs
+from beamtok._src.stream.stream_plan import OPTION_NAMES, PLAN_VERSION, source_runs
 
 __all__ = ["STATE_VERSION", "migrate"]
 

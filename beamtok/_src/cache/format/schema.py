@@ -69,11 +69,10 @@ COUNTS_TYPE = pa.struct(
         ("truncated_docs", pa.int32()),
     ]
 )
-# ParquetWriter options of a layout-2 shard file. Token ids are PLAIN-encoded: BYTE_STREAM_SPLIT
-# (the default until 2026-11) made files 8% smaller on prose and 4% larger on code, and read
-# 1.04-1.14x faster, at over 70 M tokens/s either way, far beyond any training step
-# (benchmarks/results/parquet_encoding.json), while pyarrow < 16 and fastparquet cannot read
-# it. Files written with it are still read.
+# ParquetWriter options of a layout-2 shard file. Token ids are PLAIN-encoded: BYTE_STREAM_SPLIT,
+# the earlier default, saved little space and read time that no training step notices
+# (docs/performance.md, benchmarks/results/parquet_encoding.json), while pyarrow < 16 and
+# fastparquet cannot read it. Files written with it are still read.
 PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
     "use_dictionary": ["segment_ids.list.element", "loss_mask.list.element", "doc_counts.skipped"],

@@ -1,5 +1,5 @@
 """The order of one epoch of a global shuffle: position ``p`` -> global row, computed, never
-stored (see :mod:`beamtok._src.stream.global_order.global_shuffle` for the orders and how readers take them).
+stored (see :mod:`beamtok._src.stream.global_order.shuffle_source` for the orders and how readers take them).
 
 A whole-cache order is a Feistel permutation keyed by ``(seed, epoch)``; a windowed one
 permutes windows of consecutive rows, then the rows inside each; a spread one takes K units

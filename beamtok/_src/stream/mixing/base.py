@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from beamtok._src.base.errors import ConfigError, StateError
-from beamtok._src.stream.mixing.plan import MixPlan, changes_of
+from beamtok._src.stream.mixing.mix_plan import MixPlan, changes_of
 from beamtok._src.stream.node import RootSource
 
 __all__ = ["MixBase"]
@@ -38,7 +38,7 @@ class MixBase(RootSource):
         self._changes: list[tuple[int, tuple[float, ...]]] = []
 
     @classmethod
-    def describe_state(cls, state: Any, indent: str = "") -> list[str]:
+    def state_lines(cls, state: Any, indent: str = "") -> list[str]:
         """A saved mix state's own position in words (its sources' states are described by
         their own kinds)."""
         if not isinstance(state, dict) or not ("sources" in state or "positions" in state):

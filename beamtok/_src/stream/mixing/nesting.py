@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from beamtok._src.base.errors import ConfigError
+from beamtok._src.stream.mixing.mix_plan import checked_weights
 from beamtok._src.stream.roots.mix import MixRoot
 
 __all__ = ["flattened_mixes"]
@@ -43,9 +44,7 @@ def flattened_mixes(roots: list[Any], weights: Any, max_epochs: Any, *, required
                 )
     if schedule or not any(flattens(root) for root in roots):
         return roots, weights, max_epochs
-    outer = [1.0] * len(roots) if weights is None else list(weights)
-    if len(outer) != len(roots):
-        raise ConfigError(f"{len(outer)} weights for {len(roots)} sources")
+    outer = checked_weights([1.0] * len(roots) if weights is None else list(weights), len(roots))
     caps = [max_epochs] * len(roots) if not isinstance(max_epochs, (list, tuple)) else list(max_epochs)
     if len(caps) != len(roots):
         raise ConfigError(f"{len(caps)} max_epochs for {len(roots)} sources")
@@ -53,8 +52,6 @@ def flattened_mixes(roots: list[Any], weights: Any, max_epochs: Any, *, required
     leaf_weights: list[float] = []
     leaf_caps: list[int | None] = []
     for root, w, cap in zip(roots, outer, caps):
-        if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf"):
-            raise ConfigError(f"weights must be finite, non-negative numbers, got {w!r}")
         if not flattens(root):
             leaves.append(root)
             leaf_weights.append(float(w))

@@ -1,6 +1,6 @@
 """Closed-form answers about a mix's sequence of sources, without walking it.
 
-A :class:`~beamtok._src.stream.mixing.plan.MixPlan` decides the source of global position ``g`` from
+A :class:`~beamtok._src.stream.mixing.mix_plan.MixPlan` decides the source of global position ``g`` from
 ``(seed, g // block_size)`` alone, and every block of a weight stage holds the same counts.
 So how many positions before ``g`` went to each source (``draws_before``: that source's next
 example number), and where a source's ``n``-th draw falls (``draw_position``), are sums over
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from beamtok._src.stream.mixing.plan import MixPlan, block_counts
+from beamtok._src.stream.mixing.mix_plan import MixPlan, block_counts
 
 __all__ = ["BlockOrder", "MixPositions", "positions_of"]
 

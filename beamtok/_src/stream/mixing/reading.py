@@ -1,6 +1,6 @@
 """The reading mix: a mix that reads its sources (shard sources, global shuffles, other mixes).
 
-Each position's source comes from the plan (:mod:`beamtok._src.stream.mixing.plan`); the position takes
+Each position's source comes from the plan (:mod:`beamtok._src.stream.mixing.mix_plan`); the position takes
 that source's next example. Readers that split by shards fill positions ``part, part + parts,
 ...`` from their own shards of each source; readers that split by examples each read the whole
 stream and keep their turns downstream. Where the stream stops is the rule of
@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from beamtok._src.base.errors import InputError, StateError
-from beamtok._src.base.validate import check_int
-from beamtok._src.stream.global_order.global_shuffle import GlobalShuffleSource
+from beamtok._src.base.validate import check_bool, check_int
+from beamtok._src.stream.global_order.shuffle_source import GlobalShuffleSource
 from beamtok._src.stream.mixing.base import MixBase
-from beamtok._src.stream.mixing.plan import MixPlan, changes_of, first_leaves
+from beamtok._src.stream.mixing.mix_plan import MixPlan, changes_of, first_leaves
 from beamtok._src.stream.mixing.rule import NEVER, SourceStatus, empty_source_at, stop_offset
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.reading.source import ShardSource
@@ -83,9 +83,7 @@ class MixSource(MixBase):
         for source, child in zip(self.sources, children):
             source.reset(child)
         self._index = check_int(state["index"], "index", "mix")
-        if not isinstance(state["stopped"], bool):
-            raise StateError(f"mix: stopped must be a boolean, got {state['stopped']!r}")
-        self._stopped = state["stopped"]
+        self._stopped = check_bool(state["stopped"], "stopped", "mix")
         if self.CARRIED in state:
             self._carried = StreamStats.from_json(state[self.CARRIED])
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from beamtok._src.shards.rows import RowBlock, gather_rows
-from beamtok._src.stream.mixing.plan import MixPlan, first_leaves
+from beamtok._src.stream.mixing.mix_plan import MixPlan, first_leaves
 from beamtok._src.stream.mixing.positions import positions_of
 from beamtok._src.stream.reading.source_rows import NumberedRows
 

@@ -1,5 +1,5 @@
 """The one rule of a mix: where its stream stops, which positions are passed over, and when
-drawing a source is an error. The reading mix (:mod:`beamtok._src.stream.mixing.plan`) and the seeking
+drawing a source is an error. The reading mix (:mod:`beamtok._src.stream.mixing.mix_plan`) and the seeking
 mix (:mod:`beamtok._src.stream.mixing.seeking`) both ask it; they differ only in how they know what it
 takes.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from beamtok._src.stream.mixing.plan import MixPlan
+from beamtok._src.stream.mixing.mix_plan import MixPlan
 
 __all__ = ["NEVER", "SourceStatus", "empty_source_at", "stop_offset"]
 

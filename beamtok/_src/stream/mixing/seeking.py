@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 
 from beamtok._src.base.errors import InputError, StateError
-from beamtok._src.base.validate import check_int
+from beamtok._src.base.validate import check_bool, check_int
 from beamtok._src.shards.items import Produced, ShardCursor
 from beamtok._src.stream.mixing.base import MixBase
-from beamtok._src.stream.mixing.plan import MixPlan, changes_of, first_leaves
+from beamtok._src.stream.mixing.mix_plan import MixPlan, changes_of, first_leaves
 from beamtok._src.stream.mixing.positions import MixPositions, positions_of
 from beamtok._src.stream.mixing.rule import NEVER, SourceStatus, empty_source_at, stop_offset
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
@@ -84,9 +84,7 @@ class SeekingMix(MixBase):
         state = check_keys(state, keys, "mix")
         self._set_changes(changes_of(state.get(self.CHANGES, []), len(self.rows)))
         self._index = check_int(state["index"], "index", "mix")
-        if not isinstance(state["stopped"], bool):
-            raise StateError(f"mix: stopped must be a boolean, got {state['stopped']!r}")
-        self._stopped = state["stopped"]
+        self._stopped = check_bool(state["stopped"], "stopped", "mix")
         self._stats = StreamStats.from_json(state["stats"])
         positions = state["positions"]
         if not isinstance(positions, list) or len(positions) != len(self.rows):

@@ -34,6 +34,7 @@ from typing import Any
 
 from beamtok._src.base.errors import StateError
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
+from beamtok._src.stream.state import find_states
 
 __all__ = ["check_readers", "reader_states"]
 
@@ -69,18 +70,4 @@ def reader_states(*saved: Any) -> list[dict[str, Any]]:
     Returns:
         Every reader state found, in the order found.
     """
-    found: list[dict[str, Any]] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            if "beamtok_state" in value:
-                found.append(value)
-                return
-            for inner in value.values():
-                walk(inner)
-        elif isinstance(value, (list, tuple)):
-            for inner in value:
-                walk(inner)
-
-    walk(saved)
-    return found
+    return [state for _, state in find_states(saved)]

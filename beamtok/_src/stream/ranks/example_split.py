@@ -10,7 +10,7 @@ from typing import Any
 from beamtok._src.base.errors import StateError
 from beamtok._src.base.validate import check_int
 from beamtok._src.stream.node import Node, StageNode
-from beamtok._src.stream.ranks.even import fresh_pad
+from beamtok._src.stream.ranks.equal_counts import fresh_pad
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.state import check_keys
 
@@ -30,7 +30,7 @@ class ExampleSplitNode(StageNode):
         super().__init__(upstream)
         self.part = part
         self.parts = parts
-        self.even: str | None = None  # "drop" or "pad": see beamtok._src.stream.ranks.even
+        self.even: str | None = None  # "drop" or "pad": see beamtok._src.stream.ranks.equal_counts
         self.pad: dict[str, Any] | None = None
         self._seen = 0
         self._taken: list[int] = []

@@ -80,7 +80,7 @@ class ShardSource(RootSource):
         self.reset(None)
 
     @classmethod
-    def describe_state(cls, state: Any, shards: Sequence[Shard] | None = None, indent: str = "") -> list[str]:
+    def state_lines(cls, state: Any, shards: Sequence[Shard] | None = None, indent: str = "") -> list[str]:
         """A saved state of a shard source in words.
 
         Args:

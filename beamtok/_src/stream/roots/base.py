@@ -69,7 +69,7 @@ class RootPlan(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def describe_state(
+    def state_lines(
         cls,
         state: Any,
         split: ReaderSplit | None,
@@ -83,7 +83,7 @@ class RootPlan(abc.ABC):
 
     def explain(self, state: Any, split: ReaderSplit | None) -> list[str]:
         """Lines describing a saved state of this root, with the shards it reads named by file."""
-        return self.describe_state(state, split, self.shards)
+        return self.state_lines(state, split, self.shards)
 
     # What every root answers, most by refusing: the facade asks, never checks the kind.
 
@@ -128,7 +128,7 @@ class RootPlan(abc.ABC):
 
     def pad_example(self) -> dict[str, Any]:
         """A row of padding shaped like this root's rows (``even="pad"``)."""
-        from beamtok._src.stream.ranks.even import pad_example
+        from beamtok._src.stream.ranks.equal_counts import pad_example
 
         return pad_example(self.spec)
 

@@ -1,6 +1,6 @@
 """The global-shuffle root: every row of a packed cache once per epoch, in a keyed
 permutation over the whole cache (or within windows of rows); its live source is
-:class:`~beamtok._src.stream.global_order.global_shuffle.GlobalShuffleSource`. Readers take every k-th
+:class:`~beamtok._src.stream.global_order.shuffle_source.GlobalShuffleSource`. Readers take every k-th
 position of the one order, so it splits the data between readers itself."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from beamtok._src.core.spec import Spec
 from beamtok._src.production.decode_pool import DecodePool
 from beamtok._src.production.protocol import RowSource
 from beamtok._src.sources.urls import Shard
-from beamtok._src.stream.global_order.global_shuffle import GlobalShuffleSource
 from beamtok._src.stream.global_order.order import GlobalOrder
 from beamtok._src.stream.global_order.shard_units import ShardUnits
+from beamtok._src.stream.global_order.shuffle_source import GlobalShuffleSource
 from beamtok._src.stream.node import Node
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.reading.shard_order import ShardOptions
@@ -41,7 +41,7 @@ class GlobalShuffleRoot(RootPlan):
     seed: int = 0
     window: int | None = None
     local_copy: bool | str | None = None  # how rows are read, not which: in no fingerprint
-    spread: int | None = None  # units per window (see beamtok._src.stream.global_order.global_shuffle)
+    spread: int | None = None  # units per window (see beamtok._src.stream.global_order.shuffle_source)
     unit_rows: int | None = None  # rows per unit with spread (default: a default row group's)
 
     def __post_init__(self) -> None:
@@ -133,7 +133,7 @@ class GlobalShuffleRoot(RootPlan):
         if spread is not None:  # only when set: the fingerprints of other shuffles stay as they were
             shuffle["spread"], shuffle["unit_rows"] = spread
             shuffle["units"] = (
-                "within shards"  # since 2026-11-26 (see ShardUnits): states of the older order are refused
+                "within shards"  # units cut inside shard bounds (ShardUnits): states of the older order, without this key, are refused
             )
         return {**self.base.options.to_json(reader), "global_shuffle": shuffle}
 
@@ -151,7 +151,7 @@ class GlobalShuffleRoot(RootPlan):
         return {**self.base.plan_json(reader), "kind": self.KIND, "options": self._options_json(reader)}
 
     @classmethod
-    def describe_state(
+    def state_lines(
         cls,
         state: Any,
         split: ReaderSplit | None,
@@ -159,7 +159,7 @@ class GlobalShuffleRoot(RootPlan):
         indent: str = "",
         plan: dict[str, Any] | None = None,
     ) -> list[str]:
-        return GlobalShuffleSource.describe_state(state, indent)
+        return GlobalShuffleSource.state_lines(state, indent)
 
     def reader_counts(self, split: ReaderSplit) -> list[int] | None:
         epochs = self.base.options.epochs

@@ -1,5 +1,5 @@
 """The mix root: several datasets' shard roots mixed by weight, decided globally (see
-``beamtok._src.stream.mixing.plan`` for the rule); its live source is
+``beamtok._src.stream.mixing.mix_plan`` for the rule); its live source is
 :class:`~beamtok._src.stream.mixing.reading.MixSource` over one shard source per dataset."""
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ from beamtok._src.base.errors import ConfigError
 from beamtok._src.core.spec import Spec, fingerprint_of
 from beamtok._src.production.decode_pool import DEFAULT_DECODE_BUDGET, DecodePool
 from beamtok._src.sources.urls import Shard
-from beamtok._src.stream.global_order.global_shuffle import GlobalShuffleSource
+from beamtok._src.stream.global_order.shuffle_source import GlobalShuffleSource
 from beamtok._src.stream.mixing.base import MixBase
-from beamtok._src.stream.mixing.plan import MixPlan
+from beamtok._src.stream.mixing.mix_plan import MixPlan
 from beamtok._src.stream.mixing.reading import MixSource
 from beamtok._src.stream.mixing.rows import MixRows
 from beamtok._src.stream.mixing.seeking import SeekingMix
 from beamtok._src.stream.node import Node
-from beamtok._src.stream.plan import mix_source_plans, source_runs
 from beamtok._src.stream.ranks.example_split import ExampleSplitNode
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.reading.shard_order import ShardOptions
@@ -27,6 +26,7 @@ from beamtok._src.stream.reading.source import ShardSource
 from beamtok._src.stream.roots.base import RootPlan
 from beamtok._src.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok._src.stream.roots.shards import ShardsRoot
+from beamtok._src.stream.stream_plan import mix_source_plans, source_runs
 
 __all__ = ["MixRoot"]
 
@@ -191,7 +191,7 @@ class MixRoot(RootPlan):
         }
 
     @classmethod
-    def describe_state(
+    def state_lines(
         cls,
         state: Any,
         split: ReaderSplit | None,
@@ -219,7 +219,7 @@ class MixRoot(RootPlan):
         if split is not None and split.mode == "examples" and isinstance(state, dict) and "upstream" in state:
             lines.append(f"{indent}{ExampleSplitNode.describe_state(state)}")
             state = state["upstream"]
-        lines += MixSource.describe_state(state, indent)
+        lines += MixSource.state_lines(state, indent)
         positions = state.get("positions") if isinstance(state, dict) else None
         if isinstance(positions, list):  # a seeking mix: each source's next example, by number
             shown = ", ".join(f"{i}: {p}" for i, p in enumerate(positions[:ABOUT_SOURCES]))
@@ -235,9 +235,9 @@ class MixRoot(RootPlan):
             if kind == cls.KIND:
                 lines += cls.describe_mix_state(child, None, None, indent + "    ", child_plan)
             elif kind == GlobalShuffleRoot.KIND:
-                lines += GlobalShuffleSource.describe_state(child, indent + "    ")
+                lines += GlobalShuffleSource.state_lines(child, indent + "    ")
             else:
-                lines += ShardSource.describe_state(child, shards, indent + "    ")
+                lines += ShardSource.state_lines(child, shards, indent + "    ")
         return lines
 
     def explain(self, state: Any, split: ReaderSplit | None) -> list[str]:

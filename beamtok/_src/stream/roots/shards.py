@@ -183,7 +183,7 @@ class ShardsRoot(RootPlan):
         return dataclasses.replace(self, files=files, ranges=split_bytes)
 
     @classmethod
-    def describe_state(
+    def state_lines(
         cls,
         state: Any,
         split: ReaderSplit | None,
@@ -194,9 +194,9 @@ class ShardsRoot(RootPlan):
         if split is not None and split.mode == "examples" and isinstance(state, dict) and "upstream" in state:
             return [
                 f"{indent}{ExampleSplitNode.describe_state(state)}",
-                *ShardSource.describe_state(state["upstream"], shards, indent),
+                *ShardSource.state_lines(state["upstream"], shards, indent),
             ]
-        return ShardSource.describe_state(state, shards, indent)
+        return ShardSource.state_lines(state, shards, indent)
 
     def reader_counts(self, split: ReaderSplit) -> list[int] | None:
         if split.mode != "shards" or self.options.epochs is None:

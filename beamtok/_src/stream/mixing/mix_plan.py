@@ -202,6 +202,31 @@ def _caps(max_epochs: Any, sources: int) -> tuple[int | None, ...] | None:
     return tuple(caps)
 
 
+def checked_weights(
+    weights: Any, sources: int, error: type[ConfigError] | type[StateError] = ConfigError, where: str = ""
+) -> tuple[float, ...]:
+    """The one rule for a mix's weights: one per source, each a finite, non-negative number
+    (not a bool), with a positive sum.
+
+    Args:
+        weights: The weights as given (a list or tuple).
+        sources: How many sources the mix has.
+        error: The error to raise: ConfigError for options, StateError for a saved state.
+        where: What the message names first (``"mix: weight_changes: "``...).
+
+    Returns:
+        The weights as floats.
+    """
+    if not isinstance(weights, (list, tuple)) or len(weights) != sources:
+        count = len(weights) if isinstance(weights, (list, tuple)) else type(weights).__name__
+        raise error(f"{where}{count} weights for {sources} sources")
+    if any(
+        not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf") for w in weights
+    ) or not (sum(weights) > 0):
+        raise error(f"{where}weights must be finite, non-negative numbers with a positive sum, got {list(weights)!r}")
+    return tuple(float(w) for w in weights)
+
+
 def _schedule(weights: Any, sources: int) -> tuple[tuple[int, tuple[float, ...]], ...]:
     """A list of weights, or a list of ``(start_example, weights)`` stages starting at 0."""
     if weights is None:
@@ -213,16 +238,10 @@ def _schedule(weights: Any, sources: int) -> tuple[tuple[int, tuple[float, ...]]
             raise ConfigError(f"a weight schedule stage is (start_example, weights), got {stage!r}")
         start, ws = stage
         check_option(start, "schedule start_example")
-        if len(ws) != sources:
-            raise ConfigError(f"{len(ws)} weights for {sources} sources")
-        if (
-            any(not isinstance(w, (int, float)) or isinstance(w, bool) or not w >= 0 or w == float("inf") for w in ws)
-            or sum(ws) <= 0
-        ):
-            raise ConfigError(f"weights must be finite, non-negative numbers with a positive sum, got {list(ws)}")
+        checked = checked_weights(ws, sources)
         if out and start <= out[-1][0]:
             raise ConfigError("weight schedule stages must start at increasing example indices")
-        out.append((start, tuple(float(w) for w in ws)))
+        out.append((start, checked))
     if out[0][0] != 0:
         raise ConfigError("the first weight schedule stage must start at example 0")
     return tuple(out)
@@ -247,13 +266,5 @@ def changes_of(saved: Any, sources: int) -> list[tuple[int, tuple[float, ...]]]:
     out = []
     for start, ws in saved:
         check_int(start, "weight_changes start", "mix")
-        if (
-            len(ws) != sources
-            or any(not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 <= w < float("inf") for w in ws)
-            or not sum(ws) > 0
-        ):
-            raise StateError(
-                f"mix: weight_changes: weights must be {sources} finite, non-negative numbers with a positive sum, got {ws!r}"
-            )
-        out.append((start, tuple(float(w) for w in ws)))
+        out.append((start, checked_weights(ws, sources, StateError, "mix: weight_changes: ")))
     return out

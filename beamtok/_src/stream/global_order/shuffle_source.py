@@ -85,7 +85,7 @@ class GlobalShuffleSource(RootSource):
         self.reset(None)
 
     @classmethod
-    def describe_state(cls, state: Any, indent: str = "") -> list[str]:
+    def state_lines(cls, state: Any, indent: str = "") -> list[str]:
         """A saved global-shuffle state in words."""
         if not isinstance(state, dict) or "position" not in state:
             return [f"{indent}global shuffle: unreadable ({state!r})"]

@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-__all__ = ["show_job_plan"]
+__all__ = ["show_job_request"]
 
 
-def show_job_plan(ds: Any, options: dict[str, Any], beam_args: list[str]) -> None:
+def show_job_request(ds: Any, options: dict[str, Any], beam_args: list[str]) -> None:
     """Build the job request of a remote build without submitting it, and describe it."""
     from beamtok._src.beam.dry_run import plan_job
     from beamtok._src.cache.build.ranges import split_bytes_option
