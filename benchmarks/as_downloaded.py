@@ -53,7 +53,7 @@ def check(directory: str, repeats: int) -> dict[str, Any]:
     from fast_path import engine_pass, texts_of
 
     from beamtok import load_tokenizer
-    from beamtok._src.engines.tiktoken_backend import PROBES
+    from beamtok._src.engines.byte_level_file import PROBES
 
     from common import build_shards, shipped_documents, stdlib_sources
 
@@ -76,7 +76,7 @@ def check(directory: str, repeats: int) -> dict[str, Any]:
     differ = []
     for special in (True, False):
         want = [tok.backend.post_process(e, None, True).ids if special else e.ids for e in plain]
-        got = tok.encode_batch(texts, add_special_tokens=special, backend="tiktoken")
+        got = tok.encode_batch(texts, add_special_tokens=special, engine="exact")
         differ += [texts[i][:80] for i, (a, b) in enumerate(zip(got, want)) if a.tolist() != b]
     row.update({"texts": len(texts), "texts_differing": len(differ), "first_differing": differ[:3]})
     prose = texts_of(build_shards("fast-path", 5, 8, corpus="prose"))

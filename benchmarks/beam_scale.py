@@ -7,7 +7,7 @@ concat_chunk(2048) -> cache``), timed around ``Dataset.cache`` (the Beam pipelin
 start included; the tokenizer is loaded before). Once per round:
 
 - one JSONL file of ``--mb`` MB of real text, default engine (the exact fast path) and
-  ``backend="hf"`` (with one Rayon thread per process, so in-process is one core: left to
+  ``engine="tokenizers"`` (with one Rayon thread per process, so in-process is one core: left to
   itself, ``tokenizers`` spreads one process over every core): in-process (FnApiRunner, one
   worker) and ``multi_processing`` with 2 workers, both with the default ``--split-bytes``
   (16 MiB, so the file is tokenized in ranges); in-process with ``split_bytes=None`` too
@@ -56,7 +56,12 @@ def build(paths: list[str], backend: str, options: dict[str, Any], split: str | 
     """Build a cache of ``paths``; seconds of ``Dataset.cache`` and the tokens written."""
     from beamtok import Dataset
 
-    ds = Dataset.from_files(paths).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(2048)
+    ds = (
+        Dataset.from_files(paths)
+        .tokenize(TOKENIZER, engine={"hf": "tokenizers", "tiktoken": "exact"}.get(backend, backend))
+        .ensure_bos_eos()
+        .concat_chunk(2048)
+    )
     out = WORK / "cache"
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
@@ -106,7 +111,12 @@ def phases(path: str, backend: str, split: str) -> dict[str, Any]:
     from beamtok._src.cache.format.storage import Storage
     from beamtok._src.shards.processor import ShardProcessor
 
-    ds = Dataset.from_files([path]).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(2048)
+    ds = (
+        Dataset.from_files([path])
+        .tokenize(TOKENIZER, engine={"hf": "tokenizers", "tiktoken": "exact"}.get(backend, backend))
+        .ensure_bos_eos()
+        .concat_chunk(2048)
+    )
     out = WORK / "phases"
     shutil.rmtree(out, ignore_errors=True)
     storage = Storage(str(out))

@@ -32,7 +32,7 @@ pinned to one CPU (``taskset -c 0``) where taskset exists:
   any pipeline could keep;
 - beamtok on the fly (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> batch(8))
   with the fast path (``backend="auto"``) in-process (1 core) and with 2 workers (2 cores),
-  and with ``backend="hf"`` in-process;
+  and with ``engine="tokenizers"`` in-process;
 - epochraft's equivalent pipeline on 1 Rayon thread and on 2, when installed (``make bench``).
   epochraft tokenizes on the calling thread: its "2 threads" rate is its 1-thread rate, so the
   2-vs-2 ratio measures our scaling against a tool that has none, not equal work per core.
@@ -277,7 +277,9 @@ def pipeline(
     ``open_shards`` shards open at once (None: as many as workers)."""
     from beamtok import Dataset
 
-    ds = Dataset.from_files(paths).tokenize(tokenizer, backend=backend)
+    ds = Dataset.from_files(paths).tokenize(
+        tokenizer, engine={"hf": "tokenizers", "tiktoken": "exact"}.get(backend, backend)
+    )
     if tok.bos_id is not None or tok.eos_id is not None:
         ds = ds.ensure_bos_eos(bos=tok.bos_id is not None, eos=tok.eos_id is not None)
     ds = ds.concat_chunk(1024)

@@ -10,7 +10,7 @@ measured in the same round, so a drift of the machine's speed affects both sides
 
 - on-the-fly tokens/s (files -> tokenize -> ensure_bos_eos -> concat_chunk(1024) -> batch(8))
   / raw ``encode_batch_fast`` tokens/s, on 1 core and on 2 (workers for us, Rayon threads for
-  the raw tokenizer); the same with ``backend="tiktoken"``;
+  the raw tokenizer); the same with ``engine="exact"``;
 - on-the-fly / epochraft's equivalent pipeline, epochraft on one and on two Rayon threads
   (skipped, with a message, without epochraft);
 - resume time at 10/50/90% of the single shard, plain and gzip, for us and epochraft;
@@ -65,7 +65,12 @@ def measure_raw(paths: list[str]) -> dict[str, Any]:
 def ours(paths: list[str], workers: int, backend: str = "hf", shuffle: bool = False) -> Any:
     from beamtok import Dataset
 
-    ds = Dataset.from_files(paths).tokenize(TOKENIZER, backend=backend).ensure_bos_eos().concat_chunk(1024)
+    ds = (
+        Dataset.from_files(paths)
+        .tokenize(TOKENIZER, engine={"hf": "tokenizers", "tiktoken": "exact"}.get(backend, backend))
+        .ensure_bos_eos()
+        .concat_chunk(1024)
+    )
     if workers:
         ds = ds.interleave(workers).parallel(workers)
     if shuffle:
@@ -86,7 +91,7 @@ def measure_ours(
     if epochs > 1:
         ds = (
             Dataset.from_files(paths)
-            .tokenize(TOKENIZER, backend=backend)
+            .tokenize(TOKENIZER, engine={"hf": "tokenizers", "tiktoken": "exact"}.get(backend, backend))
             .ensure_bos_eos()
             .concat_chunk(1024)
             .repeat(epochs)

@@ -213,7 +213,7 @@ def assert_same_ids(
         True: (sampled, [reference.post_process(plain[i], None, True).ids for i in sampled]),
     }
     for special, (which, want) in references.items():
-        fast = tok.encode_batch([texts[i] for i in which], add_special_tokens=special, backend="tiktoken")
+        fast = tok.encode_batch([texts[i] for i in which], add_special_tokens=special, engine="exact")
         mismatched = [i for i, a, b in zip(which, fast, want, strict=True) if a.tolist() != b]
         assert not mismatched, (
             f"{where} (add_special_tokens={special}): {len(mismatched)} differ, first {texts[mismatched[0]][:80]!r}"

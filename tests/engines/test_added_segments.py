@@ -158,8 +158,8 @@ def test_any_mix_of_added_tokens_and_text_gives_the_ids_of_tokenizers(mixed, par
     text = "".join(parts)
     for tok in mixed:
         for special in (True, False):
-            fast = tok.encode_batch([text], add_special_tokens=special, backend="tiktoken")[0].tolist()
-            assert fast == tok.encode_batch([text], add_special_tokens=special, backend="hf")[0].tolist(), (
+            fast = tok.encode_batch([text], add_special_tokens=special, engine="exact")[0].tolist()
+            assert fast == tok.encode_batch([text], add_special_tokens=special, engine="tokenizers")[0].tolist(), (
                 tok.engine[:40],
                 text,
             )

@@ -18,11 +18,11 @@ from tokenizers import Regex, pre_tokenizers
 from beamtok import load_tokenizer
 from beamtok._src.engines import byte_level_native, byte_level_split, engine_choice, split_patterns
 from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED, CharClasses
 from beamtok._src.engines.exact_encoder import OtherForm, ProbeMismatch
 from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
 from beamtok._src.engines.split_patterns import CL100K_TODAY, SPELLINGS, split_sample
-from beamtok._src.engines.tiktoken_backend import PROBES
 from beamtok._src.transforms import tokenize
 
 from conftest import TOKENIZER_DIR, modules_blocked, on_threads

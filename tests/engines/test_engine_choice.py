@@ -36,8 +36,11 @@ def test_each_family_has_its_candidates_in_order(fresh):
     assert [c.name for c in candidates_for(BYTE_LEVEL, gpt2.backend)] == [
         "byte table",
         "compiled byte-level BPE",
+        "bpe-openai",
+        "kitoken",
         "tiktoken",
     ]
+    assert [c.usual for c in candidates_for(BYTE_LEVEL, gpt2.backend)] == [False] * 4 + [True]
     assert [c.name for c in candidates_for("WordPiece", bert.backend)] == ["kitoken", "cached words"]
     assert gpt2.engine_choice.family == BYTE_LEVEL and gpt2.engine_choice.engine == "kitoken"
     assert bert.engine_choice.family == "WordPiece" and bert.engine_choice.refused == ()
@@ -62,8 +65,8 @@ def test_a_candidate_that_gives_other_ids_is_refused_and_said_once_at_warning(fr
     assert choice.engine == "beamtok cached words" and again.engine == "beamtok cached words"
     assert [r.candidate for r in choice.refused] == ["kitoken"] and choice.refused[0].probes_differed
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "kitoken engine was built but gave other ids" in warnings[0].getMessage()
-    assert "no native engine: kitoken: " in tok.engine
+    assert len(warnings) == 1 and "kitoken engine: the engine was built but gave other ids" in warnings[0].getMessage()
+    assert "faster engines refused: kitoken: " in tok.engine
     texts = real_paragraphs(20)
     want = [np.array(e.ids) for e in tok.backend.encode_batch_fast(texts)]
     assert all(np.array_equal(a, b) for a, b in zip(tok.encode_batch(texts), want))
@@ -113,33 +116,36 @@ def test_the_old_name_still_works_with_a_deprecation_warning(fresh):
 
 
 def test_beamtok_stats_reports_the_record(fresh, monkeypatch):
-    """GPT-2's one candidate planted broken: the stats say tokenizers encodes, and why."""
+    """GPT-2's rank-order candidates planted broken: the stats say tokenizers encodes, and why."""
     from click.testing import CliRunner
 
     from beamtok._src.cli import main
-    from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
+    from beamtok._src.engines.tiktoken_backend import RankOrderEncoder
 
-    right = TiktokenEncoder._encode_batch
-    monkeypatch.setattr(TiktokenEncoder, "_encode_batch", lambda self, texts: [ids + 1 for ids in right(self, texts)])
+    right = RankOrderEncoder._encode_batch
+    monkeypatch.setattr(RankOrderEncoder, "_encode_batch", lambda self, texts: [ids + 1 for ids in right(self, texts)])
     shard = str(ROOT / "data" / "corpus" / "shakespeare-00.jsonl")
     result = CliRunner().invoke(main, ["stats", shard, "--tokenizer", str(TOKENIZER_DIR), "--json", "--documents", "5"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)["tokenizer_engine_choice"]
     assert record["family"] == BYTE_LEVEL and record["engine"] == "tokenizers"
-    # GPT-2 has merges (the byte table takes files without) and its split is not cl100k's (the
-    # compiled byte-level BPE cuts those): two refusals of kind "form"
+    # GPT-2 has merges (the byte table takes files without), its split is not cl100k's (the
+    # compiled byte-level BPE cuts those) and it is not bpe-openai's cl100k or o200k: three
+    # refusals of kind "form"; then kitoken and tiktoken built, and their ids off
     assert [(r["candidate"], r["kind"]) for r in record["refused"]] == [
         ("byte table", "form"),
         ("compiled byte-level BPE", "form"),
+        ("bpe-openai", "form"),
+        ("kitoken", "probes"),
         ("tiktoken", "probes"),
     ]
-    assert "encodes as" in record["refused"][2]["reason"]
+    assert all("encodes as" in r["reason"] for r in record["refused"][3:])
 
 
 @pytest.mark.parametrize("directory", [TOKENIZER_DIR, BERT], ids=["gpt2", "bert"])
 def test_the_file_is_parsed_once_for_every_candidate_and_left_as_read(fresh, monkeypatch, directory):
-    """GPT-2's file passes the byte table and the compiled byte-level BPE before tiktoken
-    takes it; each reads the one parse ``choose`` made, and none changes it (a candidate that
+    """GPT-2's file passes the byte table, the compiled byte-level BPE and bpe-openai before
+    kitoken takes it; each reads the one parse ``choose`` made, and none changes it (a candidate that
     edited it would hand the next one another file)."""
     from beamtok._src.engines import tokenizer_parts
 
@@ -161,7 +167,49 @@ def test_the_file_is_parsed_once_for_every_candidate_and_left_as_read(fresh, mon
     choice = choose(backend, str(directory), serialized)
     assert choice.encoder is not None
     if directory == TOKENIZER_DIR:
-        assert [r.candidate for r in choice.refused] == ["byte table", "compiled byte-level BPE"]
+        assert [r.candidate for r in choice.refused] == ["byte table", "compiled byte-level BPE", "bpe-openai"]
     whole = [p for p in parses if isinstance(p, dict) and "model" in p]
     assert len(whole) == 1, f"the file was parsed {len(whole)} times"
     assert whole[0] == json.loads(serialized)
+
+
+def test_the_usual_candidate_refused_by_the_files_checks_is_said_once_at_warning(fresh, caplog):
+    """A byte-level file with a normalizer no engine applies exactly (NFKC) runs on tokenizers
+    itself: each rank-order candidate names the reason, and one warning says so, once."""
+    spec = (
+        json.loads((TOKENIZER_DIR / "tokenizer.json").read_text(encoding="utf-8"))
+        if (TOKENIZER_DIR / "tokenizer.json").exists()
+        else json.loads(load_tokenizer(str(TOKENIZER_DIR)).backend.to_str())
+    )
+    spec["normalizer"] = {"type": "NFKC"}
+    from tokenizers import Tokenizer as RustTokenizer
+
+    backend = RustTokenizer.from_str(json.dumps(spec))
+    with caplog.at_level(logging.WARNING, logger="beamtok._src.engines.engine_choice"):
+        choice = choose(backend, "nfkc", json.dumps(spec))
+        choose(backend, "nfkc", json.dumps(spec))
+    assert choice.engine == "tokenizers"
+    reasons = {r.candidate: r.reason for r in choice.refused}
+    assert "NFKC" in reasons["tiktoken"] and "NFKC" in reasons["kitoken"], reasons
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "tiktoken engine: its checks refuse this file" in warnings[0], warnings
+
+
+def test_the_engine_option_and_the_old_backend_name(fresh):
+    """``engine=`` chooses the encoder (the same ids whichever); ``backend=`` still works for
+    one release, with a DeprecationWarning that names the new spelling."""
+    from beamtok import ConfigError, Dataset
+
+    tok = load_tokenizer(str(TOKENIZER_DIR))
+    texts = real_paragraphs(5)
+    want = [ids.tolist() for ids in tok.encode_batch(texts, engine="tokenizers")]
+    assert [ids.tolist() for ids in tok.encode_batch(texts, engine="exact")] == want
+    with pytest.warns(DeprecationWarning, match=r"backend='hf' is now engine='tokenizers'"):
+        assert [ids.tolist() for ids in tok.encode_batch(texts, backend="hf")] == want
+    files = [str(ROOT / "data" / "corpus" / "shakespeare-00.jsonl")]
+    with pytest.warns(DeprecationWarning, match=r"backend='tiktoken' is now engine='exact'"):
+        old = Dataset.from_files(files).tokenize(str(TOKENIZER_DIR), backend="tiktoken").concat_chunk(64)
+    new = Dataset.from_files(files).tokenize(str(TOKENIZER_DIR), engine="exact").concat_chunk(64)
+    assert old.spec_fingerprint == new.spec_fingerprint
+    with pytest.raises(ConfigError, match="engine must be one of 'auto', 'exact', 'tokenizers'"):
+        Dataset.from_files(files).tokenize(str(TOKENIZER_DIR), engine="tiktoken")

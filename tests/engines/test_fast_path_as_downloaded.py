@@ -14,9 +14,10 @@ import pytest
 from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
+from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.ranks import QWEN2_PATTERN
 from beamtok._src.engines.split_patterns import as_oniguruma_reads_it, split_sample
-from beamtok._src.engines.tiktoken_backend import PROBES, TiktokenEncoder
+from beamtok._src.engines.tiktoken_backend import BpeOpenaiEncoder, TiktokenEncoder
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, TOKENIZER_DIR, assert_same_ids
@@ -159,10 +160,10 @@ def test_the_llama3_file_streams_the_same_on_the_fast_path(downloaded):
     the tokenizers engine's examples."""
     files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
 
-    def stream(backend: str) -> Dataset:
-        return Dataset.from_files(files).tokenize(downloaded["llama3"], backend=backend).concat_chunk(512)
+    def stream(engine: str) -> Dataset:
+        return Dataset.from_files(files).tokenize(downloaded["llama3"], engine=engine).concat_chunk(512)
 
-    fast, reference = list(stream("auto")), list(stream("hf"))
+    fast, reference = list(stream("auto")), list(stream("tokenizers"))
     assert_items_equal(fast, reference)
     assert load_tokenizer(downloaded["llama3"]).fast_path() is not None
 
@@ -229,7 +230,8 @@ def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
     tok = load_tokenizer(downloaded["cl100k-today"])
     assert tok.engine.startswith("beamtok compiled byte-level BPE on the file's split (exact fast path"), tok.engine
     assert "no native engine" not in tok.engine, tok.engine
-    tiktoken = TiktokenEncoder(tok.backend.to_str(), tok.name, reference=tok.backend)  # as without numba
+    engine = BpeOpenaiEncoder if HAS_BPE_OPENAI else TiktokenEncoder  # as without numba
+    tiktoken = engine(tok.backend.to_str(), tok.name, reference=tok.backend)
     expected = "bpe-openai (numbers of 4 or more digits by tiktoken)" if HAS_BPE_OPENAI else "tiktoken"
     assert tiktoken.engine_name == expected, tiktoken.engine_name
     digits = tok.encode_batch(["1234567890"], add_special_tokens=False)[0].tolist()
@@ -254,11 +256,11 @@ def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
 @pytest.mark.skipif(not HAS_BPE_OPENAI, reason="bpe-openai is in the dev extra")
 def test_a_split_that_gives_other_ids_keeps_tiktoken(downloaded):
     """cl100k's ranks split as Qwen2 splits (one digit a piece): bpe-openai would give cl100k's
-    ids, so tiktoken encodes, exactly, and the engine says why."""
+    ids, so tiktoken encodes, exactly, and the record says why (a split of another form)."""
     tok = load_tokenizer(downloaded["cl100k-qwen-split"])
-    assert tok.engine.startswith("tiktoken (exact fast path") and "no native engine: bpe-openai splits" in tok.engine, (
-        tok.engine
-    )
+    assert tok.engine.startswith("tiktoken (exact fast path"), tok.engine
+    refused = {r.candidate: r for r in tok.engine_choice.refused}
+    assert refused["bpe-openai"].kind == "form" and "bpe-openai splits" in refused["bpe-openai"].reason, refused
     same_ids_as_tokenizers(downloaded["cl100k-qwen-split"], [*shipped_texts()[:300], *PROBES])
 
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
+from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.exact_encoder import ExactEncoder
 from beamtok._src.engines.normal_forms import differing_points
 from beamtok._src.engines.ranks import (
@@ -30,7 +31,12 @@ from beamtok._src.engines.ranks import (
     read_tiktoken_ranks,
     tokenizer_json_from_ranks,
 )
-from beamtok._src.engines.tiktoken_backend import PROBES, TiktokenEncoder
+from beamtok._src.engines.tiktoken_backend import (
+    BpeOpenaiEncoder,
+    KitokenByteLevelEncoder,
+    RankOrderEncoder,
+    TiktokenEncoder,
+)
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, ROOT, TOKENIZER_DIR, built_once, on_threads
@@ -158,9 +164,15 @@ def shipped_texts() -> list[str]:
 COMPILED = "beamtok compiled byte-level BPE"  # the engine of cl100k's spellings of the split (numba)
 
 
-def tiktoken_engine(tok) -> TiktokenEncoder:
-    """The tiktoken candidate built for the file, as an install without numba runs it."""
-    return TiktokenEncoder(tok.backend.to_str(), tok.name, reference=tok.backend)
+def tiktoken_engine(tok) -> RankOrderEncoder:
+    """The rank-order engine the file gets where the compiled one does not run (an install
+    without numba): bpe-openai, kitoken or tiktoken, the first that takes it."""
+    for engine in (BpeOpenaiEncoder, KitokenByteLevelEncoder, TiktokenEncoder):
+        try:
+            return engine(tok.backend.to_str(), tok.name, reference=tok.backend)
+        except ConfigError:
+            continue
+    raise AssertionError(f"no rank-order engine takes {tok.name}")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -180,8 +192,8 @@ def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(token
     assert len(texts) > 1000 and sum(map(len, texts)) > 5_000_000
     if kind in ("cl100k-converted", "o200k-converted"):
         texts = texts[::4]
-    reference = tok.encode_batch(texts, backend="hf")
-    engines = [("auto", tok.encode_batch(texts, backend="tiktoken"), range(len(texts)))]
+    reference = tok.encode_batch(texts, engine="tokenizers")
+    engines = [("auto", tok.encode_batch(texts, engine="exact"), range(len(texts)))]
     if compiled:
         tiktoken = tiktoken_engine(tok)
         assert tiktoken.engine_name.startswith(inner), tiktoken.engine_name
@@ -244,8 +256,8 @@ def test_fast_path_on_adversarial_text(tokenizer_dirs, kind):
     @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
     @given(ADVERSARIAL)
     def same(text: str) -> None:
-        want = tok.encode_batch([text], backend="hf")[0].tolist()
-        assert tok.encode_batch([text], backend="tiktoken")[0].tolist() == want
+        want = tok.encode_batch([text], engine="tokenizers")[0].tolist()
+        assert tok.encode_batch([text], engine="exact")[0].tolist() == want
         if tiktoken is not None:
             assert tiktoken.encode_batch([text])[0].tolist() == want
 
@@ -263,14 +275,19 @@ def test_auto_takes_the_fast_path_where_it_qualifies_and_streams_are_identical(t
     monkeypatch.setattr(ExactEncoder, "encode_batch", counting)
     files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
     auto = Dataset.from_files(files).tokenize(tokenizer_dirs["cl100k"]).ensure_bos_eos().concat_chunk(128)
-    hf = Dataset.from_files(files).tokenize(tokenizer_dirs["cl100k"], backend="hf").ensure_bos_eos().concat_chunk(128)
+    hf = (
+        Dataset.from_files(files)
+        .tokenize(tokenizer_dirs["cl100k"], engine="tokenizers")
+        .ensure_bos_eos()
+        .concat_chunk(128)
+    )
     assert auto.spec_fingerprint == hf.spec_fingerprint and auto.stream_fingerprint == hf.stream_fingerprint
     before = len(calls)
     fast_items = list(auto)
     assert len(calls) > before  # the fast path ran
     during = len(calls)
     assert_items_equal(fast_items, list(hf))
-    assert len(calls) == during  # backend="hf" never touched it
+    assert len(calls) == during  # engine="tokenizers" never touched it
 
 
 def _edited(directory: str, edit) -> str:
@@ -343,7 +360,7 @@ def test_probes_refuse_a_tokenizer_that_passes_the_static_checks_but_encodes_dif
     spec["model"]["merges"] = [m for m in merges if "".join(m) != "inside"]
     spec["model"]["ignore_merges"] = False
     assert len(spec["model"]["merges"]) == len(merges) - 1
-    with pytest.raises(ConfigError, match=r"cannot use the exact fast path: '<\|endoftext\|>inside"):
+    with pytest.raises(ConfigError, match=r"on tiktoken: '<\|endoftext\|>inside"):
         TiktokenEncoder(json.dumps(spec), "edited")
     assert any("inside" in p for p in PROBES)
 
@@ -416,7 +433,7 @@ def test_the_native_engine_starts_without_its_package_decoding_every_encoding(to
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(
-        load_tokenizer(tokenizer_dirs["o200k"]).encode_batch(["hello world"], backend="hf")[0].tolist()
+        load_tokenizer(tokenizer_dirs["o200k"]).encode_batch(["hello world"], engine="tokenizers")[0].tolist()
     )
 
 

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok._src.engines import cached_words
+from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder, CompiledUnigramEncoder
-from beamtok._src.engines.tiktoken_backend import PROBES
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, assert_same_ids, modules_blocked, on_threads, trained_family
@@ -114,9 +114,9 @@ class CachedWords:
             "beamtok compiled" if compiled and family != "WordPiece" else "beamtok cached words"
         ), self.engine.engine_name
 
-    def encode_batch(self, texts, add_special_tokens=True, backend="auto"):
-        if backend == "hf":
-            return self.tok.encode_batch(texts, add_special_tokens, backend="hf")
+    def encode_batch(self, texts, add_special_tokens=True, engine="auto"):
+        if engine == "tokenizers":
+            return self.tok.encode_batch(texts, add_special_tokens, engine="tokenizers")
         return self.engine.encode_batch(texts, add_special_tokens)
 
 
@@ -245,8 +245,8 @@ def test_adversarial_text_gives_the_ids_of_tokenizers(trained, kind, compiled, t
     tok = ENGINES[kind, compiled]
     for special in (True, False):
         assert (
-            tok.encode_batch([text], special, backend="tiktoken")[0].tolist()
-            == tok.encode_batch([text], special, backend="hf")[0].tolist()
+            tok.encode_batch([text], special, engine="exact")[0].tolist()
+            == tok.encode_batch([text], special, engine="tokenizers")[0].tolist()
         )
 
 
@@ -278,7 +278,7 @@ def test_a_text_marked_by_normalizers_is_cut_before_its_spaces_where_no_piece_sp
         compiled,
     )
     assert (
-        vocab["\u2581" * 2] in tok.encode_batch(["a    b"], add_special_tokens=False, backend="hf")[0].tolist()
+        vocab["\u2581" * 2] in tok.encode_batch(["a    b"], add_special_tokens=False, engine="tokenizers")[0].tolist()
     )  # the runs are used
     assert_same_ids(
         tok,
@@ -447,7 +447,9 @@ def test_a_unigram_text_is_never_cut_where_the_model_sees_it_whole(trained):
 def test_the_pipeline_streams_the_same_and_a_pickled_tokenizer_rebuilds_its_engine(wordpiece):
     files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
     fast = list(Dataset.from_files(files).tokenize(str(wordpiece)).ensure_bos_eos().concat_chunk(256))
-    slow = list(Dataset.from_files(files).tokenize(str(wordpiece), backend="hf").ensure_bos_eos().concat_chunk(256))
+    slow = list(
+        Dataset.from_files(files).tokenize(str(wordpiece), engine="tokenizers").ensure_bos_eos().concat_chunk(256)
+    )
     assert_items_equal(fast, slow)
     tok = load_tokenizer(str(wordpiece))
     copy = pickle.loads(pickle.dumps(tok))

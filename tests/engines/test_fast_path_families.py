@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok._src.engines import wordpiece_chars
+from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.kitoken_families import ASCII_PROBES, KitokenEncoder
 from beamtok._src.engines.normal_forms import differing_points
-from beamtok._src.engines.tiktoken_backend import PROBES
 from beamtok._src.transforms import tokenize as tokenize_module
 from beamtok.testing import assert_items_equal
 
@@ -136,7 +136,7 @@ def test_a_file_whose_words_cannot_be_cut_keeps_the_whole_text_one_word(families
     assert_same_ids(tok, texts, edit.__name__)
     if edit is across_a_space:  # the piece is made: a cut would have changed these ids
         made = spec["model"]["vocab"]["\u2581of\u2581the"]
-        assert any(made in ids for ids in tok.encode_batch(texts, backend="hf"))
+        assert any(made in ids for ids in tok.encode_batch(texts, engine="tokenizers"))
 
 
 @pytest.mark.parametrize("kind", [*KITOKEN, "bert-base-uncased"])
@@ -147,7 +147,8 @@ def test_a_file_whose_words_cannot_be_cut_keeps_the_whole_text_one_word(families
 def test_kitoken_gives_the_ids_of_tokenizers_on_adversarial_text(families, kind, text):
     tok = load_tokenizer(families[kind])
     assert (
-        tok.encode_batch([text], backend="tiktoken")[0].tolist() == tok.encode_batch([text], backend="hf")[0].tolist()
+        tok.encode_batch([text], engine="exact")[0].tolist()
+        == tok.encode_batch([text], engine="tokenizers")[0].tolist()
     )
 
 
@@ -257,7 +258,9 @@ def test_the_pipeline_streams_the_same_and_a_pickled_tokenizer_rebuilds_its_engi
     files = [str(CORPUS / "shakespeare-00.jsonl"), str(CORPUS / "pydocs-00.jsonl.zst")]
     for kind in KITOKEN:
         fast = list(Dataset.from_files(files).tokenize(families[kind]).ensure_bos_eos().concat_chunk(256))
-        slow = list(Dataset.from_files(files).tokenize(families[kind], backend="hf").ensure_bos_eos().concat_chunk(256))
+        slow = list(
+            Dataset.from_files(files).tokenize(families[kind], engine="tokenizers").ensure_bos_eos().concat_chunk(256)
+        )
         assert_items_equal(fast, slow)
         tok = load_tokenizer(families[kind])
         assert tok.fast_path() is not None

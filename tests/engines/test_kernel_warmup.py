@@ -34,7 +34,7 @@ from beamtok import load_tokenizer
 files, texts = json.loads(sys.argv[1]), json.loads(open(sys.argv[2], encoding="utf-8").read())
 for kind, directory in files.items():
     tok = load_tokenizer(directory)
-    tok.encode_batch(texts, backend="tiktoken")
+    tok.encode_batch(texts, engine="exact")
     print(kind, tok.engine)
 """
 

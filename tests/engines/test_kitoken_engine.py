@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beamtok import load_tokenizer
+from beamtok import ConfigError, load_tokenizer
 from beamtok._src.engines.kitoken_engine import (
     MAX_ROUTED,
     WHITE_SPACE,
@@ -57,11 +57,11 @@ def gpt2() -> Any:
 
 
 def hf_ids(tok: Any, text: str) -> list[int]:
-    return list(tok.encode_batch([text], backend="hf")[0].tolist())
+    return list(tok.encode_batch([text], engine="tokenizers")[0].tolist())
 
 
 def fast_ids(tok: Any, text: str) -> list[int]:
-    return list(tok.encode_batch([text], backend="tiktoken")[0].tolist())
+    return list(tok.encode_batch([text], engine="exact")[0].tolist())
 
 
 @pytest.mark.parametrize("text", BOUNDARIES)
@@ -151,12 +151,13 @@ def joining_ranks(whitespace: list[str]) -> dict[bytes, int]:
 def test_characters_a_token_joins_to_the_next_go_to_tiktoken_and_too_many_leave_it_in_charge():
     from tokenizers import Tokenizer as RustTokenizer
 
+    from beamtok._src.engines.byte_level_file import GPT2_PATTERN
     from beamtok._src.engines.ranks import tokenizer_json_from_ranks
-    from beamtok._src.engines.tiktoken_backend import GPT2_PATTERN, TiktokenEncoder
+    from beamtok._src.engines.tiktoken_backend import KitokenByteLevelEncoder, TiktokenEncoder
 
     few = ["\t", "\x85", "\u3000"]
     tokenizer_json = tokenizer_json_from_ranks(joining_ranks(few), GPT2_PATTERN, {})
-    fast = TiktokenEncoder(tokenizer_json, "joins")
+    fast = KitokenByteLevelEncoder(tokenizer_json, "joins")
     assert fast.engine_name == "kitoken" and fast.native.routed == set(few)
     texts = ["x\ta b\x85a \u3000a\u3000\u3000a", "\ta", "a\t\ta", "\x85\x85a\n"]
     reference = RustTokenizer.from_str(tokenizer_json)
@@ -165,13 +166,22 @@ def test_characters_a_token_joins_to_the_next_go_to_tiktoken_and_too_many_leave_
 
     many = sorted(WHITE_SPACE - {" "})[: MAX_ROUTED + 1]
     tokenizer_json = tokenizer_json_from_ranks(joining_ranks(many), GPT2_PATTERN, {})
-    assert kitoken_engine(tokenizer_json, joining_ranks(many)) is None
+    with pytest.raises(ConfigError, match=rf"tokens join {MAX_ROUTED + 1} whitespace characters"):
+        kitoken_engine(tokenizer_json, joining_ranks(many))
+    with pytest.raises(ConfigError, match="whitespace characters"):
+        KitokenByteLevelEncoder(tokenizer_json, "joins-many")
     assert TiktokenEncoder(tokenizer_json, "joins-many").engine_name == "tiktoken"
+    from beamtok._src.engines.engine_choice import choose
+
+    choice = choose(RustTokenizer.from_str(tokenizer_json), "joins-many", tokenizer_json)
+    refused = {r.candidate: r for r in choice.refused}
+    assert choice.engine == "tiktoken" and "whitespace characters" in refused["kitoken"].reason
 
 
 def test_a_tokenizer_without_every_byte_leaves_tiktoken_in_charge():
+    from beamtok._src.engines.byte_level_file import GPT2_PATTERN
     from beamtok._src.engines.ranks import tokenizer_json_from_ranks
-    from beamtok._src.engines.tiktoken_backend import GPT2_PATTERN
 
     ranks = {token: rank for token, rank in joining_ranks(["\t"]).items() if token != b"\x00"}
-    assert kitoken_engine(tokenizer_json_from_ranks(ranks, GPT2_PATTERN, {}), ranks) is None
+    with pytest.raises(ConfigError, match="byte 0x00 has no token"):
+        kitoken_engine(tokenizer_json_from_ranks(ranks, GPT2_PATTERN, {}), ranks)

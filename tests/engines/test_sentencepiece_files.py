@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import load_tokenizer
-from beamtok._src.engines.tiktoken_backend import PROBES
+from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.word_cutters import (
     CUT_BEFORE_EVERY_MARK,
     CUT_BEFORE_MARK_AFTER_OTHER,
@@ -113,7 +113,7 @@ def test_a_converted_sentencepiece_file_gives_the_ids_of_tokenizers_on_adversari
     def same(text: str) -> None:
         for special in (True, False):
             assert (
-                tok.encode_batch([text], special, backend="tiktoken")[0].tolist()
+                tok.encode_batch([text], special, engine="exact")[0].tolist()
                 == ref.encode(text, add_special_tokens=special).ids
             )
 

@@ -21,9 +21,9 @@ from tokenizers import Tokenizer as RustTokenizer
 from tokenizers import models
 
 from beamtok import load_tokenizer
+from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.cached_words import CachedWordsEncoder
 from beamtok._src.engines.engine_choice import choose
-from beamtok._src.engines.tiktoken_backend import PROBES
 from beamtok._src.engines.unigram_native import NativeUnigram
 
 from conftest import assert_same_ids, modules_blocked, trained_family, wrong_on_threads
@@ -256,7 +256,7 @@ def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
     class WithoutNumba:
         backend = tok.backend
 
-        def encode_batch(self, texts, add_special_tokens=True, backend="auto"):
+        def encode_batch(self, texts, add_special_tokens=True, engine="auto"):
             return encoder.encode_batch(texts, add_special_tokens)
 
     assert_same_ids(WithoutNumba(), [*shipped_texts()[::3], *python_source(30), *PROBES], "no numba")

@@ -42,10 +42,10 @@ BAD_LINES = [
 ]
 
 
-def pipeline(paths: Any, tokenizer_dir: str, on_error: str, backend: str = "hf") -> Dataset:
+def pipeline(paths: Any, tokenizer_dir: str, on_error: str, engine: str = "tokenizers") -> Dataset:
     return (
         Dataset.from_files(paths, on_error=on_error)
-        .tokenize(tokenizer_dir, backend=backend)
+        .tokenize(tokenizer_dir, engine=engine)
         .ensure_bos_eos()
         .concat_chunk(64)
     )
@@ -135,17 +135,17 @@ def test_fifty_megabyte_single_line(tmp_path, tokenizer_dir, gpt2):
     path = write_jsonl(tmp_path / "huge.jsonl", [GOOD[0], {"text": text}, GOOD[1]])
     assert path.stat().st_size > 50_000_000
     # the text's tokens without encoding 50 MB once more: a sentence more adds the same tokens
-    n1, n2, n3 = (len(gpt2.encode_batch([sentence * m], backend="tiktoken")[0]) for m in (1, 2, 3))
+    n1, n2, n3 = (len(gpt2.encode_batch([sentence * m], engine="exact")[0]) for m in (1, 2, 3))
     assert n3 - n2 == n2 - n1
     repeats = len(text) // len(sentence)
     want = (
         n1
         + (repeats - 1) * (n2 - n1)
         + 2
-        + sum(len(ids) + 2 for ids in gpt2.encode_batch([GOOD[0]["text"], GOOD[1]["text"]], backend="tiktoken"))
+        + sum(len(ids) + 2 for ids in gpt2.encode_batch([GOOD[0]["text"], GOOD[1]["text"]], engine="exact"))
     )
     for on_error in ("raise", "skip"):
-        it = pipeline(str(path), tokenizer_dir, on_error, backend="tiktoken").iter()
+        it = pipeline(str(path), tokenizer_dir, on_error, engine="exact").iter()
         rows = sum(1 for _ in it)
         stats = it.stats()
         assert stats["documents"] == {**stats["documents"], "read": 3, "emitted": 3, "skipped": {}}

@@ -131,7 +131,7 @@ def test_tiktoken_backend_is_identical_on_the_shipped_corpus(gpt2):
 
     docs = [*shipped_documents(), "Hello <|endoftext|> world", "a<|endoftext|>b", "\t\n  x  ", "é漢字🙂 naïve", ""]
     hf = gpt2.encode_batch(docs)
-    fast = gpt2.encode_batch(docs, backend="tiktoken")
+    fast = gpt2.encode_batch(docs, engine="exact")
     assert sum(len(x) for x in hf) > 2_000_000
     assert all(x.tolist() == y.tolist() for x, y in zip(hf, fast))
 

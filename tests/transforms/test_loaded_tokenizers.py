@@ -27,7 +27,7 @@ from beamtok import load_tokenizer
 out = []
 for directory in sys.argv[1:]:
     tok = load_tokenizer(directory)
-    out.append([tok.serialize(), tok.vocab_size, tok.chat_template, tok.encode_batch(["Hello, world: 1999!"], backend="hf")[0].tolist()])
+    out.append([tok.serialize(), tok.vocab_size, tok.chat_template, tok.encode_batch(["Hello, world: 1999!"], engine="tokenizers")[0].tolist()])
 print(json.dumps({"transformers": "transformers" in sys.modules, "loaded": out}))
 """
 

@@ -78,9 +78,9 @@ def test_whole_documents_as_transformers_encodes_them(bert_cut, long_text):
     want = [hf(t)["input_ids"] for t in texts]
     assert len(want[0]) > 700 and len(want[1]) == 4  # transformers neither cuts nor pads
     tok = load_tokenizer(bert_cut)
-    for backend in ("auto", "hf", "tiktoken"):
-        got = [ids.tolist() for ids in tok.encode_batch(texts, backend=backend)]
-        assert got == want, backend
+    for engine in ("auto", "tokenizers", "exact"):
+        got = [ids.tolist() for ids in tok.encode_batch(texts, engine=engine)]
+        assert got == want, engine
     assert tok.fast_path() is not None, tok.engine  # the probe no longer sees padding: the fast engine runs
 
 
@@ -104,7 +104,7 @@ def test_a_byte_level_file_with_truncation_keeps_whole_documents(tmp_path, long_
 def test_stream_and_cache_keep_every_token(bert_cut, long_text, tmp_path):
     docs = write_jsonl(tmp_path / "two.jsonl", [{"text": long_text}, {"text": "short one"}])
     tok = load_tokenizer(bert_cut)
-    want = [ids.tolist() for ids in tok.encode_batch([long_text, "short one"], backend="hf")]
+    want = [ids.tolist() for ids in tok.encode_batch([long_text, "short one"], engine="tokenizers")]
     stream = Dataset.from_files([str(docs)]).tokenize(bert_cut)
     got = [example["input_ids"].tolist() for example in stream.iter()]
     assert got == want

@@ -133,12 +133,12 @@ class Spec:
 
     @property
     def fast_path_tokenizers(self) -> list[TokenizerRef]:
-        """The tokenizers a step encodes with through the fast path (any backend but "hf"),
+        """The tokenizers a step encodes with through the fast path (any engine option but "tokenizers"),
         each once, in step order."""
         refs = {
             s.tokenizer_ref.fingerprint: s.tokenizer_ref
             for s in self.steps
-            if s.tokenizer_ref is not None and s.encoder_backend in ("auto", "tiktoken")
+            if s.tokenizer_ref is not None and s.encoder_engine in ("auto", "exact")
         }
         return list(refs.values())
 
@@ -222,7 +222,7 @@ def _flatten(value: Any, path: str = "") -> dict[str, str]:
 
 def tokenizers_to_warm(spec: Spec) -> list[dict[str, Any]]:
     """The tokenizers of ``spec``, serialized, each with whether a step may take its fast path
-    (any backend but "hf"): what a worker server loads before forking workers."""
+    (any engine option but "tokenizers"): what a worker server loads before forking workers."""
     fast = {ref.fingerprint for ref in spec.fast_path_tokenizers}
     unique = list({ref.fingerprint: ref for ref in spec.tokenizers}.values())
     return [{"tokenizer": blob, "fast_path": blob["fingerprint"] in fast} for blob in serialize_tokenizers(unique)]

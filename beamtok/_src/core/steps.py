@@ -21,6 +21,7 @@ from beamtok._src.base.errors import ConfigError, InputError
 from beamtok._src.base.validate import check_choice, check_optional_int, unencodable
 from beamtok._src.sources.documents import ParseFailure, RawDocument, SkipReason
 from beamtok._src.transforms.bos_eos import ensure_bos_eos
+from beamtok._src.transforms.engine_option import ENGINE_MODES
 from beamtok._src.transforms.tokenize import Tokenizer, TokenizerRef
 
 if TYPE_CHECKING:
@@ -158,9 +159,10 @@ class Step(abc.ABC):
         return None
 
     @property
-    def encoder_backend(self) -> str | None:
-        """Which encoder of its tokenizer the step calls: "auto" or "tiktoken" (the fast path
-        where it is exact), "hf" (``tokenizers`` itself); None where it encodes nothing."""
+    def encoder_engine(self) -> str | None:
+        """Which encoder of its tokenizer the step calls: "auto" or "exact" (an exact engine
+        where one takes the file), "tokenizers" (``tokenizers`` itself); None where it
+        encodes nothing."""
         return "auto" if self.TOKENIZES else None
 
     @abc.abstractmethod
@@ -218,8 +220,9 @@ class FilterStep(_UserStep):
 class TokenizeStep(Step):
     """Tokenize the text field into ``input_ids``.
 
-    ``backend`` ("auto", "hf" or "tiktoken") is not part of the JSON form or the fingerprint:
-    tiktoken is only used where it is proven exact, so every backend gives the same tokens.
+    ``engine`` ("auto", "exact" or "tokenizers") is not part of the JSON form or the
+    fingerprint: an exact engine is only used where it is proven exact, so every choice gives
+    the same tokens.
     """
 
     OP = "tokenize"
@@ -228,18 +231,18 @@ class TokenizeStep(Step):
     tokenizer: TokenizerRef
     field: str
     add_special_tokens: bool = True
-    backend: str = dataclasses.field(default="auto", metadata=NOT_SERIALIZED)
+    engine: str = dataclasses.field(default="auto", metadata=NOT_SERIALIZED)
 
     def __post_init__(self) -> None:
-        check_choice(self.backend, "backend", ("auto", "hf", "tiktoken"))
+        check_choice(self.engine, "engine", ENGINE_MODES)
 
     @property
     def tokenizer_ref(self) -> TokenizerRef:
         return self.tokenizer
 
     @property
-    def encoder_backend(self) -> str:
-        return self.backend
+    def encoder_engine(self) -> str:
+        return self.engine
 
     def apply(self, docs: list[Doc], ctx: StepContext) -> None:
         texts: list[str] = []
@@ -249,7 +252,7 @@ class TokenizeStep(Step):
             if text is not None:
                 texts.append(text)
                 targets.append(d)
-        encoded = ctx.tokenizer(self.tokenizer).encode_batch(texts, self.add_special_tokens, self.backend)
+        encoded = ctx.tokenizer(self.tokenizer).encode_batch(texts, self.add_special_tokens, self.engine)
         for d, ids in zip(targets, encoded):
             if len(ids) == 0:
                 d.skip = SkipReason.EMPTY

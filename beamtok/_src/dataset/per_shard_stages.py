@@ -19,6 +19,7 @@ from beamtok._src.core.supervised_steps import ChatStep, SftStep
 from beamtok._src.stream.pipeline import Pipeline
 from beamtok._src.stream.roots.shards import ShardsRoot, shard_root
 from beamtok._src.transforms.chat_render import json_kwargs
+from beamtok._src.transforms.engine_option import engine_mode
 from beamtok._src.transforms.packing_modes import (
     BestFit,
     ConcatChunk,
@@ -72,16 +73,21 @@ class PerShardStages:
         return self._add_step(FilterStep(name or callable_name(fn), fn))
 
     def tokenize(
-        self: D, tokenizer: Any, *, field: str | None = None, add_special_tokens: bool = True, backend: str = "auto"
+        self: D,
+        tokenizer: Any,
+        *,
+        field: str | None = None,
+        add_special_tokens: bool = True,
+        engine: str = "auto",
+        backend: str | None = None,
     ) -> D:
         """Tokenize the text field with a fast tokenizer (a path, hub name or loaded tokenizer).
 
-        ``backend="auto"`` encodes through tiktoken, several times faster, when the tokenizer
-        is byte-level BPE that tiktoken reproduces exactly (GPT-2, cl100k, o200k, Llama-3 and
-        the like: checked from its files, then on probe strings), and through Hugging Face
-        ``tokenizers`` otherwise; ``"tiktoken"`` insists on the fast path (refusing a tokenizer
-        it cannot reproduce), ``"hf"`` never takes it. The tokens, and so the fingerprints and
-        states, are the same whichever runs.
+        ``engine="auto"`` encodes on the fastest exact engine that takes the file (each
+        checked from the file, then on probe strings: ``Tokenizer.engine`` says which, and why
+        the faster ones did not) and through Hugging Face ``tokenizers`` otherwise; ``"exact"``
+        insists on an exact engine (refusing a file none takes), ``"tokenizers"`` never takes
+        one. The tokens, and so the fingerprints and states, are the same whichever runs.
 
         Args:
             tokenizer: A tokenizer directory, a Hugging Face hub name kept on this machine, or a loaded
@@ -89,19 +95,22 @@ class PerShardStages:
             field: The record field holding the text (default: the dataset's ``text_field``).
             add_special_tokens: Whether the tokenizer's post-processor adds its tokens (BOS, [CLS]...) as it
                 does by default.
-            backend: ``"auto"``, ``"tiktoken"`` (the exact fast path or a ConfigError) or ``"hf"`` (Hugging
-                Face ``tokenizers`` only).
+            engine: ``"auto"``, ``"exact"`` (an exact engine or a ConfigError) or ``"tokenizers"``
+                (Hugging Face ``tokenizers`` only).
+            backend: Deprecated name of ``engine`` (``"tiktoken"`` is ``"exact"``, ``"hf"`` is
+                ``"tokenizers"``).
         Returns:
             A new Dataset with this step added (datasets are immutable).
         Raises:
-            ConfigError: The tokenizer cannot be loaded, or ``backend="tiktoken"`` and no exact engine takes
+            ConfigError: The tokenizer cannot be loaded, or ``engine="exact"`` and no exact engine takes
                 it.
         """
         self._root_for_steps("tokenize").origin.check_step("tokenize")
         tok = load_tokenizer(tokenizer)
-        step = TokenizeStep(tok.ref(), field or self._pipeline.root.spec.source.text_field, add_special_tokens, backend)
-        if backend == "tiktoken":
-            tok.exact_encoder()  # refuse now a tokenizer tiktoken cannot reproduce
+        engine = engine_mode(engine, backend)
+        step = TokenizeStep(tok.ref(), field or self._pipeline.root.spec.source.text_field, add_special_tokens, engine)
+        if engine == "exact":
+            tok.exact_encoder()  # refuse now a file no exact engine takes
         return self._add_step(step)
 
     def tokenize_sft(

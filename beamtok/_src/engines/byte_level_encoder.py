@@ -27,6 +27,7 @@ import numpy as np
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.base.validate import unencodable
+from beamtok._src.engines.byte_level_file import PROBES, split_pattern, takes_nfc
 from beamtok._src.engines.exact_encoder import (
     ExactEncoder,
     MissingExtra,
@@ -37,7 +38,6 @@ from beamtok._src.engines.exact_encoder import (
 from beamtok._src.engines.id_arrays import int32_ids
 from beamtok._src.engines.normal_forms import ExactNormalForm
 from beamtok._src.engines.split_patterns import split_rule_of, split_sample
-from beamtok._src.engines.tiktoken_backend import PROBES, split_pattern, takes_nfc
 from beamtok._src.engines.tokenizer_parts import read_spec
 
 __all__ = ["CompiledByteLevelEncoder"]

@@ -24,10 +24,10 @@ import numpy as np
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.base.validate import unencodable
+from beamtok._src.engines.byte_level_file import PROBES, takes_nfc
 from beamtok._src.engines.exact_encoder import ExactEncoder, OtherForm, refuse_unrouted_added_tokens
 from beamtok._src.engines.normal_forms import ExactNormalForm
 from beamtok._src.engines.ranks import byte_encoder, missing_byte_token
-from beamtok._src.engines.tiktoken_backend import PROBES, takes_nfc
 from beamtok._src.engines.tokenizer_parts import read_spec, steps_of
 
 __all__ = ["ByteTableEncoder"]

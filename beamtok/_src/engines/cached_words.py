@@ -123,8 +123,8 @@ class WordsEncoder(ExactEncoder):
         holds one; ``spec``: the text parsed, where the caller has parsed it (only read).
         ConfigError where this engine cannot be exact for the file (a kernel's
         engine also where its kernel cannot run: ``native_refusal`` says why)."""
+        from beamtok._src.engines.byte_level_file import PROBES
         from beamtok._src.engines.split_patterns import split_sample
-        from beamtok._src.engines.tiktoken_backend import PROBES
 
         self.family = family
         spec = read_spec(tokenizer_json) if spec is None else spec

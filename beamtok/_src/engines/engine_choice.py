@@ -11,12 +11,17 @@ The families and their candidates, fastest first:
 - **byte-level BPE** (GPT-2, cl100k, o200k, Qwen2, Llama 3): the byte table where the file
   has no merges (one token a byte: byte-level models, ``beamtok.testing.tiny_tokenizer``), the
   compiled byte-level BPE on the file's own split (numba) where the split is one of cl100k's
-  spellings, then tiktoken, which runs kitoken or bpe-openai inside where one of them takes
-  the file's split and ranks;
+  spellings, bpe-openai where the file is cl100k or o200k itself, kitoken where it splits as
+  GPT-2 does, then tiktoken;
 - **SentencePiece-style BPE**: the compiled BPE on marked words (numba), then kitoken, then
   cached words; kitoken first where an added token is whitespace (Gemma 2's newlines);
 - **WordPiece**: kitoken, then cached words;
 - **Unigram**: the compiled Unigram on cut words (numba), then cached words.
+
+Where no candidate takes the file, ``tokenizers`` itself encodes it. A family's *usual*
+candidate (tiktoken for byte-level BPE, cached words for the others) takes every file an exact
+engine can; its refusal by the file's checks is said once at warning level, since the file then
+runs on ``tokenizers`` with nothing else said.
 
 Each refusal has a kind (``Refusal.kind``): the file is one the engine cannot be exact for
 (``file``), the engine covers other forms of the family (``form``: the compiled byte-level BPE
@@ -37,6 +42,7 @@ from typing import Any
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok._src.engines.byte_level_file import shared_byte_level_file
 from beamtok._src.engines.byte_table import ByteTableEncoder
 from beamtok._src.engines.cached_words import (
     CachedWordsEncoder,
@@ -44,10 +50,16 @@ from beamtok._src.engines.cached_words import (
     CompiledUnigramEncoder,
     WordsEncoder,
 )
-from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch
+from beamtok._src.engines.engine import Engine
+from beamtok._src.engines.exact_encoder import MissingExtra, OtherForm, ProbeMismatch
 from beamtok._src.engines.kitoken_families import KitokenEncoder, family_of_backend
-from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
-from beamtok._src.engines.tokenizer_parts import read_spec
+from beamtok._src.engines.tiktoken_backend import (
+    BpeOpenaiEncoder,
+    KitokenByteLevelEncoder,
+    RankOrderEncoder,
+    TiktokenEncoder,
+)
+from beamtok._src.engines.tokenizer_parts import TokenizerFile, read_spec
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +88,7 @@ MISSING_PACKAGE = "missing package"
 OTHER_FORM = "form"
 """A refusal's kind: the engine covers other files of the family (another split pattern)."""
 
-Build = Callable[[str, str, Any, dict[str, Any]], ExactEncoder]
+Build = Callable[[TokenizerFile], Engine]
 
 
 @dataclass(frozen=True)
@@ -85,13 +97,15 @@ class Candidate:
 
     Attributes:
         name: The engine's name in refusals (``tiktoken``, ``compiled BPE``...).
-        build: Makes the encoder from ``(tokenizer.json text, tokenizer name, the file loaded
-            by tokenizers, the text parsed)``; raises ConfigError where it cannot be exact. The
-            parsed file is shared by every candidate tried, so a build only reads it.
+        build: Makes the encoder from the file (shared by every candidate tried, so a build
+            only reads it); raises ConfigError where it cannot be exact.
+        usual: The candidate that takes every file of its family an exact engine can: its
+            refusal by the file's checks is said at warning level.
     """
 
     name: str
     build: Build = field(repr=False, compare=False)
+    usual: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,7 +152,7 @@ class EngineChoice:
     """
 
     family: str
-    encoder: ExactEncoder | None
+    encoder: Engine | None
     refused: tuple[Refusal, ...]
 
     @property
@@ -155,21 +169,28 @@ class EngineChoice:
         return {
             "family": self.family,
             "engine": self.engine,
-            "inner_refusal": self.encoder.native_refusal if self.encoder is not None else "",
             "refused": [{"candidate": r.candidate, "reason": r.reason, "kind": r.kind} for r in self.refused],
         }
 
 
-def _engine(engine: type[ByteTableEncoder | CompiledByteLevelEncoder | TiktokenEncoder | KitokenEncoder]) -> Build:
-    def build(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
-        return engine(serialized, name, reference=reference, spec=spec)
+def _engine(engine: type[ByteTableEncoder | CompiledByteLevelEncoder | KitokenEncoder]) -> Build:
+    def build(file: TokenizerFile) -> Engine:
+        return engine(file.serialized, file.name, reference=file.reference, spec=file.spec)
+
+    return build
+
+
+def _rank_order(engine: type[RankOrderEncoder]) -> Build:
+    def build(file: TokenizerFile) -> Engine:
+        parts = shared_byte_level_file(file)  # checked once for the three rank-order engines
+        return engine(file.serialized, file.name, reference=file.reference, spec=file.spec, parts=parts)
 
     return build
 
 
 def _words(engine: type[WordsEncoder], family: str) -> Build:
-    def build(serialized: str, name: str, reference: Any, spec: dict[str, Any]) -> ExactEncoder:
-        return engine(serialized, name, family, reference=reference, spec=spec)
+    def build(file: TokenizerFile) -> Engine:
+        return engine(file.serialized, file.name, family, reference=file.reference, spec=file.spec)
 
     return build
 
@@ -185,9 +206,11 @@ def candidates_for(family: str, backend: Any) -> list[Candidate]:
         return [
             Candidate("byte table", _engine(ByteTableEncoder)),
             Candidate("compiled byte-level BPE", _engine(CompiledByteLevelEncoder)),
-            Candidate("tiktoken", _engine(TiktokenEncoder)),
+            Candidate("bpe-openai", _rank_order(BpeOpenaiEncoder)),
+            Candidate("kitoken", _rank_order(KitokenByteLevelEncoder)),
+            Candidate("tiktoken", _rank_order(TiktokenEncoder), usual=True),
         ]
-    cached = Candidate("cached words", _words(CachedWordsEncoder, family))
+    cached = Candidate("cached words", _words(CachedWordsEncoder, family), usual=True)
     if family == "Unigram":
         return [Candidate("compiled Unigram", _words(CompiledUnigramEncoder, family)), cached]
     compiled = Candidate("compiled BPE", _words(CompiledBPEEncoder, family))
@@ -215,14 +238,20 @@ def choose(backend: Any, name: str, serialized: str) -> EngineChoice:
         Which engine was taken, and why each one before it was not.
     """
     family = family_of_backend(backend) or BYTE_LEVEL
-    spec = read_spec(serialized)  # once: a large vocabulary takes ~0.2 s to parse, and up to three candidates read it
+    file = TokenizerFile(serialized, name, backend, read_spec(serialized))  # parsed once for every candidate
     refused: list[Refusal] = []
     for candidate in candidates_for(family, backend):
         try:
-            encoder = candidate.build(serialized, name, backend, spec)
+            encoder = candidate.build(file)
         except ProbeMismatch as e:
             refused.append(Refusal(candidate.name, str(e), PROBES_DIFFERED))
-            _warn_once(name, candidate.name, str(e))
+            _warn_once(
+                name,
+                candidate.name,
+                str(e),
+                "the engine was built but gave other ids than tokenizers on its probe strings, so a slower engine "
+                "encodes this file",
+            )
         except MissingExtra as e:
             refused.append(Refusal(candidate.name, str(e), MISSING_PACKAGE))
             log.debug("%s", e)
@@ -231,21 +260,18 @@ def choose(backend: Any, name: str, serialized: str) -> EngineChoice:
             log.debug("%s", e)
         except ConfigError as e:
             refused.append(Refusal(candidate.name, str(e)))
-            log.debug("%s", e)
+            if candidate.usual:
+                _warn_once(name, candidate.name, str(e), "its checks refuse this file, so tokenizers itself encodes it")
+            else:
+                log.debug("%s", e)
         else:
             return EngineChoice(family, encoder, tuple(refused))
     return EngineChoice(family, None, tuple(refused))
 
 
-def _warn_once(name: str, candidate: str, reason: str) -> None:
+def _warn_once(name: str, candidate: str, reason: str, what: str) -> None:
     with _WARNED_LOCK:
         if (name, candidate) in _WARNED:
             return
         _WARNED.add((name, candidate))
-    log.warning(
-        "tokenizer %r: the %s engine was built but gave other ids than tokenizers on its probe strings, so a "
-        "slower engine encodes this file (the tokens are the same). %s",
-        name,
-        candidate,
-        reason,
-    )
+    log.warning("tokenizer %r, %s engine: %s (the tokens are the same). %s", name, candidate, what, reason)

@@ -39,6 +39,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from beamtok._src.base.errors import ConfigError
+from beamtok._src.engines.exact_encoder import MissingExtra
+
 __all__ = ["KITOKEN_SPLIT", "WHITE_SPACE", "KitokenEngine", "kitoken_engine", "straddling_whitespace"]
 
 # GPT-2's split without its look-ahead (see the module docstring for why the pieces agree)
@@ -100,18 +103,31 @@ class KitokenEngine:
         return ids
 
 
-def kitoken_engine(tokenizer_json: str, ranks: dict[bytes, int]) -> KitokenEngine | None:
-    """A :class:`KitokenEngine` for this tokenizer when kitoken is installed and every check
-    in the module docstring holds (the caller has checked the pattern is GPT-2's), else None."""
+def kitoken_engine(tokenizer_json: str, ranks: dict[bytes, int]) -> KitokenEngine:
+    """A :class:`KitokenEngine` for this tokenizer where every check in the module docstring
+    holds (the caller has checked the split).
+
+    Args:
+        tokenizer_json: The file's ``tokenizer.json`` text.
+        ranks: The file's ranks, as tiktoken reads them.
+
+    Raises:
+        MissingExtra: kitoken is not installed.
+        ConfigError: A check fails (the reason named).
+    """
     try:
         from kitoken import Kitoken
     except ImportError:
-        return None
-    if any(bytes([b]) not in ranks for b in range(256)):
-        return None
+        raise MissingExtra("kitoken is not installed: pip install kitoken", install="kitoken") from None
+    without = [b for b in range(256) if bytes([b]) not in ranks]
+    if without:
+        raise ConfigError(f"byte {without[0]:#04x} has no token of its own, which kitoken needs")
     routed = straddling_whitespace(ranks)
     if len(routed) > MAX_ROUTED:
-        return None
+        raise ConfigError(
+            f"tokens join {len(routed)} whitespace characters to the text after them (more than {MAX_ROUTED} "
+            "to leave to tiktoken text by text)"
+        )
     try:
         encoder = Kitoken.from_tokenizers(tokenizer_json.encode())
         config = encoder.config()
@@ -120,10 +136,10 @@ def kitoken_engine(tokenizer_json: str, ranks: dict[bytes, int]) -> KitokenEngin
         config["fallback"] = []  # a byte without a token raises (never skipped)
         encoder.set_config(config)
         model = encoder.definition()["model"]["BytePair"]["vocab"]
-    except Exception:  # any kitoken version or file this cannot set up leaves tiktoken in charge
-        return None
+    except Exception as e:  # kitoken raises its own error types, which differ between versions
+        raise ConfigError(f"kitoken cannot set this file up: {type(e).__name__}: {e}") from None
     if not _same_ranks(model, ranks):
-        return None
+        raise ConfigError("kitoken reads the vocabulary into other ranks than the file's")
     return KitokenEngine(encoder, frozenset(routed))
 
 

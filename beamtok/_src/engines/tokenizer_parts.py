@@ -4,11 +4,12 @@ is either one step or a ``Sequence`` of them, under a key of its own."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-__all__ = ["read_spec", "steps_of"]
+__all__ = ["TokenizerFile", "read_spec", "steps_of"]
 
 SEQUENCE_KEYS = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "post_processor": "processors"}
 
@@ -33,3 +34,23 @@ def read_spec(tokenizer_json: str) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         spec = json.loads(tokenizer_json)
     return spec
+
+
+@dataclass
+class TokenizerFile:
+    """One tokenizer file as every engine candidate reads it.
+
+    Attributes:
+        serialized: Its ``tokenizer.json`` text.
+        name: The tokenizer's name, for messages.
+        reference: The file as ``tokenizers`` loaded it: what probes compare with.
+        spec: The text parsed (read only: every candidate shares it).
+        derived: What candidates read from the file once for all of them (a byte-level
+            file's ranks), by name.
+    """
+
+    serialized: str
+    name: str
+    reference: Any
+    spec: dict[str, Any]
+    derived: dict[str, Any] = field(default_factory=dict)

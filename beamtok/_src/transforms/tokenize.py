@@ -16,9 +16,10 @@ import numpy as np
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.base.gc_pause import gc_paused
+from beamtok._src.engines.engine import Engine
 from beamtok._src.engines.engine_choice import EngineChoice, choose
-from beamtok._src.engines.exact_encoder import ExactEncoder
 from beamtok._src.engines.id_arrays import int32_ids
+from beamtok._src.transforms.engine_option import ENGINE_MODES, engine_mode
 from beamtok._src.transforms.length_settings import without_length_settings
 from beamtok._src.transforms.loaded_tokenizers import LoadedTokenizer, directory_key, keep, kept
 from beamtok._src.transforms.tokenizer_location import from_local_files, tokenizer_files_of
@@ -282,7 +283,7 @@ class Tokenizer:
         ids = self.backend.encode("", add_special_tokens=True).ids
         return self.bos_id is not None and bool(ids) and ids[0] == self.bos_id
 
-    def exact_encoder(self) -> ExactEncoder:
+    def exact_encoder(self) -> Engine:
         """The exact fast-path encoder of this tokenizer, as :func:`~beamtok._src.engines.engine_choice.choose`
         takes it (ConfigError naming every refused candidate where none can be exact)."""
         choice = self.engine_choice
@@ -290,7 +291,7 @@ class Tokenizer:
             raise ConfigError(f"tokenizer {self.name!r} cannot use the exact fast path: {choice.why_not()}")
         return choice.encoder
 
-    def tiktoken(self) -> ExactEncoder:
+    def tiktoken(self) -> Engine:
         """Deprecated name of :meth:`exact_encoder` (most engines it returns are not tiktoken)."""
         warnings.warn(
             "Tokenizer.tiktoken() is renamed exact_encoder(); the old name goes in the next release",
@@ -312,14 +313,14 @@ class Tokenizer:
                     log.debug("tokenizer %r encodes on %s", self.name, self._choice.engine)
         return self._choice
 
-    def fast_path(self) -> ExactEncoder | None:
+    def fast_path(self) -> Engine | None:
         """The exact fast-path encoder when this tokenizer qualifies, else None; the reason
         is kept in :attr:`engine` and :attr:`engine_choice`."""
         return self.engine_choice.encoder
 
     @property
     def engine(self) -> str:
-        """Which engine ``backend="auto"`` uses, and why."""
+        """Which engine ``engine="auto"`` uses, and why."""
         choice = self.engine_choice
         fast = choice.encoder
         if fast is not None:
@@ -327,10 +328,11 @@ class Tokenizer:
             # an engine kept out by a package the install lacks, or one made for other forms of the
             # family, says nothing about the file
             reasons = [f"{r.candidate}: {r.reason}" for r in choice.refused if not r.expected]
-            if fast.native_refusal:
-                reasons.append(fast.native_refusal)
+            inner = getattr(fast, "native_refusal", "")  # cached words: why its compiled kernel does not run
+            if inner:
+                reasons.append(inner)
             if reasons:
-                passed += "; no native engine: " + "; ".join(reasons)
+                passed += "; faster engines refused: " + "; ".join(reasons)
             return passed + ")"
         return (
             f"tokenizers ({choice.why_not()}). The tokens are the same either way, only slower; where the model also ships "
@@ -338,23 +340,27 @@ class Tokenizer:
         )
 
     def encode_batch(
-        self, texts: Sequence[str], add_special_tokens: bool = True, backend: str = "auto"
+        self, texts: Sequence[str], add_special_tokens: bool = True, engine: str = "auto", backend: str | None = None
     ) -> list[np.ndarray]:
-        """Token ids of each text, as int32 arrays. ``backend``: "auto" (tiktoken where it is
-        proven exact, else ``tokenizers``), "tiktoken" (refused where not exact) or "hf".
+        """Token ids of each text, as int32 arrays; the same whichever engine encodes.
 
         Args:
             texts: The texts.
             add_special_tokens: Add the post-processor's tokens.
-            backend: ``"auto"``, ``"tiktoken"`` or ``"hf"``.
+            engine: ``"auto"`` (the exact engine :attr:`engine_choice` took, else
+                ``tokenizers``), ``"exact"`` (that engine, or a ConfigError) or
+                ``"tokenizers"`` (Hugging Face ``tokenizers`` itself).
+            backend: Deprecated name of ``engine`` (``"tiktoken"`` is ``"exact"``, ``"hf"``
+                is ``"tokenizers"``).
         Returns:
             One int32 array of ids a text.
         Raises:
-            ConfigError: ``backend="tiktoken"`` and no exact engine takes the file.
+            ConfigError: ``engine="exact"`` and no exact engine takes the file.
         """
-        if backend == "tiktoken":
+        engine = engine if backend is None and engine in ENGINE_MODES else engine_mode(engine, backend)
+        if engine == "exact":
             return self.exact_encoder().encode_batch(texts, add_special_tokens)
-        if backend == "auto" and self.fast_path() is not None:
+        if engine == "auto" and self.fast_path() is not None:
             return self.exact_encoder().encode_batch(texts, add_special_tokens)
         encodings = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [int32_ids(e.ids) for e in encodings]
