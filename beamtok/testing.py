@@ -144,9 +144,9 @@ def check_resumption(
         max_bytes = max(max_bytes, len(blob))
         restored_state = json.loads(blob)
         pristine = copy.deepcopy(restored_state)
-        resumed = (resume_dataset or make_dataset)().iter(state_dict=restored_state)
+        resumed = (resume_dataset or make_dataset)().iter(restored_state)
         if restored_state != pristine:
-            raise AssertionError(f"step {k}: iter(state_dict=...) mutated the state it was given")
+            raise AssertionError(f"step {k}: iter(...) mutated the state it was given")
         rest = list(itertools.islice(resumed, None if limit is None else n - k))
         assert_items_equal(rest, full[k:], f"step {k}, after resuming: ")
         resumed_stats = _stats_of(resumed)

@@ -281,7 +281,7 @@ def mix_world_size_change(
     for part in samples:
         rss_before = peak_rss()
         start = time.perf_counter()
-        it = make(part, new_parts).iter(state_dict=states)
+        it = make(part, new_parts).iter(states)
         batch = next(it)
         elapsed = time.perf_counter() - start
         whole = make(0, 1).iter().source
@@ -366,7 +366,7 @@ def elastic(cache: str, ranks: int, new_ranks: int, workers: int, steps: int) ->
     merge_s = []
     for part in range(new_parts):
         t = time.perf_counter()
-        it = reader(opened, part, new_parts, workers).iter(state_dict=states)
+        it = reader(opened, part, new_parts, workers).iter(states)
         batch = next(it, None)  # the states are merged at the first next()
         merge_s.append(time.perf_counter() - t)
         while batch is not None:

@@ -37,7 +37,7 @@ def measure(url: str, repeats: int) -> dict[str, Any]:
         for _ in itertools.islice(it, k):
             pass
         state = json.loads(json.dumps(it.state_dict()))
-        resume = median_seconds(lambda s=state: next(pipeline(url).iter(state_dict=s)), repeats)  # type: ignore[misc]
+        resume = median_seconds(lambda s=state: next(pipeline(url).iter(s)), repeats)  # type: ignore[misc]
         replay = median_seconds(lambda k=k: next(itertools.islice(pipeline(url).iter(), k, None)), 1)  # type: ignore[misc]
         rows[f"{pct}%"] = {"resume_s": resume, "replay_s": replay, "state_bytes": len(json.dumps(state))}
     rows["ratio_90_to_10"] = rows["90%"]["resume_s"] / rows["10%"]["resume_s"]

@@ -172,7 +172,7 @@ def measure_resume(path: str, which: str, repeats: int) -> dict[str, Any]:
         # ours is cached in-process after the first load, epochraft's is loaded afresh each time
         pipeline = ours([path], 0) if which == "ours" else epochraft_pipeline([path])
         start = time.perf_counter()
-        it = pipeline.iter(state_dict=s)
+        it = pipeline.iter(s)
         KEEP_ALIVE.append(it)
         next(it)
         return time.perf_counter() - start

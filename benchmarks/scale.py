@@ -80,7 +80,7 @@ def state_sizes(*sources: Dataset) -> dict[str, int]:
         it = mix().shard_by_rank(rank, 64, split="examples").iter()
         next(it)
         states.append(it.state_dict())
-    merged = mix().shard_by_rank(0, 48, split="examples").iter(state_dict=states).state_dict()
+    merged = mix().shard_by_rank(0, 48, split="examples").iter(states).state_dict()
     return {
         "one reader of 64, 3 sources": max(len(json.dumps(s)) for s in states),
         "all 64 readers' states (what is passed)": sum(len(json.dumps(s)) for s in states),

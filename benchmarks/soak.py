@@ -83,7 +83,7 @@ def consume(paths: list[str], run_dir: Path, every: int, die_after: int) -> None
     checkpoints = sorted(run_dir.glob("ckpt-*.json"))
     state = json.loads(checkpoints[-1].read_text())["state"] if checkpoints else None
     number = len(checkpoints)
-    it = dataset(paths).iter(state_dict=state)
+    it = dataset(paths).iter(state)
     pending: list[str] = []
     for delivered, batch in enumerate(it, start=1):
         pending.append(digest(batch))

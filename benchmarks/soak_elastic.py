@@ -73,7 +73,7 @@ def consume(paths: list[str], run_dir: Path, world: int, every: int, die_after: 
     number = len(checkpoints)
     ds = dataset(paths)
     iterators = [
-        ds.shard_by_rank(rank, world, split="examples").shuffle(32, seed=1).batch(4).iter(state_dict=states)
+        ds.shard_by_rank(rank, world, split="examples").shuffle(32, seed=1).batch(4).iter(states)
         for rank in range(world)
     ]
     pending: list[list[int]] = []

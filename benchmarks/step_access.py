@@ -1,11 +1,11 @@
-"""The batch of step N without reading the N before it: ``iter(step=N)`` against reading through.
+"""The batch of step N without reading the N before it: ``iter_at(N)`` against reading through.
 
     python benchmarks/step_access.py [--mb 100] [--repeats 3]
 
 Builds a cache of one JSONL file of real text (the shipped prose, repeated; GPT-2,
 ``concat_chunk(1024)``) and, for two readings of it — in order (``interleave(1)``) and a
 ``global_shuffle(seed=0)`` — times, at 10%, 50% and 90% of the epoch's batches of 8, a fresh
-iterator's ``iter(step=N)`` up to its first batch against a fresh iterator that reads the N
+iterator's ``iter_at(N)`` up to its first batch against a fresh iterator that reads the N
 batches before it (what a loader without random access pays; also what ``skip`` costs on the
 fly). Both are checked to return the same batch. Medians of ``--repeats`` rounds, the two
 timed in the same round; writes benchmarks/results/step_access.json.
@@ -67,7 +67,7 @@ def main() -> None:
             step = batches * pct // 100
             seek, read = [], []
             for _ in range(args.repeats):
-                seconds, sought = first_batch_seconds(lambda m=make, s=step: m().iter(step=s))
+                seconds, sought = first_batch_seconds(lambda m=make, s=step: m().iter_at(s))
                 seek.append(seconds)
 
                 def read_through(m: Any = make, s: int = step) -> Any:

@@ -135,7 +135,7 @@ def train(args: argparse.Namespace) -> None:
     if rank == 0:
         print(f"process 0 of {world}: " + (f"resumed at step {start}" if start is not None else "starting"), flush=True)
 
-    iterator = dataset.iter(state_dict=state)
+    iterator = dataset.iter() if state is None else dataset.iter_merged(state)  # every process's state
     log_path = Path(args.rows_log.replace("{rank}", str(rank)))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "a")

@@ -67,7 +67,7 @@ def main() -> None:
     if args.resume:
         saved = json.loads((args.out / "checkpoint.json").read_text())
         weights, first, state = np.load(args.out / "weights.npz")["weights"], saved["step"], saved["data"]
-    it = dataset().iter(state_dict=state)
+    it = dataset().iter(state)
     losses = {}
     for number in range(first, args.steps):
         losses[number] = step(weights, next(it))

@@ -43,6 +43,7 @@ except ImportError as error:
 
 from beamtok._src.attention import flatten_packed, packed_attention_mask, packed_labels
 from beamtok._src.base.errors import ConfigError, StateError
+from beamtok._src.dataset.iterating import saved_iterator
 from beamtok._src.stream.stages.collate import collate
 from beamtok._src.stream.torch_dataset import TorchIterableDataset
 
@@ -146,7 +147,7 @@ class BeamtokCallback(TrainerCallback, ExportableState):
     def _at_the_end(self, saved: dict[str, Any]) -> bool:
         """Whether a stream resumed from ``saved`` has nothing left (it reads at most one item)."""
         assert self.dataset is not None
-        with self.dataset.dataset.iter(state_dict=saved) as rest:
+        with saved_iterator(self.dataset.dataset.pipeline, saved) as rest:
             return next(rest, None) is None
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:

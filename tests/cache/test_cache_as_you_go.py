@@ -210,7 +210,7 @@ def test_a_shard_resumed_part_way_is_not_cached_until_read_whole(files, tmp_path
     state = it.state_dict()
     it.close()
     finish_writers(it)
-    resumed = packed(files).cache_as_you_go(directory).iter(state_dict=state)
+    resumed = packed(files).cache_as_you_go(directory).iter(state)
     rest = list(resumed)
     finish_writers(resumed)
     assert_items_equal(rest, everything[first_shard + 5 :])

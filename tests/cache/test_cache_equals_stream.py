@@ -118,9 +118,9 @@ def test_stats_match_between_modes(corpus, built):
 def test_start_example_is_a_seek(built):
     full = list(built["concat"].iter())
     for n in (0, 1, 57, len(full) - 1, len(full)):
-        assert_items_equal(list(built["concat"].iter(start_example=n)), full[n:])
+        assert_items_equal(list(built["concat"].iter_at(example=n)), full[n:])
     with pytest.raises(ConfigError, match="needs the row counts of a packed cache"):
-        Dataset.from_sequence(["a"]).iter(start_example=1)
+        Dataset.from_sequence(["a"]).iter_at(example=1)
 
 
 def sha_and_mtime(directory: Path) -> dict[str, tuple[int, int]]:
@@ -244,7 +244,7 @@ def test_state_of_another_spec_is_refused_across_modes(corpus, built):
     from beamtok import StateError
 
     with pytest.raises(StateError, match="spec fingerprint"):
-        built["concat"].iter(state_dict=it.state_dict())
+        built["concat"].iter(it.state_dict())
 
 
 def rewrite_row(path: Path, row: int, token: int) -> None:
@@ -511,7 +511,7 @@ def test_the_next_shards_are_decoded_while_the_stream_reads_the_current_one(buil
 def test_many_row_groups_seek_to_every_example(small_groups):
     full = list(small_groups["concat"].iter())
     for n in range(0, len(full), 7):
-        got = list(itertools.islice(small_groups["concat"].iter(start_example=n), 4))
+        got = list(itertools.islice(small_groups["concat"].iter_at(example=n), 4))
         assert_items_equal(got, full[n : n + 4], f"start {n}: ")
 
 

@@ -167,11 +167,11 @@ def test_forged_cursor_into_a_cache(cache):
     forged = copy.deepcopy(state)
     forged["pipeline"]["upstream"]["slots"][0]["cursor"]["doc"] = slot["cursor"]["doc"] + 1
     with pytest.raises(StateError, match="does not match the cache's row"):
-        list(ds.iter(state_dict=forged))
+        list(ds.iter(forged))
     forged = copy.deepcopy(state)
     forged["pipeline"]["upstream"]["slots"][0]["cursor"]["index"] = 10**6
     with pytest.raises(StateError, match="cursor at example 1000000, but the shard has"):
-        list(ds.iter(state_dict=forged))
+        list(ds.iter(forged))
 
 
 def test_a_rerun_rebuilds_an_altered_shard_and_keeps_the_rest(cache, tokenizer_dir):

@@ -62,7 +62,7 @@ def test_the_table_cache_is_the_inline_cache(two_caches):
     )
     assert [e.to_json() for e in entries_table] == [e.to_json() for e in entries_inline]  # every field, in order
     for start in (7, 30, 61):  # seeks use the row counts: into later shards too
-        assert_items_equal(list(table.iter(start_example=start)), list(inline.iter(start_example=start)))
+        assert_items_equal(list(table.iter_at(example=start)), list(inline.iter_at(example=start)))
 
 
 def test_verify_and_a_rerun_work_on_a_table_cache(two_caches):

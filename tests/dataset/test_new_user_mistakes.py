@@ -182,12 +182,12 @@ def test_reading_past_the_end_and_unclear_arguments_get_one_line_each():
     for past in (10**9, steps):  # the step just past the last one answers as any later step does
         with pytest.raises(
             ConfigError,
-            match=rf"iter\(step={past}\): this reader's stream has steps 0-{steps - 1}; step {past} is past its end",
+            match=rf"iter_at\(step={past}\): this reader's stream has steps 0-{steps - 1}; step {past} is past its end",
         ):
-            short.iter(step=past)
+            short.iter_at(past)
     with pytest.warns(UserWarning, match=rf"skip\(1000000000\): the stream ended after {steps} more item"):
         assert short.iter().skip(10**9) == steps
-    last = list(short.iter(step=steps - 1))
+    last = list(short.iter_at(steps - 1))
     assert len(last) == 1 and (last[0]["input_ids"] == list(short)[-1]["input_ids"]).all()
     with pytest.raises(ConfigError, match=r"tokenize\(\) takes a tokenizer directory, a hub name.*got int 42"):
         Dataset.from_files(TEXT).tokenize(42)
@@ -204,7 +204,7 @@ def test_reading_past_the_end_and_unclear_arguments_get_one_line_each():
     from beamtok import StateError
 
     with pytest.raises(StateError, match=r"the state lacks keys \['pipeline'\]"):
-        short.iter(state_dict=state)
+        short.iter(state)
 
 
 def test_a_typo_in_a_local_tokenizer_path_that_reads_as_a_hub_name_gets_the_local_directory(tmp_path, monkeypatch):

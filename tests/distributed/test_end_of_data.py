@@ -41,7 +41,7 @@ def test_the_plain_iterator_resumes_to_nothing_at_the_end(files):
     it = stream(files).iter()
     read = sum(1 for _ in it)
     assert read > 10
-    assert list(stream(files).iter(state_dict=json.loads(json.dumps(it.state_dict())))) == []
+    assert list(stream(files).iter(json.loads(json.dumps(it.state_dict())))) == []
 
 
 @pytest.mark.parametrize("workers", [0, 2])

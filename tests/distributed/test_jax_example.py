@@ -129,7 +129,7 @@ def test_restore_returns_every_process_s_state_and_a_list_of_the_same_split_resu
     restored = BeamtokCheckpointHandler().restore(item)
     assert isinstance(restored, list) and [s["split"]["rank"] for s in restored] == [0, 1]
     for rank in range(2):
-        alone, listed = ds(rank).iter(state_dict=states[rank]), ds(rank).iter(state_dict=restored)
+        alone, listed = ds(rank).iter(states[rank]), ds(rank).iter_merged(restored)
         assert listed.state_dict()["delivered"] == states[rank]["delivered"]
         for _ in range(4):
             a, b = next(alone), next(listed)

@@ -57,10 +57,10 @@ def state_after(ds: Dataset, items: int) -> dict:
 
 
 def resumes_without_reading(ds: Dataset, state, reads: list[str]) -> None:
-    """``iter(state_dict=state)`` reads nothing; the state it gives back before next() is the
+    """``iter(state)`` reads nothing; the state it gives back before next() is the
     one it was given; the first next() reads and yields what the uninterrupted run yields."""
     reads.clear()
-    it = ds.iter(state_dict=state)
+    it = ds.iter_merged(state) if isinstance(state, list) else ds.iter(state)
     assert reads == [] and not multiprocessing.active_children()
     if isinstance(state, dict):
         assert it.state_dict()["pipeline"] == state["pipeline"]
@@ -111,7 +111,7 @@ def test_parallel_workers_start_at_the_first_next(files, reads):
     ds = packed(files).interleave(2).parallel(2).shuffle(window=32, seed=1)
     state = state_after(ds, 10)
     assert not multiprocessing.active_children()
-    with ds.iter(state_dict=state) as it:
+    with ds.iter(state) as it:
         assert not multiprocessing.active_children()
         assert it.state_dict()["pipeline"] == state["pipeline"]
         next(it)

@@ -82,7 +82,7 @@ def test_workers_start_at_the_first_next_and_stop_with_the_context(make_shards, 
     with make(paths, tokenizer_dir, 2).iter() as it:
         state = it.state_dict()
         assert not multiprocessing.active_children() and not it.source.backend._workers  # nothing forked yet
-        resumed = make(paths, tokenizer_dir, 2).iter(state_dict=state)
+        resumed = make(paths, tokenizer_dir, 2).iter(state)
         assert not multiprocessing.active_children()
         first = next(it)
         assert len(it.source.backend._workers) == 2

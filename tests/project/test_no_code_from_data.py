@@ -45,7 +45,7 @@ def test_a_state_holding_objects_is_refused_without_touching_them(tmp_path, toke
     state = it.state_dict()
     state["pipeline"]["payload"] = _Loud()
     with pytest.raises(StateError, match="only JSON values"):
-        ds.iter(state_dict=state)
+        ds.iter(state)
 
 
 def test_no_shell_no_eval_no_pickle_of_data_in_the_package():

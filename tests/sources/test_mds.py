@@ -101,7 +101,7 @@ def test_resume_seeks_to_the_sample(tmp_path, texts):
     assert count == 20 and 4 * 22 < text_at < int.from_bytes(data[8:12], "little")  # inside sample 0
     data[text_at : text_at + 2] = b"\xff\xfe"
     Path(shard.url).write_bytes(bytes(data))
-    rest = list(Dataset.from_mds(out).iter(state_dict=state))
+    rest = list(Dataset.from_mds(out).iter(state))
     assert [r["text"] for r in rest] == texts[3:20]
     with pytest.raises(InputError, match=r"shard\.00000\.mds.*sample 0.*UTF-8"):
         list(Dataset.from_mds(out))

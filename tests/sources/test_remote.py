@@ -215,7 +215,7 @@ first = [next(it) for _ in range(5)]
 state = json.loads(json.dumps(it.state_dict()))
 with warnings.catch_warnings(record=True) as said:
     warnings.simplefilter("always")
-    resumed = list(ds.iter(state_dict=state))
+    resumed = list(ds.iter(state))
 rest = list(it)
 assert [r["index"] for r in resumed] == [r["index"] for r in rest], "resumed stream differs"
 print(len(resumed), sum("ignores HTTP Range requests" in str(w.message) for w in said))

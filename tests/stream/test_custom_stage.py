@@ -87,9 +87,37 @@ def test_a_resume_on_another_world_size_is_refused_through_it():
         next(it)
         states.append(it.state_dict())
     with pytest.raises(StateError, match="every_nth"):
-        ranked(0, 1).iter(states)
+        ranked(0, 1).iter_merged(states)
 
 
 def test_apply_takes_only_a_stage():
     with pytest.raises(ConfigError, match=r"beamtok\.extend\.Stage"):
         stream().apply(lambda item: item)  # type: ignore[arg-type]
+
+
+def test_the_old_iter_calls_work_for_one_release_with_a_warning():
+    """``iter(state_dict=)``, ``iter(list)``, ``iter(start_example=)`` and ``iter(step=)`` give
+    what ``iter``, ``iter_merged`` and ``iter_at`` give, each with a DeprecationWarning."""
+    ds = Dataset.from_files(FILES).tokenize(TOKENIZER).concat_chunk(64).batch(2)
+    it = ds.iter()
+    next(it)
+    state = it.state_dict()
+    want = [b["input_ids"].tolist() for b in ds.iter(state).__iter__()][:3]
+    with pytest.warns(DeprecationWarning, match=r"iter\(state_dict=\.\.\.\) is now iter\(state\)"):
+        got = [b["input_ids"].tolist() for b in ds.iter(state_dict=state)][:3]
+    assert got == want
+    with pytest.warns(DeprecationWarning, match=r"is now iter_at\(N\)"):
+        at = next(ds.iter(step=1))
+    assert at["input_ids"].tolist() == next(ds.iter_at(1))["input_ids"].tolist() == want[0]
+    ranked = [Dataset.from_files(FILES).tokenize(TOKENIZER).concat_chunk(64).shard_by_rank(r, 2) for r in range(2)]
+    states = []
+    for r in range(2):
+        reader = ranked[r].iter()
+        next(reader)
+        states.append(reader.state_dict())
+    whole = Dataset.from_files(FILES).tokenize(TOKENIZER).concat_chunk(64)
+    with pytest.warns(DeprecationWarning, match=r"is now iter_merged\(states\)"):
+        old = next(whole.iter(states))
+    assert old["input_ids"].tolist() == next(whole.iter_merged(states))["input_ids"].tolist()
+    with pytest.raises(ConfigError, match="one of a state, start_example and step"):
+        ds.iter(state, step=1)

@@ -1,4 +1,4 @@
-"""Seeks that land exactly on an epoch's first example: ``iter(step=)``, ``skip()`` and
+"""Seeks that land exactly on an epoch's first example: ``iter_at()``, ``skip()`` and
 ``start_example=`` at the first example of epochs 2 and 3 (and one step either side), over a
 cache read in order, a global shuffle and a mix, unbatched and batched by sizes that divide an
 epoch and that do not. Each must give what reading and dropping gives, and its state resume
@@ -90,9 +90,9 @@ def test_step_and_skip_at_every_epoch_start(cached, epoch, name, batch):
     for start in epoch_starts(name, make, epoch):
         step = start // (batch or 1)  # the step holding the epoch's first example
         for s in sorted({step - 1, step, step + 1} & set(range(len(full)))):
-            sought = batched().iter(step=s)
+            sought = batched().iter_at(s)
             state = json.loads(json.dumps(sought.state_dict()))
-            assert [key(x) for x in sought] == full[s:], f"{name}, batch {batch}: iter(step={s})"
+            assert [key(x) for x in sought] == full[s:], f"{name}, batch {batch}: iter_at({s})"
             assert [key(x) for x in batched().iter(state)] == full[s:], f"{name}, batch {batch}: resumed at step {s}"
             for read in (0, 1):
                 it = batched().iter()
@@ -111,7 +111,7 @@ def test_start_example_at_every_epoch_start_of_a_cache_in_order(cached, epoch, b
     examples = [key(x) for x in make()]
     for start in (epoch - 1, epoch, epoch + 1, 2 * epoch - 1, 2 * epoch, 2 * epoch + 1):
         ds = make().batch(batch) if batch else make()
-        got = list(ds.iter(start_example=start))
+        got = list(ds.iter_at(example=start))
         flat = [pair for x in got for pair in (zip(*key(x)) if batch else [key(x)])]
         assert flat == examples[start:], f"start_example={start}, batch {batch}"
         if batch:  # batches begin at the example asked for
@@ -121,7 +121,7 @@ def test_start_example_at_every_epoch_start_of_a_cache_in_order(cached, epoch, b
 @pytest.mark.parametrize("name", ["global shuffle", "mix"])
 def test_start_example_where_positions_are_not_rows_is_refused_in_one_line(cached, name):
     with pytest.raises(ConfigError, match="start_example") as refused:
-        sources(cached)[name]().iter(start_example=10)
+        sources(cached)[name]().iter_at(example=10)
     assert "\n" not in str(refused.value)
 
 
@@ -133,8 +133,8 @@ def test_the_step_just_past_the_end_is_refused_as_any_later_one(cached, name, ba
     steps = sum(1 for _ in ds)
     for past in (steps, steps + 1, steps + 100):
         with pytest.raises(ConfigError, match=rf"has steps 0-{steps - 1}; step {past} is past its end"):
-            ds.iter(step=past)
-    last = list(ds.iter(step=steps - 1))
+            ds.iter_at(past)
+    last = list(ds.iter_at(steps - 1))
     assert [key(x) for x in last] == [key(x) for x in ds][-1:]
 
 
@@ -156,7 +156,7 @@ def test_a_seek_leaves_the_state_reading_leaves_at_and_around_epoch_and_shard_ed
         for _ in itertools.islice(read, k):
             pass
         want = (source_state(read.state_dict()), read.stats()["epoch"])
-        sought = make().iter(start_example=k)
+        sought = make().iter_at(example=k)
         skipped = make().iter()
         skipped.skip(k)
         for how, it in (("start_example", sought), ("skip", skipped)):

@@ -118,4 +118,4 @@ def test_a_count_split_refuses_another_world_size_and_names_the_loader_that_can(
         StateError,
         match=r"each reader's count was its share of the old split \(2 ranks\).*DistributedLoader\(even=\.\.\.\)",
     ):
-        next(cached.shard_by_rank(0, 3, even="pad").iter(states))
+        next(cached.shard_by_rank(0, 3, even="pad").iter_merged(states))

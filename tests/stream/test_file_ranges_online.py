@@ -118,7 +118,8 @@ def test_resumed_across_world_sizes_every_row_once(one_file, worlds):
     states = None
     for n, world in enumerate(worlds):
         last = n == len(worlds) - 1
-        its = [ds.shard_by_rank(rank, world).iter(states) for rank in range(world)]
+        readers = [ds.shard_by_rank(rank, world) for rank in range(world)]
+        its = [r.iter() if states is None else r.iter_merged(states) for r in readers]
         for it in its:
             for _ in range(10**9 if last else 9):
                 try:
@@ -194,7 +195,7 @@ def test_a_cut_file_keeps_its_cut_on_a_resume_with_fewer_readers_than_files(one_
     assert first
     states = [it.state_dict() for it in its]
     assert states[0]["plan"]["root"]["ranges"] == "auto"
-    rest = list(ds.iter(states))  # one reader: the files would not be cut, the saved cut is kept
+    rest = list(ds.iter_merged(states))  # one reader: the files would not be cut, the saved cut is kept
     assert len(rest) + 2 == len(rows(ds.cut_files("auto")))
 
 

@@ -52,7 +52,7 @@ def edited(state: dict[str, Any], edit: Any) -> dict[str, Any]:
 
 def refused(ds: Dataset, state: dict[str, Any], message: str) -> None:
     with pytest.raises(StateError, match=message):
-        list(ds.iter(state_dict=state))
+        list(ds.iter(state))
 
 
 def test_another_world_size_and_dataloader_worker_count(files, tokenizer_dir):
@@ -69,8 +69,8 @@ def test_tokenization_worker_count_is_not_part_of_a_state(files, tokenizer_dir):
     """Worker processes change nothing in the stream, so a state moves between worker counts."""
     paths = [files["jsonl"], files["gz"]]
     state = state_after(dataset(paths, tokenizer_dir).parallel(2), 3)
-    rest = [b["input_ids"].tolist() for b in dataset(paths, tokenizer_dir).iter(state_dict=state)]
-    again = [b["input_ids"].tolist() for b in dataset(paths, tokenizer_dir).parallel(1).iter(state_dict=state)]
+    rest = [b["input_ids"].tolist() for b in dataset(paths, tokenizer_dir).iter(state)]
+    again = [b["input_ids"].tolist() for b in dataset(paths, tokenizer_dir).parallel(1).iter(state)]
     assert rest == again and rest
 
 
@@ -132,7 +132,7 @@ def test_nonsense_edits(files, tokenizer_dir):
     ]
     for edit, message in cases:
         with pytest.raises(StateError, match=message):
-            list(ds.iter(state_dict=edited(state, edit)))
+            list(ds.iter(edited(state, edit)))
     json.dumps(state)  # the original is untouched and still JSON
 
 

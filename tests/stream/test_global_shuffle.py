@@ -87,7 +87,7 @@ def test_state_is_epoch_and_position(cached):
         next(it)
     state = it.state_dict()["pipeline"]
     assert (state["epoch"], state["position"]) == (0, 37) and len(json.dumps(state)) < 400
-    resumed = cached.global_shuffle(seed=0).iter(state_dict=it.state_dict())
+    resumed = cached.global_shuffle(seed=0).iter(it.state_dict())
     assert_items_equal([next(resumed)], [next(it)])
 
 
@@ -268,7 +268,7 @@ def test_spread_changes_world_size_losing_and_repeating_nothing(cached, in_order
     seen = [row for k in range(3 * 40 + 2) for row in rows_of([next(old[0 if k >= 120 else k % 3])])]
     states = [json.loads(json.dumps(it.state_dict())) for it in old]
     for r in range(2):
-        seen += rows_of(shuffled.shard_by_rank(r, 2, split="examples").iter(state_dict=states))
+        seen += rows_of(shuffled.shard_by_rank(r, 2, split="examples").iter_merged(states))
     assert sorted(seen) == sorted(in_order)
 
 

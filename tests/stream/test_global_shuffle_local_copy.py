@@ -97,7 +97,7 @@ def test_resume_crosses_between_local_copy_and_decoding(caches, tmp_path):
     it = shuffled(cache, str(tmp_path)).batch(5).iter()
     for _ in range(9):
         next(it)
-    resumed = shuffled(cache, False).batch(5).iter(state_dict=it.state_dict())
+    resumed = shuffled(cache, False).batch(5).iter(it.state_dict())
     assert_items_equal(list(resumed), list(it))
 
 

@@ -83,7 +83,7 @@ def test_example_split_after_an_elastic_merge_keeps_every_stage_name():
         return packed(FILES).shard_by_rank(rank, world, split="examples").shuffle(window=4, seed=0).batch(2)
 
     old = [state_after(ds(rank, 2), 3 + 2 * rank) for rank in range(2)]  # reader 1 ahead of reader 0
-    resumed = ds(0, 3).iter(state_dict=old)
+    resumed = ds(0, 3).iter_merged(old)
     next(resumed)
     state = json.loads(json.dumps(resumed.state_dict()))
     split = state["pipeline"]["upstream"]["upstream"]

@@ -103,7 +103,7 @@ def test_a_world_size_change_keeps_every_inner_source_exact(twins):
         seen[(int(e["source"]), int(e["shard"]), int(e["index"]))] += 1
     states = [json.loads(json.dumps(it.state_dict())) for it in old]
     for r in range(3):
-        for e in itertools.islice(mixed.shard_by_rank(r, 3).iter(state_dict=states), 400):
+        for e in itertools.islice(mixed.shard_by_rank(r, 3).iter_merged(states), 400):
             seen[(int(e["source"]), int(e["shard"]), int(e["index"]))] += 1
     inner_seen = [k for k, n in seen.items() if k[0] == 0]
     assert all(seen[k] == 1 for k in inner_seen), "an inner example was read twice"
@@ -142,7 +142,7 @@ def test_a_seeking_state_of_a_nested_mix_resumes_the_reading_one(twins):
         list(itertools.islice(it, step))
         state = json.loads(json.dumps(it.state_dict()))
         want = list(itertools.islice(it, 30))
-        resumed = nested(fly).shard_by_rank(2, 3, split="examples").batch(2).iter(state_dict=state)
+        resumed = nested(fly).shard_by_rank(2, 3, split="examples").batch(2).iter(state)
         assert_items_equal(list(itertools.islice(resumed, 30)), want, f"after {step} batches: ")
 
 

@@ -208,7 +208,7 @@ def test_sequence_of_sources_continues_on_another_world_size(old, new):
         turns = [next(readers[k % old])["source"] for k in range(taken)]
         assert turns == one[:taken]
         states = [it.state_dict() for it in readers]
-        resumed = [mix.shard_by_rank(r, new).iter(state_dict=states) for r in range(new)]
+        resumed = [mix.shard_by_rank(r, new).iter_merged(states) for r in range(new)]
         rest = [next(resumed[k % new])["source"] for k in range(60)]
         assert rest == one[taken : taken + 60], f"{old} -> {new} readers, ahead={ahead}"
 

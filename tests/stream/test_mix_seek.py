@@ -150,7 +150,7 @@ def test_a_state_crosses_modes(twins, direction):
         list(itertools.islice(it, step))
         state = json.loads(json.dumps(it.state_dict()))
         rest = list(it)
-        resumed = readers(second, 3, stop="all_exhausted")[2].batch(2).iter(state_dict=state)
+        resumed = readers(second, 3, stop="all_exhausted")[2].batch(2).iter(state)
         got = [next(resumed)] if rest else []
         if step and direction == "cached to on the fly":  # the sources read through to their positions, uncounted
             assert resumed.stats()["examples"] <= state["pipeline"]["upstream"]["upstream"]["stats"]["examples"] + 3 * 2
@@ -166,10 +166,10 @@ def test_a_world_size_change_loses_and_repeats_nothing(twins):
     states = [json.loads(json.dumps(it.state_dict())) for it in old]
     assert any(
         s["pipeline"].get("taken")
-        for s in [*states, *(r.iter(state_dict=states).state_dict() for r in readers(cached, 2, max_epochs=1))]
+        for s in [*states, *(r.iter_merged(states).state_dict() for r in readers(cached, 2, max_epochs=1))]
     )
     pristine = json.loads(json.dumps(states))
-    new = [r.iter(state_dict=states) for r in readers(cached, 2, max_epochs=1)]
+    new = [r.iter_merged(states) for r in readers(cached, 2, max_epochs=1)]
     for it in new:
         seen.update(key(e) for e in it)
     assert states == pristine  # merging reads the old states, never changes them
@@ -186,7 +186,7 @@ def test_weight_changes_while_training_match_the_reading_mix(twins):
         assert it.set_weights([1, 0, 4]) == 64  # 60 positions taken by two readers in step: the boundary is 64
         got += [key(e) for e in itertools.islice(it, 100)]
         state = json.loads(json.dumps(it.state_dict()))
-        resumed = readers(sources, 2)[1].iter(state_dict=state)
+        resumed = readers(sources, 2)[1].iter(state)
         got += [key(e) for e in itertools.islice(resumed, 50)]
         out.append(got)
     assert out[0] == out[1]
@@ -223,7 +223,7 @@ def test_the_state_is_one_integer_a_source_and_is_checked(twins):
     assert len(mix_state["positions"]) == 3 and all(isinstance(p, int) for p in mix_state["positions"])
     mix_state["positions"][0] += 1
     with pytest.raises(StateError, match="do not follow from global position"):
-        next(readers(cached, 4)[1].iter(state_dict=state))
+        next(readers(cached, 4)[1].iter(state))
 
 
 def test_a_state_grows_by_a_few_bytes_a_source(twins):

@@ -120,7 +120,7 @@ def test_world_size_change_keeps_the_change_and_loses_nothing(sources, split):
     changes = [s["pipeline"]["upstream"] for s in states]
     changes = [c.get("weight_changes", c.get("upstream", {}).get("weight_changes")) for c in changes]
     assert changes == [[[40, [1.0, 5.0]]]] * 2
-    news = [make(rank, new_world).iter(states) for rank in range(new_world)]
+    news = [make(rank, new_world).iter_merged(states) for rank in range(new_world)]
     after = Counter(r for it in news for r in rows(itertools.islice(it, 40)))
     assert not (seen & after)
     for it in news:
@@ -130,7 +130,7 @@ def test_world_size_change_keeps_the_change_and_loses_nothing(sources, split):
     if split == "shards":  # readers told different weights cannot be merged
         states[1]["pipeline"]["upstream"]["weight_changes"] = [[40, [1.0, 6.0]]]
         with pytest.raises(StateError, match="disagree on the weights"):
-            next(make(0, new_world).iter(states))
+            next(make(0, new_world).iter_merged(states))
 
 
 def test_readers_splitting_examples_agree_on_the_boundary_when_one_has_passed_it(sources):

@@ -149,4 +149,4 @@ def test_cache_equals_on_the_fly_and_states_cross(tmp_path_factory, shards, s, c
     it = online.iter()
     head = list(itertools.islice(it, step))
     assert_items_equal(head, want[:step])
-    assert_items_equal(list(cached.iter(state_dict=json.loads(json.dumps(it.state_dict())))), want[step:])
+    assert_items_equal(list(cached.iter(json.loads(json.dumps(it.state_dict())))), want[step:])

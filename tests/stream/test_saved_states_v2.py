@@ -67,4 +67,4 @@ def test_saved_states_of_two_ranks_resume_on_other_world_sizes(maker, name):
                 .shard_by_rank(rank, world, **({"split": "examples", "even": "pad"} if "even" in name else {}))
                 .batch(3)
             )
-            assert_items_equal(list(ds.iter(old)), list(ds.iter(today)))
+            assert_items_equal(list(ds.iter_merged(old)), list(ds.iter_merged(today)))

@@ -1,4 +1,4 @@
-"""Random access by step: iter(step=N) and skip(n) equal reading and dropping, at every point.
+"""Random access by step: iter_at(N) and skip(n) equal reading and dropping, at every point.
 
 On a cache read in order and on a global shuffle (any number of readers, across epochs) the
 iterator seeks without reading; elsewhere it reads through. Either way the state stays exact,
@@ -99,7 +99,7 @@ def test_a_seek_reads_nothing_and_lands_where_reading_would(cache, name):
     make, _ = streams(cache)[name]
     n = len(list(make()))
     for step in (0, 9, n // 2, n - 1):
-        sought = make().iter(step=step)
+        sought = make().iter_at(step)
         assert sought.stats()["examples"] == 0  # nothing handed out by the source: nothing read
         assert sought.step == step
         read = make().iter()
@@ -126,7 +126,7 @@ def test_world_size_change_after_a_skip_loses_and_repeats_nothing(cache):
         states.append(json.loads(json.dumps(it.state_dict())))
     after = Counter()
     for rank in range(3):
-        after.update(rows_of(make(rank, 3).iter(states)))
+        after.update(rows_of(make(rank, 3).iter_merged(states)))
     assert not (consumed & after) and not (passed_over & after)
     assert consumed + passed_over + after == full
 

@@ -157,48 +157,46 @@ def test_restore_rejects_other_specs_versions_and_keys(shards, tokenizer_dir):
     pristine = copy.deepcopy(state)
     # a refusal names the part that changed: old → new where the state kept the old value
     with pytest.raises(StateError, match=r"spec fingerprint .*: packing: seq_len 32 → 33$"):
-        base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state_dict=state)
-    base(shards, tokenizer_dir).batch(3).iter(
-        state_dict=state
-    )  # another batch size resumes (a state is at a batch boundary)
+        base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state)
+    base(shards, tokenizer_dir).batch(3).iter(state)  # another batch size resumes (a state is at a batch boundary)
     with pytest.raises(StateError, match=r"stream fingerprint .*: stage 2 \(take\) added \(now count=9\)$"):
-        base(shards, tokenizer_dir).batch(2).take(9).iter(state_dict=state)
+        base(shards, tokenizer_dir).batch(2).take(9).iter(state)
     with pytest.raises(StateError, match=r"changed since the state was saved: shard list: 4 shards, .* → 3 shards"):
-        base(shards[:3], tokenizer_dir).batch(2).iter(state_dict=state)
+        base(shards[:3], tokenizer_dir).batch(2).iter(state)
     with pytest.raises(
         StateError,
         match=r"shuffle_shards seed: null → 4; stage 1 \(shuffle\) added \(now window=4, seed=1\); .*stage 1 \(batch\) removed",
     ):
-        base(shards, tokenizer_dir).shuffle_shards(4).shuffle(4, seed=1).batch(2).iter(state_dict=state)
+        base(shards, tokenizer_dir).shuffle_shards(4).shuffle(4, seed=1).batch(2).iter(state)
     earlier = {  # states of an earlier beamtok: version 1, no plan, every part hashed
         **{k: v for k, v in state.items() if k != "plan"},
         "beamtok_state": 1,
     }
     hashed = {**earlier, "about": {name: _hash(value) for name, value in ds.pipeline.parts().items()}}
     with pytest.raises(StateError, match=r"spec fingerprint .*: packing \(now mode=\"concat\", seq_len=33"):
-        base(shards, tokenizer_dir, seq_len=33).batch(2).iter(state_dict=hashed)
+        base(shards, tokenizer_dir, seq_len=33).batch(2).iter(hashed)
     with pytest.raises(StateError, match=r"changed since the state was saved: step 1 \(tokenize\) \(now tokenizer="):
         Dataset.from_files(shards).tokenize(tokenizer_dir, add_special_tokens=False).ensure_bos_eos().concat_chunk(
             32
-        ).batch(2).iter(state_dict=state)
+        ).batch(2).iter(state)
     old_format = {k: v for k, v in state.items() if k != "about"}  # states saved before 'about' still resume
-    assert_items_equal([next(ds.iter(state_dict=old_format))], [next(ds.iter(state_dict=state))])
+    assert_items_equal([next(ds.iter(old_format))], [next(ds.iter(state))])
     with pytest.raises(StateError, match=r"format version 99 is not supported .*reads versions 1, 2"):
-        ds.iter(state_dict={**state, "beamtok_state": 99})
+        ds.iter({**state, "beamtok_state": 99})
     with pytest.raises(StateError, match=r"lacks keys \['plan'\]"):  # a version-2 state always holds its plan
-        ds.iter(state_dict={k: v for k, v in state.items() if k != "plan"})
+        ds.iter({k: v for k, v in state.items() if k != "plan"})
     with pytest.raises(StateError, match="not a beamtok state"):
-        ds.iter(state_dict={"pipeline": {}})
+        ds.iter({"pipeline": {}})
     with pytest.raises(StateError, match=r"has keys it does not know \['extra'\]"):
-        ds.iter(state_dict={**state, "extra": 1})
+        ds.iter({**state, "extra": 1})
     bad = copy.deepcopy(state)
     bad["pipeline"]["upstream"]["slots"][0]["shard"] = 99
     with pytest.raises(StateError, match="shard 99 does not exist"):
-        ds.iter(state_dict=bad)
+        ds.iter(bad)
     bad = copy.deepcopy(state)
     bad["pipeline"]["upstream"]["slots"][0]["cursor"]["token"] = -4
     with pytest.raises(StateError, match="non-negative"):
-        ds.iter(state_dict=bad)
+        ds.iter(bad)
     assert state == pristine
 
 
@@ -207,7 +205,7 @@ def test_state_of_another_rank_is_refused(make_shards, tokenizer_dir):
     it = base(paths, tokenizer_dir).shard_by_rank(0, 2).iter()
     next(it)
     with pytest.raises(StateError, match="belongs to reader"):
-        base(paths, tokenizer_dir).shard_by_rank(1, 2).iter(state_dict=it.state_dict())
+        base(paths, tokenizer_dir).shard_by_rank(1, 2).iter(it.state_dict())
 
 
 def test_stage_order_is_enforced(shards, tokenizer_dir):
@@ -275,8 +273,8 @@ def test_a_state_passed_as_json_text_says_to_parse_it(shards, tokenizer_dir):
     next(it)
     text = json.dumps(it.state_dict())
     with pytest.raises(StateError, match=r"JSON string, not a dict: pass json.loads"):
-        ds.iter(state_dict=text)
-    assert next(ds.iter(state_dict=json.loads(text)))["index"] == next(it)["index"]
+        ds.iter(text)
+    assert next(ds.iter(json.loads(text)))["index"] == next(it)["index"]
 
 
 def test_stats_say_what_was_delivered_apart_from_what_was_read_ahead(shards, tokenizer_dir):
@@ -302,12 +300,10 @@ def test_stats_say_what_was_delivered_apart_from_what_was_read_ahead(shards, tok
     delivered = it.stats()["delivered"]
     assert delivered["items"] == 1 + len(rest) and delivered["examples"] == it.stats()["examples"]
     assert delivered["tokens"] == it.stats()["tokens"] and delivered["pad_tokens"] == it.stats()["pad_tokens"]
-    resumed = ds.iter(
-        state_dict={**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": 5, "pad_tokens": 0}}
-    )
+    resumed = ds.iter({**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": 5, "pad_tokens": 0}})
     assert resumed.stats()["delivered"]["tokens"] == 5  # carried by the state, not recounted
     with pytest.raises(StateError, match=r"delivered: tokens must be an integer >= 0"):
-        ds.iter(state_dict={**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": -5, "pad_tokens": 0}})
+        ds.iter({**it.state_dict(), "delivered": {"items": 1, "examples": 4, "tokens": -5, "pad_tokens": 0}})
 
 
 def test_delivered_counts_the_batches_inside_enumerate_pairs(shards, tokenizer_dir):
@@ -339,7 +335,7 @@ def test_a_state_resumes_under_another_batch_size_at_the_next_example(shards, to
     for _ in range(3):
         next(it)
     state = json.loads(json.dumps(it.state_dict()))
-    resumed = list(ds(after).iter(state_dict=state))
+    resumed = list(ds(after).iter(state))
     got = [(int(s), int(i)) for _, batch in resumed for s, i in zip(batch["shard"], batch["index"])]
     assert got == examples[3 * before :]  # the next example on, in the uninterrupted order
     assert (
@@ -361,4 +357,4 @@ def test_a_batch_size_change_is_refused_where_a_later_stage_holds_batches(shards
     it = ds(4).iter()
     next(it)
     with pytest.raises(StateError, match=r"stage 1 \(batch\): size 4 → 8"):
-        ds(8).iter(state_dict=it.state_dict())
+        ds(8).iter(it.state_dict())

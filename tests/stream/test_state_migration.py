@@ -44,7 +44,7 @@ def test_a_version_1_state_resumes_as_a_state_saved_today(maker, name):
     assert saved["beamtok_state"] == 1 and "plan" in saved
     untouched = copy.deepcopy(saved)
     make = maker.PIPELINES[name]
-    resumed = make().iter(state_dict=saved)
+    resumed = make().iter(saved)
     assert saved == untouched  # the caller's state is never changed
     today = make().iter()
     list(itertools.islice(today, 7))
@@ -69,7 +69,7 @@ def test_version_1_states_of_two_ranks_resume_on_other_world_sizes_as_today_s_do
     for world in (1, 3):
         for rank in range(world):
             ds = maker.packed().shard_by_rank(rank, world).batch(3)
-            assert_items_equal(list(ds.iter(state_dict=old)), list(ds.iter(state_dict=made_today)))
+            assert_items_equal(list(ds.iter_merged(old)), list(ds.iter_merged(made_today)))
 
 
 def test_a_state_saved_before_plans_gets_its_plan_from_about():
@@ -98,6 +98,4 @@ def test_nothing_but_the_migration_reads_about_or_guesses_a_kind():
 def test_a_migrated_state_is_what_dataset_iter_accepts(maker):
     saved = json.loads((STATES / "v1_stages.json").read_text())
     with pytest.raises(StateError, match="changed since the state was saved"):
-        Dataset.from_files(maker.FILES).tokenize(maker.TOKENIZER).ensure_bos_eos().concat_chunk(64).batch(4).iter(
-            state_dict=saved
-        )
+        Dataset.from_files(maker.FILES).tokenize(maker.TOKENIZER).ensure_bos_eos().concat_chunk(64).batch(4).iter(saved)

@@ -61,7 +61,7 @@ def test_a_mix_plan_names_each_source_s_packing():
 def test_a_resume_under_another_batch_size_reads_the_plan():
     state = saved(packed().batch(8), 2)
     del state["about"]  # code never needs it
-    resumed = packed().batch(16).iter(state_dict=state)
+    resumed = packed().batch(16).iter(state)
     rows = next(resumed)["index"]
     expected = list(itertools.islice(packed().iter(), 16, 32))
     assert list(rows) == [int(e["index"]) for e in expected]
@@ -87,16 +87,14 @@ def test_a_state_saved_before_plans_resumes_and_explains_as_a_new_one(monkeypatc
     monkeypatch.chdir(ROOT)
     earlier = json.loads((ROOT / "tests" / "data" / "states" / "before_plans.json").read_text())
     assert "plan" not in earlier and "stage 4 (enumerate)" in earlier["about"]
-    resumed = list(earlier_pipeline().iter(state_dict=earlier))
+    resumed = list(earlier_pipeline().iter(earlier))
     uninterrupted = list(earlier_pipeline())[3:]
     assert [i for i, _ in resumed] == [i for i, _ in uninterrupted]
     assert all((a[1]["input_ids"] == b[1]["input_ids"]).all() for a, b in zip(resumed, uninterrupted))
     now = saved(earlier_pipeline(), 3)
     assert explain_state(earlier)[1:] == explain_state(now)[1:]  # the first line names the fingerprints
     assert any(line.startswith("stage 4 (enumerate): the next number is 3") for line in explain_state(earlier))
-    first = next(
-        earlier_pipeline(batch=4).iter(state_dict=earlier)
-    )  # its batch size read back from about, turned into a plan
+    first = next(earlier_pipeline(batch=4).iter(earlier))  # its batch size read back from about, turned into a plan
     assert first[0] == 3 and (first[1]["input_ids"][:2] == uninterrupted[0][1]["input_ids"]).all()
 
 
@@ -104,14 +102,14 @@ def test_a_refusal_names_the_change_inside_a_long_stage():
     state = saved(packed().batch_tokens(256, window=16, max_len=LONG_SCHEDULE))
     other = [(start, 32) for start, _ in LONG_SCHEDULE]
     with pytest.raises(StateError, match=r"stage 1 \(batch_tokens\): max_len \[\[0, 32\], \[1000, 64\]"):
-        packed().batch_tokens(256, window=16, max_len=other).iter(state_dict=state)
+        packed().batch_tokens(256, window=16, max_len=other).iter(state)
 
 
 def test_a_plan_of_another_version_is_refused_by_name():
     state = saved(packed().batch(4))
     state["plan"]["version"] = 99
     with pytest.raises(StateError, match="not a version-2 plan"):
-        packed().batch(8).iter(state_dict=state)
+        packed().batch(8).iter(state)
 
 
 def test_a_version_1_plan_of_a_mix_still_loads_and_explains():
@@ -124,8 +122,8 @@ def test_a_version_1_plan_of_a_mix_still_loads_and_explains():
     assert [count for count, _ in runs] == [2, 1]
     state["beamtok_state"] = state["plan"]["version"] = 1  # a version-1 state, as beamtok saved them then
     state["plan"]["root"]["sources"] = [plan for count, plan in runs for _ in range(count)]
-    want = list(itertools.islice(mix().iter(state_dict=saved(mix())), 5))
-    assert_items_equal(list(itertools.islice(mix().iter(state_dict=state), 5)), want)
+    want = list(itertools.islice(mix().iter(saved(mix())), 5))
+    assert_items_equal(list(itertools.islice(mix().iter(state), 5)), want)
     lines = explain_state(state)
     assert (
         "packing (mix source 1): concat_chunk, rows of 64 tokens" in lines

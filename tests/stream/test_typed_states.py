@@ -77,7 +77,7 @@ def test_every_node_state_is_its_declared_type(cached):
     for it in olds:
         list(itertools.islice(it, 3))
         checked(it, seen)
-    resumed = files.iter([it.state_dict() for it in olds])
+    resumed = files.iter_merged([it.state_dict() for it in olds])
     next(resumed)  # the old states are merged at the first next()
     checked(resumed, seen)
 

@@ -50,7 +50,7 @@ def check_elastic(make, old_world: int, new_world: int, steps: int, seed: int = 
     rng.shuffle(states)  # any order
     after = Counter()
     for rank in range(new_world):
-        after.update(rows(make().shard_by_rank(rank, new_world, **split_of(make)).iter(state_dict=states)))
+        after.update(rows(make().shard_by_rank(rank, new_world, **split_of(make)).iter_merged(states)))
     repeated = (consumed & after) if not any(v > 1 for v in full.values()) else Counter()
     assert not repeated, f"{old_world}->{new_world}: repeated {sorted(repeated)[:5]}"
     assert consumed + after == full, (
@@ -90,11 +90,11 @@ def test_world_size_changes_twice(shards, tokenizer_dir):
     states, consumed = run_old(make, 3, random.Random(1), 21)
     middle = []
     for rank in range(2):  # 3 -> 2, read a little, then 2 -> 4
-        it = make().shard_by_rank(rank, 2).iter(state_dict=states)
+        it = make().shard_by_rank(rank, 2).iter_merged(states)
         consumed.update(rows(itertools.islice(it, 9 + rank)))
         middle.append(it.state_dict())
     for rank in range(4):
-        consumed.update(rows(make().shard_by_rank(rank, 4).iter(state_dict=middle)))
+        consumed.update(rows(make().shard_by_rank(rank, 4).iter_merged(middle)))
     assert consumed == full
 
 
@@ -122,8 +122,8 @@ def test_same_world_size_is_the_plain_resume(shards, tokenizer_dir):
         next(it), next(it)
         states.append(it.state_dict())
     for rank in range(2):
-        plain = rows(make().shard_by_rank(rank, 2).iter(state_dict=states[rank]))
-        assert rows(make().shard_by_rank(rank, 2).iter(state_dict=states[::-1])) == plain
+        plain = rows(make().shard_by_rank(rank, 2).iter(states[rank]))
+        assert rows(make().shard_by_rank(rank, 2).iter_merged(states[::-1])) == plain
 
 
 def test_mix_sources_each_lose_and_repeat_nothing(make_shards, tokenizer_dir):
@@ -143,7 +143,7 @@ def test_mix_sources_each_lose_and_repeat_nothing(make_shards, tokenizer_dir):
         states.append(it.state_dict())
     last = [max(s["pipeline"]["sources"][j]["epoch"] for s in states) for j in range(2)]
     for rank in range(3):
-        it = make().shard_by_rank(rank, 3).iter(state_dict=states)
+        it = make().shard_by_rank(rank, 3).iter_merged(states)
         while True:  # until every source of this reader is past epoch last + 1
             item = next(it)
             j = item["source"]
@@ -159,7 +159,7 @@ def test_mix_sources_each_lose_and_repeat_nothing(make_shards, tokenizer_dir):
 def test_stats_add_up_on_reader_zero(shards, tokenizer_dir):
     states, _ = run_old(lambda: packed(shards, tokenizer_dir), 3, random.Random(0), 10)
     old_docs = sum(s["pipeline"]["stats"]["examples"] for s in states)
-    resumed = [packed(shards, tokenizer_dir).shard_by_rank(r, 2).iter(state_dict=states) for r in range(2)]
+    resumed = [packed(shards, tokenizer_dir).shard_by_rank(r, 2).iter_merged(states) for r in range(2)]
     assert [it.stats()["examples"] for it in resumed] == [old_docs, 0]
 
 
@@ -182,30 +182,30 @@ def test_shuffle_windows_through_two_changes_and_workers(shards, tokenizer_dir):
     states, consumed = run_old(make, 3, random.Random(2), 7)
     middle = []
     for rank in range(2):  # 3 -> 2 while windows drain, then 2 -> 4
-        it = make().shard_by_rank(rank, 2).iter(state_dict=states)
+        it = make().shard_by_rank(rank, 2).iter_merged(states)
         consumed.update(rows(itertools.islice(it, 3 + rank)))
         middle.append(it.state_dict())
     assert any("drain" in json.dumps(s) for s in middle)
     for rank in range(4):
-        consumed.update(rows(make().shard_by_rank(rank, 4).iter(state_dict=middle)))
+        consumed.update(rows(make().shard_by_rank(rank, 4).iter_merged(middle)))
     assert consumed == full
 
 
 def test_refusals_name_the_problem(shards, tokenizer_dir):
     states, _ = run_old(lambda: packed(shards, tokenizer_dir).take(30), 2, random.Random(0), 5)
     with pytest.raises(StateError, match=r"through take\(\)"):
-        packed(shards, tokenizer_dir).take(30).shard_by_rank(0, 3).iter(state_dict=states)
+        packed(shards, tokenizer_dir).take(30).shard_by_rank(0, 3).iter_merged(states)
     states, _ = run_old(lambda: packed(shards, tokenizer_dir), 3, random.Random(0), 5)
     with pytest.raises(StateError, match=r"all 3 old readers .*missing readers \[1\]"):
-        packed(shards, tokenizer_dir).shard_by_rank(0, 2).iter(state_dict=[states[0], states[2]])
+        packed(shards, tokenizer_dir).shard_by_rank(0, 2).iter_merged([states[0], states[2]])
     with pytest.raises(StateError, match=r"readers \[2\] given twice"):
-        packed(shards, tokenizer_dir).shard_by_rank(0, 2).iter(state_dict=[states[0], states[1], states[2], states[2]])
+        packed(shards, tokenizer_dir).shard_by_rank(0, 2).iter_merged([states[0], states[1], states[2], states[2]])
     with pytest.raises(StateError, match=r"changed since the state was saved: packing: seq_len 40 → 41"):
-        Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(41).shard_by_rank(0, 2).iter(
-            state_dict=states
-        )
+        Dataset.from_files(shards).tokenize(tokenizer_dir).ensure_bos_eos().concat_chunk(41).shard_by_rank(
+            0, 2
+        ).iter_merged(states)
     with pytest.raises(StateError, match=r"rank split: \"shards\" → \"examples\""):
-        packed(shards, tokenizer_dir).shard_by_rank(0, 2, split="examples").iter(state_dict=states)
+        packed(shards, tokenizer_dir).shard_by_rank(0, 2, split="examples").iter_merged(states)
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +235,7 @@ def test_global_shuffle_resumes_on_any_world_size_in_one_global_order(cached):
     for it in old:
         list(itertools.islice(it, 50))
     states = [it.state_dict() for it in old]
-    new = [iter(rows(make().shard_by_rank(r, 3).iter(state_dict=states))) for r in range(3)]
+    new = [iter(rows(make().shard_by_rank(r, 3).iter_merged(states))) for r in range(3)]
     total = len(order) // 2
     merged = [next(new[(linear % total) % 3]) for linear in range(100, 2 * total)]  # position p is reader p % 3's
     assert merged == order[100:] and all(next(it, None) is None for it in new)
@@ -246,7 +246,7 @@ def test_delivered_counts_add_up_over_a_world_size_change(shards, tokenizer_dir)
     states, consumed = run_old(lambda: packed(shards, tokenizer_dir), 2, random.Random(1), 5)
     before = sum(state["delivered"]["examples"] for state in states)
     assert before == sum(consumed.values())
-    resumed = [packed(shards, tokenizer_dir).shard_by_rank(rank, 3).iter(state_dict=states) for rank in range(3)]
+    resumed = [packed(shards, tokenizer_dir).shard_by_rank(rank, 3).iter_merged(states) for rank in range(3)]
     assert [it.stats()["delivered"]["examples"] for it in resumed] == [before, 0, 0]
     for it in resumed:
         list(it)

@@ -156,7 +156,7 @@ def test_defaults_keep_fingerprints_and_options_change_freely_on_resume(prose):
     it = ds.batch(4).iter()
     next(it)
     state = json.loads(json.dumps(it.state_dict()))
-    want = list(ds.batch(4, mask_starts=True).iter(step=1))
+    want = list(ds.batch(4, mask_starts=True).iter_at(1))
     got = list(ds.batch(4, mask_starts=True).iter(state))  # the conventions touch no position
     assert len(got) == len(want) and all((g["loss_mask"] == w["loss_mask"]).all() for g, w in zip(got, want))
     with pytest.raises(Exception, match="pad_positions"):

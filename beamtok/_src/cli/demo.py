@@ -69,7 +69,7 @@ def demo(
             segments = len(set(batch["segment_ids"][row].tolist()) - {0})
             click.echo(f"--- batch {b} row {row}: {where}, {segments} document(s) ---")
             click.echo(tok.decode(batch["input_ids"][row]))
-    resumed = ds.iter(state_dict=state)
+    resumed = ds.iter(state)
     same = all((next(resumed)["input_ids"] == b["input_ids"]).all() for b in shown[1:])
     click.echo(f"\nstate after batch 0: {len(json.dumps(state))} bytes of JSON; resumed stream identical: {same}")
     click.echo(f"stats: {json.dumps(it.stats())}  ({time.perf_counter() - started:.2f}s)")

@@ -8,7 +8,7 @@
           .batch(8))
     it = ds.iter()
     batch = next(it)
-    state = it.state_dict()            # JSON; resume with ds.iter(state_dict=state)
+    state = it.state_dict()            # JSON; resume with ds.iter(state)
 
 A Dataset is immutable: every method returns a new one. It holds a
 :class:`~beamtok._src.stream.pipeline.Pipeline`: a root plan (files, a cache, a mix, a global
@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.base.extras import require
-from beamtok._src.base.validate import check_int
 from beamtok._src.core.spec import SourceSpec, Spec
 from beamtok._src.dataset.caching import Caching
 from beamtok._src.dataset.file_ranges import cut_as_saved
+from beamtok._src.dataset.iterating import iterator_at, merged_iterator, resumed_iterator
+from beamtok._src.dataset.old_calls import old_iter_call
 from beamtok._src.dataset.per_shard_stages import PerShardStages
 from beamtok._src.dataset.source_options import SourceOptions
 from beamtok._src.dataset.stream_stages import StreamStages
@@ -384,80 +384,61 @@ class Dataset(SourceOptions, PerShardStages, StreamStages, Caching):
 
     def iter(
         self,
-        state_dict: dict[str, Any] | list[dict[str, Any]] | None = None,
+        state: dict[str, Any] | None = None,
         *,
+        state_dict: Any = None,
         start_example: int | None = None,
         step: int | None = None,
     ) -> DatasetIterator:
-        """A fresh iterator, one resumed from ``state_dict`` (never mutated; a list: every
-        reader's state of a run on another world size, see docs/checkpoints.md), or one starting
-        at global example ``start_example`` of the source (packed caches only: it needs the
-        row counts of the manifest), or one whose first item is the item of step ``step``
-        of this reader (``skip(step)`` on a fresh iterator: without reading the steps before
-        where ``it.seeks``). Nothing is read and no worker starts before ``next()`` (but a
-        ``step`` that must be read through); use the iterator as a context manager (or call
-        ``close()``) to stop workers early.
+        """A fresh iterator, or one resumed from this reader's ``state`` (never mutated).
+        Nothing is read and no worker starts before ``next()``; use the iterator as a context
+        manager (or call ``close()``) to stop workers early.
 
         Args:
-            state_dict: A state from ``state_dict()``, or the list of every reader's state of a run on another
-                world size.
-            start_example: Start at this global example of the source (packed caches).
-            step: Start at this reader's step (the item ``skip(step)`` would reach).
+            state: A state from ``state_dict()`` of a reader of this split, or None.
+            state_dict: Deprecated name of ``state`` (a list of states: use :meth:`iter_merged`).
+            start_example: Deprecated: use ``iter_at(example=...)``.
+            step: Deprecated: use ``iter_at(step)``.
         Returns:
             A DatasetIterator.
         Raises:
             StateError: The state belongs to another pipeline (the message names what changed) or is
                 malformed.
         """
-        if state_dict is not None:
-            return self._replace(root=cut_as_saved(self._pipeline.root, state_dict))._iter(
-                state_dict, start_example=start_example, step=step
-            )
-        return self._iter(None, start_example=start_example, step=step)
+        if state_dict is not None or start_example is not None or step is not None or isinstance(state, list):
+            return old_iter_call(self._pipeline, state, state_dict, start_example, step)
+        return resumed_iterator(self._pipeline, state)
 
-    def _iter(
-        self,
-        state_dict: dict[str, Any] | list[dict[str, Any]] | None,
-        *,
-        start_example: int | None = None,
-        step: int | None = None,
-    ) -> DatasetIterator:
-        split = self._pipeline.reader_split()
-        if step is not None:
-            if state_dict is not None or start_example is not None:
-                raise ConfigError("pass one of state_dict, start_example and step")
-            return self._at_step(split, check_int(step, "step"))
-        if start_example is None:
-            return DatasetIterator(self._pipeline, split, state_dict)
-        if state_dict is not None:
-            raise ConfigError("pass state_dict or start_example, not both")
-        it = DatasetIterator(self._pipeline, split)
-        it.source.reset(it.source.state_at(check_int(start_example, "start_example")))
-        return it
+    def iter_merged(self, states: list[dict[str, Any]]) -> DatasetIterator:
+        """This reader's iterator resumed from every reader's state of a run on another world
+        size or number of DataLoader workers (``beamtok.reader_states`` gathers them from
+        checkpoints; docs/checkpoints.md says which changes a resume takes).
 
-    def _at_step(self, split: ReaderSplit, step: int) -> DatasetIterator:
-        """An iterator whose next item is step ``step``'s, or ConfigError naming this reader's
-        last step where there is no such step (``step`` equal to the number of steps too)."""
-        it = DatasetIterator(self._pipeline, split)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # said below, as an error
-            passed = it.skip(step)
-        there = None
-        if passed == step:
-            state = it.state_dict()
-            try:
-                next(it)  # is there a step ``step`` at all? (it is read again by the iterator returned)
-                there = DatasetIterator(self._pipeline, split, state)
-            except StopIteration:
-                pass
-        it.close()
-        if there is not None:
-            return there
-        if passed == 0:
-            raise ConfigError(f"iter(step={step}): this reader's stream has no step at all")
-        raise ConfigError(
-            f"iter(step={step}): this reader's stream has steps 0-{passed - 1}; step {step} is past its end"
-        )
+        Args:
+            states: Every old reader's state.
+        Returns:
+            A DatasetIterator.
+        Raises:
+            StateError: The states belong to another pipeline, or a stage cannot be resumed on
+                another world size.
+        """
+        return merged_iterator(self._pipeline, states)
+
+    def iter_at(self, step: int | None = None, *, example: int | None = None) -> DatasetIterator:
+        """An iterator whose first item is this reader's step ``step`` (what ``skip(step)`` on a
+        fresh iterator reaches, without reading the steps before where ``it.seeks``), or, on a
+        packed cache, one starting at global example ``example`` of the source.
+
+        Args:
+            step: This reader's step.
+            example: A global example of the source (packed caches: it needs the manifest's row
+                counts).
+        Returns:
+            A DatasetIterator.
+        Raises:
+            ConfigError: Both or neither given, or the step is past this reader's last.
+        """
+        return iterator_at(self._pipeline, step, example)
 
     def __iter__(self) -> Iterator[Any]:
         return self.iter()

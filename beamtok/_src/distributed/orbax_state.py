@@ -8,12 +8,12 @@ list, a restart on the same number of processes resumes each from its own state 
 a restart on another number merges them (beamtok's elastic merge: nothing lost or repeated)::
 
     import orbax.checkpoint as ocp
-    from beamtok._src.distributed.orbax_state import BeamtokRestore, BeamtokSave
+    from beamtok.training import BeamtokRestore, BeamtokSave
 
     ds = dataset.shard_by_rank(jax.process_index(), jax.process_count())
     manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params), data=BeamtokSave(it.state_dict())))
     restored = manager.restore(step, args=ocp.args.Composite(params=..., data=BeamtokRestore()))
-    it = ds.iter(state_dict=restored["data"])
+    it = ds.iter_merged(restored["data"])
 
 Here the states are read from the checkpoint, not gathered at save time (as the torch loader
 does): an Orbax handler runs on every process and writes where it likes, and JAX jobs run one
@@ -63,7 +63,7 @@ class BeamtokCheckpointHandler(ocp.handlers.CheckpointHandler):
 
     def restore(self, directory: epath.Path, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
         """Every old process's state, in process order, whatever the process count now:
-        ``iter(state_dict=...)`` resumes each process from its own where the count is the
+        ``iter_merged(...)`` resumes each process from its own where the count is the
         saved one, and merges them where it is not.
 
         Args:

@@ -187,7 +187,7 @@ class DatasetIterator:
                 raise StateError(
                     f"state belongs to reader {saved_split}, but this reader is {self.split.to_json()}: the rank split "
                     "differs; to resume on another world size pass the list of every old reader's state "
-                    "(iter(state_dict=[state_0, state_1, ...]))"
+                    "(iter_merged([state_0, state_1, ...]))"
                 )
         if state["spec"] == self._spec_fp and state["stream"] != stream_fp:
             saved = self.pipeline.as_saved(plan_of(state))  # a batch of another size may resume

@@ -52,7 +52,9 @@ class Iterated(Protocol):
     @property
     def pipeline(self) -> Pipeline: ...
 
-    def iter(self, state_dict: dict[str, Any] | list[dict[str, Any]] | None = None) -> DatasetIterator: ...
+    def iter(self, state: dict[str, Any] | None = None) -> DatasetIterator: ...
+
+    def iter_merged(self, states: list[dict[str, Any]]) -> DatasetIterator: ...
 
 
 class TorchIterableDataset(torch.utils.data.IterableDataset):
@@ -75,7 +77,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
             die_with_parent()  # a worker of a killed training process would otherwise wait on its queues for good
         if self._iterator is not None:
             self._iterator.close()
-        self._iterator = self.dataset.iter(state_dict=self._pending_state)
+        self._iterator = _resumed(self.dataset, self._pending_state)
         self._pending_state = None
         items: Iterator[Any] = self._iterator if self._history is None else self._recording(self._iterator)
         if torch.utils.data.get_worker_info() is not None:  # each batch crosses to the trainer in one buffer
@@ -105,7 +107,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
             if start is None:
                 continue
             with as_dataloader_worker(worker, workers):
-                self.dataset.iter(state_dict=start).close()
+                _resumed(self.dataset, start).close()
 
     def record_states(self) -> None:
         """Keep the state after every item yielded in this process, by the running count of
@@ -156,7 +158,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         # builds the stages only: nothing is read or started
         if isinstance(self._pending_state, dict):
             return self._pending_state
-        return self.dataset.iter(state_dict=self._pending_state).state_dict()
+        return _resumed(self.dataset, self._pending_state).state_dict()
 
     def load_state_dict(self, state_dict: dict[str, Any] | list[dict[str, Any]]) -> None:
         """This reader's state, or every reader state of a run on another split (a list)."""
@@ -216,3 +218,9 @@ def _spawning() -> bool:
     from multiprocessing import context
 
     return context.get_spawning_popen() is not None
+
+
+def _resumed(dataset: Iterated, saved: dict[str, Any] | list[dict[str, Any]] | None) -> DatasetIterator:
+    """``dataset``'s iterator from what a loader state held: nothing, this reader's state, or
+    every reader's states of another split."""
+    return dataset.iter_merged(saved) if isinstance(saved, list) else dataset.iter(saved)

@@ -63,7 +63,7 @@ def check_readers(olds: list[ReaderSplit]) -> None:
 def reader_states(*saved: Any) -> list[dict[str, Any]]:
     """Every beamtok reader state found in ``saved``: iterator states, lists of them, or the
     ``state_dict()`` of each old rank's ``StatefulDataLoader`` (one per DataLoader worker
-    inside), ready for ``iter(state_dict=...)`` or ``to_torch(resume_from=...)``.
+    inside), ready for ``iter_merged(...)`` or ``to_torch(resume_from=...)``.
 
     Args:
         *saved: Iterator states, lists of them, or loaders' ``state_dict()``s, in rank order.
