@@ -217,7 +217,7 @@ def test_a_sentencepiece_file_kitoken_refuses_runs_on_cached_words_and_says_why(
     tok = load_tokenizer(str(tmp_path))
     assert (
         tok.engine.startswith("beamtok cached words")
-        and "no native engine: " in tok.engine
+        and "faster engines refused: " in tok.engine
         and "a Lowercase step" in tok.engine
     ), tok.engine
     spec["pre_tokenizer"] = None  # no pre-tokenizer and a piece across a space: cached words refuse it too
