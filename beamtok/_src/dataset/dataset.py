@@ -29,7 +29,7 @@ from beamtok._src.base.extras import require
 from beamtok._src.core.spec import SourceSpec, Spec
 from beamtok._src.dataset.caching import Caching
 from beamtok._src.dataset.file_ranges import cut_as_saved
-from beamtok._src.dataset.iterating import iterator_at, merged_iterator, resumed_iterator
+from beamtok._src.dataset.iterating import iterator_at, merged_iterator, saved_iterator
 from beamtok._src.dataset.old_calls import old_iter_call
 from beamtok._src.dataset.per_shard_stages import PerShardStages
 from beamtok._src.dataset.source_options import SourceOptions
@@ -407,7 +407,7 @@ class Dataset(SourceOptions, PerShardStages, StreamStages, Caching):
         """
         if state_dict is not None or start_example is not None or step is not None or isinstance(state, list):
             return old_iter_call(self._pipeline, state, state_dict, start_example, step)
-        return resumed_iterator(self._pipeline, state)
+        return saved_iterator(self._pipeline, state)
 
     def iter_merged(self, states: list[dict[str, Any]]) -> DatasetIterator:
         """This reader's iterator resumed from every reader's state of a run on another world

@@ -16,20 +16,21 @@ from beamtok._src.stream.iterator import DatasetIterator
 from beamtok._src.stream.pipeline import Pipeline
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 
-__all__ = ["iterator_at", "merged_iterator", "resumed_iterator", "saved_iterator"]
+__all__ = ["iterator_at", "merged_iterator", "saved_iterator"]
 
 
-def resumed_iterator(pipeline: Pipeline, state: dict[str, Any] | None) -> DatasetIterator:
-    """A fresh iterator (``state`` None) or one resumed from this reader's ``state``.
+def saved_iterator(pipeline: Pipeline, saved: dict[str, Any] | list[dict[str, Any]] | None) -> DatasetIterator:
+    """A fresh iterator (``saved`` None), or one resumed from this reader's state or from every
+    reader's states of another split (a list; the iterator merges them).
 
     Args:
         pipeline: The dataset's pipeline.
-        state: A state from ``state_dict()`` of a reader of this split, or None.
+        saved: None, a state from ``state_dict()``, or a list of every old reader's state.
     """
-    if state is None:
+    if saved is None:
         return DatasetIterator(pipeline, pipeline.reader_split())
-    pipeline = dataclasses.replace(pipeline, root=cut_as_saved(pipeline.root, state))
-    return DatasetIterator(pipeline, pipeline.reader_split(), state)
+    pipeline = dataclasses.replace(pipeline, root=cut_as_saved(pipeline.root, saved))
+    return DatasetIterator(pipeline, pipeline.reader_split(), saved)
 
 
 def merged_iterator(pipeline: Pipeline, states: list[dict[str, Any]]) -> DatasetIterator:
@@ -42,18 +43,7 @@ def merged_iterator(pipeline: Pipeline, states: list[dict[str, Any]]) -> Dataset
     """
     if not isinstance(states, list):
         raise StateError(f"iter_merged() takes the list of every reader's state, not {type(states).__name__}")
-    pipeline = dataclasses.replace(pipeline, root=cut_as_saved(pipeline.root, states))
-    return DatasetIterator(pipeline, pipeline.reader_split(), states)
-
-
-def saved_iterator(pipeline: Pipeline, saved: dict[str, Any] | list[dict[str, Any]] | None) -> DatasetIterator:
-    """The iterator of what a checkpoint held: nothing, one reader's state or every reader's.
-
-    Args:
-        pipeline: The dataset's pipeline.
-        saved: None, a state, or a list of states.
-    """
-    return merged_iterator(pipeline, saved) if isinstance(saved, list) else resumed_iterator(pipeline, saved)
+    return saved_iterator(pipeline, states)
 
 
 def iterator_at(pipeline: Pipeline, step: int | None = None, example: int | None = None) -> DatasetIterator:

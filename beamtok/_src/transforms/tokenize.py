@@ -19,7 +19,7 @@ from beamtok._src.base.gc_pause import gc_paused
 from beamtok._src.engines.engine import Engine
 from beamtok._src.engines.engine_choice import EngineChoice, choose
 from beamtok._src.engines.id_arrays import int32_ids
-from beamtok._src.transforms.engine_option import ENGINE_MODES, engine_mode
+from beamtok._src.transforms.engine_option import engine_mode
 from beamtok._src.transforms.length_settings import without_length_settings
 from beamtok._src.transforms.loaded_tokenizers import LoadedTokenizer, directory_key, keep, kept
 from beamtok._src.transforms.tokenizer_location import from_local_files, tokenizer_files_of
@@ -357,7 +357,7 @@ class Tokenizer:
         Raises:
             ConfigError: ``engine="exact"`` and no exact engine takes the file.
         """
-        engine = engine if backend is None and engine in ENGINE_MODES else engine_mode(engine, backend)
+        engine = engine_mode(engine, backend)
         if engine == "exact":
             return self.exact_encoder().encode_batch(texts, add_special_tokens)
         if engine == "auto" and self.fast_path() is not None:
