@@ -50,11 +50,13 @@ def describe(obj: Any) -> dict[str, Any]:
             entry["init"] = signature_of(obj.__init__) if "__init__" in vars(obj) else "(inherited)"
         members = {}
         for name, value in own_members(obj):
-            raw = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+            # classmethod, staticmethod and beamtok's typed classmethod (``constructor``) wrap __func__
+            raw = getattr(value, "__func__", value)
             if isinstance(value, property):
                 members[name] = "property"
             elif inspect.isfunction(raw):
-                members[name] = ("classmethod " if isinstance(value, classmethod) else "") + signature_of(raw)
+                bound = raw is not value and not isinstance(value, staticmethod)
+                members[name] = ("classmethod " if bound else "") + signature_of(raw)
         entry["members"] = members
         return entry
     if inspect.isfunction(obj):

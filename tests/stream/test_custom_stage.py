@@ -106,8 +106,9 @@ def test_the_old_iter_calls_work_for_one_release_with_a_warning():
     with pytest.warns(DeprecationWarning, match=r"iter\(state_dict=\.\.\.\) is now iter\(state\)"):
         got = [b["input_ids"].tolist() for b in ds.iter(state_dict=state)][:3]
     assert got == want
-    with pytest.warns(DeprecationWarning, match=r"is now iter_at\(N\)"):
+    with pytest.warns(DeprecationWarning, match=r"^iter\(step=N\) is now iter_at\(N\)") as warned:
         at = next(ds.iter(step=1))
+    assert warned[0].filename == __file__  # the warning points at the old call
     assert at["input_ids"].tolist() == next(ds.iter_at(1))["input_ids"].tolist() == want[0]
     ranked = [Dataset.from_files(FILES).tokenize(TOKENIZER).concat_chunk(64).shard_by_rank(r, 2) for r in range(2)]
     states = []

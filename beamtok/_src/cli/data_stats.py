@@ -209,6 +209,7 @@ def files_stats(dataset: Any, *, documents: int) -> tuple[dict[str, Any], DataSt
     """Figures of the first ``documents`` documents of each input file of ``dataset`` (an
     on-the-fly Dataset with a tokenize step), read shard by shard."""
     from beamtok import Dataset
+    from beamtok._src.dataset.stage_adding import of_shards
 
     if not isinstance(dataset, Dataset) or dataset.spec.tokenizer is None:
         raise ConfigError("stats of input files need a tokenizer (--tokenizer)")
@@ -221,7 +222,7 @@ def files_stats(dataset: Any, *, documents: int) -> tuple[dict[str, Any], DataSt
     shards = []
     counts: dict[str, Any] = {"read": 0, "emitted": 0, "skipped": defaultdict(int), "truncated": 0}
     for shard in dataset.shards:
-        it = Dataset._of_shards((shard,), dataset.spec).iter()
+        it = of_shards(Dataset, (shard,), dataset.spec).iter()
         rows_before = gathered.rows
         tokens_before = gathered.tokens
         complete = True

@@ -1,6 +1,6 @@
-"""``Dataset.iter`` as it was called before ``iter_merged`` and ``iter_at``: a ``state_dict=``
-keyword, a list of every reader's states, ``start_example=`` or ``step=``. Each still works
-for one release, with a DeprecationWarning naming the call that replaces it."""
+"""The ``iter()`` calls of the last release (``iter(state_dict=)``, ``iter(list)``,
+``iter(start_example=)``, ``iter(step=)``), read for one more release with a DeprecationWarning:
+each says which of today's calls it is (``iterating.iter`` makes it)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,15 @@ import warnings
 from typing import Any
 
 from beamtok._src.base.errors import ConfigError
-from beamtok._src.dataset.iterating import iterator_at, saved_iterator
-from beamtok._src.stream.iterator import DatasetIterator
-from beamtok._src.stream.pipeline import Pipeline
 
-__all__ = ["old_iter_call"]
+__all__ = ["todays_call"]
 
 
-def old_iter_call(
-    pipeline: Pipeline, state: Any, state_dict: Any, start_example: int | None, step: int | None
-) -> DatasetIterator:
-    """The iterator an old-style ``iter()`` call asked for.
+def todays_call(state: Any, state_dict: Any, start_example: int | None, step: int | None) -> tuple[str, Any]:
+    """Today's call for an old-style ``iter()`` call, warned about: ``("iter", state)``,
+    ``("iter_at_example", n)`` or ``("iter_at_step", n)``.
 
     Args:
-        pipeline: The dataset's pipeline.
         state: What was passed first (a state, a list of states, or None).
         state_dict: The old keyword's value.
         start_example: The old keyword's value.
@@ -42,12 +37,12 @@ def old_iter_call(
     if isinstance(state, list):
         _deprecated("iter(states) with every reader's states is now iter_merged(states)")
     if start_example is not None:
-        _deprecated("iter_at(example=N) is now iter_at(example=N)")
-        return iterator_at(pipeline, example=start_example)
+        _deprecated("iter(start_example=N) is now iter_at(example=N)")
+        return "iter_at_example", start_example
     if step is not None:
-        _deprecated("iter_at(N) is now iter_at(N)")
-        return iterator_at(pipeline, step=step)
-    return saved_iterator(pipeline, state)
+        _deprecated("iter(step=N) is now iter_at(N)")
+        return "iter_at_step", step
+    return "iter", state
 
 
 def _deprecated(what: str) -> None:
