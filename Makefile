@@ -67,7 +67,8 @@ unit: setup
 	$(BIN)/pytest -q -n auto --durations=25 tests
 
 # the stage, format, state and error tests, without whole jobs (Beam builds, torchrun, DCP,
-# JAX, notebooks, whole-corpus tokenizer checks: tests/conftest.py SLOW_MODULES and @slow)
+# JAX, notebooks, whole-corpus tokenizer checks, many-point sweeps: tests/conftest.py SLOW_MODULES,
+# SLOW_TESTS and @slow)
 test-fast: setup
 	$(BIN)/pytest -q -n auto -m "not slow" tests
 

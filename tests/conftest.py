@@ -51,6 +51,43 @@ SLOW_MODULES = {
     "test_trainer", "test_kernel_warmup", "test_end_of_data", "test_end_of_data_ranks", "test_orphan_workers", "test_trl_templates", "test_few_shards",
 }  # fmt: skip
 
+# single tests of the other modules that cost make test-fast over 5 s of CPU apiece (all their
+# cases together): whole-corpus tokenizer checks, tokenizers trained for one test, many-point
+# resume sweeps over caches and mixes, caches built by Beam inside a test, tiny-model passes.
+# make test runs them; make test-fast checks the same guarantees on the cheaper tests beside them.
+SLOW_TESTS = {
+    "test_added_segments::test_gemma_2s_added_tokens_are_cut_out_and_the_parts_encoded_by_the_engine",
+    "test_added_segments::test_any_mix_of_added_tokens_and_text_gives_the_ids_of_tokenizers",
+    "test_skip_and_start_step::test_skip_equals_reading_and_dropping_at_every_point",
+    "test_chat_exact::test_ids_and_mask_equal_apply_chat_template",
+    "test_chat_exact::test_hypothesis_conversations_token_for_token",
+    "test_mix_while_training::test_a_repetition_cap_spends_a_source_and_the_others_fill_in",
+    "test_bpe_native::test_random_models_give_the_ids_of_tokenizers",
+    "test_epoch_boundaries::test_step_and_skip_at_every_epoch_start",
+    "test_epoch_boundaries::test_the_step_just_past_the_end_is_refused_as_any_later_one",
+    "test_world_size_change::test_global_shuffle_resumes_on_any_world_size_in_one_global_order",
+    "test_world_size_change::test_shuffle_windows_through_two_changes_and_workers",
+    "test_attention::test_packed_row_losses_equal_pieces_run_alone",
+    "test_saved_states_v2::test_saved_states_of_two_ranks_resume_on_other_world_sizes",
+    "test_sft::test_unpacked_sft_cache_packs_at_read_time_like_on_the_fly",
+    "test_sft::test_sft_and_chat_caches_equal_the_stream_and_resume_across_modes",
+    "test_sft::test_packers_resume_exactly",
+    "test_loaded_tokenizers::test_a_hub_name_in_the_hugging_face_cache_is_kept_by_its_snapshot",
+    "test_user_errors::test_hub_name_without_the_hub_fails_at_once_with_the_way_out",
+    "test_mix_seek::test_the_seeking_mix_is_the_reading_mix",
+    "test_mix_seek::test_a_spread_global_shuffle_of_two_shards_is_a_mix_source",
+    "test_bad_input::test_accounting_identity_in_both_modes",
+    "test_bad_input::test_cli_bad_record_names_file_and_line",
+    "test_column_pack::test_the_same_rows_cursors_and_counts_as_the_per_row_packer_from_every_cursor",
+    "test_torch_output::test_stateful_dataloader_resumes_exactly",
+    "test_pack_documents::test_cache_equals_stream_and_states_cross_modes",
+    "test_json_lines::test_damaged_lines_fail_or_read_as_json_does",
+    "test_batch_paths::test_a_packed_cache_batches_alike_through_blocks_and_examples",
+    "test_kitoken_engine::test_whitespace_next_to_anything_encodes_as_tokenizers",
+    "test_mix_nested::test_readers_splitting_by_examples_seek_a_nested_mix_of_caches",
+    "test_grain_source::test_rows_by_number_are_the_rows_from_cache_yields",
+}  # fmt: skip
+
 
 def leaves_out_slow(markexpr: str) -> bool:
     """Whether ``-m markexpr`` deselects every slow test whatever its other markers: true when
@@ -90,8 +127,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     missing = SLOW_MODULES - {path.stem for path in Path(__file__).parent.rglob("test_*.py")}
     if missing:  # a renamed module would silently join make test-fast
         raise pytest.UsageError(f"tests/conftest.py SLOW_MODULES names no test file: {sorted(missing)}")
+    collected = {item.module.__name__ for item in items if item.module is not None}
+    unknown = {
+        name
+        for name in SLOW_TESTS
+        if name.partition("::")[0] in collected
+        and not any(f"{i.module.__name__}::{i.originalname}" == name for i in items if i.module is not None)
+    }
+    if unknown:  # a renamed test would silently join make test-fast
+        raise pytest.UsageError(f"tests/conftest.py SLOW_TESTS names no collected test: {sorted(unknown)}")
     for item in items:
-        if item.module is not None and item.module.__name__ in SLOW_MODULES:
+        if item.module is None:
+            continue
+        if item.module.__name__ in SLOW_MODULES or f"{item.module.__name__}::{item.originalname}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
     # whole jobs first: on two workers, a long job started last leaves the other worker idle at the end
     items.sort(key=lambda item: not item.get_closest_marker("slow"))
