@@ -67,7 +67,7 @@ unit: setup
 	$(BIN)/pytest -q -n auto --durations=25 tests
 
 # the stage, format, state and error tests, without whole jobs (Beam builds, torchrun, DCP,
-# JAX, notebooks, whole-corpus tokenizer checks, many-point sweeps: tests/conftest.py SLOW_MODULES,
+# JAX, notebooks, whole-corpus tokenizer checks, many-point sweeps: tests/slow_selection.py SLOW_MODULES,
 # SLOW_TESTS and @slow)
 test-fast: setup
 	$(BIN)/pytest -q -n auto -m "not slow" tests

@@ -20,7 +20,8 @@ from beamtok._src.dataset import DataConfig, Dataset, load_config
 from beamtok._src.production.parallel import WorkerError
 from beamtok._src.stream.iterator import DatasetIterator
 from beamtok._src.stream.ranks.elastic import reader_states
-from beamtok._src.transforms.tokenize import Tokenizer, load_tokenizer
+from beamtok._src.transforms.tokenize import Tokenizer
+from beamtok._src.transforms.tokenizer_registry import load_tokenizer
 
 __version__ = "0.1.0"
 

@@ -68,7 +68,7 @@ def check(directory: str, repeats: int) -> dict[str, Any]:
         "load_s": time.perf_counter() - start,
         "engine": tok.engine,
     }
-    encoder = tok.fast_path()
+    encoder = tok.engine_choice.encoder
     if encoder is None:
         return row
     texts = [*shipped_documents(), *stdlib_sources()[:60], *PROBES, *EXTRA]

@@ -151,7 +151,7 @@ def one(kind: str, paths: list[str], workers: int, output: str) -> dict[str, Any
     """One scaling measurement in this interpreter: tokens and seconds."""
     from beamtok import load_tokenizer
 
-    load_tokenizer(TOKENIZER).fast_path()
+    _ = load_tokenizer(TOKENIZER).engine_choice  # the engine chosen before timing
     if kind == "stream":
         ds = dataset(paths, "auto" if len(paths) == 1 else None)
         if workers > 1:

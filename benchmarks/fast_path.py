@@ -429,7 +429,7 @@ def measure_engine(paths: list[str], tokenizer: str) -> dict[str, Any]:
     from beamtok import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
-    encoder = tok.fast_path()
+    encoder = tok.engine_choice.encoder
     if encoder is None:
         raise SystemExit(f"no fast path: {tok.engine}")
     texts = texts_of(paths)
@@ -460,7 +460,7 @@ def measure_pipeline_vs_engine(paths: list[str], tokenizer: str, passes: int = 5
 
     tok = load_tokenizer(tokenizer)
     start = time.perf_counter()
-    encoder = tok.fast_path()
+    encoder = tok.engine_choice.encoder
     setup = time.perf_counter() - start
     if encoder is None:
         raise SystemExit(f"no fast path: {tok.engine}")

@@ -69,7 +69,7 @@ def test_importing_beam_and_building_an_encoder_leave_the_process_collecting():
         "import gc, beamtok._src.beam.beam_import\n"
         "from beamtok import load_tokenizer\n"
         f"tok = load_tokenizer({str(ROOT / 'data' / 'tokenizers' / 'gpt2')!r})\n"
-        "assert tok.fast_path() is not None\n"
+        "assert tok.engine_choice.encoder is not None\n"
         "print(gc.isenabled())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -153,9 +153,9 @@ def run_checking_tokenizer(tmp_path: Path, fingerprint: str) -> set[str]:
     def check(element: int, directory: str, fingerprint: str) -> int:
         import os
 
-        from beamtok._src.transforms import tokenize
+        from beamtok._src.transforms import tokenizer_registry
 
-        held = tokenize._CACHE.get(fingerprint)
+        held = tokenizer_registry._CACHE.get(fingerprint)
         state = "none" if held is None else "encoder" if held._choice is not None else "tokenizer"
         with open(os.path.join(directory, f"{os.getpid()}-{element}"), "w") as f:
             f.write(state)

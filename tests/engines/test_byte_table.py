@@ -98,7 +98,7 @@ def refused_form(change) -> str:
     refusal = tok.engine_choice.refused[0]
     assert refusal.candidate == "byte table"
     assert tok.engine_choice.engine != TABLE
-    if tok.fast_path() is not None:  # the next engine is exact
+    if tok.engine_choice.encoder is not None:  # the next engine is exact
         assert_same_ids(tok, [*corpus_texts()[:5], "x<|endoftext|>y"], "the next engine")
     return refusal.reason
 

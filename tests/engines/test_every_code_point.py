@@ -73,7 +73,7 @@ def points(offset: int) -> list[int]:
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_fast_path_reads_every_character_as_tokenizers_does(kind):
     tok = load_tokenizer(directory(kind))
-    assert tok.fast_path() is not None, tok.engine
+    assert tok.engine_choice.encoder is not None, tok.engine
     texts = [context.format(chr(c)) for c in points(KINDS.index(kind)) for context in CONTEXTS]
     assert_same_ids(tok, texts, f"{kind} ({Path(directory(kind)).name})", special_every=97)
 
@@ -86,6 +86,6 @@ def test_so_do_the_engines_taken_without_numba(kind, monkeypatch):
     monkeypatch.setattr(tokenize_module, "_CACHE", {})
     with modules_blocked(*COMPILED):
         tok = load_tokenizer(directory(kind))
-        assert tok.fast_path() is not None and not tok.engine.startswith("beamtok compiled"), tok.engine
+        assert tok.engine_choice.encoder is not None and not tok.engine.startswith("beamtok compiled"), tok.engine
     texts = [context.format(chr(c)) for c in points(len(KINDS) + KINDS.index(kind)) for context in CONTEXTS]
     assert_same_ids(tok, texts, f"{kind} without numba ({tok.engine.split(' (')[0]})", special_every=97)

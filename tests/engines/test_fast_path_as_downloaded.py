@@ -165,7 +165,7 @@ def test_the_llama3_file_streams_the_same_on_the_fast_path(downloaded):
 
     fast, reference = list(stream("auto")), list(stream("tokenizers"))
     assert_items_equal(fast, reference)
-    assert load_tokenizer(downloaded["llama3"]).fast_path() is not None
+    assert load_tokenizer(downloaded["llama3"]).engine_choice.encoder is not None
 
 
 @pytest.mark.parametrize(

@@ -443,7 +443,7 @@ def test_a_tokenizer_whose_fast_path_is_built_pickles_and_encodes_the_same(token
     import pickle
 
     tok = load_tokenizer(tokenizer_dirs[kind])
-    assert tok.fast_path() is not None
+    assert tok.engine_choice.encoder is not None
     copy = pickle.loads(pickle.dumps(tok))
     texts = ["hello  world\n\nx", "x\u2008追y", "don't <|endoftext|> stop"]
     assert [a.tolist() for a in copy.encode_batch(texts)] == [a.tolist() for a in tok.encode_batch(texts)]
@@ -455,9 +455,9 @@ def test_threads_asking_for_the_fast_path_at_once_build_it_once(tokenizer_dirs, 
     first bundle: one thread builds it (~0.2-1.5 s and its memory), the others wait for it."""
     import threading
 
-    from beamtok._src.transforms import tokenize
+    from beamtok._src.transforms import tokenize, tokenizer_registry
 
-    monkeypatch.setattr(tokenize, "_CACHE", {})
+    monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
     monkeypatch.setattr(tokenize, "_BY_NAME", {})
     tok = load_tokenizer(tokenizer_dirs["gpt2"])
     builds = []
@@ -473,18 +473,18 @@ def test_threads_asking_for_the_fast_path_at_once_build_it_once(tokenizer_dirs, 
 
     def ask(_: int) -> None:
         start.wait()
-        encoders.append(tok.fast_path())
+        encoders.append(tok.engine_choice.encoder)
 
     on_threads(ask, 4)
     assert len(builds) == 1 and len(encoders) == 4 and all(e is encoders[0] for e in encoders)
 
 
 def _build_in_child(path: str, done) -> None:
-    from beamtok._src.transforms import tokenize
+    from beamtok._src.transforms import tokenizer_registry
 
-    tokenize._CACHE.clear()
-    tokenize._BY_NAME.clear()
-    done.put(load_tokenizer(path).fast_path() is not None)
+    tokenizer_registry._CACHE.clear()
+    tokenizer_registry._BY_NAME.clear()
+    done.put(load_tokenizer(path).engine_choice.encoder is not None)
 
 
 def test_a_process_forked_while_another_thread_builds_builds_its_own(tokenizer_dirs):
@@ -527,5 +527,5 @@ def test_a_pickled_tokenizer_carries_its_file_once(tokenizer_dirs):
     tok = load_tokenizer(tokenizer_dirs["cl100k"])
     size = len(tok.backend.to_str().encode())
     assert len(pickle.dumps(tok)) < 1.2 * size
-    assert tok.fast_path() is not None
+    assert tok.engine_choice.encoder is not None
     assert len(pickle.dumps(tok)) < 1.2 * size

@@ -236,7 +236,7 @@ def test_every_word_of_the_corpus_and_code_gives_the_models_ids(unigram):
 
 def test_the_engine_segments_in_compiled_code_and_keeps_no_cache(unigram):
     tok = load_tokenizer(str(unigram))
-    encoder = tok.fast_path()
+    encoder = tok.engine_choice.encoder
     assert tok.engine.startswith("beamtok compiled Unigram on cut words (exact fast path"), tok.engine
     assert isinstance(encoder._words, NativeUnigram)
 

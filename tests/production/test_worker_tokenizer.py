@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import beamtok._src.transforms.tokenize as tokenize
+import beamtok._src.transforms.tokenizer_registry as registry
 from beamtok import load_tokenizer
 
 from conftest import TOKENIZER_DIR
@@ -22,10 +23,10 @@ def test_serialized_tokenizer_is_rebuilt_once_per_process(monkeypatch):
 
     monkeypatch.setattr(tokenize.Tokenizer, "from_serialized", counting)
     for _ in range(6):  # six DoFn instances set up in one SDK process
-        tokenize.register_serialized([blob])
+        registry.register_serialized([blob])
     assert rebuilt == [tok.fingerprint]
-    shared = tokenize.resolve_tokenizer(tok.ref())
-    assert shared is tokenize.resolve_tokenizer(tok.ref()) and shared is not tok
+    shared = registry.resolve_tokenizer(tok.ref())
+    assert shared is registry.resolve_tokenizer(tok.ref()) and shared is not tok
     assert shared.encode_batch(["Hello there"])[0].tolist() == tok.encode_batch(["Hello there"])[0].tolist()
 
 

@@ -271,7 +271,7 @@ def test_join_refuses_parts_it_cannot_copy():
 
 def test_a_retried_join_returns_the_shard_it_wrote(tmp_path):
     """A bundle retried after the join removed its parts finds the shard written, not an error."""
-    from beamtok._src.beam.build import _JoinPartsFn
+    from beamtok._src.beam.build_steps import JoinPartsFn
     from beamtok._src.cache.build.range_pack import pack_part
     from beamtok._src.cache.build.ranges import range_file, write_range_file
     from beamtok._src.cache.format.storage import Storage
@@ -284,7 +284,7 @@ def test_a_retried_join_returns_the_shard_it_wrote(tmp_path):
         written = write_range_file(storage, range_file(part), processor.documents(shard, part.start, part.stop))
         reported.append(RangeTokens(part.number, part.count, range_file(part), written.tokens))
     parts = [pack_part(storage, processor, task, 50) for task in plan_pack_tasks(0, reported, 64, 50, "pad")]
-    join = _JoinPartsFn(ds.spec, ds.shards, str(tmp_path))
+    join = JoinPartsFn(ds.spec, ds.shards, str(tmp_path))
     join.setup()
     first = list(join.process((0, parts)))
     assert not any(storage.exists(p.file) for p in parts) and not storage.exists(reported[0].file)

@@ -173,7 +173,7 @@ def test_forked_workers_start_with_the_encoders_built_here(make_shards, tokenize
     (tok,) = tokenize_module._CACHE.values()
     assert tok._choice is None  # loaded by tokenize(), its engine not chosen yet
     adapter = Dataset.mix([cached, on_the_fly], [0.5, 0.5], seed=0, max_epochs=1).to_torch()
-    assert tok._choice is not None and tok.fast_path() is not None, tok.engine
+    assert tok._choice is not None and tok.engine_choice.encoder is not None, tok.engine
     flags = multiprocessing.Array("b", [0, 0], lock=False)
     loader = torch.utils.data.DataLoader(
         adapter,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from beamtok._src.base.kept_json import TOKENIZER_CACHE_ENV, cache_root
-from beamtok._src.transforms.tokenize import Tokenizer, load_tokenizer
+from beamtok._src.transforms.tokenize import Tokenizer
+from beamtok._src.transforms.tokenizer_registry import load_tokenizer
 
 from conftest import ROOT, TOKENIZER_DIR, trained_family
 

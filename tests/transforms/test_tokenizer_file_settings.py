@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from beamtok import Dataset
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.cli import main
-from beamtok._src.transforms.tokenize import Tokenizer, load_tokenizer
+from beamtok._src.transforms.tokenize import Tokenizer
+from beamtok._src.transforms.tokenizer_registry import load_tokenizer
 
 from conftest import ROOT, TOKENIZER_DIR, real_paragraphs, write_jsonl
 
@@ -81,7 +82,7 @@ def test_whole_documents_as_transformers_encodes_them(bert_cut, long_text):
     for engine in ("auto", "tokenizers", "exact"):
         got = [ids.tolist() for ids in tok.encode_batch(texts, engine=engine)]
         assert got == want, engine
-    assert tok.fast_path() is not None, tok.engine  # the probe no longer sees padding: the fast engine runs
+    assert tok.engine_choice.encoder is not None, tok.engine  # the probe no longer sees padding: the fast engine runs
 
 
 def test_the_callers_backend_is_left_as_it_was(bert_cut):
@@ -147,7 +148,7 @@ def test_a_state_or_cache_made_while_the_file_cut_documents_is_refused(bert_cut)
     blob = {**tok.serialize(), "tokenizer_json": old_json, "fingerprint": old_fingerprint}
     with pytest.raises(ConfigError, match="kept the tokenizer file's own truncation or padding"):
         Tokenizer.from_serialized(blob)
-    from beamtok._src.transforms.tokenize import resolve_tokenizer
+    from beamtok._src.transforms.tokenizer_registry import resolve_tokenizer
 
     with pytest.raises(ConfigError, match="its files changed"):
         resolve_tokenizer(tok.ref().__class__(bert_cut, old_fingerprint, 101, 102, 0))

@@ -96,11 +96,11 @@ def warm(path: str) -> None:
     try:
         with open(path, "rb") as f:
             items = json.load(f)
-        from beamtok._src.transforms.tokenize import register_serialized
+        from beamtok._src.transforms.tokenizer_registry import register_serialized
 
         for tok, item in zip(register_serialized([item["tokenizer"] for item in items]), items):
             if item["fast_path"]:
-                tok.fast_path()
+                _ = tok.engine_choice  # the engine chosen now, before the workers fork
     except Exception as e:  # any failure: the workers load the tokenizers themselves, as without a server
         print(
             f"beamtok worker server: could not load the tokenizers in {path}: {type(e).__name__}: {e}", file=sys.stderr

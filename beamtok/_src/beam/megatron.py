@@ -31,7 +31,7 @@ from beamtok._src.core.spec import Spec
 from beamtok._src.shards.items import NO_COUNTS, DocCounts
 from beamtok._src.shards.processor import ShardProcessor
 from beamtok._src.sources.urls import Shard, is_remote
-from beamtok._src.transforms.tokenize import register_serialized, resolve_tokenizer, serialize_tokenizers
+from beamtok._src.transforms.tokenizer_registry import register_serialized, resolve_tokenizer, serialize_tokenizers
 
 __all__ = ["run_megatron"]
 

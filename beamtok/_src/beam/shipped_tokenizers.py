@@ -11,7 +11,7 @@ from typing import Any
 from beamtok._src.base.errors import CacheError
 from beamtok._src.cache.format.manifest import TOKENIZER_FILE
 from beamtok._src.cache.format.storage import Storage
-from beamtok._src.transforms.tokenize import is_registered, register_serialized
+from beamtok._src.transforms.tokenizer_registry import is_registered, register_serialized
 
 __all__ = ["ShippedTokenizers"]
 

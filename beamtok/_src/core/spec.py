@@ -22,7 +22,8 @@ from beamtok._src.core.step_table import step_from_json
 from beamtok._src.core.steps import BosEosStep, FilterStep, LengthFilterStep, MapStep, Step, TokenizeStep
 from beamtok._src.core.supervised_steps import ChatStep, SftStep
 from beamtok._src.transforms.packing_modes import PACKING_MODES, PackSpec
-from beamtok._src.transforms.tokenize import TokenizerRef, resolve_tokenizer, serialize_tokenizers
+from beamtok._src.transforms.tokenize import TokenizerRef
+from beamtok._src.transforms.tokenizer_registry import resolve_tokenizer, serialize_tokenizers
 
 __all__ = [
     "BosEosStep",
@@ -240,4 +241,4 @@ def build_encoders(spec: Spec) -> None:
         spec: The shard processing whose tokenizing steps are to find their encoders built.
     """
     for ref in spec.fast_path_tokenizers:
-        resolve_tokenizer(ref).fast_path()  # a refusal is kept, and raised where the step asks for it
+        _ = resolve_tokenizer(ref).engine_choice  # a refusal is kept, and raised where the step asks for it

@@ -12,7 +12,8 @@ from beamtok._src.dataset.stage_adding import D, root_for_steps, tokenizer_ref, 
 from beamtok._src.transforms.chat_render import json_kwargs
 from beamtok._src.transforms.engine_option import engine_mode
 from beamtok._src.transforms.sft import load_template_source
-from beamtok._src.transforms.tokenize import Tokenizer, load_tokenizer
+from beamtok._src.transforms.tokenize import Tokenizer
+from beamtok._src.transforms.tokenizer_registry import load_tokenizer
 
 __all__ = ["ensure_bos_eos", "tokenize", "tokenize_chat", "tokenize_sft"]
 

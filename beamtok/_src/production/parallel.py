@@ -39,7 +39,7 @@ from beamtok._src.shards.processor import ShardProcessor
 from beamtok._src.shards.spans import RowSpan, SpanReader
 from beamtok._src.sources.retrying import share_retry_counter
 from beamtok._src.sources.urls import Shard
-from beamtok._src.transforms.tokenize import register_serialized, resolve_tokenizer, serialize_tokenizers
+from beamtok._src.transforms.tokenizer_registry import register_serialized, resolve_tokenizer, serialize_tokenizers
 
 __all__ = ["ParallelShards", "WorkerError", "queue_blocks"]
 

@@ -23,7 +23,8 @@ from beamtok._src.sources.urls import Shard
 from beamtok._src.transforms.chat_masks import ChatTokenizer
 from beamtok._src.transforms.chat_spans import TrainedText
 from beamtok._src.transforms.sft import TokenDoc
-from beamtok._src.transforms.tokenize import Tokenizer, resolve_tokenizer
+from beamtok._src.transforms.tokenize import Tokenizer
+from beamtok._src.transforms.tokenizer_registry import resolve_tokenizer
 
 __all__ = ["ShardProcessor"]
 

@@ -3,7 +3,8 @@
 from beamtok._src.transforms.bos_eos import ensure_bos_eos
 from beamtok._src.transforms.pack import PadTruncate, Row, SlidingWindow, WholeDocument
 from beamtok._src.transforms.packing_modes import make_packer
-from beamtok._src.transforms.tokenize import Tokenizer, load_tokenizer, resolve_tokenizer
+from beamtok._src.transforms.tokenize import Tokenizer
+from beamtok._src.transforms.tokenizer_registry import load_tokenizer, resolve_tokenizer
 
 __all__ = [
     "PadTruncate",

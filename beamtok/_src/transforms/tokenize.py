@@ -21,22 +21,11 @@ from beamtok._src.engines.engine_choice import EngineChoice, choose
 from beamtok._src.engines.id_arrays import int32_ids
 from beamtok._src.transforms.engine_option import engine_mode
 from beamtok._src.transforms.length_settings import without_length_settings
-from beamtok._src.transforms.loaded_tokenizers import LoadedTokenizer, directory_key, keep, kept
-from beamtok._src.transforms.tokenizer_location import from_local_files, tokenizer_files_of
+from beamtok._src.transforms.loaded_tokenizers import LoadedTokenizer
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "Tokenizer",
-    "TokenizerRef",
-    "is_registered",
-    "load_tokenizer",
-    "register_serialized",
-    "register_tokenizer",
-    "resolve_tokenizer",
-    "serialize_tokenizers",
-    "without_length_settings",
-]
+__all__ = ["Tokenizer", "TokenizerRef"]
 
 
 @dataclass(frozen=True)
@@ -59,20 +48,17 @@ class TokenizerRef:
         }
 
 
-_CACHE: dict[str, Tokenizer] = {}  # by fingerprint: what a spec's tokenizer resolves to
-_BY_NAME: dict[str, Tokenizer] = {}  # by the name it was loaded with (a spec records that name)
-_LOCK = threading.Lock()
 _BUILDING = threading.RLock()  # one fast-path build at a time: threads asking at once wait for it, not build it again
 
 
-def _renew_locks() -> None:
-    """In a forked child: new locks, for another thread of the parent may have held one at the fork."""
-    global _LOCK, _BUILDING
-    _LOCK, _BUILDING = threading.Lock(), threading.RLock()
+def _renew_lock() -> None:
+    """In a forked child: a new lock, for another thread of the parent may have held it at the fork."""
+    global _BUILDING
+    _BUILDING = threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_renew_locks)
+    os.register_at_fork(after_in_child=_renew_lock)
 
 
 class Tokenizer:
@@ -314,8 +300,13 @@ class Tokenizer:
         return self._choice
 
     def fast_path(self) -> Engine | None:
-        """The exact fast-path encoder when this tokenizer qualifies, else None; the reason
-        is kept in :attr:`engine` and :attr:`engine_choice`."""
+        """Deprecated: ``engine_choice.encoder`` (None where no exact engine takes the file)."""
+        warnings.warn(
+            "Tokenizer.fast_path() is now engine_choice.encoder (or exact_encoder(), which says why there is none); "
+            "the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.engine_choice.encoder
 
     @property
@@ -360,7 +351,7 @@ class Tokenizer:
         engine = engine_mode(engine, backend)
         if engine == "exact":
             return self.exact_encoder().encode_batch(texts, add_special_tokens)
-        if engine == "auto" and self.fast_path() is not None:
+        if engine == "auto" and self.engine_choice.encoder is not None:
             return self.exact_encoder().encode_batch(texts, add_special_tokens)
         encodings = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [int32_ids(e.ids) for e in encodings]
@@ -380,121 +371,3 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({self.name!r}, vocab={self.vocab_size}, fingerprint={self.fingerprint})"
-
-
-def load_tokenizer(tokenizer: Any, *, trust_remote_code: bool = False) -> Tokenizer:
-    """Load a tokenizer from a local directory or hub name, or wrap a loaded HF fast tokenizer.
-
-    Args:
-        tokenizer: A directory, a hub name kept on this machine, a Tokenizer, or a loaded ``transformers``
-            fast tokenizer.
-        trust_remote_code: Passed to ``transformers`` for a tokenizer with code of its own.
-    Returns:
-        The Tokenizer (one per name and files in a process).
-    Raises:
-        ConfigError: Nothing loadable is there (the message says what is missing).
-    """
-    if isinstance(tokenizer, Tokenizer):
-        return _remember(tokenizer)
-    if isinstance(tokenizer, os.PathLike):
-        tokenizer = os.fspath(tokenizer)
-    if not isinstance(tokenizer, str):
-        if not hasattr(tokenizer, "backend_tokenizer") and not hasattr(tokenizer, "is_fast"):
-            raise ConfigError(
-                f"tokenize() takes a tokenizer directory, a hub name, a beamtok Tokenizer or a loaded transformers "
-                f"fast tokenizer; got {type(tokenizer).__name__} {tokenizer!r}"[:300]
-            )
-        name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
-        return _remember(Tokenizer.from_hf(tokenizer, str(name)))
-    with _LOCK:
-        known = _BY_NAME.get(tokenizer)
-    if known is not None:
-        return known
-    tok = _from_kept_or_loaded(tokenizer, trust_remote_code)
-    # The same files under another name (a relative and an absolute path) keep their own name:
-    # the spec records it, and it must not depend on what this process loaded first.
-    with _LOCK:
-        _CACHE.setdefault(tok.fingerprint, tok)
-        return _BY_NAME.setdefault(tokenizer, tok)
-
-
-def _from_kept_or_loaded(name: str, trust_remote_code: bool) -> Tokenizer:
-    """A directory's tokenizer as this machine kept it, else loaded through ``transformers``
-    (and kept: :mod:`beamtok._src.transforms.loaded_tokenizers`)."""
-    directory = None if trust_remote_code else tokenizer_files_of(name)
-    key = None if directory is None else directory_key(directory)
-    loaded = None if key is None else kept(key)
-    if loaded is not None and directory is not None:
-        return Tokenizer.from_loaded(loaded, name, directory)
-    hf = from_local_files(name, trust_remote_code)
-    try:
-        from transformers import AutoTokenizer
-
-        if hf is None:
-            hf = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, json.JSONDecodeError) as e:
-        raise ConfigError(f"cannot load tokenizer {name!r}: {e}") from e
-    except Exception as e:
-        raise ConfigError(f"cannot load tokenizer {name!r}: {type(e).__name__}: {e}") from e
-    tok = Tokenizer.from_hf(hf, name)
-    if key is not None:
-        keep(key, tok.kept_form())
-    return tok
-
-
-def resolve_tokenizer(ref: TokenizerRef) -> Tokenizer:
-    """The tokenizer a spec names, loaded once per process and checked against its fingerprint.
-
-    Args:
-        ref: The spec's tokenizer: its name (a directory or file) and fingerprint.
-
-    Raises:
-        ConfigError: The tokenizer found under that name is not the one the spec was made with.
-    """
-    with _LOCK:
-        cached = _CACHE.get(ref.fingerprint)
-    if cached is not None:
-        return cached
-    tok = load_tokenizer(ref.name)
-    if tok.fingerprint != ref.fingerprint:
-        raise ConfigError(
-            f"tokenizer {ref.name!r} now has fingerprint {tok.fingerprint}, but the pipeline was "
-            f"built with {ref.fingerprint}; its files changed"
-        )
-    return tok
-
-
-def serialize_tokenizers(refs: Sequence[TokenizerRef]) -> list[dict[str, Any]]:
-    """The tokenizers ``refs`` name, serialized for processes that cannot load them by name."""
-    return [resolve_tokenizer(ref).serialize() for ref in refs]
-
-
-def is_registered(fingerprint: str) -> bool:
-    """Whether this process holds the tokenizer of this fingerprint."""
-    with _LOCK:
-        return fingerprint in _CACHE
-
-
-def register_serialized(blobs: Sequence[dict[str, Any]]) -> list[Tokenizer]:
-    """Rebuild serialized tokenizers and make :func:`resolve_tokenizer` return them; return
-    the tokenizers this process holds for them, in order.
-
-    Once per process: a tokenizer whose fingerprint this process already holds is not rebuilt,
-    so every DoFn instance of a Beam worker (several per SDK process, one per bundle thread
-    and stage) shares one tokenizer and its fast-path encoder."""
-    held = []
-    for blob in blobs:
-        with _LOCK:
-            known = _CACHE.get(blob["fingerprint"])
-        held.append(known if known is not None else register_tokenizer(Tokenizer.from_serialized(blob)))
-    return held
-
-
-def register_tokenizer(tok: Tokenizer) -> Tokenizer:
-    """Make ``tok`` the one :func:`resolve_tokenizer` returns for its fingerprint."""
-    return _remember(tok)
-
-
-def _remember(tok: Tokenizer) -> Tokenizer:
-    with _LOCK:
-        return _CACHE.setdefault(tok.fingerprint, tok)

@@ -246,7 +246,7 @@ class CachingOrigin(OnTheFlyOrigin):
                 f"{storage.url} {problem}; cache_as_you_go() never replaces a cache: choose another directory"
             )
         if not storage.exists(TOKENIZER_FILE):
-            from beamtok._src.transforms.tokenize import serialize_tokenizers
+            from beamtok._src.transforms.tokenizer_registry import serialize_tokenizers
 
             storage.write_bytes(TOKENIZER_FILE, json.dumps(serialize_tokenizers(spec.tokenizers)[-1]).encode())
         return CachingBackend(storage, spec, self.shards, super().backend(spec, workers), self.layout)

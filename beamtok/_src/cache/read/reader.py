@@ -33,7 +33,8 @@ from beamtok._src.shards.spans import RowSpan, SpanReader
 from beamtok._src.sources.row_groups import seek_row
 from beamtok._src.sources.urls import Shard
 from beamtok._src.transforms.sft import TokenDoc
-from beamtok._src.transforms.tokenize import Tokenizer, register_tokenizer
+from beamtok._src.transforms.tokenize import Tokenizer
+from beamtok._src.transforms.tokenizer_registry import register_tokenizer
 
 __all__ = ["Cache", "ReadAhead", "size_problem"]
 

@@ -11,7 +11,6 @@ first ``next()``.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -24,11 +23,12 @@ from beamtok._src.sources.urls import Shard
 from beamtok._src.stream.node import RootSource
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.reading.shard_order import ShardOptions, ShardOrder
+from beamtok._src.stream.reading.source_states import merged_source_state, state_before_example
 from beamtok._src.stream.reading.source_words import shard_source_words
-from beamtok._src.stream.reading.stats import StreamStats, summed_stats
+from beamtok._src.stream.reading.stats import StreamStats
 from beamtok._src.stream.state import ShardSlotJSON, ShardSourceState, check_keys, copy_state
 
-__all__ = ["ShardSource", "merge_shard_sources"]
+__all__ = ["ShardSource"]
 
 PREFETCH_SHARDS = 4
 
@@ -89,6 +89,14 @@ class ShardSource(RootSource):
             indent: Put before every line.
         """
         return shard_source_words(state, shards, indent)
+
+    def for_reader(self, split: ReaderSplit) -> ShardSource:
+        """A fresh source of the same shards, backend and options for reader ``split``.
+
+        Args:
+            split: The reader.
+        """
+        return ShardSource(self.shards, self.backend, self.options, split)
 
     def epoch_order(self, epoch: int) -> list[int]:
         """All shard indices of ``epoch``, in the order readers share them out."""
@@ -179,39 +187,13 @@ class ShardSource(RootSource):
             olds: The old readers' splits.
             new: This reader's split.
         """
-        return merge_shard_sources(self, states, olds, new)
+        return merged_source_state(self, states, olds, new)
 
     def state_at(self, example: int) -> dict[str, Any]:
         """The state just before global example ``example`` of this source, the very state
         (epoch, position, open shard and cursor) that reading ``example`` examples leaves (a
         seek: needs a backend that knows row counts, one open shard and a single reader)."""
-        if self.interleave != 1 or self.split.parts > 1:
-            raise ConfigError("start_example works with interleave(1) and a single reader")
-        if self.backend.rows(self.shards[0]) is None:
-            raise ConfigError(
-                "start_example needs the row counts of a packed cache; on the fly, resume from a state_dict"
-            )
-        rows = [self.backend.rows(shard) or 0 for shard in self.shards]
-        stats = StreamStats().to_json()
-        if example == 0:  # nothing read: the state of a fresh source
-            return {"epoch": 0, "position": 0, "slots": [], "turn": 0, "stats": stats}
-        left = example
-        epoch = 0
-        for epoch in itertools.count() if self.epochs is None else range(self.epochs):
-            order = self.order(epoch)
-            for position, shard in enumerate(order):
-                # reading k examples leaves the shard of the k-th open at its end (done), in
-                # its own epoch: the next shard, or epoch, is opened by the next read only
-                if left < rows[shard] or (left == rows[shard] and left > 0):
-                    cursor = self.backend.cursor_at(self.shards[shard], left)
-                    slot = {"shard": shard, "cursor": cursor.to_json()}
-                    return {"epoch": epoch, "position": position + 1, "slots": [slot], "turn": 0, "stats": stats}
-                left -= rows[shard]
-            if sum(rows[s] for s in order) == 0:
-                break
-        if left == 0:  # exactly the end of the stream
-            return {"epoch": epoch, "position": len(self.order(epoch)), "slots": [], "turn": 0, "stats": stats}
-        raise ConfigError(f"start_example {example} is past the end of the stream")
+        return state_before_example(self, example)
 
     def finished(self) -> bool:
         """Whether the last epoch has been read to its end (never, without a last epoch)."""
@@ -421,57 +403,3 @@ class ShardSource(RootSource):
         del self._slots[i]
         if self._slots:
             self._turn = i % len(self._slots)
-
-
-def merge_shard_sources(
-    source: ShardSource, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit
-) -> dict[str, Any]:
-    """The state of ``source`` (reader ``new``) that reads what the old readers left."""
-    if new.mode != "shards":
-        raise StateError("a shard source splits by examples here: merge the example split, not the source")
-    probes = []
-    for state, old in zip(states, olds):
-        probe = ShardSource(source.shards, source.backend, source.options, old)
-        probe.reset(state)
-        probes.append(probe)
-    last = max(p.epoch for p in probes)
-    rank_of = {
-        e: {shard: i for i, shard in enumerate(source.epoch_order(e))}
-        for e in range(min(p.epoch for p in probes), last + 1)
-    }
-    carried: list[tuple[int, int, int, dict[str, Any]]] = []  # (epoch, rank in the epoch's order, shard, cursor)
-
-    def carry(epoch: int, shard: int, cursor: dict[str, Any]) -> None:
-        if not cursor["done"]:
-            carried.append((epoch, rank_of.get(epoch, {}).get(shard, -1), shard, cursor))
-
-    for probe in probes:
-        probed = probe.state_dict()
-        earlier = min(rank_of)  # an old carry came from an earlier epoch: it goes first
-        for slot in probed.get("carry", []):
-            carried.append((earlier - 1, -1, slot["shard"], slot["cursor"]))
-        for slot in probed["slots"]:
-            carry(probe.epoch, slot["shard"], slot["cursor"])
-        fresh = {"index": 0, "doc": 0, "token": 0, "done": False}
-        for shard in probe.order(probe.epoch)[probed["position"] :]:
-            carry(probe.epoch, shard, fresh)
-        for epoch in range(probe.epoch + 1, last + 1):
-            for shard in probe.order(epoch):
-                carry(epoch, shard, fresh)
-    carried.sort(key=lambda item: item[:2])
-    mine = [
-        ShardSlotJSON(shard=shard, cursor=cursor)
-        for k, (_, _, shard, cursor) in enumerate(carried)
-        if k % new.parts == new.part
-    ]
-    target = ShardSource(source.shards, source.backend, source.options, new)
-    merged = ShardSourceState(
-        epoch=last,
-        position=len(target.order(last)),  # this epoch's own order is read: the carry holds the rest
-        slots=[],
-        turn=0,
-        stats=summed_stats([s["stats"] for s in states], new.part),
-    )
-    if mine:
-        merged["carry"] = mine
-    return dict(merged)  # the state reset() takes: plain JSON
