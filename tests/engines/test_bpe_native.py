@@ -17,7 +17,7 @@ from tokenizers import Tokenizer as RustTokenizer
 from tokenizers import models
 
 from beamtok._src.engines import bpe_native
-from beamtok._src.engines.bpe_native import NativeBPE
+from beamtok._src.engines.bpe_native_encoder import NativeBPE
 from beamtok._src.engines.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
 
 from conftest import wrong_on_threads

@@ -23,7 +23,7 @@ from beamtok._src.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED, C
 from beamtok._src.engines.exact_encoder import OtherForm, ProbeMismatch
 from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
 from beamtok._src.engines.split_patterns import CL100K_TODAY, SPELLINGS, split_sample
-from beamtok._src.transforms import tokenize, tokenizer_registry
+from beamtok._src.transforms import tokenizer_registry
 
 from conftest import TOKENIZER_DIR, modules_blocked, on_threads
 from test_fast_path_byte_level import built_from_ranks, shipped_texts
@@ -176,7 +176,7 @@ def test_a_wrong_rule_is_refused_by_the_probes(cl100k_files, monkeypatch, caplog
     (as the older spelling). The load checks must refuse the engine, and tiktoken encode."""
     monkeypatch.setitem(split_patterns.SPELLINGS, CL100K_TODAY, SPELLINGS[CL100K_PATTERN])
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
-    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     monkeypatch.setattr(engine_choice, "_WARNED", set())
     tok = load_tokenizer(cl100k_files["cl100k-today"])
     with pytest.raises(ProbeMismatch, match="otherwise than the rule for its spelling"):
@@ -196,7 +196,7 @@ def test_other_splits_are_another_form_and_numba_a_package(cl100k_files, monkeyp
         CompiledByteLevelEncoder(gpt2.backend.to_str(), "gpt2", reference=gpt2.backend)
     assert "compiled byte-level" not in gpt2.engine  # another form: not held against the file
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
-    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     with modules_blocked("beamtok._src.engines.byte_level_native", "beamtok._src.engines.byte_level_split"):
         tok = load_tokenizer(cl100k_files["cl100k-today"])
         choice = tok.engine_choice

@@ -16,7 +16,7 @@ from beamtok import load_tokenizer
 from beamtok._src.engines import engine_choice
 from beamtok._src.engines.engine_choice import BYTE_LEVEL, candidates_for, choose
 from beamtok._src.engines.kitoken_families import KitokenEncoder
-from beamtok._src.transforms import tokenize, tokenizer_registry
+from beamtok._src.transforms import tokenizer_registry
 
 from conftest import ROOT, TOKENIZER_DIR, real_paragraphs
 
@@ -27,7 +27,7 @@ BERT = ROOT / "data" / "tokenizers" / "bert-base-uncased"
 def fresh(monkeypatch):
     """No tokenizer or warning kept from an earlier test."""
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
-    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     monkeypatch.setattr(engine_choice, "_WARNED", set())
 
 

@@ -21,7 +21,7 @@ import pytest
 from test_sentencepiece_files import converted
 
 from beamtok import load_tokenizer
-from beamtok._src.transforms import tokenize as tokenize_module
+from beamtok._src.transforms import tokenizer_registry
 
 from conftest import ROOT, TOKENIZER_DIR, assert_same_ids, modules_blocked, trained_family
 from test_fast_path_byte_level import built_from_ranks
@@ -82,8 +82,8 @@ def test_the_fast_path_reads_every_character_as_tokenizers_does(kind):
 def test_so_do_the_engines_taken_without_numba(kind, monkeypatch):
     """Qwen2's file stands for cl100k's spellings: tiktoken, where the compiled byte-level BPE
     runs with numba."""
-    monkeypatch.setattr(tokenize_module, "_BY_NAME", {})  # a tokenizer loaded before keeps its compiled engine
-    monkeypatch.setattr(tokenize_module, "_CACHE", {})
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})  # a tokenizer loaded before keeps its compiled engine
+    monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
     with modules_blocked(*COMPILED):
         tok = load_tokenizer(directory(kind))
         assert tok.engine_choice.encoder is not None and not tok.engine.startswith("beamtok compiled"), tok.engine

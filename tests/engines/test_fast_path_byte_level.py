@@ -458,7 +458,7 @@ def test_threads_asking_for_the_fast_path_at_once_build_it_once(tokenizer_dirs, 
     from beamtok._src.transforms import tokenize, tokenizer_registry
 
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
-    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     tok = load_tokenizer(tokenizer_dirs["gpt2"])
     builds = []
     real = tokenize.choose

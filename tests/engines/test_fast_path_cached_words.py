@@ -328,10 +328,10 @@ def test_streams_iterated_on_threads_at_once_give_what_one_gives(trained, monkey
     """Two streams through one tokenizer on two threads (its compiled BPE encoder is shared,
     as by Beam's threaded workers) give the examples one stream gives alone."""
     from beamtok._src.engines import bpe_native
-    from beamtok._src.transforms import tokenize
+    from beamtok._src.transforms import tokenizer_registry
 
-    monkeypatch.setattr(tokenize, "_CACHE", {})  # an encoder of its own, with a small cache
-    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(tokenizer_registry, "_CACHE", {})  # an encoder of its own, with a small cache
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     monkeypatch.setattr(bpe_native, "CACHE_BITS", 9)
     path = str(trained["sp-bpe-metaspace"])
     assert load_tokenizer(path).engine.startswith("beamtok compiled BPE")
@@ -354,10 +354,10 @@ def test_a_cache_built_by_beams_threads_holds_what_the_stream_gives(trained, mon
     one tokenizer and compiled encoder: the cache they build holds the stream's examples."""
     pytest.importorskip("apache_beam")
     from beamtok._src.engines import bpe_native
-    from beamtok._src.transforms import tokenize
+    from beamtok._src.transforms import tokenizer_registry
 
-    monkeypatch.setattr(tokenize, "_CACHE", {})  # an encoder of its own, with a small cache
-    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(tokenizer_registry, "_CACHE", {})  # an encoder of its own, with a small cache
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     monkeypatch.setattr(bpe_native, "CACHE_BITS", 9)
     path = str(trained["sp-bpe-metaspace"])
     ds = Dataset.from_files(sorted(str(p) for p in CORPUS.glob("*.jsonl"))).tokenize(path).concat_chunk(64)

@@ -22,7 +22,6 @@ from beamtok._src.engines import wordpiece_chars
 from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.kitoken_families import ASCII_PROBES, KitokenEncoder
 from beamtok._src.engines.normal_forms import differing_points
-from beamtok._src.transforms import tokenize as tokenize_module
 from beamtok._src.transforms import tokenizer_registry
 from beamtok.testing import assert_items_equal
 
@@ -43,7 +42,7 @@ def without_compiled_bpe(monkeypatch):
     """As where numba is not installed: SentencePiece-style BPE then takes kitoken (and
     the tokenizers this process loaded before, with their engines, are not reused)."""
     monkeypatch.setitem(sys.modules, "beamtok._src.engines.bpe_native", None)
-    monkeypatch.setattr(tokenize_module, "_BY_NAME", {})
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
 
 

@@ -229,7 +229,7 @@ def test_a_text_past_ascii_is_normalized_line_by_line_as_the_normalizer_does(fil
     lines); and the normalizer is called on those lines only."""
     from tokenizers import normalizers
 
-    from beamtok._src.engines.word_cutters import AsciiTable
+    from beamtok._src.engines.quick_normalizers import AsciiTable
 
     ref = getattr(normalizers, normalizer)() if normalizer.startswith("NF") else reference(files["t5"]).normalizer
     table = AsciiTable(ref)
@@ -261,7 +261,7 @@ def test_an_ascii_text_is_normalized_by_table_as_the_normalizer_does(files, norm
     here), and not at all where nothing changes (NFKC)."""
     from tokenizers import normalizers
 
-    from beamtok._src.engines.word_cutters import AsciiTable
+    from beamtok._src.engines.quick_normalizers import AsciiTable
 
     ref = {"NFKC": normalizers.NFKC(), "BERT's": normalizers.BertNormalizer(lowercase=True)}.get(
         normalizer

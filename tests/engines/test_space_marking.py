@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamtok._src.engines.bpe_native import NativeBPE
+from beamtok._src.engines.bpe_native_encoder import NativeBPE
 from beamtok._src.engines.compiled_tables import CodePointBuffer, code_points
 from beamtok._src.engines.unigram_native import NativeUnigram
 from beamtok._src.engines.word_cutters import (

@@ -275,10 +275,10 @@ def test_workers_use_the_encoder_built_before_they_were_forked(make_shards, toke
     serialized for them: a forked worker holds it already."""
     import multiprocessing as mp
 
-    from beamtok._src.transforms import tokenize
+    from beamtok._src.transforms import tokenize, tokenizer_registry
 
-    monkeypatch.setattr(tokenize, "_CACHE", {})  # no encoder an earlier test built
-    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(tokenizer_registry, "_CACHE", {})  # no encoder an earlier test built
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     builds = mp.get_context("fork").Value("i", 0)  # counted in every process
     build = tokenize.choose
 
@@ -305,7 +305,7 @@ def test_a_workers_blocks_come_through_a_pipe_that_holds_one_whole(make_shards, 
     of a few hundred KB took a dozen reads, each waiting for the worker to write again)."""
     import fcntl
 
-    from beamtok._src.production.parallel import PIPE_BYTES
+    from beamtok._src.production.worker_process import PIPE_BYTES
 
     paths = make_shards(2, docs_per_shard=4)
     with Dataset.from_files(paths).tokenize(tokenizer_dir).concat_chunk(8).parallel(1).iter() as it:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import beamtok._src.transforms.tokenize as tokenize
 import beamtok._src.transforms.tokenizer_registry as registry
 from beamtok import load_tokenizer
+from beamtok._src.transforms import tokenizer_registry
 
 from conftest import TOKENIZER_DIR
 
@@ -12,8 +13,8 @@ from conftest import TOKENIZER_DIR
 def test_serialized_tokenizer_is_rebuilt_once_per_process(monkeypatch):
     tok = load_tokenizer(str(TOKENIZER_DIR))
     blob = tok.serialize()
-    monkeypatch.setattr(tokenize, "_CACHE", {})  # a fresh worker process: nothing loaded yet
-    monkeypatch.setattr(tokenize, "_BY_NAME", {})
+    monkeypatch.setattr(tokenizer_registry, "_CACHE", {})  # a fresh worker process: nothing loaded yet
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     rebuilt = []
     real = tokenize.Tokenizer.from_serialized
 

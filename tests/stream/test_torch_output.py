@@ -143,9 +143,9 @@ def test_another_number_of_workers_is_refused_with_the_way_that_works(make_shard
 
 
 def _engine_built_in_worker(flags, fingerprint, worker_id):
-    from beamtok._src.transforms import tokenize as tokenize_module
+    from beamtok._src.transforms import tokenizer_registry
 
-    flags[worker_id] = tokenize_module._CACHE[fingerprint]._choice is not None
+    flags[worker_id] = tokenizer_registry._CACHE[fingerprint]._choice is not None
 
 
 def test_forked_workers_start_with_the_encoders_built_here(make_shards, tokenizer_dir, tmp_path, monkeypatch):
@@ -155,7 +155,7 @@ def test_forked_workers_start_with_the_encoders_built_here(make_shards, tokenize
     import functools
     import multiprocessing
 
-    from beamtok._src.transforms import tokenize as tokenize_module
+    from beamtok._src.transforms import tokenizer_registry
 
     from conftest import cache_without_beam
 
@@ -163,14 +163,16 @@ def test_forked_workers_start_with_the_encoders_built_here(make_shards, tokenize
         pytest.skip("workers fork only where the platform can")
     paths = make_shards(4, docs_per_shard=5)
     cache_without_beam(Dataset.from_files(paths[:2]).tokenize(tokenizer_dir).concat_chunk(32), str(tmp_path / "c"))
-    monkeypatch.setattr(tokenize_module, "_BY_NAME", {})  # a tokenizer this process built before would hide the build
-    monkeypatch.setattr(tokenize_module, "_CACHE", {})
+    monkeypatch.setattr(
+        tokenizer_registry, "_BY_NAME", {}
+    )  # a tokenizer this process built before would hide the build
+    monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
     cached = Dataset.from_cache(str(tmp_path / "c"))
     cached.to_torch()
-    assert tokenize_module._CACHE == {}
+    assert tokenizer_registry._CACHE == {}
 
     on_the_fly = Dataset.from_files(paths[2:]).tokenize(tokenizer_dir).concat_chunk(32)
-    (tok,) = tokenize_module._CACHE.values()
+    (tok,) = tokenizer_registry._CACHE.values()
     assert tok._choice is None  # loaded by tokenize(), its engine not chosen yet
     adapter = Dataset.mix([cached, on_the_fly], [0.5, 0.5], seed=0, max_epochs=1).to_torch()
     assert tok._choice is not None and tok.engine_choice.encoder is not None, tok.engine

@@ -14,7 +14,8 @@ from beamtok import ConfigError, Dataset
 from beamtok._src.cli import main
 from beamtok._src.core.cache_options import defaults
 from beamtok._src.dataset.options import dataset_from_options
-from beamtok._src.transforms.packing_modes import PACKING_MODES, command_line_names
+from beamtok._src.transforms.packing_modes import PACKING_MODES
+from beamtok._src.transforms.packing_names import command_line_names
 from beamtok.testing import assert_items_equal
 
 from conftest import TOKENIZER_DIR, real_paragraphs, write_jsonl

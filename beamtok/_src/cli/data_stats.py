@@ -277,7 +277,7 @@ def describe_stats(summary: dict[str, Any]) -> str:
             f"cache {summary['path']} (spec {summary['spec']}): {totals['shards']} shards, {totals['rows']:,} rows, {totals['tokens']:,} tokens"
         )
         if summary.get("packing"):
-            from beamtok._src.transforms.packing_modes import packing_words
+            from beamtok._src.transforms.packing_names import packing_words
 
             lines.append(f"packing: {packing_words(summary['packing'])}")
         if not read["complete"]:

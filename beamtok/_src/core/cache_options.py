@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from beamtok._src.base.errors import ConfigError
-from beamtok._src.transforms.packing_modes import command_line_names
+from beamtok._src.transforms.packing_names import command_line_names
 
 __all__ = [
     "BUILD_DEFAULTS",

@@ -13,7 +13,8 @@ from typing import Any
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.dataset.dataset import Dataset
-from beamtok._src.transforms.packing_modes import Greedy, mode_named
+from beamtok._src.transforms.packing_modes import Greedy
+from beamtok._src.transforms.packing_names import mode_named
 
 __all__ = ["dataset_from_options", "in_a_file", "input_urls", "on_the_command_line"]
 

@@ -4,7 +4,7 @@ processes, and a packed cache's global shuffle."""
 from __future__ import annotations
 
 from beamtok._src.dataset.stage_adding import D, replaced, with_root_options
-from beamtok._src.production.parallel import default_workers
+from beamtok._src.production.worker_process import default_workers
 from beamtok._src.stream.roots.global_shuffle import GlobalShuffleRoot
 from beamtok._src.stream.roots.shards import shard_root
 

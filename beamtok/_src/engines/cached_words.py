@@ -42,7 +42,7 @@ from beamtok._src.engines.tokenizer_parts import read_spec
 from beamtok._src.engines.word_cutters import Marking
 
 if TYPE_CHECKING:
-    from beamtok._src.engines.bpe_native import NativeBPE
+    from beamtok._src.engines.bpe_native_encoder import NativeBPE
     from beamtok._src.engines.unigram_native import NativeUnigram
 
 __all__ = ["CachedWordsEncoder", "CompiledBPEEncoder", "CompiledUnigramEncoder", "WordsEncoder"]
@@ -175,7 +175,7 @@ class WordsEncoder(ExactEncoder):
         if model.get("type") != "BPE" or self._cutter.native_cut is None:
             return None
         try:
-            from beamtok._src.engines.bpe_native import NativeBPE
+            from beamtok._src.engines.bpe_native_encoder import NativeBPE
         except ImportError:
             missing = "numba is not installed: pip install 'beamtok[compiled]' compiles this BPE"
             raise MissingExtra(str(refuse(missing)), install="beamtok[compiled]") from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from beamtok._src.engines.quick_normalizers import StringSteps
 from beamtok._src.engines.tokenizer_parts import steps_of
 from beamtok._src.engines.word_cutters import (
     MARK,
@@ -13,7 +14,6 @@ from beamtok._src.engines.word_cutters import (
     MetaspaceWords,
     Refuse,
     SpaceMarkWords,
-    StringSteps,
     WhitespaceMetaspaceWords,
     WordCutter,
 )

@@ -29,7 +29,7 @@ Families:
   once for all settings (``beamtok._src.engines.wordpiece_chars``) and a text holding one is
   encoded by ``tokenizers``. An ASCII text is normalized here instead, by the table of what
   the file's ``BertNormalizer`` makes of each ASCII character alone
-  (``word_cutters.AsciiTable``: it maps character by character), and given to a second
+  (``quick_normalizers.AsciiTable``: it maps character by character), and given to a second
   kitoken that has no normalization of its own (``AsciiWordPiece``): kitoken's chain of
   nine passes (replacements, NFD, accent marks, case folding) cost a third of its time on
   ASCII prose, where a ``str.translate`` does it at a few ns a character. kitoken's chain
@@ -69,9 +69,10 @@ from beamtok._src.engines.added_segments import AddedSegments
 from beamtok._src.engines.cutter_choice import inert_split
 from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, Needles, refuse_unrouted_added_tokens
 from beamtok._src.engines.id_arrays import int32_ids
+from beamtok._src.engines.quick_normalizers import AsciiTable
 from beamtok._src.engines.split_patterns import split_sample
 from beamtok._src.engines.tokenizer_parts import read_spec, steps_of
-from beamtok._src.engines.word_cutters import MARK, AsciiTable, SpaceMarkWords
+from beamtok._src.engines.word_cutters import MARK, SpaceMarkWords
 from beamtok._src.engines.wordpiece_chars import routed_chars
 
 __all__ = ["AsciiWordPiece", "KitokenEncoder", "family_of", "family_of_backend"]

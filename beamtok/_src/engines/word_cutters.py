@@ -77,7 +77,7 @@ from typing import Any, NamedTuple
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.engines.normal_forms import normal_form_of
-from beamtok._src.engines.tokenizer_parts import steps_of
+from beamtok._src.engines.quick_normalizers import AsciiTable, StringSteps
 
 Refuse = Callable[[str], ConfigError]
 
@@ -86,12 +86,10 @@ __all__ = [
     "CUT_BEFORE_MARK_AFTER_OTHER",
     "MARK",
     "NO_CUT",
-    "AsciiTable",
     "BertWords",
     "MetaspaceWords",
     "Refuse",
     "SpaceMarkWords",
-    "StringSteps",
     "WhitespaceMetaspaceWords",
     "WordCutter",
 ]
@@ -101,7 +99,6 @@ ASCII_WORDS = re.compile(r"[^\t\n\x0b\x0c\r !-/:-@\[-`{-~]+|[!-/:-@\[-`{-~]")
 MARK = "\u2581"  # ▁
 SPANNING = re.compile(f"[^{MARK}]{MARK}")  # another character followed by ▁
 INFORMATION_SEPARATORS = re.compile("[\x1c-\x1f]")  # whitespace to str.split(), not to Rust
-NON_ASCII = re.compile("[^\x00-\x7f]")
 # how a compiled engine cuts a marked text into words (``WordCutter.native_cut``)
 CUT_BEFORE_EVERY_MARK = 0
 CUT_BEFORE_MARK_AFTER_OTHER = 1
@@ -115,117 +112,6 @@ def white_space_parts(text: str) -> list[str]:
     """``WhitespaceSplit``'s parts of ``text``: ``str.split()`` (4x faster than the regex) where
     the text holds none of U+001C to U+001F, which it cuts at and Rust does not."""
     return WHITE_SPACE_WORDS(text) if INFORMATION_SEPARATORS.search(text) else text.split()
-
-
-class AsciiTable:
-    """What a normalizer that maps ASCII character by character (see the module docstring)
-    makes of an ASCII text, without calling it. Where it changes nothing, the text itself;
-    where each character becomes one ASCII character or none (NFKC, T5's map, BERT's), the
-    text's bytes through ``bytes.translate``: ``str.translate`` with a dict looked each
-    character up (3.8 ns a character for NFKC's empty table, 7.3 for T5's map, on the code
-    benchmark corpus, a fifth of T5's engine)."""
-
-    def __init__(self, normalizer: Any) -> None:
-        changed = {c: normalizer.normalize_str(chr(c)) for c in range(128)}
-        self.table = {c: to for c, to in changed.items() if to != chr(c)}
-        self.crlf = normalizer.normalize_str("\r\n")
-        self.unchanged = not self.table and self.crlf == "\r\n"
-        self.byte_table: bytes | None = None
-        if all(len(to) <= 1 and to.isascii() for to in self.table.values()) and self.crlf.isascii():
-            table = bytearray(range(256))
-            for c, to in self.table.items():
-                if to:
-                    table[c] = ord(to)
-            self.byte_table = bytes(table)
-            self.byte_deleted = bytes(c for c, to in self.table.items() if not to)
-            self.byte_crlf = self.crlf.encode("ascii")
-
-    def __call__(self, text: str) -> str:
-        if self.unchanged:
-            return text
-        if self.byte_table is not None:
-            data = text.encode("ascii")
-            if b"\r\n" not in data:
-                return data.translate(self.byte_table, self.byte_deleted).decode("ascii")
-            parts = (part.translate(self.byte_table, self.byte_deleted) for part in data.split(b"\r\n"))
-            return self.byte_crlf.join(parts).decode("ascii")
-        if "\r\n" not in text:
-            return text.translate(self.table)
-        return self.crlf.join(part.translate(self.table) for part in text.split("\r\n"))
-
-    def mixed(self, text: str, normalize: Callable[[str], str]) -> str:
-        """A text that is not all ASCII, normalized: the lines holding a character past
-        ASCII (runs of such lines at once) by ``normalize`` (the file's own, ~30 ns a
-        character called from Python), the rest by the table. Exact for the normalizers
-        ``takes``: a line starts after a newline, where ``Precompiled``'s graphemes always
-        break (``\\r\\n`` stays whole inside a line's end) and where a normal form's
-        composition and reordering cannot reach across (a newline is a starter that composes
-        with nothing)."""
-        parts: list[str] = []
-        done = 0  # the text before this is normalized
-        found = NON_ASCII.search(text)
-        while found is not None:
-            start = text.rfind("\n", done, found.start()) + 1 or done
-            end = text.find("\n", found.end()) + 1 or len(text)
-            found = NON_ASCII.search(text, end) if end < len(text) else None
-            while found is not None and text.find("\n", end, found.start()) < 0:  # the next line holds one too
-                end = text.find("\n", found.end()) + 1 or len(text)
-                found = NON_ASCII.search(text, end) if end < len(text) else None
-            if start > done:
-                parts.append(self(text[done:start]))
-            parts.append(normalize(text[start:end]))
-            done = end
-        if done < len(text):
-            parts.append(self(text[done:]))
-        return "".join(parts)
-
-    @staticmethod
-    def takes(normalizer: Any) -> bool:
-        from tokenizers import normalizers
-
-        return isinstance(
-            normalizer,
-            normalizers.Precompiled | normalizers.NFC | normalizers.NFD | normalizers.NFKC | normalizers.NFKD,
-        )
-
-
-class StringSteps:
-    """A normalizer made only of ``Prepend`` and ``Replace`` of a literal string (Llama-2's,
-    Mistral's and Gemma's spacing), done with ``str`` operations: ``tokenizers`` prepends to
-    a text that is not empty and replaces every non-overlapping occurrence, left to right, as
-    ``str.replace`` does; its call from Python cost ~30 ns a character on prose."""
-
-    def __init__(self, steps: list[tuple[str, str, str]]) -> None:
-        self.steps = steps  # ("prepend", text, "") or ("replace", pattern, content)
-
-    @staticmethod
-    def of(spec: dict[str, Any]) -> StringSteps | None:
-        """The steps of the tokenizer.json's normalizer, or None where it has another step."""
-        if not spec.get("normalizer"):
-            return None
-        steps: list[tuple[str, str, str]] = []
-        for step in steps_of(spec, "normalizer"):
-            kind = step.get("type")
-            if kind == "Prepend" and isinstance(step.get("prepend"), str):
-                steps.append(("prepend", step["prepend"], ""))
-            elif (
-                kind == "Replace"
-                and isinstance((step.get("pattern") or {}).get("String"), str)
-                and step["pattern"]["String"]
-                and isinstance(step.get("content"), str)
-            ):
-                steps.append(("replace", step["pattern"]["String"], step["content"]))
-            else:
-                return None
-        return StringSteps(steps) if steps else None
-
-    def __call__(self, text: str) -> str:
-        for kind, a, b in self.steps:
-            if kind == "prepend":
-                text = a + text if text else text
-            else:
-                text = text.replace(a, b)
-        return text
 
 
 class SpaceMarking(NamedTuple):

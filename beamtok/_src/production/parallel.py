@@ -18,8 +18,6 @@ re-raised in the consumer as it would have been in-process.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
-import pickle
 import queue
 import sys
 from collections import deque
@@ -31,7 +29,8 @@ from beamtok._src.base.errors import BeamtokError
 from beamtok._src.core.spec import Spec, build_encoders
 from beamtok._src.production.protocol import SequentialBackend
 from beamtok._src.production.shard_spans import shard_spans
-from beamtok._src.production.wire import span_from_wire, span_to_wire
+from beamtok._src.production.wire import span_from_wire
+from beamtok._src.production.worker_process import widen_pipe, worker_main
 from beamtok._src.shards.column_chunker import MAX_ROWS as COLUMN_BLOCK_ROWS
 from beamtok._src.shards.column_chunker import packs_column_wise
 from beamtok._src.shards.items import Produced, ShardCursor
@@ -39,7 +38,7 @@ from beamtok._src.shards.processor import ShardProcessor
 from beamtok._src.shards.spans import RowSpan, SpanReader
 from beamtok._src.sources.retrying import share_retry_counter
 from beamtok._src.sources.urls import Shard
-from beamtok._src.transforms.tokenizer_registry import register_serialized, resolve_tokenizer, serialize_tokenizers
+from beamtok._src.transforms.tokenizer_registry import resolve_tokenizer, serialize_tokenizers
 
 __all__ = ["ParallelShards", "WorkerError", "queue_blocks"]
 
@@ -52,68 +51,11 @@ __all__ = ["ParallelShards", "WorkerError", "queue_blocks"]
 QUEUE_TOKENS = 8_000_000
 MIN_QUEUE_BLOCKS = 16
 MAX_QUEUE_BLOCKS = 512
-PIPE_BYTES = 1 << 20  # the buffer of a worker's result pipe (Linux's default ceiling for one pipe)
 POLL_SECONDS = 1.0
-PARENT_CHECK_SECONDS = 1.0  # how often a waiting worker checks that its consumer is alive
 
 
 class WorkerError(BeamtokError):
     """A tokenization worker process died."""
-
-
-def _worker_main(payload: bytes, tasks: Any, results: Any, cancel: Any, done: Any) -> None:
-    import cloudpickle
-
-    parent = os.getppid()
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one core per worker; no Rayon pool after fork
-    spec, blobs = cloudpickle.loads(payload)
-    register_serialized(blobs)
-    processor = ShardProcessor(spec)
-    processor.prepare()
-
-    def send(message: tuple[str, int, Any]) -> None:
-        while True:  # a consumer killed without closing us must not leave us blocked forever
-            try:
-                results.put(message, timeout=PARENT_CHECK_SECONDS)
-                return
-            except queue.Full:
-                _exit_if_orphaned(parent)
-
-    while True:
-        try:
-            message = tasks.get(timeout=PARENT_CHECK_SECONDS)
-        except queue.Empty:
-            _exit_if_orphaned(parent)
-            continue
-        if message is None:
-            return
-        task_id, shard, cursor = message
-        try:
-            for span in shard_spans(processor, shard, cursor):
-                if cancel.is_set():
-                    break
-                send(("data", task_id, span_to_wire(span)))
-                _exit_if_orphaned(parent)
-            if cancel.is_set():
-                send(("cancelled", task_id, None))
-            else:
-                send(("end", task_id, None))
-        except BaseException as e:  # everything reaches the consumer, which decides
-            send(("error", task_id, _picklable(e)))
-        done.value = task_id  # the consumer may give us the next shard before it reads our end
-
-
-def _exit_if_orphaned(parent: int) -> None:
-    if os.getppid() != parent:  # the consumer died (e.g. SIGKILL): nobody will read our output
-        os._exit(0)
-
-
-def _picklable(error: BaseException) -> BaseException:
-    try:
-        pickle.loads(pickle.dumps(error))
-        return error
-    except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
 
 
 @dataclass
@@ -236,7 +178,7 @@ class ParallelShards(SequentialBackend):
             tasks, results, cancel = context.Queue(), context.Queue(maxsize=queue_blocks(self.spec)), context.Event()
             widen_pipe(results)
             done = context.Value("q", -1, lock=False)
-            process = context.Process(target=_worker_main, args=(payload, tasks, results, cancel, done), daemon=True)
+            process = context.Process(target=worker_main, args=(payload, tasks, results, cancel, done), daemon=True)
             process.start()
             self._workers.append(_Worker(process, tasks, results, cancel, done))
 
@@ -409,23 +351,6 @@ class ParallelShards(SequentialBackend):
         self._top_up()
 
 
-def widen_pipe(channel: Any) -> None:
-    """Give a process queue's pipe ``PIPE_BYTES`` of buffer where the system allows (Linux).
-    A block of rows is a few hundred KB; through the default 64 KB pipe each took a dozen
-    reads, each waiting for the worker's feeder thread to write the next 64 KB: measured here,
-    60 MB of blocks cost the consumer 0.10 s of CPU through 64 KB and 0.06 s through 1 MB."""
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        return
-    if not hasattr(fcntl, "F_SETPIPE_SZ"):
-        return
-    try:  # both ends share the one pipe buffer
-        fcntl.fcntl(channel._reader.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    except OSError:  # over the system's or the user's pipe limit: keep the default
-        pass
-
-
 def queue_blocks(spec: Spec) -> int:
     """How many blocks a worker may queue ahead of the consumer: ``QUEUE_TOKENS`` in blocks of
     rows cut column-wise (``column_chunker.MAX_ROWS`` rows of ``seq_len``), else
@@ -435,7 +360,3 @@ def queue_blocks(spec: Spec) -> int:
         return MIN_QUEUE_BLOCKS
     assert pack is not None and pack.seq_len is not None
     return max(MIN_QUEUE_BLOCKS, min(MAX_QUEUE_BLOCKS, QUEUE_TOKENS // (COLUMN_BLOCK_ROWS * pack.seq_len)))
-
-
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))

@@ -19,7 +19,8 @@ from beamtok._src.stream.node import Stage
 from beamtok._src.stream.pipeline import Pipeline, peel_even, state_split
 from beamtok._src.stream.state_migration import STATE_VERSION, migrate
 from beamtok._src.stream.stream_plan import mix_source_plans, plan_of, stage_configs
-from beamtok._src.transforms.packing_modes import PACKING_MODES, packing_words
+from beamtok._src.transforms.packing_modes import PACKING_MODES
+from beamtok._src.transforms.packing_names import packing_words
 
 __all__ = ["explain_state"]
 

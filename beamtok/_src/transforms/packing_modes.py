@@ -5,13 +5,13 @@ fingerprints, the packer that makes its rows, its description in words, how the 
 (``beamtok cache --pack``, data configs) applies it to a dataset, and what it can do (cut rows
 by token offset, carry labels, give rows of one width). Nothing else switches over mode names.
 
-The names ``beamtok cache --pack`` takes are the API's (``concat_chunk``, ``pack_documents``...);
-the names the command line took before (``concat``, ``window``, ``greedy``...) stay as aliases.
+The names the option table takes for a mode, and a spec's packing in words, are in
+``packing_names.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
@@ -33,17 +33,13 @@ __all__ = [
     "PACKING_MODES",
     "PackSpec",
     "PackingMode",
-    "command_line_names",
     "make_packer",
-    "mode_named",
     "packing_mode",
-    "packing_words",
 ]
 
 LONG_DOCUMENT_POLICIES = ("split", "truncate")
 PackMode = Literal["concat", "pad", "window", "none", "greedy", "first_fit", "best_fit", "power_of_two"]
 Remainder = Literal["pad", "drop", "keep"]
-Spell = Callable[[str], str]  # an option's name as the user wrote it (--seq-len, seq_len)
 
 
 class PackableDataset(Protocol):
@@ -330,38 +326,11 @@ PACKING_MODES: dict[str, type[PackingMode]] = {
     mode.NAME: mode for mode in (ConcatChunk, Pad, Window, WholeDocuments, Greedy, FirstFit, BestFit, PowerOfTwo)
 }
 
-# the names `--pack` takes: the API's, then the old command-line names; first_fit is pack_examples
-# with --pack-method first_fit under its API name
-_BY_COMMAND_LINE_NAME: dict[str, type[PackingMode]] = {
-    **{mode.API: mode for mode in PACKING_MODES.values() if mode is not FirstFit},
-    **{alias: mode for mode in PACKING_MODES.values() for alias in mode.ALIASES},
-}
-
-
-def command_line_names() -> tuple[str, ...]:
-    """Every name ``--pack`` accepts, API names first."""
-    return tuple(_BY_COMMAND_LINE_NAME)
-
 
 def packing_mode(name: str) -> type[PackingMode]:
     """The mode a spec names; a ConfigError for a name no mode has."""
     check_choice(name, "packing mode", tuple(PACKING_MODES))
     return PACKING_MODES[name]
-
-
-def mode_named(name: str, method: str | None, spell: Spell) -> type[PackingMode]:
-    """The mode an option table's ``pack`` (and ``pack_method``) ask for."""
-    if name not in _BY_COMMAND_LINE_NAME:
-        api = [n for n in _BY_COMMAND_LINE_NAME if n in {m.API for m in PACKING_MODES.values()}]
-        raise ConfigError(
-            f"{spell('pack')} must be one of {', '.join(api)} (or the older {', '.join(n for n in _BY_COMMAND_LINE_NAME if n not in api)}), got {name!r}"
-        )
-    mode = _BY_COMMAND_LINE_NAME[name]
-    if method is not None:
-        if mode.API != "pack_examples":
-            raise ConfigError(f"{spell('pack_method')} applies to {spell('pack')} pack_examples only")
-        mode = FirstFit if method == "first_fit" else Greedy
-    return mode
 
 
 def make_packer(pack: PackSpec | None) -> Packer:
@@ -371,21 +340,6 @@ def make_packer(pack: PackSpec | None) -> Packer:
         pack: The packing spec; None gives one whole document a row.
     """
     return WholeDocument() if pack is None else packing_mode(pack.mode).packer(pack)
-
-
-def packing_words(pack: Mapping[str, Any]) -> str:
-    """A packing spec's JSON form in words (a mode this version does not know: its name); the
-    form named by its Dataset method (``stage``, and ``method`` for pack_examples) too."""
-    if "stage" in pack and "mode" not in pack:
-        stage = str(pack["stage"])
-        mode = (
-            PACKING_MODES.get(str(pack.get("method")))
-            if stage == "pack_examples"
-            else next((m for m in PACKING_MODES.values() if m.API == stage), None)
-        )
-        return mode.words(pack) if mode is not None else stage
-    mode = PACKING_MODES.get(str(pack.get("mode")))
-    return mode.words(pack) if mode is not None else str(pack.get("mode"))
 
 
 @dataclass(frozen=True)

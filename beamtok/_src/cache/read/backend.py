@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.cache.read.random_access import RowAccess
-from beamtok._src.cache.read.reader import Cache, ReadAhead
+from beamtok._src.cache.read.read_ahead import ReadAhead
+from beamtok._src.cache.read.reader import Cache
 from beamtok._src.cache.read.shuffle_rows import ShuffleRows
 from beamtok._src.core.spec import PackSpec, Spec
 from beamtok._src.production.decode_pool import DecodePool

@@ -17,26 +17,24 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from beamtok._src.base.errors import CacheError, StateError
 from beamtok._src.base.lookahead import lookahead
-from beamtok._src.base.prefetch import Prefetcher
 from beamtok._src.cache.format.manifest import Manifest, ShardEntry, read_manifest
 from beamtok._src.cache.format.schema import batch_to_block
 from beamtok._src.cache.format.storage import Storage
+from beamtok._src.cache.read.read_ahead import BlockReader, ReadAhead, one_batch, row_groups
 from beamtok._src.core.spec import Spec
 from beamtok._src.shards.items import END_OF_SHARD, DocCounts, DocItem, Produced, ShardCursor
 from beamtok._src.shards.rows import RowBlock
 from beamtok._src.shards.spans import RowSpan, SpanReader
-from beamtok._src.sources.row_groups import seek_row
 from beamtok._src.sources.urls import Shard
 from beamtok._src.transforms.sft import TokenDoc
 from beamtok._src.transforms.tokenize import Tokenizer
 from beamtok._src.transforms.tokenizer_registry import register_tokenizer
 
-__all__ = ["Cache", "ReadAhead", "size_problem"]
+__all__ = ["Cache", "size_problem"]
 
 DECODING_AHEAD = (
     2  # row groups decoded at once ahead of the stream, on the process's prefetch pool (beamtok._src.base.prefetch)
@@ -213,7 +211,7 @@ class Cache:
         key = (entry.index, start_row)
         reader = ahead.started.pop(key, None)
         if reader is None:
-            reader = _BlockReader(self, entry, start_row)
+            reader = BlockReader(self._parquet(entry), self.storage.display(entry.file), self.supervised, start_row)
         ahead.reading.append(reader)
         try:
             self._start_upcoming(ahead)
@@ -237,7 +235,9 @@ class Cache:
             if cursor.done or entry.rows == 0 or key in ahead.started:
                 continue
             try:
-                ahead.started[key] = _BlockReader(self, entry, cursor.index)
+                ahead.started[key] = BlockReader(
+                    self._parquet(entry), self.storage.display(entry.file), self.supervised, cursor.index
+                )
             except (CacheError, OSError):
                 return
             busy += 1
@@ -259,8 +259,8 @@ class Cache:
             group: The row group's index in the file.
         """
         where = self.storage.display(self._entry(Shard(shard_index, "")).file)
-        (table,) = _row_groups(parquet_file, range(group, group + 1), where)
-        return batch_to_block(_one_batch(table), self.supervised)
+        (table,) = row_groups(parquet_file, range(group, group + 1), where)
+        return batch_to_block(one_batch(table), self.supervised)
 
     def _parquet(self, entry: ShardEntry) -> Any:
         """Open a shard file, checking its footer's SHA-256; its pages are checked against
@@ -322,48 +322,8 @@ class Cache:
                 stats = pf.metadata.row_group(i).column(doc_col).statistics
                 if stats is not None and stats.has_min_max and stats.min <= start_doc:
                     first = i
-            for table in _row_groups(pf, range(first, pf.num_row_groups), self.storage.display(entry.file)):
-                yield batch_to_block(_one_batch(table))
-
-
-class ReadAhead:
-    """One stream's decoding ahead: the readers of its open shards, and the first row groups
-    of the shards it opens next (``upcoming``), started while fewer than ``DECODING_AHEAD``
-    row groups are being decoded. Dropped with its stream, it takes its threads along."""
-
-    def __init__(self) -> None:
-        self.upcoming: list[tuple[Shard, ShardCursor]] = []
-        self.started: dict[tuple[int, int], _BlockReader] = {}
-        self.reading: list[_BlockReader] = []
-
-    def stop(self) -> None:
-        """Close the shards started but not opened (open ones close with their readers)."""
-        while self.started:
-            self.started.popitem()[1].close()
-
-
-class _BlockReader:
-    """A shard file's row groups from a row on, decoded one ahead on a helper thread while
-    the consumer works through the current one."""
-
-    def __init__(self, cache: Cache, entry: ShardEntry, start_row: int) -> None:
-        where = cache.storage.display(entry.file)
-        self._file = cache._parquet(entry)
-        seek = seek_row(self._file.metadata, start_row)
-        supervised = cache.supervised
-        pf = self._file
-
-        def decode(group: int) -> RowBlock:
-            table = _read_row_group(pf, group, where)
-            if group == seek.group and seek.skip:
-                table = table.slice(seek.skip)
-            return batch_to_block(_one_batch(table), supervised)
-
-        self.blocks: Prefetcher[int, RowBlock] = Prefetcher(decode, range(seek.group, seek.groups))
-
-    def close(self) -> None:
-        self.blocks.close()
-        self._file.close()
+            for table in row_groups(pf, range(first, pf.num_row_groups), self.storage.display(entry.file)):
+                yield batch_to_block(one_batch(table))
 
 
 def size_problem(entry: ShardEntry, size: int | None) -> str | None:
@@ -373,27 +333,6 @@ def size_problem(entry: ShardEntry, size: int | None) -> str | None:
     if size != entry.bytes:
         return f"{size} bytes, but the manifest says {entry.bytes} (truncated or replaced)"
     return None
-
-
-def _row_groups(pf: pq.ParquetFile, groups: range, where: str) -> Iterator[pa.Table]:
-    for group in groups:
-        yield _read_row_group(pf, group, where)
-
-
-def _read_row_group(pf: pq.ParquetFile, group: int, where: str) -> pa.Table:
-    # Whole row groups: pyarrow decodes their columns in parallel, faster than iter_batches.
-    try:
-        return pf.read_row_group(group)
-    except (OSError, pa.ArrowException) as e:
-        raise CacheError(f"{where}: row group {group} is corrupt ({e}); run `beamtok verify`") from e
-
-
-def _one_batch(table: pa.Table) -> pa.RecordBatch:
-    return (
-        table.combine_chunks().to_batches()[0]
-        if table.num_rows
-        else pa.RecordBatch.from_pylist([], schema=table.schema)
-    )
 
 
 def _token_doc(row: dict[str, Any]) -> TokenDoc:

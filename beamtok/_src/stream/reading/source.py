@@ -23,7 +23,7 @@ from beamtok._src.sources.urls import Shard
 from beamtok._src.stream.node import RootSource
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.reading.shard_order import ShardOptions, ShardOrder
-from beamtok._src.stream.reading.source_states import merged_source_state, state_before_example
+from beamtok._src.stream.reading.source_states import examples_before, merged_source_state, state_before_example
 from beamtok._src.stream.reading.source_words import shard_source_words
 from beamtok._src.stream.reading.stats import StreamStats
 from beamtok._src.stream.state import ShardSlotJSON, ShardSourceState, check_keys, copy_state
@@ -226,7 +226,7 @@ class ShardSource(RootSource):
             How many were passed (fewer at the end of the last epoch).
         """
         rows = [self.backend.rows(shard) or 0 for shard in self.shards]
-        here = self._example_number(rows)
+        here = examples_before(self, self.state_dict(), rows)
         target = here + items
         if self.epochs is not None:
             target = min(target, sum(rows[i] for epoch in range(self.epochs) for i in self.order(epoch)))
@@ -237,16 +237,6 @@ class ShardSource(RootSource):
         self.close()
         self.reset(state)
         return target - here
-
-    def _example_number(self, rows: list[int]) -> int:
-        """How many examples this (single) reader has passed since the stream's start."""
-        number = sum(rows[i] for epoch in range(self._epoch) for i in self.order(epoch))
-        order = self.order(self._epoch)
-        opened = order[: self._position]
-        for slot in self._slots:  # the open shard (one at most: can_seek) counts its cursor
-            opened = order[: self._position - 1]
-            number += slot.cursor.index  # a finished shard's cursor counts all its rows
-        return number + sum(rows[i] for i in opened)
 
     def __iter__(self) -> ShardSource:
         return self

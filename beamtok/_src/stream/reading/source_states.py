@@ -15,7 +15,7 @@ from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.reading.stats import StreamStats, summed_stats
 from beamtok._src.stream.state import ShardSlotJSON, ShardSourceState
 
-__all__ = ["SourceLayout", "merged_source_state", "state_before_example"]
+__all__ = ["SourceLayout", "examples_before", "merged_source_state", "state_before_example"]
 
 
 class SourceLayout(Protocol):
@@ -106,6 +106,24 @@ def state_before_example(source: SourceLayout, example: int) -> dict[str, Any]:
     if left == 0:  # exactly the end of the stream
         return {"epoch": epoch, "position": len(source.order(epoch)), "slots": [], "turn": 0, "stats": stats}
     raise ConfigError(f"start_example {example} is past the end of the stream")
+
+
+def examples_before(source: SourceLayout, state: ShardSourceState, rows: list[int]) -> int:
+    """How many examples a single reader of ``source`` has passed since the stream's start
+    when it is in ``state``.
+
+    Args:
+        source: The shard source.
+        state: Its state (one open shard at most).
+        rows: Each shard's row count.
+    """
+    number = sum(rows[i] for epoch in range(state["epoch"]) for i in source.order(epoch))
+    order = source.order(state["epoch"])
+    opened = order[: state["position"]]
+    for slot in state["slots"]:  # the open shard counts its cursor (a finished one: all its rows)
+        opened = order[: state["position"] - 1]
+        number += slot["cursor"]["index"]
+    return number + sum(rows[i] for i in opened)
 
 
 def merged_source_state(
