@@ -59,7 +59,7 @@ def test_saved_by_torchtitan_and_resumed_on_another_data_parallel_degree(tmp_pat
     """One change of degree, up, with DataLoader workers: what this adds is torchtitan's own
     checkpoint manager carrying the loader. The way down and to one rank runs through the same
     gathered state (``test_dcp_checkpoint.py`` resumes 3 ranks on 2, and
-    ``tests/stream/test_world_size_change.py`` every change in process)."""
+    ``tests/stream/ranks/test_world_size_change.py`` every change in process)."""
     root = data_root(tmp_path)
     torchrun(old, "--root", str(root), "--phase", "save", "--steps", "3", "--workers", str(workers))
     assert (root / "checkpoint" / "step-3").is_dir()  # torchtitan's own layout

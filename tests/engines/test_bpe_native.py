@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as RustTokenizer
 from tokenizers import models
 
-from beamtok._src.engines import bpe_native
+from beamtok._src.engines import bpe_native, bpe_native_encoder
 from beamtok._src.engines.bpe_native_encoder import NativeBPE
 from beamtok._src.engines.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT
 
@@ -163,7 +163,7 @@ def test_byte_tokens_come_before_a_pending_unknown_token():
 
 
 def test_the_word_cache_starts_over_when_full(monkeypatch):
-    monkeypatch.setattr(bpe_native, "CACHE_BITS", 8)  # 128 words
+    monkeypatch.setattr(bpe_native_encoder, "CACHE_BITS", 8)  # 128 words
     model, spec = build([(0, 1), (7, 0), (8, 2)], "every byte", "fused", True, False)
     native = NativeBPE(spec, MARK, CUT_BEFORE_EVERY_MARK)
     used = native.cache[-1]
@@ -214,7 +214,7 @@ def test_threads_encoding_at_once_each_get_their_own_ids(monkeypatch):
     entry another is writing. A small cache starts over often, where two writers collide."""
     import random
 
-    monkeypatch.setattr(bpe_native, "CACHE_BITS", 8)
+    monkeypatch.setattr(bpe_native_encoder, "CACHE_BITS", 8)
     model, spec = build([(0, 1), (7, 0), (8, 2), (1, 3), (9, 9)], "every byte", "fused", True, False)
     native = NativeBPE(spec, MARK, CUT_BEFORE_EVERY_MARK)
 

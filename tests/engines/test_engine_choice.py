@@ -84,7 +84,9 @@ def test_a_candidate_refused_by_its_checks_is_not_a_warning(fresh, caplog):
     backend = RustTokenizer.from_str(json.dumps(spec))
     with caplog.at_level(logging.WARNING, logger="beamtok._src.engines.engine_choice"):
         with modules_blocked(
-            "beamtok._src.engines.bpe_native", "beamtok._src.engines.unigram_native"
+            "beamtok._src.engines.bpe_native",
+            "beamtok._src.engines.bpe_native_encoder",
+            "beamtok._src.engines.unigram_native",
         ):  # as without numba
             choice = choose(backend, "lowercased", json.dumps(spec))
     assert choice.engine == "beamtok cached words"
@@ -100,7 +102,11 @@ def test_the_engine_line_leaves_out_what_only_the_install_lacks(fresh):
     refusal for that (the install's choice), while the record keeps it with its kind."""
     from conftest import modules_blocked, trained_family
 
-    with modules_blocked("beamtok._src.engines.bpe_native", "beamtok._src.engines.unigram_native"):
+    with modules_blocked(
+        "beamtok._src.engines.bpe_native",
+        "beamtok._src.engines.bpe_native_encoder",
+        "beamtok._src.engines.unigram_native",
+    ):
         tok = load_tokenizer(str(trained_family("sp-bpe-metaspace")))
         line = tok.engine
     refused = tok.engine_choice.refused

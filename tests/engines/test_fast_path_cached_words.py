@@ -91,6 +91,7 @@ def python_source(limit: int = 150) -> list[str]:
 # the modules that need numba, blocked to run as an install without it
 COMPILED = (
     "beamtok._src.engines.bpe_native",
+    "beamtok._src.engines.bpe_native_encoder",
     "beamtok._src.engines.unigram_native",
     "beamtok._src.engines.byte_level_native",
     "beamtok._src.engines.byte_level_split",

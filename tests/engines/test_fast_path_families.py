@@ -42,6 +42,7 @@ def without_compiled_bpe(monkeypatch):
     """As where numba is not installed: SentencePiece-style BPE then takes kitoken (and
     the tokenizers this process loaded before, with their engines, are not reused)."""
     monkeypatch.setitem(sys.modules, "beamtok._src.engines.bpe_native", None)
+    monkeypatch.setitem(sys.modules, "beamtok._src.engines.bpe_native_encoder", None)
     monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
 

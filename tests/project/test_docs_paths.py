@@ -115,3 +115,36 @@ def test_no_docstring_or_comment_is_dated():
         if dated.search(line)
     ]
     assert not found, "\n".join(found)
+
+
+# a figure with a unit of time, or a speed-up, as measurements are written in prose
+TIMING = re.compile(
+    r"~?\b\d+(\.\d+)?\s?(ns|us|µs|ms)\b"  # 3.8 ns, ~1.5 us, 9.5 ms
+    r"|~\d+(\.\d+)?\s?s\b"  # ~0.4 s
+    r"|\b\d+(\.\d+)?\s?s (of CPU|a worker|a form|each|of start-up)\b"  # 2 s of CPU
+    r"|~?\b\d+(\.\d+)?x (faster|slower|``?tokenizers)"  # 4x faster, ~4x ``tokenizers``
+)
+
+
+def timings_in_sources() -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "beamtok").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if TIMING.search(line)
+    ]
+
+
+def test_no_docstring_or_comment_holds_a_timing():
+    """Figures go stale in a docstring: the machine, the corpus and the code they were measured
+    on change under them. docs/performance.md holds them, each with its benchmark."""
+    found = timings_in_sources()
+    assert not found, "\n".join(found)
+
+
+def test_the_timing_pattern_catches_figures_as_they_were_written():
+    for line in ("at ~11 ns a token here", "~0.4 s the launcher would wait", "1-2 s of CPU here",
+                 "9.5 ms against 1.8 ms", "(4x faster than the regex)", "~4x ``tokenizers`` on prose"):  # fmt: skip
+        assert TIMING.search(line), line
+    for line in ("a line every 10 s and one at the end", "waited on for 5 s.", "max_tokens // bucket"):
+        assert not TIMING.search(line), line

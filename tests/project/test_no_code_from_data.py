@@ -62,4 +62,4 @@ def test_no_shell_no_eval_no_pickle_of_data_in_the_package():
         assert not forbidden.search(text), f"{path}: {forbidden.search(text).group(0)}"
     loads = {p.relative_to(ROOT).as_posix() for p, t in sources.items() if re.search(r"pickle\.loads?\(", t)}
     # Only the worker pool unpickles, and only what its own parent process pickled for it.
-    assert loads <= {"beamtok/_src/production/parallel.py"}, loads
+    assert loads <= {"beamtok/_src/production/worker_process.py"}, loads

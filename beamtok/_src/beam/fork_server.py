@@ -7,10 +7,10 @@ carries a shim's standard streams, environment, arguments and working directory
 (``worker_shim.py``); the forked worker takes them over, runs Beam's SDK worker and sends its
 exit status back before it leaves. A line ``warm PATH`` on standard input names a file of
 serialized tokenizers to load here first, so forked workers do not each load them and build
-their fast-path encoders (about half a second each, before their first bundle). The server keeps
+their fast-path encoders before their first bundle. The server keeps
 no thread, so forking it is safe, and runs without the cyclic garbage collector: what it made
-is frozen before each fork, so a worker's collections neither walk it nor copy its pages (about
-0.1 s a worker otherwise, in page faults during its first collection). It ends when its
+is frozen before each fork, so a worker's collections neither walk it nor copy its pages (which
+cost each worker page faults during its first collection). It ends when its
 standard input does (the launcher closed it, or died); Ctrl-C is the launcher's.
 """
 
@@ -164,7 +164,7 @@ def main() -> None:
         listener.close()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(0)  # nothing to tear down: skip unloading Beam (~0.4 s the launcher would wait)
+        os._exit(0)  # nothing to tear down: skip unloading Beam (the launcher would wait for it)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ ends when its control channel closes with the launcher. Run as
 forked by the worker server (``fork_server.py``) runs the same :func:`run_sdk_worker`.
 
 Once its control channel has closed a worker has no work left, so it leaves without the
-interpreter's teardown: unloading Beam, Arrow and a tokenizer took ~0.4 s a worker here, and
+interpreter's teardown: unloading Beam, Arrow and a tokenizer is slow, and
 the runner waits for its workers one after another before the build returns.
 """
 

@@ -1,7 +1,6 @@
 """A local multi-process build starts no more worker processes than it has pieces of work.
 
-Each worker process costs its start-up (Beam's import and the tokenizer's engine, 1-2 s of
-CPU here) whether or not it gets work, and a build's pieces are its input files and the
+Each worker process costs its start-up (Beam's import and the tokenizer's engine) whether or not it gets work, and a build's pieces are its input files and the
 ranges large files are cut into. Where the flags ask for more workers than there can be
 pieces, the build asks Beam for as many workers as pieces, and says so. The count of pieces is
 an upper bound from the files' sizes (a compressed file is counted as if it were cut, though

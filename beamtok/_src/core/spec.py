@@ -234,8 +234,7 @@ def build_encoders(spec: Spec) -> None:
     processes are forked from it (tokenization workers, DataLoader workers): each worker then
     finds its tokenizer, encoder built, among those this process holds, where it built its own
     before: one build instead of one per worker, its tables in pages the workers share until
-    written (measured here, a Llama-3 file's encoder took ~0.5 s to build alone and ~0.75 s in
-    each of two workers at once).
+    written.
 
     Args:
         spec: The shard processing whose tokenizing steps are to find their encoders built.

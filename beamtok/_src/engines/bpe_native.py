@@ -40,10 +40,9 @@ from beamtok._src.engines.compiled_tables import (
 )
 from beamtok._src.engines.compiled_word_cache import CACHED_CHARS, cache_find, cache_put, word_hash
 
-__all__ = ["CACHE_BITS", "encode_marked", "merge_room", "merge_symbols"]
+__all__ = ["encode_marked", "merge_room", "merge_symbols"]
 
 LINEAR_SYMBOLS = 48  # a word of up to this many symbols merges by scanning its pairs, a longer one by a heap
-CACHE_BITS = 19  # slots of the word cache; it holds at most half as many words
 
 
 @compiled

@@ -11,12 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from beamtok._src.engines.bpe_native import CACHE_BITS, encode_marked
+from beamtok._src.engines.bpe_native import encode_marked
 from beamtok._src.engines.compiled_tables import CodePointBuffer, IntMap, KeptArray, Trie, Workspaces, byte_token_ids
 from beamtok._src.engines.compiled_word_cache import new_word_cache
 from beamtok._src.engines.word_cutters import CUT_BEFORE_EVERY_MARK, CUT_BEFORE_MARK_AFTER_OTHER, NO_CUT, Marking
 
 __all__ = ["NativeBPE"]
+
+CACHE_BITS = 19  # slots of the word cache; it holds at most half as many words
 
 
 class NativeBPE:

@@ -58,7 +58,7 @@ def bpe_openai_engine(pattern: str, ranks: dict[bytes, int]) -> tuple[Any, bool]
 
 def _bpe_openai_bindings() -> tuple[Path, Any] | None:
     """bpe-openai's directory and its compiled module, loaded without running the package's
-    ``__init__``: that decodes the ranks of every encoding it knows (~2 s of start-up in every
+    ``__init__``: that decodes the ranks of every encoding it knows (start-up in every
     process and Beam worker); the compiled module alone needs none of it."""
     import importlib.util
     import sys

@@ -12,7 +12,7 @@ piece is ever computed here. Words are cached as
 the bytes of their int32 ids, and a text's ids are one ``bytes.join`` of its words', read as
 an array without a Python int per token.
 Where numba is installed, a Unigram model is compiled instead (``unigram_native``): it
-segments every word by ``tokenizers``' own rules at ~0.2 us a word, so no cache is kept; so
+segments every word by ``tokenizers``' own rules fast enough that no cache is kept; so
 is a BPE whose words are its marked text cut before marks (``bpe_native``: the kernel cuts,
 looks words up in its own cache and merges the new ones).
 Texts holding an added token (``[CLS]`` or ``<s>`` written in the text) are cut at their
@@ -56,8 +56,8 @@ class WordCache:
     the file's model alone (``model.tokenize``: what ``tokenizers`` runs on each word after its
     normalizer and pre-tokenizer, byte fallback and unknown pieces included), once; the cache
     starts over when full (keeping the words of the batch at hand). A call per word costs
-    ~3.6 us here where one ``encode`` of all the words as pre-tokenized splits cost ~6.4 us a
-    word (the encoding's offsets and word ids are built for nothing). One thread encodes at a
+    less than one ``encode`` of all the words as pre-tokenized splits (whose offsets and word
+    ids are built for nothing). One thread encodes at a
     time: another's start-over would empty the cache between this one's learning and reading."""
 
     def __init__(self, model: Any) -> None:

@@ -101,14 +101,13 @@ class KeptArray:
 class CodePointBuffer:
     """Texts' code points written into one buffer kept from call to call. A batch of long
     texts joined and encoded at once allocates megabytes afresh each call, and every page of
-    fresh memory is a fault (~1.5 us here: a third of a compiled BPE's reading of its input);
+    fresh memory is a fault (a large share of a compiled BPE's reading of its input);
     pieces of at most ``PIECE`` characters are encoded in memory the allocator reuses.
 
     ``fill`` can also mark the texts as ``Metaspace`` does (``word_cutters.SpaceMarking``;
     ``WordsMarking`` for ``WhitespaceSplit`` before it, written into a second buffer), on their
     code points: the same marking done as strings (``str.replace``, then the mark
-    put first) made two new strings a text, wider than the text where it was ASCII, and
-    took 13 ms over the 7.2 M characters of the code benchmark corpus where this takes 1."""
+    put first) made two new strings a text, wider than the text where it was ASCII."""
 
     PIECE = 1 << 14
 

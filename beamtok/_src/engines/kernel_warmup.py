@@ -2,8 +2,8 @@
 
 The compiled byte-level BPE, the compiled SentencePiece-style BPE and the compiled Unigram are
 numba kernels cached on disk (:func:`beamtok._src.engines.compiled_tables.compiled`). Until a cache
-exists, every process that builds one of these engines compiles it (~17 s of CPU for the
-three here), and processes started together (Beam workers, DataLoader workers that spawn, the
+exists, every process that builds one of these engines compiles it (many seconds of CPU for
+the three), and processes started together (Beam workers, DataLoader workers that spawn, the
 ranks of a job) each compile. This module builds each engine on a small tokenizer of its family,
 trained here on the package's own sample text, and encodes with it, so every kernel is compiled
 and cached once::

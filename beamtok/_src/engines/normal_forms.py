@@ -15,7 +15,7 @@ new composite's parts.
 place and a decomposition shows; and, for the forms that compose (NFC, NFKC), alone under
 NFD, where a canonical composite one side does not know shows: its parts join the set
 (composition is canonical in both forms, so a compatibility decomposition's parts, such as
-the digit of U+1FBF0, need not). That takes ~0.5 s a form here, once a machine: the points
+the digit of U+1FBF0, need not). That is done once a machine: the points
 are kept for the two versions. :class:`ExactNormalForm` normalizes a text holding none of
 them with ``unicodedata`` and one holding any with ``tokenizers`` itself.
 """
@@ -84,8 +84,8 @@ def _differing(normalizer: Any, form: Form, probe: Callable[[int], str]) -> set[
 class ExactNormalForm:
     """``form`` (NFC, NFKC, NFD or NFKD) of a text as ``tokenizers``' normalizer of it makes it.
 
-    Most text is in the form already, and Python says so at ~1 ns a character (its quick
-    check), where looking for the points costs 5-25. Where Python's tables are the newer
+    Most text is in the form already, and Python's quick check says so far faster than
+    looking for the points. Where Python's tables are the newer
     (every point they part ways at is one Python knows), a text Python finds in the form is
     in it for the older tables as well: a character the older tables know has the same class,
     decomposition and compositions in both, and one they do not know is to them a starter

@@ -19,9 +19,8 @@ class AsciiTable:
     """What a normalizer that maps ASCII character by character (``word_cutters``' module docstring says which)
     makes of an ASCII text, without calling it. Where it changes nothing, the text itself;
     where each character becomes one ASCII character or none (NFKC, T5's map, BERT's), the
-    text's bytes through ``bytes.translate``: ``str.translate`` with a dict looked each
-    character up (3.8 ns a character for NFKC's empty table, 7.3 for T5's map, on the code
-    benchmark corpus, a fifth of T5's engine)."""
+    text's bytes through ``bytes.translate``: ``str.translate`` with a dict looks each
+    character up."""
 
     def __init__(self, normalizer: Any) -> None:
         changed = {c: normalizer.normalize_str(chr(c)) for c in range(128)}
@@ -53,8 +52,8 @@ class AsciiTable:
 
     def mixed(self, text: str, normalize: Callable[[str], str]) -> str:
         """A text that is not all ASCII, normalized: the lines holding a character past
-        ASCII (runs of such lines at once) by ``normalize`` (the file's own, ~30 ns a
-        character called from Python), the rest by the table. Exact for the normalizers
+        ASCII (runs of such lines at once) by ``normalize`` (the file's own, slow called
+        from Python), the rest by the table. Exact for the normalizers
         ``takes``: a line starts after a newline, where ``Precompiled``'s graphemes always
         break (``\\r\\n`` stays whole inside a line's end) and where a normal form's
         composition and reordering cannot reach across (a newline is a starter that composes
@@ -91,7 +90,7 @@ class StringSteps:
     """A normalizer made only of ``Prepend`` and ``Replace`` of a literal string (Llama-2's,
     Mistral's and Gemma's spacing), done with ``str`` operations: ``tokenizers`` prepends to
     a text that is not empty and replaces every non-overlapping occurrence, left to right, as
-    ``str.replace`` does; its call from Python cost ~30 ns a character on prose."""
+    ``str.replace`` does, without calling it from Python."""
 
     def __init__(self, steps: list[tuple[str, str, str]]) -> None:
         self.steps = steps  # ("prepend", text, "") or ("replace", pattern, content)

@@ -1,7 +1,7 @@
 """A Unigram model's segmentation of words, compiled with numba, giving the ids the
-``tokenizers`` Unigram model gives each word (its ``tokenize``) at ~0.2 us a word, against
-~3.5 us for the model's own call from Python. Every word is segmented (no cache is needed at
-that speed, so none is kept). numba comes with the ``beamtok[compiled]`` extra; without it the
+``tokenizers`` Unigram model gives each word (its ``tokenize``), at a small part of the cost
+of the model's own call from Python. Every word is segmented (no cache is needed at that
+speed, so none is kept). numba comes with the ``beamtok[compiled]`` extra; without it the
 cached-words engine (``cached_words``) gives new words to the file's model one by one.
 
 What makes the ids the same, rule by rule, as ``tokenizers`` (models/unigram) computes them:

@@ -81,9 +81,8 @@ def _picklable(error: BaseException) -> BaseException:
 
 def widen_pipe(channel: Any) -> None:
     """Give a process queue's pipe ``PIPE_BYTES`` of buffer where the system allows (Linux).
-    A block of rows is a few hundred KB; through the default 64 KB pipe each took a dozen
-    reads, each waiting for the worker's feeder thread to write the next 64 KB: measured here,
-    60 MB of blocks cost the consumer 0.10 s of CPU through 64 KB and 0.06 s through 1 MB."""
+    A block of rows is a few hundred KB; through the default 64 KB pipe each takes a dozen
+    reads, each waiting for the worker's feeder thread to write the next 64 KB."""
     try:
         import fcntl
     except ImportError:  # Windows

@@ -1,14 +1,12 @@
 """A batch that crosses from a DataLoader worker to the training process in one piece.
 
 A torch DataLoader worker sends each tensor of a batch through a shared-memory segment of its
-own, passed as a file descriptor: a batch of eight fields cost ~4.4 ms here (8 x 1024 rows),
-so a loader with workers read beamtok's batches 35x slower than one process
-(benchmarks/read_vs_litdata.py). :class:`OneBufferBatch` is the same dict of tensors, pickled
-as one byte string and a layout: the worker packs its fields into one buffer (a copy of ~130
-KB), which goes through the loader's pipe with the rest of the message, and the training
-process gets views of it: 0.64 ms a batch (one shared-memory segment instead of eight still
-cost 1.5 ms: passing the descriptor is the cost). Fields that are not arrays travel as they
-are.
+own, passed as a file descriptor, and passing descriptors is what a loader with workers spent
+most of its time on (benchmarks/read_vs_litdata.py). :class:`OneBufferBatch` is the same dict
+of tensors, pickled as one byte string and a layout: the worker packs its fields into one
+buffer (a small copy), which goes through the loader's pipe with the rest of the message, and
+the training process gets views of it (one shared-memory segment instead of eight would still
+pass a descriptor). Fields that are not arrays travel as they are.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ is exact.
 
 Where DataLoader workers are forked (Linux's default), the fast-path encoders of the
 tokenizers the readers will encode with are built in this process when the adapter is made,
-so every forked worker starts with them built instead of building its own (0.5-2.2 s of CPU
-each before its first batch, numba's own start included: ``benchmarks/worker_start.py``).
+so every forked worker starts with them built instead of building its own before its first
+batch (``benchmarks/worker_start.py`` measures it).
 
 A dataset with a ``.batch()`` stage yields whole batches. A DataLoader left at its default
 ``batch_size=1`` hands each one to ``default_collate`` in a list of one, which would add a

@@ -2,7 +2,7 @@
 names in the Hugging Face cache), kept on this machine.
 
 Loading a directory through ``AutoTokenizer`` imports ``transformers`` and, through it, torch:
-~2.6 s of every process that loads a tokenizer by its directory (each ``beamtok`` command,
+seconds of every process that loads a tokenizer by its directory (each ``beamtok`` command,
 each training rank, each JAX process). What beamtok takes from the loaded tokenizer is small
 and plain: the Rust backend as JSON, the BOS, EOS and PAD ids, the vocabulary size with added
 tokens and the chat template. That is written once under ``$BEAMTOK_TOKENIZER_CACHE`` (default

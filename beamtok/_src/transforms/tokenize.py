@@ -109,7 +109,7 @@ class Tokenizer:
         specials = json.dumps([self.bos_id, self.eos_id, self.pad_id])
         self.fingerprint = hashlib.sha256((serialized + specials).encode()).hexdigest()[:20]
         self._serialized: str | None = (
-            serialized  # kept until the fast path is built from it (to_str takes ~0.1 s on a large vocabulary)
+            serialized  # kept until the fast path is built from it (to_str is slow on a large vocabulary)
         )
         self._shipped: dict[str, Any] | None = None  # serialize()'s blob, once asked for
 

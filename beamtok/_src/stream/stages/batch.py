@@ -2,7 +2,7 @@
 of numpy arrays or tensors, optionally in the packed-row conventions other trainers use.
 
 A batch is made one of two ways, and both give the same batch for the same rows
-(tests/stream/test_batch_paths.py holds them equal, field by field, with the token counts):
+(tests/stream/stages/test_batch_paths.py holds them equal, field by field, with the token counts):
 
 - **row blocks**: where the upstream hands decoded column blocks (``Node.next_rows``: a
   cache read in order, the on-the-fly column path), rows of one width are sliced and stacked

@@ -202,4 +202,4 @@ def test_a_mix_of_mixes_is_the_mix_of_its_sources_by_share(sources):
     scheduled = Dataset.mix([Dataset.mix(sources, [(0, [1, 1]), (4096, [1, 2])]), third])
     assert (
         len(scheduled.pipeline.root.mixed) == 2
-    )  # a schedule does not flatten: nested (tests/stream/test_mix_nested.py)
+    )  # a schedule does not flatten: nested (tests/stream/mixing/test_mix_nested.py)
