@@ -51,7 +51,7 @@ def test_readme_and_guide_examples_run_each_in_a_new_process(tmp_path):
             assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, (
                 f"{source.name} block {i}:\n{proc.stderr}"
             )
-    assert json.loads((tmp_path / "build" / "state.json").read_text())["beamtok_state"] == 2
+    assert json.loads((tmp_path / "build" / "state.json").read_text())["beamtok_state"] == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["build", "data", "examples"]  # every output under build/
 
 

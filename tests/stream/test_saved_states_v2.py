@@ -10,6 +10,8 @@ import json
 
 import pytest
 
+from beamtok import StateError
+from beamtok._src.stream.state_migration import migrate
 from beamtok.testing import assert_items_equal
 
 from conftest import ROOT
@@ -41,7 +43,7 @@ def test_a_saved_state_is_the_state_saved_today_and_resumes_alike(maker, name):
     with make().iter() as today:
         list(itertools.islice(today, maker.STEPS))
         now = json.loads(json.dumps(today.state_dict()))
-        assert placeless(now) == placeless(saved)
+        assert placeless(now) == placeless(migrate(saved))  # the same state, its kinds named and version 3
         with make().iter(saved) as resumed:
             assert_items_equal(list(itertools.islice(resumed, 9)), list(itertools.islice(today, 9)))
 
@@ -55,7 +57,7 @@ def test_saved_states_of_two_ranks_resume_on_other_world_sizes(maker, name):
         it = make_rank(rank).iter()
         list(itertools.islice(it, 4 + rank))
         today.append(json.loads(json.dumps(it.state_dict())))
-    assert [placeless(s) for s in today] == [placeless(s) for s in old]
+    assert [placeless(s) for s in today] == [placeless(migrate(s)) for s in old]
     source = maker.RANKED[name](0)
     for world in (1, 3):
         for rank in range(world):
@@ -68,3 +70,22 @@ def test_saved_states_of_two_ranks_resume_on_other_world_sizes(maker, name):
                 .batch(3)
             )
             assert_items_equal(list(ds.iter_merged(old)), list(ds.iter_merged(today)))
+
+
+def test_a_version_2_mix_state_gets_its_kind_and_a_state_without_one_is_refused(maker):
+    """Version 3 states name each mix's kind; the migration names it for a version-2 state (by
+    its keys, the one place that reads them so), and a mix refuses a state that names none."""
+    saved = json.loads((STATES / "v2_mix.json").read_text())
+    assert saved["beamtok_state"] == 2 and "kind" not in saved["pipeline"]["upstream"]
+    migrated = migrate(saved)
+    assert migrated["pipeline"]["upstream"]["kind"] == "mix"
+    assert [s.get("kind") for s in migrated["pipeline"]["upstream"]["sources"]] == [None] * len(
+        saved["pipeline"]["upstream"]["sources"]
+    )  # shard sources are read by one node kind only
+    it = maker.PIPELINES["v2_mix"]().iter()
+    next(it)
+    today = it.state_dict()
+    assert today["pipeline"]["upstream"]["kind"] == "mix"
+    del today["pipeline"]["upstream"]["kind"]
+    with pytest.raises(StateError, match="mix: the state's kind is None"):
+        next(maker.PIPELINES["v2_mix"]().iter(today))

@@ -49,12 +49,12 @@ def test_a_version_1_state_resumes_as_a_state_saved_today(maker, name):
     today = make().iter()
     list(itertools.islice(today, 7))
     now = today.state_dict()
-    assert now["beamtok_state"] == STATE_VERSION == 2
+    assert now["beamtok_state"] == STATE_VERSION == 3
     assert migrate(saved)["plan"] == now["plan"] and migrate(saved)["pipeline"] == now["pipeline"]
     assert_items_equal(list(itertools.islice(resumed, 12)), list(itertools.islice(today, 12)))
-    assert resumed.state_dict()["beamtok_state"] == 2
+    assert resumed.state_dict()["beamtok_state"] == 3
     lines = explain_state(saved)
-    assert lines[0].startswith("beamtok state format 1 (read as version 2)")
+    assert lines[0].startswith("beamtok state format 1 (read as version 3)")
     assert lines[1:] == explain_state(now)[1:]
 
 
@@ -75,14 +75,14 @@ def test_version_1_states_of_two_ranks_resume_on_other_world_sizes_as_today_s_do
 def test_a_state_saved_before_plans_gets_its_plan_from_about():
     earlier = json.loads((STATES / "before_plans.json").read_text())
     migrated = migrate(earlier)
-    assert migrated["beamtok_state"] == 2 and migrated["plan"]["from_about"] and "plan" not in earlier
+    assert migrated["beamtok_state"] == 3 and migrated["plan"]["from_about"] and "plan" not in earlier
     assert [s["stage"] for s in migrated["plan"]["stages"]] == ["shuffle", "take", "batch", "enumerate"]
 
 
 def test_the_current_version_passes_through_and_others_are_refused():
-    state = {"beamtok_state": 2, "plan": {}}
+    state = {"beamtok_state": 3, "plan": {}}
     assert migrate(state) is state
-    with pytest.raises(StateError, match=r"format version 0 is not supported \(this beamtok reads versions 1, 2\)"):
+    with pytest.raises(StateError, match=r"format version 0 is not supported \(this beamtok reads versions 1, 2, 3\)"):
         migrate({"beamtok_state": 0})
     with pytest.raises(StateError, match="neither a plan nor an about"):
         migrate({"beamtok_state": 1, "pipeline": {}})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from beamtok._src.base.errors import StateError
 
@@ -72,6 +72,7 @@ class ShardSourceState(_ShardSourceKeys, total=False):
 
 
 class _MixKeys(TypedDict):
+    kind: Literal["mix"]
     index: int
     sources: list[NodeState]
     stopped: bool
@@ -88,6 +89,7 @@ class MixState(_MixKeys, total=False):
 
 
 class _SeekingMixKeys(TypedDict):
+    kind: Literal["seeking_mix"]
     index: int
     positions: list[int]
     stopped: bool

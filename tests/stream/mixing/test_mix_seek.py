@@ -219,7 +219,9 @@ def test_the_state_is_one_integer_a_source_and_is_checked(twins):
     assert sizes[1] < sizes[0] + 32
     state = json.loads(json.dumps(it.state_dict()))
     mix_state = state["pipeline"]["upstream"]
-    assert sorted(mix_state) == ["index", "positions", "stats", "stopped"]
+    assert (
+        sorted(mix_state) == ["index", "kind", "positions", "stats", "stopped"] and mix_state["kind"] == "seeking_mix"
+    )
     assert len(mix_state["positions"]) == 3 and all(isinstance(p, int) for p in mix_state["positions"])
     mix_state["positions"][0] += 1
     with pytest.raises(StateError, match="do not follow from global position"):

@@ -9,13 +9,30 @@ class's children, and both ask :mod:`beamtok._src.stream.mixing.rule` where the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from beamtok._src.base.errors import ConfigError, StateError
 from beamtok._src.stream.mixing.mix_plan import MixPlan, changes_of
 from beamtok._src.stream.node import RootSource
 
-__all__ = ["MixBase"]
+__all__ = ["MIX_KIND", "SEEKING_MIX_KIND", "MixBase", "mix_kind"]
+
+MIX_KIND: Final = "mix"  # the state of a mix read source by source (reading.py)
+SEEKING_MIX_KIND: Final = "seeking_mix"  # the state of a mix of packed caches read by row number (seeking.py)
+
+
+def mix_kind(state: Any) -> str:
+    """The kind a mix state declares (each mix reads the other's state too), or StateError.
+
+    Args:
+        state: A mix's part of a saved state.
+    """
+    kind = state.get("kind") if isinstance(state, dict) else None
+    if kind not in (MIX_KIND, SEEKING_MIX_KIND):
+        raise StateError(
+            f"mix: the state's kind is {kind!r}, not {MIX_KIND!r} or {SEEKING_MIX_KIND!r} (a state of another node?)"
+        )
+    return str(kind)
 
 
 class MixBase(RootSource):
@@ -41,7 +58,7 @@ class MixBase(RootSource):
     def state_lines(cls, state: Any, indent: str = "") -> list[str]:
         """A saved mix state's own position in words (its sources' states are described by
         their own kinds)."""
-        if not isinstance(state, dict) or not ("sources" in state or "positions" in state):
+        if not isinstance(state, dict) or state.get("kind") not in (MIX_KIND, SEEKING_MIX_KIND):
             return [f"{indent}mix: unreadable ({state!r})"]
         lines = [
             f"{indent}mix: {state.get('index')} examples decided so far (the global index), stopped: {state.get('stopped')}"

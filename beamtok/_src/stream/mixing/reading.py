@@ -28,7 +28,7 @@ import numpy as np
 from beamtok._src.base.errors import InputError, StateError
 from beamtok._src.base.validate import check_bool, check_int
 from beamtok._src.stream.global_order.shuffle_source import GlobalShuffleSource
-from beamtok._src.stream.mixing.base import MixBase
+from beamtok._src.stream.mixing.base import MIX_KIND, SEEKING_MIX_KIND, MixBase, mix_kind
 from beamtok._src.stream.mixing.mix_plan import MixPlan, changes_of, first_leaves
 from beamtok._src.stream.mixing.rule import NEVER, SourceStatus, empty_source_at, stop_offset
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
@@ -42,7 +42,7 @@ __all__ = ["MixSource"]
 class MixSource(MixBase):
     """Yields the mixed stream of several sources, reading them."""
 
-    KEYS: tuple[str, ...] = ("index", "sources", "stopped")
+    KEYS: tuple[str, ...] = ("kind", "index", "sources", "stopped")
 
     def __init__(
         self,
@@ -70,7 +70,7 @@ class MixSource(MixBase):
                 source.reset(None)
             return
         state = copy_state(state)
-        if isinstance(state, dict) and "positions" in state:
+        if mix_kind(state) == SEEKING_MIX_KIND:
             state = self._from_seeking(state)
         optional = tuple(k for k in (self.CHANGES, self.CARRIED) if isinstance(state, dict) and k in state)
         state = check_keys(state, (*self.KEYS, *optional), "mix")
@@ -103,10 +103,13 @@ class MixSource(MixBase):
         self._read_through = [check_int(p, "positions", "mix") for p in positions]
         state[self.CARRIED] = state.pop("stats", StreamStats().to_json())
         state["sources"] = [None] * len(self.sources)
+        state["kind"] = MIX_KIND
         return state
 
     def state_dict(self) -> MixState:
-        state = MixState(index=self._index, sources=[s.state_dict() for s in self.sources], stopped=self._stopped)
+        state = MixState(
+            kind=MIX_KIND, index=self._index, sources=[s.state_dict() for s in self.sources], stopped=self._stopped
+        )
         if self._carried is not None:
             state["stats"] = self._carried.to_json()
         if self._changes:
@@ -136,6 +139,7 @@ class MixSource(MixBase):
         if new.mode == "shards":
             start += new.part
         merged: dict[str, Any] = {
+            "kind": MIX_KIND,
             "index": start,
             "sources": sources,
             "stopped": all(s["stopped"] is True for s in states),

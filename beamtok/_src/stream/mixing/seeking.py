@@ -37,7 +37,7 @@ import numpy as np
 from beamtok._src.base.errors import InputError, StateError
 from beamtok._src.base.validate import check_bool, check_int
 from beamtok._src.shards.items import Produced, ShardCursor
-from beamtok._src.stream.mixing.base import MixBase
+from beamtok._src.stream.mixing.base import MIX_KIND, SEEKING_MIX_KIND, MixBase, mix_kind
 from beamtok._src.stream.mixing.mix_plan import MixPlan, changes_of, first_leaves
 from beamtok._src.stream.mixing.positions import MixPositions, positions_of
 from beamtok._src.stream.mixing.rule import NEVER, SourceStatus, empty_source_at, stop_offset
@@ -54,7 +54,7 @@ UNBOUNDED = np.iinfo(np.int64).max
 class SeekingMix(MixBase):
     """The mixed stream of packed caches, read by seeking (see the module docstring)."""
 
-    KEYS = ("index", "positions", "stopped", "stats")
+    KEYS = ("kind", "index", "positions", "stopped", "stats")
 
     def __init__(self, sources: Sequence[NumberedRows], plan: MixPlan, example_parts: int) -> None:
         self.rows = list(sources)
@@ -78,7 +78,7 @@ class SeekingMix(MixBase):
         state = copy_state(state)
         if not isinstance(state, dict):
             raise StateError(f"mix: state must be a JSON object, got {type(state).__name__}")
-        if "sources" in state:  # a reading mix's state: its sources' own states give the counts
+        if mix_kind(state) == MIX_KIND:  # a reading mix's state: its sources' own states give the counts
             state = self._from_reading(state)
         keys = (*self.KEYS, self.CHANGES) if self.CHANGES in state else self.KEYS
         state = check_keys(state, keys, "mix")
@@ -112,11 +112,14 @@ class SeekingMix(MixBase):
         index = check_int(state.get("index"), "index", "mix")
         self._set_changes(changes_of(state.get(self.CHANGES, []), len(self.rows)))
         converted = {k: v for k, v in state.items() if k != "sources"}
-        converted.update(positions=self._positions.draws_before(index).tolist(), stats=total.to_json())
+        converted.update(
+            kind=SEEKING_MIX_KIND, positions=self._positions.draws_before(index).tolist(), stats=total.to_json()
+        )
         return converted
 
     def state_dict(self) -> SeekingMixState:
         state = SeekingMixState(
+            kind=SEEKING_MIX_KIND,
             index=self._index,
             positions=self._positions.draws_before(self._index).tolist(),
             stopped=self._stopped,
