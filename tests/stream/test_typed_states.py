@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import typing
+from typing import Any
 
 import pytest
 
@@ -44,11 +45,22 @@ def live_nodes(it: DatasetIterator) -> list[Node]:
     return found
 
 
+def declared_state(cls: type) -> Any:
+    """The state type a node class declares: the TypedDict it gives ``Node`` (or a node class
+    between them) as its type argument (``RootSource[ShardSourceState]``), else None."""
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            for arg in typing.get_args(base):
+                if typing.is_typeddict(arg):
+                    return arg
+    return None
+
+
 def checked(it: DatasetIterator, seen: dict[str, set[str]]) -> None:
-    """Check each node's state against the type its ``state_dict`` declares; note the keys seen."""
+    """Check each node's state against the type its class declares; note the keys seen."""
     for node in live_nodes(it):
-        declared = typing.get_type_hints(type(node).state_dict)["return"]
-        if not typing.is_typeddict(declared):
+        declared = declared_state(type(node))
+        if declared is None:
             continue
         state = node.state_dict()
         required, optional = set(declared.__required_keys__), set(declared.__optional_keys__)

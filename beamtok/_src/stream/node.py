@@ -4,7 +4,9 @@ A stage's configuration (a :class:`Stage`) checks its options when it is made, w
 JSON form from its own fields (that form feeds the stream fingerprint every state carries),
 and builds its live node over an upstream node. The live node (a :class:`StageNode`) is an
 iterator with ``state_dict()`` and ``reset(state)``: its state is its own small position plus
-the upstream's state, never examples. A new stage is one module holding both parts plus one
+the upstream's state, never examples. A node is generic over its state (``Node[ShardSourceState]``,
+``StageNode[WindowState]``...): the typed form ``state_dict`` writes is the one ``reset`` and
+``merge`` read, so a type checker holds both sides to the same keys. A new stage is one module holding both parts plus one
 fluent method on ``Dataset`` (docs/architecture.md shows the steps).
 """
 
@@ -14,7 +16,7 @@ import abc
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from beamtok._src.base.errors import ConfigError, StateError
 from beamtok._src.stream.state import NodeState, check_keys, copy_state
@@ -23,15 +25,18 @@ if TYPE_CHECKING:
     from beamtok._src.shards.spans import Taken
     from beamtok._src.stream.ranks.reader_split import ReaderSplit  # a type only: the split module builds on this one
 
-__all__ = ["Node", "RootSource", "Stage", "StageNode", "StreamContext"]
+__all__ = ["Node", "RootSource", "S", "Stage", "StageNode", "StreamContext"]
+
+S = TypeVar("S", bound=NodeState)
+"""A node's state: the typed form its ``state_dict`` writes and its ``reset`` reads."""
 
 
-class Node(abc.ABC):
+class Node(abc.ABC, Generic[S]):
     """A live node of a stream: an iterator with a JSON state. What a node can do beyond that
     is declared here, each capability a method with the default of a node that cannot: the
     stages above, the iterator and the timing wrapper call these methods, never look for them."""
 
-    upstream: Node | None = None  # the node this one reads (None: a root source)
+    upstream: Node[Any] | None = None  # the node this one reads (None: a root source)
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -40,11 +45,11 @@ class Node(abc.ABC):
     def __next__(self) -> Any: ...
 
     @abc.abstractmethod
-    def state_dict(self) -> NodeState:
+    def state_dict(self) -> S:
         """Where this node and those below it are, as JSON."""
 
     @abc.abstractmethod
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: S | None) -> None:
         """Start again from a state this node's ``state_dict`` gave, or from the beginning.
 
         Args:
@@ -52,7 +57,7 @@ class Node(abc.ABC):
         """
 
     @abc.abstractmethod
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[S], olds: list[ReaderSplit], new: ReaderSplit) -> S:
         """This reader's state from the states of every reader of another split.
 
         Args:
@@ -107,7 +112,7 @@ class Node(abc.ABC):
         return {}
 
 
-class RootSource(Node):
+class RootSource(Node[S]):
     """The node a stream starts from (shards, a mix, a global shuffle): it also keeps the
     source's counts, closes what it opened, and tells the state at an example number."""
 
@@ -120,7 +125,7 @@ class RootSource(Node):
         """Stop workers and close files now."""
 
     @abc.abstractmethod
-    def state_at(self, example: int) -> dict[str, Any]:
+    def state_at(self, example: int) -> S:
         """The state of this source after its first ``example`` examples."""
 
     def set_weights(self, weights: list[float]) -> int:
@@ -187,7 +192,7 @@ class Stage(abc.ABC):
         return f"position {own}" if own else "no position of its own"
 
 
-class StageNode(Node):
+class StageNode(Node[S]):
     """Common plumbing of live stages: an upstream node and strict restore of ``KEYS``.
 
     Args:
@@ -197,24 +202,24 @@ class StageNode(Node):
     KEYS: tuple[str, ...] = ("upstream",)
     NAME = "stage"
 
-    def __init__(self, upstream: Node) -> None:
-        self.upstream: Node = upstream
+    def __init__(self, upstream: Node[Any]) -> None:
+        self.upstream: Node[Any] = upstream
 
-    def state_dict(self) -> NodeState:
-        return {"upstream": self.upstream.state_dict(), **self._position()}
+    def state_dict(self) -> S:
+        return {"upstream": self.upstream.state_dict(), **self._position()}  # type: ignore[return-value]  # S: these keys
 
     def _position(self) -> dict[str, Any]:
         """This stage's own position (the keys of KEYS but ``upstream``)."""
         return {}
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: S | None) -> None:
         if state is None:
             self.upstream.reset(None)
             self._restore(None)
             return
-        state = check_keys(copy_state(state), self.KEYS, self.NAME)
-        self.upstream.reset(state["upstream"])
-        self._restore(state)
+        checked = check_keys(copy_state(state), self.KEYS, self.NAME)
+        self.upstream.reset(checked["upstream"])
+        self._restore(checked)
 
     # can_seek() stays False unless a stage knows how many upstream items each of its items takes
 
@@ -235,7 +240,7 @@ class StageNode(Node):
             )
         self.upstream.check_merge(olds)
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[S], olds: list[ReaderSplit], new: ReaderSplit) -> S:
         """A stage without a position of its own passes the merge upstream; others refuse
         unless they override this.
 
@@ -245,10 +250,11 @@ class StageNode(Node):
             new: This reader's split.
         """
         self.check_merge(olds)
-        states = [
+        checked = [
             check_keys(s, self.KEYS, self.NAME) for s in states
         ]  # read, never changed: the merged state is copied when restored
-        return {"upstream": self.upstream.merge([s["upstream"] for s in states], olds, new)}
+        merged = {"upstream": self.upstream.merge([s["upstream"] for s in checked], olds, new)}
+        return merged  # type: ignore[return-value]  # a stage that merges has no keys beside upstream
 
     def _restore(self, state: dict[str, Any] | None) -> None:
         """Set this stage's own position from ``state`` (None: the start)."""

@@ -34,7 +34,7 @@ class StageTimer:
         self.items = 0
 
 
-class TimedNode(Node):
+class TimedNode(Node[NodeState]):
     """A node that times its ``next()`` and ``next_rows()`` and passes every other declared
     capability of :class:`~beamtok._src.stream.node.Node` to the node it wraps."""
 
@@ -65,10 +65,10 @@ class TimedNode(Node):
     def state_dict(self) -> NodeState:
         return self._node.state_dict()
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: NodeState | None) -> None:
         self._node.reset(state)
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[NodeState], olds: list[ReaderSplit], new: ReaderSplit) -> NodeState:
         return self._node.merge(states, olds, new)
 
     def can_seek(self) -> bool:

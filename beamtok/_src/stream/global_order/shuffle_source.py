@@ -51,7 +51,7 @@ __all__ = ["GlobalShuffleSource"]
 FETCH = 256  # positions fetched together
 
 
-class GlobalShuffleSource(RootSource):
+class GlobalShuffleSource(RootSource[GlobalShuffleState]):
     """Yields a packed cache's rows in a keyed permutation, epoch after epoch."""
 
     KEYS = ("epoch", "position", "stats")
@@ -96,7 +96,7 @@ class GlobalShuffleSource(RootSource):
             f"handed out so far: {describe_stats(state.get('stats'))}{extra}"
         ]
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: GlobalShuffleState | None) -> None:
         self.stats = StreamStats()
         self._epoch = 0
         self._position = 0  # the next position of this epoch to consider
@@ -107,25 +107,25 @@ class GlobalShuffleSource(RootSource):
         self._ahead_window = -1  # the spread window whose row groups were last asked ahead for
         if state is None:
             return
-        state = copy_state(state)
-        state = check_keys(
-            state,
-            (*self.KEYS, "taken") if isinstance(state, dict) and "taken" in state else self.KEYS,
+        copied = copy_state(state)
+        saved = check_keys(
+            copied,
+            (*self.KEYS, "taken") if isinstance(copied, dict) and "taken" in copied else self.KEYS,
             "global shuffle",
         )
-        self._epoch = check_int(state["epoch"], "epoch", "global shuffle")
+        self._epoch = check_int(saved["epoch"], "epoch", "global shuffle")
         if self.epochs is not None and self._epoch >= self.epochs:
             raise StateError(f"global shuffle: epoch {self._epoch} is past the last epoch ({self.epochs})")
-        self._position = check_int(state["position"], "position", "global shuffle")
+        self._position = check_int(saved["position"], "position", "global shuffle")
         if self._position > self.positions:
             raise StateError(
                 f"global shuffle: position {self._position} is past the epoch's {self.positions} positions"
             )
-        taken = state.get("taken", [])
+        taken = saved.get("taken", [])
         if not isinstance(taken, list):
             raise StateError("global shuffle: taken must be a list of positions")
         self._taken = sorted(check_int(i, "taken", "global shuffle") for i in taken)
-        self.stats = StreamStats.from_json(state["stats"])
+        self.stats = StreamStats.from_json(saved["stats"])
 
     def state_dict(self) -> GlobalShuffleState:
         state = GlobalShuffleState(epoch=self._epoch, position=self._position, stats=self.stats.to_json())
@@ -275,7 +275,7 @@ class GlobalShuffleSource(RootSource):
     def close(self) -> None:
         self.source.close()
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[GlobalShuffleState], olds: list[ReaderSplit], new: ReaderSplit) -> GlobalShuffleState:
         """Reader ``new``'s state from every old reader's: from the first position no old
         reader has taken, skipping the ones faster readers took beyond it. Positions are
         numbered ``epoch * positions + position`` across epochs."""
@@ -315,18 +315,16 @@ class GlobalShuffleSource(RootSource):
                 taken.add(linear)
                 linear = next_owned(linear + 1, old.part)
         epoch, position = divmod(start, total)
-        merged: dict[str, Any] = {
-            "epoch": epoch,
-            "position": position,
-            "stats": summed_stats([s["stats"] for s in states], new.part),
-        }
+        merged = GlobalShuffleState(
+            epoch=epoch, position=position, stats=summed_stats([s["stats"] for s in states], new.part)
+        )
         if self.epochs is not None and epoch >= self.epochs:
-            merged = {"epoch": self.epochs - 1, "position": total, "stats": merged["stats"]}
+            merged = GlobalShuffleState(epoch=self.epochs - 1, position=total, stats=merged["stats"])
         if taken:
             merged["taken"] = sorted(taken)
         return merged
 
-    def state_at(self, example: int) -> dict[str, Any]:
+    def state_at(self, example: int) -> GlobalShuffleState:
         raise ConfigError("start_example does not apply to a global shuffle; resume from a state_dict")
 
     def can_seek(self) -> bool:

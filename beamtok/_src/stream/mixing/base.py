@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from beamtok._src.base.errors import ConfigError, StateError
 from beamtok._src.stream.mixing.mix_plan import MixPlan, changes_of
-from beamtok._src.stream.node import RootSource
+from beamtok._src.stream.node import RootSource, S
 
 __all__ = ["MIX_KIND", "SEEKING_MIX_KIND", "MixBase", "mix_kind"]
 
@@ -35,7 +35,7 @@ def mix_kind(state: Any) -> str:
     return str(kind)
 
 
-class MixBase(RootSource):
+class MixBase(RootSource[S]):
     """A mix's plan (declared, and with the changes made while training), its position and
     stop flag. Children set ``declared``, ``part``, ``parts`` and ``example_parts``, then
     call ``_start_plan()``."""
@@ -102,5 +102,5 @@ class MixBase(RootSource):
         """The weights of the block holding this reader's next position."""
         return self.plan.weights_at(self._index // self.plan.block_size)
 
-    def state_at(self, example: int) -> dict[str, Any]:
+    def state_at(self, example: int) -> S:
         raise ConfigError("start_example does not apply to a mix; resume from a state_dict")

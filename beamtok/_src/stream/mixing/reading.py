@@ -34,12 +34,12 @@ from beamtok._src.stream.mixing.rule import NEVER, SourceStatus, empty_source_at
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.reading.source import ShardSource
 from beamtok._src.stream.reading.stats import StreamStats
-from beamtok._src.stream.state import MixState, check_keys, copy_state
+from beamtok._src.stream.state import MixState, NodeState, check_keys, copy_state
 
 __all__ = ["MixSource"]
 
 
-class MixSource(MixBase):
+class MixSource(MixBase[MixState]):
     """Yields the mixed stream of several sources, reading them."""
 
     KEYS: tuple[str, ...] = ("kind", "index", "sources", "stopped")
@@ -59,7 +59,7 @@ class MixSource(MixBase):
         self.forever = np.array([s.epochs is None for s in self.sources])
         self.reset(None)
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: MixState | None) -> None:
         self._start_plan()
         self._block = -1
         self._order = np.zeros(0, dtype=np.int64)
@@ -69,23 +69,23 @@ class MixSource(MixBase):
             for source in self.sources:
                 source.reset(None)
             return
-        state = copy_state(state)
-        if mix_kind(state) == SEEKING_MIX_KIND:
-            state = self._from_seeking(state)
-        optional = tuple(k for k in (self.CHANGES, self.CARRIED) if isinstance(state, dict) and k in state)
-        state = check_keys(state, (*self.KEYS, *optional), "mix")
-        self._set_changes(changes_of(state.get(self.CHANGES, []), len(self.sources)))
-        children = state["sources"]
+        saved: dict[str, Any] = copy_state(state)
+        if mix_kind(saved) == SEEKING_MIX_KIND:
+            saved = self._from_seeking(saved)
+        optional = tuple(k for k in (self.CHANGES, self.CARRIED) if k in saved)
+        saved = check_keys(saved, (*self.KEYS, *optional), "mix")
+        self._set_changes(changes_of(saved.get(self.CHANGES, []), len(self.sources)))
+        children = saved["sources"]
         if not isinstance(children, list) or len(children) != len(self.sources):
             raise StateError(
                 f"mix: the state holds {len(children) if isinstance(children, list) else '?'} sources, this mix has {len(self.sources)}"
             )
         for source, child in zip(self.sources, children):
             source.reset(child)
-        self._index = check_int(state["index"], "index", "mix")
-        self._stopped = check_bool(state["stopped"], "stopped", "mix")
-        if self.CARRIED in state:
-            self._carried = StreamStats.from_json(state[self.CARRIED])
+        self._index = check_int(saved["index"], "index", "mix")
+        self._stopped = check_bool(saved["stopped"], "stopped", "mix")
+        if self.CARRIED in saved:
+            self._carried = StreamStats.from_json(saved[self.CARRIED])
 
     def _from_seeking(self, state: dict[str, Any]) -> dict[str, Any]:
         """A seeking mix's state in this mix's form (why: the module docstring): every source
@@ -116,13 +116,13 @@ class MixSource(MixBase):
             state["weight_changes"] = self._changes_json()
         return state
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[MixState], olds: list[ReaderSplit], new: ReaderSplit) -> MixState:
         """Each source's states merged (see ``beamtok._src.stream.ranks.elastic``). The sequence of
         sources continues after the last position any old reader filled: new reader ``part``
         takes positions ``part, part + parts, ...`` counted from there. No position's
         source is drawn twice; old readers that kept in step leave no gap, and one that fell
         behind leaves fewer positions unfilled than there were old readers."""
-        states = [
+        checked = [
             check_keys(
                 copy_state(s),
                 (*self.KEYS, self.CHANGES) if isinstance(s, dict) and self.CHANGES in s else self.KEYS,
@@ -130,22 +130,21 @@ class MixSource(MixBase):
             )
             for s in states
         ]
-        for state in states:
+        for state in checked:
             if not isinstance(state["sources"], list) or len(state["sources"]) != len(self.sources):
                 raise StateError(f"mix: a state holds another number of sources than this mix's {len(self.sources)}")
-        sources = [source.merge([s["sources"][i] for s in states], olds, new) for i, source in enumerate(self.sources)]
+        sources: list[NodeState] = [
+            source.merge([s["sources"][i] for s in checked], olds, new) for i, source in enumerate(self.sources)
+        ]
         old_parts = olds[0].parts if olds[0].mode == "shards" else 1
-        start = max(check_int(s["index"], "index", "mix") - old_parts for s in states) + 1  # after the last taken
+        start = max(check_int(s["index"], "index", "mix") - old_parts for s in checked) + 1  # after the last taken
         if new.mode == "shards":
             start += new.part
-        merged: dict[str, Any] = {
-            "kind": MIX_KIND,
-            "index": start,
-            "sources": sources,
-            "stopped": all(s["stopped"] is True for s in states),
-        }
+        merged = MixState(
+            kind=MIX_KIND, index=start, sources=sources, stopped=all(s["stopped"] is True for s in checked)
+        )
         changes: dict[int, tuple[float, ...]] = {}
-        for state in states:  # every old reader was told the same changes; a conflict means they were not
+        for state in checked:  # every old reader was told the same changes; a conflict means they were not
             for begin, ws in changes_of(state.get(self.CHANGES, []), len(self.sources)):
                 if changes.get(begin, ws) != ws:
                     raise StateError(
@@ -153,7 +152,7 @@ class MixSource(MixBase):
                     )
                 changes[begin] = ws
         if changes:
-            merged[self.CHANGES] = [[begin, list(ws)] for begin, ws in sorted(changes.items())]
+            merged["weight_changes"] = [[begin, list(ws)] for begin, ws in sorted(changes.items())]
         return merged
 
     def __iter__(self) -> MixSource:

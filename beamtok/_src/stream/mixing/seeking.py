@@ -51,7 +51,7 @@ __all__ = ["SeekingMix"]
 UNBOUNDED = np.iinfo(np.int64).max
 
 
-class SeekingMix(MixBase):
+class SeekingMix(MixBase[SeekingMixState]):
     """The mixed stream of packed caches, read by seeking (see the module docstring)."""
 
     KEYS = ("kind", "index", "positions", "stopped", "stats")
@@ -69,24 +69,24 @@ class SeekingMix(MixBase):
 
     # ------------------------------------------------------------------ state
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: SeekingMixState | None) -> None:
         self._start_plan()
         self._stats = StreamStats()
         self._set_plan(self.declared)
         if state is None:
             return
-        state = copy_state(state)
-        if not isinstance(state, dict):
-            raise StateError(f"mix: state must be a JSON object, got {type(state).__name__}")
-        if mix_kind(state) == MIX_KIND:  # a reading mix's state: its sources' own states give the counts
-            state = self._from_reading(state)
-        keys = (*self.KEYS, self.CHANGES) if self.CHANGES in state else self.KEYS
-        state = check_keys(state, keys, "mix")
-        self._set_changes(changes_of(state.get(self.CHANGES, []), len(self.rows)))
-        self._index = check_int(state["index"], "index", "mix")
-        self._stopped = check_bool(state["stopped"], "stopped", "mix")
-        self._stats = StreamStats.from_json(state["stats"])
-        positions = state["positions"]
+        saved: Any = copy_state(state)
+        if not isinstance(saved, dict):
+            raise StateError(f"mix: state must be a JSON object, got {type(saved).__name__}")
+        if mix_kind(saved) == MIX_KIND:  # a reading mix's state: its sources' own states give the counts
+            saved = self._from_reading(saved)
+        keys = (*self.KEYS, self.CHANGES) if self.CHANGES in saved else self.KEYS
+        saved = check_keys(saved, keys, "mix")
+        self._set_changes(changes_of(saved.get(self.CHANGES, []), len(self.rows)))
+        self._index = check_int(saved["index"], "index", "mix")
+        self._stopped = check_bool(saved["stopped"], "stopped", "mix")
+        self._stats = StreamStats.from_json(saved["stats"])
+        positions = saved["positions"]
         if not isinstance(positions, list) or len(positions) != len(self.rows):
             raise StateError(
                 f"mix: the state holds {len(positions) if isinstance(positions, list) else '?'} source positions, this mix has {len(self.rows)} sources"
@@ -238,7 +238,7 @@ class SeekingMix(MixBase):
             ]
         return out
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[SeekingMixState], olds: list[ReaderSplit], new: ReaderSplit) -> SeekingMixState:
         raise StateError("a seeking mix is split by examples: merge the example split, not the mix")
 
     def close(self) -> None:

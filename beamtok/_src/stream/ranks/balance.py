@@ -98,7 +98,7 @@ class BalanceRanks(Stage):
         return f"global batch {state.get('window')} is next (every rank's state is the same here)"
 
 
-class BalancedNode(WindowNode):
+class BalancedNode(WindowNode[BalancedState]):
     """Reads global batches, keeps this rank's balanced share, measures the imbalance."""
 
     NAME = "balance_ranks"
@@ -135,20 +135,23 @@ class BalancedNode(WindowNode):
     def state_dict(self) -> BalancedState:
         return BalancedState(**super().state_dict(), balance=list(self._measured))
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: BalancedState | None) -> None:
         measured = [0, 0, 0, 0, 0]
+        saved: Any = state
         if isinstance(state, dict) and self.MEASURED in state:
-            state = dict(state)
-            measured = _measured_of(state.pop(self.MEASURED))
-        super().reset(state)
+            saved = dict(state)
+            measured = _measured_of(saved.pop(self.MEASURED))
+        super().reset(saved)
         self._measured = measured
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[BalancedState], olds: list[ReaderSplit], new: ReaderSplit) -> BalancedState:
         """Every old rank's state is the same (a global batch boundary); their figures are too."""
-        stripped = [{k: v for k, v in s.items() if k != self.MEASURED} if isinstance(s, dict) else s for s in states]
+        stripped: Any = [
+            {k: v for k, v in s.items() if k != self.MEASURED} if isinstance(s, dict) else s for s in states
+        ]
         merged = super().merge(stripped, olds, new)
         if isinstance(states[0], dict) and self.MEASURED in states[0]:
-            merged[self.MEASURED] = _measured_of(states[0][self.MEASURED])
+            merged["balance"] = _measured_of(states[0]["balance"])
         return merged
 
     def stage_stats(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from beamtok._src.base.validate import check_int
 from beamtok._src.core.spec import Spec
 from beamtok._src.shards.items import with_training_fields
 from beamtok._src.stream.node import Node, StageNode
+from beamtok._src.stream.state import NodeState
 
 __all__ = ["EVEN_MODES", "EvenNode", "fresh_pad", "pad_example"]
 
@@ -56,7 +57,7 @@ def fresh_pad(pad: dict[str, Any]) -> dict[str, Any]:
     return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in pad.items()}
 
 
-class EvenNode(StageNode):
+class EvenNode(StageNode[NodeState]):
     """This reader's examples up to ``target`` (fewer of its own: padding rows fill up to it)."""
 
     KEYS = ("upstream", "emitted")

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from beamtok._src.base.errors import StateError
@@ -12,12 +13,12 @@ from beamtok._src.base.validate import check_int
 from beamtok._src.stream.node import Node, StageNode
 from beamtok._src.stream.ranks.equal_counts import fresh_pad
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
-from beamtok._src.stream.state import check_keys
+from beamtok._src.stream.state import NodeState, check_keys
 
 __all__ = ["ExampleSplitNode"]
 
 
-class ExampleSplitNode(StageNode):
+class ExampleSplitNode(StageNode[NodeState]):
     """Keep every ``parts``-th example starting at ``part`` (reader split by examples).
 
     After a resume on another world size, ``taken`` lists global example numbers the old
@@ -45,14 +46,14 @@ class ExampleSplitNode(StageNode):
         extra = f"; {len(taken)} later example(s) taken by readers of another world size are skipped" if taken else ""
         return f"example split: {state.get('seen')} examples of the whole stream seen (this reader keeps every k-th){extra}"
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: NodeState | None) -> None:
         padded = isinstance(state, dict) and state.get("padded") is True
         if isinstance(state, dict) and "padded" in state:
             state = {k: v for k, v in state.items() if k != "padded"}
         self._reset(state)
         self._padded = padded
 
-    def _reset(self, state: dict[str, Any] | None) -> None:
+    def _reset(self, state: NodeState | None) -> None:
         if state is not None and isinstance(state, dict) and "taken" in state:
             taken = state["taken"]
             if not isinstance(taken, list):
@@ -145,7 +146,7 @@ class ExampleSplitNode(StageNode):
             position["padded"] = True
         return position
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[NodeState], olds: list[ReaderSplit], new: ReaderSplit) -> NodeState:
         states = [{k: v for k, v in s.items() if k != "padded"} if isinstance(s, dict) else s for s in states]
         for state in states:
             check_keys(
@@ -159,7 +160,7 @@ class ExampleSplitNode(StageNode):
         return merge_example_splits(states, olds, new)
 
 
-def merge_example_splits(states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+def merge_example_splits(states: Sequence[NodeState], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
     """The example-split state for reader ``new`` from the old readers' example-split states
     (``{"upstream", "seen", "taken"?}``): a base reader's upstream, and what was taken beyond it."""
     parts = olds[0].parts

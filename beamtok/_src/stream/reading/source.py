@@ -44,7 +44,7 @@ class _Slot:
         self.examples: Iterator[Produced] | None = None  # a SpanReader where the backend decodes blocks
 
 
-class ShardSource(RootSource):
+class ShardSource(RootSource[ShardSourceState]):
     """Yields the examples of the shards this reader owns, epoch after epoch."""
 
     KEYS = ("epoch", "position", "slots", "turn", "stats")
@@ -106,7 +106,7 @@ class ShardSource(RootSource):
         """Shard indices this reader takes in ``epoch``, in order."""
         return self.shard_order.owned(epoch)
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: ShardSourceState | None) -> None:
         """Start again from a saved state, or from the beginning of the first epoch.
 
         Args:
@@ -178,7 +178,7 @@ class ShardSource(RootSource):
             state["carry"] = [ShardSlotJSON(shard=s.shard, cursor=s.cursor.to_json()) for s in self._carry]
         return state
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[ShardSourceState], olds: list[ReaderSplit], new: ReaderSplit) -> ShardSourceState:
         """This reader's state from the states of all readers of another split (see
         ``beamtok._src.stream.ranks.elastic``).
 
@@ -189,7 +189,7 @@ class ShardSource(RootSource):
         """
         return merged_source_state(self, states, olds, new)
 
-    def state_at(self, example: int) -> dict[str, Any]:
+    def state_at(self, example: int) -> ShardSourceState:
         """The state just before global example ``example`` of this source, the very state
         (epoch, position, open shard and cursor) that reading ``example`` examples leaves (a
         seek: needs a backend that knows row counts, one open shard and a single reader)."""

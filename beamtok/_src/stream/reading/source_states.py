@@ -60,7 +60,7 @@ class SourceLayout(Protocol):
         """Every shard of ``epoch``, in order."""
         ...
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: ShardSourceState | None) -> None:
         """Put the source in ``state``."""
 
     def state_dict(self) -> ShardSourceState:
@@ -72,7 +72,7 @@ class SourceLayout(Protocol):
         ...
 
 
-def state_before_example(source: SourceLayout, example: int) -> dict[str, Any]:
+def state_before_example(source: SourceLayout, example: int) -> ShardSourceState:
     """The state of ``source`` just before its global example ``example``: the very state
     (epoch, position, open shard and cursor) that reading ``example`` examples leaves.
 
@@ -98,7 +98,7 @@ def state_before_example(source: SourceLayout, example: int) -> dict[str, Any]:
             # its own epoch: the next shard, or epoch, is opened by the next read only
             if left < rows[shard] or (left == rows[shard] and left > 0):
                 cursor = source.backend.cursor_at(source.shards[shard], left)
-                slot = {"shard": shard, "cursor": cursor.to_json()}
+                slot = ShardSlotJSON(shard=shard, cursor=cursor.to_json())
                 return {"epoch": epoch, "position": position + 1, "slots": [slot], "turn": 0, "stats": stats}
             left -= rows[shard]
         if sum(rows[s] for s in order) == 0:
@@ -127,8 +127,8 @@ def examples_before(source: SourceLayout, state: ShardSourceState, rows: list[in
 
 
 def merged_source_state(
-    source: SourceLayout, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit
-) -> dict[str, Any]:
+    source: SourceLayout, states: list[ShardSourceState], olds: list[ReaderSplit], new: ReaderSplit
+) -> ShardSourceState:
     """The state of ``source`` (reader ``new``) that reads what the old readers left."""
     if new.mode != "shards":
         raise StateError("a shard source splits by examples here: merge the example split, not the source")
@@ -177,4 +177,4 @@ def merged_source_state(
     )
     if mine:
         merged["carry"] = mine
-    return dict(merged)  # the state reset() takes: plain JSON
+    return merged

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,7 +81,7 @@ class StreamStats:
         return stats
 
 
-def summed_stats(stats: list[dict[str, Any]], new_part: int) -> StatsJSON:
+def summed_stats(stats: Sequence[Mapping[str, Any]], new_part: int) -> StatsJSON:
     """All old readers' stats on new reader 0 (``new_part``), empty stats on the others, so
     stats summed over readers stay exact after a resume on another world size."""
     total = StreamStats()

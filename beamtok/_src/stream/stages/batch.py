@@ -27,6 +27,7 @@ from beamtok._src.base.validate import check_choice, check_int
 from beamtok._src.shards.spans import stack_taken
 from beamtok._src.stream.node import Node, Stage, StageNode, StreamContext
 from beamtok._src.stream.stages.collate import PAD_POSITIONS, Batched, collate, packed_conventions, to_tensors
+from beamtok._src.stream.state import NodeState
 
 __all__ = ["Batch", "BatchNode"]
 
@@ -76,7 +77,7 @@ class Batch(Stage):
         return "no position of its own (a batch starts afresh at a batch boundary)"
 
 
-class BatchNode(StageNode):
+class BatchNode(StageNode[NodeState]):
     NAME = "batch"
 
     def __init__(self, upstream: Node, config: Batch, pad_id: int) -> None:

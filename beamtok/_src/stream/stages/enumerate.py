@@ -8,6 +8,7 @@ from typing import Any
 from beamtok._src.base.validate import check_int
 from beamtok._src.base.validate import check_int as check_option
 from beamtok._src.stream.node import Node, Stage, StageNode, StreamContext
+from beamtok._src.stream.state import NodeState
 
 __all__ = ["Enumerate", "EnumerateNode"]
 
@@ -29,7 +30,7 @@ class Enumerate(Stage):
         return f"the next number is {state.get('count')}"
 
 
-class EnumerateNode(StageNode):
+class EnumerateNode(StageNode[NodeState]):
     KEYS = ("upstream", "count")
     NAME = "enumerate"
 

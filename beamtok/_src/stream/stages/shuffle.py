@@ -13,6 +13,7 @@ from beamtok._src.base.validate import check_int as check_option
 from beamtok._src.stream.node import Node, Stage, StreamContext
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.stages.window import WindowNode, describe_window_state
+from beamtok._src.stream.state import WindowState
 
 __all__ = ["Shuffle", "WindowShuffleNode"]
 
@@ -44,7 +45,7 @@ class Shuffle(Stage):
         return describe_window_state(state, "examples")
 
 
-class WindowShuffleNode(WindowNode):
+class WindowShuffleNode(WindowNode[WindowState]):
     """Each window's examples in a permutation keyed by ``(seed, window number)``."""
 
     NAME = "shuffle"

@@ -9,6 +9,7 @@ from beamtok._src.base.errors import StateError
 from beamtok._src.base.validate import check_int
 from beamtok._src.base.validate import check_int as check_option
 from beamtok._src.stream.node import Node, Stage, StageNode, StreamContext
+from beamtok._src.stream.state import NodeState
 
 __all__ = ["Take", "TakeNode"]
 
@@ -30,7 +31,7 @@ class Take(Stage):
         return f"{state.get('taken')} items taken"
 
 
-class TakeNode(StageNode):
+class TakeNode(StageNode[NodeState]):
     KEYS = ("upstream", "taken")
     NAME = "take"
 

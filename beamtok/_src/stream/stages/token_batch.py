@@ -39,6 +39,7 @@ from beamtok._src.stream.node import Node, Stage, StreamContext
 from beamtok._src.stream.ranks.reader_split import ReaderSplit
 from beamtok._src.stream.stages.collate import Batched, collate
 from beamtok._src.stream.stages.window import WindowNode, describe_window_state
+from beamtok._src.stream.state import WindowState
 
 __all__ = ["ORDERS", "BatchTokens", "TokenBatchNode", "bucket_of"]
 
@@ -117,7 +118,7 @@ class BatchTokens(Stage):
         return describe_window_state(state, "batches")
 
 
-class TokenBatchNode(WindowNode):
+class TokenBatchNode(WindowNode[WindowState]):
     """Each window's rows as token-budget batches in curriculum order."""
 
     NAME = "batch_tokens"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from beamtok._src.base.errors import ConfigError, StateError
 from beamtok._src.base.validate import check_int
@@ -31,7 +31,10 @@ def describe_window_state(state: dict[str, Any], outputs: str) -> str:
     )
 
 
-class WindowNode(StageNode):
+W = TypeVar("W", bound=WindowState)  # a windowed node's state: the window's, or one that adds to it
+
+
+class WindowNode(StageNode[W]):
     """A stage that reads its upstream in windows of ``size`` items and hands out each
     window's items rearranged by :meth:`arrange`, a pure function of the items and the window
     number (a shuffle permutes them; a token-budget batcher groups them into batches).
@@ -56,12 +59,13 @@ class WindowNode(StageNode):
         self._drain_items: list[Any] | None = None
         self._restore(None)
 
-    def reset(self, state: dict[str, Any] | None) -> None:
+    def reset(self, state: W | None) -> None:
         drain: list[dict[str, Any]] = []
+        saved: Any = state
         if isinstance(state, dict) and self.DRAIN in state:
-            state = copy_state(state)
-            drain = [self._check_drain(entry) for entry in state.pop(self.DRAIN) or []]
-        super().reset(state)
+            saved = copy_state(state)
+            drain = [self._check_drain(entry) for entry in saved.pop(self.DRAIN) or []]
+        super().reset(saved)
         self._drain, self._drain_items = drain, None
 
     def _check_drain(self, entry: Any) -> dict[str, Any]:
@@ -155,14 +159,14 @@ class WindowNode(StageNode):
         self._emitted += 1
         return item
 
-    def merge(self, states: list[dict[str, Any]], olds: list[ReaderSplit], new: ReaderSplit) -> dict[str, Any]:
+    def merge(self, states: list[W], olds: list[ReaderSplit], new: ReaderSplit) -> W:
         """Old readers' half-emitted windows (and windows still draining from an earlier
         resume) are dealt round robin to the new readers to finish; the stream below
         continues from where each old window ends (read once here to find that position)."""
         drains: list[dict[str, Any]] = []
         below = []
-        for state, old in zip(states, olds):
-            state = copy_state(state)
+        for saved, old in zip(states, olds):
+            state = copy_state(saved)
             drains.extend(self._check_drain(entry) for entry in state.pop(self.DRAIN, None) or [])
             state = check_keys(state, self.KEYS, self.NAME)
             emitted = check_int(state["emitted"], "emitted", self.NAME)
@@ -184,9 +188,9 @@ class WindowNode(StageNode):
         mine = [entry for k, entry in enumerate(drains) if k % new.parts == new.part]
         if mine:
             merged[self.DRAIN] = mine
-        return merged
+        return merged  # type: ignore[return-value]  # W: a window's keys (a subclass merges its own)
 
-    def state_dict(self) -> WindowState:
+    def state_dict(self) -> W:
         if self._resume_at:  # restored, not read yet
             state = WindowState(upstream=copy_state(self._window_start), window=self._index, emitted=self._resume_at)
         elif self._emitted < len(self._buffer):
@@ -197,4 +201,4 @@ class WindowNode(StageNode):
             state = WindowState(upstream=self.upstream.state_dict(), window=next_index, emitted=0)
         if self._drain:
             state["drain"] = copy_state(self._drain)
-        return state
+        return state  # type: ignore[return-value]  # W: the window's keys, to which a subclass adds its own
