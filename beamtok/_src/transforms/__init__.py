@@ -1,4 +1,7 @@
-"""The shared core: pure functions and classes over token arrays, used by both modes."""
+"""What a document becomes, the same on the fly and in a Beam build: the tokenizer (loaded,
+registered, encoded through the engine ``engines/`` chose), BOS/EOS, the packers and their
+modes, SFT and chat rendering with their loss masks. ``core/`` holds the Spec that names
+these steps; this package does them."""
 
 from beamtok._src.transforms.bos_eos import ensure_bos_eos
 from beamtok._src.transforms.pack import PadTruncate, Row, SlidingWindow, WholeDocument
