@@ -65,11 +65,11 @@ def test_gemma_2s_added_tokens_are_cut_out_and_the_parts_encoded_by_the_engine(t
     if engine == "kitoken":
         tok = load_tokenizer(path)
         assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
-        assert tok.exact_encoder().specials, tok.exact_encoder().specials_refusal
-        assert not tok.exact_encoder()._routed.found_in(CHAT[0])
+        assert tok.exact_encoder().engine.specials, tok.exact_encoder().engine.specials_refusal
+        assert not tok.exact_encoder().engine.routing.routed.found_in(CHAT[0])
     else:
         tok = CachedWords(path, "SentencePiece-style BPE")
-        assert tok.engine._segments is not None, tok.engine.segments_refusal
+        assert tok.engine.engine.routing.segments is not None, tok.engine.engine.routing.segments_refusal
     assert_same_ids(
         tok,
         [
@@ -84,9 +84,9 @@ def test_gemma_2s_added_tokens_are_cut_out_and_the_parts_encoded_by_the_engine(t
 def test_a_unigram_encodes_the_parts_between_t5s_sentinels(tmp_path):
     path = with_added(trained_family("unigram"), tmp_path / "sentinels", ["<extra_id_0>", "<extra_id_1>", *NEWLINES])
     tok = load_tokenizer(path)
-    engine = tok.exact_encoder()
+    engine = tok.exact_encoder().engine
     assert tok.engine.startswith("beamtok compiled Unigram on cut words (exact fast path"), tok.engine
-    assert engine._segments is not None, engine.segments_refusal
+    assert engine.routing.segments is not None, engine.routing.segments_refusal
     texts = ["The <extra_id_0> walks in <extra_id_1> park.", "<extra_id_0><extra_id_1>", *CHAT, *shipped_texts()[::6]]
     assert_same_ids(tok, texts, "T5's sentinels")
 
@@ -95,9 +95,9 @@ def test_berts_cls_in_a_text_is_cut_in_python_where_kitoken_would_lower_case_it_
     """kitoken normalizes before it looks for its specials (``[CLS]`` becomes ``[cls]``):
     the load probe finds it and the parts are cut here instead."""
     tok = load_tokenizer(str(ROOT / "data" / "tokenizers" / "bert-base-uncased"))
-    engine = tok.exact_encoder()
+    engine = tok.exact_encoder().engine
     assert not engine.specials and "'[CLS]' encodes as" in engine.specials_refusal, engine.specials_refusal
-    assert engine._segments is not None
+    assert engine.routing.segments is not None
     texts = [
         "[CLS] Hello [SEP] world [MASK].",
         "[UNK][UNK] twice",
@@ -112,8 +112,10 @@ def test_a_metaspace_that_marks_the_first_part_only_keeps_such_texts_whole(tmp_p
     first = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}
     path = with_added(trained_family("unigram"), tmp_path / "first", ["<extra_id_0>"], pre_tokenizer=first)
     tok = load_tokenizer(path)
-    engine = tok.exact_encoder()
-    assert engine._segments is None and "first part" in engine.segments_refusal, engine.segments_refusal
+    engine = tok.exact_encoder().engine
+    assert engine.routing.segments is None and "first part" in engine.routing.segments_refusal, (
+        engine.routing.segments_refusal
+    )
     assert_same_ids(tok, ["a <extra_id_0> b", "<extra_id_0>x", "x<extra_id_0>"], "prepend first")
 
 

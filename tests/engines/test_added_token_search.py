@@ -1,4 +1,4 @@
-"""Finding added tokens in a text (``exact_encoder.Needles``): the fast paths send a text
+"""Finding added tokens in a text (``added_token_routing.Needles``): the fast paths send a text
 holding one to ``tokenizers`` whole, so the search must find every occurrence the plain
 ``in`` would, for few strings or many, with few first characters or many."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beamtok._src.engines.exact_encoder import Needles
+from beamtok._src.engines.added_token_routing import Needles
 
 ALPHABET = "<>/|sun ké\n▁"
 TOKENS = st.lists(st.text(ALPHABET, min_size=1, max_size=6), min_size=1, max_size=12)

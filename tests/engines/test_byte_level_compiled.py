@@ -20,7 +20,7 @@ from beamtok._src.engines import byte_level_native, byte_level_split, engine_cho
 from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
 from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED, CharClasses
-from beamtok._src.engines.exact_encoder import OtherForm, ProbeMismatch
+from beamtok._src.engines.exact_encoder import ExactEncoder, OtherForm, ProbeMismatch
 from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
 from beamtok._src.engines.split_patterns import CL100K_TODAY, SPELLINGS, split_sample
 from beamtok._src.transforms import tokenizer_registry
@@ -122,11 +122,11 @@ def test_a_routed_character_sends_its_text_to_the_file(cl100k_files, monkeypatch
     monkeypatch.setattr(CharClasses, "_asked_class", lambda self, c: ROUTED if c == "é" else asked(self, c))
     monkeypatch.setattr(byte_level_split, "_SHARED", {})  # classes learned afresh, with the plant
     tok = load_tokenizer(cl100k_files["cl100k-today"])
-    encoder = CompiledByteLevelEncoder(tok.backend.to_str(), "planted", reference=tok.backend)
+    encoder = ExactEncoder(CompiledByteLevelEncoder(tok.backend.to_str(), "planted", reference=tok.backend))
     texts = ["café 12345", "plain text", "é" * 70]
     want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
     assert [ids.tolist() for ids in encoder.encode_batch(texts, add_special_tokens=False)] == want
-    assert encoder.native.encode(texts)[0] is None and encoder.native.encode(texts)[1] is not None
+    assert encoder.engine.native.encode(texts)[0] is None and encoder.engine.native.encode(texts)[1] is not None
 
 
 @pytest.mark.parametrize("name", list(SPELLED))
@@ -145,8 +145,8 @@ def test_characters_met_later_are_learned_and_encoded(cl100k_files, monkeypatch)
     classes are learned, and the batch comes out whole and exact."""
     monkeypatch.setattr(byte_level_split, "_SHARED", {})  # nothing learned by other tests
     tok = load_tokenizer(cl100k_files["cl100k-today"])
-    encoder = CompiledByteLevelEncoder(tok.backend.to_str(), "fresh", reference=tok.backend)
-    table = encoder.native.classes.table
+    encoder = ExactEncoder(CompiledByteLevelEncoder(tok.backend.to_str(), "fresh", reference=tok.backend))
+    table = encoder.engine.native.classes.table
     texts = ["ascii only", "ᚠᚢᚦ runes ᚨᚱ", "plain", "𐌰𐌱 gothic 𐌲 99999", "Ꭰ cherokee Ꭱ"]
     assert table[ord("ᚠ")] == 0 and table[0x10330] == 0  # not met yet
     want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
@@ -157,7 +157,7 @@ def test_characters_met_later_are_learned_and_encoded(cl100k_files, monkeypatch)
 def test_threads_encode_at_once_and_a_small_cache_starts_over(cl100k_files, monkeypatch):
     monkeypatch.setattr(byte_level_native, "CACHE_BITS", 6)  # 32 words: starts over all the time
     tok = load_tokenizer(cl100k_files["cl100k-today"])
-    encoder = CompiledByteLevelEncoder(tok.backend.to_str(), "threads", reference=tok.backend)
+    encoder = ExactEncoder(CompiledByteLevelEncoder(tok.backend.to_str(), "threads", reference=tok.backend))
     texts = shipped_texts()[::20]
     want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
     wrong: list[int] = []

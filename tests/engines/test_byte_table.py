@@ -87,7 +87,7 @@ def test_nfc_a_bos_and_a_keeping_split_are_taken():
     }
     tok = tokenizer_of(spec, "nfc-bos-split")
     assert tok.engine_choice.engine == TABLE, tok.engine
-    assert tok.exact_encoder().normal_form is not None and tok.exact_encoder().prefix == [bos["id"]]
+    assert tok.exact_encoder().engine.normal_form is not None and tok.exact_encoder().engine.prefix == [bos["id"]]
     assert_same_ids(tok, [*corpus_texts()[:10], "e\u0301 A\u030a\u212b ﬁ"], "NFC, BOS, Split")
 
 

@@ -52,12 +52,12 @@ def test_each_family_has_its_candidates_in_order(fresh):
 def test_a_candidate_that_gives_other_ids_is_refused_and_said_once_at_warning(fresh, monkeypatch, caplog):
     """The planted bug: kitoken's ids off by one. The file must still encode exactly (on the
     next candidate), the record must name kitoken's refusal, and a warning must say so."""
-    right = KitokenEncoder._encode_batch
+    right = KitokenEncoder.encode_plain
 
     def off_by_one(self, texts):
         return [ids + 1 for ids in right(self, texts)]
 
-    monkeypatch.setattr(KitokenEncoder, "_encode_batch", off_by_one)
+    monkeypatch.setattr(KitokenEncoder, "encode_plain", off_by_one)
     with caplog.at_level(logging.WARNING, logger="beamtok._src.engines.engine_choice"):
         tok = load_tokenizer(str(BERT))
         choice = tok.engine_choice
@@ -128,8 +128,8 @@ def test_beamtok_stats_reports_the_record(fresh, monkeypatch):
     from beamtok._src.cli import main
     from beamtok._src.engines.tiktoken_backend import RankOrderEncoder
 
-    right = RankOrderEncoder._encode_batch
-    monkeypatch.setattr(RankOrderEncoder, "_encode_batch", lambda self, texts: [ids + 1 for ids in right(self, texts)])
+    right = RankOrderEncoder.encode_plain
+    monkeypatch.setattr(RankOrderEncoder, "encode_plain", lambda self, texts: [ids + 1 for ids in right(self, texts)])
     shard = str(ROOT / "data" / "corpus" / "shakespeare-00.jsonl")
     result = CliRunner().invoke(main, ["stats", shard, "--tokenizer", str(TOKENIZER_DIR), "--json", "--documents", "5"])
     assert result.exit_code == 0, result.output

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer as RustTokenizer
 
 from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok._src.engines.byte_level_file import PROBES
+from beamtok._src.engines.exact_encoder import ExactEncoder
 from beamtok._src.engines.ranks import QWEN2_PATTERN
 from beamtok._src.engines.split_patterns import as_oniguruma_reads_it, split_sample
 from beamtok._src.engines.tiktoken_backend import BpeOpenaiEncoder, TiktokenEncoder
@@ -231,7 +232,7 @@ def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
     assert tok.engine.startswith("beamtok compiled byte-level BPE on the file's split (exact fast path"), tok.engine
     assert "faster engines refused" not in tok.engine, tok.engine
     engine = BpeOpenaiEncoder if HAS_BPE_OPENAI else TiktokenEncoder  # as without numba
-    tiktoken = engine(tok.backend.to_str(), tok.name, reference=tok.backend)
+    tiktoken = ExactEncoder(engine(tok.backend.to_str(), tok.name, reference=tok.backend))
     expected = "bpe-openai (numbers of 4 or more digits by tiktoken)" if HAS_BPE_OPENAI else "tiktoken"
     assert tiktoken.engine_name == expected, tiktoken.engine_name
     digits = tok.encode_batch(["1234567890"], add_special_tokens=False)[0].tolist()

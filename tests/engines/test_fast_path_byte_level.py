@@ -34,7 +34,6 @@ from beamtok._src.engines.ranks import (
 from beamtok._src.engines.tiktoken_backend import (
     BpeOpenaiEncoder,
     KitokenByteLevelEncoder,
-    RankOrderEncoder,
     TiktokenEncoder,
 )
 from beamtok.testing import assert_items_equal
@@ -164,12 +163,12 @@ def shipped_texts() -> list[str]:
 COMPILED = "beamtok compiled byte-level BPE"  # the engine of cl100k's spellings of the split (numba)
 
 
-def tiktoken_engine(tok) -> RankOrderEncoder:
+def tiktoken_engine(tok) -> ExactEncoder:
     """The rank-order engine the file gets where the compiled one does not run (an install
     without numba): bpe-openai, kitoken or tiktoken, the first that takes it."""
     for engine in (BpeOpenaiEncoder, KitokenByteLevelEncoder, TiktokenEncoder):
         try:
-            return engine(tok.backend.to_str(), tok.name, reference=tok.backend)
+            return ExactEncoder(engine(tok.backend.to_str(), tok.name, reference=tok.backend))
         except ConfigError:
             continue
     raise AssertionError(f"no rank-order engine takes {tok.name}")
@@ -367,11 +366,13 @@ def test_probes_refuse_a_tokenizer_that_passes_the_static_checks_but_encodes_dif
 
 def test_an_nfc_normalizer_is_applied_before_the_fast_path(tokenizer_dirs):
     spec_json = _edited(tokenizer_dirs["cl100k"], lambda s: s.__setitem__("normalizer", {"type": "NFC"}))
-    fast = TiktokenEncoder(spec_json, "nfc")
+    fast = ExactEncoder(TiktokenEncoder(spec_json, "nfc"))
     reference = RustTokenizer.from_str(spec_json)
     texts = ["cafe\u0301 nai\u0308ve A\u030a", "Å vs A\u030a", *shipped_texts()[:50]]
     assert [ids.tolist() for ids in fast.encode_batch(texts)] == [e.ids for e in reference.encode_batch_fast(texts)]
-    plain = TiktokenEncoder(Path(tokenizer_dirs["cl100k"], "tokenizer.json").read_text(encoding="utf-8"), "plain")
+    plain = ExactEncoder(
+        TiktokenEncoder(Path(tokenizer_dirs["cl100k"], "tokenizer.json").read_text(encoding="utf-8"), "plain")
+    )
     assert plain.encode_batch(["cafe\u0301"])[0].tolist() != fast.encode_batch(["cafe\u0301"])[0].tolist()
 
 
@@ -384,7 +385,7 @@ def test_an_nfc_normalizer_is_applied_as_tokenizers_applies_it_where_pythons_uni
     if not differing:
         pytest.skip("this Python's unicodedata and tokenizers normalize every code point alike")
     spec_json = _edited(tokenizer_dirs["cl100k"], lambda s: s.__setitem__("normalizer", {"type": "NFC"}))
-    fast = TiktokenEncoder(spec_json, "nfc")
+    fast = ExactEncoder(TiktokenEncoder(spec_json, "nfc"))
     reference = RustTokenizer.from_str(spec_json)
     texts = [
         form.format(chr(c)) for c in differing for form in ("\u0301{0}\u0334", "a{0}\u0316b", "x {0}{0}\u1dc4 y", "{0}")

@@ -20,6 +20,7 @@ from beamtok import ConfigError, Dataset, load_tokenizer
 from beamtok._src.engines import cached_words
 from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.cached_words import CachedWordsEncoder, CompiledBPEEncoder, CompiledUnigramEncoder
+from beamtok._src.engines.exact_encoder import ExactEncoder
 from beamtok.testing import assert_items_equal
 
 from conftest import CORPUS, assert_same_ids, modules_blocked, on_threads, trained_family
@@ -110,7 +111,7 @@ class CachedWords:
         if compiled and family != "WordPiece":
             engine = CompiledUnigramEncoder if family == "Unigram" else CompiledBPEEncoder
         with modules_blocked(*(() if compiled else COMPILED)):
-            self.engine = engine(self.tok.backend.to_str(), str(path), family, reference=self.tok.backend)
+            self.engine = ExactEncoder(engine(self.tok.backend.to_str(), str(path), family, reference=self.tok.backend))
         assert self.engine.engine_name.startswith(
             "beamtok compiled" if compiled and family != "WordPiece" else "beamtok cached words"
         ), self.engine.engine_name
@@ -298,7 +299,7 @@ def test_a_cache_that_starts_over_keeps_the_ids(wordpiece, monkeypatch):
         assert [a.tolist() for a in encoder.encode_batch(batch)] == [
             e.ids for e in tok.backend.encode_batch_fast(batch)
         ]
-        assert len(encoder._words.ids) <= 50 + len({w for t in batch for w in encoder._cutter.words(t)})
+        assert len(encoder.engine._words.ids) <= 50 + len({w for t in batch for w in encoder.engine._cutter.words(t)})
 
 
 def test_threads_encoding_at_once_through_a_cache_that_starts_over_get_their_ids(wordpiece, monkeypatch):
@@ -328,12 +329,12 @@ def test_threads_encoding_at_once_through_a_cache_that_starts_over_get_their_ids
 def test_streams_iterated_on_threads_at_once_give_what_one_gives(trained, monkeypatch):
     """Two streams through one tokenizer on two threads (its compiled BPE encoder is shared,
     as by Beam's threaded workers) give the examples one stream gives alone."""
-    from beamtok._src.engines import bpe_native
+    from beamtok._src.engines import bpe_native_encoder
     from beamtok._src.transforms import tokenizer_registry
 
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})  # an encoder of its own, with a small cache
     monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
-    monkeypatch.setattr(bpe_native, "CACHE_BITS", 9)
+    monkeypatch.setattr(bpe_native_encoder, "CACHE_BITS", 9)
     path = str(trained["sp-bpe-metaspace"])
     assert load_tokenizer(path).engine.startswith("beamtok compiled BPE")
 
@@ -354,12 +355,12 @@ def test_a_cache_built_by_beams_threads_holds_what_the_stream_gives(trained, mon
     """Beam's ``multi_threading`` workers run bundles on threads of one process, through its
     one tokenizer and compiled encoder: the cache they build holds the stream's examples."""
     pytest.importorskip("apache_beam")
-    from beamtok._src.engines import bpe_native
+    from beamtok._src.engines import bpe_native_encoder
     from beamtok._src.transforms import tokenizer_registry
 
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})  # an encoder of its own, with a small cache
     monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
-    monkeypatch.setattr(bpe_native, "CACHE_BITS", 9)
+    monkeypatch.setattr(bpe_native_encoder, "CACHE_BITS", 9)
     path = str(trained["sp-bpe-metaspace"])
     ds = Dataset.from_files(sorted(str(p) for p in CORPUS.glob("*.jsonl"))).tokenize(path).concat_chunk(64)
     want = list(ds)  # before the build: what the threads write into the cache cannot reach it

@@ -59,7 +59,9 @@ KITOKEN = ["sp-bpe-metaspace", "sp-bpe-prepend", "wordpiece"]
 def test_kitoken_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(families, kind):
     tok = load_tokenizer(families[kind])
     assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
-    assert tok.exact_encoder().cuts_words == (kind == "sp-bpe-prepend")  # words cut at "▁", not the whole text one word
+    assert tok.exact_encoder().engine.cuts_words == (
+        kind == "sp-bpe-prepend"
+    )  # words cut at "▁", not the whole text one word
     texts = [*shipped_texts(), *PROBES, "", "[CLS] inside [SEP] text", "<s> and </s> inside"]
     assert_same_ids(tok, texts, kind, special_every=97)
 
@@ -103,7 +105,7 @@ def test_a_capital_sigma_ending_a_word_is_encoded_by_tokenizers():
     such words differ on kitoken alone and not on the fast path."""
     tok = load_tokenizer(str(BERT))
     texts = ["ΟΔΥΣΣΕΥΣ", "ο ΣΊΣΥΦΟΣ.", "ΑΣ and more"]
-    alone = [list(tok.exact_encoder().encoder.encode(t)) for t in texts]
+    alone = [list(tok.exact_encoder().engine.encoder.encode(t)) for t in texts]
     want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
     assert all(a != w for a, w in zip(alone, want)), (
         "kitoken no longer reads these otherwise: the table can be made again"
@@ -132,7 +134,7 @@ def test_a_file_whose_words_cannot_be_cut_keeps_the_whole_text_one_word(families
     spec = edit(json.loads(Path(families["sp-bpe-prepend"], "tokenizer.json").read_text(encoding="utf-8")))
     tok = load_tokenizer_from(spec, tmp_path / "edited")
     assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
-    assert not tok.exact_encoder().cuts_words
+    assert not tok.exact_encoder().engine.cuts_words
     texts = shipped_texts()[:150]
     assert_same_ids(tok, texts, edit.__name__)
     if edit is across_a_space:  # the piece is made: a cut would have changed these ids
@@ -163,7 +165,7 @@ def test_gemmas_form_runs_on_kitoken_cut_into_words(families, tmp_path):
     spec = {**json.loads(Path(families["sp-bpe-prepend"], "tokenizer.json").read_text(encoding="utf-8")), **GEMMA_FORM}
     tok = load_tokenizer_from(spec, tmp_path / "gemma-form")
     assert tok.engine.startswith("kitoken (exact fast path"), tok.engine
-    assert tok.exact_encoder().cuts_words
+    assert tok.exact_encoder().engine.cuts_words
     assert_same_ids(
         tok, [*shipped_texts()[::4], *PROBES, " leading and trailing ", "\u00a0no-break\u00a0spaces"], "Gemma's form"
     )
@@ -200,7 +202,7 @@ def test_a_token_no_merge_makes_goes_to_tokenizers_where_kitoken_gives_it_whole(
     for token in ("<unused0>", "\u2581<unused1>", "\u2581[@BOS@]"):
         spec["model"]["vocab"][token] = len(spec["model"]["vocab"])
     tok = load_tokenizer_from({**spec, **(GEMMA_FORM if gemma else {})}, tmp_path / "unmade")
-    engine = tok.exact_encoder()
+    engine = tok.exact_encoder().engine
     assert engine.whole_words == (["<unused0>", "<unused1>", "[@BOS@]"] if gemma else ["<unused1>", "[@BOS@]"])
     texts = ["a <unused1> b", "x [@BOS@]", *(["<unused0>"] if gemma else ["<unused1>"])]
     want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
@@ -277,7 +279,7 @@ def test_an_ascii_text_is_normalized_by_the_files_table_and_kitoken_only_cuts_an
     and that path alone gives the ids of ``tokenizers`` on the shipped ASCII texts and on every
     ASCII character."""
     tok = load_tokenizer(families["wordpiece"])
-    engine = tok.exact_encoder()
+    engine = tok.exact_encoder().engine
     assert engine.ascii is not None and engine.ascii.encoder.config()["normalization"] == []
     texts = [*[t for t in shipped_texts() if t.isascii()][::3], *ASCII_PROBES, "MiXeD\r\nCase\tand\x0bcontrols\x7f\x00"]
     want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
@@ -295,7 +297,7 @@ def test_texts_holding_a_character_kitoken_reads_otherwise_are_encoded_by_tokeni
     inside words, alone and between spaces: kitoken alone gives other ids, the fast path those
     of ``tokenizers``."""
     tok = load_tokenizer(families["wordpiece"])
-    engine = tok.exact_encoder()
+    engine = tok.exact_encoder().engine
     odd = sorted(table_characters())
     assigned = [c for c in odd if unicodedata.category(chr(c)) != "Cn"]
     chosen = [0x378, 0xE01EF + 1, *assigned[:: max(1, len(assigned) // 40)]]

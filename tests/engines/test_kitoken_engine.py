@@ -66,13 +66,13 @@ def fast_ids(tok: Any, text: str) -> list[int]:
 
 @pytest.mark.parametrize("text", BOUNDARIES)
 def test_pieces_around_whitespace_encode_as_tokenizers(gpt2, text):
-    engine = gpt2.exact_encoder().native
+    engine = gpt2.exact_encoder().engine.native
     assert list(engine.encode(text)) == hf_ids(gpt2, text)  # kitoken alone, not routed
     assert fast_ids(gpt2, text) == hf_ids(gpt2, text)
 
 
 def test_gpt2_has_one_whitespace_character_a_token_joins_to_the_next_and_it_goes_to_tiktoken(gpt2):
-    fast = gpt2.exact_encoder()
+    fast = gpt2.exact_encoder().engine
     assert fast.native.routed == {"\u2008"}  # b"\x88\xe8": the end of U+2008, the start of a CJK character
     text = "x\u2008追y and more"
     assert list(fast.native.encode(text)) != hf_ids(gpt2, text)  # kitoken alone would differ here
@@ -81,7 +81,7 @@ def test_gpt2_has_one_whitespace_character_a_token_joins_to_the_next_and_it_goes
 
 def test_a_lone_surrogate_is_encoded_as_tiktoken_encodes_it(gpt2):
     text = "a\ud800b cd"
-    assert fast_ids(gpt2, text) == gpt2.exact_encoder().encoding.encode_ordinary(text)
+    assert fast_ids(gpt2, text) == gpt2.exact_encoder().engine.encoding.encode_ordinary(text)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -123,7 +123,7 @@ def test_a_cut_character_counts_as_possibly_not_whitespace():
 
 
 def test_kitoken_tables_must_equal_tiktoken_ranks(gpt2):
-    fast = gpt2.exact_encoder()
+    fast = gpt2.exact_encoder().engine
     ranks = fast.encoding._mergeable_ranks
     model = fast.native.encoder.definition()["model"]["BytePair"]["vocab"]
     assert _same_ranks(model, ranks)
@@ -152,6 +152,7 @@ def test_characters_a_token_joins_to_the_next_go_to_tiktoken_and_too_many_leave_
     from tokenizers import Tokenizer as RustTokenizer
 
     from beamtok._src.engines.byte_level_file import GPT2_PATTERN
+    from beamtok._src.engines.exact_encoder import ExactEncoder
     from beamtok._src.engines.ranks import tokenizer_json_from_ranks
     from beamtok._src.engines.tiktoken_backend import KitokenByteLevelEncoder, TiktokenEncoder
 
@@ -161,7 +162,9 @@ def test_characters_a_token_joins_to_the_next_go_to_tiktoken_and_too_many_leave_
     assert fast.engine_name == "kitoken" and fast.native.routed == set(few)
     texts = ["x\ta b\x85a \u3000a\u3000\u3000a", "\ta", "a\t\ta", "\x85\x85a\n"]
     reference = RustTokenizer.from_str(tokenizer_json)
-    assert [ids.tolist() for ids in fast.encode_batch(texts)] == [e.ids for e in reference.encode_batch_fast(texts)]
+    assert [ids.tolist() for ids in ExactEncoder(fast).encode_batch(texts)] == [
+        e.ids for e in reference.encode_batch_fast(texts)
+    ]
     assert list(fast.native.encode("\ta")) != reference.encode("\ta").ids  # kitoken alone would join them
 
     many = sorted(WHITE_SPACE - {" "})[: MAX_ROUTED + 1]

@@ -99,7 +99,7 @@ def test_a_converted_sentencepiece_file_gives_the_ids_of_tokenizers_on_the_shipp
             "prepend_scheme": "first",
             "split": False,
         }
-        assert tok.exact_encoder()._cutter.native_cut == CUT_BEFORE_MARK_AFTER_OTHER
+        assert tok.exact_encoder().engine._cutter.native_cut == CUT_BEFORE_MARK_AFTER_OTHER
     texts = [*shipped_texts(), *python_source(), *PROBES, *SPACES, "", "<extra_id_0> inside", "</s> and <s>", "x" * 300]
     assert_same_ids(tok, texts, kind, reference(files[kind]), special_every=97)
 

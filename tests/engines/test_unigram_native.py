@@ -238,7 +238,7 @@ def test_the_engine_segments_in_compiled_code_and_keeps_no_cache(unigram):
     tok = load_tokenizer(str(unigram))
     encoder = tok.engine_choice.encoder
     assert tok.engine.startswith("beamtok compiled Unigram on cut words (exact fast path"), tok.engine
-    assert isinstance(encoder._words, NativeUnigram)
+    assert isinstance(encoder.engine._words, NativeUnigram)
 
 
 def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
@@ -248,7 +248,7 @@ def test_without_numba_the_words_are_cached_with_the_same_ids(unigram):
     with modules_blocked("beamtok._src.engines.unigram_native"):
         choice = choose(tok.backend, "no numba", tok.backend.to_str())
     encoder = choice.encoder
-    assert isinstance(encoder, CachedWordsEncoder) and encoder.engine_name == "beamtok cached words", choice
+    assert isinstance(encoder.engine, CachedWordsEncoder) and encoder.engine_name == "beamtok cached words", choice
     assert [r.candidate for r in choice.refused] == ["compiled Unigram"]
     assert "pip install 'beamtok[compiled]'" in choice.refused[0].reason
     assert choice.refused[0].missing_package  # the install lacks numba: not held against the file

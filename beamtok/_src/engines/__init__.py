@@ -15,8 +15,10 @@ for a tokenizer file, faster, each refusing by name a file it cannot prove it re
   word cache, cl100k's split cut in compiled code, normal forms, split patterns, added-token
   routing, rank files.
 
-:class:`Engine` is what every encoder answers; ``Tokenizer.engine_choice`` keeps the record of
-the choice.
+:class:`Engine` is what every encoder answers: each engine encodes plain text
+(``exact_encoder.PlainEngine``), and the chooser hands it out wrapped in an ``ExactEncoder``,
+which adds the file's added-token routing and its post-processor's BOS/EOS around it.
+``Tokenizer.engine_choice`` keeps the record of the choice.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ tokens, each part between encoded on its own by the fast path's engine, the toke
 in between.
 
 Why the cut is exact. ``tokenizers`` finds the added tokens in the raw text first (those not
-normalized: the fast path refuses the others, ``exact_encoder.refuse_unrouted_added_tokens``),
+normalized: the fast path refuses the others, ``added_token_routing.refuse_unrouted_added_tokens``),
 taking at each position the longest token that starts there, leftmost first; then it
 normalizes, pre-tokenizes and encodes each part between them with nothing of its neighbours
 (a ``Prepend`` normalizer prepends to every part, a ``Metaspace`` that always prepends marks

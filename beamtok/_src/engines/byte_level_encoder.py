@@ -20,21 +20,15 @@ differs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.base.validate import unencodable
+from beamtok._src.engines.added_token_routing import AddedTokenRouting, refuse_unrouted_added_tokens
 from beamtok._src.engines.byte_level_file import PROBES, split_pattern, takes_nfc
-from beamtok._src.engines.exact_encoder import (
-    ExactEncoder,
-    MissingExtra,
-    OtherForm,
-    ProbeMismatch,
-    refuse_unrouted_added_tokens,
-)
+from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch, added_around
 from beamtok._src.engines.id_arrays import int32_ids
 from beamtok._src.engines.normal_forms import ExactNormalForm
 from beamtok._src.engines.split_patterns import split_rule_of, split_sample
@@ -45,11 +39,12 @@ __all__ = ["CompiledByteLevelEncoder"]
 KNOWN_SPELLINGS = "cl100k's as ranks.py and transformers' converter write it, tiktoken's current one, Qwen2's"
 
 
-class CompiledByteLevelEncoder(ExactEncoder):
+class CompiledByteLevelEncoder:
     """Encodes exactly like the given byte-level BPE file, cut by its own split and merged by
     its own merges in compiled code (see the module docstring)."""
 
     engine_name = "beamtok compiled byte-level BPE on the file's split"
+    native_refusal = ""
 
     def __init__(
         self, tokenizer_json: str, name: str, reference: Any = None, spec: dict[str, Any] | None = None
@@ -81,7 +76,9 @@ class CompiledByteLevelEncoder(ExactEncoder):
         if why is not None:
             raise refuse(why)
         refuse_unrouted_added_tokens(spec, refuse)
-        self._take_file(spec, tokenizer_json, name, reference)
+        self.prefix, self.suffix = added_around(spec, name)
+        self.routing: AddedTokenRouting | None = AddedTokenRouting(spec, tokenizer_json, name, reference)
+        self.reference = self.routing.reference
         self.normal_form = ExactNormalForm("NFC") if nfc else None
         classes = classes_for(pattern, rule)
         routed = [chr(c) for c in range(128) if classes.table[c] & KIND == ROUTED]
@@ -91,16 +88,14 @@ class CompiledByteLevelEncoder(ExactEncoder):
                 f"{''.join(routed)!r} otherwise than the rule for its spelling"
             )
         self.native = NativeByteLevelBPE(model, classes)
-        self._check_segments(name)
-        self.probe(name, PROBES)
-        differs = self._first_difference(split_sample(), special=False)
+        whole = ExactEncoder(self)
+        whole.check_segments(name)
+        whole.probe(name, PROBES)
+        differs = whole.first_difference(split_sample(), special=False)
         if differs:
             raise ProbeMismatch(f"tokenizer {name!r} cannot use the exact fast path ({self.engine_name}): {differs}")
 
-    def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return self._routed_apart(texts, self._encode_plain)
-
-    def _encode_plain(self, texts: list[str]) -> list[np.ndarray]:
+    def encode_plain(self, texts: list[str]) -> list[np.ndarray]:
         """Texts holding no added token: normalized, cut and merged; a text holding a
         character the cut does not take goes to the file."""
         normal_form = self.normal_form

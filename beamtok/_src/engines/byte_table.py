@@ -17,15 +17,15 @@ give ``tokenizers``' ids on the probe strings, or it is refused with the string 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.base.validate import unencodable
+from beamtok._src.engines.added_token_routing import AddedTokenRouting, refuse_unrouted_added_tokens
 from beamtok._src.engines.byte_level_file import PROBES, takes_nfc
-from beamtok._src.engines.exact_encoder import ExactEncoder, OtherForm, refuse_unrouted_added_tokens
+from beamtok._src.engines.exact_encoder import ExactEncoder, OtherForm, added_around
 from beamtok._src.engines.normal_forms import ExactNormalForm
 from beamtok._src.engines.ranks import byte_encoder, missing_byte_token
 from beamtok._src.engines.tokenizer_parts import read_spec, steps_of
@@ -36,11 +36,12 @@ __all__ = ["ByteTableEncoder"]
 KEEPING_SPLITS = ("Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
 
-class ByteTableEncoder(ExactEncoder):
+class ByteTableEncoder:
     """Encodes exactly like the given merge-less byte-level BPE file: each UTF-8 byte of a
     text becomes the file's token for it (see the module docstring)."""
 
     engine_name = "beamtok byte table (byte-level BPE without merges)"
+    native_refusal = ""
 
     def __init__(
         self, tokenizer_json: str, name: str, reference: Any = None, spec: dict[str, Any] | None = None
@@ -61,15 +62,14 @@ class ByteTableEncoder(ExactEncoder):
         _check_pre_tokenizer(spec, refuse)
         self.table = _byte_ids(model, refuse)
         refuse_unrouted_added_tokens(spec, refuse)
-        self._take_file(spec, tokenizer_json, name, reference)
+        self.prefix, self.suffix = added_around(spec, name)
+        self.routing: AddedTokenRouting | None = AddedTokenRouting(spec, tokenizer_json, name, reference)
+        self.reference = self.routing.reference
         self.normal_form = ExactNormalForm("NFC") if nfc else None
-        self._check_segments(name)
-        self.probe(name, PROBES)
+        ExactEncoder(self).check_segments(name)
+        ExactEncoder(self).probe(name, PROBES)
 
-    def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return self._routed_apart(texts, self._encode_plain)
-
-    def _encode_plain(self, texts: list[str]) -> list[np.ndarray]:
+    def encode_plain(self, texts: list[str]) -> list[np.ndarray]:
         """Texts holding no added token: each UTF-8 byte through the table."""
         normal_form, table = self.normal_form, self.table
         out: list[np.ndarray] = []

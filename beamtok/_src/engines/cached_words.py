@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from beamtok._src.base.errors import ConfigError
+from beamtok._src.engines.added_token_routing import EMPTY, AddedTokenRouting, refuse_unrouted_added_tokens
 from beamtok._src.engines.cutter_choice import cutter_for
-from beamtok._src.engines.exact_encoder import EMPTY, ExactEncoder, MissingExtra, refuse_unrouted_added_tokens
+from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, added_around
 from beamtok._src.engines.id_arrays import int32_ids
 from beamtok._src.engines.tokenizer_parts import read_spec
 from beamtok._src.engines.word_cutters import Marking
@@ -102,7 +103,7 @@ class WordCache:
             ids[word] = array.array("i", [token.id for token in tokenize(word)]).tobytes()
 
 
-class WordsEncoder(ExactEncoder):
+class WordsEncoder:
     """Encodes exactly like the given tokenizer by cutting words (see the module docstring);
     each word's ids come from the compiled kernel the subclass names (``KERNEL``), or from a
     cache of the file model's answers where it names none. The three engines are
@@ -110,6 +111,8 @@ class WordsEncoder(ExactEncoder):
 
     KERNEL: ClassVar[str | None] = None
     ENGINE: ClassVar[str] = "cached words"
+    engine_name: str  # each engine's own
+    native_refusal = ""  # why the compiled kernel does not run, where one was refused
 
     def __init__(
         self,
@@ -136,7 +139,9 @@ class WordsEncoder(ExactEncoder):
         if model.get("dropout"):
             raise refuse("its BPE model has dropout (random merges)")
         refuse_unrouted_added_tokens(spec, refuse)
-        self._take_file(spec, tokenizer_json, name, reference)
+        self.prefix, self.suffix = added_around(spec, name)
+        self.routing: AddedTokenRouting | None = AddedTokenRouting(spec, tokenizer_json, name, reference)
+        self.reference = self.routing.reference
         self._cutter = cutter_for(spec, self.reference, refuse)
         compiled_bpe = self._compiled_bpe(model, refuse) if self.KERNEL == "BPE" else None
         compiled_unigram = self._native_model(model, refuse) if self.KERNEL == "Unigram" else None
@@ -150,8 +155,9 @@ class WordsEncoder(ExactEncoder):
         elif compiled_unigram is not None and (cut := self._cutter.native_cut) is not None:
             unigram, mark = compiled_unigram, self._cutter.mark
             self._encode_marked = lambda texts, marking: unigram.encode_marked(texts, cut, mark, marking)
-        self._check_segments(name)
-        self.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
+        whole = ExactEncoder(self)
+        whole.check_segments(name)
+        whole.probe(name, [*PROBES, *split_sample()[::PROBE_STRIDE]])
 
     def _native_model(self, model: dict[str, Any], refuse: Callable[[str], ConfigError]) -> NativeUnigram | None:
         """A Unigram model compiled (``unigram_native``): it segments every word, with no
@@ -185,10 +191,7 @@ class WordsEncoder(ExactEncoder):
             return None
         return NativeBPE(model, self._cutter.mark, self._cutter.native_cut)
 
-    def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
-        return self._routed_apart(texts, self._encode_words)
-
-    def _encode_words(self, texts: list[str]) -> list[np.ndarray]:
+    def encode_plain(self, texts: list[str]) -> list[np.ndarray]:
         """Texts holding no added token: cut into words, then their words' ids (a compiled
         BPE, and a compiled Unigram whose words are cut before marks, cut the marked texts
         themselves)."""

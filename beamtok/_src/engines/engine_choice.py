@@ -51,7 +51,7 @@ from beamtok._src.engines.cached_words import (
     WordsEncoder,
 )
 from beamtok._src.engines.engine import Engine
-from beamtok._src.engines.exact_encoder import MissingExtra, OtherForm, ProbeMismatch
+from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch
 from beamtok._src.engines.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok._src.engines.tiktoken_backend import (
     BpeOpenaiEncoder,
@@ -175,7 +175,7 @@ class EngineChoice:
 
 def _engine(engine: type[ByteTableEncoder | CompiledByteLevelEncoder | KitokenEncoder]) -> Build:
     def build(file: TokenizerFile) -> Engine:
-        return engine(file.serialized, file.name, reference=file.reference, spec=file.spec)
+        return ExactEncoder(engine(file.serialized, file.name, reference=file.reference, spec=file.spec))
 
     return build
 
@@ -183,14 +183,14 @@ def _engine(engine: type[ByteTableEncoder | CompiledByteLevelEncoder | KitokenEn
 def _rank_order(engine: type[RankOrderEncoder]) -> Build:
     def build(file: TokenizerFile) -> Engine:
         parts = shared_byte_level_file(file)  # checked once for the three rank-order engines
-        return engine(file.serialized, file.name, reference=file.reference, spec=file.spec, parts=parts)
+        return ExactEncoder(engine(file.serialized, file.name, reference=file.reference, spec=file.spec, parts=parts))
 
     return build
 
 
 def _words(engine: type[WordsEncoder], family: str) -> Build:
     def build(file: TokenizerFile) -> Engine:
-        return engine(file.serialized, file.name, family, reference=file.reference, spec=file.spec)
+        return ExactEncoder(engine(file.serialized, file.name, family, reference=file.reference, spec=file.spec))
 
     return build
 

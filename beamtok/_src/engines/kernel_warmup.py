@@ -84,12 +84,11 @@ def warm_kernels() -> dict[str, float]:
     for engine, serialized in files.items():
         started = time.perf_counter()
         name = f"kernel warmup ({engine.__name__})"  # names the file in messages only
-        encoder: ExactEncoder
         if engine is CompiledByteLevelEncoder:
-            encoder = CompiledByteLevelEncoder(serialized, name)
+            encoder = ExactEncoder(CompiledByteLevelEncoder(serialized, name))
         else:
             family = "SentencePiece-style BPE" if engine is CompiledBPEEncoder else "Unigram"
-            encoder = engine(serialized, name, family)
+            encoder = ExactEncoder(engine(serialized, name, family))
         encoder.encode_batch(sample)
         took[encoder.engine_name] = time.perf_counter() - started
     return took

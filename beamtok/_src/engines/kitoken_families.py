@@ -59,15 +59,15 @@ documents for a tokenizer trained on them, so no probe set could make it safe.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.engines.added_segments import AddedSegments
+from beamtok._src.engines.added_token_routing import AddedTokenRouting, Needles, refuse_unrouted_added_tokens
 from beamtok._src.engines.cutter_choice import inert_split
-from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, Needles, refuse_unrouted_added_tokens
+from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, added_around
 from beamtok._src.engines.id_arrays import int32_ids
 from beamtok._src.engines.quick_normalizers import AsciiTable
 from beamtok._src.engines.split_patterns import split_sample
@@ -119,8 +119,11 @@ class AsciiWordPiece:
         return ids
 
 
-class KitokenEncoder(ExactEncoder):
+class KitokenEncoder:
     """Encodes exactly like the given HF tokenizer through kitoken, for the families above."""
+
+    engine_name = "kitoken"
+    native_refusal = ""
 
     def __init__(
         self, tokenizer_json: str, name: str, reference: Any = None, spec: dict[str, Any] | None = None
@@ -154,28 +157,33 @@ class KitokenEncoder(ExactEncoder):
                 f"tokenizer {name!r} cannot use the exact fast path: kitoken cannot read it ({e})"
             ) from None
         wordpiece = self.family == "WordPiece"
-        self._take_file(spec, tokenizer_json, name, reference, routed_too=routed_chars() if wordpiece else None)
+        self.prefix, self.suffix = added_around(spec, name)
+        self.routing: AddedTokenRouting | None = AddedTokenRouting(
+            spec, tokenizer_json, name, reference, routed_too=routed_chars() if wordpiece else None
+        )
+        routing = self.routing
+        self.reference = routing.reference
         self.whole_words = [] if wordpiece else self._whole_words_read_otherwise(spec)
         if self.whole_words:
-            self._route_whole(Needles(self.whole_words))
+            routing.route_whole(Needles(self.whole_words))
         self.ascii = (
             AsciiWordPiece(Kitoken.from_tokenizers(engine_json.encode()), self.reference) if wordpiece else None
         )
-        self.engine_name = "kitoken"
         self.specials = False
         self.specials_refusal = ""  # why kitoken does not split the added tokens out itself
-        self._split_added_natively(spec, name)
-        self._check_segments(name)
-        self.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE], *(ASCII_PROBES if wordpiece else ())])
+        self._split_added_natively(spec, routing, name)
+        whole = ExactEncoder(self)
+        whole.check_segments(name)
+        whole.probe(name, [*PROBES, *split_sample()[::SAMPLE_STRIDE], *(ASCII_PROBES if wordpiece else ())])
 
-    def _split_added_natively(self, spec: dict[str, Any], name: str) -> None:
+    def _split_added_natively(self, spec: dict[str, Any], routing: AddedTokenRouting, name: str) -> None:
         """Where texts may be cut at their added tokens (``added_segments``), let kitoken cut
         them: its specials become exactly the file's added tokens, longest first (kitoken
         takes the leftmost match, and of those starting there the first in its list: the
         longest, as ``tokenizers`` does). Kept only if the texts built from the added tokens
         then encode as ``tokenizers`` encodes them; texts holding the unknown token's text go
         to ``tokenizers`` whole (kitoken fuses two unknown ids in a row, even split out)."""
-        if self._segments is None:
+        if routing.segments is None:
             return
         encoders = [self.encoder, *([self.ascii.encoder] if self.ascii is not None else [])]
         before = [encoder.definition() for encoder in encoders]
@@ -193,25 +201,25 @@ class KitokenEncoder(ExactEncoder):
             encoder.set_definition(
                 {**definition, "specials": sorted(specials, key=lambda special: -len(special["bytes"]))}
             )
-        routed, whole = self._routed, self._whole
+        routed, whole = routing.routed, routing.whole
         unknown = (spec.get("model") or {}).get("unk_token")
-        fused = [unknown] if isinstance(unknown, str) and unknown in self._segments.ids else []
-        self._routed, self._whole = Needles(fused), Needles(fused) if fused else None
+        fused = [unknown] if isinstance(unknown, str) and unknown in routing.segments.ids else []
+        routing.routed, routing.whole = Needles(fused), Needles(fused) if fused else None
         if whole is not None:
-            self._route_whole(whole)
+            routing.route_whole(whole)
         self.specials = True
         if self.ascii is not None:
             self.ascii.specials = True
-        self._check_segments(name)
-        self.specials_refusal = self.segments_refusal
-        if self.segments_refusal:  # back to cutting in Python, checked again below
+        ExactEncoder(self).check_segments(name)
+        self.specials_refusal = routing.segments_refusal
+        if routing.segments_refusal:  # back to cutting in Python, checked again below
             for encoder, definition in zip(encoders, before):
                 encoder.set_definition(definition)
-            self._routed, self._whole, self.specials = routed, whole, False
+            routing.routed, routing.whole, self.specials = routed, whole, False
             if self.ascii is not None:
                 self.ascii.specials = False
-            self._segments = AddedSegments(spec["added_tokens"])
-            self.segments_refusal = ""
+            routing.segments = AddedSegments(spec["added_tokens"])
+            routing.segments_refusal = ""
 
     def _whole_words_read_otherwise(self, spec: dict[str, Any]) -> list[str]:
         """The vocabulary tokens the file's merges do not make from their own text which
@@ -290,14 +298,14 @@ class KitokenEncoder(ExactEncoder):
             {**spec, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [pre, split]} if pre else split}
         )
 
-    def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+    def encode_plain(self, texts: list[str]) -> list[np.ndarray]:
+        """Texts the routing leaves to kitoken (ASCII ones through the WordPiece table, where
+        one is kept), each encoded alone."""
         encode, specials = self.encoder.encode, self.specials
         if self.ascii is not None:
             ascii_encode = self.ascii.encode
-            return self._routed_apart(
-                texts, lambda rest: [int32_ids(ascii_encode(t) if t.isascii() else encode(t, specials)) for t in rest]
-            )
-        return self._routed_apart(texts, lambda rest: [int32_ids(encode(t, specials)) for t in rest])
+            return [int32_ids(ascii_encode(t) if t.isascii() else encode(t, specials)) for t in texts]
+        return [int32_ids(encode(t, specials)) for t in texts]
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a KitokenEncoder is rebuilt, not pickled (Tokenizer drops it when pickled)")

@@ -13,14 +13,14 @@ every engine then encodes the probe strings (``byte_level_file.PROBES``) exactly
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from beamtok._src.engines.added_token_routing import AddedTokenRouting, Needles
 from beamtok._src.engines.bpe_openai_engine import bpe_openai_engine
 from beamtok._src.engines.byte_level_file import GPT2_PATTERN, PROBES, ByteLevelFile, byte_level_file
-from beamtok._src.engines.exact_encoder import ExactEncoder, Needles, OtherForm, ProbeMismatch
+from beamtok._src.engines.exact_encoder import ExactEncoder, OtherForm, ProbeMismatch
 from beamtok._src.engines.id_arrays import int32_ids
 from beamtok._src.engines.kitoken_engine import kitoken_engine
 from beamtok._src.engines.normal_forms import ExactNormalForm
@@ -35,11 +35,13 @@ SAMPLE_CHUNK = 4096  # split-sample strings compared per batch
 KNOWN_SPLITS = (GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN)
 
 
-class RankOrderEncoder(ExactEncoder):
+class RankOrderEncoder:
     """A byte-level file encoded by rank-order BPE: by a native engine where one is set
     (:meth:`_native`), texts it must leave by tiktoken; by tiktoken alone otherwise."""
 
     engine_name = "tiktoken"
+    native_refusal = ""
+    routing: AddedTokenRouting | None = None  # texts holding a special token go to tiktoken whole
 
     def __init__(
         self,
@@ -68,6 +70,7 @@ class RankOrderEncoder(ExactEncoder):
             from tokenizers import Tokenizer as RustTokenizer
 
             reference = RustTokenizer.from_str(tokenizer_json)
+        self.reference = reference
         self.native, routed, own_spelling = self._native(tokenizer_json, reference)
         self._routed = Needles([*parts.special, *routed])  # texts tiktoken encodes
         if self.native is not None and not own_spelling:
@@ -88,7 +91,7 @@ class RankOrderEncoder(ExactEncoder):
         for start in range(0, len(texts), SAMPLE_CHUNK):  # in chunks: an engine that differs stops early
             chunk = texts[start : start + SAMPLE_CHUNK]
             want = reference.encode_batch_fast(chunk, add_special_tokens=False)
-            for text, a, b in zip(chunk, want, self._encode_batch(chunk)):
+            for text, a, b in zip(chunk, want, self.encode_plain(chunk)):
                 if a.ids != b.tolist():
                     return text
         return ""
@@ -99,7 +102,7 @@ class RankOrderEncoder(ExactEncoder):
         for special in (True, False):
             # one text at a time, as the engines compared with it encode
             want = [reference.encode(text, add_special_tokens=special).ids for text in PROBES]
-            got = [ids.tolist() for ids in self.encode_batch(PROBES, add_special_tokens=special)]
+            got = [ids.tolist() for ids in ExactEncoder(self).encode_batch(PROBES, add_special_tokens=special)]
             for text, a, b in zip(PROBES, want, got):
                 if a != b:
                     raise ProbeMismatch(
@@ -107,7 +110,8 @@ class RankOrderEncoder(ExactEncoder):
                         f"instead of {a[:8]}... (tokenizers, add_special_tokens={special})"
                     )
 
-    def _encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+    def encode_plain(self, texts: list[str]) -> list[np.ndarray]:
+        """Each text's ids, special tokens written in it included (tiktoken encodes those)."""
         # one thread, like one Rust tokenizer per core: parallelism comes from worker processes
         normal_form = self.normal_form
         batch = list(texts) if normal_form is None else [normal_form(t) for t in texts]
