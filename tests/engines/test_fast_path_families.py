@@ -25,8 +25,8 @@ from beamtok._src.engines.normal_forms import differing_points
 from beamtok._src.transforms import tokenizer_registry
 from beamtok.testing import assert_items_equal
 
+from byte_level_files import ADVERSARIAL, shipped_texts
 from conftest import CORPUS, ROOT, assert_same_ids, trained_family
-from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
 from test_fast_path_cached_words import MIXED_LINES, python_source
 
 pytest.importorskip("kitoken")

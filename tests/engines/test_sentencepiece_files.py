@@ -27,8 +27,8 @@ from beamtok._src.engines.word_cutters import (
 )
 from beamtok.testing import sentencepiece_tokenizer
 
+from byte_level_files import ADVERSARIAL, shipped_texts
 from conftest import assert_same_ids, built_once, corpus_texts
-from test_fast_path_byte_level import ADVERSARIAL, shipped_texts
 from test_fast_path_cached_words import python_source, variant
 
 pytest.importorskip("sentencepiece")

@@ -26,8 +26,8 @@ from beamtok._src.engines.cached_words import CachedWordsEncoder
 from beamtok._src.engines.engine_choice import choose
 from beamtok._src.engines.unigram_native import NativeUnigram
 
+from byte_level_files import shipped_texts
 from conftest import assert_same_ids, modules_blocked, trained_family, wrong_on_threads
-from test_fast_path_byte_level import shipped_texts
 from test_fast_path_cached_words import python_source
 
 ALPHABET = "ab-é語😀"  # one to four UTF-8 bytes a character
