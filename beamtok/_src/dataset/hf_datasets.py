@@ -7,7 +7,6 @@ import os
 from typing import Any
 
 from beamtok._src.base.errors import ConfigError
-from beamtok._src.core.spec import SourceSpec, Spec
 from beamtok._src.dataset import file_sources, memory_sources
 from beamtok._src.dataset.stage_adding import D, of_shards
 from beamtok._src.sources.memory import hf_iterable_shards
@@ -63,6 +62,5 @@ def from_hf(
             raise ConfigError(
                 f"from_hf(): an IterableDataset is read in its own {dataset.num_shards} shards; drop shards="
             )
-        spec = Spec(SourceSpec("memory", text_field), on_error=on_error)  # type: ignore[arg-type]
-        return of_shards(cls, hf_iterable_shards(dataset), spec)
+        return of_shards(cls, hf_iterable_shards(dataset), memory_sources.memory_spec(text_field, on_error))
     return memory_sources.from_sequence(cls, dataset, text_field=text_field, shards=shards, on_error=on_error)

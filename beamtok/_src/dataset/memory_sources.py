@@ -9,7 +9,17 @@ from beamtok._src.core.spec import SourceSpec, Spec
 from beamtok._src.dataset.stage_adding import D, of_shards
 from beamtok._src.sources.memory import iterable_shard, sequence_shards
 
-__all__ = ["from_iterable", "from_sequence"]
+__all__ = ["from_iterable", "from_sequence", "memory_spec"]
+
+
+def memory_spec(text_field: str, on_error: str) -> Spec:
+    """The shard processing of data read from memory, before any step.
+
+    Args:
+        text_field: The field holding the text in dicts.
+        on_error: ``"raise"`` or ``"skip"``.
+    """
+    return Spec(SourceSpec("memory", text_field), on_error=on_error)  # type: ignore[arg-type]
 
 
 def from_sequence(
@@ -33,8 +43,7 @@ def from_sequence(
     Returns:
         A new Dataset.
     """
-    spec = Spec(SourceSpec("memory", text_field), on_error=on_error)  # type: ignore[arg-type]
-    return of_shards(cls, sequence_shards(data, shards), spec)
+    return of_shards(cls, sequence_shards(data, shards), memory_spec(text_field, on_error))
 
 
 def from_iterable(
@@ -60,5 +69,5 @@ def from_iterable(
         ConfigError: ``source`` is a one-shot iterator.
     """
     shard = iterable_shard(source)
-    spec = Spec(SourceSpec("memory", text_field), on_error=on_error)  # type: ignore[arg-type]
+    spec = memory_spec(text_field, on_error)
     return of_shards(cls, [shard], spec)

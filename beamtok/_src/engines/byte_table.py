@@ -66,8 +66,9 @@ class ByteTableEncoder:
         self.routing: AddedTokenRouting | None = AddedTokenRouting(spec, tokenizer_json, name, reference)
         self.reference = self.routing.reference
         self.normal_form = ExactNormalForm("NFC") if nfc else None
-        ExactEncoder(self).check_segments(name)
-        ExactEncoder(self).probe(name, PROBES)
+        whole = ExactEncoder(self)
+        whole.check_segments(name)
+        whole.probe(name, PROBES)
 
     def encode_plain(self, texts: list[str]) -> list[np.ndarray]:
         """Texts holding no added token: each UTF-8 byte through the table."""

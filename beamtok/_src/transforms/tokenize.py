@@ -349,9 +349,7 @@ class Tokenizer:
             ConfigError: ``engine="exact"`` and no exact engine takes the file.
         """
         engine = engine_mode(engine, backend)
-        if engine == "exact":
-            return self.exact_encoder().encode_batch(texts, add_special_tokens)
-        if engine == "auto" and self.engine_choice.encoder is not None:
+        if engine == "exact" or (engine == "auto" and self.engine_choice.encoder is not None):
             return self.exact_encoder().encode_batch(texts, add_special_tokens)
         encodings = self.backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)
         return [int32_ids(e.ids) for e in encodings]
