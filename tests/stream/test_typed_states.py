@@ -8,9 +8,10 @@ import itertools
 import typing
 from typing import Any
 
+import numpy as np
 import pytest
 
-from beamtok import Dataset
+from beamtok import Dataset, StateError
 from beamtok._src.stream.iterator import DatasetIterator
 from beamtok._src.stream.mixing.reading import MixSource
 from beamtok._src.stream.node import Node
@@ -132,3 +133,64 @@ def test_a_state_the_type_does_not_name_is_caught(cached, monkeypatch):
     next(it)
     with pytest.raises(AssertionError, match="undeclared"):
         checked(it, {})
+
+
+def _root_state(state: dict[str, Any]) -> dict[str, Any]:
+    node = state["pipeline"]
+    while "upstream" in node:
+        node = node["upstream"]
+    return node
+
+
+@pytest.mark.parametrize("where", ["shards", "mix", "seeking mix", "global shuffle"])
+def test_a_root_reads_exactly_the_keys_its_type_names(cached, where):
+    """A root's restore checks the keys its TypedDict names: one more is refused by name, one
+    of its required ones missing is refused by name, and the optional ones resume."""
+    datasets = {
+        "shards": lambda: corpus("shakespeare-{00..01}.jsonl"),
+        "mix": lambda: Dataset.mix([corpus("shakespeare-00.jsonl"), corpus("pydocs-00.jsonl.zst")], [0.5, 0.5], seed=2),
+        "seeking mix": lambda: Dataset.mix(cached, [0.5, 0.5], seed=3, block_size=32).shard_by_rank(
+            0, 1, split="examples"
+        ),
+        "global shuffle": lambda: cached[0].global_shuffle(seed=4, window=40),
+    }
+    ds = datasets[where]()
+    it = ds.iter()
+    list(itertools.islice(it, 12))
+    if where in ("shards", "global shuffle"):  # readers merged at uneven places leave a carry, or positions taken
+        olds = [ds.shard_by_rank(r, 2).iter() for r in range(2)]
+        for old, count in zip(olds, (3, 9)):
+            list(itertools.islice(old, count))
+        it = ds.iter_merged([old.state_dict() for old in olds])
+        next(it)
+    if where in ("mix", "seeking mix"):
+        it.set_weights([0.7, 0.3])
+        next(it)
+    state = it.state_dict()
+    root = _root_state(state)
+    declared = declared_state(dict(zip(datasets, (ShardSource, MixSource, *_roots())))[where])
+    assert set(declared.__required_keys__) <= set(root) and set(root) - set(declared.__required_keys__), (
+        f"{where}: the test reaches no optional key of {declared.__name__}"
+    )
+    resumed, rest = list(itertools.islice(ds.iter(state), 20)), list(itertools.islice(it, 20))
+    assert len(resumed) == 20 and all(_same(a, b) for a, b in zip(resumed, rest))  # its optional keys resume
+
+    root["surplus"] = 1
+    with pytest.raises(StateError, match="surplus"):
+        next(ds.iter(state))
+    del root["surplus"]
+    required = sorted(declared.__required_keys__)[0]
+    del root[required]
+    with pytest.raises(StateError, match=required):
+        next(ds.iter(state))
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def _roots() -> list[type]:
+    from beamtok._src.stream.global_order.shuffle_source import GlobalShuffleSource
+    from beamtok._src.stream.mixing.seeking import SeekingMix
+
+    return [SeekingMix, GlobalShuffleSource]

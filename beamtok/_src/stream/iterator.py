@@ -63,7 +63,7 @@ class Delivered:
         saved = state.get("delivered") if isinstance(state, dict) else None
         if saved is None:
             return cls()
-        check_keys(saved, tuple(f.name for f in dataclasses.fields(cls)), "delivered")
+        check_keys(saved, DeliveredJSON, "delivered")
         return cls(**{name: check_int(value, name, "delivered") for name, value in saved.items()})
 
     @classmethod
@@ -88,9 +88,6 @@ class DatasetIterator:
     Nothing is read and no worker process starts before the first ``next()``; as a context
     manager it stops its workers on exit.
     """
-
-    KEYS = ("beamtok_state", "spec", "stream", "split", "pipeline", "plan")
-    OPTIONAL_KEYS = ("about", "delivered", "skipped", "stream_by_location")  # a state with none of them still resumes
 
     def __init__(
         self, pipeline: Pipeline, split: ReaderSplit, state: IteratorState | dict[str, Any] | list[Any] | None = None
@@ -177,7 +174,7 @@ class DatasetIterator:
         if not isinstance(state, dict) or "beamtok_state" not in state:
             raise StateError("not a beamtok state: it has no 'beamtok_state' version key")
         state = migrate(state)
-        check_keys(state, (*self.KEYS, *(k for k in self.OPTIONAL_KEYS if k in state)), "state")
+        check_keys(state, IteratorState, "state")
         plan_of(state)  # a plan of another version is refused by name, whatever else matches
         stream_fp = self._stream_fp if split is None else self.pipeline.stream_fingerprint_for(split.world_size)
         saved_split = state["split"]

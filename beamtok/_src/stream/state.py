@@ -210,12 +210,13 @@ def copy_state(state: Any) -> Any:
         raise StateError(f"a state must hold only JSON values: {e}") from None
 
 
-def check_keys(state: Any, keys: tuple[str, ...], stage: str) -> dict[str, Any]:
+def check_keys(state: Any, keys: tuple[str, ...] | type, stage: str) -> dict[str, Any]:
     """A node's state, checked to be a JSON object with exactly the node's keys.
 
     Args:
         state: The node's part of a saved state.
-        keys: The keys it must have, and no others.
+        keys: The keys it must have and no others, or the state's TypedDict: its required
+            keys must all be there, its optional ones may be, and no other.
         stage: The node's name, for the message.
 
     Raises:
@@ -223,8 +224,11 @@ def check_keys(state: Any, keys: tuple[str, ...], stage: str) -> dict[str, Any]:
     """
     if not isinstance(state, dict):
         raise StateError(f"{stage}: state must be a JSON object, got {type(state).__name__}")
-    unknown = sorted(set(state) - set(keys))
-    missing = sorted(set(keys) - set(state))
+    typed: Any = keys  # a TypedDict class: mypy types it as a plain type
+    required = set(keys) if isinstance(keys, tuple) else set(typed.__required_keys__)
+    allowed = required if isinstance(keys, tuple) else required | set(typed.__optional_keys__)
+    unknown = sorted(set(state) - allowed)
+    missing = sorted(required - set(state))
     if unknown or missing:
         problems = ([f"lacks keys {missing}"] if missing else []) + (
             [f"has keys it does not know {unknown}"] if unknown else []

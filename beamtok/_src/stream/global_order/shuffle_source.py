@@ -54,8 +54,6 @@ FETCH = 256  # positions fetched together
 class GlobalShuffleSource(RootSource[GlobalShuffleState]):
     """Yields a packed cache's rows in a keyed permutation, epoch after epoch."""
 
-    KEYS = ("epoch", "position", "stats")
-
     def __init__(
         self,
         rows: RowSource,
@@ -108,11 +106,7 @@ class GlobalShuffleSource(RootSource[GlobalShuffleState]):
         if state is None:
             return
         copied = copy_state(state)
-        saved = check_keys(
-            copied,
-            (*self.KEYS, "taken") if isinstance(copied, dict) and "taken" in copied else self.KEYS,
-            "global shuffle",
-        )
+        saved = check_keys(copied, GlobalShuffleState, "global shuffle")
         self._epoch = check_int(saved["epoch"], "epoch", "global shuffle")
         if self.epochs is not None and self._epoch >= self.epochs:
             raise StateError(f"global shuffle: epoch {self._epoch} is past the last epoch ({self.epochs})")

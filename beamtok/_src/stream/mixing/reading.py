@@ -42,8 +42,6 @@ __all__ = ["MixSource"]
 class MixSource(MixBase[MixState]):
     """Yields the mixed stream of several sources, reading them."""
 
-    KEYS: tuple[str, ...] = ("kind", "index", "sources", "stopped")
-
     def __init__(
         self,
         sources: Sequence[ShardSource | GlobalShuffleSource | MixSource],
@@ -72,8 +70,7 @@ class MixSource(MixBase[MixState]):
         saved: dict[str, Any] = copy_state(state)
         if mix_kind(saved) == SEEKING_MIX_KIND:
             saved = self._from_seeking(saved)
-        optional = tuple(k for k in (self.CHANGES, self.CARRIED) if k in saved)
-        saved = check_keys(saved, (*self.KEYS, *optional), "mix")
+        saved = check_keys(saved, MixState, "mix")
         self._set_changes(changes_of(saved.get(self.CHANGES, []), len(self.sources)))
         children = saved["sources"]
         if not isinstance(children, list) or len(children) != len(self.sources):
@@ -122,14 +119,7 @@ class MixSource(MixBase[MixState]):
         takes positions ``part, part + parts, ...`` counted from there. No position's
         source is drawn twice; old readers that kept in step leave no gap, and one that fell
         behind leaves fewer positions unfilled than there were old readers."""
-        checked = [
-            check_keys(
-                copy_state(s),
-                (*self.KEYS, self.CHANGES) if isinstance(s, dict) and self.CHANGES in s else self.KEYS,
-                "mix",
-            )
-            for s in states
-        ]
+        checked = [check_keys(copy_state(s), MixState, "mix") for s in states]
         for state in checked:
             if not isinstance(state["sources"], list) or len(state["sources"]) != len(self.sources):
                 raise StateError(f"mix: a state holds another number of sources than this mix's {len(self.sources)}")

@@ -54,8 +54,6 @@ UNBOUNDED = np.iinfo(np.int64).max
 class SeekingMix(MixBase[SeekingMixState]):
     """The mixed stream of packed caches, read by seeking (see the module docstring)."""
 
-    KEYS = ("kind", "index", "positions", "stopped", "stats")
-
     def __init__(self, sources: Sequence[NumberedRows], plan: MixPlan, example_parts: int) -> None:
         self.rows = list(sources)
         self.declared = plan
@@ -80,8 +78,7 @@ class SeekingMix(MixBase[SeekingMixState]):
             raise StateError(f"mix: state must be a JSON object, got {type(saved).__name__}")
         if mix_kind(saved) == MIX_KIND:  # a reading mix's state: its sources' own states give the counts
             saved = self._from_reading(saved)
-        keys = (*self.KEYS, self.CHANGES) if self.CHANGES in saved else self.KEYS
-        saved = check_keys(saved, keys, "mix")
+        saved = check_keys(saved, SeekingMixState, "mix")
         self._set_changes(changes_of(saved.get(self.CHANGES, []), len(self.rows)))
         self._index = check_int(saved["index"], "index", "mix")
         self._stopped = check_bool(saved["stopped"], "stopped", "mix")

@@ -47,9 +47,6 @@ class _Slot:
 class ShardSource(RootSource[ShardSourceState]):
     """Yields the examples of the shards this reader owns, epoch after epoch."""
 
-    KEYS = ("epoch", "position", "slots", "turn", "stats")
-    CARRY = "carry"  # after a resume on another world size: shards (with cursors) to read first
-
     def __init__(self, shards: list[Shard], backend: ShardBackend, options: ShardOptions, split: ReaderSplit) -> None:
         """A source at the beginning of its first epoch.
 
@@ -128,7 +125,7 @@ class ShardSource(RootSource[ShardSourceState]):
         self._order = self.order(self._epoch)
 
     def _restore(self, state: Any) -> None:
-        check_keys(state, (*self.KEYS, self.CARRY) if self.CARRY in state else self.KEYS, "shard source")
+        check_keys(state, ShardSourceState, "shard source")
         self._epoch = check_int(state["epoch"], "epoch", "shard source")
         if self.epochs is not None and self._epoch >= self.epochs:
             raise StateError(f"shard source: epoch {self._epoch} is past the last epoch ({self.epochs})")
@@ -140,7 +137,7 @@ class ShardSource(RootSource[ShardSourceState]):
         if not isinstance(slots, list) or len(slots) > self.interleave:
             raise StateError(f"shard source: slots must be a list of at most {self.interleave} open shards")
         self._slots = [self._slot_of(slot) for slot in slots]
-        carry = state.get(self.CARRY, [])
+        carry = state.get("carry", [])
         if not isinstance(carry, list):
             raise StateError("shard source: carry must be a list of shards")
         self._carry = [self._slot_of(slot) for slot in carry]
@@ -151,7 +148,7 @@ class ShardSource(RootSource[ShardSourceState]):
         self._yielded_in_epoch = True  # not known; only an epoch seen whole from its start can prove emptiness
 
     def _slot_of(self, slot: Any) -> _Slot:
-        check_keys(slot, ("shard", "cursor"), "shard source slot")
+        check_keys(slot, ShardSlotJSON, "shard source slot")
         index = check_int(slot["shard"], "shard", "shard source slot")
         if index >= len(self.shards):
             raise StateError(f"shard source: shard {index} does not exist (the dataset has {len(self.shards)})")

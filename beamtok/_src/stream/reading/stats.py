@@ -19,8 +19,6 @@ __all__ = ["StreamStats", "describe_stats", "summed_stats"]
 class StreamStats:
     """Counts of documents and examples that reached the consumer's side of the source."""
 
-    KEYS = ("documents", "examples", "tokens", "pad_tokens")
-
     def __init__(self) -> None:
         self.documents = NO_COUNTS
         self.examples = 0
@@ -69,7 +67,7 @@ class StreamStats:
 
     @classmethod
     def from_json(cls, state: Any) -> StreamStats:
-        check_keys(state, cls.KEYS, "stats")
+        check_keys(state, StatsJSON, "stats")
         stats = cls()
         try:
             stats.documents = DocCounts.from_json(state["documents"])
