@@ -12,6 +12,7 @@ for the grain source), so importing this namespace needs none of them.
   :func:`pack_rank_states`, :func:`unpack_rank_states`;
 - the Hugging Face Trainer: :class:`BeamtokCallback`, :class:`PackedCollator`;
 - Lightning: :class:`LightningLoader`; torchtitan: :class:`BeamtokDataLoader`;
+- torchft (replica groups that die and rejoin mid-run): :class:`TorchftLoader`;
 - JAX: :class:`BeamtokSave`, :class:`BeamtokRestore` (Orbax), :class:`CacheDataSource` (grain);
 - packed rows in a model: :func:`packed_attention_mask`, :func:`packed_labels`,
   :func:`flatten_packed`, :func:`varlen_seqlens`;
@@ -33,6 +34,7 @@ if _NAMES_FOR_TOOLS:
     from beamtok._src.distributed.process_group import end_process_group, start_process_group
     from beamtok._src.distributed.rank_states import pack_rank_states, unpack_rank_states
     from beamtok._src.distributed.torch_loader import DistributedLoader
+    from beamtok._src.distributed.torchft_loader import TorchftLoader
     from beamtok._src.distributed.torchtitan_loader import BeamtokDataLoader
     from beamtok._src.grain_source import CacheDataSource
     from beamtok._src.stream.stateful_loader import StatefulLoader
@@ -48,6 +50,7 @@ __all__ = [
     "LightningLoader",
     "PackedCollator",
     "StatefulLoader",
+    "TorchftLoader",
     "end_process_group",
     "flatten_packed",
     "mark_complete",

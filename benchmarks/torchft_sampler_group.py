@@ -1,0 +1,98 @@
+"""One replica group fed the way torchft's own examples feed it, for comparison with
+``examples/torchft_train.py``: ``torchft.data.DistributedSampler`` gives group ``g`` of the
+most groups there will be a fixed share of a cache's rows, read by a plain DataLoader; the
+loader is kept out of the heal (as torchft's DDP training example does), so a restarted group reads
+its share from the start. Same model, step loop and rows log as the beamtok example.
+
+    python benchmarks/torchft_sampler_group.py --cache DIR [--groups 3] [--batch-size 8] --rows-log FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from torchft import DistributedSampler, Manager, Optimizer, ProcessGroupGloo
+
+from beamtok import Dataset
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", required=True)
+    parser.add_argument("--groups", type=int, default=3, help="the most replica groups the job will have")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--step-seconds", type=float, default=0.0)
+    parser.add_argument("--pg-timeout", type=float, default=5.0)
+    parser.add_argument("--rows-log", required=True)
+    args = parser.parse_args()
+
+    group = int(os.environ.get("REPLICA_GROUP_ID", "0"))
+    store = own_store()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.EmbeddingBag(args.vocab, 16), nn.Linear(16, 1))
+    manager = Manager(
+        pg=ProcessGroupGloo(timeout=timedelta(seconds=args.pg_timeout)),
+        min_replica_size=1,
+        load_state_dict=model.load_state_dict,
+        state_dict=model.state_dict,
+        replica_id=f"sampler_{group}",
+        timeout=timedelta(seconds=2 * args.pg_timeout),
+        init_sync=False,
+    )
+    optimizer = Optimizer(manager, torch.optim.SGD(model.parameters(), lr=0.01))
+    # the rows as the beamtok example's batches hold them (same dtype: the logs' hashes compare)
+    rows = [
+        row for batch in Dataset.from_cache(args.cache).batch(1, tensors="torch").iter() for row in batch["input_ids"]
+    ]
+    sampler = DistributedSampler(rows, replica_rank=group, num_replica_groups=args.groups, shuffle=False)
+    loader = DataLoader(rows, batch_size=args.batch_size, sampler=sampler)  # type: ignore[arg-type]
+    log = open(args.rows_log, "a", buffering=1)
+    attempt = 0
+    for ids in loader:
+        attempt += 1
+        optimizer.zero_grad()
+        step, reading = manager.current_step(), manager.is_participating()
+        n = manager.num_participants()
+        read = {"group": group, "pid": os.getpid(), "attempt": attempt, "step": step, "n": n}
+        if reading:
+            model[1](model[0](ids.clamp(max=args.vocab - 1))).square().mean().backward()
+            log.write(json.dumps({**read, "item": attempt, "rows": hashes(ids)}) + "\n")
+        for p in model.parameters():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        for work in [manager.allreduce(p.grad) for p in model.parameters()]:
+            work.wait()
+        time.sleep(args.step_seconds)
+        optimizer.step()
+        record = {**read, "commit": manager.current_step() > step, "reading": reading, "at": time.time()}
+        log.write(json.dumps(record) + "\n")
+    manager.shutdown(wait=False)
+    del store
+
+
+def hashes(ids: Any) -> list[str]:
+    import hashlib
+
+    return [hashlib.blake2b(row.numpy().tobytes(), digest_size=8).hexdigest() for row in ids]
+
+
+def own_store() -> Any:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+    return torch.distributed.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+
+
+if __name__ == "__main__":
+    main()
