@@ -42,7 +42,7 @@ def main() -> None:
     model = nn.Sequential(nn.EmbeddingBag(args.vocab, 16), nn.Linear(16, 1))
     manager = Manager(
         pg=ProcessGroupGloo(timeout=timedelta(seconds=args.pg_timeout)),
-        min_replica_size=1,
+        min_replica_size=2,
         load_state_dict=model.load_state_dict,
         state_dict=model.state_dict,
         replica_id=f"sampler_{group}",

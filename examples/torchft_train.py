@@ -3,7 +3,7 @@ mid-run, and every batch is still trained in exactly one committed step.
 
 Start a lighthouse, then one process (or a ``torchrun`` of several ranks) per replica group::
 
-    torchft_lighthouse --min_replicas 1 --quorum_tick_ms 100 --join_timeout_ms 10000 &
+    torchft_lighthouse --min_replicas 2 --quorum_tick_ms 100 --join_timeout_ms 1000 &
     for g in 0 1 2; do
       REPLICA_GROUP_ID=$g TORCHFT_LIGHTHOUSE=http://localhost:29510 \\
         python examples/torchft_train.py --cache /data/cache --batch-size 8 &
@@ -32,7 +32,7 @@ from torch import nn
 from torchft import Manager, Optimizer, ProcessGroupGloo
 
 from beamtok import Dataset, load_tokenizer
-from beamtok.training import TorchftLoader, mark_complete, newest_complete, step_directory
+from beamtok.training import TorchftLoader, mark_complete, newest_complete, start_process_group, step_directory
 
 
 def main() -> None:
@@ -51,11 +51,13 @@ def train(dataset: Dataset, args: argparse.Namespace) -> None:
     group = int(os.environ.get("REPLICA_GROUP_ID", "0"))
     rank, width = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     store = own_store() if "MASTER_ADDR" not in os.environ else None  # torchrun hosts the group's store
+    if width > 1:  # the group's own process group (FSDP's, in a real job): the loader agrees the end over it
+        start_process_group("gloo")
     torch.manual_seed(0)  # every group starts from the same weights: init_sync=False
     model = nn.Sequential(nn.EmbeddingBag(args.vocab, 16), nn.Linear(16, 1))
     manager = Manager(
         pg=ProcessGroupGloo(timeout=timedelta(seconds=args.pg_timeout)),
-        min_replica_size=1,
+        min_replica_size=args.min_replicas,  # a majority of the groups: no two quorums at once
         load_state_dict=model.load_state_dict,
         state_dict=model.state_dict,
         replica_id=f"beamtok_{group}",  # torchft reads the group's number from the trailing digits
@@ -82,7 +84,7 @@ def train(dataset: Dataset, args: argparse.Namespace) -> None:
             loss.backward()
             if log:
                 read = {"group": group, "pid": os.getpid(), "attempt": attempt, "step": step, "item": loader.last_read}
-                read["n"] = manager.num_participants()
+                read.update(n=manager.num_participants(), width=width)
                 log.write(json.dumps({**read, "rows": hashes(ids)}) + "\n")
         for p in model.parameters():
             if p.grad is None:
@@ -146,6 +148,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seq-len", type=int, default=256, help="with --files: the packed row length")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--vocab", type=int, default=50257, help="token ids above this are clamped")
+    parser.add_argument("--min-replicas", type=int, default=2, help="the lighthouse's --min_replicas")
     parser.add_argument("--pg-timeout", type=float, default=5.0, help="seconds a collective waits for a dead peer")
     parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep per step (tests: room for kills)")
     parser.add_argument("--checkpoint-dir", help="save a DCP checkpoint here every --checkpoint-every steps")

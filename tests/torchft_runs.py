@@ -7,6 +7,7 @@ Shared by ``tests/distributed/test_torchft.py`` and ``benchmarks/soak_torchft.py
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = str(ROOT / "examples" / "torchft_train.py")
 LIGHTHOUSE = str(Path(sys.executable).parent / "torchft_lighthouse")
@@ -30,6 +33,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Start:
+    """A (re)start of a group: when, and the processes the log had named before it (so the
+    processes it started are the group's that the log names later)."""
+
+    group: int
+    when: float
+    known: frozenset[int]
+
+    def pids(self, records: list[dict[str, Any]]) -> set[int]:
+        return {r["pid"] for r in records if r["group"] == self.group and r["pid"] not in self.known}
 
 
 @dataclass
@@ -44,7 +60,8 @@ class TorchftJob:
     pg_timeout: float = 2.0  # a dead peer's all-reduce fails after this: the stall of each kill
     script: str = SCRIPT
     processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
-    starts: list[tuple[int, float, int]] = field(default_factory=list)  # (group, when, pid) of each (re)start
+    ranks: int = 1  # ranks in each group: more run under torchrun, one process group a replica group
+    starts: list[Start] = field(default_factory=list)
     lighthouse: subprocess.Popen[bytes] | None = None
 
     @property
@@ -60,7 +77,7 @@ class TorchftJob:
             [
                 LIGHTHOUSE,
                 "--min_replicas",
-                "1",
+                "2",  # a majority: with 1, a lone survivor and the groups rejoining can form two quorums
                 "--quorum_tick_ms",
                 "100",
                 "--join_timeout_ms",
@@ -88,15 +105,24 @@ class TorchftJob:
             env.pop(name, None)
         command = [sys.executable, self.script, *self.data_args, "--rows-log", str(self.log)]
         command += ["--step-seconds", str(self.step_seconds), "--pg-timeout", str(self.pg_timeout)]
+        if self.ranks > 1:  # torchrun hosts the group's store and sets each rank's RANK and WORLD_SIZE
+            launcher = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node"]
+            command = [*launcher, str(self.ranks), "--master_port", str(free_port()), *command[1:]]
+        known = frozenset(r["pid"] for r in read_log(self.log))
         self.processes[group] = subprocess.Popen(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=open(self.work / f"group-{group}.err", "ab")
+            command,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.work / f"group-{group}.err", "ab"),
         )
-        self.starts.append((group, time.time(), self.processes[group].pid))
+        self.starts.append(Start(group, time.time(), known))
 
     def kill(self, *groups: int) -> None:
-        """SIGKILL these groups at once, wherever they are in their step."""
-        for group in groups:
-            self.processes[group].send_signal(signal.SIGKILL)
+        """SIGKILL these groups at once (every rank), wherever they are in their step."""
+        doomed = [process for group in groups for process in _with_descendants(self.processes[group].pid)]
+        for process in doomed:  # torchrun starts its ranks in sessions of their own: each is named
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(signal.SIGKILL)
         for group in groups:
             self.processes.pop(group).wait()
 
@@ -120,10 +146,11 @@ class TorchftJob:
 
     def wait_rejoined(self, *groups: int, timeout: float = 60) -> None:
         """Wait until each of these groups' current process has healed and read a batch."""
-        pids = {self.processes[g].pid for g in groups}
+        latest = {start.group: start for start in self.starts}
 
         def rejoined() -> bool:
-            return pids <= {r["pid"] for r in read_log(self.log) if "rows" in r}
+            reads = [r for r in read_log(self.log) if "rows" in r]
+            return all(latest[g].pids(reads) for g in groups)
 
         self.wait_for(rejoined, timeout, f"groups {groups} to heal and read")
 
@@ -136,14 +163,23 @@ class TorchftJob:
 
     def stop(self) -> None:
         for process in [*self.processes.values(), *([self.lighthouse] if self.lighthouse else [])]:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            for doomed in _with_descendants(process.pid):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    doomed.send_signal(signal.SIGKILL)
+            process.wait()
 
     def stderr(self, *groups: int) -> str:
         return "\n".join(
             f"--- group {g}:\n" + (self.work / f"group-{g}.err").read_text(errors="replace")[-3000:] for g in groups
         )
+
+
+def _with_descendants(pid: int) -> list[psutil.Process]:
+    try:
+        process = psutil.Process(pid)
+        return [process, *process.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
@@ -189,11 +225,12 @@ def trained(records: list[dict[str, Any]]) -> Trained:
         if outcome is not None:
             if outcome["commit"]:
                 cursor, n = committed_ranges[r["step"]]
-                assert cursor <= r["item"] < cursor + n, f"read outside its step's batches: {r} in {cursor}+{n}"
+                width = r.get("width", 1)  # a group's ranks read the items of its batch
+                assert cursor * width <= r["item"] < (cursor + n) * width, f"read outside its step's batches: {r}"
                 rows += r["rows"]
         elif r["step"] in committed_ranges:
             cursor, n = committed_ranges[r["step"]]
-            if cursor <= r["item"] < cursor + n and r["n"] == n:
+            if cursor * r.get("width", 1) <= r["item"] < (cursor + n) * r.get("width", 1) and r["n"] == n:
                 rows += r["rows"]
     ordered = sorted(committed_ranges.items())
     for (step, (cursor, n)), (later, (after, _)) in itertools.pairwise(ordered):
@@ -228,8 +265,12 @@ def rejoin_seconds(job: TorchftJob, records: list[dict[str, Any]]) -> list[float
     for r in records:
         if "commit" in r and r["commit"] and r["reading"]:
             first.setdefault(r["pid"], r["at"])
-    initial = {pid for _, _, pid in job.starts[: job.groups]}
-    return [first[pid] - when for _, when, pid in job.starts if pid not in initial and pid in first]
+    seconds = []
+    for start in job.starts[job.groups :]:
+        firsts = [first[pid] for pid in start.pids(records) if pid in first]
+        if firsts:
+            seconds.append(max(firsts) - start.when)  # every rank of the group training again
+    return seconds
 
 
 def lost_and_repeated(used: list[str], expected: list[str]) -> tuple[int, int]:

@@ -17,7 +17,9 @@ reader sees it) and hands out its items by the step's quorum:
   in it; a healing group (not participating) reads nothing;
 - the end of the data is agreed through the step's all-reduce: a rank that meets the end adds
   its length to a two-number sum, so every group learns it in the same step and
-  :attr:`finished` turns true on all of them after the same commit.
+  :attr:`finished` turns true on all of them after the same commit. In groups of several ranks,
+  the group's own ranks first share it over the default process group (the cross-group
+  all-reduce joins only the ranks of one number).
 
 A seek is free on a cache read in order (``it.seeks``); elsewhere (files tokenized on the fly, a
 mix) reaching batch ``cursor + r`` reads the other participants' batches first. Build a cache
@@ -35,6 +37,7 @@ from beamtok._src.base.validate import check_int
 
 try:
     import torch
+    import torch.distributed as dist
 except ImportError as error:
     raise ModuleNotFoundError(missing_extra("beamtok._src.distributed.torchft_loader", "torch") or str(error)) from None
 
@@ -96,6 +99,11 @@ class TorchftLoader:
             raise ConfigError(
                 "TorchftLoader reads the whole stream and deals it by the quorum: pass the dataset without "
                 f"shard_by_rank (it is split {split.rank} of {split.world_size})"
+            )
+        if self._width > 1 and not (dist.is_initialized() and dist.get_world_size() == self._width):
+            raise ConfigError(
+                f"TorchftLoader(group_world_size={self._width}) agrees the end of the data within the group over the "
+                "default process group: start it first, one per replica group (beamtok.training.start_process_group())"
             )
         self._dataset = dataset
         self._manager = manager
@@ -187,10 +195,14 @@ class TorchftLoader:
         known = torch.tensor(
             [1.0, float(self._length)] if self._length is not None else [0.0, 0.0], dtype=torch.float64
         )
-        from torch.distributed import ReduceOp
-
+        if self._width > 1:  # the group's ranks first: each then tells the other groups' rank alike
+            mine = torch.tensor([-1.0 if self._length is None else float(self._length)], dtype=torch.float64)
+            dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+            if mine.item() >= 0 and self._length is None:
+                self._length = int(mine.item())
+                known = torch.tensor([1.0, float(self._length)], dtype=torch.float64)
         step = int(self._manager.current_step())
-        self._manager.allreduce(known, reduce_op=ReduceOp.SUM).wait()
+        self._manager.allreduce(known, reduce_op=dist.ReduceOp.SUM).wait()
         told, total = float(known[0]), float(known[1])
         if self._length is None and told >= 1 and total / told == int(total / told):
             self._heard = (step, int(total / told))
