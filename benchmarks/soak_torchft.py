@@ -59,7 +59,7 @@ def main() -> None:
         ("torchft DistributedSampler", str(ROOT / "benchmarks" / "torchft_sampler_group.py")),
     ):
         job = TorchftJob(work / name.split()[0], data, step_seconds=args.step_seconds, script=script)
-        kills = soak(job, random.Random(args.seed), args.cycles, args.minutes * 60)
+        kills, stalled = soak(job, random.Random(args.seed), args.cycles, args.minutes * 60)
         records = read_log(job.log)
         rows = trained(records).rows if script.endswith("torchft_train.py") else trained_by_outcome(records)
         lost, repeated = lost_and_repeated(rows, expected)
@@ -71,6 +71,7 @@ def main() -> None:
             "committed_steps": len({r["step"] for r in records if r.get("commit") and r.get("reading")}),
             "kills": kills,
             "restarts": len(job.starts) - job.groups,
+            "stalled_at_the_end": stalled,
             "rejoin_to_first_committed_step_s_median": round(statistics.median(seconds), 2) if seconds else None,
             "rejoin_to_first_committed_step_s": [round(s, 2) for s in seconds],
         }
@@ -80,7 +81,9 @@ def main() -> None:
         {
             "what": "3 replica groups (one process each, gloo) on a torchft lighthouse (heartbeat timeout 1 s), "
             f"{args.cycles} cycles of 1-2 random groups SIGKILLed mid-run and started again, one seeded schedule "
-            "for both loaders; rows counted from each group's log of the rows of its committed steps",
+            "for both loaders, both with min_replicas 2 (a majority; with 1 the lighthouse ran two quorums at once); "
+            "rows counted from each group's log of the rows of its committed steps; stalled_at_the_end: the last "
+            "group left waiting for a quorum no other group would join (stopped after 20 s without a commit)",
             "command": f"python benchmarks/soak_torchft.py --cycles {args.cycles} --seed {args.seed} "
             f"--step-seconds {args.step_seconds}",
             "runs": runs,
@@ -89,9 +92,10 @@ def main() -> None:
     )
 
 
-def soak(job: TorchftJob, rng: random.Random, cycles: int, seconds: float) -> list[list[int]]:
+def soak(job: TorchftJob, rng: random.Random, cycles: int, seconds: float) -> tuple[list[list[int]], bool]:
     """Kill 1-2 random groups after 3-10 more committed steps, start them again, wait until they
-    train again; ``cycles`` times or until ``seconds`` pass; then run to the end."""
+    train again; ``cycles`` times or until ``seconds`` pass; then run to the end (or until the
+    job stalls). Returns the kills and whether it stalled."""
     kills: list[list[int]] = []
     deadline = time.monotonic() + seconds
     job.start()
@@ -106,10 +110,9 @@ def soak(job: TorchftJob, rng: random.Random, cycles: int, seconds: float) -> li
                 job.start_group(group)
             job.wait_rejoined(*victims)
             kills.append(victims)
-        job.finish(timeout=600)
+        return kills, job.finish_or_stall(idle=20)
     finally:
         job.stop()
-    return kills
 
 
 if __name__ == "__main__":

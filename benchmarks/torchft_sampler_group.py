@@ -33,6 +33,7 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--step-seconds", type=float, default=0.0)
     parser.add_argument("--pg-timeout", type=float, default=5.0)
+    parser.add_argument("--min-replicas", type=int, default=1, help="1: its groups end at different times")
     parser.add_argument("--rows-log", required=True)
     args = parser.parse_args()
 
@@ -42,7 +43,7 @@ def main() -> None:
     model = nn.Sequential(nn.EmbeddingBag(args.vocab, 16), nn.Linear(16, 1))
     manager = Manager(
         pg=ProcessGroupGloo(timeout=timedelta(seconds=args.pg_timeout)),
-        min_replica_size=2,
+        min_replica_size=args.min_replicas,
         load_state_dict=model.load_state_dict,
         state_dict=model.state_dict,
         replica_id=f"sampler_{group}",
@@ -54,7 +55,9 @@ def main() -> None:
     rows = [
         row for batch in Dataset.from_cache(args.cache).batch(1, tensors="torch").iter() for row in batch["input_ids"]
     ]
-    sampler = DistributedSampler(rows, replica_rank=group, num_replica_groups=args.groups, shuffle=False)
+    sampler = DistributedSampler(
+        rows, replica_rank=group, num_replica_groups=args.groups, group_rank=0, num_replicas=1, shuffle=False
+    )
     loader = DataLoader(rows, batch_size=args.batch_size, sampler=sampler)  # type: ignore[arg-type]
     log = open(args.rows_log, "a", buffering=1)
     attempt = 0

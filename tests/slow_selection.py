@@ -4,7 +4,7 @@ of whole jobs, and single tests that cost the fast run most. ``conftest.py`` mar
 from __future__ import annotations
 
 # modules whose tests run whole jobs: Beam builds and their failures, torchrun, DCP, JAX,
-# accelerate and Hugging Face Trainer jobs, notebooks, the docs' examples, tokenizers checked over the whole corpus.
+# accelerate and Hugging Face Trainer jobs, torchft lighthouses and replica groups, notebooks, the docs' examples, tokenizers checked over the whole corpus.
 # make test-fast runs the rest (-m "not slow"): the stages, formats, states and errors.
 SLOW_MODULES = {
     "test_accelerate", "test_dask_build", "test_unigram_native", "test_one_buffer", "test_worker_count", "test_device_mesh", "test_folder_readers", "test_process_group", "test_cache_equals_stream", "test_cache_as_you_go", "test_cache_safety", "test_dataflow_dry_run", "test_dcp_checkpoint",
@@ -12,7 +12,7 @@ SLOW_MODULES = {
     "test_global_shuffle_local_copy", "test_grain_example", "test_megatron", "test_notebooks", "test_packaging", "test_tokenize_workers", "test_parquet_compat", "test_progress", "test_range_pack",
     "test_s3_cache", "test_sentencepiece_files", "test_split_build", "test_torchrun_example", "test_training_loop", "test_worker_server", "test_torchtitan", "test_lightning", "test_byte_level_compiled",
     "test_trainer", "test_kernel_warmup", "test_end_of_data", "test_end_of_data_ranks", "test_orphan_workers", "test_trl_templates", "test_few_shards",
-    "test_stats_every_packing", "test_shard_table", "test_grain_source",
+    "test_stats_every_packing", "test_shard_table", "test_grain_source", "test_torchft",
 }  # fmt: skip
 
 # single tests of the other modules that cost make test-fast over 5 s of CPU apiece (all their

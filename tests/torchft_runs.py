@@ -44,8 +44,14 @@ class Start:
     when: float
     known: frozenset[int]
 
-    def pids(self, records: list[dict[str, Any]]) -> set[int]:
-        return {r["pid"] for r in records if r["group"] == self.group and r["pid"] not in self.known}
+    def pids(self, records: list[dict[str, Any]], later: Start | None = None) -> set[int]:
+        """The processes of this start the records name; ``later``: the group's next start,
+        whose processes are not this one's."""
+        return {
+            r["pid"]
+            for r in records
+            if r["group"] == self.group and r["pid"] not in self.known and (later is None or r["pid"] in later.known)
+        }
 
 
 @dataclass
@@ -58,11 +64,20 @@ class TorchftJob:
     groups: int = 3
     step_seconds: float = 0.02
     pg_timeout: float = 2.0  # a dead peer's all-reduce fails after this: the stall of each kill
+    min_replicas: int = 2  # a majority: with 1, a lone survivor and the groups rejoining can form two quorums
     script: str = SCRIPT
     processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     ranks: int = 1  # ranks in each group: more run under torchrun, one process group a replica group
     starts: list[Start] = field(default_factory=list)
     lighthouse: subprocess.Popen[bytes] | None = None
+
+    def restarts(self, records: list[dict[str, Any]]) -> list[tuple[Start, set[int]]]:
+        """Each restart (a start after the first ``groups``) with the processes it started."""
+        found = []
+        for i, start in enumerate(self.starts[self.groups :], self.groups):
+            later = next((s for s in self.starts[i + 1 :] if s.group == start.group), None)
+            found.append((start, start.pids(records, later)))
+        return found
 
     @property
     def log(self) -> Path:
@@ -77,7 +92,7 @@ class TorchftJob:
             [
                 LIGHTHOUSE,
                 "--min_replicas",
-                "2",  # a majority: with 1, a lone survivor and the groups rejoining can form two quorums
+                str(self.min_replicas),
                 "--quorum_tick_ms",
                 "100",
                 "--join_timeout_ms",
@@ -105,6 +120,7 @@ class TorchftJob:
             env.pop(name, None)
         command = [sys.executable, self.script, *self.data_args, "--rows-log", str(self.log)]
         command += ["--step-seconds", str(self.step_seconds), "--pg-timeout", str(self.pg_timeout)]
+        command += ["--min-replicas", str(self.min_replicas)]
         if self.ranks > 1:  # torchrun hosts the group's store and sets each rank's RANK and WORLD_SIZE
             launcher = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node"]
             command = [*launcher, str(self.ranks), "--master_port", str(free_port()), *command[1:]]
@@ -144,7 +160,7 @@ class TorchftJob:
     def wait_steps(self, steps: int, timeout: float = 60) -> None:
         self.wait_for(lambda: self.committed_steps() >= steps, timeout, f"{steps} committed steps")
 
-    def wait_rejoined(self, *groups: int, timeout: float = 60) -> None:
+    def wait_rejoined(self, *groups: int, timeout: float = 120) -> None:
         """Wait until each of these groups' current process has healed and read a batch."""
         latest = {start.group: start for start in self.starts}
 
@@ -158,6 +174,24 @@ class TorchftJob:
         """Wait for every running group to end its loop, then stop the lighthouse."""
         try:
             self.wait_for(lambda: all(p.poll() is not None for p in self.processes.values()), timeout, "the end")
+        finally:
+            self.stop()
+
+    def finish_or_stall(self, idle: float, timeout: float = 600) -> bool:
+        """Wait for every group to end, or for no step to commit for ``idle`` seconds (groups
+        left waiting for a quorum that cannot form); then stop everything. Returns whether it
+        stalled."""
+        deadline = time.monotonic() + timeout
+        last, since = self.committed_steps(), time.monotonic()
+        try:
+            while any(p.poll() is None for p in self.processes.values()) and time.monotonic() < deadline:
+                time.sleep(0.5)
+                now = self.committed_steps()
+                if now != last:
+                    last, since = now, time.monotonic()
+                elif time.monotonic() - since > idle:
+                    return True
+            return False
         finally:
             self.stop()
 
@@ -266,8 +300,8 @@ def rejoin_seconds(job: TorchftJob, records: list[dict[str, Any]]) -> list[float
         if "commit" in r and r["commit"] and r["reading"]:
             first.setdefault(r["pid"], r["at"])
     seconds = []
-    for start in job.starts[job.groups :]:
-        firsts = [first[pid] for pid in start.pids(records) if pid in first]
+    for start, pids in job.restarts(records):
+        firsts = [first[pid] for pid in pids if pid in first]
         if firsts:
             seconds.append(max(firsts) - start.when)  # every rank of the group training again
     return seconds
