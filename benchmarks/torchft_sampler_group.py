@@ -10,11 +10,12 @@ its share from the start. Same model, step loop and rows log as the beamtok exam
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import socket
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,12 +34,13 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--step-seconds", type=float, default=0.0)
     parser.add_argument("--pg-timeout", type=float, default=5.0)
-    parser.add_argument("--min-replicas", type=int, default=1, help="1: its groups end at different times")
+    parser.add_argument("--min-replicas", type=int, default=2, help="the lighthouse's --min_replicas")
     parser.add_argument("--rows-log", required=True)
     args = parser.parse_args()
 
     group = int(os.environ.get("REPLICA_GROUP_ID", "0"))
-    store = own_store()
+    beamtok_example = example()
+    store = beamtok_example.own_store()
     torch.manual_seed(0)
     model = nn.Sequential(nn.EmbeddingBag(args.vocab, 16), nn.Linear(16, 1))
     manager = Manager(
@@ -69,7 +71,7 @@ def main() -> None:
         read = {"group": group, "pid": os.getpid(), "attempt": attempt, "step": step, "n": n}
         if reading:
             model[1](model[0](ids.clamp(max=args.vocab - 1))).square().mean().backward()
-            log.write(json.dumps({**read, "item": attempt, "rows": hashes(ids)}) + "\n")
+            log.write(json.dumps({**read, "item": attempt, "rows": beamtok_example.hashes(ids)}) + "\n")
         for p in model.parameters():
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
@@ -83,18 +85,14 @@ def main() -> None:
     del store
 
 
-def hashes(ids: Any) -> list[str]:
-    import hashlib
-
-    return [hashlib.blake2b(row.numpy().tobytes(), digest_size=8).hexdigest() for row in ids]
-
-
-def own_store() -> Any:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
-    return torch.distributed.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+def example() -> Any:
+    """examples/torchft_train.py as a module: its row digests and its store for a plain process."""
+    path = Path(__file__).resolve().parent.parent / "examples" / "torchft_train.py"
+    spec = importlib.util.spec_from_file_location("torchft_train", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":
