@@ -105,7 +105,7 @@ device-check: setup
 	cd benchmarks && ../$(BIN)/python device_check.py
 
 soak: setup
-	cd benchmarks && ../$(BIN)/python soak.py && ../$(BIN)/python soak_elastic.py && ../$(BIN)/python soak_torchrun.py
+	cd benchmarks && ../$(BIN)/python soak.py && ../$(BIN)/python soak_elastic.py && ../$(BIN)/python soak_torchrun.py && ../$(BIN)/python soak_torchft.py
 
 clean:
 	rm -rf $(VENV) $(FLOOR_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
