@@ -199,6 +199,14 @@ def tokenizer_dir(kind: str) -> str:
             if (directory / "tokenizer.json").exists()
             else converted_dir(directory, CL100K_TODAY_PATTERN)
         )
+    if kind == "cl100k-tiktoken-0.5":  # the converter given tiktoken 0.5-0.8's cl100k spelling
+        from beamtok._src.engines.split_patterns import CL100K_TIKTOKEN_OLDER
+
+        return (
+            str(directory)
+            if (directory / "tokenizer.json").exists()
+            else converted_dir(directory, CL100K_TIKTOKEN_OLDER)
+        )
     if kind in FAMILIES or kind in SENTENCEPIECE_KINDS:
         # trained here on the shipped corpus: with `tokenizers` (beamtok.testing.family_tokenizer),
         # or with SentencePiece and converted by transformers (beamtok.testing.sentencepiece_tokenizer)

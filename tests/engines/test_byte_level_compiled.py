@@ -16,19 +16,26 @@ from hypothesis import strategies as st
 from tokenizers import Regex, pre_tokenizers
 
 from beamtok import load_tokenizer
-from beamtok._src.engines import byte_level_native, byte_level_split, engine_choice, split_patterns
+from beamtok._src.engines import byte_level_encoder, byte_level_native, byte_level_split, engine_choice
 from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
-from beamtok._src.engines.byte_level_file import PROBES
+from beamtok._src.engines.byte_level_file import GPT2_PATTERN, PROBES
 from beamtok._src.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED, CharClasses
 from beamtok._src.engines.exact_encoder import ExactEncoder, OtherForm, ProbeMismatch
-from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
-from beamtok._src.engines.split_patterns import CL100K_TODAY, SPELLINGS, split_sample
+from beamtok._src.engines.ranks import CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN
+from beamtok._src.engines.split_patterns import CL100K_TIKTOKEN_OLDER, CL100K_TODAY, split_sample
+from beamtok._src.engines.split_rules import split_rule_of
 from beamtok._src.transforms import tokenizer_registry
 
 from byte_level_files import built_from_ranks, shipped_texts
-from conftest import TOKENIZER_DIR, modules_blocked, on_threads
+from conftest import modules_blocked, on_threads
 
-SPELLED = {"cl100k": CL100K_PATTERN, "qwen2": QWEN2_PATTERN, "cl100k-today": CL100K_TODAY}
+SPELLED = {
+    "cl100k": CL100K_PATTERN,
+    "qwen2": QWEN2_PATTERN,
+    "cl100k-today": CL100K_TODAY,
+    "cl100k-tiktoken-0.5": CL100K_TIKTOKEN_OLDER,
+    "gpt2": GPT2_PATTERN,
+}
 ENGINE = "beamtok compiled byte-level BPE on the file's split"
 
 TEXT = st.text(
@@ -65,7 +72,7 @@ def cl100k_files(tmp_path_factory) -> dict[str, str]:
 @pytest.mark.parametrize("name", list(SPELLED))
 def test_the_cut_is_the_files_on_the_split_sample(name):
     pattern = SPELLED[name]
-    classes, split = CharClasses(pattern, SPELLINGS[pattern]), file_split(pattern)
+    classes, split = CharClasses(pattern, split_rule_of(pattern)), file_split(pattern)
     differ = [text for text in split_sample() if classes.cut(text) != [p for p, _ in split.pre_tokenize_str(text)]]
     assert not differ, f"{len(differ)} cut otherwise, first {differ[0]!r}"
 
@@ -73,7 +80,7 @@ def test_the_cut_is_the_files_on_the_split_sample(name):
 @pytest.mark.parametrize("name", list(SPELLED))
 def test_the_cut_is_the_files_on_any_text(name):
     pattern = SPELLED[name]
-    classes, split = CharClasses(pattern, SPELLINGS[pattern]), file_split(pattern)
+    classes, split = CharClasses(pattern, split_rule_of(pattern)), file_split(pattern)
 
     @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
     @given(TEXT)
@@ -92,7 +99,7 @@ def test_classes_are_the_files_own_not_pythons():
     ``ſ`` folds to ``s``, so ``'ſ`` is a contraction to the file's split."""
     import regex
 
-    classes = CharClasses(CL100K_TODAY, SPELLINGS[CL100K_TODAY])
+    classes = CharClasses(CL100K_TODAY, split_rule_of(CL100K_TODAY))
     assert regex.match(r"\p{L}", "\u0558")
     assert (
         classes.cut("'\u0558x")
@@ -109,7 +116,7 @@ def test_a_class_answered_wrong_is_caught_and_its_character_routed(monkeypatch):
     contexts must catch it: the character is then sent to the file, never cut wrong."""
     asked = CharClasses._asked_class
     monkeypatch.setattr(CharClasses, "_asked_class", lambda self, c: LETTER if c == "٣" else asked(self, c))
-    classes = CharClasses(CL100K_PATTERN, SPELLINGS[CL100K_PATTERN])
+    classes = CharClasses(CL100K_PATTERN, split_rule_of(CL100K_PATTERN))
     classes.learn(np.array([ord("٣"), ord("é")], dtype=np.uint32))
     assert classes.table[ord("٣")] & KIND == ROUTED
     assert classes.table[ord("é")] & KIND == LETTER  # checked in the same batch, and right
@@ -174,7 +181,12 @@ def test_threads_encode_at_once_and_a_small_cache_starts_over(cl100k_files, monk
 def test_a_wrong_rule_is_refused_by_the_probes(cl100k_files, monkeypatch, caplog):
     """Planted: tiktoken's spelling cut three numbers at a time and trailing whitespace apart
     (as the older spelling). The load checks must refuse the engine, and tiktoken encode."""
-    monkeypatch.setitem(split_patterns.SPELLINGS, CL100K_TODAY, SPELLINGS[CL100K_PATTERN])
+    wrong = split_rule_of(CL100K_PATTERN)
+    monkeypatch.setattr(
+        byte_level_encoder,
+        "split_rule_of",
+        lambda pattern: wrong if pattern == CL100K_TODAY else split_rule_of(pattern),
+    )
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
     monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     monkeypatch.setattr(engine_choice, "_WARNED", set())
@@ -191,10 +203,10 @@ def test_a_wrong_rule_is_refused_by_the_probes(cl100k_files, monkeypatch, caplog
 
 
 def test_other_splits_are_another_form_and_numba_a_package(cl100k_files, monkeypatch):
-    gpt2 = load_tokenizer(str(TOKENIZER_DIR))
-    with pytest.raises(OtherForm, match="not a spelling this engine cuts"):
-        CompiledByteLevelEncoder(gpt2.backend.to_str(), "gpt2", reference=gpt2.backend)
-    assert "compiled byte-level" not in gpt2.engine  # another form: not held against the file
+    spec = json.loads(Path(cl100k_files["cl100k"], "tokenizer.json").read_text(encoding="utf-8"))
+    spec["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = O200K_PATTERN
+    with pytest.raises(OtherForm, match=r"not one this engine cuts: its alternative .*letters split by case"):
+        CompiledByteLevelEncoder(json.dumps(spec), "o200k's split")
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
     monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
     with modules_blocked("beamtok._src.engines.byte_level_native", "beamtok._src.engines.byte_level_split"):

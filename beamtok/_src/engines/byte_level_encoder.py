@@ -1,16 +1,16 @@
-"""An exact fast path for byte-level BPE files of the cl100k kind that runs on the file's own
-split and merges, compiled (``byte_level_split``, ``byte_level_native``; numba).
+"""An exact fast path for byte-level BPE files that runs on the file's own split and merges,
+compiled (``split_rules``, ``byte_level_split``, ``byte_level_native``; numba).
 
 tiktoken's engines split by their own patterns: a file whose pattern no native engine of
 tiktoken's takes runs on tiktoken's regex engine (cl100k as ``transformers``' converter
 writes tiktoken's current spelling, whose ``\\p{N}{1,3}+`` ``tokenizers`` reads as whole
 runs of numbers; a Llama 3 or Qwen2 vocabulary, which bpe-openai does not hold). This engine
-takes such files when their pattern is one of the spellings ``byte_level_split`` works out
-and merges by the file's own merges list, as ``tokenizers`` does, so the order of the merges
+takes such files when their pattern parses into a rule of the compiled cut (``split_rules``:
+GPT-2's split and cl100k's in each of its spellings) and merges by the file's own merges list, as ``tokenizers`` does, so the order of the merges
 need not be tiktoken's.
 
-What it takes: no normalizer or NFC (applied as ``tokenizers`` makes it), a ``Split`` of a
-known spelling then a ByteLevel that does not split again, a BPE model without dropout, affixes
+What it takes: no normalizer or NFC (applied as ``tokenizers`` makes it), a ``Split`` whose
+pattern parses then a ByteLevel that does not split again, a BPE model without dropout, affixes
 or unknown token whose vocabulary holds all 256 byte tokens, added tokens without matching
 options (texts holding one are cut at them: ``added_segments``), and a post-processor that
 puts fixed tokens around a text. At load it must give ``tokenizers``' ids on the probe
@@ -31,12 +31,11 @@ from beamtok._src.engines.byte_level_file import PROBES, split_pattern, takes_nf
 from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch, added_around
 from beamtok._src.engines.id_arrays import int32_ids
 from beamtok._src.engines.normal_forms import ExactNormalForm
-from beamtok._src.engines.split_patterns import split_rule_of, split_sample
+from beamtok._src.engines.split_patterns import split_sample
+from beamtok._src.engines.split_rules import SplitNotCut, split_rule_of
 from beamtok._src.engines.tokenizer_parts import read_spec
 
 __all__ = ["CompiledByteLevelEncoder"]
-
-KNOWN_SPELLINGS = "cl100k's as ranks.py and transformers' converter write it, tiktoken's current one, Qwen2's"
 
 
 class CompiledByteLevelEncoder:
@@ -60,9 +59,10 @@ class CompiledByteLevelEncoder:
         spec = read_spec(tokenizer_json) if spec is None else spec
         nfc = takes_nfc(spec, refuse)
         pattern = split_pattern(spec.get("pre_tokenizer") or {}, refuse)
-        rule = split_rule_of(pattern)
-        if rule is None:
-            raise OtherForm(str(refuse(f"its split pattern is not a spelling this engine cuts ({KNOWN_SPELLINGS})")))
+        try:
+            rule = split_rule_of(pattern)
+        except SplitNotCut as e:
+            raise OtherForm(str(refuse(f"its split is not one this engine cuts: {e}"))) from None
         try:
             from beamtok._src.engines.byte_level_native import NativeByteLevelBPE
             from beamtok._src.engines.byte_level_split import KIND, ROUTED, classes_for

@@ -62,7 +62,7 @@ def _encode(
     text_ends: np.ndarray,
     table: np.ndarray,
     numbers: int,
-    trailing_whole: bool,
+    shape: int,
     tables: tuple[Any, ...],
     cache: tuple[Any, ...],
     out: np.ndarray,
@@ -95,7 +95,7 @@ def _encode(
         start = o
         w = begin
         while w < end:
-            x = piece_end(chars, w, end, table, numbers, trailing_whole)
+            x = piece_end(chars, w, end, table, numbers, shape)
             cacheable = x - w <= CACHED_CHARS
             h = 0
             count = -1
@@ -183,7 +183,7 @@ class NativeByteLevelBPE:
         chars, text_ends = workspace.chars.fill(texts)
         out = workspace.ids.room(4 * len(chars))  # a character is at most 4 byte tokens
         counts = np.empty(len(texts), dtype=np.int64)
-        _encode(chars, text_ends, self.classes.table, rule.numbers, rule.trailing_whitespace_whole, self.tables, workspace.cache, out, counts)  # fmt: skip
+        _encode(chars, text_ends, self.classes.table, rule.numbers, rule.shape, self.tables, workspace.cache, out, counts)  # fmt: skip
         return _split_out(out, counts), counts, chars
 
 

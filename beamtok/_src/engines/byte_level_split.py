@@ -1,26 +1,26 @@
-r"""cl100k's split, as ``tokenizers`` reads each way files spell it, cut in compiled code.
+r"""A byte-level split, as ``tokenizers`` reads the file's pattern, cut in compiled code.
 
-Byte-level BPE files of the cl100k kind (cl100k itself, Llama 3, Qwen2, and cl100k as
-``transformers``' converter writes tiktoken's current spelling) cut a text with one regular
-expression before merging. ``tokenizers`` runs it through Oniguruma; this module cuts the
-same pieces with a hand-written scan, for the spellings in :data:`SPELLINGS`, whose reading
-by Oniguruma is worked out here alternative by alternative. At a piece's start:
+Byte-level BPE files (GPT-2, cl100k in each of its spellings, Llama 3, Qwen2) cut a text with
+one regular expression before merging. ``tokenizers`` runs it through Oniguruma; this module
+cuts the same pieces with a hand-written scan whose options (:class:`SplitRule`) are read from
+the pattern itself (``split_rules``). At a piece's start:
 
-1. ``'`` and a contraction (``s``, ``t``, ``m``, ``d``, ``ll``, ``ve``, ``re``, any case, and
-   whatever Oniguruma's case folding takes for them: ``ſ`` is an ``s``);
-2. an optional character that is not a letter, number, ``\r`` or ``\n``, then a run of
-   letters (a possessive or a greedy ``?`` cut the same: backing off the optional character
-   leaves a non-letter to start the run);
-3. numbers: three at a time (``\p{N}{1,3}``), one at a time (Qwen2's ``\p{N}``), or the
-   whole run (``\p{N}{1,3}+``, which Oniguruma reads as "one or more of ``{1,3}``", where
-   tiktoken reads it as possessive: see ``split_patterns``);
+1. ``'`` and a contraction (``s``, ``t``, ``m``, ``d``, ``ll``, ``ve``, ``re``, in the case
+   the pattern takes, and whatever Oniguruma's case folding takes for them: ``ſ`` is an ``s``);
+2. an optional character before a run of letters: any that is not a letter, number, ``\r``
+   or ``\n`` (cl100k; a possessive or a greedy ``?`` cut the same: backing off the optional
+   character leaves a non-letter to start the run), a space (GPT-2), or none;
+3. numbers, after an optional space where the rule has one (GPT-2): ``n`` at a time
+   (``\p{N}{1,3}``; Qwen2's ``\p{N}`` is one), or the whole run (``\p{N}+``, and
+   ``\p{N}{1,3}+``, which Oniguruma reads as "one or more of ``{1,3}``", where tiktoken reads
+   it as possessive: see ``split_patterns``);
 4. an optional space, a run of characters that are neither whitespace, letters nor numbers,
-   then any ``\r``/``\n``;
-5. whitespace: in tiktoken's current spelling (``\s++$``) a run that reaches the end of the
-   text is one piece; else a run holding ``\r`` or ``\n`` ends after the last of them (the
-   older ``\s*[\r\n]+`` and the current ``\s*[\r\n]`` cut the same); else a run that reaches
-   the end is one piece, a longer one leaves its last character to the next piece
-   (``\s+(?!\S)``), and one character alone is a piece.
+   then any ``\r``/``\n`` where the rule takes them (cl100k, not GPT-2);
+5. whitespace: where the rule has ``\s++$`` (tiktoken's current cl100k) a run that reaches
+   the end of the text is one piece; where it has a newline rule (``\s*[\r\n]+`` and
+   ``\s*[\r\n]`` cut the same) a run holding ``\r`` or ``\n`` ends after the last of them;
+   else a run that reaches the end is one piece, a longer one leaves its last character to
+   the next piece (``\s+(?!\S)``), and one character alone is a piece.
 
 A character is read through a class: letter, number, ``\r``/``\n``, other whitespace, or
 other, with bits for the contraction letters. The classes are not Python's: Oniguruma carries
@@ -41,7 +41,16 @@ from typing import Any
 import numpy as np
 
 from beamtok._src.engines.compiled_tables import compiled
-from beamtok._src.engines.split_patterns import SplitRule
+from beamtok._src.engines.split_rules import (
+    LETTERS_AFTER_ANY,
+    LETTERS_AFTER_SPACE,
+    NEWLINE_ENDS_RUN,
+    NUMBERS_AFTER_SPACE,
+    PUNCTUATION_AFTER_SPACE,
+    PUNCTUATION_NEWLINES,
+    TRAILING_WHOLE,
+    SplitRule,
+)
 
 __all__ = ["CharClasses", "classes_for", "piece_end"]
 
@@ -61,12 +70,14 @@ def _run_end(chars: np.ndarray, i: int, end: int, table: np.ndarray, kind: int) 
 
 @compiled
 def piece_end(
-    chars: np.ndarray, i: int, end: int, table: np.ndarray, numbers: int, trailing_whole: bool
+    chars: np.ndarray, i: int, end: int, table: np.ndarray, numbers: int, shape: int
 ) -> int:  # pragma: no cover - compiled
     """Where the piece that starts at ``chars[i]`` ends, in a text ending at ``end`` whose
-    characters all have a known class (see the module docstring for each step)."""
+    characters all have a known class, cut by the rule of ``numbers`` and ``shape`` (see the
+    module docstring for each step)."""
     c = chars[i]
     kind = table[c] & KIND
+    following = table[chars[i + 1]] & KIND if i + 1 < end else UNKNOWN
     if c == APOSTROPHE and i + 1 < end:
         first = table[chars[i + 1]]
         if first & CONTRACTS:
@@ -77,17 +88,21 @@ def piece_end(
                 return i + 3
     if kind == LETTER:
         return _run_end(chars, i + 1, end, table, LETTER)
-    if kind != NUMBER and kind != NEWLINE and i + 1 < end and table[chars[i + 1]] & KIND == LETTER:
+    if following == LETTER and (
+        (shape & LETTERS_AFTER_ANY and kind != NUMBER and kind != NEWLINE)
+        or (shape & LETTERS_AFTER_SPACE and c == SPACE_CHAR)
+    ):
         return _run_end(chars, i + 2, end, table, LETTER)
-    if kind == NUMBER:
-        j = i + 1
-        while j < end and table[chars[j]] & KIND == NUMBER and (numbers == 0 or j - i < numbers):
+    if kind == NUMBER or (shape & NUMBERS_AFTER_SPACE and c == SPACE_CHAR and following == NUMBER):
+        first_digit = i if kind == NUMBER else i + 1
+        j = first_digit + 1
+        while j < end and table[chars[j]] & KIND == NUMBER and (numbers == 0 or j - first_digit < numbers):
             j += 1
         return j
-    j = i + 1 if c == SPACE_CHAR and i + 1 < end and table[chars[i + 1]] & KIND == OTHER else i
+    j = i + 1 if shape & PUNCTUATION_AFTER_SPACE and c == SPACE_CHAR and following == OTHER else i
     if table[chars[j]] & KIND == OTHER:
         j = _run_end(chars, j + 1, end, table, OTHER)
-        return _run_end(chars, j, end, table, NEWLINE)
+        return _run_end(chars, j, end, table, NEWLINE) if shape & PUNCTUATION_NEWLINES else j
     run_end, last_newline = i, -1  # whitespace
     while run_end < end:
         k = table[chars[run_end]] & KIND
@@ -96,9 +111,9 @@ def piece_end(
         elif k != SPACE:
             break
         run_end += 1
-    if trailing_whole and run_end == end:
+    if shape & TRAILING_WHOLE and run_end == end:
         return end
-    if last_newline >= 0:
+    if shape & NEWLINE_ENDS_RUN and last_newline >= 0:
         return last_newline + 1
     if run_end == end:
         return end
@@ -107,12 +122,12 @@ def piece_end(
 
 @compiled
 def _piece_ends(
-    chars: np.ndarray, table: np.ndarray, numbers: int, trailing_whole: bool
+    chars: np.ndarray, table: np.ndarray, numbers: int, shape: int
 ) -> np.ndarray:  # pragma: no cover - compiled
     ends = np.empty(chars.shape[0], dtype=np.int64)
     n, i = 0, 0
     while i < chars.shape[0]:
-        i = piece_end(chars, i, chars.shape[0], table, numbers, trailing_whole)
+        i = piece_end(chars, i, chars.shape[0], table, numbers, shape)
         ends[n] = i
         n += 1
     return ends[:n]
@@ -147,7 +162,7 @@ class CharClasses:
         self.learn(np.unique(chars))
         if (table[chars] & KIND == ROUTED).any():
             raise ValueError(f"{text!r} holds a character this cut does not take")
-        ends = _piece_ends(chars, table, self.rule.numbers, self.rule.trailing_whitespace_whole)
+        ends = _piece_ends(chars, table, self.rule.numbers, self.rule.shape)
         return [text[a:b] for a, b in zip([0, *ends.tolist()], ends.tolist())]
 
     def learn(self, code_points: np.ndarray) -> None:
@@ -200,10 +215,9 @@ class CharClasses:
             return LETTER | flags
         if pieces(f"!{c}") == [f"!{c}"]:
             return OTHER
-        after = pieces(f"{c}a")
-        if after == [f"{c}a"]:
+        if pieces(f"{c} ") == [f"{c} "]:  # whitespace: a run that ends the text is one piece in every rule
             return SPACE
-        if after == [c, "a"]:
+        if pieces(f"{c}a") == [c, "a"]:
             return NUMBER
         return ROUTED
 

@@ -10,24 +10,29 @@ The families and their candidates, fastest first:
 
 - **byte-level BPE** (GPT-2, cl100k, o200k, Qwen2, Llama 3): the byte table where the file
   has no merges (one token a byte: byte-level models, ``beamtok.testing.tiny_tokenizer``), the
-  compiled byte-level BPE on the file's own split (numba) where the split is one of cl100k's
-  spellings, bpe-openai where the file is cl100k or o200k itself, kitoken where it splits as
-  GPT-2 does, then tiktoken;
+  compiled byte-level BPE on the file's own split (numba) where the split parses into its rule
+  (``split_rules``: GPT-2's and cl100k's in each spelling), bpe-openai where the file is cl100k
+  or o200k itself, kitoken where it splits as GPT-2 does (before the compiled engine for
+  GPT-2's own ByteLevel split, where it starts sooner), then tiktoken;
 - **SentencePiece-style BPE**: the compiled BPE on marked words (numba), then kitoken, then
   cached words; kitoken first where an added token is whitespace (Gemma 2's newlines);
 - **WordPiece**: kitoken, then cached words;
 - **Unigram**: the compiled Unigram on cut words (numba), then cached words.
 
-Where no candidate takes the file, ``tokenizers`` itself encodes it. A family's *usual*
+A candidate that is exact must also win a short race against ``tokenizers`` on text of
+several kinds (``engine_timing``), or the next one is tried: no file runs on an engine
+slower than the library it wraps. Where no candidate takes the file, ``tokenizers`` itself
+encodes it. A family's *usual*
 candidate (tiktoken for byte-level BPE, cached words for the others) takes every file an exact
 engine can; its refusal by the file's checks is said once at warning level, since the file then
 runs on ``tokenizers`` with nothing else said.
 
 Each refusal has a kind (``Refusal.kind``): the file is one the engine cannot be exact for
 (``file``), the engine covers other forms of the family (``form``: the compiled byte-level BPE
-cuts cl100k's spellings of the split only), the engine was built but gave other ids than ``tokenizers`` on its probes
+cuts the splits its rule reads, not o200k's), the engine was built but gave other ids than ``tokenizers`` on its probes
 (``probes``: logged once at warning level, since a broken engine would otherwise leave a file
-on a slower one with nothing said), or the engine needs a package this install lacks
+on a slower one with nothing said), the engine is exact but lost the race (``slower``: said
+once at warning level), or the engine needs a package this install lacks
 (``missing package``: the install's choice, which ``Tokenizer.engine`` does not count against
 the file).
 """
@@ -51,6 +56,7 @@ from beamtok._src.engines.cached_words import (
     WordsEncoder,
 )
 from beamtok._src.engines.engine import Engine
+from beamtok._src.engines.engine_timing import race_on, slower_than_tokenizers
 from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch
 from beamtok._src.engines.kitoken_families import KitokenEncoder, family_of_backend
 from beamtok._src.engines.tiktoken_backend import (
@@ -69,6 +75,7 @@ __all__ = [
     "NOT_FOR_FILE",
     "OTHER_FORM",
     "PROBES_DIFFERED",
+    "SLOWER",
     "Candidate",
     "EngineChoice",
     "Refusal",
@@ -87,6 +94,8 @@ MISSING_PACKAGE = "missing package"
 """A refusal's kind: the engine needs a package this install does not have."""
 OTHER_FORM = "form"
 """A refusal's kind: the engine covers other files of the family (another split pattern)."""
+SLOWER = "slower"
+"""A refusal's kind: the engine is exact for the file but lost the set-up race to ``tokenizers``."""
 
 Build = Callable[[TokenizerFile], Engine]
 
@@ -115,9 +124,10 @@ class Refusal:
     Attributes:
         candidate: The candidate's name.
         reason: Why it was not taken, in words.
-        kind: ``file`` (it cannot be exact for this file), ``probes`` (built, but its ids
-            differed on the probe strings) or ``missing package`` (the install lacks what it
-            needs).
+        kind: ``file`` (it cannot be exact for this file), ``form`` (it covers other forms
+            of the family), ``probes`` (built, but its ids differed on the probe strings),
+            ``slower`` (exact, but slower than ``tokenizers``) or ``missing package`` (the
+            install lacks what it needs).
     """
 
     candidate: str
@@ -203,11 +213,15 @@ def candidates_for(family: str, backend: Any) -> list[Candidate]:
         backend: The file as ``tokenizers`` loaded it (a ``tokenizers.Tokenizer``).
     """
     if family == BYTE_LEVEL:
+        compiled_bpe = Candidate("compiled byte-level BPE", _engine(CompiledByteLevelEncoder))
+        kitoken_bpe = Candidate("kitoken", _rank_order(KitokenByteLevelEncoder))
+        # GPT-2's own split: kitoken starts in a third of the compiled engine's time, at 0.8x its rate
+        gpt2_split = _splits_as_gpt2(backend)
         return [
             Candidate("byte table", _engine(ByteTableEncoder)),
-            Candidate("compiled byte-level BPE", _engine(CompiledByteLevelEncoder)),
+            *([kitoken_bpe, compiled_bpe] if gpt2_split else [compiled_bpe]),
             Candidate("bpe-openai", _rank_order(BpeOpenaiEncoder)),
-            Candidate("kitoken", _rank_order(KitokenByteLevelEncoder)),
+            *([] if gpt2_split else [kitoken_bpe]),
             Candidate("tiktoken", _rank_order(TiktokenEncoder), usual=True),
         ]
     cached = Candidate("cached words", _words(CachedWordsEncoder, family), usual=True)
@@ -219,6 +233,14 @@ def candidates_for(family: str, backend: Any) -> list[Candidate]:
         whitespace_added = any(not t.content.strip() for t in backend.get_added_tokens_decoder().values())
         return [kitoken, compiled, cached] if whitespace_added else [compiled, kitoken, cached]
     return [kitoken, cached]
+
+
+def _splits_as_gpt2(backend: Any) -> bool:
+    """Whether the file's pre-tokenizer is a ByteLevel with its own (GPT-2's) split."""
+    from tokenizers import pre_tokenizers
+
+    pre = backend.pre_tokenizer
+    return isinstance(pre, pre_tokenizers.ByteLevel) and bool(pre.use_regex)
 
 
 _WARNED: set[tuple[str, str]] = set()
@@ -265,7 +287,11 @@ def choose(backend: Any, name: str, serialized: str) -> EngineChoice:
             else:
                 log.debug("%s", e)
         else:
-            return EngineChoice(family, encoder, tuple(refused))
+            slower = slower_than_tokenizers(encoder, backend) if race_on() else None
+            if slower is None:
+                return EngineChoice(family, encoder, tuple(refused))
+            refused.append(Refusal(candidate.name, slower, SLOWER))
+            _warn_once(name, candidate.name, slower, "the engine is exact but slower than tokenizers on this file")
     return EngineChoice(family, None, tuple(refused))
 
 

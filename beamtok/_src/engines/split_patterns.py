@@ -1,4 +1,4 @@
-"""Strings that tell split patterns apart, for choosing a native engine by what a pattern does.
+"""The strings split patterns are compared on, and a pattern as two regex engines read it.
 
 The native engines split text with patterns of their own: kitoken with a look-ahead-free form
 of GPT-2's split, bpe-openai with cl100k's and o200k's. Files spell these splits in several
@@ -28,17 +28,12 @@ import functools
 import itertools
 import random
 import re
-from dataclasses import dataclass
-
-from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
 
 __all__ = [
     "ALPHABET",
+    "CL100K_TIKTOKEN_OLDER",
     "CL100K_TODAY",
-    "SPELLINGS",
-    "SplitRule",
     "as_oniguruma_reads_it",
-    "split_rule_of",
     "split_sample",
 ]
 
@@ -174,29 +169,7 @@ def _group_end(pattern: str, start: int) -> int:
 
 # tiktoken's current spelling of cl100k's split (tiktoken_ext.openai_public)
 CL100K_TODAY = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-
-
-@dataclass(frozen=True)
-class SplitRule:
-    """What tells the spellings' cuts apart.
-
-    Attributes:
-        numbers: Numbers a piece holds at most (0: the whole run).
-        trailing_whitespace_whole: Whether a whitespace run that ends the text is one piece.
-    """
-
-    numbers: int
-    trailing_whitespace_whole: bool
-
-
-SPELLINGS: dict[str, SplitRule] = {
-    CL100K_PATTERN: SplitRule(numbers=3, trailing_whitespace_whole=False),  # cl100k as ranks.py writes it, Llama 3
-    QWEN2_PATTERN: SplitRule(numbers=1, trailing_whitespace_whole=False),
-    CL100K_TODAY: SplitRule(numbers=0, trailing_whitespace_whole=True),  # tiktoken's spelling, as Oniguruma reads it
-}
-
-
-def split_rule_of(pattern: str) -> SplitRule | None:
-    """The rule by which ``byte_level_split`` cuts a file's split pattern, or None for a
-    spelling it does not know."""
-    return SPELLINGS.get(pattern)
+# tiktoken 0.5-0.8's spelling of it (factored apostrophe, possessive prefix, no ``$`` rule)
+CL100K_TIKTOKEN_OLDER = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
