@@ -17,7 +17,8 @@ Each process loads the tokenizer (the set-up race off, so the engine is the one 
 checks take), encodes the first batch of 64 texts (set-up and first batch timed apart), then
 encodes the rest once in batches of 64: text it has not seen, so a word cache fills as it
 would on a first epoch. ``raw`` is ``tokenizers``' ``encode_batch_fast`` on one Rayon thread
-in a process of its own. Rounds alternate the sides; ratios are medians of per-round ratios.
+in a process of its own. For ``gpt2``, whose ByteLevel split kitoken takes first, the compiled
+byte-level engine is measured beside it. Rounds alternate the sides; ratios are medians of per-round ratios.
 Writes benchmarks/results/split_spellings.json (``--out``).
 """
 
@@ -42,6 +43,7 @@ from common import code_documents, machine_line, shipped_documents, write_result
 KINDS = ["gpt2", "cl100k-tiktoken-0.5", "cl100k-today", "llama3-form", "qwen2"]
 CHARDET = "/usr/lib/google-cloud-sdk/platform/gsutil/third_party/chardet/tests"
 BATCH = 64
+COMPILED = "compiled byte-level BPE"
 
 
 def multilingual_documents(root: str) -> list[str]:
@@ -96,7 +98,7 @@ def measure(kind: str, texts_file: str, side: str) -> dict[str, Any]:
 
         engine = "tokenizers"
     else:
-        encoder = tok.exact_encoder()
+        encoder = tok.exact_encoder() if side == "auto" else candidate(tok, side)
         engine = encoder.engine_name
 
         def encode(batch: list[str]) -> Any:
@@ -116,6 +118,17 @@ def measure(kind: str, texts_file: str, side: str) -> dict[str, Any]:
         "rest_s": end - first,
         "tokens": tokens,
     }
+
+
+def candidate(tok: Any, name: str) -> Any:
+    """The engine of the candidate ``name`` built for ``tok``'s file, as ``choose`` builds it."""
+    from beamtok._src.engines.engine_choice import candidates_for
+    from beamtok._src.engines.tokenizer_parts import TokenizerFile, read_spec
+
+    serialized = tok.backend.to_str()
+    file = TokenizerFile(serialized, tok.name, tok.backend, read_spec(serialized))
+    family = tok.engine_choice.family
+    return next(c for c in candidates_for(family, tok.backend) if c.name == name).build(file)
 
 
 def run(kind: str, texts_file: str, side: str) -> dict[str, Any]:
@@ -158,7 +171,11 @@ def main() -> None:
             for _ in range(args.rounds):
                 raw = run(kind, str(texts_file), "raw")
                 ours = run(kind, str(texts_file), "auto")
-                rounds.append({"raw": raw, "auto": ours, "ratio_after_first_batch": raw["rest_s"] / ours["rest_s"]})
+                one = {"raw": raw, "auto": ours, "ratio_after_first_batch": raw["rest_s"] / ours["rest_s"]}
+                if kind == "gpt2":  # GPT-2's own split: kitoken first; the compiled engine beside it
+                    one["compiled"] = run(kind, str(texts_file), COMPILED)
+                    one["compiled_over_auto_after_first_batch"] = ours["rest_s"] / one["compiled"]["rest_s"]
+                rounds.append(one)
             rows[kind] = {
                 "engine": rounds[0]["auto"]["engine"],
                 "auto_over_raw_after_first_batch": statistics.median(r["ratio_after_first_batch"] for r in rounds),
@@ -166,6 +183,16 @@ def main() -> None:
                 "auto_first_batch_s": statistics.median(r["auto"]["first_batch_s"] for r in rounds),
                 "raw_set_up_s": statistics.median(r["raw"]["set_up_s"] for r in rounds),
                 "auto_tokens_per_s": statistics.median(r["auto"]["tokens"] / r["auto"]["rest_s"] for r in rounds),
+                **(
+                    {
+                        "compiled_over_auto_after_first_batch": statistics.median(
+                            r["compiled_over_auto_after_first_batch"] for r in rounds
+                        ),
+                        "compiled_set_up_s": statistics.median(r["compiled"]["set_up_s"] for r in rounds),
+                    }
+                    if kind == "gpt2"
+                    else {}
+                ),
                 "rounds": rounds,
             }
             print(name, kind, rows[kind]["engine"], f"{rows[kind]['auto_over_raw_after_first_batch']:.2f}x", flush=True)
