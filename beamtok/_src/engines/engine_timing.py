@@ -34,7 +34,7 @@ _KINDS = (
     "agreed that the library would stay open until nine o'clock in the evening during exams.",
     "def merge(left, right):\n    out = []\n    while left and right:\n        out.append((left "
     "if left[0] <= right[0] else right).pop(0))\n    return out + left + right  # stable\n",
-    "Q3 revenue: 1,284,905.17 USD (+12.4%); units 48213, returns 1907; ratio 0.03955 at 2026-11-30T23:59:59Z.",
+    "Q3 revenue: 1,284,905.17 USD (+12.4%); units 48213, returns 1907; ratio 0.03955 at 23:59:59 on 30.11.26.",
     "Die Straße war naß, aber Jürgen fuhr trotzdem. L'été dernier, Élodie a visité Ærø et Göteborg.",
     "Вчера вечером мы долго гуляли по набережной и обсуждали новые книги, прочитанные за лето.",
     "Η θάλασσα ήταν ήρεμη το πρωί, και οι ψαράδες ετοίμαζαν τα δίχτυα τους στο λιμάνι.",
