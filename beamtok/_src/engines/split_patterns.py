@@ -34,6 +34,7 @@ __all__ = [
     "CL100K_TIKTOKEN_OLDER",
     "CL100K_TODAY",
     "as_oniguruma_reads_it",
+    "class_end",
     "split_sample",
 ]
 
@@ -81,7 +82,7 @@ def _rewritten(pattern: str) -> list[str]:
     while i < len(pattern):
         c = pattern[i]
         if c in "\\[":  # an escape (``\\p{..}`` whole) or a character class: one atom, copied
-            end = _escape_end(pattern, i) if c == "\\" else _class_end(pattern, i)
+            end = _escape_end(pattern, i) if c == "\\" else class_end(pattern, i)
             atom = len(out)
             out.append(pattern[i:end])
             i = end
@@ -129,8 +130,9 @@ def _escape_end(pattern: str, start: int) -> int:
     return end
 
 
-def _class_end(pattern: str, start: int) -> int:
-    """The index after the character class opening at ``start``."""
+def class_end(pattern: str, start: int) -> int:
+    """The index after the character class opening at ``start`` (ValueError for a nested or
+    unclosed one)."""
     i = start + 1
     if pattern[i : i + 1] == "^":
         i += 1
@@ -155,7 +157,7 @@ def _group_end(pattern: str, start: int) -> int:
             i += 2
             continue
         if c == "[":
-            i = _class_end(pattern, i)
+            i = class_end(pattern, i)
             continue
         if c == "(":
             depth += 1

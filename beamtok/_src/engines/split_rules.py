@@ -22,18 +22,19 @@ it, and each alternative is matched to one step of the cut:
   newline (``\s*[\r\n]+`` or ``\s*[\r\n]``), a run not followed by a non-space
   (``\s+(?!\S)``), then one or more whitespace characters (``\s+`` or ``\s``).
 
-The steps must come in this order (the first alternative that matches wins, and these cut
-the same only in it); contractions and the first two whitespace rules are optional. An
-alternative that is none of these is refused by name: letters split by case (o200k's), a
-greedy ``\s+$`` (which Oniguruma ends before any newline), a class of another kind. A
-parsed rule is then held to the file's own split on every string of the split sample and on
-the probes, as before.
+The steps must come in this order (the first alternative that matches wins); contractions
+and the first two whitespace rules are optional. Anything else is refused by naming the
+alternative: letters split by case (o200k's), a greedy ``\s+$`` (which Oniguruma ends before
+any newline). A parsed rule is then held to the file's split on the split sample and probes.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+
+from beamtok._src.engines.pattern_literals import literal_strings
+from beamtok._src.engines.split_patterns import class_end
 
 __all__ = [
     "LETTERS_AFTER_ANY",
@@ -76,11 +77,6 @@ class SplitRule:
 
     numbers: int
     shape: int
-
-    @property
-    def trailing_whitespace_whole(self) -> bool:
-        """Whether a whitespace run that ends the text is one piece."""
-        return bool(self.shape & TRAILING_WHOLE)
 
 
 @dataclass(frozen=True)
@@ -133,8 +129,12 @@ def split_rule_of(pattern: str) -> SplitRule:
     numbers, shape = 0, 0
     cases: set[bool] = set()
     contractions: set[str] = set()
-    for alternative in _alternatives(pattern):
-        expanded = _finite(alternative)
+    try:
+        alternatives = _alternatives(pattern)
+    except ValueError as e:
+        raise SplitNotCut(f"its pattern has {e}") from None
+    for alternative in alternatives:
+        expanded = literal_strings(alternative)
         if expanded is not None and all(s.startswith("'") for s in expanded[0]):
             if steps and steps[-1] != "contractions":
                 raise SplitNotCut(f"the contraction '{alternative}' comes after {steps[-1]}")
@@ -250,7 +250,7 @@ def _alternatives(pattern: str) -> list[str]:
             i += 2
             continue
         if c == "[":
-            i = _class_end(pattern, i)
+            i = class_end(pattern, i)
             continue
         depth += (c == "(") - (c == ")")
         if c == "|" and depth == 0:
@@ -259,21 +259,6 @@ def _alternatives(pattern: str) -> list[str]:
         i += 1
     parts.append(pattern[start:])
     return parts
-
-
-def _class_end(pattern: str, start: int) -> int:
-    i = start + 1
-    if pattern[i : i + 1] == "^":
-        i += 1
-    if pattern[i : i + 1] == "]":
-        i += 1
-    while i < len(pattern) and pattern[i] != "]":
-        if pattern[i] == "[":
-            raise SplitNotCut(f"a nested character class at {start} of {pattern!r}")
-        i += 2 if pattern[i] == "\\" else 1
-    if i >= len(pattern):
-        raise SplitNotCut(f"an unclosed character class at {start} of {pattern!r}")
-    return i + 1
 
 
 def _atoms(alternative: str) -> list[_Atom]:
@@ -297,7 +282,7 @@ def _atoms(alternative: str) -> list[_Atom]:
         if c in "()|":
             raise ValueError("a group")
         if c == "[":
-            end = _class_end(alternative, i)
+            end = class_end(alternative, i)
             chars = _class(alternative[i + 1 : end - 1])
         elif c == "\\":
             end, chars = _escape(alternative, i)
@@ -364,68 +349,3 @@ def _repetition(text: str, i: int) -> tuple[int, int, int, bool]:
     if mark == "?":
         raise ValueError("a lazy repetition")
     return i + 1 + (mark == "+"), bounds[0], bounds[1], mark == "+"
-
-
-def _finite(alternative: str) -> tuple[frozenset[str], bool] | None:
-    """The strings ``alternative`` matches and whether case is ignored, where it matches a
-    finite set of literal strings (groups, ``(?i:...)``, classes of single characters); None
-    otherwise."""
-    try:
-        strings, ignore_case, end = _finite_sequence(alternative, 0, False)
-    except ValueError:
-        return None
-    if end != len(alternative) or ignore_case is None:
-        return None
-    return frozenset(strings), ignore_case
-
-
-def _finite_sequence(text: str, i: int, ignore_case: bool) -> tuple[set[str], bool | None, int]:
-    """Alternatives of sequences from ``i`` to the closing ``)`` or the end: (strings, the one
-    case mode of every literal, or None where there is none yet, where it stopped)."""
-    options: set[str] = set()
-    current = {""}
-    modes: set[bool] = set()
-    while i < len(text) and text[i] != ")":
-        c = text[i]
-        if c == "|":
-            options |= current
-            current = {""}
-            i += 1
-            continue
-        if c == "(":
-            flags = ignore_case
-            if text.startswith("(?i:", i):
-                flags, i = True, i + 4
-            elif text.startswith("(?:", i):
-                i += 3
-            elif text.startswith("(?", i):
-                raise ValueError("a group of another kind")
-            else:
-                i += 1
-            inner, mode, i = _finite_sequence(text, i, flags)
-            if text[i : i + 1] != ")":
-                raise ValueError("an unclosed group")
-            i += 1
-            pieces = inner
-            if mode is not None:
-                modes.add(mode)
-        elif c == "[":
-            end = _class_end(text, i)
-            chars = _class(text[i + 1 : end - 1])
-            if chars.negated or any(len(m) != 1 or m in "\r\n" for m in chars.members):
-                raise ValueError("a class of more than letters")
-            pieces, i = set(chars.members), end
-            modes.add(ignore_case)
-        elif c in "\\*+?{$.^":
-            raise ValueError("not a literal")
-        else:
-            pieces, i = {c}, i + 1
-            if c.isalpha():
-                modes.add(ignore_case)
-        if text[i : i + 1] in ("*", "+", "?", "{"):
-            raise ValueError("a repetition")
-        current = {a + b for a in current for b in pieces}
-    options |= current
-    if len(modes) > 1:
-        raise ValueError("two case modes")
-    return options, (modes.pop() if modes else None), i
