@@ -34,6 +34,9 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 # which one wins depends on the machine's load, and the tests check ids and choices, not speed
 # (tests/engines/test_engine_race.py turns it back on)
 os.environ.setdefault("BEAMTOK_ENGINE_RACE", "0")
+# and every engine runs its load checks, none skipped for a pass an earlier run remembered
+# (engine_checks; tests/engines/test_passed_checks.py turns it back on)
+os.environ.setdefault("BEAMTOK_CHECKS_DIR", "off")
 # glibc hands every allocation above its mmap threshold (32 MB at most, by default) fresh pages
 # from the kernel and returns them on free: the tiny models' logits over GPT-2's 50,257 tokens
 # (25-50 MB a step) page-faulted in and out at every step, a third of the training tests' CPU

@@ -20,7 +20,7 @@ from beamtok._src.engines.kitoken_engine import (
     straddling_whitespace,
 )
 
-from conftest import TOKENIZER_DIR
+from conftest import TOKENIZER_DIR, modules_blocked
 
 # where GPT-2's look-ahead and the rewrite could part: runs ending in a space or another
 # whitespace character, before letters, digits, punctuation, contractions, or at the end
@@ -176,7 +176,12 @@ def test_characters_a_token_joins_to_the_next_go_to_tiktoken_and_too_many_leave_
     assert TiktokenEncoder(tokenizer_json, "joins-many").engine_name == "tiktoken"
     from beamtok._src.engines.engine_choice import choose
 
+    # the compiled byte-level engine cuts by the file's own split, so it takes the file; an
+    # install without numba gets tiktoken, kitoken refused by name
     choice = choose(RustTokenizer.from_str(tokenizer_json), "joins-many", tokenizer_json)
+    assert choice.engine == "beamtok compiled byte-level BPE on the file's split", choice.to_json()
+    with modules_blocked("beamtok._src.engines.byte_level_native", "beamtok._src.engines.byte_level_split"):
+        choice = choose(RustTokenizer.from_str(tokenizer_json), "joins-many", tokenizer_json)
     refused = {r.candidate: r for r in choice.refused}
     assert choice.engine == "tiktoken" and "whitespace characters" in refused["kitoken"].reason
 

@@ -15,7 +15,7 @@ or unknown token whose vocabulary holds all 256 byte tokens, added tokens withou
 options (texts holding one are cut at them: ``added_segments``), and a post-processor that
 puts fixed tokens around a text. At load it must give ``tokenizers``' ids on the probe
 strings and on every string of the split sample, or it is refused with the string that
-differs.
+differs; a pass on the sample is remembered on the machine (``passed_checks``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from beamtok._src.engines.byte_level_file import PROBES, split_pattern, takes_nf
 from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch, added_around
 from beamtok._src.engines.id_arrays import int32_ids
 from beamtok._src.engines.normal_forms import ExactNormalForm
+from beamtok._src.engines.passed_checks import passed_before, remember_passed
 from beamtok._src.engines.split_patterns import split_sample
 from beamtok._src.engines.split_rules import SplitNotCut, split_rule_of
 from beamtok._src.engines.tokenizer_parts import read_spec
@@ -91,9 +92,15 @@ class CompiledByteLevelEncoder:
         whole = ExactEncoder(self)
         whole.check_segments(name)
         whole.probe(name, PROBES)
-        differs = whole.first_difference(split_sample(), special=False)
-        if differs:
-            raise ProbeMismatch(f"tokenizer {name!r} cannot use the exact fast path ({self.engine_name}): {differs}")
+        if not passed_before(
+            self.engine_name, tokenizer_json, repr(rule)
+        ):  # the sample is most of the set-up: once a machine
+            differs = whole.first_difference(split_sample(), special=False)
+            if differs:
+                raise ProbeMismatch(
+                    f"tokenizer {name!r} cannot use the exact fast path ({self.engine_name}): {differs}"
+                )
+            remember_passed(self.engine_name, tokenizer_json, repr(rule))
 
     def encode_plain(self, texts: list[str]) -> list[np.ndarray]:
         """Texts holding no added token: normalized, cut and merged; a text holding a

@@ -11,7 +11,7 @@ emoji), in turns, each side's best of three; an engine slower than ``tokenizers`
 and the next candidate raced, so a file never runs on an engine slower than the library it
 wraps. ``tokenizers`` is timed on one thread, one text a call, as the engines run.
 
-The race costs about a tenth of a second a file. ``BEAMTOK_ENGINE_RACE=0`` turns it off
+The race is short (``docs/performance.md`` gives its cost). ``BEAMTOK_ENGINE_RACE=0`` turns it off
 (the first engine that is exact is taken): the tests set it, since which engine wins a race
 depends on the machine's load, where the ids never do.
 """
