@@ -168,7 +168,7 @@ _REQUIRED = ("letters", "numbers", "punctuation", "not before text", "whitespace
 def _check_order(steps: list[str]) -> None:
     for step in _REQUIRED:
         if step not in steps:
-            raise SplitNotCut(f"it has no alternative for {step} (a {_ORDER.index(step) + 1}. step of the cut)")
+            raise SplitNotCut(f"it has no alternative for {step}, a step the compiled cut always takes")
     if len(set(steps)) != len(steps):
         twice = next(step for step in steps if steps.count(step) > 1)
         raise SplitNotCut(f"it has two alternatives for {twice}")
