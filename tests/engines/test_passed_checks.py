@@ -5,7 +5,6 @@ file, another rule, or a refusal is checked afresh."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,11 +12,9 @@ from beamtok._src.engines import byte_level_encoder
 from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
 from beamtok._src.engines.exact_encoder import ExactEncoder, ProbeMismatch
 from beamtok._src.engines.passed_checks import CHECKS_ENV, passed_before
-from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN
+from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN, tokenizer_json_from_ranks
 from beamtok._src.engines.split_patterns import split_sample
 from beamtok._src.engines.split_rules import split_rule_of
-
-from byte_level_files import built_from_ranks
 
 ENGINE = "beamtok compiled byte-level BPE on the file's split"
 
@@ -30,7 +27,12 @@ def marks(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def cl100k_json() -> str:
-    return Path(built_from_ranks("cl100k"), "tokenizer.json").read_text(encoding="utf-8")
+    """cl100k's split over a small vocabulary (every byte and a few merges): the checks are
+    the same, on far smaller tables."""
+    ranks = {bytes([b]): b for b in range(256)}
+    for token in (b"th", b"he", b" t", b" th", b" the", b"in", b"ing", b"12", b"123", b"\n\n"):
+        ranks[token] = len(ranks)
+    return tokenizer_json_from_ranks(ranks, CL100K_PATTERN, {})
 
 
 def sample_checks(monkeypatch) -> list[int]:
@@ -65,7 +67,7 @@ def test_another_file_or_rule_is_checked_again(marks, monkeypatch, cl100k_json):
     assert len(seen) == 2
     qwen2 = split_rule_of(QWEN2_PATTERN)
     monkeypatch.setattr(byte_level_encoder, "split_rule_of", lambda pattern: qwen2)  # planted: another rule
-    with pytest.raises(ProbeMismatch):  # three digits cut one by one: its probes differ
+    with pytest.raises(ProbeMismatch):  # "123" cut digit by digit: its probes differ
         CompiledByteLevelEncoder(cl100k_json, "wrong rule")
 
 
