@@ -77,7 +77,6 @@ def piece_end(
     module docstring for each step)."""
     c = chars[i]
     kind = table[c] & KIND
-    following = table[chars[i + 1]] & KIND if i + 1 < end else UNKNOWN
     if c == APOSTROPHE and i + 1 < end:
         first = table[chars[i + 1]]
         if first & CONTRACTS:
@@ -88,6 +87,7 @@ def piece_end(
                 return i + 3
     if kind == LETTER:
         return _run_end(chars, i + 1, end, table, LETTER)
+    following = table[chars[i + 1]] & KIND if i + 1 < end else UNKNOWN
     if following == LETTER and (
         (shape & LETTERS_AFTER_ANY and kind != NUMBER and kind != NEWLINE)
         or (shape & LETTERS_AFTER_SPACE and c == SPACE_CHAR)

@@ -28,6 +28,7 @@ import functools
 import itertools
 import random
 import re
+from collections.abc import Iterator
 
 __all__ = [
     "ALPHABET",
@@ -35,6 +36,7 @@ __all__ = [
     "CL100K_TODAY",
     "as_oniguruma_reads_it",
     "class_end",
+    "outside_classes",
     "split_sample",
 ]
 
@@ -147,10 +149,11 @@ def class_end(pattern: str, start: int) -> int:
     return i + 1
 
 
-def _group_end(pattern: str, start: int) -> int:
-    """The index after the group opening at ``start``."""
-    depth = 0
-    i = start
+def outside_classes(pattern: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """Each character of ``pattern`` from ``start`` that is neither escaped nor in a character
+    class, with the depth of the groups it stands in (a parenthesis counts as inside its own
+    group). ValueError for a nested or unclosed class."""
+    depth, i = 0, start
     while i < len(pattern):
         c = pattern[i]
         if c == "\\":
@@ -159,13 +162,17 @@ def _group_end(pattern: str, start: int) -> int:
         if c == "[":
             i = class_end(pattern, i)
             continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return i + 1
+        depth += c == "("
+        yield i, c, depth
+        depth -= c == ")"
         i += 1
+
+
+def _group_end(pattern: str, start: int) -> int:
+    """The index after the group opening at ``start``."""
+    for i, c, depth in outside_classes(pattern, start):
+        if c == ")" and depth == 1:
+            return i + 1
     raise ValueError(f"an unclosed group at {start}")
 
 

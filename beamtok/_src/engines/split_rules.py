@@ -34,7 +34,7 @@ import functools
 from dataclasses import dataclass
 
 from beamtok._src.engines.pattern_literals import literal_strings
-from beamtok._src.engines.split_patterns import class_end
+from beamtok._src.engines.split_patterns import class_end, outside_classes
 
 __all__ = [
     "LETTERS_AFTER_ANY",
@@ -243,22 +243,8 @@ def _run(atom: _Atom, chars: _Set) -> bool:
 
 def _alternatives(pattern: str) -> list[str]:
     """``pattern`` cut at its top-level ``|``."""
-    parts, depth, start, i = [], 0, 0, 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            i = class_end(pattern, i)
-            continue
-        depth += (c == "(") - (c == ")")
-        if c == "|" and depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    parts.append(pattern[start:])
-    return parts
+    cuts = [i for i, c, depth in outside_classes(pattern) if c == "|" and depth == 0]
+    return [pattern[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(pattern)])]
 
 
 def _atoms(alternative: str) -> list[_Atom]:
