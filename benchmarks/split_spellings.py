@@ -5,8 +5,9 @@ takes, against raw ``tokenizers``, at one core pinned, each measurement a fresh 
 
 Kinds: ``gpt2`` as shipped; ``cl100k-tiktoken-0.5``, ``cl100k-today`` and ``llama3-form``:
 cl100k's ranks written by ``transformers``' ``TikTokenConverter`` with tiktoken 0.5-0.8's,
-tiktoken's current and Llama-3's split pattern; ``qwen2``: Qwen's ranks with Qwen2's split
-(``fast_path.tokenizer_dir``). Corpora, each cut to ``--mb`` megabytes of documents in a
+tiktoken's current and Llama-3's split pattern; ``qwen2``: Qwen's ranks with Qwen2's split;
+``o200k``: GPT-4o's ranks and split as ``ranks.tokenizer_json_from_ranks`` writes them, and
+``o200k-converted`` as ``TikTokenConverter`` does (``fast_path.tokenizer_dir``). Corpora, each cut to ``--mb`` megabytes of documents in a
 seeded order: the shipped prose, source code and package documentation
 (``common.code_documents``), and ``multilingual``, the test texts of chardet (Russian,
 Bulgarian, Greek, Hebrew, Arabic, Turkish, Chinese, Japanese, Korean, Thai, central European
@@ -17,8 +18,9 @@ Each process loads the tokenizer (the set-up race off, so the engine is the one 
 checks take), encodes the first batch of 64 texts (set-up and first batch timed apart), then
 encodes the rest once in batches of 64: text it has not seen, so a word cache fills as it
 would on a first epoch. ``raw`` is ``tokenizers``' ``encode_batch_fast`` on one Rayon thread
-in a process of its own. For ``gpt2``, whose ByteLevel split kitoken takes first, the compiled
-byte-level engine is measured beside it. Rounds alternate the sides; ratios are medians of per-round ratios.
+in a process of its own. Beside the engine taken, the one that would be next where it is close:
+for ``gpt2``, whose ByteLevel split kitoken takes first, the compiled byte-level engine; for
+o200k's files, which the compiled engine takes, bpe-openai. Rounds alternate the sides; ratios are medians of per-round ratios.
 Writes benchmarks/results/split_spellings.json (``--out``).
 """
 
@@ -40,10 +42,10 @@ from fast_path import tokenizer_dir
 
 from common import code_documents, machine_line, shipped_documents, write_results
 
-KINDS = ["gpt2", "cl100k-tiktoken-0.5", "cl100k-today", "llama3-form", "qwen2"]
+KINDS = ["gpt2", "cl100k-tiktoken-0.5", "cl100k-today", "llama3-form", "qwen2", "o200k", "o200k-converted"]
+BESIDE = {"gpt2": "compiled byte-level BPE", "o200k": "bpe-openai", "o200k-converted": "bpe-openai"}
 CHARDET = "/usr/lib/google-cloud-sdk/platform/gsutil/third_party/chardet/tests"
 BATCH = 64
-COMPILED = "compiled byte-level BPE"
 
 
 def multilingual_documents(root: str) -> list[str]:
@@ -172,9 +174,9 @@ def main() -> None:
                 raw = run(kind, str(texts_file), "raw")
                 ours = run(kind, str(texts_file), "auto")
                 one = {"raw": raw, "auto": ours, "ratio_after_first_batch": raw["rest_s"] / ours["rest_s"]}
-                if kind == "gpt2":  # GPT-2's own split: kitoken first; the compiled engine beside it
-                    one["compiled"] = run(kind, str(texts_file), COMPILED)
-                    one["compiled_over_auto_after_first_batch"] = ours["rest_s"] / one["compiled"]["rest_s"]
+                if kind in BESIDE:
+                    one["beside"] = run(kind, str(texts_file), BESIDE[kind])
+                    one["beside_over_auto_after_first_batch"] = ours["rest_s"] / one["beside"]["rest_s"]
                 rounds.append(one)
             rows[kind] = {
                 "engine": rounds[0]["auto"]["engine"],
@@ -185,12 +187,13 @@ def main() -> None:
                 "auto_tokens_per_s": statistics.median(r["auto"]["tokens"] / r["auto"]["rest_s"] for r in rounds),
                 **(
                     {
-                        "compiled_over_auto_after_first_batch": statistics.median(
-                            r["compiled_over_auto_after_first_batch"] for r in rounds
+                        "beside": BESIDE[kind],
+                        "beside_over_auto_after_first_batch": statistics.median(
+                            r["beside_over_auto_after_first_batch"] for r in rounds
                         ),
-                        "compiled_set_up_s": statistics.median(r["compiled"]["set_up_s"] for r in rounds),
+                        "beside_set_up_s": statistics.median(r["beside"]["set_up_s"] for r in rounds),
                     }
-                    if kind == "gpt2"
+                    if kind in BESIDE
                     else {}
                 ),
                 "rounds": rounds,

@@ -65,7 +65,7 @@ def test_fast_path_gives_the_ids_of_tokenizers_on_the_whole_shipped_corpus(token
         kind.split("-")[0] in ("cl100k", "o200k") and importlib.util.find_spec("bpe_openai") is not None
     )  # the dev extra installs it
     inner = "kitoken" if kind == "gpt2" else "bpe-openai" if native else "tiktoken"  # kitoken: GPT-2's split pattern
-    compiled = kind in ("cl100k", "qwen2", "cl100k-converted", "llama3-form")  # cl100k's split, spelled as it knows
+    compiled = kind != "gpt2"  # kitoken sets up faster on GPT-2's own split
     assert tok.engine.startswith(COMPILED if compiled else inner), tok.engine
     texts = shipped_texts()
     assert len(texts) > 1000 and sum(map(len, texts)) > 5_000_000
@@ -263,9 +263,10 @@ def test_engine_says_which_check_refused_a_file_and_what_can_be_done(tokenizer_d
 @pytest.mark.skipif(importlib.util.find_spec("bpe_openai") is None, reason="bpe-openai is in the dev extra")
 def test_the_native_engine_starts_without_its_package_decoding_every_encoding(tokenizer_dirs):
     """bpe-openai's package import decodes the ranks of every encoding it knows (seconds in
-    every process and Beam worker); the fast path loads its compiled module alone."""
+    every process and Beam worker); the fast path loads its compiled module alone. (o200k
+    reaches bpe-openai where the compiled engine cannot run: without numba.)"""
     script = (
-        "import sys; from beamtok import load_tokenizer; "
+        "import sys; sys.modules['numba'] = None; from beamtok import load_tokenizer; "
         f"tok = load_tokenizer({tokenizer_dirs['o200k']!r}); "
         "assert tok.engine.startswith('bpe-openai'), tok.engine; "
         "assert 'bpe_openai.compat' not in sys.modules, 'the package ran its __init__'; "

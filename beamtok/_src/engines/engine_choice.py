@@ -11,8 +11,8 @@ The families and their candidates, fastest first:
 - **byte-level BPE** (GPT-2, cl100k, o200k, Qwen2, Llama 3): the byte table where the file
   has no merges (one token a byte: byte-level models, ``beamtok.testing.tiny_tokenizer``), the
   compiled byte-level BPE on the file's own split (numba) where the split parses into its rule
-  (``split_rules``: GPT-2's and cl100k's in each spelling), bpe-openai where the file is cl100k
-  or o200k itself, kitoken where it splits as GPT-2 does (before the compiled engine for
+  (``split_rules``: GPT-2's, cl100k's and o200k's in each spelling), bpe-openai where the file
+  is cl100k or o200k itself, kitoken where it splits as GPT-2 does (before the compiled engine for
   GPT-2's own ByteLevel split, where it starts sooner), then tiktoken;
 - **SentencePiece-style BPE**: the compiled BPE on marked words (numba), then kitoken, then
   cached words; kitoken first where an added token is whitespace (Gemma 2's newlines);
@@ -29,7 +29,7 @@ runs on ``tokenizers`` with nothing else said.
 
 Each refusal has a kind (``Refusal.kind``): the file is one the engine cannot be exact for
 (``file``), the engine covers other forms of the family (``form``: the compiled byte-level BPE
-cuts the splits its rule reads, not o200k's), the engine was built but gave other ids than ``tokenizers`` on its probes
+cuts the splits its rule reads, not DeepSeek-V3's sequence), the engine was built but gave other ids than ``tokenizers`` on its probes
 (``probes``: logged once at warning level, since a broken engine would otherwise leave a file
 on a slower one with nothing said), the engine is exact but lost the race (``slower``: said
 once at warning level), or the engine needs a package this install lacks

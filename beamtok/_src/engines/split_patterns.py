@@ -36,6 +36,7 @@ __all__ = [
     "CL100K_TODAY",
     "as_oniguruma_reads_it",
     "class_end",
+    "group_end",
     "outside_classes",
     "split_sample",
 ]
@@ -90,7 +91,7 @@ def _rewritten(pattern: str) -> list[str]:
             i = end
             continue
         if c == "(":
-            end = _group_end(pattern, i)
+            end = group_end(pattern, i)
             head = re.match(r"\(\?(?:[a-zA-Z-]*:|[=!]|<[=!])?", pattern[i:end])
             opening = head.group(0) if head else "("
             atom = len(out)
@@ -168,7 +169,7 @@ def outside_classes(pattern: str, start: int = 0) -> Iterator[tuple[int, str, in
         i += 1
 
 
-def _group_end(pattern: str, start: int) -> int:
+def group_end(pattern: str, start: int) -> int:
     """The index after the group opening at ``start``."""
     for i, c, depth in outside_classes(pattern, start):
         if c == ")" and depth == 1:

@@ -12,20 +12,24 @@ it, and each alternative is matched to one step of the cut:
   ``'s 't 're 've 'm 'll 'd``, in one case mode (which letters count is asked of the file's own
   split for each character: ``byte_level_split``);
 - **letters**: a run of ``\p{L}`` after an optional character, either any that is not a
-  letter, number, ``\r`` or ``\n`` (cl100k) or a space (GPT-2), or none;
+  letter, number, ``\r`` or ``\n`` (cl100k) or a space (GPT-2), or none; or o200k's two
+  runs by case, each after that optional character and before an optional contraction:
+  capitals (``\p{Lu}``, ``\p{Lt}``, and ``\p{Lm}``, ``\p{Lo}``, ``\p{M}``, which count as
+  either case) then at least one lower-case letter, else at least one capital then any
+  lower case;
 - **numbers**: a run of ``\p{N}`` of at most ``n`` (``{1,n}``; ``\p{N}`` alone is one; ``+``
   and Oniguruma's ``{1,3}+``, "one or more of ``{1,3}``", are the whole run), after an
   optional space or none;
 - **punctuation**: a run of neither whitespace, letters nor numbers after an optional space
-  or none, then any ``\r``/``\n`` or none;
+  or none, then any ``\r``/``\n`` (and ``/`` in o200k's) or none;
 - **whitespace**: a possessive run that ends the text (``\s++$``), a run that ends at its last
   newline (``\s*[\r\n]+`` or ``\s*[\r\n]``), a run not followed by a non-space
   (``\s+(?!\S)``), then one or more whitespace characters (``\s+`` or ``\s``).
 
 The steps must come in this order (the first alternative that matches wins); contractions
 and the first two whitespace rules are optional. Anything else is refused by naming the
-alternative: letters split by case (o200k's), a greedy ``\s+$`` (which Oniguruma ends before
-any newline). A parsed rule is then held to the file's split on the split sample and probes.
+alternative: a greedy ``\s+$`` (which Oniguruma ends before any newline), a lazy run, a class
+by script (DeepSeek-V3's, whose split is also a sequence of three). A parsed rule is then held to the file's split on the split sample and probes.
 """
 
 from __future__ import annotations
@@ -33,16 +37,20 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from beamtok._src.engines.pattern_atoms import UNBOUNDED, Atom, CharSet, alternatives_of, atoms_of
 from beamtok._src.engines.pattern_literals import literal_strings
-from beamtok._src.engines.split_patterns import class_end, outside_classes
 
 __all__ = [
+    "CONTRACTIONS_FIRST",
+    "CONTRACTION_SUFFIX",
     "LETTERS_AFTER_ANY",
     "LETTERS_AFTER_SPACE",
+    "LETTERS_BY_CASE",
     "NEWLINE_ENDS_RUN",
     "NUMBERS_AFTER_SPACE",
     "PUNCTUATION_AFTER_SPACE",
     "PUNCTUATION_NEWLINES",
+    "PUNCTUATION_SLASHES",
     "TRAILING_WHOLE",
     "SplitNotCut",
     "SplitRule",
@@ -57,9 +65,12 @@ LETTERS_AFTER_SPACE = 8
 NUMBERS_AFTER_SPACE = 16
 PUNCTUATION_AFTER_SPACE = 32
 PUNCTUATION_NEWLINES = 64
+CONTRACTIONS_FIRST = 128  # contractions are alternatives of their own, before the letters
+LETTERS_BY_CASE = 256  # o200k's two letter steps: capitals then lower case, and capitals alone
+CONTRACTION_SUFFIX = 512  # a contraction may end a run of letters (o200k)
+PUNCTUATION_SLASHES = 1024  # the run after punctuation takes ``/`` as well as newlines (o200k)
 
 CONTRACTIONS = frozenset({"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"})
-UNBOUNDED = -1
 
 
 class SplitNotCut(ValueError):
@@ -79,37 +90,17 @@ class SplitRule:
     shape: int
 
 
-@dataclass(frozen=True)
-class _Set:
-    """A character class: its members (properties as ``p{L}``, ``\\s``, or single characters)
-    and whether it is negated."""
-
-    negated: bool
-    members: frozenset[str]
-
-
-@dataclass(frozen=True)
-class _Atom:
-    """A class (or ``$``, or a negative look-ahead at ``look``) with its repetition."""
-
-    chars: _Set | None
-    low: int = 1
-    high: int = 1  # UNBOUNDED for no upper bound
-    possessive: bool = False
-    look: _Set | None = None  # (?!...) of this class
-    end: bool = False  # $
-
-
-LETTERS = _Set(False, frozenset({"p{L}"}))
-NUMBERS = _Set(False, frozenset({"p{N}"}))
-SPACE = _Set(False, frozenset({" "}))
-NEWLINES = _Set(False, frozenset({"\r", "\n"}))
-WHITESPACE = _Set(False, frozenset({"\\s"}))
-NOT_WHITESPACE = _Set(True, frozenset({"\\s"}))
-NOT_WORD_OR_NEWLINE = _Set(True, frozenset({"\r", "\n", "p{L}", "p{N}"}))
-PUNCTUATION = _Set(True, frozenset({"\\s", "p{L}", "p{N}"}))
-
-_ESCAPED = {"r": "\r", "n": "\n", "t": "\t", "s": "\\s", "f": "\f", "v": "\v"}
+LETTERS = CharSet(False, frozenset({"p{L}"}))
+CAPITALS = CharSet(False, frozenset({"p{Lu}", "p{Lt}", "p{Lm}", "p{Lo}", "p{M}"}))
+LOWER_CASE = CharSet(False, frozenset({"p{Ll}", "p{Lm}", "p{Lo}", "p{M}"}))
+NUMBERS = CharSet(False, frozenset({"p{N}"}))
+SPACE = CharSet(False, frozenset({" "}))
+NEWLINES = CharSet(False, frozenset({"\r", "\n"}))
+NEWLINES_AND_SLASH = CharSet(False, frozenset({"\r", "\n", "/"}))
+WHITESPACE = CharSet(False, frozenset({"\\s"}))
+NOT_WHITESPACE = CharSet(True, frozenset({"\\s"}))
+NOT_WORD_OR_NEWLINE = CharSet(True, frozenset({"\r", "\n", "p{L}", "p{N}"}))
+PUNCTUATION = CharSet(True, frozenset({"\\s", "p{L}", "p{N}"}))
 
 
 @functools.lru_cache(maxsize=64)
@@ -129,8 +120,9 @@ def split_rule_of(pattern: str) -> SplitRule:
     numbers, shape = 0, 0
     cases: set[bool] = set()
     contractions: set[str] = set()
+    letter_bits: set[int] = set()
     try:
-        alternatives = _alternatives(pattern)
+        alternatives = alternatives_of(pattern)
     except ValueError as e:
         raise SplitNotCut(f"its pattern has {e}") from None
     for alternative in alternatives:
@@ -141,15 +133,19 @@ def split_rule_of(pattern: str) -> SplitRule:
             contractions |= expanded[0]
             cases.add(expanded[1])
             steps.append("contractions")
+            shape |= CONTRACTIONS_FIRST
             continue
         try:
-            atoms = _atoms(alternative)
+            atoms = atoms_of(alternative)
         except ValueError as e:
-            by_case = " (letters split by case, as o200k's)" if "\\p{Lu}" in alternative else ""
-            raise SplitNotCut(
-                f"its alternative '{alternative}' is not a step the compiled cut takes: {e}{by_case}"
-            ) from None
+            raise SplitNotCut(f"its alternative '{alternative}' is not a step the compiled cut takes: {e}") from None
+        for atom in atoms:
+            if atom.literals:
+                contractions |= atom.literals
+                cases.add(atom.ignore_case)
         step, numbers_here, bits = _step_of(alternative, atoms)
+        if step in ("letters", "capitals"):
+            letter_bits.add(bits)
         steps.append(step)
         numbers = numbers_here if step == "numbers" else numbers
         shape |= bits
@@ -157,16 +153,18 @@ def split_rule_of(pattern: str) -> SplitRule:
         raise SplitNotCut(f"its contractions are {sorted(contractions)}, not {sorted(CONTRACTIONS)}")
     if len(cases) > 1:
         raise SplitNotCut("its contractions mix case-sensitive and case-insensitive alternatives")
-    _check_order([step for step in steps if step != "contractions"])
+    if len(letter_bits) > 1:
+        raise SplitNotCut("its two letter steps differ in the character before them or the contraction after")
+    _check_order([step for step in steps if step != "contractions"], shape)
     return SplitRule(numbers=numbers, shape=shape)
 
 
-_ORDER = ("letters", "numbers", "punctuation", "trailing", "newline", "not before text", "whitespace")
+_ORDER = ("letters", "capitals", "numbers", "punctuation", "trailing", "newline", "not before text", "whitespace")
 _REQUIRED = ("letters", "numbers", "punctuation", "not before text", "whitespace")
 
 
-def _check_order(steps: list[str]) -> None:
-    for step in _REQUIRED:
+def _check_order(steps: list[str], shape: int) -> None:
+    for step in (*_REQUIRED, "capitals") if shape & LETTERS_BY_CASE else _REQUIRED:
         if step not in steps:
             raise SplitNotCut(f"it has no alternative for {step}, a step the compiled cut always takes")
     if len(set(steps)) != len(steps):
@@ -176,17 +174,13 @@ def _check_order(steps: list[str]) -> None:
         raise SplitNotCut(f"its alternatives come in the order {', '.join(steps)}, not {', '.join(_ORDER)}")
 
 
-def _step_of(alternative: str, atoms: list[_Atom]) -> tuple[str, int, int]:
+def _step_of(alternative: str, atoms: list[Atom]) -> tuple[str, int, int]:
     """Which step of the cut ``atoms`` is, with its numbers bound and shape bits."""
+    letters = _letters_step(atoms)
+    if letters is not None:
+        return letters
     optional_space = bool(atoms) and atoms[0].chars == SPACE and (atoms[0].low, atoms[0].high) == (0, 1)
     body = atoms[1:] if optional_space else atoms
-    if len(atoms) == 2 and _run(atoms[1], LETTERS) and (atoms[0].low, atoms[0].high) == (0, 1):
-        if atoms[0].chars == NOT_WORD_OR_NEWLINE:
-            return "letters", 0, LETTERS_AFTER_ANY
-        if atoms[0].chars == SPACE:
-            return "letters", 0, LETTERS_AFTER_SPACE
-    if len(atoms) == 1 and _run(atoms[0], LETTERS):
-        return "letters", 0, 0
     if len(body) == 1 and body[0].chars == NUMBERS and body[0].low == 1 and not body[0].look:
         bound = 0 if body[0].high == UNBOUNDED else body[0].high
         return "numbers", bound, NUMBERS_AFTER_SPACE if optional_space else 0
@@ -194,8 +188,9 @@ def _step_of(alternative: str, atoms: list[_Atom]) -> tuple[str, int, int]:
         bits = PUNCTUATION_AFTER_SPACE if optional_space else 0
         if len(body) == 1:
             return "punctuation", 0, bits
-        if body[1].chars == NEWLINES and body[1].low == 0 and body[1].high == UNBOUNDED:
-            return "punctuation", 0, bits | PUNCTUATION_NEWLINES
+        if body[1].chars in (NEWLINES, NEWLINES_AND_SLASH) and body[1].low == 0 and body[1].high == UNBOUNDED:
+            slashes = PUNCTUATION_SLASHES if body[1].chars == NEWLINES_AND_SLASH else 0
+            return "punctuation", 0, bits | PUNCTUATION_NEWLINES | slashes
     if not optional_space:
         whitespace = _whitespace_step(atoms)
         if whitespace is not None:
@@ -203,7 +198,41 @@ def _step_of(alternative: str, atoms: list[_Atom]) -> tuple[str, int, int]:
     raise SplitNotCut(f"its alternative '{alternative}' is not a step the compiled cut takes{_hint(atoms)}")
 
 
-def _whitespace_step(atoms: list[_Atom]) -> tuple[str, int, int] | None:
+def _letters_step(atoms: list[Atom]) -> tuple[str, int, int] | None:
+    """A run of letters after an optional character (a space, or any but letters, numbers and
+    newlines), either ``\\p{L}+`` or one of o200k's two runs by case (capitals then lower
+    case, ``[...]*[...]+``; capitals then any lower case, ``[...]+[...]*``), where o200k may
+    end it with an optional contraction."""
+    bits, body = 0, atoms
+    if body and body[0].chars in (NOT_WORD_OR_NEWLINE, SPACE) and (body[0].low, body[0].high) == (0, 1):
+        bits = LETTERS_AFTER_ANY if body[0].chars == NOT_WORD_OR_NEWLINE else LETTERS_AFTER_SPACE
+        by_case_prefix = not body[0].possessive  # o200k backs off its optional character onto a mark
+        body = body[1:]
+    else:
+        by_case_prefix = True
+    if len(body) == 1 and _run(body[0], LETTERS):
+        return "letters", 0, bits
+    if body and body[-1].literals and (body[-1].low, body[-1].high) == (0, 1):
+        bits |= CONTRACTION_SUFFIX
+        body = body[:-1]
+    if (
+        len(body) != 2
+        or (body[0].chars, body[1].chars) != (CAPITALS, LOWER_CASE)
+        or UNBOUNDED != body[0].high
+        or UNBOUNDED != body[1].high
+        or body[0].possessive
+        or body[1].possessive
+        or not by_case_prefix
+    ):
+        return None
+    if (body[0].low, body[1].low) == (0, 1):
+        return "letters", 0, bits | LETTERS_BY_CASE
+    if (body[0].low, body[1].low) == (1, 0):
+        return "capitals", 0, bits | LETTERS_BY_CASE
+    return None
+
+
+def _whitespace_step(atoms: list[Atom]) -> tuple[str, int, int] | None:
     if not atoms or atoms[0].chars != WHITESPACE:
         return None
     first = atoms[0]
@@ -227,111 +256,17 @@ def _whitespace_step(atoms: list[_Atom]) -> tuple[str, int, int] | None:
     return None
 
 
-def _hint(atoms: list[_Atom]) -> str:
+def _hint(atoms: list[Atom]) -> str:
     members = {m for atom in atoms if atom.chars is not None for m in atom.chars.members}
     if members & {"p{Lu}", "p{Ll}", "p{Lt}", "p{Lm}", "p{Lo}", "p{M}"}:
-        return " (letters split by case)"
+        return " (letters by case other than o200k's two runs)"
+    if any(atom.literals for atom in atoms):
+        return " (a group where the cut takes none)"
     if any(atom.end and not atoms[0].possessive for atom in atoms):
         return " (a greedy run before $, which Oniguruma also ends before a newline)"
     return ""
 
 
-def _run(atom: _Atom, chars: _Set) -> bool:
+def _run(atom: Atom, chars: CharSet) -> bool:
     """Whether ``atom`` is one or more of ``chars`` (greedy or possessive cut the same here)."""
     return atom.chars == chars and atom.low == 1 and atom.high == UNBOUNDED
-
-
-def _alternatives(pattern: str) -> list[str]:
-    """``pattern`` cut at its top-level ``|``."""
-    cuts = [i for i, c, depth in outside_classes(pattern) if c == "|" and depth == 0]
-    return [pattern[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(pattern)])]
-
-
-def _atoms(alternative: str) -> list[_Atom]:
-    """``alternative`` as classes with their repetitions; ValueError for what is not one."""
-    atoms: list[_Atom] = []
-    i = 0
-    while i < len(alternative):
-        c = alternative[i]
-        if c == "$":
-            atoms.append(_Atom(None, end=True))
-            i += 1
-            continue
-        if alternative.startswith("(?!", i):
-            close = alternative.find(")", i)
-            inner = _atoms(alternative[i + 3 : close]) if close > 0 else []
-            if len(inner) != 1 or inner[0].chars is None or (inner[0].low, inner[0].high) != (1, 1):
-                raise ValueError("a look-ahead of more than one class")
-            atoms.append(_Atom(None, look=inner[0].chars))
-            i = close + 1
-            continue
-        if c in "()|":
-            raise ValueError("a group")
-        if c == "[":
-            end = class_end(alternative, i)
-            chars = _class(alternative[i + 1 : end - 1])
-        elif c == "\\":
-            end, chars = _escape(alternative, i)
-        elif c in "*+?{.^":
-            raise ValueError(f"{c!r} where a class was expected")
-        else:
-            end, chars = i + 1, _Set(False, frozenset({c}))
-        i, low, high, possessive = _repetition(alternative, end)
-        atoms.append(_Atom(chars, low, high, possessive))
-    return atoms
-
-
-def _escape(text: str, i: int) -> tuple[int, _Set]:
-    letter = text[i + 1 : i + 2]
-    if letter in ("p", "P") and text[i + 2 : i + 3] == "{":
-        close = text.index("}", i)
-        return close + 1, _Set(letter == "P", frozenset({f"p{{{text[i + 3 : close]}}}"}))
-    if letter == "S":
-        return i + 2, NOT_WHITESPACE
-    if letter in _ESCAPED:
-        return i + 2, _Set(False, frozenset({_ESCAPED[letter]}))
-    if letter and not letter.isalnum():
-        return i + 2, _Set(False, frozenset({letter}))
-    raise ValueError(f"the escape \\{letter}")
-
-
-def _class(body: str) -> _Set:
-    negated = body.startswith("^")
-    i = 1 if negated else 0
-    members: set[str] = set()
-    while i < len(body):
-        if body[i] == "\\":
-            i, chars = _escape(body, i)
-            if chars.negated:
-                raise ValueError("a negated class inside a class")
-            members |= chars.members
-        elif body[i + 1 : i + 2] == "-" and i + 2 < len(body):
-            raise ValueError(f"the range {body[i : i + 3]!r}")
-        else:
-            members.add(body[i])
-            i += 1
-    return _Set(negated, frozenset(members))
-
-
-def _repetition(text: str, i: int) -> tuple[int, int, int, bool]:
-    """The repetition after an atom ending at ``i``: (where it ends, low, high, possessive).
-    ``{n,m}+`` is Oniguruma's "one or more of ``{n,m}``", not possessive."""
-    c = text[i : i + 1]
-    if c == "{":
-        close = text.index("}", i)
-        low_text, _, high_text = text[i + 1 : close].partition(",")
-        low = int(low_text or 0)
-        high = low if "," not in text[i:close] else (int(high_text) if high_text else UNBOUNDED)
-        i = close + 1
-        if text[i : i + 1] == "+":
-            return i + 1, low, UNBOUNDED, False
-        if text[i : i + 1] == "?":
-            raise ValueError("a lazy repetition")
-        return i, low, high, False
-    bounds = {"*": (0, UNBOUNDED), "+": (1, UNBOUNDED), "?": (0, 1)}.get(c)
-    if bounds is None:
-        return i, 1, 1, False
-    mark = text[i + 1 : i + 2]
-    if mark == "?":
-        raise ValueError("a lazy repetition")
-    return i + 1 + (mark == "+"), bounds[0], bounds[1], mark == "+"
