@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from beamtok._src.engines.compiled_tables import compiled
+from beamtok._src.engines.compiled_tables import compiled, inlined
 from beamtok._src.engines.split_rules import (
     CONTRACTION_SUFFIX,
     CONTRACTIONS_FIRST,
@@ -72,14 +72,14 @@ CODE_POINTS = 0x110000
 APOSTROPHE, SPACE_CHAR, SLASH = 39, 32, 47
 
 
-@compiled
+@inlined
 def _run_end(chars: np.ndarray, i: int, end: int, table: np.ndarray, kind: int) -> int:  # pragma: no cover - compiled
     while i < end and table[chars[i]] & KIND == kind:
         i += 1
     return i
 
 
-@compiled
+@inlined
 def _contraction_end(chars: np.ndarray, i: int, end: int, table: np.ndarray) -> int:  # pragma: no cover - compiled
     """Where the contraction at ``chars[i]`` ends; ``i`` where none starts there."""
     if i + 1 >= end or chars[i] != APOSTROPHE:
@@ -94,7 +94,7 @@ def _contraction_end(chars: np.ndarray, i: int, end: int, table: np.ndarray) -> 
     return i
 
 
-@compiled
+@inlined
 def _by_case_end(
     chars: np.ndarray, s: int, end: int, table: np.ndarray, lower_required: bool
 ) -> int:  # pragma: no cover - compiled
@@ -115,7 +115,7 @@ def _by_case_end(
     return r
 
 
-@compiled
+@inlined
 def _letters_by_case(
     chars: np.ndarray, i: int, end: int, table: np.ndarray, c: int, kind: int, shape: int
 ) -> int:  # pragma: no cover - compiled
@@ -135,7 +135,7 @@ def _letters_by_case(
     return -1
 
 
-@compiled
+@inlined
 def piece_end(
     chars: np.ndarray, i: int, end: int, table: np.ndarray, numbers: int, shape: int
 ) -> int:  # pragma: no cover - compiled
@@ -144,7 +144,7 @@ def piece_end(
     module docstring for each step)."""
     c = chars[i]
     kind = table[c] & KIND
-    if shape & CONTRACTIONS_FIRST:
+    if shape & CONTRACTIONS_FIRST and c == APOSTROPHE:
         j = _contraction_end(chars, i, end, table)
         if j > i:
             return j

@@ -31,6 +31,7 @@ __all__ = [
     "byte_token_ids",
     "code_points",
     "compiled",
+    "inlined",
     "put_byte_ids",
     "word_end",
 ]
@@ -47,6 +48,12 @@ def compiled(function: Callable[..., Any]) -> Any:
         return numba.njit(cache=True, nogil=True)(function)
     except RuntimeError:  # "no locator available": a read-only install and no writable home
         return numba.njit(nogil=True)(function)
+
+
+def inlined(function: Callable[..., Any]) -> Any:
+    """``function`` compiled into each compiled function that calls it (numba's IR inlining):
+    a call of a compiled function that takes arrays costs more than a short scan a piece."""
+    return numba.njit(nogil=True, inline="always")(function)
 
 
 def code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
