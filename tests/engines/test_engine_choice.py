@@ -17,7 +17,7 @@ from beamtok import load_tokenizer
 from beamtok._src.engines import engine_choice
 from beamtok._src.engines.engine_choice import BYTE_LEVEL, candidates_for, choose
 from beamtok._src.engines.kitoken_families import KitokenEncoder
-from beamtok._src.engines.ranks import CL100K_PATTERN
+from beamtok._src.engines.ranks import CL100K_PATTERN, O200K_PATTERN
 from beamtok._src.transforms import tokenizer_registry
 
 from conftest import ROOT, TOKENIZER_DIR, real_paragraphs
@@ -49,6 +49,15 @@ def test_each_family_has_its_candidates_in_order(fresh):
     assert [c.name for c in candidates_for(BYTE_LEVEL, split_first)][1:4] == [
         "compiled byte-level BPE",
         "bpe-openai",
+        "kitoken",
+    ]
+    by_case = Tokenizer(models.BPE())  # o200k's split: bpe-openai first, faster on o200k's own ranks
+    by_case.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(O200K_PATTERN), "isolated"), pre_tokenizers.ByteLevel(use_regex=False)]
+    )
+    assert [c.name for c in candidates_for(BYTE_LEVEL, by_case)][1:4] == [
+        "bpe-openai",
+        "compiled byte-level BPE",
         "kitoken",
     ]
     assert [c.usual for c in candidates_for(BYTE_LEVEL, gpt2.backend)] == [False] * 4 + [True]
