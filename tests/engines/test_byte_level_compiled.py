@@ -1,4 +1,4 @@
-"""The compiled byte-level BPE (``engines/byte_level_split``, ``byte_level_native``,
+"""The compiled byte-level BPE (``engines/byte_level_split``, ``char_classes``, ``byte_level_native``,
 ``byte_level_encoder``): cl100k's split cut as ``tokenizers`` cuts each known spelling, the
 classes of characters asked of the file's own split and checked, and the ids of
 ``tokenizers`` for cl100k's ranks under each spelling. Its whole-corpus and adversarial runs
@@ -16,14 +16,15 @@ from hypothesis import strategies as st
 from tokenizers import Regex, pre_tokenizers
 
 from beamtok import load_tokenizer
-from beamtok._src.engines import byte_level_encoder, byte_level_native, byte_level_split, engine_choice
+from beamtok._src.engines import byte_level_encoder, byte_level_native, char_classes, engine_choice
 from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
 from beamtok._src.engines.byte_level_file import GPT2_PATTERN, PROBES
-from beamtok._src.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED, CharClasses
+from beamtok._src.engines.byte_level_split import KIND, LETTER, OTHER, ROUTED
+from beamtok._src.engines.char_classes import CharClasses
 from beamtok._src.engines.exact_encoder import ExactEncoder, OtherForm, ProbeMismatch
 from beamtok._src.engines.ranks import CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN
 from beamtok._src.engines.split_patterns import CL100K_TIKTOKEN_OLDER, CL100K_TODAY, split_sample
-from beamtok._src.engines.split_rules import split_rule_of
+from beamtok._src.engines.split_rules import split_rule_of, split_rule_of_sequence
 from beamtok._src.transforms import tokenizer_registry
 
 from byte_level_files import built_from_ranks, shipped_texts
@@ -128,7 +129,7 @@ def test_a_class_answered_wrong_is_caught_and_its_character_routed(monkeypatch):
 def test_a_routed_character_sends_its_text_to_the_file(cl100k_files, monkeypatch):
     asked = CharClasses._asked_class
     monkeypatch.setattr(CharClasses, "_asked_class", lambda self, c: ROUTED if c == "é" else asked(self, c))
-    monkeypatch.setattr(byte_level_split, "_SHARED", {})  # classes learned afresh, with the plant
+    monkeypatch.setattr(char_classes, "_SHARED", {})  # classes learned afresh, with the plant
     tok = load_tokenizer(cl100k_files["cl100k-today"])
     encoder = ExactEncoder(CompiledByteLevelEncoder(tok.backend.to_str(), "planted", reference=tok.backend))
     texts = ["café 12345", "plain text", "é" * 70]
@@ -151,7 +152,7 @@ def test_ids_are_the_files_for_each_spelling(cl100k_files, name):
 def test_characters_met_later_are_learned_and_encoded(cl100k_files, monkeypatch):
     """A batch whose characters were never seen: the kernel stops at each such text, the
     classes are learned, and the batch comes out whole and exact."""
-    monkeypatch.setattr(byte_level_split, "_SHARED", {})  # nothing learned by other tests
+    monkeypatch.setattr(char_classes, "_SHARED", {})  # nothing learned by other tests
     tok = load_tokenizer(cl100k_files["cl100k-today"])
     encoder = ExactEncoder(CompiledByteLevelEncoder(tok.backend.to_str(), "fresh", reference=tok.backend))
     table = encoder.engine.native.classes.table
@@ -185,8 +186,8 @@ def test_a_wrong_rule_is_refused_by_the_probes(cl100k_files, monkeypatch, caplog
     wrong = split_rule_of(CL100K_PATTERN)
     monkeypatch.setattr(
         byte_level_encoder,
-        "split_rule_of",
-        lambda pattern: wrong if pattern == CL100K_TODAY else split_rule_of(pattern),
+        "split_rule_of_sequence",
+        lambda patterns: wrong if patterns == (CL100K_TODAY,) else split_rule_of_sequence(patterns),
     )
     monkeypatch.setattr(tokenizer_registry, "_CACHE", {})
     monkeypatch.setattr(tokenizer_registry, "_BY_NAME", {})

@@ -66,7 +66,7 @@ def test_another_file_or_rule_is_checked_again(marks, monkeypatch, cl100k_json):
     CompiledByteLevelEncoder(json.dumps(spec), "cl100k split as qwen2")
     assert len(seen) == 2
     qwen2 = split_rule_of(QWEN2_PATTERN)
-    monkeypatch.setattr(byte_level_encoder, "split_rule_of", lambda pattern: qwen2)  # planted: another rule
+    monkeypatch.setattr(byte_level_encoder, "split_rule_of_sequence", lambda patterns: qwen2)  # planted: another rule
     with pytest.raises(ProbeMismatch):  # "123" cut digit by digit: its probes differ
         CompiledByteLevelEncoder(cl100k_json, "wrong rule")
 

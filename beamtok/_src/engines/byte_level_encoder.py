@@ -27,13 +27,13 @@ import numpy as np
 from beamtok._src.base.errors import ConfigError
 from beamtok._src.base.validate import unencodable
 from beamtok._src.engines.added_token_routing import AddedTokenRouting, refuse_unrouted_added_tokens
-from beamtok._src.engines.byte_level_file import PROBES, split_pattern, takes_nfc
+from beamtok._src.engines.byte_level_file import PROBES, split_sequence, takes_nfc
 from beamtok._src.engines.exact_encoder import ExactEncoder, MissingExtra, OtherForm, ProbeMismatch, added_around
 from beamtok._src.engines.id_arrays import int32_ids
 from beamtok._src.engines.normal_forms import ExactNormalForm
 from beamtok._src.engines.passed_checks import passed_before, remember_passed
 from beamtok._src.engines.split_patterns import split_sample
-from beamtok._src.engines.split_rules import SplitNotCut, split_rule_of
+from beamtok._src.engines.split_rules import SplitNotCut, split_rule_of_sequence
 from beamtok._src.engines.tokenizer_parts import read_spec
 
 __all__ = ["CompiledByteLevelEncoder"]
@@ -59,14 +59,15 @@ class CompiledByteLevelEncoder:
 
         spec = read_spec(tokenizer_json) if spec is None else spec
         nfc = takes_nfc(spec, refuse)
-        pattern = split_pattern(spec.get("pre_tokenizer") or {}, refuse)
+        pattern = split_sequence(spec.get("pre_tokenizer") or {}, refuse)
         try:
-            rule = split_rule_of(pattern)
+            rule = split_rule_of_sequence(pattern)
         except SplitNotCut as e:
             raise OtherForm(str(refuse(f"its split is not one this engine cuts: {e}"))) from None
         try:
             from beamtok._src.engines.byte_level_native import NativeByteLevelBPE
-            from beamtok._src.engines.byte_level_split import KIND, ROUTED, classes_for
+            from beamtok._src.engines.byte_level_split import KIND, ROUTED
+            from beamtok._src.engines.char_classes import classes_for
         except ImportError:
             missing = "numba is not installed: pip install 'beamtok[compiled]' compiles this BPE"
             raise MissingExtra(str(refuse(missing)), install="beamtok[compiled]") from None

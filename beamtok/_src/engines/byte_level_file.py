@@ -58,6 +58,7 @@ __all__ = [
     "check_byte_level",
     "shared_byte_level_file",
     "split_pattern",
+    "split_sequence",
     "takes_nfc",
 ]
 
@@ -336,3 +337,21 @@ def split_pattern(pre: dict[str, Any], refuse: Any) -> str:
                 raise refuse("its ByteLevel step splits again or adds a prefix space")
             return str(regex)
     raise refuse(f"its pre-tokenizer is {pre.get('type')}, not a regex split followed by ByteLevel")
+
+
+def split_sequence(pre: dict[str, Any], refuse: Any) -> tuple[str, ...]:
+    """The regexes a byte-level pre-tokenizer splits with, one after another: one (as
+    :func:`split_pattern`), or those of several isolating Split steps before a ByteLevel that
+    does not split again (DeepSeek-V3's three)."""
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else []
+    if len(steps) < 3 or steps[-1].get("type") != "ByteLevel":
+        return (split_pattern(pre, refuse),)
+    patterns = []
+    for split in steps[:-1]:
+        regex = (split.get("pattern") or {}).get("Regex") if split.get("type") == "Split" else None
+        if regex is None or split.get("behavior") != "Isolated" or split.get("invert"):
+            raise refuse("a step of its pre-tokenizer is not an isolating regex split")
+        patterns.append(str(regex))
+    if steps[-1].get("use_regex") or steps[-1].get("add_prefix_space"):
+        raise refuse("its ByteLevel step splits again or adds a prefix space")
+    return tuple(patterns)

@@ -22,7 +22,8 @@ import numpy as np
 
 from beamtok._src.engines.bpe_native import merge_room, merge_symbols
 from beamtok._src.engines.bpe_native_encoder import NativeBPE
-from beamtok._src.engines.byte_level_split import KIND, ROUTED, UNKNOWN, CharClasses, piece_end
+from beamtok._src.engines.byte_level_split import KIND, ROUTED, UNKNOWN, piece_end
+from beamtok._src.engines.char_classes import CharClasses
 from beamtok._src.engines.compiled_tables import (
     CodePointBuffer,
     IntMap,

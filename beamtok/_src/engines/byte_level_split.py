@@ -27,22 +27,22 @@ the pattern itself (``split_rules``). At a piece's start:
    else a run that reaches the end is one piece, a longer one leaves its last character to
    the next piece (``\s+(?!\S)``), and one character alone is a piece.
 
-A character is read through a class: letter, number, ``\r``/``\n``, other whitespace,
-other, or (where letters split by case) mark, with bits for the contraction letters and the
-cases. The classes are not Python's: Oniguruma carries
-its own Unicode tables, which differ from the ``regex`` module's and ``unicodedata``'s on
-thousands of code points (characters newer than its tables). So each character's class is
-asked of the file's own pattern, run by ``tokenizers`` on a few short strings, the first time
-the character is met (:class:`CharClasses`); the answer is then checked by cutting strings
-that put the character in every context that tells classes apart, here and by
-``tokenizers``; a character whose cuts differ is sent with its text to another engine.
+DeepSeek-V3's split is a sequence of three: numbers ``n`` at a time, then runs of a script's
+characters (CJK ideographs and kana), then a pattern on each segment these leave (a run of
+the script's characters, or the text between such runs and numbers; its look-ahead sees the
+segment's end as the text's end): ASCII punctuation and the ASCII letters
+after it; letters and marks after an optional character that is not a letter, punctuation, a
+symbol or a newline; punctuation and symbols after an optional space, then newlines; the
+whitespace rules. Characters that start none of these (controls, unassigned) are one piece up
+to where one starts.
+
+A character is read through its class in a table (``table``: letter, number, ``\r``/``\n``,
+other whitespace, other, and where the rule needs them mark, punctuation and a script's
+characters, with bits for the contraction letters, the cases and ASCII), which
+``char_classes`` learns from the file's own split.
 """
 
 from __future__ import annotations
-
-import os
-import threading
-from typing import Any
 
 import numpy as np
 
@@ -58,16 +58,18 @@ from beamtok._src.engines.split_rules import (
     PUNCTUATION_AFTER_SPACE,
     PUNCTUATION_NEWLINES,
     PUNCTUATION_SLASHES,
+    SCRIPT_SEQUENCE,
     TRAILING_WHOLE,
-    SplitRule,
 )
 
-__all__ = ["CharClasses", "classes_for", "piece_end"]
+__all__ = ["piece_end", "piece_ends"]
 
-UNKNOWN, LETTER, NUMBER, OTHER, SPACE, NEWLINE, ROUTED, MARK = 0, 1, 2, 3, 4, 5, 6, 7
-KIND = 7  # the class bits of a table entry
-CONTRACTS, DOUBLE_L, BEFORE_E, LAST_E = 8, 16, 32, 64  # a letter's place in ``'s``, ``'ll``, ``'ve``/``'re``
-CAPITAL, LOWER = 128, 256  # where letters split by case: in the capitals' class, the lower case's
+UNKNOWN, LETTER, NUMBER, OTHER, SPACE, NEWLINE, ROUTED, MARK, PUNCTUATION = range(9)
+KIND = 15  # the class bits of a table entry
+CONTRACTS, DOUBLE_L, BEFORE_E, LAST_E = 16, 32, 64, 128  # a letter's place in ``'s``, ``'ll``, ``'ve``/``'re``
+CAPITAL, LOWER = 256, 512  # where letters split by case: in the capitals' class, the lower case's
+# DeepSeek-V3's splits: ``[A-Za-z]``, the ASCII punctuation, a character of the script's runs
+ASCII_LETTER, ASCII_PUNCTUATION, IN_SCRIPT = 1024, 2048, 4096
 CODE_POINTS = 0x110000
 APOSTROPHE, SPACE_CHAR, SLASH = 39, 32, 47
 
@@ -142,6 +144,8 @@ def piece_end(
     """Where the piece that starts at ``chars[i]`` ends, in a text ending at ``end`` whose
     characters all have a known class, cut by the rule of ``numbers`` and ``shape`` (see the
     module docstring for each step)."""
+    if shape & SCRIPT_SEQUENCE:
+        return _sequence_piece_end(chars, i, end, table, numbers, shape)
     c = chars[i]
     kind = table[c] & KIND
     if shape & CONTRACTIONS_FIRST and c == APOSTROPHE:
@@ -181,7 +185,16 @@ def piece_end(
                 j += 1
             return j
         return _run_end(chars, j, end, table, NEWLINE) if shape & PUNCTUATION_NEWLINES else j
-    run_end, last_newline = i, -1  # whitespace
+    return _whitespace_end(chars, i, end, table, shape)
+
+
+@inlined
+def _whitespace_end(
+    chars: np.ndarray, i: int, end: int, table: np.ndarray, shape: int
+) -> int:  # pragma: no cover - compiled
+    """Where the whitespace piece at ``chars[i]`` ends; in a sequence of splits (DeepSeek-V3's)
+    a number or a script's character ends the text the pattern sees, as the text's end does."""
+    run_end, last_newline = i, -1
     while run_end < end:
         k = table[chars[run_end]] & KIND
         if k == NEWLINE:
@@ -189,17 +202,70 @@ def piece_end(
         elif k != SPACE:
             break
         run_end += 1
-    if shape & TRAILING_WHOLE and run_end == end:
-        return end
+    at_end = run_end == end or (
+        shape & SCRIPT_SEQUENCE and (table[chars[run_end]] & KIND == NUMBER or table[chars[run_end]] & IN_SCRIPT)
+    )
+    if shape & TRAILING_WHOLE and at_end:
+        return run_end
     if shape & NEWLINE_ENDS_RUN and last_newline >= 0:
         return last_newline + 1
-    if run_end == end:
-        return end
+    if at_end:
+        return run_end
     return run_end - 1 if run_end - i >= 2 else i + 1
 
 
+@inlined
+def _segment_run_end(
+    chars: np.ndarray, i: int, end: int, table: np.ndarray, kind: int, script: int
+) -> int:  # pragma: no cover - compiled
+    """``_run_end`` within one segment of DeepSeek-V3's splits: in or out of the script's runs."""
+    while i < end and table[chars[i]] & KIND == kind and table[chars[i]] & IN_SCRIPT == script:
+        i += 1
+    return i
+
+
+@inlined
+def _sequence_piece_end(
+    chars: np.ndarray, i: int, end: int, table: np.ndarray, numbers: int, shape: int
+) -> int:  # pragma: no cover - compiled
+    """DeepSeek-V3's three splits at ``chars[i]``: numbers ``numbers`` at a time, each a
+    piece; else its pattern within the segment ``chars[i]`` is in, a run of the script's
+    characters or text between them and numbers (see the module docstring)."""
+    entry = table[chars[i]]
+    kind, script = entry & KIND, entry & IN_SCRIPT
+    if kind == NUMBER:
+        j = i + 1
+        while j < end and table[chars[j]] & KIND == NUMBER and j - i < numbers:
+            j += 1
+        return j
+    following = UNKNOWN  # the next character's kind within the segment
+    if i + 1 < end and table[chars[i + 1]] & IN_SCRIPT == script:
+        following = table[chars[i + 1]] & KIND
+    if entry & ASCII_PUNCTUATION and i + 1 < end and table[chars[i + 1]] & ASCII_LETTER:
+        j = i + 2
+        while j < end and table[chars[j]] & ASCII_LETTER:
+            j += 1
+        return j
+    if following == LETTER and (kind == SPACE or kind == OTHER):
+        return _segment_run_end(chars, i + 2, end, table, LETTER, script)
+    if kind == LETTER:
+        return _segment_run_end(chars, i + 1, end, table, LETTER, script)
+    if kind == OTHER:  # no alternative matches here: one piece up to where one does
+        j = i + 1
+        while j < end and table[chars[j]] & KIND == OTHER and table[chars[j]] & IN_SCRIPT == script:
+            if j + 1 < end and table[chars[j + 1]] & KIND == LETTER and table[chars[j + 1]] & IN_SCRIPT == script:
+                break
+            j += 1
+        return j
+    j = i + 1 if chars[i] == SPACE_CHAR and following == PUNCTUATION else i
+    if table[chars[j]] & KIND == PUNCTUATION:
+        j = _segment_run_end(chars, j + 1, end, table, PUNCTUATION, script)
+        return _segment_run_end(chars, j, end, table, NEWLINE, script)
+    return _whitespace_end(chars, i, end, table, shape)
+
+
 @compiled
-def _piece_ends(
+def piece_ends(
     chars: np.ndarray, table: np.ndarray, numbers: int, shape: int
 ) -> np.ndarray:  # pragma: no cover - compiled
     ends = np.empty(chars.shape[0], dtype=np.int64)
@@ -209,155 +275,3 @@ def _piece_ends(
         ends[n] = i
         n += 1
     return ends[:n]
-
-
-class CharClasses:
-    """Each code point's class for one file's pattern (``table``), learned from the file's
-    own split the first time the code point is met (see the module docstring). A class is
-    written to ``table`` once checked, from unknown to its value, so kernels in other threads
-    only ever read a checked class or none; the checks cut with a private copy (``_trial``)
-    that also holds the classes being checked."""
-
-    def __init__(self, pattern: str, rule: SplitRule) -> None:
-        from tokenizers import Regex, pre_tokenizers
-
-        self.rule = rule
-        self._by_case = bool(rule.shape & LETTERS_BY_CASE)
-        self._split = pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False)
-        self.table = np.zeros(CODE_POINTS, dtype=np.uint16)
-        self.table[0xD800:0xE000] = ROUTED  # lone surrogates: UTF-8 has no bytes for them
-        self._trial = self.table.copy()
-        self._lock = threading.RLock()  # a check learns the other characters of its strings
-        self._pid = os.getpid()
-        self.learn(np.arange(128, dtype=np.uint32))
-
-    def cut(self, text: str) -> list[str]:
-        """``text`` cut here (its characters' classes learned first); ValueError where it
-        holds a character sent to another engine."""
-        return self._cut(text, self.table)
-
-    def _cut(self, text: str, table: np.ndarray) -> list[str]:
-        chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        self.learn(np.unique(chars))
-        if (table[chars] & KIND == ROUTED).any():
-            raise ValueError(f"{text!r} holds a character this cut does not take")
-        ends = _piece_ends(chars, table, self.rule.numbers, self.rule.shape)
-        return [text[a:b] for a, b in zip([0, *ends.tolist()], ends.tolist())]
-
-    def learn(self, code_points: np.ndarray) -> None:
-        """Classify those of ``code_points`` not yet known: each asked of the file's split,
-        then all checked at once on one text of their contexts, and one by one where that
-        text is cut otherwise than the file cuts it."""
-        if not (self._trial[code_points] == UNKNOWN).any():
-            return
-        if self._pid != os.getpid():  # forked while another thread may have held it: a lock of this process
-            self._lock, self._pid = threading.RLock(), os.getpid()
-        with self._lock:
-            new = [chr(code) for code in np.unique(code_points[self._trial[code_points] == UNKNOWN]).tolist()]
-            for c in new:
-                self._trial[ord(c)] = self._asked_class(c)
-            asked = [c for c in new if self._trial[ord(c)] != ROUTED]
-            trial = self._trial
-            if self._differs("\n\n".join(text for c in asked for text in _contexts(c, trial[ord(c)], self._by_case))):
-                for c in asked:
-                    if any(self._differs(text) for text in _contexts(c, trial[ord(c)], self._by_case)):
-                        self._trial[ord(c)] = ROUTED
-            for c in new:
-                self.table[ord(c)] = self._trial[ord(c)]
-
-    def _pieces(self, text: str) -> list[str]:
-        return [piece for piece, _ in self._split.pre_tokenize_str(text)]
-
-    def _differs(self, text: str) -> bool:
-        """Whether ``text`` is cut here otherwise than by the file's split (with the classes
-        being checked)."""
-        try:
-            return self._cut(text, self._trial) != self._pieces(text)
-        except ValueError:
-            return True
-
-    def _asked_class(self, c: str) -> int:
-        """``c``'s class from the pieces the file's split cuts around it."""
-        if c in "\r\n":
-            return NEWLINE
-        if self._by_case:
-            return self._asked_by_case(c)
-        pieces = self._pieces
-        if pieces(f"a{c}") == [f"a{c}"]:
-            return LETTER | self._contraction_flags(c, "'")
-        if pieces(f"!{c}") == [f"!{c}"]:
-            return OTHER
-        if pieces(f"{c} ") == [f"{c} "]:  # whitespace: a run that ends the text is one piece in every rule
-            return SPACE
-        if pieces(f"{c}a") == [c, "a"]:
-            return NUMBER
-        return ROUTED
-
-    def _asked_by_case(self, c: str) -> int:
-        """``c``'s class where letters split by case (o200k): whitespace, a number and
-        punctuation as the other rules tell them, a mark from a letter by a run of
-        punctuation taking it, then a letter's (or a mark's) cases from the runs it joins."""
-        pieces = self._pieces
-        if pieces(f"{c} ") == [f"{c} "]:
-            return SPACE
-        if pieces(f"{c}a") == [c, "a"]:
-            return NUMBER
-        if pieces(f"{c}!") == [f"{c}!"]:
-            return OTHER
-        flags = MARK if pieces(f"!!{c}") == [f"!!{c}"] else LETTER
-        if pieces(f"{c}Aa") == [f"{c}Aa"]:
-            flags |= CAPITAL  # it starts a run of capitals
-        if pieces(f"{c}A") != [f"{c}A"]:
-            flags |= LOWER  # it is no run of capitals alone before one
-        if not flags & (CAPITAL | LOWER):
-            return ROUTED
-        if flags & KIND == LETTER:
-            flags |= self._contraction_flags(c, "a'")
-        return flags
-
-    def _contraction_flags(self, c: str, before: str) -> int:
-        """Which contractions ``c`` takes a place in, after ``before`` (an apostrophe, or a
-        letter and one where contractions end a run of letters)."""
-        pieces = self._pieces
-        flags = 0
-        if pieces(f"{before}{c}x") == [f"{before}{c}", "x"]:
-            flags |= CONTRACTS
-        if pieces(f"{before}{c}lx") == [f"{before}{c}l", "x"] and pieces(f"{before}l{c}x") == [f"{before}l{c}", "x"]:
-            flags |= DOUBLE_L
-        if pieces(f"{before}{c}ex") == [f"{before}{c}e", "x"]:
-            flags |= BEFORE_E
-        if pieces(f"{before}v{c}x") == [f"{before}v{c}", "x"]:
-            flags |= LAST_E
-        return flags
-
-    def __getstate__(self) -> dict[str, Any]:
-        raise TypeError("CharClasses are rebuilt, not pickled")
-
-
-_SHARED: dict[tuple[str, SplitRule], CharClasses] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def classes_for(pattern: str, rule: SplitRule) -> CharClasses:
-    """The process's classes for one spelling: what one file's split taught holds for every
-    file that splits with the same pattern, so each character is learned once a process."""
-    with _SHARED_LOCK:
-        classes = _SHARED.get((pattern, rule))
-        if classes is None:
-            classes = _SHARED[(pattern, rule)] = CharClasses(pattern, rule)
-        return classes
-
-
-def _contexts(c: str, kind: int, by_case: bool) -> tuple[str, ...]:
-    """Strings that put ``c`` (of class ``kind``) after and before each class (and each case,
-    where letters split by case): where a wrong class would cut otherwise. Contractions only
-    tell letters apart, and a text's end only whitespace, so those strings are cut for those classes alone (the file's split runs at
-    about a microsecond a character: the checks are most of what learning a character costs)."""
-    texts: tuple[str, ...] = (f"a{c} {c}1{c}{c}!{c}'{c}x {c} \n{c}  {c}{c}'s{c}\n\n{c}\r{c} {c}", c * 5)
-    if by_case:
-        texts = (*texts, f"A{c}a {c}A a{c}A{c}Aa!!{c}!{c}{c}! Ab{c}{c}A'{c}x a'{c}/\n/{c}/", f"{c}A", f"a'{c}x")
-    if kind & KIND == LETTER:
-        return (*texts, f"'{c}{c}x", f"'l{c}x", f"'v{c}x")
-    if kind & KIND in (SPACE, NEWLINE):
-        return (*texts, c, f"{c} ", f" {c}", f"{c}  ")
-    return texts

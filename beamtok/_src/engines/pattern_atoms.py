@@ -18,8 +18,8 @@ UNBOUNDED = -1
 
 @dataclass(frozen=True)
 class CharSet:
-    """A character class: its members (properties as ``p{L}``, ``\\s``, or single characters)
-    and whether it is negated."""
+    """A character class: its members (properties as ``p{L}``, ``\\s``, ranges as ``A-Z``, or
+    single characters) and whether it is negated."""
 
     negated: bool
     members: frozenset[str]
@@ -116,7 +116,8 @@ def _class(body: str) -> CharSet:
                 raise ValueError("a negated class inside a class")
             members |= chars.members
         elif body[i + 1 : i + 2] == "-" and i + 2 < len(body):
-            raise ValueError(f"the range {body[i : i + 3]!r}")
+            members.add(body[i : i + 3])  # a range, as "A-Z"
+            i += 3
         else:
             members.add(body[i])
             i += 1

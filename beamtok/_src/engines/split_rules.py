@@ -51,10 +51,12 @@ __all__ = [
     "PUNCTUATION_AFTER_SPACE",
     "PUNCTUATION_NEWLINES",
     "PUNCTUATION_SLASHES",
+    "SCRIPT_SEQUENCE",
     "TRAILING_WHOLE",
     "SplitNotCut",
     "SplitRule",
     "split_rule_of",
+    "split_rule_of_sequence",
 ]
 
 # the bits of SplitRule.shape, read by the compiled cut
@@ -69,6 +71,7 @@ CONTRACTIONS_FIRST = 128  # contractions are alternatives of their own, before t
 LETTERS_BY_CASE = 256  # o200k's two letter steps: capitals then lower case, and capitals alone
 CONTRACTION_SUFFIX = 512  # a contraction may end a run of letters (o200k)
 PUNCTUATION_SLASHES = 1024  # the run after punctuation takes ``/`` as well as newlines (o200k)
+SCRIPT_SEQUENCE = 2048  # DeepSeek-V3's three splits: numbers, a script's runs, then its pattern
 
 CONTRACTIONS = frozenset({"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"})
 
@@ -101,6 +104,11 @@ WHITESPACE = CharSet(False, frozenset({"\\s"}))
 NOT_WHITESPACE = CharSet(True, frozenset({"\\s"}))
 NOT_WORD_OR_NEWLINE = CharSet(True, frozenset({"\r", "\n", "p{L}", "p{N}"}))
 PUNCTUATION = CharSet(True, frozenset({"\\s", "p{L}", "p{N}"}))
+ASCII_PUNCTUATION = CharSet(False, frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"))
+ASCII_LETTERS = CharSet(False, frozenset({"A-Z", "a-z"}))
+NOT_WORD_PUNCTUATION_OR_NEWLINE = CharSet(True, frozenset({"\r", "\n", "p{L}", "p{P}", "p{S}"}))
+LETTERS_AND_MARKS = CharSet(False, frozenset({"p{L}", "p{M}"}))
+PUNCTUATION_AND_SYMBOLS = CharSet(False, frozenset({"p{P}", "p{S}"}))
 
 
 @functools.lru_cache(maxsize=64)
@@ -135,10 +143,7 @@ def split_rule_of(pattern: str) -> SplitRule:
             steps.append("contractions")
             shape |= CONTRACTIONS_FIRST
             continue
-        try:
-            atoms = atoms_of(alternative)
-        except ValueError as e:
-            raise SplitNotCut(f"its alternative '{alternative}' is not a step the compiled cut takes: {e}") from None
+        atoms = _atoms_or_refuse(alternative)
         for atom in atoms:
             if atom.literals:
                 contractions |= atom.literals
@@ -157,6 +162,86 @@ def split_rule_of(pattern: str) -> SplitRule:
         raise SplitNotCut("its two letter steps differ in the character before them or the contraction after")
     _check_order([step for step in steps if step != "contractions"], shape)
     return SplitRule(numbers=numbers, shape=shape)
+
+
+def split_rule_of_sequence(patterns: tuple[str, ...]) -> SplitRule:
+    """The rule of a file whose pre-tokenizer splits with ``patterns`` one after another: one
+    pattern (:func:`split_rule_of`), or DeepSeek-V3's three (numbers ``n`` at a time, runs of
+    one class of a script's characters, then a pattern of ASCII words, letters and marks,
+    punctuation and symbols, and the whitespace rules).
+
+    Args:
+        patterns: The patterns of the file's isolating splits, in order.
+
+    Raises:
+        SplitNotCut: Naming the split or the alternative the cut does not take.
+    """
+    if len(patterns) == 1:
+        return split_rule_of(patterns[0])
+    if len(patterns) != 3:
+        raise SplitNotCut(
+            f"it splits {len(patterns)} times in a row; the compiled cut takes one split or DeepSeek-V3's three"
+        )
+    numbers, script = _atoms_or_refuse(patterns[0]), _atoms_or_refuse(patterns[1])
+    if len(numbers) != 1 or numbers[0].chars != NUMBERS or numbers[0].low != 1 or numbers[0].high == UNBOUNDED:
+        raise SplitNotCut(f"its first split '{patterns[0]}' is not numbers a few at a time, as DeepSeek-V3's")
+    if len(script) != 1 or script[0].chars is None or script[0].chars.negated or not _run(script[0], script[0].chars):
+        raise SplitNotCut(f"its second split '{patterns[1]}' is not runs of one class, as DeepSeek-V3's")
+    shape = SCRIPT_SEQUENCE | PUNCTUATION_AFTER_SPACE | PUNCTUATION_NEWLINES
+    steps = []
+    try:
+        alternatives = alternatives_of(patterns[2])
+    except ValueError as e:
+        raise SplitNotCut(f"its third split has {e}") from None
+    for alternative in alternatives:
+        atoms = _atoms_or_refuse(alternative)
+        optional = bool(atoms) and (atoms[0].low, atoms[0].high) == (0, 1)
+        if (
+            len(atoms) == 2
+            and atoms[0].chars == ASCII_PUNCTUATION
+            and atoms[0].low == 1
+            and _run(atoms[1], ASCII_LETTERS)
+        ):
+            steps.append("ASCII words")
+        elif (
+            len(atoms) == 2
+            and optional
+            and atoms[0].chars == NOT_WORD_PUNCTUATION_OR_NEWLINE
+            and _run(atoms[1], LETTERS_AND_MARKS)
+        ):
+            steps.append("letters")
+        elif (
+            len(atoms) == 3
+            and optional
+            and atoms[0].chars == SPACE
+            and _run(atoms[1], PUNCTUATION_AND_SYMBOLS)
+            and (atoms[2].chars, atoms[2].low, atoms[2].high) == (NEWLINES, 0, UNBOUNDED)
+        ):
+            steps.append("punctuation")
+        else:
+            whitespace = _whitespace_step(atoms)
+            if whitespace is None or whitespace[0] == "trailing":
+                raise SplitNotCut(f"its third split's alternative '{alternative}' is not a step of DeepSeek-V3's")
+            steps.append(whitespace[0])
+            shape |= whitespace[2]
+    expected = [
+        "ASCII words",
+        "letters",
+        "punctuation",
+        *(["newline"] if shape & NEWLINE_ENDS_RUN else []),
+        "not before text",
+        "whitespace",
+    ]
+    if steps != expected:
+        raise SplitNotCut(f"its third split's steps are {', '.join(steps)}, not {', '.join(expected)}")
+    return SplitRule(numbers=numbers[0].high, shape=shape)
+
+
+def _atoms_or_refuse(alternative: str) -> list[Atom]:
+    try:
+        return atoms_of(alternative)
+    except ValueError as e:
+        raise SplitNotCut(f"its alternative '{alternative}' is not a step the compiled cut takes: {e}") from None
 
 
 _ORDER = ("letters", "capitals", "numbers", "punctuation", "trailing", "newline", "not before text", "whitespace")

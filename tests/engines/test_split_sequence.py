@@ -1,0 +1,134 @@
+"""DeepSeek-V3's split, a sequence of three isolating Splits before a ByteLevel that does not
+split (numbers three at a time, runs of CJK ideographs and kana, then a pattern of ASCII
+words, letters and marks, punctuation and symbols, whitespace), cut by the compiled
+byte-level engine as ``tokenizers`` cuts it, and the ids of the file's own ``tokenizers`` on
+cl100k's ranks with that pre-tokenizer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Regex, pre_tokenizers
+
+from beamtok import ConfigError, load_tokenizer
+from beamtok._src.engines.byte_level_file import PROBES
+from beamtok._src.engines.byte_level_split import IN_SCRIPT, KIND, LETTER, PUNCTUATION
+from beamtok._src.engines.char_classes import CharClasses
+from beamtok._src.engines.pattern_atoms import alternatives_of
+from beamtok._src.engines.split_patterns import split_sample
+from beamtok._src.engines.split_rules import SplitNotCut, split_rule_of_sequence
+from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
+
+from byte_level_files import built_from_ranks, shipped_texts
+
+# DeepSeek-V3's tokenizer.json, its three Split patterns as the file holds them (\r and \n as
+# characters in the third, the kana ranges as characters in the second)
+DEEPSEEK_V3 = (
+    r"\p{N}{1,3}",
+    "[一-龥\u3040-ゟ゠-ヿ]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+)
+ENGINE = "beamtok compiled byte-level BPE on the file's split"
+TEXT = st.text(
+    st.one_of(
+        st.characters(codec="utf-8", exclude_categories=("Cs",)),
+        st.sampled_from(list("aZé中文ひらカナ・ー゛\u3040 \n\r\t12٣½!?.'_/«😀\x00\u0301\u3000")),
+    ),
+    max_size=30,
+)
+MIXED = [
+    "DeepSeek-V3 は 2024年12月26日 に公開された。価格: $0.27/1M tokens!",
+    "中文：深度求索（DeepSeek）发布了V3模型，参数量671B。",
+    "ひらがなカタカナ・ー漢字abc",
+    "x中1234567a  \n\n  end",
+    "a\x00\x00b ...ab «quoted» \u0301a",
+]
+
+
+def sequence_split(patterns: tuple[str, ...]):
+    return pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(p), behavior="isolated", invert=False) for p in patterns]
+    )
+
+
+@pytest.fixture(scope="module")
+def deepseek_file(tmp_path_factory) -> str:
+    """cl100k's ranks with DeepSeek-V3's pre-tokenizer (the vocabulary does not change the cut)."""
+    source = Path(built_from_ranks("cl100k"))
+    spec = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+    splits = [{"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False} for p in DEEPSEEK_V3]
+    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [*splits, level]}
+    directory = tmp_path_factory.mktemp("deepseek-v3")
+    (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    (directory / "tokenizer_config.json").write_text((source / "tokenizer_config.json").read_text())
+    return str(directory)
+
+
+def test_the_cut_is_the_files_on_the_split_sample_and_mixed_scripts():
+    classes = CharClasses(DEEPSEEK_V3, split_rule_of_sequence(DEEPSEEK_V3))
+    split = sequence_split(DEEPSEEK_V3)
+    texts = [*split_sample(), *MIXED]
+    differ = [t for t in texts if classes.cut(t) != [p for p, _ in split.pre_tokenize_str(t)]]
+    assert not differ, f"{len(differ)} cut otherwise, first {differ[0]!r}"
+    # each segment is cut by the third split: the kana run loses its middle dot, ー joins the kanji
+    assert classes.cut("ひらがなカタカナ・ー漢字abc") == ["ひらがなカタカナ", "・", "ー漢字", "abc"]
+    assert classes.table[ord("・")] & (KIND | IN_SCRIPT) == PUNCTUATION | IN_SCRIPT
+    assert classes.table[ord("中")] & (KIND | IN_SCRIPT) == LETTER | IN_SCRIPT
+
+
+def test_the_cut_is_the_files_on_any_text():
+    classes = CharClasses(DEEPSEEK_V3, split_rule_of_sequence(DEEPSEEK_V3))
+    split = sequence_split(DEEPSEEK_V3)
+
+    @settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @given(TEXT)
+    def same(text: str) -> None:
+        try:
+            ours = classes.cut(text)
+        except ValueError:  # a character sent to the file: allowed, never a wrong cut
+            return
+        assert ours == [p for p, _ in split.pre_tokenize_str(text)]
+
+    same()
+
+
+def test_ids_are_the_files(deepseek_file):
+    tok = load_tokenizer(deepseek_file)
+    assert tok.engine.startswith(ENGINE), tok.engine
+    texts = [*shipped_texts()[::8], *PROBES, *MIXED]
+    want = [e.ids for e in tok.backend.encode_batch_fast(texts, add_special_tokens=False)]
+    got = tok.encode_batch(texts, add_special_tokens=False)
+    differ = [t for t, a, b in zip(texts, want, got) if a != b.tolist()]
+    assert not differ, f"{len(differ)} differ, first {differ[0][:80]!r}"
+    # the rank-order engines take one split, not a sequence, and say so
+    with pytest.raises(ConfigError, match="not a regex split followed by ByteLevel"):
+        TiktokenEncoder(tok.backend.to_str(), tok.name, reference=tok.backend)
+
+
+THIRD = alternatives_of(DEEPSEEK_V3[2])
+SEQUENCES_REFUSED = {
+    "two splits": (DEEPSEEK_V3[1:], "splits 2 times in a row"),
+    "numbers whole": ((r"\p{N}+", *DEEPSEEK_V3[1:]), "not numbers a few at a time"),
+    "a script by two classes": ((DEEPSEEK_V3[0], "[一-龥]+[ぁ-ゟ]", DEEPSEEK_V3[2]), "not runs of one class"),
+    "letters without marks": (
+        (*DEEPSEEK_V3[:2], DEEPSEEK_V3[2].replace(r"[\p{L}\p{M}]+", r"\p{L}+")),
+        r"(?s)alternative '\[\^.*\]\?\\p\{L\}\+' is not a step of DeepSeek-V3's",
+    ),
+    "steps out of order": (
+        (*DEEPSEEK_V3[:2], "|".join([THIRD[1], THIRD[0], *THIRD[2:]])),
+        "steps are letters, ASCII words",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SEQUENCES_REFUSED))
+def test_other_sequences_are_refused_by_name(name):
+    patterns, message = SEQUENCES_REFUSED[name]
+    with pytest.raises(SplitNotCut, match=message):
+        split_rule_of_sequence(patterns)
