@@ -207,6 +207,22 @@ def tokenizer_dir(kind: str) -> str:
             if (directory / "tokenizer.json").exists()
             else converted_dir(directory, CL100K_TIKTOKEN_OLDER)
         )
+    if kind == "deepseek-v3-form":  # cl100k's ranks with DeepSeek-V3's pre-tokenizer, three splits in a row
+        if not (directory / "tokenizer.json").exists():
+            from beamtok._src.engines.ranks import DEEPSEEK_V3_SPLITS
+
+            source = Path(tokenizer_dir("cl100k"))
+            spec = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+            splits = [
+                {"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False}
+                for p in DEEPSEEK_V3_SPLITS
+            ]
+            level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+            spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [*splits, level]}
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+            (directory / "tokenizer_config.json").write_text((source / "tokenizer_config.json").read_text())
+        return str(directory)
     if kind == "o200k-converted":  # the converter given o200k's ranks and split, as GPT-4o's files are made
         from beamtok._src.engines.ranks import O200K_PATTERN
 

@@ -7,7 +7,8 @@ Kinds: ``gpt2`` as shipped; ``cl100k-tiktoken-0.5``, ``cl100k-today`` and ``llam
 cl100k's ranks written by ``transformers``' ``TikTokenConverter`` with tiktoken 0.5-0.8's,
 tiktoken's current and Llama-3's split pattern; ``qwen2``: Qwen's ranks with Qwen2's split;
 ``o200k``: GPT-4o's ranks and split as ``ranks.tokenizer_json_from_ranks`` writes them, and
-``o200k-converted`` as ``TikTokenConverter`` does (``fast_path.tokenizer_dir``). Corpora, each cut to ``--mb`` megabytes of documents in a
+``o200k-converted`` as ``TikTokenConverter`` does; ``deepseek-v3-form``: cl100k's ranks with
+DeepSeek-V3's pre-tokenizer, three splits in a row (``fast_path.tokenizer_dir``). Corpora, each cut to ``--mb`` megabytes of documents in a
 seeded order: the shipped prose, source code and package documentation
 (``common.code_documents``), and ``multilingual``, the test texts of chardet (Russian,
 Bulgarian, Greek, Hebrew, Arabic, Turkish, Chinese, Japanese, Korean, Thai, central European
@@ -42,7 +43,16 @@ from fast_path import tokenizer_dir
 
 from common import code_documents, machine_line, shipped_documents, write_results
 
-KINDS = ["gpt2", "cl100k-tiktoken-0.5", "cl100k-today", "llama3-form", "qwen2", "o200k", "o200k-converted"]
+KINDS = [
+    "gpt2",
+    "cl100k-tiktoken-0.5",
+    "cl100k-today",
+    "llama3-form",
+    "qwen2",
+    "o200k",
+    "o200k-converted",
+    "deepseek-v3-form",
+]
 BESIDE = {
     "gpt2": "compiled byte-level BPE",
     "cl100k-today": "bpe-openai",

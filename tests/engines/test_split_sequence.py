@@ -19,20 +19,14 @@ from beamtok._src.engines.byte_level_file import PROBES
 from beamtok._src.engines.byte_level_split import IN_SCRIPT, KIND, LETTER, PUNCTUATION
 from beamtok._src.engines.char_classes import CharClasses
 from beamtok._src.engines.pattern_atoms import alternatives_of
+from beamtok._src.engines.ranks import DEEPSEEK_V3_SPLITS
 from beamtok._src.engines.split_patterns import split_sample
 from beamtok._src.engines.split_rules import SplitNotCut, split_rule_of_sequence
 from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
 
 from byte_level_files import built_from_ranks, shipped_texts
 
-# DeepSeek-V3's tokenizer.json, its three Split patterns as the file holds them (\r and \n as
-# characters in the third, the kana ranges as characters in the second)
-DEEPSEEK_V3 = (
-    r"\p{N}{1,3}",
-    "[一-龥\u3040-ゟ゠-ヿ]+",
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
-    "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
-)
+DEEPSEEK_V3 = DEEPSEEK_V3_SPLITS
 ENGINE = "beamtok compiled byte-level BPE on the file's split"
 TEXT = st.text(
     st.one_of(

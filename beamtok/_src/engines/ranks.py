@@ -17,6 +17,7 @@ from beamtok._src.base.errors import ConfigError
 
 __all__ = [
     "CL100K_PATTERN",
+    "DEEPSEEK_V3_SPLITS",
     "O200K_PATTERN",
     "QWEN2_PATTERN",
     "SPECIAL_TOKENS",
@@ -42,6 +43,14 @@ O200K_PATTERN = "|".join(
         r"""\s+(?!\S)""",
         r"""\s+""",
     ]
+)
+# DeepSeek-V3's tokenizer.json splits three times, each an isolating Split, before a ByteLevel
+# that does not split (the kana ranges and \r, \n are characters in its patterns, as here)
+DEEPSEEK_V3_SPLITS = (
+    r"\p{N}{1,3}",
+    "[一-龥\u3040-ゟ゠-ヿ]+",
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+    "| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
 )
 SPLIT_PATTERNS = {"cl100k": CL100K_PATTERN, "o200k": O200K_PATTERN, "qwen2": QWEN2_PATTERN}
 """Each published byte-level vocabulary's split, by the name its ranks are published under."""
