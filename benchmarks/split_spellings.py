@@ -22,6 +22,9 @@ would on a first epoch. ``raw`` is ``tokenizers``' ``encode_batch_fast`` on one 
 in a process of its own. Beside the engine taken, the one that would be next where it is close:
 the compiled byte-level engine for ``gpt2`` (whose ByteLevel split kitoken takes first) and
 for o200k's files (which bpe-openai takes first), bpe-openai for ``cl100k-today``. Rounds alternate the sides; ratios are medians of per-round ratios.
+By default each process finds what earlier ones kept on the machine (passed load checks,
+the classes of characters learned: ``passed_checks``), as every process after a machine's
+first does; ``--cold`` gives each process an empty ``$BEAMTOK_CHECKS_DIR``, as the first.
 Writes benchmarks/results/split_spellings.json (``--out``).
 """
 
@@ -35,6 +38,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -148,9 +152,11 @@ def candidate(tok: Any, name: str) -> Any:
     return next(c for c in candidates_for(family, tok.backend) if c.name == name).build(file)
 
 
-def run(kind: str, texts_file: str, side: str) -> dict[str, Any]:
+def run(kind: str, texts_file: str, side: str, cold: bool = False) -> dict[str, Any]:
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if cold:  # nothing an earlier process kept: the load checks run, every character is learned
+        env["BEAMTOK_CHECKS_DIR"] = tempfile.mkdtemp(prefix="beamtok-cold-")
     out = subprocess.run(
         [*pin, sys.executable, __file__, "--measure", kind, texts_file, side],
         capture_output=True,
@@ -169,6 +175,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--multilingual", default=CHARDET)
     parser.add_argument("--out", default="split_spellings.json")
+    parser.add_argument(
+        "--cold", action="store_true", help="each process without the load checks and classes kept on the machine"
+    )
     parser.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -177,7 +186,12 @@ def main() -> None:
     corpora = [c for c in args.corpora.split(",") if c != "multilingual" or os.path.isdir(args.multilingual)]
     work = Path(__file__).resolve().parent / "work" / "split_spellings"
     work.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"machine": machine_line(), "pinned": bool(shutil.which("taskset")), "corpora": {}}
+    results: dict[str, Any] = {
+        "machine": machine_line(),
+        "pinned": bool(shutil.which("taskset")),
+        "cold": args.cold,
+        "corpora": {},
+    }
     for name in corpora:
         texts = corpus(name, args.mb, args.multilingual)
         texts_file = work / f"{name}.json"
@@ -187,10 +201,10 @@ def main() -> None:
             rounds = []
             for _ in range(args.rounds):
                 raw = run(kind, str(texts_file), "raw")
-                ours = run(kind, str(texts_file), "auto")
+                ours = run(kind, str(texts_file), "auto", args.cold)
                 one = {"raw": raw, "auto": ours, "ratio_after_first_batch": raw["rest_s"] / ours["rest_s"]}
                 if kind in BESIDE:
-                    one["beside"] = run(kind, str(texts_file), BESIDE[kind])
+                    one["beside"] = run(kind, str(texts_file), BESIDE[kind], args.cold)
                     one["beside_over_auto_after_first_batch"] = ours["rest_s"] / one["beside"]["rest_s"]
                 rounds.append(one)
             rows[kind] = {

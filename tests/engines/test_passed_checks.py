@@ -1,6 +1,7 @@
 """A pass of the compiled byte-level engine's split-sample check is remembered on the machine
 (``engines/passed_checks``): a later load of the same file with the same rule skips it; another
-file, another rule, or a refusal is checked afresh."""
+file, another rule, or a refusal is checked afresh; the classes of characters learned are kept
+the same way."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from beamtok._src.engines import byte_level_encoder
 from beamtok._src.engines.byte_level_encoder import CompiledByteLevelEncoder
+from beamtok._src.engines.char_classes import CharClasses
 from beamtok._src.engines.exact_encoder import ExactEncoder, ProbeMismatch
 from beamtok._src.engines.passed_checks import CHECKS_ENV, passed_before
 from beamtok._src.engines.ranks import CL100K_PATTERN, QWEN2_PATTERN, tokenizer_json_from_ranks
@@ -52,7 +54,7 @@ def sample_checks(monkeypatch) -> list[int]:
 def test_a_pass_is_remembered_and_the_next_load_skips_the_sample(marks, monkeypatch, cl100k_json):
     seen = sample_checks(monkeypatch)
     CompiledByteLevelEncoder(cl100k_json, "first")
-    assert len(seen) == 1 and len(list(marks.iterdir())) == 1
+    assert len(seen) == 1 and len([p for p in marks.iterdir() if not p.name.startswith("char-classes")]) == 1
     assert passed_before(ENGINE, cl100k_json, repr(split_rule_of(CL100K_PATTERN)))
     CompiledByteLevelEncoder(cl100k_json, "second")
     assert len(seen) == 1  # skipped: the same file, rule and code
@@ -95,3 +97,25 @@ def test_off_keeps_nothing(tmp_path, monkeypatch, cl100k_json):
     CompiledByteLevelEncoder(cl100k_json, "one")
     CompiledByteLevelEncoder(cl100k_json, "two")
     assert len(seen) == 2
+
+
+def test_learned_classes_are_kept_for_the_next_process(marks, monkeypatch):
+    """Characters learned in one process are loaded by the next (a fresh CharClasses, here)
+    without asking the file again; another split keeps its own; ``off`` keeps nothing."""
+    rule = split_rule_of(CL100K_PATTERN)
+    first = CharClasses(CL100K_PATTERN, rule)
+    text = "ᚠᚢᚦ runes, 𐌰𐌱 gothic, 漢字 ٣٤"
+    first.cut(text)
+    first._keep(0, at_exit=True)  # what the process's exit writes
+    asked: list[str] = []
+    original = CharClasses._asked_class
+    monkeypatch.setattr(CharClasses, "_asked_class", lambda self, c: asked.append(c) or original(self, c))
+    second = CharClasses(CL100K_PATTERN, rule)
+    assert second.cut(text) == first.cut(text) and not asked  # nothing asked again
+    assert (second.table == first.table).all()
+    CharClasses(QWEN2_PATTERN, split_rule_of(QWEN2_PATTERN)).cut(text)
+    assert set(asked) >= set("ᚠᚢᚦ漢字")  # another split learns for itself
+    monkeypatch.setenv(CHECKS_ENV, "off")
+    asked.clear()
+    CharClasses(CL100K_PATTERN, rule).cut(text)
+    assert set(asked) >= set("ᚠᚢᚦ漢字")

@@ -10,12 +10,16 @@ asked of the file's own pattern, run by ``tokenizers`` on a few short strings, t
 the character is met (:class:`CharClasses`); the answer is then checked by cutting strings
 that put the character in every context that tells classes apart, here and by
 ``tokenizers``; a character whose cuts differ is sent with its text to another engine.
+What a process learned is kept on disk for the next (``passed_checks.kept_file``), as passed
+load checks are.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -43,6 +47,7 @@ from beamtok._src.engines.byte_level_split import (
     UNKNOWN,
     piece_ends,
 )
+from beamtok._src.engines.passed_checks import kept_file
 from beamtok._src.engines.split_rules import LETTERS_BY_CASE, SCRIPT_SEQUENCE, SplitRule
 
 __all__ = ["CharClasses", "classes_for"]
@@ -72,7 +77,43 @@ class CharClasses:
         self._trial = self.table.copy()
         self._lock = threading.RLock()  # a check learns the other characters of its strings
         self._pid = os.getpid()
+        self._kept = kept_file("char-classes", repr((pattern, rule)))
+        self._unsaved, self._saved_at, self._exit_hook = 0, 0.0, False
+        self._load_kept()
         self.learn(np.arange(128, dtype=np.uint32))
+
+    def _load_kept(self) -> None:
+        """The classes an earlier process learned for this split, where they were kept."""
+        if self._kept is None:
+            return
+        try:
+            kept = np.load(self._kept, allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            return  # none yet, or one being written: learned afresh
+        if kept.shape == self.table.shape and kept.dtype == self.table.dtype:
+            self.table[:] = kept
+            self._trial[:] = kept
+
+    def _keep(self, learned: int, at_exit: bool = False) -> None:
+        """Write the table where later processes load it, at most every few tenths of a second
+        while characters keep coming, and what is left at the process's exit."""
+        self._unsaved += learned
+        if self._kept is None or not self._unsaved:
+            return
+        if not at_exit and time.monotonic() - self._saved_at < 0.25:
+            if not self._exit_hook:
+                atexit.register(self._keep, 0, True)
+                self._exit_hook = True
+            return
+        partial = self._kept.with_name(f"{self._kept.name}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            self._kept.parent.mkdir(parents=True, exist_ok=True)
+            with open(partial, "wb") as out:
+                np.save(out, self.table, allow_pickle=False)
+            os.replace(partial, self._kept)
+        except OSError:
+            return  # a directory that cannot be written keeps nothing
+        self._unsaved, self._saved_at = 0, time.monotonic()
 
     def cut(self, text: str) -> list[str]:
         """``text`` cut here (its characters' classes learned first); ValueError where it
@@ -113,6 +154,7 @@ class CharClasses:
                         self._trial[ord(c)] = ROUTED
             for c in new:
                 self.table[ord(c)] = self._trial[ord(c)]
+            self._keep(len(new))
 
     def _pieces(self, text: str) -> list[str]:
         return [piece for piece, _ in self._split.pre_tokenize_str(text)]

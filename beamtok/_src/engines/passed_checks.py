@@ -1,4 +1,5 @@
-"""Load checks an engine passed for a file, remembered on disk so later processes skip them.
+"""Load checks an engine passed for a file, and what the compiled byte-level engine learned of
+characters, remembered on disk so later processes skip them.
 
 The compiled byte-level engine checks a file against ``tokenizers`` on every string of the
 split sample before it is taken (most of its set-up: ``docs/performance.md``), in every process that loads the file: each
@@ -6,7 +7,10 @@ DataLoader worker that builds its own, each Beam worker, each run. The outcome d
 the file, the engine's rule for it and the code on both sides, so a pass is remembered under
 a digest of all of them (the file's text, the rule, the sources of ``beamtok/_src/engines``
 and the versions of ``tokenizers`` and ``numba``): a change to any is a new key, and the
-check runs again. Only passes are kept; a refusal is always checked afresh.
+check runs again. Only passes are kept; a refusal is always checked afresh. The classes of
+characters the compiled byte-level cut learned for a split (``char_classes``), each checked
+against the file's split when learned, are kept the same way, under the split's patterns and
+rule (:func:`kept_file`).
 
 The marks live in ``$BEAMTOK_CHECKS_DIR`` (default ``~/.cache/beamtok/engine-checks``); ``off``
 keeps nothing (the test suite sets it, so every test checks). A directory that cannot be
@@ -21,7 +25,7 @@ import importlib.metadata
 import os
 from pathlib import Path
 
-__all__ = ["CHECKS_ENV", "passed_before", "remember_passed"]
+__all__ = ["CHECKS_ENV", "kept_file", "passed_before", "remember_passed"]
 
 CHECKS_ENV = "BEAMTOK_CHECKS_DIR"
 
@@ -86,3 +90,15 @@ def remember_passed(engine: str, tokenizer_json: str, detail: str) -> None:
         mark.touch()
     except OSError:  # a directory that cannot be written keeps nothing
         return
+
+
+def kept_file(kind: str, detail: str) -> Path | None:
+    """Where what an engine learned of ``kind`` for ``detail`` is kept (None where nothing is
+    kept: ``$BEAMTOK_CHECKS_DIR`` is ``off``), under the same code digest as the passes.
+
+    Args:
+        kind: What is kept, as a file name's start (``char-classes``).
+        detail: What it depends on besides the code (the split's patterns and rule).
+    """
+    mark = _mark(kind, "", detail)
+    return None if mark is None else mark.with_name(f"{kind}-{mark.name[:32]}.npy")
