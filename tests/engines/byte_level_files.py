@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import zstandard
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beamtok._src.engines.ranks import (
@@ -171,3 +172,27 @@ ADVERSARIAL = st.lists(
     ),
     max_size=12,
 ).map("".join)
+
+
+def assert_cuts_like_the_file(classes, split, texts: st.SearchStrategy[str], examples: int) -> None:
+    """Every text ``texts`` draws is cut by ``classes`` (a ``CharClasses``) as by ``split``
+    (the file's pre-tokenizer), or holds a character the cut sends to the file: never a wrong
+    cut."""
+
+    @settings(max_examples=examples, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @given(texts)
+    def same(text: str) -> None:
+        try:
+            ours = classes.cut(text)
+        except ValueError:  # a character sent to the file: allowed, never a wrong cut
+            return
+        assert ours == [p for p, _ in split.pre_tokenize_str(text)]
+
+    same()
+
+
+def short_texts(often: str) -> st.SearchStrategy[str]:
+    """Texts of up to 30 characters, any of UTF-8's or, as often, one of ``often`` (the
+    characters whose classes a split tells apart)."""
+    characters = st.one_of(st.characters(codec="utf-8", exclude_categories=("Cs",)), st.sampled_from(list(often)))
+    return st.text(characters, max_size=30)

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from tokenizers import Regex, pre_tokenizers
 
 from beamtok import load_tokenizer
@@ -27,7 +25,7 @@ from beamtok._src.engines.split_patterns import CL100K_TIKTOKEN_OLDER, CL100K_TO
 from beamtok._src.engines.split_rules import split_rule_of, split_rule_of_sequence
 from beamtok._src.transforms import tokenizer_registry
 
-from byte_level_files import built_from_ranks, shipped_texts
+from byte_level_files import assert_cuts_like_the_file, built_from_ranks, shipped_texts, short_texts
 from conftest import modules_blocked, on_threads
 
 SPELLED = {
@@ -40,13 +38,7 @@ SPELLED = {
 }
 ENGINE = "beamtok compiled byte-level BPE on the file's split"
 
-TEXT = st.text(
-    st.one_of(
-        st.characters(codec="utf-8", exclude_categories=("Cs",)),
-        st.sampled_from(list("'sSdtTlLvVeErRſ \n\r\t1٣½!/\u3000\u00a0\u0558\u0301ǅʰ中")),
-    ),
-    max_size=30,
-)
+TEXT = short_texts("'sSdtTlLvVeErRſ \n\r\t1٣½!/\u3000\u00a0\u0558\u0301ǅʰ中")
 
 
 def file_split(pattern: str):
@@ -84,16 +76,7 @@ def test_the_cut_is_the_files_on_any_text(name):
     pattern = SPELLED[name]
     classes, split = CharClasses(pattern, split_rule_of(pattern)), file_split(pattern)
 
-    @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-    @given(TEXT)
-    def same(text: str) -> None:
-        try:
-            ours = classes.cut(text)
-        except ValueError:  # a character sent to the file: allowed, never a wrong cut
-            return
-        assert ours == [p for p, _ in split.pre_tokenize_str(text)]
-
-    same()
+    assert_cuts_like_the_file(classes, split, TEXT, 400)
 
 
 def test_classes_are_the_files_own_not_pythons():

@@ -33,6 +33,15 @@ def fresh(monkeypatch):
     monkeypatch.setattr(engine_choice, "_WARNED", set())
 
 
+def split_then_bytes(pattern: str) -> Tokenizer:
+    """A file that splits with ``pattern`` then maps bytes, as cl100k-kind files do."""
+    file = Tokenizer(models.BPE())
+    file.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(pattern), "isolated"), pre_tokenizers.ByteLevel(use_regex=False)]
+    )
+    return file
+
+
 def test_each_family_has_its_candidates_in_order(fresh):
     gpt2, bert = load_tokenizer(str(TOKENIZER_DIR)), load_tokenizer(str(BERT))
     assert [c.name for c in candidates_for(BYTE_LEVEL, gpt2.backend)] == [
@@ -42,20 +51,13 @@ def test_each_family_has_its_candidates_in_order(fresh):
         "bpe-openai",
         "tiktoken",
     ]
-    split_first = Tokenizer(models.BPE())  # a Split then a ByteLevel, as cl100k-kind files are
-    split_first.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(Regex(CL100K_PATTERN), "isolated"), pre_tokenizers.ByteLevel(use_regex=False)]
-    )
-    assert [c.name for c in candidates_for(BYTE_LEVEL, split_first)][1:4] == [
+    assert [c.name for c in candidates_for(BYTE_LEVEL, split_then_bytes(CL100K_PATTERN))][1:4] == [
         "compiled byte-level BPE",
         "bpe-openai",
         "kitoken",
     ]
-    by_case = Tokenizer(models.BPE())  # o200k's split: bpe-openai first, faster on o200k's own ranks
-    by_case.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(Regex(O200K_PATTERN), "isolated"), pre_tokenizers.ByteLevel(use_regex=False)]
-    )
-    assert [c.name for c in candidates_for(BYTE_LEVEL, by_case)][1:4] == [
+    # o200k's split: bpe-openai first, faster on o200k's own ranks
+    assert [c.name for c in candidates_for(BYTE_LEVEL, split_then_bytes(O200K_PATTERN))][1:4] == [
         "bpe-openai",
         "compiled byte-level BPE",
         "kitoken",

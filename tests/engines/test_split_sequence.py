@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from tokenizers import Regex, pre_tokenizers
 
 from beamtok import ConfigError, load_tokenizer
@@ -24,17 +22,11 @@ from beamtok._src.engines.split_patterns import split_sample
 from beamtok._src.engines.split_rules import SplitNotCut, split_rule_of_sequence
 from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
 
-from byte_level_files import built_from_ranks, shipped_texts
+from byte_level_files import assert_cuts_like_the_file, built_from_ranks, shipped_texts, short_texts
 
 DEEPSEEK_V3 = DEEPSEEK_V3_SPLITS
 ENGINE = "beamtok compiled byte-level BPE on the file's split"
-TEXT = st.text(
-    st.one_of(
-        st.characters(codec="utf-8", exclude_categories=("Cs",)),
-        st.sampled_from(list("aZé中文ひらカナ・ー゛\u3040 \n\r\t12٣½!?.'_/«😀\x00\u0301\u3000")),
-    ),
-    max_size=30,
-)
+TEXT = short_texts("aZé中文ひらカナ・ー゛\u3040 \n\r\t12٣½!?.'_/«😀\x00\u0301\u3000")
 MIXED = [
     "DeepSeek-V3 は 2024年12月26日 に公開された。価格: $0.27/1M tokens!",
     "中文：深度求索（DeepSeek）发布了V3模型，参数量671B。",
@@ -80,16 +72,7 @@ def test_the_cut_is_the_files_on_any_text():
     classes = CharClasses(DEEPSEEK_V3, split_rule_of_sequence(DEEPSEEK_V3))
     split = sequence_split(DEEPSEEK_V3)
 
-    @settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-    @given(TEXT)
-    def same(text: str) -> None:
-        try:
-            ours = classes.cut(text)
-        except ValueError:  # a character sent to the file: allowed, never a wrong cut
-            return
-        assert ours == [p for p, _ in split.pre_tokenize_str(text)]
-
-    same()
+    assert_cuts_like_the_file(classes, split, TEXT, 500)
 
 
 def test_ids_are_the_files(deepseek_file):

@@ -195,29 +195,10 @@ def split_rule_of_sequence(patterns: tuple[str, ...]) -> SplitRule:
         raise SplitNotCut(f"its third split has {e}") from None
     for alternative in alternatives:
         atoms = _atoms_or_refuse(alternative)
-        optional = bool(atoms) and (atoms[0].low, atoms[0].high) == (0, 1)
-        if (
-            len(atoms) == 2
-            and atoms[0].chars == ASCII_PUNCTUATION
-            and atoms[0].low == 1
-            and _run(atoms[1], ASCII_LETTERS)
-        ):
-            steps.append("ASCII words")
-        elif (
-            len(atoms) == 2
-            and optional
-            and atoms[0].chars == NOT_WORD_PUNCTUATION_OR_NEWLINE
-            and _run(atoms[1], LETTERS_AND_MARKS)
-        ):
-            steps.append("letters")
-        elif (
-            len(atoms) == 3
-            and optional
-            and atoms[0].chars == SPACE
-            and _run(atoms[1], PUNCTUATION_AND_SYMBOLS)
-            and (atoms[2].chars, atoms[2].low, atoms[2].high) == (NEWLINES, 0, UNBOUNDED)
-        ):
-            steps.append("punctuation")
+        form = tuple((atom.chars, atom.low, atom.high) for atom in atoms if not atom.possessive)
+        step = next((name for name, steps_form in _DEEPSEEK_STEPS.items() if form == steps_form), None)
+        if step is not None:
+            steps.append(step)
         else:
             whitespace = _whitespace_step(atoms)
             if whitespace is None or whitespace[0] == "trailing":
@@ -235,6 +216,15 @@ def split_rule_of_sequence(patterns: tuple[str, ...]) -> SplitRule:
     if steps != expected:
         raise SplitNotCut(f"its third split's steps are {', '.join(steps)}, not {', '.join(expected)}")
     return SplitRule(numbers=numbers[0].high, shape=shape)
+
+
+# the first steps of DeepSeek-V3's third split, each as its atoms' (class, low, high); none
+# possessive (a possessive optional character would not give a mark back to the letters)
+_DEEPSEEK_STEPS = {
+    "ASCII words": ((ASCII_PUNCTUATION, 1, 1), (ASCII_LETTERS, 1, UNBOUNDED)),
+    "letters": ((NOT_WORD_PUNCTUATION_OR_NEWLINE, 0, 1), (LETTERS_AND_MARKS, 1, UNBOUNDED)),
+    "punctuation": ((SPACE, 0, 1), (PUNCTUATION_AND_SYMBOLS, 1, UNBOUNDED), (NEWLINES, 0, UNBOUNDED)),
+}
 
 
 def _atoms_or_refuse(alternative: str) -> list[Atom]:
