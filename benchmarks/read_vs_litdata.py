@@ -2,13 +2,16 @@
 
     python benchmarks/read_vs_litdata.py [--mb 40] [--rounds 3]
 
-The same rows of 1,024 GPT-2 ids are read by both: a beamtok cache built with
-``concat_chunk(1024)``, and a litdata dataset ``optimize``d from that cache's ``input_ids``
-(one item a row, ``TokensLoader``), so the tokens are the same. Each measurement runs in its
-own interpreter, kinds in turns (neither always first); litdata runs in an environment of its
+The same text is read as GPT-2 ids by both: a beamtok cache built with ``concat_chunk(1024)``;
+a litdata dataset ``optimize``d from that cache's ``input_ids`` (one item a row,
+``TokensLoader``), so the tokens are the same (``litdata``); and a litdata dataset made the way
+litdata's own users make one from text (``littext``: each document tokenized by ``tokenizers``
+with an EOS after it, 64 MB chunks, read in blocks of 1,025 as litgpt reads them). Each
+measurement runs in its own interpreter, kinds in turns (neither always first); the kinds
+ending ``pinned`` run on one core (``taskset -c 0``). litdata runs in an environment of its
 own (``build/litdata-venv``: ``python -m venv``, then ``pip install "torch==2.13.0" litdata
-pyarrow`` in one command: installed after torch, litdata's torchvision pulls a newer, CUDA
-torch; ``make bench`` does this). Read in batches of 8 x 1024:
+pyarrow tokenizers`` in one command: installed after torch, litdata's torchvision pulls a
+newer, CUDA torch; ``make bench`` does this). Read in batches of 8 x 1024:
 
 - **one process**: ``from_cache(DIR).batch(8)`` (every field beamtok documents: ids, segments,
   positions, loss mask, provenance) against ``StreamingDataLoader(StreamingDataset(DIR,
@@ -41,7 +44,17 @@ ROOT = HERE.parent
 WORK = ROOT / "build" / "bench-read"
 LITDATA_PYTHON = ROOT / "build" / "litdata-venv" / "bin" / "python"
 SEQ_LEN, BATCH = 1024, 8
-KINDS = ("beamtok_1p", "litdata_1p", "beamtok_2w", "litdata_2w", "ready_2w")
+KINDS = (
+    "beamtok_1p",
+    "litdata_1p",
+    "littext_1p",
+    "beamtok_1p_pinned",
+    "litdata_1p_pinned",
+    "littext_1p_pinned",
+    "beamtok_2w",
+    "litdata_2w",
+    "ready_2w",
+)
 
 # beamtok's read, in one process or through StatefulDataLoader workers; or ("ready") the most a
 # dataset gets through that loader with 2 workers here: each worker hands over a batch made once
@@ -88,10 +101,10 @@ print(json.dumps({"first_batch_s": at_first - started, "after_first_tokens": tok
 
 LITDATA_READ = r"""
 import json, sys, time
-directory, workers = sys.argv[1], int(sys.argv[2])
+directory, workers, block = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 from litdata import StreamingDataLoader, StreamingDataset, TokensLoader
 started = time.perf_counter()  # imports apart: the first batch is the loader's own time
-ds = StreamingDataset(directory, item_loader=TokensLoader(block_size=1024), shuffle=False)
+ds = StreamingDataset(directory, item_loader=TokensLoader(block_size=block), shuffle=False)
 batches = iter(StreamingDataLoader(ds, batch_size=8, num_workers=workers))
 first = next(batches)
 at_first = time.perf_counter()
@@ -119,7 +132,41 @@ if __name__ == "__main__":
 """
 
 
-def prepare(mb: float) -> tuple[str, str, int]:
+# litdata's own way from text, as litgpt prepares pretraining data: each document tokenized
+# (GPT-2's file, with tokenizers) with an EOS after it, the token stream cut into chunks of
+# 64 MB, read back in blocks of 1,025 (1,024 inputs and the next token's label)
+LITDATA_OPTIMIZE_TEXT = r"""
+import json, sys
+import torch
+from litdata import optimize, TokensLoader
+from tokenizers import Tokenizer
+files, tokenizer, out = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
+tok = Tokenizer.from_file(tokenizer)
+eos = tok.token_to_id("<|endoftext|>")
+
+def documents(path):
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            yield torch.tensor(tok.encode(json.loads(line)["text"]).ids + [eos], dtype=torch.int32)
+
+if __name__ == "__main__":
+    optimize(fn=documents, inputs=files, output_dir=out, chunk_bytes="64MB", item_loader=TokensLoader(), num_workers=1)
+"""
+
+
+def optimized(script_text: str, arguments: list[str], out: Path) -> None:
+    """``out`` made by litdata's ``optimize`` (in its own environment), unless it is there."""
+    if (out / "index.json").exists():
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    script = WORK / f"optimize-{out.name}.py"
+    script.write_text(script_text)
+    proc = subprocess.run([str(LITDATA_PYTHON), str(script), *arguments, str(out)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"litdata optimize failed:\n{proc.stderr[-3000:]}")
+
+
+def prepare(mb: float) -> tuple[str, str, str, int]:
     sys.path.insert(0, str(HERE))
     from beamtok import Dataset
 
@@ -132,25 +179,29 @@ def prepare(mb: float) -> tuple[str, str, int]:
         ds = Dataset.from_files(paths).tokenize(str(ROOT / "data" / "tokenizers" / "gpt2")).ensure_bos_eos()
         ds.concat_chunk(SEQ_LEN).cache(str(cache), progress=False)
     lit = WORK / f"litdata-{mb:g}"
-    if not (lit / "index.json").exists():
-        shutil.rmtree(lit, ignore_errors=True)
-        files = ",".join(str(p) for p in sorted((cache / "shards").glob("*.parquet")))
-        script = WORK / "optimize.py"
-        script.write_text(LITDATA_OPTIMIZE)
-        proc = subprocess.run([str(LITDATA_PYTHON), str(script), files, str(lit)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"litdata optimize failed:\n{proc.stderr[-3000:]}")
+    optimized(LITDATA_OPTIMIZE, [",".join(str(p) for p in sorted((cache / "shards").glob("*.parquet")))], lit)
+    text = WORK / f"litdata-text-{mb:g}"
+    tokenizer_json = WORK / "gpt2-tokenizer.json"  # the file beamtok loads, for tokenizers alone to read
+    from beamtok import load_tokenizer
+
+    tokenizer_json.write_text(load_tokenizer(str(ROOT / "data" / "tokenizers" / "gpt2")).backend.to_str())
+    optimized(LITDATA_OPTIMIZE_TEXT, [",".join(paths), str(tokenizer_json)], text)
     rows = sum(e["rows"] for e in json.loads((cache / "manifest.json").read_text())["shards"])
-    return str(cache), str(lit), rows
+    return str(cache), str(lit), str(text), rows
 
 
-def measure(kind: str, cache: str, lit: str) -> dict[str, Any]:
+def measure(kind: str, cache: str, lit: str, text: str) -> dict[str, Any]:
     from common import measured
 
     workers = "2" if kind.endswith("2w") else "0"
+    pin = ["taskset", "-c", "0"] if kind.endswith("pinned") and shutil.which("taskset") else []
     if kind.startswith(("beamtok", "ready")):
-        return measured([sys.executable, "-c", BEAMTOK_READ, cache, workers, kind.split("_")[0]], kind, cwd=ROOT)
-    return measured([str(LITDATA_PYTHON), "-c", LITDATA_READ, lit, workers], kind, cwd=ROOT)
+        command = [sys.executable, "-c", BEAMTOK_READ, cache, workers, kind.split("_")[0]]
+    elif kind.startswith("littext"):
+        command = [str(LITDATA_PYTHON), "-c", LITDATA_READ, text, workers, str(SEQ_LEN + 1)]
+    else:
+        command = [str(LITDATA_PYTHON), "-c", LITDATA_READ, lit, workers, str(SEQ_LEN)]
+    return measured([*pin, *command], kind, cwd=ROOT)
 
 
 def main() -> None:
@@ -161,15 +212,15 @@ def main() -> None:
     args = parser.parse_args()
     if not LITDATA_PYTHON.exists():
         raise SystemExit(
-            f"no {LITDATA_PYTHON}: python -m venv build/litdata-venv && build/litdata-venv/bin/pip install 'torch==2.13.0' litdata pyarrow"
+            f"no {LITDATA_PYTHON}: python -m venv build/litdata-venv && build/litdata-venv/bin/pip install 'torch==2.13.0' litdata pyarrow tokenizers"
         )
     WORK.mkdir(parents=True, exist_ok=True)
-    cache, lit, rows = prepare(args.mb)
+    cache, lit, text, rows = prepare(args.mb)
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
     for r in range(args.rounds):
         order = KINDS if r % 2 == 0 else tuple(reversed(KINDS))
         for kind in order:
-            result = measure(kind, cache, lit)
+            result = measure(kind, cache, lit, text)
             result["tokens_per_s"] = result["after_first_tokens"] / result["after_first_s"]
             runs[kind].append(result)
         print(
@@ -194,6 +245,14 @@ def main() -> None:
         "first_batch_s": {k: statistics.median(x["first_batch_s"] for x in v) for k, v in runs.items()},
         "ratios": {
             "beamtok / litdata, one process": paired("beamtok_1p", "litdata_1p"),
+            "beamtok / litdata from its own optimize of the text, one process": paired("beamtok_1p", "littext_1p"),
+            "beamtok / litdata, one process, one core pinned": paired("beamtok_1p_pinned", "litdata_1p_pinned"),
+            "beamtok / litdata from its own optimize of the text, one core pinned": paired(
+                "beamtok_1p_pinned", "littext_1p_pinned"
+            ),
+            "litdata from its own optimize / from beamtok's rows, one core pinned": paired(
+                "littext_1p_pinned", "litdata_1p_pinned"
+            ),
             "beamtok / litdata, 2 workers": paired("beamtok_2w", "litdata_2w"),
             "beamtok 2 workers / beamtok one process": paired("beamtok_2w", "beamtok_1p"),
             "litdata 2 workers / litdata one process": paired("litdata_2w", "litdata_1p"),
