@@ -196,3 +196,20 @@ def short_texts(often: str) -> st.SearchStrategy[str]:
     characters whose classes a split tells apart)."""
     characters = st.one_of(st.characters(codec="utf-8", exclude_categories=("Cs",)), st.sampled_from(list(often)))
     return st.text(characters, max_size=30)
+
+
+def split_as(source_kind: str, splits: tuple[str, ...]) -> str:
+    """``source_kind``'s ranks (``built_from_ranks``) with a pre-tokenizer of ``splits``, each
+    an isolating Split, then a ByteLevel that does not split: another file's split over these
+    ranks, as a file that ships that split with its own vocabulary has it. Made once per machine."""
+    source = Path(built_from_ranks(source_kind))
+
+    def build(directory: Path) -> None:
+        spec = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
+        steps = [{"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False} for p in splits]
+        level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+        spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [*steps, level]}
+        (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+        (directory / "tokenizer_config.json").write_text((source / "tokenizer_config.json").read_text())
+
+    return str(built_once(f"{source_kind}-split-{len(splits)}", [str(source), splits], build))

@@ -4,8 +4,9 @@ The engines read characters through Unicode tables of their own (Python's ``unic
 ``str`` methods, kitoken's, bpe-openai's and tiktoken's regex classes), each of some Unicode
 version, and ``tokenizers`` through its own: a character one of them knows and the other does
 not can be split, cased or normalized otherwise (as NFC was, ``normal_forms``). So each file's
-fast path reads code points in three contexts (between letters and digits, after a combining
-mark, beside an accented letter): every code point below U+3000, where most scripts and their
+fast path (o200k's split and DeepSeek-V3's three splits over cl100k's ranks on the compiled
+byte-level engine, among the others) reads code points in three contexts (between letters and
+digits, after a combining mark, beside an accented letter): every code point below U+3000, where most scripts and their
 marks lie; one in eleven of the rest of planes 0-3 and of plane 14, a different eleventh for
 each tokenizer; and one in a thousand and one of planes 4-13, where no Unicode version to date
 assigns a character, and of planes 15-16, private use (each a class of its own that a sample
@@ -21,9 +22,10 @@ import pytest
 from test_sentencepiece_files import converted
 
 from beamtok import load_tokenizer
+from beamtok._src.engines.ranks import DEEPSEEK_V3_SPLITS, O200K_PATTERN
 from beamtok._src.transforms import tokenizer_registry
 
-from byte_level_files import built_from_ranks
+from byte_level_files import built_from_ranks, split_as
 from conftest import ROOT, TOKENIZER_DIR, assert_same_ids, modules_blocked, trained_family
 from test_fast_path_cached_words import COMPILED
 
@@ -44,6 +46,9 @@ KINDS = [
     "qwen2",
     "cl100k-converted",
     "llama3-form",
+    "o200k-converted",
+    "o200k-split",
+    "deepseek-v3-split",
     "sp-bpe-metaspace",
     "sp-bpe-prepend",
     "unigram",
@@ -62,6 +67,10 @@ def directory(kind: str) -> str:
         return str(converted(kind))
     if kind in ("sp-bpe-metaspace", "sp-bpe-prepend", "unigram", "wordpiece"):
         return str(trained_family(kind))
+    if kind == "o200k-split":  # o200k's split on cl100k's ranks: the compiled engine's (bpe-openai takes o200k's own)
+        return split_as("cl100k", (O200K_PATTERN,))
+    if kind == "deepseek-v3-split":
+        return split_as("cl100k", DEEPSEEK_V3_SPLITS)
     return built_from_ranks(kind)
 
 

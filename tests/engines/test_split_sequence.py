@@ -6,9 +6,6 @@ cl100k's ranks with that pre-tokenizer."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from tokenizers import Regex, pre_tokenizers
 
@@ -22,7 +19,7 @@ from beamtok._src.engines.split_patterns import split_sample
 from beamtok._src.engines.split_rules import SplitNotCut, split_rule_of_sequence
 from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
 
-from byte_level_files import assert_cuts_like_the_file, built_from_ranks, shipped_texts, short_texts
+from byte_level_files import assert_cuts_like_the_file, shipped_texts, short_texts, split_as
 
 DEEPSEEK_V3 = DEEPSEEK_V3_SPLITS
 ENGINE = "beamtok compiled byte-level BPE on the file's split"
@@ -43,17 +40,9 @@ def sequence_split(patterns: tuple[str, ...]):
 
 
 @pytest.fixture(scope="module")
-def deepseek_file(tmp_path_factory) -> str:
+def deepseek_file() -> str:
     """cl100k's ranks with DeepSeek-V3's pre-tokenizer (the vocabulary does not change the cut)."""
-    source = Path(built_from_ranks("cl100k"))
-    spec = json.loads((source / "tokenizer.json").read_text(encoding="utf-8"))
-    splits = [{"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False} for p in DEEPSEEK_V3]
-    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
-    spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [*splits, level]}
-    directory = tmp_path_factory.mktemp("deepseek-v3")
-    (directory / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
-    (directory / "tokenizer_config.json").write_text((source / "tokenizer_config.json").read_text())
-    return str(directory)
+    return split_as("cl100k", DEEPSEEK_V3)
 
 
 def test_the_cut_is_the_files_on_the_split_sample_and_mixed_scripts():
