@@ -7,6 +7,7 @@ cl100k's ranks with that pre-tokenizer."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 from tokenizers import Regex, pre_tokenizers
 
 from beamtok import ConfigError, load_tokenizer
@@ -19,7 +20,7 @@ from beamtok._src.engines.split_patterns import split_sample
 from beamtok._src.engines.split_rules import SplitNotCut, split_rule_of_sequence
 from beamtok._src.engines.tiktoken_backend import TiktokenEncoder
 
-from byte_level_files import assert_cuts_like_the_file, shipped_texts, short_texts, split_as
+from byte_level_files import ADVERSARIAL, assert_cuts_like_the_file, shipped_texts, short_texts, split_as
 
 DEEPSEEK_V3 = DEEPSEEK_V3_SPLITS
 ENGINE = "beamtok compiled byte-level BPE on the file's split"
@@ -98,3 +99,16 @@ def test_other_sequences_are_refused_by_name(name):
     patterns, message = SEQUENCES_REFUSED[name]
     with pytest.raises(SplitNotCut, match=message):
         split_rule_of_sequence(patterns)
+
+
+def test_ids_are_the_files_on_adversarial_text(deepseek_file):
+    """Runs of whitespace, numbers, marks and scripts side by side, as in the byte-level files' tests."""
+    tok = load_tokenizer(deepseek_file)
+
+    @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @given(ADVERSARIAL)
+    def same(text: str) -> None:
+        want = tok.backend.encode(text, add_special_tokens=False).ids
+        assert tok.encode_batch([text], add_special_tokens=False)[0].tolist() == want
+
+    same()
