@@ -14,7 +14,6 @@ a document, which pieces of documents cut apart are not.
 from __future__ import annotations
 
 import itertools
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -325,7 +324,3 @@ def describe_stats(summary: dict[str, Any]) -> str:
             f"{s['shard']:<6} {s['rows']:<11,} {s['tokens']:<15,} {s['documents']:<10,} {s['skipped']:<8,} {s['url']}"
         )
     return "\n".join(lines)
-
-
-def to_json_text(summary: dict[str, Any]) -> str:
-    return json.dumps(summary, indent=1, sort_keys=False)

@@ -21,7 +21,7 @@ from beamtok._src.base.validate import check_choice
 from beamtok._src.core.step_table import step_from_json
 from beamtok._src.core.steps import BosEosStep, FilterStep, LengthFilterStep, MapStep, Step, TokenizeStep
 from beamtok._src.core.supervised_steps import ChatStep, SftStep
-from beamtok._src.transforms.packing_modes import PACKING_MODES, PackSpec
+from beamtok._src.transforms.packing_modes import PackSpec
 from beamtok._src.transforms.tokenize import TokenizerRef
 from beamtok._src.transforms.tokenizer_registry import resolve_tokenizer, serialize_tokenizers
 
@@ -47,7 +47,6 @@ __all__ = [
 
 OnError = Literal["raise", "skip"]
 SOURCE_FORMATS = ("auto", "jsonl", "parquet", "arrow", "text", "mds", "memory")
-PACK_MODES = tuple(PACKING_MODES)
 ON_ERROR = ("raise", "skip")
 
 
