@@ -28,8 +28,11 @@ it, and each alternative is matched to one step of the cut:
 
 The steps must come in this order (the first alternative that matches wins); contractions
 and the first two whitespace rules are optional. Anything else is refused by naming the
-alternative: a greedy ``\s+$`` (which Oniguruma ends before any newline), a lazy run, a class
-by script (DeepSeek-V3's, whose split is also a sequence of three). A parsed rule is then held to the file's split on the split sample and probes.
+alternative: a greedy ``\s+$`` (which Oniguruma ends before any newline), a lazy run, letters
+by case other than o200k's. DeepSeek-V3's pre-tokenizer splits three times in a row; its
+sequence is read by :func:`split_rule_of_sequence`, whose third pattern has steps of its own
+(ASCII words, letters and marks, punctuation and symbols). A parsed rule is then held to the
+file's split on the split sample and probes.
 """
 
 from __future__ import annotations
