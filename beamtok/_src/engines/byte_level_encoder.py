@@ -93,9 +93,8 @@ class CompiledByteLevelEncoder:
         whole = ExactEncoder(self)
         whole.check_segments(name)
         whole.probe(name, PROBES)
-        if not passed_before(
-            self.engine_name, tokenizer_json, repr(rule)
-        ):  # the sample is most of the set-up: once a machine
+        # the sample is most of the set-up: checked once a machine for the same file, rule and code
+        if not passed_before(self.engine_name, tokenizer_json, repr(rule)):
             differs = whole.first_difference(split_sample(), special=False)
             if differs:
                 raise ProbeMismatch(

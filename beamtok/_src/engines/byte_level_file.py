@@ -320,38 +320,32 @@ def takes_nfc(spec: dict[str, Any], refuse: Any) -> bool:
 
 
 def split_pattern(pre: dict[str, Any], refuse: Any) -> str:
-    """The regex a byte-level pre-tokenizer splits with: GPT-2's for ByteLevel with its own
-    split, or a Split step's followed by a ByteLevel that does not split again."""
-    if pre.get("type") == "ByteLevel":
-        if not pre.get("use_regex", True) or pre.get("add_prefix_space"):
-            raise refuse("its ByteLevel pre-tokenizer adds a prefix space or does not split")
-        return GPT2_PATTERN
-    if pre.get("type") == "Sequence":
-        steps = pre.get("pretokenizers", [])
-        if len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel":
-            split, level = steps
-            regex = (split.get("pattern") or {}).get("Regex")
-            if regex is None or split.get("behavior") != "Isolated" or split.get("invert"):
-                raise refuse("its Split step is not an isolating regex split")
-            if level.get("use_regex") or level.get("add_prefix_space"):
-                raise refuse("its ByteLevel step splits again or adds a prefix space")
-            return str(regex)
-    raise refuse(f"its pre-tokenizer is {pre.get('type')}, not a regex split followed by ByteLevel")
+    """The one regex a byte-level pre-tokenizer splits with (:func:`split_sequence`); a
+    sequence of several splits is refused, as the rank-order engines take one."""
+    patterns = split_sequence(pre, refuse)
+    if len(patterns) != 1:
+        raise refuse(f"its pre-tokenizer is {pre.get('type')}, not a regex split followed by ByteLevel")
+    return patterns[0]
 
 
 def split_sequence(pre: dict[str, Any], refuse: Any) -> tuple[str, ...]:
-    """The regexes a byte-level pre-tokenizer splits with, one after another: one (as
-    :func:`split_pattern`), or those of several isolating Split steps before a ByteLevel that
-    does not split again (DeepSeek-V3's three)."""
+    """The regexes a byte-level pre-tokenizer splits with, one after another: GPT-2's for a
+    ByteLevel with its own split, or those of isolating Split steps (one, or DeepSeek-V3's
+    three) followed by a ByteLevel that does not split again."""
+    if pre.get("type") == "ByteLevel":
+        if not pre.get("use_regex", True) or pre.get("add_prefix_space"):
+            raise refuse("its ByteLevel pre-tokenizer adds a prefix space or does not split")
+        return (GPT2_PATTERN,)
     steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else []
-    if len(steps) < 3 or steps[-1].get("type") != "ByteLevel":
-        return (split_pattern(pre, refuse),)
+    *splits, level = steps or [{}]
+    if not splits or level.get("type") != "ByteLevel" or any(split.get("type") != "Split" for split in splits):
+        raise refuse(f"its pre-tokenizer is {pre.get('type')}, not a regex split followed by ByteLevel")
     patterns = []
-    for split in steps[:-1]:
-        regex = (split.get("pattern") or {}).get("Regex") if split.get("type") == "Split" else None
+    for split in splits:
+        regex = (split.get("pattern") or {}).get("Regex")
         if regex is None or split.get("behavior") != "Isolated" or split.get("invert"):
-            raise refuse("a step of its pre-tokenizer is not an isolating regex split")
+            raise refuse("its Split step is not an isolating regex split")
         patterns.append(str(regex))
-    if steps[-1].get("use_regex") or steps[-1].get("add_prefix_space"):
+    if level.get("use_regex") or level.get("add_prefix_space"):
         raise refuse("its ByteLevel step splits again or adds a prefix space")
     return tuple(patterns)

@@ -140,17 +140,14 @@ class CharClasses:
             new = [chr(code) for code in np.unique(code_points[self._trial[code_points] == UNKNOWN]).tolist()]
             for c in new:
                 self._trial[ord(c)] = self._asked_class(c)
-            asked = [c for c in new if self._trial[ord(c)] != ROUTED]
-            trial = self._trial
-            if self._differs(
-                "\n\n".join(
-                    text for c in asked for text in _contexts(c, trial[ord(c)], self._by_case, self._in_sequence)
-                )
-            ):
-                for c in asked:
-                    if any(
-                        self._differs(text) for text in _contexts(c, trial[ord(c)], self._by_case, self._in_sequence)
-                    ):
+            contexts = {
+                c: _contexts(c, self._trial[ord(c)], self._by_case, self._in_sequence)
+                for c in new
+                if self._trial[ord(c)] != ROUTED
+            }
+            if self._differs("\n\n".join(text for texts in contexts.values() for text in texts)):
+                for c, texts in contexts.items():
+                    if any(self._differs(text) for text in texts):
                         self._trial[ord(c)] = ROUTED
             for c in new:
                 self.table[ord(c)] = self._trial[ord(c)]
@@ -221,12 +218,13 @@ class CharClasses:
             return NUMBER
         if pieces(f"{c}!") == [f"{c}!"]:
             return PUNCTUATION | (ASCII_PUNCTUATION if pieces(f"{c}a") == [f"{c}a"] else 0)
-        if pieces(f"a{c}") == [f"a{c}"]:
+        after_letter = pieces(f"a{c}")
+        if after_letter == [f"a{c}"]:
             return LETTER | (ASCII_LETTER if pieces(f"!{c}") == [f"!{c}"] else 0)
-        if pieces(f"{c}a") == [f"{c}a"] and pieces(f"a{c}") == ["a", c]:
+        if pieces(f"{c}a") == [f"{c}a"] and after_letter == ["a", c]:
             return OTHER
         # the script's: told apart by partners of the script (a letter, a punctuation mark)
-        if pieces(f"中{c}") == [f"中{c}"] and pieces(f"a{c}") == ["a", c]:
+        if pieces(f"中{c}") == [f"中{c}"] and after_letter == ["a", c]:
             return LETTER | IN_SCRIPT
         if pieces(f"・{c}") == [f"・{c}"] and pieces(f"!{c}") == ["!", c]:
             return PUNCTUATION | IN_SCRIPT
@@ -269,16 +267,17 @@ def classes_for(pattern: str | tuple[str, ...], rule: SplitRule) -> CharClasses:
 
 def _contexts(c: str, kind: int, by_case: bool, in_sequence: bool) -> tuple[str, ...]:
     """Strings that put ``c`` (of class ``kind``) after and before each class (and each case,
-    where letters split by case): where a wrong class would cut otherwise. Contractions only
-    tell letters apart, and a text's end only whitespace, so those strings are cut for those classes alone (the file's split runs at
-    about a microsecond a character: the checks are most of what learning a character costs)."""
+    where letters split by case; each segment, in DeepSeek-V3's splits): where a wrong class
+    would cut otherwise. Contractions only tell letters apart, and a text's end only
+    whitespace, so those strings are cut for those classes alone (the file's split runs at about
+    a microsecond a character: the checks are most of what learning a character costs)."""
     texts: tuple[str, ...] = (f"a{c} {c}1{c}{c}!{c}'{c}x {c} \n{c}  {c}{c}'s{c}\n\n{c}\r{c} {c}", c * 5)
     if by_case:
         texts = (*texts, f"A{c}a {c}A a{c}A{c}Aa!!{c}!{c}{c}! Ab{c}{c}A'{c}x a'{c}/\n/{c}/", f"{c}A", f"a'{c}x")
     if in_sequence:
         texts = (
             *texts,
-            f"1{c}2 {c}中 中{c}!{c}a {c}!a \x00{c} {c}\x00a{c}\x00 {c}1234{c}",
+            f"1{c}2 {c}中 中{c}!{c}a {c}!a \x00{c} {c}\x00a{c}\x00 {c}1234{c}・{c}a・{c}中・{c}",
             f"{c}!",
             f"!{c}",
             f"{c}\x00",

@@ -224,11 +224,15 @@ def candidates_for(family: str, backend: Any) -> list[Candidate]:
         # o200k's: bpe-openai (which takes o200k's own ranks) is faster than the compiled cut on
         # every corpus measured, on long runs of letters by far (split_spellings.json)
         by_case = not gpt2_split and _splits_by_case(backend)
+        if gpt2_split:
+            native = [kitoken_bpe, compiled_bpe, bpe_openai]
+        elif by_case:
+            native = [bpe_openai, compiled_bpe, kitoken_bpe]
+        else:
+            native = [compiled_bpe, bpe_openai, kitoken_bpe]
         return [
             Candidate("byte table", _engine(ByteTableEncoder)),
-            *([kitoken_bpe, compiled_bpe] if gpt2_split else [bpe_openai, compiled_bpe] if by_case else [compiled_bpe]),
-            *([] if by_case else [bpe_openai]),
-            *([] if gpt2_split else [kitoken_bpe]),
+            *native,
             Candidate("tiktoken", _rank_order(TiktokenEncoder), usual=True),
         ]
     cached = Candidate("cached words", _words(CachedWordsEncoder, family), usual=True)

@@ -198,8 +198,9 @@ def split_rule_of_sequence(patterns: tuple[str, ...]) -> SplitRule:
         raise SplitNotCut(f"its third split has {e}") from None
     for alternative in alternatives:
         atoms = _atoms_or_refuse(alternative)
-        form = tuple((atom.chars, atom.low, atom.high) for atom in atoms if not atom.possessive)
-        step = next((name for name, steps_form in _DEEPSEEK_STEPS.items() if form == steps_form), None)
+        form = tuple((atom.chars, atom.low, atom.high) for atom in atoms)
+        possessive = any(atom.possessive for atom in atoms)
+        step = None if possessive else next((name for name, want in _DEEPSEEK_STEPS.items() if form == want), None)
         if step is not None:
             steps.append(step)
         else:
